@@ -1,0 +1,47 @@
+// A tiny daemon showing the Overtime pattern: work that must finish after the program
+// leaves the foreground runs inside a grant, and stops cleanly when the grant expires.
+//
+// Try it:  printf 'work\nbg\n' | swift run tiny-daemon
+// Commands on stdin: "work" queues a job, "bg"/"fg" move the lifecycle, EOF terminates.
+import Dispatch
+import Overtime
+
+var configuration = RuntimeConfiguration()
+configuration.backgroundBudget = .seconds(3)
+configuration.expirationLeadTime = .seconds(1)
+let runtime = try Runtime(configuration: configuration)
+
+// Pending work, touched only on the loop thread (observers and handlers run there).
+nonisolated(unsafe) var pendingJobs = 0
+
+let token = runtime.observe { event in
+    print("event: \(event) pending=\(pendingJobs)")
+    guard event == .didEnterBackground || event == .willTerminate, pendingJobs > 0 else { return }
+    // Leaving the foreground with work left: ask for time to finish it.
+    let id = runtime.beginBackgroundTask(name: "finish-jobs") {
+        print("expiring: \(pendingJobs) job(s) left for next time")  // stop; keep state
+    } endHandler: { reason in
+        print("grant ended: \(reason)")
+    }
+    runtime.execute {
+        print("finishing \(pendingJobs) job(s), \(runtime.backgroundTimeRemaining) left")
+        pendingJobs = 0
+        runtime.endBackgroundTask(id)
+    }
+}
+
+DispatchQueue.global().async {
+    while let line = readLine() {
+        switch line {
+        case "work": runtime.execute { pendingJobs += 1 }
+        case "bg": runtime.requestBackground()
+        case "fg": runtime.requestForeground()
+        default: print("unknown command: \(line)")
+        }
+    }
+    runtime.requestTermination()  // stdin closed
+}
+
+runtime.run()  // until terminated
+print("terminated; loop closed cleanly: \(runtime.loopClosedCleanly ?? false)")
+withExtendedLifetime(token) {}

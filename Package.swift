@@ -1,0 +1,63 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "Overtime",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "Overtime", targets: ["Overtime"]),
+        .library(name: "OvertimeTesting", targets: ["OvertimeTesting"]),
+        .executable(name: "tiny-daemon", targets: ["tiny-daemon"]),
+    ],
+    dependencies: [
+        // The core keeps its dependency list short on purpose: users embed it.
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+    ],
+    targets: [
+        // libuv from the system (Debian: libuv1-dev), found through pkg-config.
+        .systemLibrary(
+            name: "CLibUV",
+            pkgConfig: "libuv",
+            providers: [.apt(["libuv1-dev"])]
+        ),
+        .target(
+            name: "Overtime",
+            dependencies: [
+                "CLibUV",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
+        .target(
+            name: "OvertimeTesting",
+            dependencies: ["Overtime"]
+        ),
+        .executableTarget(
+            name: "tiny-daemon",
+            dependencies: ["Overtime"],
+            path: "Examples/tiny-daemon"
+        ),
+        // A child process the tests start to check behaviour that ends a process
+        // (exit policies, the watchdog) and the libuv path end to end.
+        .executableTarget(
+            name: "OvertimeTestHarness",
+            dependencies: [
+                "Overtime",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/Harness"
+        ),
+        .testTarget(
+            name: "OvertimeTests",
+            dependencies: [
+                "Overtime",
+                "OvertimeTesting",
+                "OvertimeTestHarness",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ]
+        ),
+    ]
+)

@@ -1,0 +1,112 @@
+/// When grants must expire and be terminated: one background budget shared by every
+/// grant, plus a heap for the few grants with their own deadline.
+///
+/// The budget window is a single pair of instants however many grants are open, so
+/// begin and end never touch a timer. The runtime arms one timer for ``nextWakeup``.
+/// Heap entries are never removed when a grant ends; a stale entry is skipped when it
+/// surfaces, and the heap is compacted when stale entries dominate.
+///
+/// Loop-thread only; no callbacks are called from here.
+struct DeadlineSchedule {
+    /// The background budget of the current background period.
+    struct Budget: Equatable {
+        var deadline: MonotonicInstant
+        var expirationPoint: MonotonicInstant
+        var expirationDone = false
+    }
+
+    struct Entry {
+        var at: MonotonicInstant
+        var slot: Int32
+        var generation: UInt32
+    }
+
+    let leadTime: Duration
+    private(set) var budget: Budget?
+    private var heap: [Entry] = []
+
+    init(leadTime: Duration) {
+        self.leadTime = leadTime
+    }
+
+    mutating func startBudget(now: MonotonicInstant, length: Duration) {
+        let deadline = now + length
+        budget = Budget(deadline: deadline, expirationPoint: deadline - leadTime)
+    }
+
+    mutating func clearBudget() {
+        budget = nil
+    }
+
+    mutating func markBudgetExpirationDone() {
+        budget?.expirationDone = true
+    }
+
+    /// Adds a wake-up for the grant in `slot` at `at`.
+    mutating func schedule(at: MonotonicInstant, slot: Int32, generation: UInt32) {
+        heap.append(Entry(at: at, slot: slot, generation: generation))
+        siftUp(heap.count - 1)
+    }
+
+    /// The earliest instant at which something may be due.
+    var nextWakeup: MonotonicInstant? {
+        var next: MonotonicInstant?
+        if let budget {
+            next = budget.expirationDone ? budget.deadline : budget.expirationPoint
+        }
+        if let top = heap.first, next.map({ top.at < $0 }) ?? true {
+            next = top.at
+        }
+        return next
+    }
+
+    /// Removes and returns the heap entries due at `now`, earliest first.
+    mutating func popDue(now: MonotonicInstant) -> [Entry] {
+        var due: [Entry] = []
+        while let top = heap.first, top.at <= now {
+            due.append(top)
+            removeTop()
+        }
+        return due
+    }
+
+    /// Drops entries for grants that are gone, once they outnumber the live ones.
+    mutating func compact(isLive: (Entry) -> Bool) {
+        guard heap.count > 1024 else { return }
+        let live = heap.filter(isLive)
+        guard live.count * 2 < heap.count else { return }
+        heap = live
+        for index in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(index) }
+    }
+
+    private mutating func removeTop() {
+        let last = heap.removeLast()
+        if !heap.isEmpty {
+            heap[0] = last
+            siftDown(0)
+        }
+    }
+
+    private mutating func siftUp(_ start: Int) {
+        var child = start
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard heap[child].at < heap[parent].at else { return }
+            heap.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    private mutating func siftDown(_ start: Int) {
+        var parent = start
+        while true {
+            let left = 2 * parent + 1
+            guard left < heap.count else { return }
+            var smallest = left
+            if left + 1 < heap.count, heap[left + 1].at < heap[left].at { smallest = left + 1 }
+            guard heap[smallest].at < heap[parent].at else { return }
+            heap.swapAt(parent, smallest)
+            parent = smallest
+        }
+    }
+}

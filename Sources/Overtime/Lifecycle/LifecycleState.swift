@@ -1,0 +1,64 @@
+/// Where a program stands in its lifecycle.
+public enum LifecycleState: UInt8, Sendable, Hashable, CustomStringConvertible {
+    /// In the foreground. The state after start.
+    case active
+    /// Passing between the foreground and the background.
+    case inactive
+    /// Left the foreground: the background budget counts down and grants run.
+    case background
+    /// In the background with no open grant, or with the budget spent: no background
+    /// work runs until the next transition.
+    case suspended
+    /// Final: ``Runtime/run()`` returns.
+    case terminated
+
+    /// The state's name, e.g. `background`.
+    public var description: String {
+        switch self {
+        case .active: "active"
+        case .inactive: "inactive"
+        case .background: "background"
+        case .suspended: "suspended"
+        case .terminated: "terminated"
+        }
+    }
+
+    /// Whether the program is in the foreground (`active` or `inactive`).
+    var isForeground: Bool { self == .active || self == .inactive }
+}
+
+/// What the runtime tells observers, always in the order the design gives for each
+/// transition.
+public enum LifecycleEvent: Sendable, Hashable, CustomStringConvertible {
+    /// The program is about to leave the foreground.
+    case willResignActive
+    /// The program is in the background; its budget counts down. Begin grants here.
+    case didEnterBackground
+    /// No grant is open (or the budget is spent): background work stops.
+    case didSuspend
+    /// The program is about to return to the foreground.
+    case willEnterForeground
+    /// The program is in the foreground.
+    case didBecomeActive
+    /// The program will terminate once no grant is open or the budget is spent.
+    case willTerminate
+
+    /// The event's name, e.g. `didEnterBackground`.
+    public var description: String {
+        switch self {
+        case .willResignActive: "willResignActive"
+        case .didEnterBackground: "didEnterBackground"
+        case .didSuspend: "didSuspend"
+        case .willEnterForeground: "willEnterForeground"
+        case .didBecomeActive: "didBecomeActive"
+        case .willTerminate: "willTerminate"
+        }
+    }
+}
+
+/// A request to move the lifecycle.
+enum LifecycleRequest: Sendable, Hashable {
+    case background
+    case foreground
+    case termination
+}

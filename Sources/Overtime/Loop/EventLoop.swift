@@ -1,0 +1,115 @@
+import CLibUV
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The one libuv loop of a runtime and the handles the runtime itself owns.
+///
+/// Ownership: every handle's memory is allocated here and freed in `deinit`, after
+/// `uv_loop_close`, so a close callback can never touch freed memory. All methods
+/// except ``wake()`` and ``isCurrentThread`` run on the loop thread.
+final class EventLoop: @unchecked Sendable {
+    let raw: UnsafeMutablePointer<uv_loop_t>
+    private let wakeHandle: UnsafeMutablePointer<uv_async_t>
+    private let timerHandle: UnsafeMutablePointer<uv_timer_t>
+    private var ownedHandles: [UnsafeMutableRawPointer] = []
+    private let loopThread = Atomic<UInt>(0)
+    private let wakeGate = Mutex<Bool>(true)  // true while the wake handle may be signalled
+
+    /// Called on the loop thread after one or more ``wake()`` calls (coalesced).
+    var onWake: () -> Void = {}
+    /// Called on the loop thread when the deadline timer fires.
+    var onTimer: () -> Void = {}
+    /// What `uv_loop_close` returned once ``run()`` finished; `0` means every handle closed.
+    private(set) var closeResult: Int32?
+
+    init() throws(RuntimeError) {
+        raw = .allocate(capacity: 1)
+        wakeHandle = .allocate(capacity: 1)
+        timerHandle = .allocate(capacity: 1)
+        let status = uv_loop_init(raw)
+        guard status == 0 else {
+            raw.deallocate()
+            wakeHandle.deallocate()
+            timerHandle.deallocate()
+            throw RuntimeError.libuv(call: "uv_loop_init", code: status)
+        }
+        ownedHandles = [UnsafeMutableRawPointer(wakeHandle), UnsafeMutableRawPointer(timerHandle)]
+        raw.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        uv_async_init(raw, wakeHandle) { handle in
+            EventLoop.owner(of: handle!.pointee.loop).onWake()
+        }
+        uv_timer_init(raw, timerHandle)
+    }
+
+    deinit {
+        if closeResult == nil {
+            // Never ran: close the handles so the loop can be closed and freed.
+            closeAllHandles()
+            uv_run(raw, UV_RUN_DEFAULT)
+            _ = uv_loop_close(raw)
+        }
+        for handle in ownedHandles { handle.deallocate() }
+        raw.deallocate()
+    }
+
+    private static func owner(of loop: UnsafeMutablePointer<uv_loop_t>?) -> EventLoop {
+        Unmanaged<EventLoop>.fromOpaque(loop!.pointee.data).takeUnretainedValue()
+    }
+
+    /// Whether the caller runs on the loop thread.
+    var isCurrentThread: Bool {
+        let owner = loopThread.load(ordering: .acquiring)
+        return owner != 0 && pthread_equal(pthread_t(owner), pthread_self()) != 0
+    }
+
+    /// Whether a thread is running the loop now.
+    var isRunning: Bool { loopThread.load(ordering: .acquiring) != 0 }
+
+    /// Wakes the loop from any thread. Returns `false` once the loop has shut down.
+    @discardableResult
+    func wake() -> Bool {
+        wakeGate.withLock { open in
+            // Under the gate so that the handle cannot be closed between check and send.
+            if open { uv_async_send(wakeHandle) }
+            return open
+        }
+    }
+
+    /// Arms the single deadline timer to fire after `milliseconds` (replacing any earlier arming).
+    func armTimer(milliseconds: UInt64) {
+        uv_update_time(raw)  // libuv caches loop time; without this the timer could fire early
+        uv_timer_start(
+            timerHandle,
+            { handle in EventLoop.owner(of: handle!.pointee.loop).onTimer() },
+            milliseconds, 0)
+    }
+
+    /// Stops the deadline timer.
+    func disarmTimer() {
+        uv_timer_stop(timerHandle)
+    }
+
+    /// Runs the loop on the calling thread until every handle is closed, then closes the loop.
+    func run() {
+        loopThread.store(UInt(pthread_self()), ordering: .releasing)
+        uv_run(raw, UV_RUN_DEFAULT)
+        closeResult = uv_loop_close(raw)
+        loopThread.store(0, ordering: .releasing)
+    }
+
+    /// Closes every handle on the loop (the runtime's and any a driver added), so that
+    /// ``run()`` returns. Runs on the loop thread.
+    func closeAllHandles() {
+        wakeGate.withLock { $0 = false }
+        uv_walk(
+            raw,
+            { handle, _ in
+                if uv_is_closing(handle) == 0 { uv_close(handle, nil) }
+            }, nil)
+    }
+}

@@ -1,0 +1,45 @@
+import CLibUV
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Flushes standard streams and ends the process at once with `status`.
+///
+/// `_exit` rather than `exit`: another thread (the loop or the main thread) may be
+/// running, and `atexit` handlers and static destructors racing it could crash the
+/// process with a different status than the one promised.
+func exitProcess(status: Int32) -> Never {
+    fflush(nil)
+    _exit(status)
+}
+
+/// Starts a detached thread named `name` (at most 15 characters) that runs `body`.
+func spawnThread(name: String, _ body: @escaping @Sendable () -> Void) {
+    final class Box {
+        let name: String
+        let body: @Sendable () -> Void
+        init(name: String, body: @escaping @Sendable () -> Void) {
+            self.name = name
+            self.body = body
+        }
+    }
+    let box = Unmanaged.passRetained(Box(name: name, body: body)).toOpaque()
+    var thread = pthread_t()
+    let status = pthread_create(
+        &thread, nil,
+        { argument in
+            let box = Unmanaged<Box>.fromOpaque(argument!).takeRetainedValue()
+            _ = overtime_set_thread_name(box.name)
+            box.body()
+            return nil
+        }, box)
+    if status == 0 {
+        pthread_detach(thread)
+    } else {
+        // Threads are a system resource; without one the work cannot run at all.
+        Unmanaged<AnyObject>.fromOpaque(box).release()
+        fatalError("Overtime: pthread_create failed with \(status)")
+    }
+}

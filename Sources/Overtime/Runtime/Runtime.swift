@@ -1,0 +1,272 @@
+import Dispatch
+import Logging
+import Synchronization
+
+/// The Overtime runtime: a lifecycle, expiring background-task grants, and their
+/// enforcement, on one libuv loop.
+///
+/// ```swift
+/// let runtime = try Runtime()
+/// let token = runtime.observe { event in
+///     guard event == .didEnterBackground else { return }
+///     let id = runtime.beginBackgroundTask(name: "flush") { flusher.stop() }
+///     flusher.flush { runtime.endBackgroundTask(id) }
+/// }
+/// runtime.run()   // until terminated
+/// ```
+///
+/// Every member is safe to call from any thread. Calls made off the loop thread are
+/// queued (FIFO per calling thread) and applied on the loop; observers, expiration
+/// handlers and end handlers run on the loop thread, one at a time.
+///
+/// `Runtime` is a facade: the lifecycle machine, the grant table, the deadline
+/// schedule, the observer registry, the loop and the watchdog are separate parts.
+public final class Runtime: Sendable {
+    /// The configuration the runtime was created with (validated).
+    public let configuration: RuntimeConfiguration
+    /// The clock every deadline is computed with.
+    public let clock: any RuntimeClock
+    /// The loop thread as a Swift executor, for actors and tasks.
+    public let executor: LoopExecutor
+
+    let loop: EventLoop
+    let queue: InboundQueue
+    let published: PublishedState
+    let core: RuntimeCore
+    private let sharedMetrics: SharedMetrics
+    private let watchdog: Watchdog?
+    private let runState = Mutex(RunState.notStarted)
+    private let terminatedGroup = DispatchGroup()
+    private let nextObserverID = Atomic<UInt64>(0)
+
+    private enum RunState { case notStarted, running, finished }
+
+    /// The time remaining in the foreground, where no deadline applies: larger than any
+    /// real budget, so comparisons such as `remaining < .seconds(5)` read naturally.
+    public static let unlimitedTime = Duration.seconds(Int64.max)
+
+    /// Creates a runtime. Nothing runs until ``run()`` or ``start()``.
+    ///
+    /// - Throws: ``RuntimeError/invalidConfiguration(field:reason:)`` naming a bad
+    ///   field, or ``RuntimeError/libuv(call:code:)`` if the loop cannot be created.
+    public init(
+        configuration: RuntimeConfiguration = RuntimeConfiguration(),
+        clock: any RuntimeClock = SystemClock()
+    ) throws(RuntimeError) {
+        try configuration.validate()
+        self.configuration = configuration
+        self.clock = clock
+        loop = try EventLoop()
+        queue = InboundQueue(loop: loop)
+        published = PublishedState()
+        executor = LoopExecutor(loop: loop, queue: queue, logger: configuration.logger)
+        let activity = LoopActivity()
+        core = RuntimeCore(
+            configuration: configuration, clock: clock, loop: loop, queue: queue,
+            published: published, activity: activity, executor: executor)
+        sharedMetrics = core.metrics.shared
+        watchdog = configuration.watchdogTimeout.map {
+            Watchdog(
+                timeout: $0, policy: configuration.watchdogPolicy, activity: activity,
+                logger: configuration.logger, onTrip: configuration.onWatchdogTrip)
+        }
+        terminatedGroup.enter()
+        let core = self.core
+        loop.onWake = { core.turn {} }
+        loop.onTimer = { core.turn { core.timerFired() } }
+        if let watchdog { core.onShutdown.append { watchdog.stop() } }
+        if let driver = clock.virtualTimeDriver {
+            let timer = VirtualTimer(
+                fire: { [weak self] in self?.fireVirtualTimer() },
+                settle: { [weak self] in self?.flush() })
+            core.virtualTimer = timer
+            driver.register(timer)
+        }
+    }
+
+    // MARK: Running
+
+    /// Runs the loop on the calling thread until the lifecycle is `.terminated`, then
+    /// closes every libuv handle and returns. Daemons call it from the main thread.
+    ///
+    /// Calling it (or ``start()``) a second time logs an error and returns at once.
+    public func run() {
+        guard markRunning() else { return }
+        runLoop()
+    }
+
+    /// Runs the loop on a thread of its own and returns at once: for a library
+    /// embedded in a host program. ``waitUntilTerminated()`` waits for the end.
+    public func start() {
+        guard markRunning() else { return }
+        spawnThread(name: "overtime-loop") { [self] in runLoop() }
+    }
+
+    private func runLoop() {
+        watchdog?.start()
+        loop.run()
+        watchdog?.stop()
+        runState.withLock { $0 = .finished }
+        terminatedGroup.leave()
+    }
+
+    /// Blocks until the runtime has terminated and its loop has closed.
+    public func waitUntilTerminated() {
+        terminatedGroup.wait()
+    }
+
+    /// Whether the loop closed cleanly (every libuv handle closed) after termination;
+    /// `nil` while it runs.
+    public var loopClosedCleanly: Bool? {
+        guard runState.withLock({ $0 == .finished }) else { return nil }
+        return loop.closeResult == 0
+    }
+
+    private func markRunning() -> Bool {
+        let wasNotStarted = runState.withLock { state in
+            defer { if state == .notStarted { state = .running } }
+            return state == .notStarted
+        }
+        if !wasNotStarted {
+            configuration.logger.error("Runtime.run() or start() was called on a runtime already started; ignored")
+        }
+        return wasNotStarted
+    }
+
+    private var isLoopAlive: Bool { runState.withLock { $0 == .running } }
+
+    /// Whether the caller runs on the loop thread.
+    public var isOnLoopThread: Bool { loop.isCurrentThread }
+
+    // MARK: Lifecycle
+
+    /// The current lifecycle state, as last applied by the loop.
+    public var state: LifecycleState { published.state }
+
+    /// Leaves the foreground: `willResignActive`, `didEnterBackground` (and
+    /// `didSuspend` once no grant is open). A no-op in the background.
+    public func requestBackground() { request(.background) }
+
+    /// Returns to the foreground: `willEnterForeground`, `didBecomeActive`. Open grants
+    /// go on; the background deadline is cleared. A no-op in the foreground.
+    public func requestForeground() { request(.foreground) }
+
+    /// Terminates gracefully: from the foreground via the background, then
+    /// `willTerminate`; then waits until no grant is open or the budget is spent.
+    public func requestTermination() { request(.termination) }
+
+    private func request(_ request: LifecycleRequest) {
+        // Always queued, even on the loop thread: every observer sees an event before
+        // the next transition starts.
+        if !queue.enqueue(.lifecycle(request)) {
+            configuration.logger.debug("lifecycle request after termination ignored", metadata: ["request": "\(request)"])
+        }
+    }
+
+    /// Calls `handler` on the loop thread with every lifecycle event from now on, until
+    /// the returned token is cancelled or released.
+    public func observe(_ handler: @escaping @Sendable (LifecycleEvent) -> Void) -> ObservationToken {
+        addObserver(handler, onFinish: nil)
+    }
+
+    /// Every lifecycle event from now on, never dropping one; the sequence finishes when
+    /// the runtime terminates (or immediately if it already has).
+    ///
+    /// An async consumer sees events after the loop has moved on: begin grants for a
+    /// transition in an ``observe(_:)`` closure, which runs before the transition ends.
+    public var lifecycleEvents: AsyncStream<LifecycleEvent> {
+        AsyncStream(bufferingPolicy: .unbounded) { continuation in
+            let token = addObserver({ continuation.yield($0) }, onFinish: { continuation.finish() })
+            continuation.onTermination = { _ in token.cancel() }
+        }
+    }
+
+    private func addObserver(
+        _ handler: @escaping @Sendable (LifecycleEvent) -> Void, onFinish: (@Sendable () -> Void)?
+    ) -> ObservationToken {
+        let id = nextObserverID.wrappingAdd(1, ordering: .relaxed).newValue
+        let flag = CancellationFlag()
+        let entry = ObserverRegistry.Entry(id: id, cancellation: flag, handler: handler, onFinish: onFinish)
+        let core = self.core
+        let queue = self.queue
+        let token = ObservationToken(flag: flag) {
+            _ = queue.enqueue(.run { core.observers.remove(id: id) })
+        }
+        if !onLoop({ core in core.addObserver(entry) }) {
+            onFinish?()
+        }
+        return token
+    }
+
+    // MARK: Loop access
+
+    /// Runs `body` on the loop thread, after everything queued before it.
+    public func execute(_ body: @escaping @Sendable () -> Void) {
+        if !queue.enqueue(.run(body)) {
+            configuration.logger.error("Runtime.execute after termination: the closure is dropped")
+        }
+    }
+
+    /// Blocks until the loop has applied every request queued before this call (and
+    /// whatever they queued in turn). Returns at once on the loop thread, before
+    /// ``start()``/``run()``, and after termination.
+    public func flush() {
+        guard !isOnLoopThread, isLoopAlive else { return }
+        let done = DispatchSemaphore(value: 0)
+        let core = self.core
+        guard queue.enqueue(.run { core.quiescenceWaiters.append(done) }) else { return }
+        done.wait()
+    }
+
+    /// Runs `body` with the core on the loop: inline on the loop thread, queued
+    /// otherwise. Returns `false` if the runtime has shut down.
+    @discardableResult
+    func onLoop(_ body: @escaping @Sendable (RuntimeCore) -> Void) -> Bool {
+        if isOnLoopThread {
+            body(core)
+            return true
+        }
+        let core = self.core
+        return queue.enqueue(.run { body(core) })
+    }
+
+    /// Runs `body` on the loop and waits for its result; `nil` when the loop is not
+    /// running (not started, or terminated).
+    func onLoopAndWait<T: Sendable>(_ body: @escaping @Sendable (RuntimeCore) -> T) -> T? {
+        if isOnLoopThread { return body(core) }
+        guard isLoopAlive else { return nil }
+        let result = Mutex<T?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let core = self.core
+        guard
+            queue.enqueue(
+                .run {
+                    let value = body(core)
+                    result.withLock { $0 = value }
+                    done.signal()
+                })
+        else { return nil }
+        done.wait()
+        return result.withLock { $0 }
+    }
+
+    private func fireVirtualTimer() {
+        let core = self.core
+        if isOnLoopThread {
+            core.turn { core.timerFired() }
+            return
+        }
+        guard isLoopAlive else { return }
+        let done = DispatchSemaphore(value: 0)
+        guard
+            queue.enqueue(
+                .run {
+                    core.timerFired()
+                    core.quiescenceWaiters.append(done)
+                })
+        else { return }
+        done.wait()
+    }
+
+    var metrics: SharedMetrics { sharedMetrics }
+}

@@ -1,0 +1,98 @@
+import CLibUV
+import CoreMetrics
+import Logging
+
+/// How a ``Runtime`` behaves. Every field has the default the design gives.
+///
+/// ```swift
+/// var configuration = RuntimeConfiguration()
+/// configuration.backgroundBudget = .seconds(25)      // container: SIGKILL after 30 s
+/// configuration.terminationPolicy = .exitProcess(status: 1)
+/// let runtime = try Runtime(configuration: configuration)
+/// ```
+public struct RuntimeConfiguration: Sendable {
+    /// Time granted on each entry into the background (and on termination from the
+    /// foreground or from suspension). Default 30 s.
+    public var backgroundBudget: Duration = .seconds(30)
+    /// How long before a deadline the expiration handlers run. Default 5 s; must be
+    /// shorter than the budget.
+    public var expirationLeadTime: Duration = .seconds(5)
+    /// The cap on open grants; a begin beyond it is refused. Default 100,000.
+    public var maximumOpenBackgroundTasks: Int = 100_000
+    /// What happens to a grant still open at its deadline. Default ``TerminationPolicy/endTask``.
+    public var terminationPolicy: TerminationPolicy = .endTask
+    /// How long one callback may hold the loop before the watchdog reports it;
+    /// `nil` switches the watchdog off. Default 10 s.
+    public var watchdogTimeout: Duration? = .seconds(10)
+    /// What the watchdog does after reporting. Default: exit with
+    /// ``WatchdogPolicy/defaultExitStatus``.
+    public var watchdogPolicy: WatchdogPolicy = .exitProcess(status: WatchdogPolicy.defaultExitStatus)
+    /// Where the runtime logs (refusals, misuse, termination reports, watchdog trips).
+    public var logger = Logger(label: "overtime")
+    /// The metrics backend; `nil` uses the one bootstrapped in `MetricsSystem`.
+    public var metricsFactory: (any MetricsFactory)?
+    /// Called on the loop thread with each termination report, before the policy acts.
+    public var onTermination: (@Sendable (TerminationReport) -> Void)?
+    /// Called on the watchdog thread when it trips, before the policy acts.
+    public var onWatchdogTrip: (@Sendable (WatchdogReport) -> Void)?
+
+    /// The defaults.
+    public init() {}
+
+    /// Throws ``RuntimeError/invalidConfiguration(field:reason:)`` naming the first bad field.
+    public func validate() throws(RuntimeError) {
+        func fail(_ field: String, _ reason: String) -> RuntimeError {
+            .invalidConfiguration(field: field, reason: reason)
+        }
+        if backgroundBudget <= .zero { throw fail("backgroundBudget", "must be positive, got \(backgroundBudget)") }
+        if expirationLeadTime < .zero {
+            throw fail("expirationLeadTime", "must not be negative, got \(expirationLeadTime)")
+        }
+        if expirationLeadTime >= backgroundBudget {
+            throw fail(
+                "expirationLeadTime",
+                "must be shorter than backgroundBudget (\(backgroundBudget)), got \(expirationLeadTime)")
+        }
+        if maximumOpenBackgroundTasks < 1 {
+            throw fail("maximumOpenBackgroundTasks", "must be at least 1, got \(maximumOpenBackgroundTasks)")
+        }
+        if let watchdogTimeout, watchdogTimeout <= .zero {
+            throw fail("watchdogTimeout", "must be positive or nil, got \(watchdogTimeout)")
+        }
+    }
+}
+
+/// Errors from creating a runtime or from its async helpers.
+public enum RuntimeError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// A configuration field is out of range.
+    case invalidConfiguration(field: String, reason: String)
+    /// A libuv call failed with `code` (a negative errno).
+    case libuv(call: String, code: Int32)
+
+    /// A sentence naming the field or the call.
+    public var description: String {
+        switch self {
+        case .invalidConfiguration(let field, let reason):
+            "invalid configuration: \(field) \(reason)"
+        case .libuv(let call, let code):
+            "\(call) failed: \(String(cString: uv_strerror(code))) (\(code))"
+        }
+    }
+}
+
+/// Errors thrown by ``Runtime/withBackgroundTask(name:maximumDuration:fileID:line:_:)``.
+public enum BackgroundTaskError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The grant was refused.
+    case refused(BackgroundTaskRefusal)
+    /// The body was still running at the deadline; the grant was terminated.
+    case terminated(TerminationReport)
+
+    /// A sentence naming the refusal or the report.
+    public var description: String {
+        switch self {
+        case .refused(let refusal): "background task refused: \(refusal)"
+        case .terminated(let report): "background task terminated: \(report)"
+        }
+    }
+}
+

@@ -1,0 +1,85 @@
+import Logging
+
+/// Performing lifecycle transitions: the machine decides, the core acts.
+extension RuntimeCore {
+    func apply(_ request: LifecycleRequest) {
+        switch lifecycle.handle(request) {
+        case .failure(let ignored):
+            if ignored.reason == .terminating {
+                logger.notice(
+                    "lifecycle request ignored: the program is terminating",
+                    metadata: ["request": "\(request)"])
+            }
+        case .success(let actions):
+            transitionDepth += 1
+            perform(actions)
+            transitionDepth -= 1
+            settle()
+        }
+    }
+
+    /// Decides, once no transition is running, whether the program suspends or
+    /// finishes terminating.
+    func settle() {
+        guard transitionDepth == 0 else {
+            needsSettle = true
+            return
+        }
+        let actions = lifecycle.settle(hasOpenGrants: grants.openCount > 0)
+        if !actions.isEmpty {
+            transitionDepth += 1
+            perform(actions)
+            transitionDepth -= 1
+        }
+    }
+
+    /// Called whenever a grant left the table.
+    func grantRemoved() {
+        if grants.openCount == 0, lifecycle.state == .background { needsSettle = true }
+    }
+
+    private func perform(_ actions: [LifecycleMachine.Action]) {
+        for action in actions {
+            switch action {
+            case .enter(let state):
+                enter(state)
+            case .emit(let event):
+                deliver(event)
+            case .startBudget:
+                deadlines.startBudget(now: now, length: configuration.backgroundBudget)
+                published.setDeadline(deadlines.budget?.deadline)
+            case .clearBudget:
+                deadlines.clearBudget()
+                published.setDeadline(nil)
+            case .finishTermination:
+                shutDown()
+            }
+        }
+    }
+
+    private func enter(_ state: LifecycleState) {
+        let previous = published.state
+        published.setState(state)
+        if previous.isForeground, !state.isForeground {
+            backgroundEnteredAt = now
+        } else if state.isForeground || state == .terminated, let since = backgroundEnteredAt {
+            metrics.backgroundDuration.recordNanoseconds(Int64(clamping: (now - since).clampedNanoseconds))
+            backgroundEnteredAt = nil
+        }
+        logger.debug("lifecycle state", metadata: ["state": "\(state)"])
+    }
+
+    private func deliver(_ event: LifecycleEvent) {
+        for entry in observers.snapshot where !entry.cancellation.isSet {
+            callUser(.observer(event), timer: metrics.observerDuration) { entry.handler(event) }
+        }
+    }
+
+    func addObserver(_ entry: ObserverRegistry.Entry) {
+        if lifecycle.state == .terminated {
+            entry.onFinish?()
+        } else {
+            observers.add(entry)
+        }
+    }
+}

@@ -1,0 +1,178 @@
+import CoreMetrics
+import Dispatch
+import Logging
+
+/// Everything the loop thread owns, and the order in which it does things.
+///
+/// The parts stand on their own: ``LifecycleMachine`` decides transitions,
+/// ``GrantTable`` stores grants, ``DeadlineSchedule`` knows when they are due,
+/// ``ObserverRegistry`` holds observers. The core performs what they decide and calls
+/// user code, one callback at a time, on the loop thread.
+///
+/// Every entry from libuv goes through ``turn(_:)``: it runs the work, drains the
+/// inbound queue until it is empty, applies deferred lifecycle decisions, re-arms the
+/// single deadline timer and flushes metrics, in that order.
+final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
+    let configuration: RuntimeConfiguration
+    let clock: any RuntimeClock
+    let loop: EventLoop
+    let queue: InboundQueue
+    let published: PublishedState
+    let activity: LoopActivity
+    let executor: LoopExecutor
+    var logger: Logger { configuration.logger }
+    var metrics: RuntimeMetrics
+
+    var lifecycle = LifecycleMachine()
+    var grants = GrantTable()
+    var deadlines: DeadlineSchedule
+    var observers = ObserverRegistry()
+
+    /// Remote IDs ended on the loop before their begin was applied (see `end`).
+    var earlyRemoteEnds: [UInt64: CallSite] = [:]
+    /// A lifecycle decision to take once the current transition is over.
+    var needsSettle = false
+    var transitionDepth = 0
+    var backgroundEnteredAt: MonotonicInstant?
+    var armedWakeup: MonotonicInstant?
+    var virtualTimer: VirtualTimer?
+    /// Threads waiting until the loop has applied everything queued.
+    var quiescenceWaiters: [DispatchSemaphore] = []
+    var onShutdown: [() -> Void] = []
+    private var isInTurn = false
+    private var buffer: [InboundWork] = []
+
+    init(
+        configuration: RuntimeConfiguration, clock: any RuntimeClock, loop: EventLoop,
+        queue: InboundQueue, published: PublishedState, activity: LoopActivity, executor: LoopExecutor
+    ) {
+        self.configuration = configuration
+        self.clock = clock
+        self.loop = loop
+        self.queue = queue
+        self.published = published
+        self.activity = activity
+        self.executor = executor
+        self.metrics = RuntimeMetrics(factory: configuration.metricsFactory)
+        self.deadlines = DeadlineSchedule(leadTime: configuration.expirationLeadTime)
+    }
+
+    var now: MonotonicInstant { clock.now }
+
+    // MARK: Turns
+
+    /// Runs `body` as one turn of the loop (see the type's documentation).
+    func turn(_ body: () -> Void) {
+        if isInTurn {
+            // Re-entered from a callback (e.g. a virtual clock fired on the loop thread):
+            // the outer turn finishes the work.
+            body()
+            return
+        }
+        isInTurn = true
+        activity.beginTurn()
+        body()
+        finishTurn()
+        activity.endTurn()
+        isInTurn = false
+    }
+
+    private func finishTurn() {
+        while true {
+            drainInbound()
+            if needsSettle {
+                needsSettle = false
+                settle()
+                continue
+            }
+            break
+        }
+        reportEarlyRemoteEnds()
+        rearmTimer()
+        metrics.flush()
+        if !quiescenceWaiters.isEmpty {
+            let waiters = quiescenceWaiters
+            quiescenceWaiters = []
+            for waiter in waiters { waiter.signal() }
+        }
+    }
+
+    private func drainInbound() {
+        while true {
+            queue.takeAll(into: &buffer)  // hands the queue our empty buffer, keeps capacity
+            if buffer.isEmpty { return }
+            for item in buffer { process(item) }
+            buffer.removeAll(keepingCapacity: true)
+        }
+    }
+
+    private func process(_ item: InboundWork) {
+        switch item {
+        case .begin(let request): applyRemoteBegin(request)
+        case .end(let id, let callSite): end(id, callSite: callSite)
+        case .lifecycle(let request): apply(request)
+        case .job(let job): activity.run(.executorJob) { executor.run(job) }
+        case .run(let body): activity.run(.closure) { body() }
+        }
+    }
+
+    /// Calls user code as `callback`: named for the watchdog, timed for metrics.
+    func callUser(_ callback: LoopCallback, timer: Timer, _ body: () -> Void) {
+        let started = SystemClock.monotonicNanoseconds()
+        activity.run(callback, body)
+        timer.recordNanoseconds(Int64(clamping: SystemClock.monotonicNanoseconds() &- started))
+    }
+
+    // MARK: Timer
+
+    /// Arms the one deadline timer (or tells the virtual clock) for the next wake-up.
+    func rearmTimer() {
+        let next = deadlines.nextWakeup
+        if let virtualTimer {
+            virtualTimer.setWakeup(next)
+            return
+        }
+        guard next != armedWakeup else { return }
+        armedWakeup = next
+        guard let next else {
+            loop.disarmTimer()
+            return
+        }
+        let current = now
+        let nanoseconds = next > current ? next.nanoseconds - current.nanoseconds : 0
+        // Round up: libuv counts milliseconds, and firing early would only re-arm.
+        loop.armTimer(milliseconds: (nanoseconds + 999_999) / 1_000_000)
+    }
+
+    /// The timer fired (or virtual time reached the wake-up).
+    func timerFired() {
+        armedWakeup = nil
+        processDeadlines(now: now)
+    }
+
+    // MARK: Shutdown
+
+    /// The lifecycle reached `.terminated`: finish streams, close every handle.
+    func shutDown() {
+        for leftover in queue.close() {
+            switch leftover {
+            case .begin(let request):
+                published.releaseGrant()
+                logger.warning(
+                    "background task refused: the runtime terminated before it began",
+                    metadata: ["task": "\(request.name)", "id": "\(request.id)", "call_site": "\(request.callSite)"])
+                request.endHandler?(.terminated, nil)
+            case .job:
+                logger.error("a job was enqueued on the loop executor after termination; it is dropped")
+            case .run(let body):
+                body()
+            case .end, .lifecycle:
+                break
+            }
+        }
+        for entry in observers.removeAll() { entry.onFinish?() }
+        for action in onShutdown { action() }
+        onShutdown = []
+        loop.closeAllHandles()
+    }
+}

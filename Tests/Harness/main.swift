@@ -1,0 +1,2 @@
+import Overtime
+print("placeholder")

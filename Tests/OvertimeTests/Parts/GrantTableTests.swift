@@ -1,0 +1,95 @@
+import Testing
+
+@testable import Overtime
+
+@Suite("GrantTable: slab storage and IDs")
+struct GrantTableTests {
+    private func insert(_ table: inout GrantTable, _ name: String, remote: BackgroundTaskID = .invalid) -> Int32 {
+        let extras = remote.isInvalid ? nil : GrantExtras(endHandler: nil, remoteID: remote, ownDeadline: nil)
+        return table.insert(
+            name: name, callSite: CallSite(fileID: #fileID, line: #line), begunAt: .zero,
+            expirationHandler: nil, extras: extras)
+    }
+
+    @Test func idsFindTheirSlotUntilRemovedAndNeverAfter() {
+        var table = GrantTable()
+        let slot = insert(&table, "a")
+        let id = table.id(ofSlot: slot)
+        #expect(table.slot(for: id) == slot)
+        _ = table.remove(slot: slot)
+        #expect(table.slot(for: id) == nil)
+        // The slot is reused with a new generation: the old ID stays stale.
+        let reused = insert(&table, "b")
+        #expect(reused == slot)
+        #expect(table.slot(for: id) == nil)
+        #expect(table.slot(for: table.id(ofSlot: reused)) == reused)
+        #expect(table.slot(for: .invalid) == nil)
+        #expect(table.slot(for: BackgroundTaskID(rawValue: 0x7FFF_FFFF_0000_0999)) == nil)
+    }
+
+    @Test func beginOrderSurvivesRemovalsInTheMiddle() {
+        var table = GrantTable()
+        let slots = (0..<5).map { insert(&table, "g\($0)") }
+        _ = table.remove(slot: slots[1])
+        _ = table.remove(slot: slots[3])
+        let later = insert(&table, "g5")
+        #expect(table.openSlotsInBeginOrder().map(\.slot) == [slots[0], slots[2], slots[4], later])
+        #expect(table.openSlotsInBeginOrder().map { table[$0.slot].name } == ["g0", "g2", "g4", "g5"])
+        #expect(table.openCount == 4)
+    }
+
+    @Test func remoteIDsMapThroughTheDictionary() {
+        var table = GrantTable()
+        let remote = BackgroundTaskID.remote(7)
+        let slot = insert(&table, "r", remote: remote)
+        #expect(table.id(ofSlot: slot) == remote)
+        #expect(table.slot(for: remote) == slot)
+        // The local encoding of a remote grant's slot is not a valid handle for it.
+        #expect(table.slot(for: .local(slot: slot, generation: table[slot].generation)) == nil)
+        _ = table.remove(slot: slot)
+        #expect(table.slot(for: remote) == nil)
+    }
+
+    @Test func localAndRemoteIDsNeverCollideAndPrintReadably() {
+        let local = BackgroundTaskID.local(slot: 12, generation: 3)
+        #expect(!local.isRemote && local.localSlot == 12 && local.localGeneration == 3)
+        #expect(local.description == "#12.3")
+        #expect(BackgroundTaskID.remote(12).description == "#r12")
+        #expect(BackgroundTaskID.invalid.isInvalid)
+    }
+}
+
+@Suite("DeadlineSchedule: one budget window and a lazy heap")
+struct DeadlineScheduleTests {
+    @Test func budgetWakesAtExpirationPointThenDeadline() {
+        var schedule = DeadlineSchedule(leadTime: .seconds(5))
+        #expect(schedule.nextWakeup == nil)
+        schedule.startBudget(now: MonotonicInstant(nanoseconds: 0), length: .seconds(30))
+        #expect(schedule.nextWakeup == .zero + .seconds(25))
+        schedule.markBudgetExpirationDone()
+        #expect(schedule.nextWakeup == .zero + .seconds(30))
+        schedule.clearBudget()
+        #expect(schedule.nextWakeup == nil)
+    }
+
+    @Test func heapPopsInDeadlineOrderAndCompetesWithTheBudget() {
+        var schedule = DeadlineSchedule(leadTime: .seconds(1))
+        for (index, second) in [9, 3, 7, 1, 5].enumerated() {
+            schedule.schedule(at: .zero + .seconds(second), slot: Int32(index), generation: 1)
+        }
+        schedule.startBudget(now: .zero, length: .seconds(5))  // expiration point at 4 s
+        #expect(schedule.nextWakeup == .zero + .seconds(1))
+        #expect(schedule.popDue(now: .zero + .seconds(6)).map(\.slot) == [3, 1, 4])
+        #expect(schedule.nextWakeup == .zero + .seconds(4))
+        #expect(schedule.popDue(now: .zero + .seconds(100)).map(\.slot) == [2, 0])
+    }
+
+    @Test func compactionDropsOnlyDeadEntries() {
+        var schedule = DeadlineSchedule(leadTime: .seconds(1))
+        for index in 0..<3000 { schedule.schedule(at: .zero + .seconds(index), slot: Int32(index), generation: 1) }
+        schedule.compact { $0.slot % 10 == 0 }
+        let remaining = schedule.popDue(now: .zero + .seconds(10_000))
+        #expect(remaining.count == 300)
+        #expect(remaining.map(\.slot) == remaining.map(\.slot).sorted())
+    }
+}
