@@ -44,6 +44,7 @@ let package = Package(
             name: "OvertimeTestHarness",
             dependencies: [
                 "Overtime",
+                "OvertimeTesting",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tests/Harness"

@@ -1,0 +1,113 @@
+import Dispatch
+import Overtime
+import Synchronization
+import Testing
+
+@Suite("The libuv path in real time", .timeLimit(.minutes(2)))
+struct LoopRealTimeTests {
+    private func quietConfiguration() -> RuntimeConfiguration {
+        var configuration = RuntimeConfiguration()
+        configuration.logger = LogCapture().logger
+        return configuration
+    }
+
+    @Test func deadlinesFireFromTheLibuvTimerAndRunReturnsWithEveryHandleClosed() throws {
+        var configuration = quietConfiguration()
+        configuration.backgroundBudget = .milliseconds(300)
+        configuration.expirationLeadTime = .milliseconds(100)
+        let runtime = try Runtime(configuration: configuration)
+        let clock = SystemClock()
+        let marks = Recorder<(String, MonotonicInstant)>()
+        let token = runtime.observe { event in
+            marks.append(("\(event)", clock.now))
+            if event == .didEnterBackground {
+                _ = runtime.beginBackgroundTask(name: "late") {
+                    marks.append(("expired", clock.now))
+                } endHandler: { reason in
+                    marks.append(("\(reason)", clock.now))
+                }
+            }
+        }
+        runtime.requestTermination()
+        let returned = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            runtime.run()  // blocks this thread until terminated
+            returned.signal()
+        }
+        #expect(returned.wait(timeout: .now() + 10) == .success)
+        #expect(runtime.state == .terminated)
+        #expect(runtime.loopClosedCleanly == true)
+        let names = marks.all.map(\.0)
+        #expect(names == ["willResignActive", "didEnterBackground", "willTerminate", "expired", "terminated"])
+        let entered = try #require(marks.all.first { $0.0 == "didEnterBackground" }?.1)
+        let expired = try #require(marks.all.first { $0.0 == "expired" }?.1)
+        let terminated = try #require(marks.all.first { $0.0 == "terminated" }?.1)
+        // Never early; late by no more than scheduling noise.
+        #expect(expired - entered >= .milliseconds(200))
+        #expect(terminated - entered >= .milliseconds(300))
+        #expect(terminated - entered < .milliseconds(1300))
+        withExtendedLifetime(token) {}
+    }
+
+    @Test func beginAndEndFromEightThreadsKeepsEachThreadsOrder() throws {
+        let runtime = try Runtime(configuration: quietConfiguration())
+        runtime.start()
+        let perThread = 2_000
+        let seen = Mutex<[[Int]]>(Array(repeating: [], count: 8))
+        let invalid = Atomic<Int>(0)
+        DispatchQueue.concurrentPerform(iterations: 8) { thread in
+            for index in 0..<perThread {
+                let id = runtime.beginBackgroundTask(name: "t\(thread)") {
+                } endHandler: { reason in
+                    if reason == .completed { seen.withLock { $0[thread].append(index) } }
+                }
+                if id.isInvalid { invalid.add(1, ordering: .relaxed) }
+                if index % 3 == 0 {
+                    // Hand some ends to the loop thread itself, racing the queued begin.
+                    runtime.execute { runtime.endBackgroundTask(id) }
+                } else {
+                    runtime.endBackgroundTask(id)
+                }
+            }
+        }
+        runtime.flush()
+        #expect(invalid.load(ordering: .relaxed) == 0)
+        let orders = seen.withLock { $0 }
+        for thread in 0..<8 {
+            #expect(orders[thread] == Array(0..<perThread), "thread \(thread)")
+        }
+        #expect(runtime.openBackgroundTasks.isEmpty)
+        runtime.requestTermination()
+        runtime.waitUntilTerminated()
+        #expect(runtime.loopClosedCleanly == true)
+    }
+
+    @Test func lifecycleRequestsFromManyThreadsLeaveAValidEventOrder() throws {
+        let runtime = try Runtime(configuration: quietConfiguration())
+        let events = Recorder<LifecycleEvent>()
+        let token = runtime.observe { events.append($0) }
+        runtime.start()
+        DispatchQueue.concurrentPerform(iterations: 4) { thread in
+            for index in 0..<250 {
+                if (thread + index) % 2 == 0 { runtime.requestBackground() } else { runtime.requestForeground() }
+            }
+        }
+        runtime.requestTermination()
+        runtime.waitUntilTerminated()
+        // Every transition is whole: resign→enter→suspend, foreground→active, in cycles.
+        var state = "active"
+        for event in events.all {
+            switch (state, event) {
+            case ("active", .willResignActive): state = "resigning"
+            case ("resigning", .didEnterBackground): state = "background"
+            case ("background", .didSuspend): state = "suspended"
+            case ("suspended", .willEnterForeground), ("background", .willEnterForeground): state = "entering"
+            case ("entering", .didBecomeActive): state = "active"
+            case ("background", .willTerminate), ("suspended", .willTerminate): state = "terminating"
+            default: Issue.record("invalid event \(event) in state \(state)")
+            }
+        }
+        #expect(state == "terminating")
+        withExtendedLifetime(token) {}
+    }
+}
