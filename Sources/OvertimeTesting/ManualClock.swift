@@ -1,5 +1,4 @@
 import Overtime
-import Synchronization
 
 /// Virtual time for testing code that uses a ``Runtime``: deadlines fire when the test
 /// advances the clock, never by sleeping.
@@ -28,12 +27,12 @@ public final class ManualClock: RuntimeClock, VirtualTimeDriver, Sendable {
         var timers: [Registered] = []
     }
 
-    private let state: Mutex<State>
-    private let advancing = Mutex<Void>(())
+    private let state: Locked<State>
+    private let advancing = Locked<Void>(())
 
     /// Creates a clock reading `now` (by default the origin).
     public init(now: MonotonicInstant = .zero) {
-        state = Mutex(State(now: now))
+        state = Locked(State(now: now))
     }
 
     /// The current virtual instant.

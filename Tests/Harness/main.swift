@@ -5,7 +5,7 @@ import Overtime
 import OvertimeTesting
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 func say(_ line: String) {

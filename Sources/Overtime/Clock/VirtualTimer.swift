@@ -1,11 +1,9 @@
-import Synchronization
-
 /// The handle through which a virtual clock drives one runtime's deadlines.
 ///
 /// Created by the runtime and passed to ``VirtualTimeDriver/register(_:)``.
 /// All members are safe to use from any thread.
 public final class VirtualTimer: Sendable {
-    private let state = Mutex<MonotonicInstant?>(nil)
+    private let state = Locked<MonotonicInstant?>(nil)
     private let fireHandler: @Sendable () -> Void
     private let settleHandler: @Sendable () -> Void
 

@@ -2,9 +2,9 @@ import CLibUV
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// The one libuv loop of a runtime and the handles the runtime itself owns.
@@ -18,7 +18,7 @@ final class EventLoop: @unchecked Sendable {
     private let timerHandle: UnsafeMutablePointer<uv_timer_t>
     private var ownedHandles: [UnsafeMutableRawPointer] = []
     private let loopThread = Atomic<UInt>(0)
-    private let wakeGate = Mutex<Bool>(true)  // true while the wake handle may be signalled
+    private let wakeGate = Locked<Bool>(true)  // true while the wake handle may be signalled
 
     /// Called on the loop thread after one or more ``wake()`` calls (coalesced).
     var onWake: () -> Void = {}

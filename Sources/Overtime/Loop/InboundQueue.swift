@@ -1,5 +1,3 @@
-import Synchronization
-
 /// Work handed to the loop thread from any thread.
 ///
 /// One queue, appended under one lock, gives FIFO order per calling thread (and, more
@@ -12,7 +10,7 @@ final class InboundQueue: Sendable {
         var closed = false
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let loop: EventLoop
 
     init(loop: EventLoop) {

@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 
 /// The Swift-concurrency and Foundation-shaped forms of a grant.
 extension Runtime {
@@ -76,7 +75,7 @@ final class BodyRace<T: Sendable>: Sendable {
         var finished = false
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     func start(_ continuation: CheckedContinuation<T, any Error>, makeTask: () -> Task<Void, Never>) {
         let early: Result<T, any Error>? = state.withLock { state in

@@ -35,7 +35,7 @@ public final class Runtime: Sendable {
     let core: RuntimeCore
     private let sharedMetrics: SharedMetrics
     private let watchdog: Watchdog?
-    private let runState = Mutex(RunState.notStarted)
+    private let runState = Locked(RunState.notStarted)
     private let terminatedGroup = DispatchGroup()
     private let nextObserverID = Atomic<UInt64>(0)
 
@@ -159,7 +159,8 @@ public final class Runtime: Sendable {
         // Always queued, even on the loop thread: every observer sees an event before
         // the next transition starts.
         if !queue.enqueue(.lifecycle(request)) {
-            configuration.logger.debug("lifecycle request after termination ignored", metadata: ["request": "\(request)"])
+            configuration.logger.debug(
+                "lifecycle request after termination ignored", metadata: ["request": "\(request)"])
         }
     }
 
@@ -235,7 +236,7 @@ public final class Runtime: Sendable {
     func onLoopAndWait<T: Sendable>(_ body: @escaping @Sendable (RuntimeCore) -> T) -> T? {
         if isOnLoopThread { return body(core) }
         guard isLoopAlive else { return nil }
-        let result = Mutex<T?>(nil)
+        let result = Locked<T?>(nil)
         let done = DispatchSemaphore(value: 0)
         let core = self.core
         guard

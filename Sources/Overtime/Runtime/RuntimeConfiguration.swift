@@ -95,4 +95,3 @@ public enum BackgroundTaskError: Error, Sendable, Hashable, CustomStringConverti
         }
     }
 }
-

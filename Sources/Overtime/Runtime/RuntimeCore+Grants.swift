@@ -122,7 +122,9 @@ extension RuntimeCore {
         let reason: BackgroundTaskEndReason = record.phase == .open ? .completed : .expired
         if reason == .completed { metrics.pendingCompleted += 1 } else { metrics.pendingExpiredEnds += 1 }
         if let endHandler = record.extras?.endHandler {
-            callUser(.endHandler(name: record.name, id: id, callSite: record.callSite), timer: metrics.endHandlerDuration) {
+            callUser(
+                .endHandler(name: record.name, id: id, callSite: record.callSite), timer: metrics.endHandlerDuration
+            ) {
                 endHandler(reason, nil)
             }
         }
@@ -154,7 +156,8 @@ extension RuntimeCore {
         var terminated = false
         if let budget = deadlines.budget, !budget.expirationDone, now >= budget.expirationPoint {
             deadlines.markBudgetExpirationDone()
-            for (slot, generation) in grants.openSlotsInBeginOrder() where grants.isOpen(slot: slot, generation: generation) {
+            for (slot, generation) in grants.openSlotsInBeginOrder()
+            where grants.isOpen(slot: slot, generation: generation) {
                 expire(slot: slot, generation: generation)
             }
         }
@@ -181,7 +184,8 @@ extension RuntimeCore {
         if let budget = deadlines.budget, now >= budget.deadline {
             deadlines.clearBudget()
             published.setDeadline(nil)
-            for (slot, generation) in grants.openSlotsInBeginOrder() where grants.isOpen(slot: slot, generation: generation) {
+            for (slot, generation) in grants.openSlotsInBeginOrder()
+            where grants.isOpen(slot: slot, generation: generation) {
                 terminate(slot: slot, now: now)
                 terminated = true
             }
@@ -235,7 +239,9 @@ extension RuntimeCore {
                 "age_seconds": "\(report.age.secondsValue)",
             ])
         if let endHandler = record.extras?.endHandler {
-            callUser(.endHandler(name: record.name, id: id, callSite: record.callSite), timer: metrics.endHandlerDuration) {
+            callUser(
+                .endHandler(name: record.name, id: id, callSite: record.callSite), timer: metrics.endHandlerDuration
+            ) {
                 endHandler(.terminated, report)
             }
         }

@@ -7,7 +7,7 @@ import Synchronization
 final class LoopActivity: Sendable {
     /// Real monotonic nanoseconds when the current stretch of work began; 0 when idle.
     private let busySince = Atomic<UInt64>(0)
-    private let current = Mutex<LoopCallback>(.runtimeWork)
+    private let current = Locked<LoopCallback>(.runtimeWork)
 
     /// The loop entered a libuv callback.
     func beginTurn() {

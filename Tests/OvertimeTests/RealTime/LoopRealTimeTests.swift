@@ -53,7 +53,7 @@ struct LoopRealTimeTests {
         let runtime = try Runtime(configuration: quietConfiguration())
         runtime.start()
         let perThread = 2_000
-        let seen = Mutex<[[Int]]>(Array(repeating: [], count: 8))
+        let seen = Locked<[[Int]]>(Array(repeating: [], count: 8))
         let invalid = Atomic<Int>(0)
         DispatchQueue.concurrentPerform(iterations: 8) { thread in
             for index in 0..<perThread {

@@ -43,7 +43,10 @@ struct GrantDeadlineTests {
         #expect(report.expirationHandlerRan)
         #expect(report.expirationHandlerDuration == .zero)  // virtual time stood still in the handler
         // Reported at critical level, then the default policy ended it and the program suspended.
-        #expect(env.logs.messages(at: .critical).contains { $0.message.contains("'upload'") && $0.metadata["call_site"] != nil })
+        #expect(
+            env.logs.messages(at: .critical).contains {
+                $0.message.contains("'upload'") && $0.metadata["call_site"] != nil
+            })
         #expect(events.all.map(\.0) == [.willResignActive, .didEnterBackground, .didSuspend])
         #expect(events.all.last?.1 == env.at(.seconds(32)))
         #expect(runtime.state == .suspended)
@@ -64,7 +67,9 @@ struct GrantDeadlineTests {
                 runtime.beginBackgroundTask(name: name) {
                     order.append(name)
                     if name != "c" { runtime.endBackgroundTask(ids.all[["a", "b"].firstIndex(of: name)!]) }
-                } endHandler: { reasons.append((name, $0)) })
+                } endHandler: {
+                    reasons.append((name, $0))
+                })
         }
         runtime.requestBackground()
         env.clock.advance(by: .seconds(8))
@@ -86,7 +91,9 @@ struct GrantDeadlineTests {
         let runtime = env.runtime
         let expirations = Recorder<MonotonicInstant>()
         let ended = Recorder<BackgroundTaskEndReason>()
-        let id = runtime.beginBackgroundTask(name: "sync") { expirations.append(env.clock.now) } endHandler: {
+        let id = runtime.beginBackgroundTask(name: "sync") {
+            expirations.append(env.clock.now)
+        } endHandler: {
             ended.append($0)
         }
         runtime.requestBackground()
@@ -125,7 +132,9 @@ struct GrantDeadlineTests {
         let log = Recorder<(String, MonotonicInstant)>()
         _ = runtime.beginBackgroundTask(name: "short", maximumDuration: .seconds(10)) {
             log.append(("short expired", env.clock.now))
-        } endHandler: { log.append(("short \($0)", env.clock.now)) }
+        } endHandler: {
+            log.append(("short \($0)", env.clock.now))
+        }
         env.clock.advance(by: .seconds(20))
         #expect(log.all.map(\.0) == ["short expired", "short terminated"])
         #expect(log.all.map(\.1) == [env.at(.seconds(8)), env.at(.seconds(10))])
@@ -133,7 +142,9 @@ struct GrantDeadlineTests {
         // In the background: the budget deadline (30 s from now) is earlier than 100 s.
         _ = runtime.beginBackgroundTask(name: "long", maximumDuration: .seconds(100)) {
             log.append(("long expired", env.clock.now))
-        } endHandler: { log.append(("long \($0)", env.clock.now)) }
+        } endHandler: {
+            log.append(("long \($0)", env.clock.now))
+        }
         runtime.requestBackground()
         env.clock.advance(by: .seconds(200))
         #expect(log.all.map(\.0) == ["long expired", "long terminated"])
@@ -146,7 +157,9 @@ struct GrantDeadlineTests {
         let runtime = env.runtime
         let log = Recorder<(String, MonotonicInstant)>()
         let first = runtime.beginBackgroundTask(name: "one") { log.append(("one expired", env.clock.now)) }
-        _ = runtime.beginBackgroundTask(name: "two") { log.append(("two expired", env.clock.now)) } endHandler: {
+        _ = runtime.beginBackgroundTask(name: "two") {
+            log.append(("two expired", env.clock.now))
+        } endHandler: {
             log.append(("two \($0)", env.clock.now))
         }
         runtime.expireBackgroundTask(first)

@@ -1,3 +1,4 @@
+import Dispatch
 import Overtime
 import OvertimeTesting
 import Testing
@@ -76,7 +77,10 @@ struct RefusalAndMisuseTests {
         let env = try VirtualRuntime()
         let runtime = env.runtime
         let ended = Recorder<BackgroundTaskEndReason>()
-        let id = runtime.beginBackgroundTask(name: "once") { } endHandler: { ended.append($0) }
+        let id = runtime.beginBackgroundTask(name: "once") {
+        } endHandler: {
+            ended.append($0)
+        }
         let forged = BackgroundTaskID(rawValue: 0x0000_0042_0000_0001)
         let misuse: @Sendable () -> Void = {
             runtime.endBackgroundTask(id)
@@ -90,7 +94,10 @@ struct RefusalAndMisuseTests {
         #expect(ended.all == [.completed])
         let warnings = env.logs.messages(at: .warning)
         #expect(warnings.count == 4)
-        #expect(warnings.allSatisfy { $0.metadata["call_site"]?.hasPrefix("OvertimeTests/RefusalAndMisuseTests.swift:") == true })
+        #expect(
+            warnings.allSatisfy {
+                $0.metadata["call_site"]?.hasPrefix("OvertimeTests/RefusalAndMisuseTests.swift:") == true
+            })
         #expect(warnings.contains { $0.metadata["id"] == "\(forged)" })
         #expect(env.counter("overtime_misuse_total", [("kind", "unknown_id")]) == 3)
         #expect(env.counter("overtime_misuse_total", [("kind", "invalid_id")]) == 1)
@@ -108,7 +115,11 @@ struct RefusalAndMisuseTests {
             gate.wait()
             runtime.endBackgroundTask(handoff.all[0])
         }
-        handoff.append(runtime.beginBackgroundTask(name: "handed-over") { } endHandler: { ended.append($0) })
+        handoff.append(
+            runtime.beginBackgroundTask(name: "handed-over") {
+            } endHandler: {
+                ended.append($0)
+            })
         gate.signal()
         env.settle()
         #expect(ended.all == [.completed])
@@ -129,11 +140,11 @@ struct RefusalAndMisuseTests {
         }
         #expect(error { $0.backgroundBudget = .seconds(-1) }.contains("backgroundBudget must be positive"))
         #expect(error { $0.expirationLeadTime = .seconds(-1) }.contains("expirationLeadTime must not be negative"))
-        #expect(error { $0.expirationLeadTime = .seconds(30) }.contains("expirationLeadTime must be shorter than backgroundBudget"))
+        #expect(
+            error { $0.expirationLeadTime = .seconds(30) }.contains(
+                "expirationLeadTime must be shorter than backgroundBudget"))
         #expect(error { $0.maximumOpenBackgroundTasks = 0 }.contains("maximumOpenBackgroundTasks"))
         #expect(error { $0.watchdogTimeout = .zero }.contains("watchdogTimeout"))
         #expect(error { _ in } == "no error")
     }
 }
-
-import Dispatch

@@ -1,7 +1,6 @@
 import Dispatch
 import Overtime
 import OvertimeTesting
-import Synchronization
 import Testing
 
 @Suite("Grants: async, Foundation-shaped and ~Copyable forms", .timeLimit(.minutes(1)))
@@ -49,7 +48,7 @@ struct SwiftFormsTests {
         let env = try VirtualRuntime(budget: .seconds(10), lead: .seconds(2))
         let runtime = env.runtime
         let release = DispatchSemaphore(value: 0)
-        let sawCancellation = Mutex(false)
+        let sawCancellation = Locked(false)
         let task = Task {
             try await runtime.withBackgroundTask(name: "stubborn") {
                 await withCheckedContinuation { continuation in
@@ -122,7 +121,10 @@ struct SwiftFormsTests {
         let env = try VirtualRuntime()
         let runtime = env.runtime
         let reasons = Recorder<BackgroundTaskEndReason>()
-        let grant = try runtime.beginGrant(name: "checkpoint") { } endHandler: { reasons.append($0) }
+        let grant = try runtime.beginGrant(name: "checkpoint") {
+        } endHandler: {
+            reasons.append($0)
+        }
         grant.end()
         // grant.end()  // a second end does not compile: 'grant' used after consume
         env.settle()
@@ -130,7 +132,10 @@ struct SwiftFormsTests {
         #expect(env.logs.messages(at: .warning).isEmpty)
 
         func forget() throws {
-            _ = try runtime.beginGrant(name: "forgotten") { } endHandler: { reasons.append($0) }
+            _ = try runtime.beginGrant(name: "forgotten") {
+            } endHandler: {
+                reasons.append($0)
+            }
         }
         try forget()
         env.settle()

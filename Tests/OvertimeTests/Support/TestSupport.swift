@@ -2,11 +2,10 @@ import Logging
 import MetricsTestKit
 import Overtime
 import OvertimeTesting
-import Synchronization
 
 /// A thread-safe list that tests append to from handlers on the loop thread.
 final class Recorder<Element: Sendable>: Sendable {
-    private let items = Mutex<[Element]>([])
+    private let items = Locked<[Element]>([])
 
     func append(_ element: Element) { items.withLock { $0.append(element) } }
     var all: [Element] { items.withLock { $0 } }

@@ -1,8 +1,9 @@
 import CLibUV
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// Flushes standard streams and ends the process at once with `status`.
