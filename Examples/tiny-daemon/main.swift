@@ -1,7 +1,7 @@
 // A tiny daemon showing the Overtime pattern: work that must finish after the program
 // leaves the foreground runs inside a grant, and stops cleanly when the grant expires.
 //
-// Try it:  printf 'work\nbg\n' | swift run tiny-daemon
+// Try it:  scripts/run-example   (or type commands into: swift run tiny-daemon)
 // Commands on stdin: "work" queues a job, "bg"/"fg" move the lifecycle, EOF terminates.
 import Dispatch
 import Overtime
@@ -15,8 +15,8 @@ let runtime = try Runtime(configuration: configuration)
 nonisolated(unsafe) var pendingJobs = 0
 
 let token = runtime.observe { event in
-    print("event: \(event) pending=\(pendingJobs)")
-    guard event == .didEnterBackground || event == .willTerminate, pendingJobs > 0 else { return }
+    print("event: \(event)")
+    guard event == .didEnterBackground, pendingJobs > 0 else { return }
     // Leaving the foreground with work left: ask for time to finish it.
     let id = runtime.beginBackgroundTask(name: "finish-jobs") {
         print("expiring: \(pendingJobs) job(s) left for next time")  // stop; keep state
