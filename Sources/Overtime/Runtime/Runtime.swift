@@ -71,9 +71,10 @@ public final class Runtime: Sendable {
                 logger: configuration.logger, onTrip: configuration.onWatchdogTrip)
         }
         terminatedGroup.enter()
+        // Unowned: the loop is owned by the core, which these closures would otherwise keep alive.
         let core = self.core
-        loop.onWake = { core.turn {} }
-        loop.onTimer = { core.turn { core.timerFired() } }
+        loop.onWake = { [unowned core] in core.turn {} }
+        loop.onTimer = { [unowned core] in core.turn { core.timerFired() } }
         if let watchdog { core.onShutdown.append { watchdog.stop() } }
         if let driver = clock.virtualTimeDriver {
             let timer = VirtualTimer(
