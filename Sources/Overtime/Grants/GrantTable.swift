@@ -21,6 +21,8 @@ struct GrantTable {
         var name: String
         var callSite: CallSite
         var begunAt: MonotonicInstant
+        /// The ID handed out off the loop, or `.invalid` for a grant begun on the loop.
+        var remoteID: BackgroundTaskID
         var expirationHandler: (@Sendable () -> Void)?
         /// Only for grants that need more than the common fields.
         var extras: GrantExtras?
@@ -39,7 +41,7 @@ struct GrantTable {
 
     /// Stores a new open grant at the end of the begin order; returns its slot.
     mutating func insert(
-        name: String, callSite: CallSite, begunAt: MonotonicInstant,
+        name: String, callSite: CallSite, begunAt: MonotonicInstant, remoteID: BackgroundTaskID,
         expirationHandler: (@Sendable () -> Void)?, extras: GrantExtras?
     ) -> Int32 {
         let slot: Int32
@@ -51,6 +53,7 @@ struct GrantTable {
                 buffer[index].name = name
                 buffer[index].callSite = callSite
                 buffer[index].begunAt = begunAt
+                buffer[index].remoteID = remoteID
                 buffer[index].expirationHandler = expirationHandler
                 buffer[index].extras = extras
                 buffer[index].phase = .open
@@ -59,14 +62,12 @@ struct GrantTable {
             slot = Int32(records.count)
             records.append(
                 Record(
-                    name: name, callSite: callSite, begunAt: begunAt,
+                    name: name, callSite: callSite, begunAt: begunAt, remoteID: remoteID,
                     expirationHandler: expirationHandler, extras: extras,
                     previous: -1, next: -1, generation: 1, phase: .open))
         }
         link(slot)
-        if let remote = extras?.remoteID, !remote.isInvalid {
-            remoteSlots[remote.rawValue] = slot
-        }
+        if !remoteID.isInvalid { remoteSlots[remoteID.rawValue] = slot }
         openCount += 1
         return slot
     }
@@ -76,26 +77,25 @@ struct GrantTable {
         if id.isInvalid { return nil }
         if id.isRemote { return remoteSlots[id.rawValue] }
         let slot = id.localSlot
-        guard slot >= 0, Int(slot) < records.count else { return nil }
-        let record = records[Int(slot)]
-        guard record.phase != .free, record.generation == id.localGeneration,
-            record.extras?.remoteID.isInvalid ?? true
+        let index = Int(slot)
+        guard slot >= 0, index < records.count else { return nil }
+        // Field reads, not a copy of the record: a copy would retain its name and closures.
+        guard records[index].generation == id.localGeneration, records[index].phase != .free,
+            records[index].remoteID.isInvalid
         else { return nil }
         return slot
     }
 
     /// The public ID of the grant in `slot`.
     func id(ofSlot slot: Int32) -> BackgroundTaskID {
-        let record = records[Int(slot)]
-        if let remote = record.extras?.remoteID, !remote.isInvalid { return remote }
-        return .local(slot: slot, generation: record.generation)
+        let remote = records[Int(slot)].remoteID
+        return remote.isInvalid ? .local(slot: slot, generation: records[Int(slot)].generation) : remote
     }
 
     /// Whether `slot` still holds the grant of `generation`.
     func isOpen(slot: Int32, generation: UInt32) -> Bool {
         guard slot >= 0, Int(slot) < records.count else { return false }
-        let record = records[Int(slot)]
-        return record.phase != .free && record.generation == generation
+        return records[Int(slot)].phase != .free && records[Int(slot)].generation == generation
     }
 
     subscript(slot: Int32) -> Record {
@@ -108,21 +108,23 @@ struct GrantTable {
     mutating func remove(slot: Int32) -> Record {
         unlink(slot)
         let index = Int(slot)
-        let removed = records[index]
-        if let remote = removed.extras?.remoteID, !remote.isInvalid {
-            remoteSlots.removeValue(forKey: remote.rawValue)
-        }
-        records.withUnsafeMutableBufferPointer { buffer in
-            buffer[index].name = ""
-            buffer[index].expirationHandler = nil
-            buffer[index].extras = nil
-            buffer[index].phase = .free
+        let freeHead = self.freeHead
+        // Moved out, not copied: a copy would retain the name, the handler and the extras
+        // only to release them again a moment later.
+        let removed = records.withUnsafeMutableBufferPointer { buffer in
+            let element = buffer.baseAddress! + index
+            let removed = element.move()
             // Generations stay below 2^31 so a local ID never sets the remote bit.
-            let next = buffer[index].generation &+ 1
-            buffer[index].generation = next >= 1 << 31 ? 1 : next
-            buffer[index].next = freeHead
+            let generation = removed.generation &+ 1
+            element.initialize(
+                to: Record(
+                    name: "", callSite: removed.callSite, begunAt: .zero, remoteID: .invalid,
+                    expirationHandler: nil, extras: nil, previous: -1, next: freeHead,
+                    generation: generation >= 1 << 31 ? 1 : generation, phase: .free))
+            return removed
         }
-        freeHead = slot
+        if !removed.remoteID.isInvalid { remoteSlots.removeValue(forKey: removed.remoteID.rawValue) }
+        self.freeHead = slot
         openCount -= 1
         return removed
     }
@@ -166,20 +168,13 @@ struct GrantTable {
 /// record (a name, a call site, a time and a handler) stays small.
 final class GrantExtras {
     var endHandler: GrantEndHandler?
-    /// The ID handed out off the loop, or `.invalid` for a grant begun on the loop.
-    var remoteID: BackgroundTaskID = .invalid
     /// The grant's own deadline: begin + maximum duration, or sooner if forced to expire.
     var ownDeadline: MonotonicInstant?
     var expirationStartedAt: MonotonicInstant?
     var expirationDuration: Duration = .zero
 
-    init(
-        endHandler: GrantEndHandler?,
-        remoteID: BackgroundTaskID,
-        ownDeadline: MonotonicInstant?
-    ) {
+    init(endHandler: GrantEndHandler?, ownDeadline: MonotonicInstant?) {
         self.endHandler = endHandler
-        self.remoteID = remoteID
         self.ownDeadline = ownDeadline
     }
 }

@@ -47,7 +47,7 @@ extension RuntimeCore {
         expirationHandler: (@Sendable () -> Void)?,
         endHandler: GrantEndHandler?
     ) -> Result<BackgroundTaskID, BackgroundTaskRefusal> {
-        let begunAt = now
+        let begunAt = loopTime
         if let refusal = refusal(now: begunAt, maximumDuration: maximumDuration) { return .failure(refusal) }
         guard published.reserveGrant(limit: configuration.maximumOpenBackgroundTasks) else {
             return .failure(.tooManyOpenTasks(limit: configuration.maximumOpenBackgroundTasks))
@@ -87,11 +87,12 @@ extension RuntimeCore {
     ) -> Int32 {
         let ownDeadline = maximumDuration.map { begunAt + $0 }
         var extras: GrantExtras?
-        if endHandler != nil || ownDeadline != nil || !remoteID.isInvalid {
-            extras = GrantExtras(endHandler: endHandler, remoteID: remoteID, ownDeadline: ownDeadline)
+        if endHandler != nil || ownDeadline != nil {
+            extras = GrantExtras(endHandler: endHandler, ownDeadline: ownDeadline)
         }
         let slot = grants.insert(
-            name: name, callSite: callSite, begunAt: begunAt, expirationHandler: expirationHandler, extras: extras)
+            name: name, callSite: callSite, begunAt: begunAt, remoteID: remoteID,
+            expirationHandler: expirationHandler, extras: extras)
         if let ownDeadline {
             let generation = grants[slot].generation
             deadlines.schedule(at: ownDeadline - configuration.expirationLeadTime, slot: slot, generation: generation)
@@ -116,7 +117,7 @@ extension RuntimeCore {
 
     /// Ends the grant in `slot` at its owner's request.
     private func finish(slot: Int32, callSite: CallSite) {
-        let id = grants.id(ofSlot: slot)
+        let id = grants.id(ofSlot: slot)  // before the slot's generation moves on
         let record = grants.remove(slot: slot)
         published.releaseGrant()
         let reason: BackgroundTaskEndReason = record.phase == .open ? .completed : .expired
@@ -214,7 +215,7 @@ extension RuntimeCore {
             .expirationHandler(name: record.name, id: id, callSite: record.callSite),
             timer: metrics.expirationHandlerDuration, handler)
         guard grants.isOpen(slot: slot, generation: generation) else { return }
-        let extras = grants[slot].extras ?? GrantExtras(endHandler: nil, remoteID: .invalid, ownDeadline: nil)
+        let extras = grants[slot].extras ?? GrantExtras(endHandler: nil, ownDeadline: nil)
         extras.expirationStartedAt = started
         extras.expirationDuration = now - started
         grants[slot].extras = extras
@@ -269,7 +270,7 @@ extension RuntimeCore {
             targets = grants.openSlotsInBeginOrder()
         }
         for (slot, generation) in targets where grants.isOpen(slot: slot, generation: generation) {
-            let extras = grants[slot].extras ?? GrantExtras(endHandler: nil, remoteID: .invalid, ownDeadline: nil)
+            let extras = grants[slot].extras ?? GrantExtras(endHandler: nil, ownDeadline: nil)
             extras.ownDeadline = min(extras.ownDeadline ?? deadline, deadline)
             grants[slot].extras = extras
             expire(slot: slot, generation: generation)

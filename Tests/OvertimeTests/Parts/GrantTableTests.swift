@@ -5,10 +5,9 @@ import Testing
 @Suite("GrantTable: slab storage and IDs")
 struct GrantTableTests {
     private func insert(_ table: inout GrantTable, _ name: String, remote: BackgroundTaskID = .invalid) -> Int32 {
-        let extras = remote.isInvalid ? nil : GrantExtras(endHandler: nil, remoteID: remote, ownDeadline: nil)
-        return table.insert(
-            name: name, callSite: CallSite(fileID: #fileID, line: #line), begunAt: .zero,
-            expirationHandler: nil, extras: extras)
+        table.insert(
+            name: name, callSite: CallSite(fileID: #fileID, line: #line), begunAt: .zero, remoteID: remote,
+            expirationHandler: nil, extras: nil)
     }
 
     @Test func idsFindTheirSlotUntilRemovedAndNeverAfter() {
