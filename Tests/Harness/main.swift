@@ -1,5 +1,6 @@
 // A child process for tests of behaviour that ends a process: `OvertimeTestHarness <scenario>`.
 // Each scenario prints what a test checks; the tests start it and read its output and status.
+import Dispatch
 import Logging
 import Overtime
 import OvertimeTesting
@@ -46,11 +47,54 @@ func watchdog() throws {
     say("RUN RETURNED")  // must never be printed
 }
 
+/// A daemon moved from outside (signals, systemd, control socket). Prints `EVENT <event>
+/// <state>` for every event, `READY` once the loop runs and `RUN RETURNED` at the end.
+/// Environment: HARNESS_BUDGET_MS, HARNESS_LEAD_MS; HARNESS_ON_TERMINATE=hold (a grant
+/// never ended) or flush:<ms> (a grant ended after <ms>); HARNESS_RELOAD_BLOCK_MS (a
+/// reload observer holds the loop that long); OVERTIME_CONTROL_SOCKET.
+func daemon() throws {
+    func milliseconds(_ name: String, _ fallback: Int) -> Duration {
+        .milliseconds(getenv(name).flatMap { Int(String(cString: $0)) } ?? fallback)
+    }
+    func text(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
+    var configuration = RuntimeConfiguration()
+    configuration.backgroundBudget = milliseconds("HARNESS_BUDGET_MS", 30_000)
+    configuration.expirationLeadTime = milliseconds("HARNESS_LEAD_MS", 5_000)
+    configuration.onTermination = { say("REPORT \($0)") }
+    let runtime = try Runtime(configuration: configuration)
+    let onTerminate = text("HARNESS_ON_TERMINATE") ?? ""
+    let reloadBlock = milliseconds("HARNESS_RELOAD_BLOCK_MS", 0)
+    let token = runtime.observe { event in
+        say("EVENT \(event) \(runtime.state)")
+        if event == .reload, reloadBlock > .zero {
+            usleep(
+                UInt32(
+                    reloadBlock.components.seconds * 1_000_000 + reloadBlock.components.attoseconds / 1_000_000_000_000)
+            )
+        }
+        guard event == .willTerminate else { return }
+        if onTerminate == "hold" {
+            _ = runtime.beginBackgroundTask(name: "final-flush") { say("EXPIRED final-flush") }
+        } else if onTerminate.hasPrefix("flush:"), let ms = Int(onTerminate.dropFirst(6)) {
+            let id = runtime.beginBackgroundTask(name: "final-flush")
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(ms)) {
+                say("FLUSHED")
+                runtime.endBackgroundTask(id)
+            }
+        }
+    }
+    runtime.execute { say("READY") }
+    runtime.run()
+    withExtendedLifetime(token) {}
+    say("RUN RETURNED")
+}
+
 LoggingSystem.bootstrap(StreamLogHandler.standardError)
 switch CommandLine.arguments.dropFirst().first {
 case "exit-policy": try exitPolicy()
 case "watchdog": try watchdog()
+case "daemon": try daemon()
 default:
-    say("usage: OvertimeTestHarness exit-policy|watchdog")
+    say("usage: OvertimeTestHarness exit-policy|watchdog|daemon")
     exit(64)
 }

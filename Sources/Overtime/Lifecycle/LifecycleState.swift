@@ -42,6 +42,8 @@ public enum LifecycleEvent: Sendable, Hashable, CustomStringConvertible {
     case didBecomeActive
     /// The program will terminate once no grant is open or the budget is spent.
     case willTerminate
+    /// Reload configuration (SIGHUP by default). Not a transition: the state is unchanged.
+    case reload
 
     /// The event's name, e.g. `didEnterBackground`.
     public var description: String {
@@ -52,6 +54,7 @@ public enum LifecycleEvent: Sendable, Hashable, CustomStringConvertible {
         case .willEnterForeground: "willEnterForeground"
         case .didBecomeActive: "didBecomeActive"
         case .willTerminate: "willTerminate"
+        case .reload: "reload"
         }
     }
 }

@@ -61,6 +61,14 @@ final class EventLoop: @unchecked Sendable {
         Unmanaged<EventLoop>.fromOpaque(loop!.pointee.data).takeUnretainedValue()
     }
 
+    /// Allocates a handle whose memory lives as long as the loop (freed in `deinit`, after
+    /// `uv_loop_close`). For handles that exist until shutdown, such as signal watchers.
+    func makeHandle<Handle>(_ type: Handle.Type) -> UnsafeMutablePointer<Handle> {
+        let handle = UnsafeMutablePointer<Handle>.allocate(capacity: 1)
+        ownedHandles.append(UnsafeMutableRawPointer(handle))
+        return handle
+    }
+
     /// Whether the caller runs on the loop thread.
     var isCurrentThread: Bool {
         let owner = loopThread.load(ordering: .acquiring)

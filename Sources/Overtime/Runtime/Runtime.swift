@@ -105,6 +105,7 @@ public final class Runtime: Sendable {
 
     private func runLoop() {
         watchdog?.start()
+        core.startDrivers()
         loop.run()
         watchdog?.stop()
         runState.withLock { $0 = .finished }
@@ -151,6 +152,15 @@ public final class Runtime: Sendable {
     /// Returns to the foreground: `willEnterForeground`, `didBecomeActive`. Open grants
     /// go on; the background deadline is cleared. A no-op in the foreground.
     public func requestForeground() { request(.foreground) }
+
+    /// Delivers a ``LifecycleEvent/reload`` event to every observer (what SIGHUP does by
+    /// default). The state does not change.
+    public func requestReload() {
+        let core = self.core
+        if !queue.enqueue(.run { core.emitReload() }) {
+            configuration.logger.debug("reload request after termination ignored")
+        }
+    }
 
     /// Terminates gracefully: from the foreground via the background, then
     /// `willTerminate`; then waits until no grant is open or the budget is spent.

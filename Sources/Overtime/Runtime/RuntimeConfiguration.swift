@@ -31,6 +31,13 @@ public struct RuntimeConfiguration: Sendable {
     public var logger = Logger(label: "overtime")
     /// The metrics backend; `nil` uses the one bootstrapped in `MetricsSystem`.
     public var metricsFactory: (any MetricsFactory)?
+    /// Which Unix signals move the lifecycle; `nil` leaves signals to the host program.
+    /// Default ``SignalHandling/default``. Watched only while the loop runs.
+    public var signalHandling: SignalHandling? = .default
+    /// Whether to speak systemd's notify protocol when `NOTIFY_SOCKET` is set (READY,
+    /// STATUS, STOPPING, EXTEND_TIMEOUT_USEC, and WATCHDOG when `WATCHDOG_USEC` is set).
+    /// Default `true`; nothing is sent without `NOTIFY_SOCKET`.
+    public var systemdNotify = true
     /// Called on the loop thread with each termination report, before the policy acts.
     public var onTermination: (@Sendable (TerminationReport) -> Void)?
     /// Called on the watchdog thread when it trips, before the policy acts.
@@ -59,6 +66,7 @@ public struct RuntimeConfiguration: Sendable {
         if let watchdogTimeout, watchdogTimeout <= .zero {
             throw fail("watchdogTimeout", "must be positive or nil, got \(watchdogTimeout)")
         }
+        try signalHandling?.validate()
     }
 }
 

@@ -70,9 +70,16 @@ extension RuntimeCore {
     }
 
     private func deliver(_ event: LifecycleEvent) {
+        systemdNotifier?.observe(event)
         for entry in observers.snapshot where !entry.cancellation.isSet {
             callUser(.observer(event), timer: metrics.observerDuration) { entry.handler(event) }
         }
+    }
+
+    /// Delivers ``LifecycleEvent/reload`` to every observer, unless terminated.
+    func emitReload() {
+        guard lifecycle.state != .terminated else { return }
+        deliver(.reload)
     }
 
     func addObserver(_ entry: ObserverRegistry.Entry) {

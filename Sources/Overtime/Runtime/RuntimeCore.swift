@@ -2,6 +2,12 @@ import CoreMetrics
 import Dispatch
 import Logging
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// Everything the loop thread owns, and the order in which it does things.
 ///
 /// The parts stand on their own: ``LifecycleMachine`` decides transitions,
@@ -44,6 +50,9 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
     /// Threads waiting until the loop has applied everything queued.
     var quiescenceWaiters: [DispatchSemaphore] = []
     var onShutdown: [() -> Void] = []
+    /// Drivers (signals, systemd, control socket): started when the loop starts.
+    private var signalDriver: SignalDriver?
+    private(set) var systemdNotifier: SystemdNotifier?
     private var isInTurn = false
     private var buffer: [InboundWork] = []
 
@@ -166,6 +175,23 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
         armedWakeup = nil
         refreshLoopTime()
         processDeadlines(now: loopTime)
+    }
+
+    // MARK: Drivers
+
+    /// Starts the drivers the configuration asks for, on the thread about to run the loop.
+    func startDrivers() {
+        if let handling = configuration.signalHandling {
+            let driver = SignalDriver(core: self, handling: handling)
+            driver.start()
+            signalDriver = driver
+        }
+        if configuration.systemdNotify,
+            let notifier = SystemdNotifier(core: self, environment: { getenv($0).map { String(cString: $0) } })
+        {
+            notifier.start()
+            systemdNotifier = notifier
+        }
     }
 
     // MARK: Shutdown

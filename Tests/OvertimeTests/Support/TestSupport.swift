@@ -68,6 +68,7 @@ struct VirtualRuntime {
         configuration.logger = logs.logger
         configuration.metricsFactory = metrics
         configuration.watchdogTimeout = nil
+        configuration.signalHandling = nil  // many runtimes share the test process
         configure(&configuration)
         runtime = try Runtime(configuration: configuration, clock: clock)
         runtime.start()

@@ -1,0 +1,70 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// What a Unix signal does to the runtime.
+public enum SignalAction: Sendable, Hashable, CustomStringConvertible {
+    /// Graceful termination inside the budget; the same kind of signal again, while
+    /// terminating, expires every grant now (see ``Runtime/expireBackgroundTasks()``).
+    case terminate
+    /// ``Runtime/requestBackground()``.
+    case background
+    /// ``Runtime/requestForeground()``.
+    case foreground
+    /// ``Runtime/requestReload()``: a ``LifecycleEvent/reload`` event.
+    case reload
+    /// ``Runtime/expireBackgroundTasks()``.
+    case expireNow
+
+    /// The action's name, e.g. `terminate`.
+    public var description: String {
+        switch self {
+        case .terminate: "terminate"
+        case .background: "background"
+        case .foreground: "foreground"
+        case .reload: "reload"
+        case .expireNow: "expireNow"
+        }
+    }
+}
+
+/// Which signals the runtime handles (through libuv, on the loop thread) and how.
+///
+/// Set ``RuntimeConfiguration/signalHandling`` to `nil` when the host program owns its
+/// signals (or runs under swift-service-lifecycle, which handles them itself).
+public struct SignalHandling: Sendable, Hashable {
+    /// Signal number → action.
+    public var actions: [Int32: SignalAction]
+
+    /// Creates a mapping.
+    public init(actions: [Int32: SignalAction]) {
+        self.actions = actions
+    }
+
+    /// The design's mapping: SIGTERM and SIGINT terminate (again: expire now), SIGUSR1
+    /// backgrounds, SIGUSR2 foregrounds, SIGHUP reloads.
+    public static let `default` = SignalHandling(actions: [
+        SIGTERM: .terminate, SIGINT: .terminate, SIGUSR1: .background, SIGUSR2: .foreground, SIGHUP: .reload,
+    ])
+
+    /// Linux numbers signals 1 to 64 (SIGRTMAX); SIGKILL and SIGSTOP cannot be caught.
+    func validate() throws(RuntimeError) {
+        for signal in actions.keys.sorted() {
+            if signal < 1 || signal > 64 || signal == SIGKILL || signal == SIGSTOP {
+                throw .invalidConfiguration(
+                    field: "signalHandling", reason: "cannot handle \(signalName(signal)) (\(signal))")
+            }
+        }
+    }
+}
+
+/// `SIGTERM` for the common signals, `signal 40` for others.
+func signalName(_ signal: Int32) -> String {
+    let names: [Int32: String] = [
+        SIGTERM: "SIGTERM", SIGINT: "SIGINT", SIGHUP: "SIGHUP", SIGUSR1: "SIGUSR1", SIGUSR2: "SIGUSR2",
+        SIGQUIT: "SIGQUIT", SIGKILL: "SIGKILL", SIGSTOP: "SIGSTOP", SIGWINCH: "SIGWINCH",
+    ]
+    return names[signal] ?? "signal \(signal)"
+}

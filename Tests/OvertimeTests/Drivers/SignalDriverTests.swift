@@ -1,0 +1,72 @@
+import Foundation
+import Testing
+
+@Suite("Signals sent to a real child daemon", .timeLimit(.minutes(2)))
+struct SignalDriverTests {
+    private func events(_ child: RunningChild) -> [String] {
+        child.output.filter { $0.hasPrefix("EVENT ") }.map { String($0.split(separator: " ")[1]) }
+    }
+
+    @Test func theDefaultMappingMovesTheLifecycle() throws {
+        let child = try RunningChild(["daemon"])
+        #expect(child.waitForLine { $0 == "READY" } != nil)
+        child.send(SIGUSR1)
+        #expect(child.waitForLine { $0 == "EVENT didSuspend suspended" } != nil)
+        child.send(SIGUSR2)
+        #expect(child.waitForLine { $0 == "EVENT didBecomeActive active" } != nil)
+        child.send(SIGHUP)
+        #expect(child.waitForLine { $0 == "EVENT reload active" } != nil)
+        child.send(SIGTERM)
+        #expect(child.waitForExit() == 0)
+        #expect(
+            events(child) == [
+                "willResignActive", "didEnterBackground", "didSuspend", "willEnterForeground", "didBecomeActive",
+                "reload", "willResignActive", "didEnterBackground", "willTerminate",
+            ])
+        #expect(child.output.last == "RUN RETURNED")
+    }
+
+    @Test func sigintTerminatesGracefullyWaitingForTheFinalFlush() throws {
+        let child = try RunningChild(["daemon"], environment: ["HARNESS_ON_TERMINATE": "flush:300"])
+        #expect(child.waitForLine { $0 == "READY" } != nil)
+        child.send(SIGINT)
+        #expect(child.waitForExit() == 0)
+        let output = child.output
+        #expect(output.firstIndex(of: "FLUSHED")! < output.firstIndex(of: "RUN RETURNED")!)
+        #expect(!output.contains { $0.hasPrefix("REPORT") })
+    }
+
+    @Test func theSameSignalAgainExpiresEverythingNow() throws {
+        let child = try RunningChild(
+            ["daemon"],
+            environment: ["HARNESS_ON_TERMINATE": "hold", "HARNESS_BUDGET_MS": "60000", "HARNESS_LEAD_MS": "500"])
+        #expect(child.waitForLine { $0 == "READY" } != nil)
+        child.send(SIGTERM)
+        #expect(child.waitForLine { $0.hasPrefix("EVENT willTerminate") } != nil)
+        usleep(200_000)
+        #expect(!child.output.contains("EXPIRED final-flush"))  // 59.5 s before its expiration point
+        let second = ContinuousClock.now
+        child.send(SIGTERM)
+        #expect(child.waitForLine { $0 == "EXPIRED final-flush" } != nil)
+        #expect(child.waitForExit() == 0)
+        // Terminated one lead time (0.5 s) after the second signal, not after the 60 s budget.
+        #expect(ContinuousClock.now - second < .seconds(10))
+        #expect(child.output.contains { $0.hasPrefix("REPORT background task 'final-flush'") })
+    }
+
+    @Test func aStormOfAlternatingSignalsLeavesAValidEventOrder() throws {
+        let child = try RunningChild(["daemon"])
+        #expect(child.waitForLine { $0 == "READY" } != nil)
+        for index in 0..<1000 {
+            child.send(index % 2 == 0 ? SIGUSR1 : SIGUSR2)
+            if index % 50 == 0 { usleep(1000) }  // let some land between others
+        }
+        usleep(100_000)
+        child.send(SIGTERM)
+        #expect(child.waitForExit() == 0)
+        let seen = events(child)
+        #expect(lifecycleOrderProblems(seen) == [])
+        #expect(seen.count > 10)  // signals coalesce, but many transitions happened
+        #expect(seen.last == "willTerminate")
+    }
+}
