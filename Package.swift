@@ -7,12 +7,15 @@ let package = Package(
     products: [
         .library(name: "Overtime", targets: ["Overtime"]),
         .library(name: "OvertimeTesting", targets: ["OvertimeTesting"]),
+        .executable(name: "overtimectl", targets: ["overtimectl"]),
         .executable(name: "tiny-daemon", targets: ["tiny-daemon"]),
     ],
     dependencies: [
         // The core keeps its dependency list short on purpose: users embed it.
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // Only the command-line client uses it; the Overtime library does not.
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
         // libuv from the system (Debian: libuv1-dev), found through pkg-config.
@@ -32,6 +35,13 @@ let package = Package(
         .target(
             name: "OvertimeTesting",
             dependencies: ["Overtime"]
+        ),
+        .executableTarget(
+            name: "overtimectl",
+            dependencies: [
+                "Overtime",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
         .executableTarget(
             name: "tiny-daemon",
@@ -55,6 +65,7 @@ let package = Package(
                 "Overtime",
                 "OvertimeTesting",
                 "OvertimeTestHarness",
+                "overtimectl",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),

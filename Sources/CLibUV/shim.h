@@ -4,9 +4,19 @@
 // cannot make itself (prctl is variadic).
 #include <uv.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 
 /// Names the calling thread (at most 15 bytes are kept), for `top -H`, gdb and perf.
 static inline int overtime_set_thread_name(const char *name) {
     return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
+}
+/// The user ID of the process at the other end of a connected Unix socket
+/// (SO_PEERCRED; `struct ucred` itself needs _GNU_SOURCE, so its layout is spelled out).
+static inline int overtime_peer_uid(int fd, unsigned int *uid) {
+    struct { int pid; unsigned int uid; unsigned int gid; } credentials;
+    socklen_t length = sizeof(credentials);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return -1;
+    *uid = credentials.uid;
+    return 0;
 }
 #endif

@@ -51,7 +51,8 @@ func watchdog() throws {
 /// <state>` for every event, `READY` once the loop runs and `RUN RETURNED` at the end.
 /// Environment: HARNESS_BUDGET_MS, HARNESS_LEAD_MS; HARNESS_ON_TERMINATE=hold (a grant
 /// never ended) or flush:<ms> (a grant ended after <ms>); HARNESS_RELOAD_BLOCK_MS (a
-/// reload observer holds the loop that long); OVERTIME_CONTROL_SOCKET.
+/// reload observer holds the loop that long); HARNESS_GRANTS (that many grants begun at
+/// start, never ended); OVERTIME_CONTROL_SOCKET.
 func daemon() throws {
     func milliseconds(_ name: String, _ fallback: Int) -> Duration {
         .milliseconds(getenv(name).flatMap { Int(String(cString: $0)) } ?? fallback)
@@ -61,7 +62,11 @@ func daemon() throws {
     configuration.backgroundBudget = milliseconds("HARNESS_BUDGET_MS", 30_000)
     configuration.expirationLeadTime = milliseconds("HARNESS_LEAD_MS", 5_000)
     configuration.onTermination = { say("REPORT \($0)") }
+    configuration.controlSocketPath = text("OVERTIME_CONTROL_SOCKET")
     let runtime = try Runtime(configuration: configuration)
+    for index in 0..<(Int(text("HARNESS_GRANTS") ?? "") ?? 0) {
+        _ = runtime.beginBackgroundTask(name: "job-\(index)") { say("EXPIRED job-\(index)") }
+    }
     let onTerminate = text("HARNESS_ON_TERMINATE") ?? ""
     let reloadBlock = milliseconds("HARNESS_RELOAD_BLOCK_MS", 0)
     let token = runtime.observe { event in

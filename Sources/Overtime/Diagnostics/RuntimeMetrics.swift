@@ -13,6 +13,7 @@ import CoreMetrics
 /// | `overtime_background_tasks_expired_total` | counter (expiration handlers asked to run) | |
 /// | `overtime_background_tasks_refused_total` | counter | `reason` |
 /// | `overtime_misuse_total` | counter (bad end calls, dropped grants) | `kind` |
+/// | `overtime_control_errors_total` | counter (control-socket errors) | `kind` |
 /// | `overtime_background_duration_seconds` | timer (time spent per background period) | |
 /// | `overtime_handler_duration_seconds` | timer | `handler`: expiration, end, observer |
 struct RuntimeMetrics {
@@ -75,6 +76,11 @@ struct SharedMetrics: Sendable {
             label: "overtime_background_tasks_refused_total",
             dimensions: [("reason", refusal.metricLabel)], factory: factory
         ).increment()
+    }
+
+    /// Counts a control-socket error (`kind`: bad_request, too_large, peer_refused).
+    func countControlError(_ kind: String) {
+        Counter(label: "overtime_control_errors_total", dimensions: [("kind", kind)], factory: factory).increment()
     }
 
     /// Counts a misuse (`kind`: unknown_id, invalid_id, dropped_grant).

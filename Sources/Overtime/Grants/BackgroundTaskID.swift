@@ -25,6 +25,26 @@ public struct BackgroundTaskID: Hashable, Sendable, CustomStringConvertible {
         return "#\(localSlot).\(localGeneration)"
     }
 
+    /// Parses the printed form (`#r12`, `#3.1`) or a raw value (`9223372036854775820`);
+    /// `nil` for anything else.
+    public init?(parsing text: String) {
+        if let raw = UInt64(text) {
+            self.init(rawValue: raw)
+            return
+        }
+        guard text.hasPrefix("#") else { return nil }
+        let body = text.dropFirst()
+        if body.hasPrefix("r"), let number = UInt64(body.dropFirst()), number < Self.remoteBit {
+            self = .remote(number)
+        } else if let dot = body.firstIndex(of: "."), let slot = UInt32(body[..<dot]),
+            let generation = UInt32(body[body.index(after: dot)...]), generation < 1 << 31
+        {
+            self = .local(slot: Int32(bitPattern: slot), generation: generation)
+        } else {
+            return nil
+        }
+    }
+
     // Layout. A grant begun on the loop thread encodes its table slot and the slot's
     // generation, so the loop finds it without a hash lookup. A grant begun on another
     // thread gets a number from a shared counter (its slot is not known yet) with the top

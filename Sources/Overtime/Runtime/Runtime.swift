@@ -2,6 +2,12 @@ import Dispatch
 import Logging
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// The Overtime runtime: a lifecycle, expiring background-task grants, and their
 /// enforcement, on one libuv loop.
 ///
@@ -104,6 +110,14 @@ public final class Runtime: Sendable {
     }
 
     private func runLoop() {
+        // A peer that hangs up makes a socket write raise SIGPIPE, which kills the
+        // process by default; libuv leaves that to the program. Blocked on the loop
+        // thread only (the signal goes to the writing thread), the write fails with EPIPE
+        // and the host's own disposition of SIGPIPE is left alone.
+        var pipeSignal = sigset_t()
+        sigemptyset(&pipeSignal)
+        sigaddset(&pipeSignal, SIGPIPE)
+        pthread_sigmask(SIG_BLOCK, &pipeSignal, nil)
         watchdog?.start()
         core.startDrivers()
         loop.run()

@@ -38,6 +38,9 @@ public struct RuntimeConfiguration: Sendable {
     /// STATUS, STOPPING, EXTEND_TIMEOUT_USEC, and WATCHDOG when `WATCHDOG_USEC` is set).
     /// Default `true`; nothing is sent without `NOTIFY_SOCKET`.
     public var systemdNotify = true
+    /// Where to listen for `overtimectl` (a Unix socket, mode 0600, owner or root only);
+    /// `nil` (the default) opens no socket.
+    public var controlSocketPath: String?
     /// Called on the loop thread with each termination report, before the policy acts.
     public var onTermination: (@Sendable (TerminationReport) -> Void)?
     /// Called on the watchdog thread when it trips, before the policy acts.
@@ -67,6 +70,9 @@ public struct RuntimeConfiguration: Sendable {
             throw fail("watchdogTimeout", "must be positive or nil, got \(watchdogTimeout)")
         }
         try signalHandling?.validate()
+        if let controlSocketPath, UnixSocketAddress(controlSocketPath) == nil || controlSocketPath.hasPrefix("@") {
+            throw fail("controlSocketPath", "must be a file path of at most 107 bytes, got '\(controlSocketPath)'")
+        }
     }
 }
 

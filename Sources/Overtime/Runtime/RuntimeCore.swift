@@ -53,6 +53,7 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
     /// Drivers (signals, systemd, control socket): started when the loop starts.
     private var signalDriver: SignalDriver?
     private(set) var systemdNotifier: SystemdNotifier?
+    private var controlSocket: ControlSocketServer?
     private var isInTurn = false
     private var buffer: [InboundWork] = []
 
@@ -191,6 +192,12 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
         {
             notifier.start()
             systemdNotifier = notifier
+        }
+        if let path = configuration.controlSocketPath {
+            let server = ControlSocketServer(core: self, path: path)
+            server.start()
+            controlSocket = server
+            onShutdown.append { server.stop() }
         }
     }
 

@@ -1,0 +1,216 @@
+import CLibUV
+import Logging
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// The opt-in control socket: a Unix stream socket on the loop (libuv pipe), mode 0600,
+/// peers checked with `SO_PEERCRED` (the owner or root only), one JSON request per line
+/// and one JSON response per line. Bad requests get an error response; the server never
+/// stops serving because of one.
+final class ControlSocketServer {
+    private unowned let core: RuntimeCore
+    let path: String
+    private var server: UnsafeMutablePointer<uv_pipe_t>?
+    fileprivate var connections: [UnsafeMutableRawPointer: ControlConnection] = [:]
+
+    init(core: RuntimeCore, path: String) {
+        self.core = core
+        self.path = path
+    }
+
+    /// Binds and listens. Failure is logged, not thrown: a daemon keeps running without it.
+    func start() {
+        var info = stat()
+        if lstat(path, &info) == 0 {
+            guard info.st_mode & S_IFMT == S_IFSOCK else {
+                core.logger.error("control socket: \(path) exists and is not a socket; not replacing it")
+                return
+            }
+            unlink(path)  // a stale socket from an earlier run
+        }
+        let handle = core.loop.makeHandle(uv_pipe_t.self)
+        uv_pipe_init(core.loop.raw, handle, 0)
+        handle.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        var status = uv_pipe_bind(handle, path)
+        if status == 0 {
+            // Owner only; the peer check below is the real gate, this closes the door too.
+            chmod(path, 0o600)
+            status = uv_listen(asStream(handle), 16) { server, status in
+                Unmanaged<ControlSocketServer>.fromOpaque(server!.pointee.data).takeUnretainedValue()
+                    .accept(status: status)
+            }
+        }
+        guard status == 0 else {
+            core.logger.error("control socket: cannot listen on \(path): \(String(cString: uv_strerror(status)))")
+            uv_close(asHandle(handle), nil)
+            return
+        }
+        server = handle
+        core.logger.info("control socket listening", metadata: ["path": "\(path)"])
+    }
+
+    /// Closes every connection and the listener, and removes the socket file.
+    func stop() {
+        for connection in connections.values { connection.close() }
+        if let server, uv_is_closing(asHandle(server)) == 0 {
+            uv_close(asHandle(server), nil)
+            unlink(path)
+        }
+        server = nil
+    }
+
+    private func accept(status: Int32) {
+        guard status == 0, let server else { return }
+        core.turn {
+            let connection = ControlConnection(server: self, core: core)
+            guard uv_accept(asStream(server), asStream(connection.pipe)) == 0 else {
+                connection.close()
+                return
+            }
+            connections[UnsafeMutableRawPointer(connection.pipe)] = connection
+            var fd: uv_os_fd_t = -1
+            var uid: UInt32 = .max
+            uv_fileno(asHandle(connection.pipe), &fd)
+            if overtime_peer_uid(fd, &uid) != 0 || (uid != geteuid() && uid != 0) {
+                core.metrics.shared.countControlError("peer_refused")
+                core.logger.warning("control socket: refused a peer", metadata: ["peer_uid": "\(uid)"])
+                connection.send(
+                    .failure("permission denied: uid \(uid) is neither the daemon's owner (\(geteuid())) nor root"),
+                    thenClose: true)
+                return
+            }
+            connection.startReading()
+        }
+    }
+
+    fileprivate func forget(_ connection: ControlConnection) {
+        connections.removeValue(forKey: UnsafeMutableRawPointer(connection.pipe))
+    }
+}
+
+/// One accepted client: reads lines, answers each, closes on EOF or error.
+private final class ControlConnection {
+    let pipe: UnsafeMutablePointer<uv_pipe_t>
+    private unowned let server: ControlSocketServer
+    private unowned let core: RuntimeCore
+    private var framer = LineFramer(limit: ControlProtocol.maximumRequestBytes)
+    private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 1)
+    private var isClosing = false
+
+    init(server: ControlSocketServer, core: RuntimeCore) {
+        self.server = server
+        self.core = core
+        pipe = .allocate(capacity: 1)
+        uv_pipe_init(core.loop.raw, pipe, 0)
+        pipe.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    deinit {
+        readBuffer.deallocate()
+    }
+
+    private static func from(_ pointer: UnsafeMutableRawPointer?) -> ControlConnection {
+        Unmanaged<ControlConnection>.fromOpaque(pointer!).takeUnretainedValue()
+    }
+
+    func startReading() {
+        uv_read_start(
+            asStream(pipe),
+            { handle, _, buffer in
+                let connection = ControlConnection.from(handle!.pointee.data)
+                buffer!.pointee = uv_buf_init(
+                    connection.readBuffer.baseAddress!.assumingMemoryBound(to: CChar.self),
+                    UInt32(connection.readBuffer.count))
+            },
+            { stream, count, _ in
+                ControlConnection.from(stream!.pointee.data).received(count: count)
+            })
+    }
+
+    private func received(count: Int) {
+        guard count >= 0 else {  // EOF or a read error: the client is gone
+            close()
+            return
+        }
+        core.turn {
+            for output in framer.feed(UnsafeRawBufferPointer(rebasing: readBuffer[0..<count])) {
+                switch output {
+                case .line(let line) where line.allSatisfy({ $0 == 32 || $0 == 9 }):
+                    continue  // blank lines are allowed between requests
+                case .line(let line):
+                    let response = core.handleControlLine(line)
+                    if !response.ok { core.metrics.shared.countControlError("bad_request") }
+                    send(response, thenClose: false)
+                case .tooLong:
+                    core.metrics.shared.countControlError("too_large")
+                    send(
+                        .failure("request longer than \(ControlProtocol.maximumRequestBytes) bytes"),
+                        thenClose: true)
+                    return
+                }
+            }
+        }
+    }
+
+    func send(_ response: ControlResponse, thenClose: Bool) {
+        guard !isClosing else { return }
+        let request = WriteRequest(bytes: ControlProtocol.encode(response), connection: thenClose ? self : nil)
+        if thenClose { uv_read_stop(asStream(pipe)) }
+        request.write(to: asStream(pipe))
+    }
+
+    func close() {
+        guard !isClosing else { return }
+        isClosing = true
+        // Retained until the close callback, which frees the handle and forgets the connection.
+        pipe.pointee.data = Unmanaged.passRetained(self).toOpaque()
+        uv_close(asHandle(pipe)) { handle in
+            let connection = Unmanaged<ControlConnection>.fromOpaque(handle!.pointee.data).takeRetainedValue()
+            connection.server.forget(connection)
+            connection.pipe.deallocate()
+        }
+    }
+}
+
+/// A write in flight: its bytes (a copy libuv may read until it calls back) and request.
+private final class WriteRequest {
+    private let bytes: UnsafeMutableRawBufferPointer
+    private let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
+    private let connectionToClose: ControlConnection?
+
+    init(bytes: [UInt8], connection: ControlConnection?) {
+        self.bytes = .allocate(byteCount: bytes.count, alignment: 1)
+        self.bytes.copyBytes(from: bytes)
+        self.connectionToClose = connection
+    }
+
+    deinit {
+        bytes.deallocate()
+        request.deallocate()
+    }
+
+    func write(to stream: UnsafeMutablePointer<uv_stream_t>) {
+        request.pointee.data = Unmanaged.passRetained(self).toOpaque()
+        var buffer = uv_buf_init(bytes.baseAddress!.assumingMemoryBound(to: CChar.self), UInt32(bytes.count))
+        let status = uv_write(request, stream, &buffer, 1) { request, _ in
+            let write = Unmanaged<WriteRequest>.fromOpaque(request!.pointee.data).takeRetainedValue()
+            write.connectionToClose?.close()
+        }
+        if status != 0 {
+            Unmanaged<WriteRequest>.fromOpaque(request.pointee.data).release()
+            connectionToClose?.close()
+        }
+    }
+}
+
+private func asStream(_ pipe: UnsafeMutablePointer<uv_pipe_t>) -> UnsafeMutablePointer<uv_stream_t> {
+    UnsafeMutableRawPointer(pipe).assumingMemoryBound(to: uv_stream_t.self)
+}
+
+private func asHandle(_ pipe: UnsafeMutablePointer<uv_pipe_t>) -> UnsafeMutablePointer<uv_handle_t> {
+    UnsafeMutableRawPointer(pipe).assumingMemoryBound(to: uv_handle_t.self)
+}

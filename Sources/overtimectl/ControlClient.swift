@@ -1,0 +1,78 @@
+import FoundationEssentials
+import Overtime
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Why talking to the daemon failed, with the exit status it maps to.
+struct ControlClientError: Error, CustomStringConvertible {
+    let description: String
+    /// 69 (`EX_UNAVAILABLE`): no daemon there; 77 (`EX_NOPERM`): refused; 1: it answered an error.
+    let exitStatus: Int32
+}
+
+/// One request, one response, over a blocking Unix socket.
+struct ControlClient {
+    let path: String
+    var timeoutSeconds = 10
+
+    func send(_ request: ControlRequest) throws(ControlClientError) -> ControlResponse {
+        guard let address = UnixSocketAddress(path) else {
+            throw ControlClientError(description: "'\(path)' is not a usable socket path", exitStatus: 64)
+        }
+        let fd = makeUnixSocket(datagram: false)
+        guard fd >= 0 else { throw ControlClientError(description: "socket: \(errnoDescription())", exitStatus: 71) }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        if address.withSockAddr({ connect(fd, $0, $1) }) != 0 {
+            let code = errno
+            let hint =
+                code == EACCES || code == EPERM
+                ? " (the socket belongs to another user: run as the daemon's user or root)"
+                : " (is the daemon running with a control socket there?)"
+            throw ControlClientError(
+                description: "cannot connect to \(path): \(errnoDescription(code))\(hint)",
+                exitStatus: code == EACCES || code == EPERM ? 77 : 69)
+        }
+        var line = (try? Array(JSONEncoder().encode(request))) ?? []
+        line.append(UInt8(ascii: "\n"))
+        var offset = 0
+        var writeError: ControlClientError?
+        while offset < line.count {
+            // send, not write: MSG_NOSIGNAL turns a hung-up daemon into EPIPE, not SIGPIPE.
+            let written = line[offset...].withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
+            guard written > 0 else {
+                // The daemon may have answered (a refusal) and closed first: read that below.
+                writeError = ControlClientError(description: "write to \(path): \(errnoDescription())", exitStatus: 69)
+                break
+            }
+            offset += written
+        }
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while !received.contains(UInt8(ascii: "\n")) {
+            let count = read(fd, &buffer, buffer.count)
+            guard count > 0 else {
+                if let writeError { throw writeError }
+                throw ControlClientError(
+                    description: count == 0
+                        ? "the daemon closed the connection without answering"
+                        : "read from \(path): \(errnoDescription())",
+                    exitStatus: 69)
+            }
+            received += buffer[0..<count]
+        }
+        let answer = received.prefix { $0 != UInt8(ascii: "\n") }
+        guard let response = try? JSONDecoder().decode(ControlResponse.self, from: Data(answer)) else {
+            throw ControlClientError(description: "the daemon's answer is not valid JSON", exitStatus: 76)
+        }
+        return response
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+import Testing
+
+@testable import Overtime
+
+/// Runs the built `overtimectl` and returns (status, stdout, stderr).
+private func overtimectl(_ arguments: [String], as uid: Int? = nil) throws -> (Int32, String, String) {
+    let tool = ChildProcess.harnessURL.deletingLastPathComponent().appendingPathComponent("overtimectl").path
+    let process = Process()
+    if let uid {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", tool] + arguments
+    } else {
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = arguments
+    }
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    let output = ReadInBackground(out.fileHandleForReading)
+    let errors = ReadInBackground(err.fileHandleForReading)
+    process.waitUntilExit()
+    return (process.terminationStatus, output.text(), errors.text())
+}
+
+@Suite("Control socket and overtimectl against a real daemon", .timeLimit(.minutes(2)))
+struct ControlSocketTests {
+    private func startDaemon(grants: Int = 2) throws -> (RunningChild, String) {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-\(UUID().uuidString).sock").path
+        let child = try RunningChild(
+            ["daemon"],
+            environment: ["OVERTIME_CONTROL_SOCKET": path, "HARNESS_GRANTS": "\(grants)", "HARNESS_LEAD_MS": "500"])
+        #expect(child.waitForLine { $0 == "READY" } != nil)
+        return (child, path)
+    }
+
+    @Test func everyCommandThroughOvertimectl() throws {
+        let (child, path) = try startDaemon()
+        var info = stat()
+        #expect(lstat(path, &info) == 0)
+        #expect(info.st_mode & 0o777 == 0o600)
+
+        let (status, table, _) = try overtimectl(["status", "--socket", path])
+        #expect(status == 0)
+        #expect(table.contains("state        active"))
+        #expect(table.contains("open tasks   2"))
+        #expect(table.contains("time left    unlimited"))
+
+        let (_, tasks, _) = try overtimectl(["tasks", "--socket", path])
+        #expect(tasks.split(separator: "\n").first?.hasPrefix("ID   NAME   AGE") == true)
+        #expect(tasks.contains("#r1  job-0") && tasks.contains("#r2  job-1"))
+        #expect(tasks.contains("OvertimeTestHarness/main.swift:"))
+
+        #expect(try overtimectl(["background", "--socket", path]).0 == 0)
+        let (_, json, _) = try overtimectl(["status", "--json", "--socket", path])
+        let response = try JSONDecoder().decode(ControlResponse.self, from: Data(json.utf8))
+        #expect(response.status?.state == "background")
+        #expect((response.status?.backgroundTimeRemaining ?? 0) > 25)
+
+        #expect(try overtimectl(["expire", "#r1", "--socket", path]).0 == 0)
+        #expect(child.waitForLine { $0 == "EXPIRED job-0" } != nil)
+        let (missing, _, missingError) = try overtimectl(["expire", "#r99", "--socket", path])
+        #expect(missing == 1 && missingError.contains("no open background task #r99"))
+        #expect(try overtimectl(["expire", "--socket", path]).0 == 0)
+        #expect(child.waitForLine { $0 == "EXPIRED job-1" } != nil)
+
+        #expect(try overtimectl(["foreground", "--socket", path]).0 == 0)
+        #expect(try overtimectl(["reload", "--socket", path]).0 == 0)
+        #expect(child.waitForLine { $0 == "EVENT reload active" } != nil)
+        let (launch, _, launchError) = try overtimectl(["simulate-launch", "refresh", "--socket", path])
+        #expect(launch == 1 && launchError.contains("no scheduler"))
+
+        #expect(try overtimectl(["terminate", "--socket", path]).0 == 0)
+        #expect(child.waitForLine { $0.hasPrefix("EVENT willTerminate") } != nil)
+        #expect(try overtimectl(["terminate", "--socket", path]).0 == 0)  // again: expire now
+        #expect(child.waitForExit() == 0)
+        #expect(access(path, F_OK) != 0)  // the socket file is removed at shutdown
+        let (gone, _, goneError) = try overtimectl(["status", "--socket", path])
+        #expect(gone == 69)
+        #expect(goneError.contains("cannot connect"))
+    }
+
+    @Test func anotherUserIsRefusedAtBothGates() throws {
+        let (child, path) = try startDaemon()
+        let (blocked, _, blockedError) = try overtimectl(["status", "--socket", path], as: 65534)
+        #expect(blocked == 77)
+        #expect(blockedError.contains("Permission denied"))
+        // With the file opened up, the peer-credential check still refuses.
+        chmod(path, 0o666)
+        let (refused, _, refusedError) = try overtimectl(["status", "--socket", path], as: 65534)
+        #expect(refused == 1)
+        #expect(refusedError.contains("permission denied: uid 65534"))
+        #expect(try overtimectl(["status", "--socket", path]).0 == 0)  // the owner still gets in
+        child.send(SIGKILL)
+    }
+
+    @Test func fuzzedRequestLinesNeverCrashTheDaemon() throws {
+        let (child, path) = try startDaemon()
+        var generator = SplitMix64(seed: 0x0f1e_2d3c)
+        let samples: [[UInt8]] = [
+            Array("{".utf8), Array("[]".utf8), Array("null".utf8), Array(#"{"command":5}"#.utf8),
+            Array(#"{"command":"expire","id":-1}"#.utf8), Array(#"{"command":"nope"}"#.utf8),
+            Array(#"{"command":"status","extra":{"deep":[1,2,3]}}"#.utf8), [0xFF, 0xFE, 0x00, 0x7F],
+        ]
+        for round in 0..<300 {
+            let socket = makeUnixSocket(datagram: false)
+            defer { close(socket) }
+            let address = try #require(UnixSocketAddress(path))
+            try #require(address.withSockAddr { connect(socket, $0, $1) } == 0)
+            var line: [UInt8]
+            switch round % 4 {
+            case 0: line = samples[Int(generator.next() % UInt64(samples.count))]
+            case 1: line = (0..<Int(generator.next() % 200)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+            case 2:
+                line = Array(#"{"command":"status""#.utf8) + Array(repeating: 0x20, count: Int(generator.next() % 50))
+            default:
+                line = Array(repeating: UInt8(ascii: "a"), count: round == 3 ? 70_000 : Int(generator.next() % 1000))
+            }
+            line.removeAll { $0 == UInt8(ascii: "\n") }
+            line.append(UInt8(ascii: "\n"))
+            _ = line.withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        }
+        // Still serving, still alive.
+        let (status, table, _) = try overtimectl(["status", "--socket", path])
+        #expect(status == 0 && table.contains("open tasks   2"))
+        child.send(SIGTERM)
+        #expect(child.waitForLine { $0.hasPrefix("EVENT willTerminate") } != nil)
+        child.send(SIGTERM)  // again (after the first landed: pending signals coalesce)
+        #expect(child.waitForExit() == 0)
+        #expect(child.standardError.contains { $0.contains("received SIGTERM") })
+    }
+
+    @Test func aMissingSocketIsAClearErrorNotACrash() throws {
+        let (status, _, error) = try overtimectl(["status", "--socket", "/nonexistent/overtime.sock"])
+        #expect(status == 69)
+        #expect(error.contains("cannot connect to /nonexistent/overtime.sock: No such file or directory"))
+    }
+}
+
+@Suite("LineFramer: request framing")
+struct LineFramerTests {
+    @Test func splitsLinesAcrossChunksAndDropsCarriageReturns() {
+        var framer = LineFramer(limit: 16)
+        #expect(framer.feed(Array("ab".utf8)) == [])
+        #expect(framer.feed(Array("c\r\nde\nf".utf8)) == [.line(Array("abc".utf8)), .line(Array("de".utf8))])
+        #expect(framer.feed(Array("\n".utf8)) == [.line(Array("f".utf8))])
+    }
+
+    @Test func refusesALineOverTheLimit() {
+        var framer = LineFramer(limit: 4)
+        #expect(framer.feed(Array("abcd".utf8)) == [])
+        #expect(framer.feed(Array("e".utf8)) == [.tooLong])
+    }
+}
+
+/// A small seeded generator so the fuzz run is the same every time.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
