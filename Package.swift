@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "Overtime", targets: ["Overtime"]),
         .library(name: "OvertimeTesting", targets: ["OvertimeTesting"]),
+        .library(name: "OvertimeServiceLifecycle", targets: ["OvertimeServiceLifecycle"]),
         .executable(name: "overtimectl", targets: ["overtimectl"]),
         .executable(name: "tiny-daemon", targets: ["tiny-daemon"]),
     ],
@@ -16,6 +17,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         // Only the command-line client uses it; the Overtime library does not.
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        // Only the bridge module uses it, so the core stays free of it.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // libuv from the system (Debian: libuv1-dev), found through pkg-config.
@@ -35,6 +38,13 @@ let package = Package(
         .target(
             name: "OvertimeTesting",
             dependencies: ["Overtime"]
+        ),
+        .target(
+            name: "OvertimeServiceLifecycle",
+            dependencies: [
+                "Overtime",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
         ),
         .executableTarget(
             name: "overtimectl",
@@ -66,6 +76,8 @@ let package = Package(
                 "OvertimeTesting",
                 "OvertimeTestHarness",
                 "overtimectl",
+                "OvertimeServiceLifecycle",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),

@@ -43,6 +43,7 @@ public final class Runtime: Sendable {
     private let watchdog: Watchdog?
     private let runState = Locked(RunState.notStarted)
     private let terminatedGroup = DispatchGroup()
+    private let terminationWaiters = Locked<[CheckedContinuation<Void, Never>]?>([])
     private let nextObserverID = Atomic<UInt64>(0)
 
     private enum RunState { case notStarted, running, finished }
@@ -124,11 +125,28 @@ public final class Runtime: Sendable {
         watchdog?.stop()
         runState.withLock { $0 = .finished }
         terminatedGroup.leave()
+        let waiters = terminationWaiters.withLock { waiters in
+            defer { waiters = nil }  // nil: terminated; later callers return at once
+            return waiters ?? []
+        }
+        for waiter in waiters { waiter.resume() }
     }
 
     /// Blocks until the runtime has terminated and its loop has closed.
     public func waitUntilTerminated() {
         terminatedGroup.wait()
+    }
+
+    /// Suspends until the runtime has terminated and its loop has closed.
+    public func waitUntilTerminated() async {
+        await withCheckedContinuation { continuation in
+            let done = terminationWaiters.withLock { waiters in
+                guard waiters != nil else { return true }
+                waiters!.append(continuation)
+                return false
+            }
+            if done { continuation.resume() }
+        }
     }
 
     /// Whether the loop closed cleanly (every libuv handle closed) after termination;

@@ -176,7 +176,7 @@ struct LifecycleTests {
                 .willResignActive, .didEnterBackground, .willTerminate,
             ]
         #expect(received == expected)
-        env.runtime.waitUntilTerminated()
+        await env.runtime.waitUntilTerminated()
         // A sequence made after termination finishes at once.
         var late = 0
         for await _ in env.runtime.lifecycleEvents { late += 1 }

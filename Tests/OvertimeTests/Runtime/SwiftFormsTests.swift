@@ -81,7 +81,7 @@ struct SwiftFormsTests {
     @Test func withBackgroundTaskThrowsRefusedWhenNoGrantCanBeHad() async throws {
         let env = try VirtualRuntime()
         env.runtime.requestTermination()
-        env.runtime.waitUntilTerminated()
+        await env.runtime.waitUntilTerminated()
         await #expect(throws: BackgroundTaskError.refused(.terminated)) {
             try await env.runtime.withBackgroundTask(name: "late") { 1 }
         }
