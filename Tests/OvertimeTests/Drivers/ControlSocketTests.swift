@@ -27,11 +27,16 @@ private func overtimectl(_ arguments: [String], as uid: Int? = nil) throws -> (I
 
 @Suite("Control socket and overtimectl against a real daemon", .timeLimit(.minutes(2)))
 struct ControlSocketTests {
+    /// A daemon with two grants open from the start and one more begun in willTerminate
+    /// and never ended, so that termination always waits for an expiration.
     private func startDaemon(grants: Int = 2) throws -> (RunningChild, String) {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-\(UUID().uuidString).sock").path
         let child = try RunningChild(
             ["daemon"],
-            environment: ["OVERTIME_CONTROL_SOCKET": path, "HARNESS_GRANTS": "\(grants)", "HARNESS_LEAD_MS": "500"])
+            environment: [
+                "OVERTIME_CONTROL_SOCKET": path, "HARNESS_GRANTS": "\(grants)", "HARNESS_LEAD_MS": "500",
+                "HARNESS_ON_TERMINATE": "hold",
+            ])
         #expect(child.waitForLine { $0 == "READY" } != nil)
         return (child, path)
     }
@@ -75,6 +80,7 @@ struct ControlSocketTests {
         #expect(try overtimectl(["terminate", "--socket", path]).0 == 0)
         #expect(child.waitForLine { $0.hasPrefix("EVENT willTerminate") } != nil)
         #expect(try overtimectl(["terminate", "--socket", path]).0 == 0)  // again: expire now
+        #expect(child.waitForLine { $0 == "EXPIRED final-flush" } != nil)
         #expect(child.waitForExit() == 0)
         #expect(access(path, F_OK) != 0)  // the socket file is removed at shutdown
         let (gone, _, goneError) = try overtimectl(["status", "--socket", path])
