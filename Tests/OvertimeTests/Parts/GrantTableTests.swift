@@ -56,6 +56,16 @@ struct GrantTableTests {
         #expect(BackgroundTaskID.remote(12).description == "#r12")
         #expect(BackgroundTaskID.invalid.isInvalid)
     }
+
+    @Test func printedIDsParseBack() {
+        for id in [BackgroundTaskID.local(slot: 12, generation: 3), .remote(7), .remote(123_456)] {
+            #expect(BackgroundTaskID(parsing: id.description) == id)
+            #expect(BackgroundTaskID(parsing: "\(id.rawValue)") == id)
+        }
+        for bad in ["", "#", "#r", "#rx", "#1", "#1.", "#.1", "r1", "#-1.2", "#1.4294967295"] {
+            #expect(BackgroundTaskID(parsing: bad) == nil, "\(bad)")
+        }
+    }
 }
 
 @Suite("DeadlineSchedule: one budget window and a lazy heap")

@@ -3,6 +3,10 @@ import Overtime
 import OvertimeTesting
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 @Suite("Grants: refusals and misuse", .timeLimit(.minutes(1)))
 struct RefusalAndMisuseTests {
     /// Begins on the loop thread (the inline path) and returns the ID.
@@ -145,6 +149,14 @@ struct RefusalAndMisuseTests {
                 "expirationLeadTime must be shorter than backgroundBudget"))
         #expect(error { $0.maximumOpenBackgroundTasks = 0 }.contains("maximumOpenBackgroundTasks"))
         #expect(error { $0.watchdogTimeout = .zero }.contains("watchdogTimeout"))
+        #expect(
+            error { $0.signalHandling = SignalHandling(actions: [SIGKILL: .terminate]) }
+                .contains("signalHandling cannot handle SIGKILL"))
+        #expect(error { $0.signalHandling = SignalHandling(actions: [99: .reload]) }.contains("signalHandling"))
+        #expect(
+            error { $0.controlSocketPath = String(repeating: "x", count: 200) }.contains("controlSocketPath must be"))
+        #expect(error { $0.controlSocketPath = "@abstract" }.contains("controlSocketPath"))
+        #expect(error { $0.signalHandling = nil } == "no error")
         #expect(error { _ in } == "no error")
     }
 }
