@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "Overtime", targets: ["Overtime"]),
         .library(name: "OvertimeTesting", targets: ["OvertimeTesting"]),
         .library(name: "OvertimeServiceLifecycle", targets: ["OvertimeServiceLifecycle"]),
+        .library(name: "OvertimeLogUploader", targets: ["OvertimeLogUploader"]),
         .executable(name: "overtimectl", targets: ["overtimectl"]),
         .executable(name: "tiny-daemon", targets: ["tiny-daemon"]),
     ],
@@ -38,6 +39,14 @@ let package = Package(
         .target(
             name: "OvertimeTesting",
             dependencies: ["Overtime"]
+        ),
+        .target(
+            name: "OvertimeLogUploader",
+            dependencies: [
+                "Overtime",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
         ),
         .target(
             name: "OvertimeServiceLifecycle",
@@ -77,6 +86,7 @@ let package = Package(
                 "OvertimeTestHarness",
                 "overtimectl",
                 "OvertimeServiceLifecycle",
+                "OvertimeLogUploader",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

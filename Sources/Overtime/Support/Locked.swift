@@ -29,9 +29,70 @@ package final class Locked<Value>: @unchecked Sendable {
     }
 
     /// Runs `body` with the value while holding the lock.
-    package func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+    package func withLock<Result, Failure: Error>(
+        _ body: (inout Value) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
+    }
+}
+
+/// A value guarded by a pthread mutex, with a condition to wait on for changes to it.
+/// (pthread for the same reason as ``Locked``: ThreadSanitizer sees it.)
+package final class ConditionLocked<Value>: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let condition: UnsafeMutablePointer<pthread_cond_t>
+    private var value: Value
+
+    /// Guards `value`.
+    package init(_ value: Value) {
+        self.value = value
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        condition = .allocate(capacity: 1)
+        condition.initialize(to: pthread_cond_t())
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        pthread_cond_init(condition, &attributes)
+        pthread_condattr_destroy(&attributes)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        pthread_mutex_destroy(mutex)
+        condition.deallocate()
+        mutex.deallocate()
+    }
+
+    /// Runs `body` with the value while holding the lock.
+    package func withLock<Result, Failure: Error>(
+        _ body: (inout Value) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&value)
+    }
+
+    /// Inside ``withLock(_:)``: releases the lock until ``broadcast()`` or `seconds` pass
+    /// (monotonic), then holds it again. Returns `false` on timeout. Spurious wake-ups
+    /// happen: callers loop on their condition.
+    package func wait(seconds: Double? = nil) -> Bool {
+        guard let seconds else {
+            pthread_cond_wait(condition, mutex)
+            return true
+        }
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let total = Double(now.tv_sec) + Double(now.tv_nsec) / 1e9 + max(seconds, 0)
+        var deadline = timespec(tv_sec: Int(total), tv_nsec: Int((total - total.rounded(.down)) * 1e9))
+        return pthread_cond_timedwait(condition, mutex, &deadline) == 0
+    }
+
+    /// Wakes every waiter.
+    package func broadcast() {
+        pthread_cond_broadcast(condition)
     }
 }

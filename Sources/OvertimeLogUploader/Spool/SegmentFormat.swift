@@ -1,0 +1,177 @@
+/// The on-disk format of a spool segment, version 1. Little-endian throughout.
+///
+/// ```
+/// header  (32 bytes)  "OTSEG001" | stream ID (16 bytes) | segment number (u64)
+/// record  (repeated)  body length (u32) | CRC-32C of body (u32) | body
+/// body                sequence (u64) | wall-clock time, ns since 1970 (u64) | line (UTF-8)
+/// ```
+///
+/// The stream ID is in the header, so every record of a segment belongs to that stream;
+/// with its sequence number a collector sees gaps and duplicates. A sealed segment is
+/// uploaded byte for byte under the name ``SegmentName``, so a retry sends the same bytes.
+public enum SegmentFormat {
+    /// The first eight bytes of every segment.
+    public static let magic: [UInt8] = Array("OTSEG001".utf8)
+    /// Header size in bytes.
+    public static let headerSize = 32
+    /// Record frame overhead (length and checksum) in bytes.
+    public static let frameSize = 8
+    /// Body bytes before the line (sequence and time).
+    public static let bodyPrefixSize = 16
+    /// The longest line a record holds.
+    public static let maximumLineBytes = 1 << 20
+
+    /// The 32-byte header.
+    static func header(streamID: StreamID, segment: UInt64) -> [UInt8] {
+        var bytes = magic
+        bytes += streamID.bytes
+        bytes.appendLittleEndian(segment)
+        return bytes
+    }
+
+    /// Appends one framed record to `buffer`.
+    static func appendRecord(sequence: UInt64, time: UInt64, line: some Collection<UInt8>, to buffer: inout [UInt8]) {
+        let bodyLength = bodyPrefixSize + line.count
+        let start = buffer.count
+        buffer.appendLittleEndian(UInt32(bodyLength))
+        buffer.appendLittleEndian(UInt32(0))  // checksum, filled in below
+        buffer.appendLittleEndian(sequence)
+        buffer.appendLittleEndian(time)
+        buffer.append(contentsOf: line)
+        let crc = buffer.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[(start + 8)...])) }
+        buffer.withUnsafeMutableBytes { $0.storeBytes(of: crc.littleEndian, toByteOffset: start + 4, as: UInt32.self) }
+    }
+
+    /// Parses a whole segment: the header, then records until the end or the first
+    /// invalid record. Never traps, whatever the bytes.
+    public static func parse(_ bytes: [UInt8]) -> ParsedSegment {
+        guard bytes.count >= headerSize, Array(bytes[0..<8]) == magic else {
+            return ParsedSegment(
+                streamID: nil, segment: nil, records: [], validLength: 0,
+                problem: bytes.isEmpty ? nil : "not a segment (bad or short header)")
+        }
+        let streamID = StreamID(bytes: Array(bytes[8..<24]))
+        let segment = bytes.readLittleEndian(UInt64.self, at: 24)
+        var records: [SpoolRecord] = []
+        var offset = headerSize
+        var problem: String?
+        while offset < bytes.count {
+            guard bytes.count - offset >= frameSize else {
+                problem = "torn record frame at byte \(offset)"
+                break
+            }
+            let length = Int(bytes.readLittleEndian(UInt32.self, at: offset))
+            let crc = bytes.readLittleEndian(UInt32.self, at: offset + 4)
+            guard length >= bodyPrefixSize, length <= bodyPrefixSize + maximumLineBytes else {
+                problem = "invalid record length \(length) at byte \(offset)"
+                break
+            }
+            guard bytes.count - offset - frameSize >= length else {
+                problem =
+                    "torn record at byte \(offset): \(length) bytes announced, \(bytes.count - offset - frameSize) present"
+                break
+            }
+            let bodyStart = offset + frameSize
+            let actual = bytes.withUnsafeBytes {
+                CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[bodyStart..<(bodyStart + length)]))
+            }
+            guard actual == crc else {
+                problem = "checksum mismatch in the record at byte \(offset)"
+                break
+            }
+            records.append(
+                SpoolRecord(
+                    sequence: bytes.readLittleEndian(UInt64.self, at: bodyStart),
+                    time: bytes.readLittleEndian(UInt64.self, at: bodyStart + 8),
+                    line: Array(bytes[(bodyStart + bodyPrefixSize)..<(bodyStart + length)])))
+            offset = bodyStart + length
+        }
+        return ParsedSegment(
+            streamID: streamID, segment: segment, records: records, validLength: offset, problem: problem)
+    }
+}
+
+/// A segment as read back: its records up to the first problem, if any.
+public struct ParsedSegment: Sendable, Equatable {
+    /// The stream ID from the header; `nil` without a valid header.
+    public let streamID: StreamID?
+    /// The segment number from the header.
+    public let segment: UInt64?
+    /// Every valid record before the first problem.
+    public let records: [SpoolRecord]
+    /// Bytes up to the end of the last valid record (the header alone counts).
+    public let validLength: Int
+    /// What stopped the parse early, or `nil` when every byte was valid.
+    public let problem: String?
+}
+
+/// One spooled line.
+public struct SpoolRecord: Sendable, Equatable {
+    /// Its number in the stream, from 1, without gaps.
+    public let sequence: UInt64
+    /// Wall-clock time it was spooled, nanoseconds since 1970 (for people; deadlines never use it).
+    public let time: UInt64
+    /// The line, UTF-8, without a trailing newline.
+    public let line: [UInt8]
+
+    /// The line as text.
+    public var text: String { String(decoding: line, as: UTF8.self) }
+}
+
+/// The 128-bit identity of a spool's stream, printed as 32 hex digits.
+public struct StreamID: Sendable, Hashable, CustomStringConvertible {
+    /// The 16 bytes.
+    public let bytes: [UInt8]
+
+    init(bytes: [UInt8]) {
+        self.bytes = bytes
+    }
+
+    /// Sixteen random bytes.
+    static func random() -> StreamID {
+        var generator = SystemRandomNumberGenerator()
+        return StreamID(bytes: (0..<16).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
+    }
+
+    /// Parses 32 hex digits.
+    public init?(hex: String) {
+        let digits = Array(hex.utf8)
+        guard digits.count == 32 else { return nil }
+        var bytes: [UInt8] = []
+        for index in stride(from: 0, to: 32, by: 2) {
+            guard let byte = UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16) else {
+                return nil
+            }
+            bytes.append(byte)
+        }
+        self.bytes = bytes
+    }
+
+    /// 32 lowercase hex digits.
+    public var description: String {
+        bytes.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+    }
+}
+
+/// The stable name of a sealed segment: `<stream-id>/<20-digit number>.log`.
+public enum SegmentName {
+    /// The name a sink stores segment `number` of `stream` under.
+    public static func make(stream: StreamID, segment: UInt64) -> String {
+        "\(stream)/\(padded(segment)).log"
+    }
+
+    static func padded(_ number: UInt64) -> String {
+        let digits = String(number)
+        return String(repeating: "0", count: max(0, 20 - digits.count)) + digits
+    }
+}
+
+extension Array where Element == UInt8 {
+    mutating func appendLittleEndian<T: FixedWidthInteger>(_ value: T) {
+        Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
+    }
+
+    func readLittleEndian<T: FixedWidthInteger>(_ type: T.Type, at offset: Int) -> T {
+        withUnsafeBytes { T(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: T.self)) }
+    }
+}

@@ -1,0 +1,462 @@
+import CoreMetrics
+import Logging
+import Overtime
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A crash-safe, append-only spool of log lines: CRC-framed segment files in one folder.
+///
+/// ```
+/// <directory>/stream-id            the stream's 128-bit ID, made once
+/// <directory>/checkpoint           last acknowledged segment and sequence (replaced atomically)
+/// <directory>/segments/<n>.open    the active segment (at most one)
+/// <directory>/segments/<n>.seg     sealed segments: never change, uploaded byte for byte
+/// <directory>/dead-letter/         segments a collector refused for good
+/// <directory>/quarantine/          files found that were not valid segments
+/// ```
+///
+/// Appends are group-committed: concurrent writers' lines go out in one `write` and one
+/// `fdatasync`, and each writer returns once its lines are durable. An append that
+/// returned is never lost; an append that threw stored nothing of its own lines.
+///
+/// Thread-safe; the writing happens on the appending threads themselves.
+public final class Spool: Sendable {
+    /// The spool's folder.
+    public let directory: String
+    /// The ID every segment of this spool carries.
+    public let streamID: StreamID
+    /// The configuration it was opened with.
+    public let configuration: SpoolConfiguration
+    /// What opening it found and repaired.
+    public let recovery: RecoveryReport
+
+    private let state: ConditionLocked<State>
+    private let logger: Logger
+    private let counters: SpoolCounters
+    var segmentsDirectory: String { directory + "/segments" }
+
+    /// Opens (creating if needed) the spool in `directory` and recovers it: torn tails are
+    /// cut back to the last valid record, an active segment left by a crash is sealed.
+    public init(
+        directory: String, configuration: SpoolConfiguration = SpoolConfiguration(),
+        logger: Logger = Logger(label: "overtime.spool")
+    ) throws(SpoolError) {
+        try configuration.validate()
+        self.directory = directory
+        self.configuration = configuration
+        self.logger = logger
+        self.counters = SpoolCounters()
+        for folder in [directory, directory + "/segments", directory + "/dead-letter", directory + "/quarantine"] {
+            try SpoolFiles.makeDirectory(folder)
+        }
+        streamID = try Self.loadOrCreateStreamID(directory: directory)
+        var report = RecoveryReport()
+        let recovered = try SpoolRecovery(directory: directory, streamID: streamID, logger: logger).run(&report)
+        recovery = report
+        state = ConditionLocked(
+            State(
+                nextSequence: recovered.lastSequence + 1, nextSegment: recovered.lastSegment + 1,
+                sealed: recovered.sealed, storedBytes: recovered.sealed.reduce(0) { $0 + $1.bytes },
+                acknowledged: recovered.checkpoint))
+        if !report.isClean {
+            logger.error(
+                "spool recovered with losses",
+                metadata: [
+                    "truncated": "\(report.truncations.map { "\($0.path): \($0.problem), \($0.droppedBytes) bytes" })",
+                    "quarantined": "\(report.quarantined)",
+                ])
+        }
+    }
+
+    deinit {
+        state.withLock { state in
+            if let active = state.active { close(active.fd) }
+        }
+    }
+
+    // MARK: Appending
+
+    /// Appends `lines` and returns their sequence numbers once they are durable (as the
+    /// configured ``SpoolConfiguration/Durability`` defines it).
+    ///
+    /// - Throws: ``SpoolError/lineTooLong(bytes:)`` (nothing appended),
+    ///   ``SpoolError/quotaExceeded(quotaBytes:neededBytes:)``, or an I/O error such as a
+    ///   full disk (``SpoolError/isDiskFull``), after which the segment is cut back to its
+    ///   last durable record.
+    @discardableResult
+    public func append<Line: Collection<UInt8>>(_ lines: [Line]) throws(SpoolError) -> ClosedRange<UInt64>? {
+        guard !lines.isEmpty else { return nil }
+        if let long = lines.first(where: { $0.count > SegmentFormat.maximumLineBytes }) {
+            throw .lineTooLong(bytes: long.count)
+        }
+        var encoded: [UInt8] = []
+        encoded.reserveCapacity(lines.reduce(0) { $0 + $1.count + SegmentFormat.frameSize + 16 })
+        let time = Self.wallClockNanoseconds()
+        let (range, ticket, lead) = try state.withLock { (state) throws(SpoolError) in
+            guard !state.closed else { throw SpoolError.closed }
+            let needed = lines.reduce(0) { $0 + $1.count + SegmentFormat.frameSize + SegmentFormat.bodyPrefixSize }
+            try makeRoom(&state, needed: needed)
+            let first = state.nextSequence
+            for line in lines {
+                SegmentFormat.appendRecord(sequence: state.nextSequence, time: time, line: line, to: &encoded)
+                state.nextSequence += 1
+            }
+            state.pending += encoded
+            state.pendingRecords += lines.count
+            state.storedBytes += encoded.count
+            let lead = !state.writing
+            state.writing = true
+            return (first...(state.nextSequence - 1), state.issuedTicket + 1, lead)
+        }
+        if lead { writeBatches() }
+        try state.withLock { (state) throws(SpoolError) in
+            while state.durableTicket < ticket { _ = self.state.wait() }
+            if let error = state.failures[ticket] { throw error }
+        }
+        counters.appended.increment(by: Int64(lines.count))
+        return range
+    }
+
+    /// Appends one line.
+    @discardableResult
+    public func append(_ line: String) throws(SpoolError) -> UInt64 {
+        try append([Array(line.utf8)])!.lowerBound
+    }
+
+    /// The leader's loop: writes what is pending, batch after batch, until nothing is.
+    private func writeBatches() {
+        while true {
+            let work = state.withLock { (state: inout State) -> Batch? in
+                guard !state.pending.isEmpty else {
+                    state.writing = false
+                    self.state.broadcast()
+                    return nil
+                }
+                do throws(SpoolError) {
+                    try rotateIfDue(&state, incoming: state.pending.count)
+                    try openActiveIfNeeded(&state)
+                } catch {
+                    // The batch cannot be placed: fail its writers, keep nothing of it.
+                    failPending(&state, error)
+                    return Batch(bytes: [], ticket: 0, fd: -1, path: "", size: 0, records: 0, lastSequence: 0)
+                }
+                let active = state.active!
+                state.issuedTicket += 1
+                var bytes: [UInt8] = []
+                swap(&bytes, &state.pending)
+                defer { state.pendingRecords = 0 }
+                return Batch(
+                    bytes: bytes, ticket: state.issuedTicket, fd: active.fd, path: active.path, size: active.size,
+                    records: state.pendingRecords, lastSequence: state.nextSequence - 1)
+            }
+            guard let work else { return }
+            guard work.fd >= 0 else { continue }
+            var failure: SpoolError?
+            do throws(SpoolError) {
+                try SpoolFiles.writeAll(work.fd, work.bytes, path: work.path)
+                if configuration.durability == .syncEachBatch { try SpoolFiles.sync(work.fd, path: work.path) }
+            } catch {
+                failure = error
+                // Cut the segment back to its last durable record, so it stays valid.
+                _ = ftruncate(work.fd, off_t(work.size))
+                _ = lseek(work.fd, off_t(work.size), SEEK_SET)
+            }
+            state.withLock { state in
+                if let failure {
+                    state.failures[work.ticket] = failure
+                    state.storedBytes -= work.bytes.count
+                    counters.writeErrors.increment()
+                    logger.error("spool write failed: \(failure)")
+                } else if var active = state.active {
+                    // A batch holds consecutive sequences; a failed one before it leaves a gap.
+                    if active.records == 0 { active.firstSequence = work.lastSequence - UInt64(work.records) + 1 }
+                    active.size += work.bytes.count
+                    active.records += work.records
+                    active.lastSequence = work.lastSequence
+                    state.active = active
+                }
+                state.durableTicket = work.ticket
+                if state.failures.count > 64 { state.failures = state.failures.filter { $0.key + 32 > work.ticket } }
+                self.state.broadcast()
+            }
+        }
+    }
+
+    private func failPending(_ state: inout State, _ error: SpoolError) {
+        state.issuedTicket += 1
+        state.failures[state.issuedTicket] = error
+        state.durableTicket = state.issuedTicket
+        state.storedBytes -= state.pending.count
+        state.pending = []
+        state.pendingRecords = 0
+        counters.writeErrors.increment()
+        logger.error("spool write failed: \(error)")
+        self.state.broadcast()
+    }
+
+    // MARK: Segments
+
+    /// Seals the active segment if it holds any record, so that everything spooled so far
+    /// can be uploaded. Waits for a write in progress to finish first.
+    public func sealActiveSegment() throws(SpoolError) {
+        try state.withLock { (state) throws(SpoolError) in
+            while state.writing { _ = self.state.wait() }
+            try seal(&state)
+        }
+    }
+
+    /// Sealed segments not yet acknowledged, oldest first.
+    public var sealedSegments: [SealedSegment] {
+        state.withLock { $0.sealed }
+    }
+
+    /// Marks `segment` as stored by the collector: the checkpoint moves past it (temp file,
+    /// fsync, rename, fsync of the folder) and then the file is deleted.
+    public func acknowledge(_ segment: SealedSegment) throws(SpoolError) {
+        try retire(segment, moveTo: nil)
+    }
+
+    /// Moves `segment`, which a collector refused for good, to the dead-letter folder, and
+    /// moves the checkpoint past it.
+    public func deadLetter(_ segment: SealedSegment, reason: String) throws(SpoolError) {
+        try retire(segment, moveTo: directory + "/dead-letter/" + segment.fileName)
+        counters.deadLettered.increment()
+        logger.error("segment moved to dead-letter", metadata: ["segment": "\(segment.name)", "reason": "\(reason)"])
+    }
+
+    private func retire(_ segment: SealedSegment, moveTo destination: String?) throws(SpoolError) {
+        try state.withLock { (state) throws(SpoolError) in
+            // Dropped by the quota meanwhile: nothing left to do.
+            guard let index = state.sealed.firstIndex(where: { $0.number == segment.number }) else { return }
+            let checkpoint = Checkpoint(
+                segment: max(state.acknowledged.segment, segment.number),
+                sequence: max(state.acknowledged.sequence, segment.lastSequence))
+            try SpoolFiles.replaceAtomically(
+                directory + "/checkpoint", with: checkpoint.encoded(), directory: directory)
+            state.acknowledged = checkpoint
+            if let destination {
+                if rename(segment.path, destination) != 0 {
+                    throw .io(operation: "rename", path: segment.path, errno: errno)
+                }
+            } else {
+                unlink(segment.path)
+            }
+            state.sealed.remove(at: index)
+            state.storedBytes -= segment.bytes
+            self.state.broadcast()  // a writer may be waiting for room
+        }
+    }
+
+    /// Lines spooled and not yet acknowledged (sealed and active).
+    public var pendingLines: Int {
+        state.withLock { state in state.sealed.reduce(0) { $0 + $1.records } + (state.active?.records ?? 0) }
+    }
+
+    /// The last checkpoint: the highest acknowledged segment and sequence.
+    public var checkpoint: Checkpoint { state.withLock { $0.acknowledged } }
+
+    /// Lines deleted by the ``SpoolConfiguration/QuotaPolicy/dropOldest`` policy so far.
+    public var droppedLines: Int { state.withLock { $0.droppedLines } }
+
+    // MARK: Internals (under the lock)
+
+    private func rotateIfDue(_ state: inout State, incoming: Int) throws(SpoolError) {
+        guard let active = state.active, active.records > 0 else { return }
+        let tooBig = active.size + incoming > configuration.segmentBytes
+        let tooOld = SystemClock().now - active.openedAt >= configuration.segmentAge
+        if tooBig || tooOld { try seal(&state) }
+    }
+
+    private func openActiveIfNeeded(_ state: inout State) throws(SpoolError) {
+        guard state.active == nil else { return }
+        let number = state.nextSegment
+        let path = segmentsDirectory + "/" + SegmentName.padded(number) + ".open"
+        let fd = try SpoolFiles.open(path, flags: O_WRONLY | O_CREAT | O_EXCL | O_APPEND)
+        let header = SegmentFormat.header(streamID: streamID, segment: number)
+        do throws(SpoolError) {
+            try SpoolFiles.writeAll(fd, header, path: path)
+            try SpoolFiles.sync(fd, path: path)
+            try SpoolFiles.syncDirectory(segmentsDirectory)  // the new name itself must survive a crash
+        } catch {
+            close(fd)
+            unlink(path)
+            throw error
+        }
+        state.nextSegment += 1
+        state.storedBytes += header.count
+        state.active = Active(
+            number: number, fd: fd, path: path, size: header.count, openedAt: SystemClock().now, records: 0,
+            firstSequence: 0, lastSequence: 0)
+    }
+
+    private func seal(_ state: inout State) throws(SpoolError) {
+        guard let active = state.active, active.records > 0 else { return }
+        if configuration.durability != .syncEachBatch { try SpoolFiles.sync(active.fd, path: active.path) }
+        let sealedPath = String(active.path.dropLast(".open".count)) + ".seg"
+        if rename(active.path, sealedPath) != 0 { throw .io(operation: "rename", path: active.path, errno: errno) }
+        close(active.fd)
+        state.active = nil
+        try SpoolFiles.syncDirectory(segmentsDirectory)
+        state.sealed.append(
+            SealedSegment(
+                stream: streamID, number: active.number, path: sealedPath, bytes: active.size,
+                records: active.records, firstSequence: active.firstSequence, lastSequence: active.lastSequence))
+        counters.sealed.increment()
+    }
+
+    private func makeRoom(_ state: inout State, needed: Int) throws(SpoolError) {
+        let quota = configuration.quotaBytes
+        switch configuration.quotaPolicy {
+        case .dropOldest:
+            while state.storedBytes + needed > quota, let oldest = state.sealed.first {
+                unlink(oldest.path)
+                state.sealed.removeFirst()
+                state.storedBytes -= oldest.bytes
+                state.droppedLines += oldest.records
+                counters.droppedLines.increment(by: Int64(oldest.records))
+                logger.error(
+                    "spool quota full: dropped the oldest segment",
+                    metadata: [
+                        "segment": "\(oldest.name)", "lines": "\(oldest.records)",
+                        "sequences": "\(oldest.firstSequence)...\(oldest.lastSequence)",
+                    ])
+            }
+        case .blockWriter(let timeout):
+            let deadline = SystemClock().now + timeout
+            while state.storedBytes + needed > quota {
+                let left = deadline - SystemClock().now
+                if left <= .zero { break }
+                _ = self.state.wait(
+                    seconds: Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18)
+            }
+        }
+        if state.storedBytes + needed > quota {
+            counters.quotaRejections.increment()
+            throw .quotaExceeded(quotaBytes: quota, neededBytes: needed)
+        }
+    }
+
+    private static func loadOrCreateStreamID(directory: String) throws(SpoolError) -> StreamID {
+        let path = directory + "/stream-id"
+        if SpoolFiles.size(path) != nil {
+            let text = String(decoding: try SpoolFiles.readAll(path), as: UTF8.self)
+            guard let id = StreamID(hex: text.trimmingWhitespace()) else {
+                throw .corrupt(path: path, reason: "expected 32 hex digits; remove it to start a new stream")
+            }
+            return id
+        }
+        let id = StreamID.random()
+        try SpoolFiles.replaceAtomically(path, with: Array("\(id)\n".utf8), directory: directory)
+        return id
+    }
+
+    static func wallClockNanoseconds() -> UInt64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
+    }
+
+    struct Active {
+        let number: UInt64
+        let fd: Int32
+        let path: String
+        var size: Int
+        let openedAt: MonotonicInstant
+        var records: Int
+        var firstSequence: UInt64
+        var lastSequence: UInt64
+    }
+
+    /// One batch on its way to disk.
+    struct Batch {
+        let bytes: [UInt8]
+        let ticket: UInt64
+        let fd: Int32
+        let path: String
+        let size: Int
+        let records: Int
+        let lastSequence: UInt64
+    }
+
+    struct State {
+        var nextSequence: UInt64
+        var nextSegment: UInt64
+        var active: Active?
+        var sealed: [SealedSegment]
+        var pending: [UInt8] = []
+        var pendingRecords = 0
+        /// The last batch handed to a writer, and the last one finished (written or failed).
+        var issuedTicket: UInt64 = 0
+        var durableTicket: UInt64 = 0
+        var failures: [UInt64: SpoolError] = [:]
+        var writing = false
+        var storedBytes: Int
+        var acknowledged: Checkpoint
+        var droppedLines = 0
+        var closed = false
+    }
+}
+
+/// A sealed segment: a file that never changes again.
+public struct SealedSegment: Sendable, Hashable {
+    /// The stream it belongs to.
+    public let stream: StreamID
+    /// Its number in the stream.
+    public let number: UInt64
+    /// Its file.
+    public let path: String
+    /// Its size in bytes.
+    public let bytes: Int
+    /// How many records it holds.
+    public let records: Int
+    /// The first and last sequence numbers in it.
+    public let firstSequence: UInt64
+    /// The last sequence number in it.
+    public let lastSequence: UInt64
+
+    /// The stable name sinks store it under: `<stream-id>/<number>.log`.
+    public var name: String { SegmentName.make(stream: stream, segment: number) }
+    var fileName: String { SegmentName.padded(number) + ".seg" }
+}
+
+/// How far uploads got: every segment up to `segment` (and every sequence up to
+/// `sequence`) is stored by the collector or dead-lettered.
+public struct Checkpoint: Sendable, Equatable {
+    /// The highest acknowledged segment number (0: none).
+    public let segment: UInt64
+    /// The highest acknowledged sequence number (0: none).
+    public let sequence: UInt64
+
+    func encoded() -> [UInt8] { Array("segment=\(segment)\nsequence=\(sequence)\n".utf8) }
+
+    static func decode(_ bytes: [UInt8]) -> Checkpoint? {
+        var fields: [String: UInt64] = [:]
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+            let parts = line.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2, let value = UInt64(parts[1]) else { return nil }
+            fields[String(parts[0])] = value
+        }
+        guard let segment = fields["segment"], let sequence = fields["sequence"] else { return nil }
+        return Checkpoint(segment: segment, sequence: sequence)
+    }
+}
+
+/// The spool's counters (swift-metrics, global factory).
+struct SpoolCounters: Sendable {
+    let appended = Counter(label: "overtime_spool_appended_lines_total")
+    let droppedLines = Counter(label: "overtime_spool_dropped_lines_total")
+    let writeErrors = Counter(label: "overtime_spool_write_errors_total")
+    let quotaRejections = Counter(label: "overtime_spool_quota_rejections_total")
+    let sealed = Counter(label: "overtime_spool_segments_sealed_total")
+    let deadLettered = Counter(label: "overtime_spool_dead_lettered_segments_total")
+}
+
+extension String {
+    func trimmingWhitespace() -> String {
+        String(drop { $0.isWhitespace }.reversed().drop { $0.isWhitespace }.reversed())
+    }
+}

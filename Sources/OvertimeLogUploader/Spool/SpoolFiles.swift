@@ -1,0 +1,102 @@
+import Overtime
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// The POSIX file operations the spool is built from, each with a clear error.
+enum SpoolFiles {
+    static func makeDirectory(_ path: String) throws(SpoolError) {
+        if mkdir(path, 0o700) != 0, errno != EEXIST {
+            throw .io(operation: "mkdir", path: path, errno: errno)
+        }
+    }
+
+    static func open(_ path: String, flags: Int32, mode: mode_t = 0o600) throws(SpoolError) -> Int32 {
+        let fd = Glibc.open(path, flags | O_CLOEXEC, mode)
+        guard fd >= 0 else { throw .io(operation: "open", path: path, errno: errno) }
+        return fd
+    }
+
+    /// Writes every byte or throws; on a short write the caller truncates back.
+    static func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws(SpoolError) {
+        let failure: Int32 = bytes.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let written = write(fd, raw.baseAddress! + offset, raw.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                offset += written
+            }
+            return 0
+        }
+        if failure != 0 { throw .io(operation: "write", path: path, errno: failure) }
+    }
+
+    static func sync(_ fd: Int32, path: String) throws(SpoolError) {
+        if fdatasync(fd) != 0 { throw .io(operation: "fdatasync", path: path, errno: errno) }
+    }
+
+    /// fsync of a directory: makes a rename or unlink inside it durable.
+    static func syncDirectory(_ path: String) throws(SpoolError) {
+        let fd = try open(path, flags: O_RDONLY | O_DIRECTORY)
+        defer { close(fd) }
+        if fsync(fd) != 0 { throw .io(operation: "fsync", path: path, errno: errno) }
+    }
+
+    /// temp file → fsync → rename → fsync(directory): after it returns, `path` holds
+    /// `bytes` or (after a crash at any point) its previous content, never a mix.
+    static func replaceAtomically(_ path: String, with bytes: [UInt8], directory: String) throws(SpoolError) {
+        let temporary = path + ".tmp"
+        let fd = try open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC)
+        do throws(SpoolError) {
+            try writeAll(fd, bytes, path: temporary)
+            if fsync(fd) != 0 { throw SpoolError.io(operation: "fsync", path: temporary, errno: errno) }
+        } catch {
+            close(fd)
+            unlink(temporary)
+            throw error
+        }
+        close(fd)
+        if rename(temporary, path) != 0 { throw .io(operation: "rename", path: temporary, errno: errno) }
+        try syncDirectory(directory)
+    }
+
+    static func readAll(_ path: String) throws(SpoolError) -> [UInt8] {
+        let fd = try open(path, flags: O_RDONLY)
+        defer { close(fd) }
+        var result: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = read(fd, &chunk, chunk.count)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .io(operation: "read", path: path, errno: errno)
+            }
+            if count == 0 { return result }
+            result += chunk[0..<count]
+        }
+    }
+
+    static func size(_ path: String) -> Int? {
+        var info = stat()
+        return stat(path, &info) == 0 ? Int(info.st_size) : nil
+    }
+
+    static func list(_ directory: String) throws(SpoolError) -> [String] {
+        guard let handle = opendir(directory) else { throw .io(operation: "opendir", path: directory, errno: errno) }
+        defer { closedir(handle) }
+        var names: [String] = []
+        while let entry = readdir(handle) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+}

@@ -1,0 +1,202 @@
+import Dispatch
+import Foundation
+import Testing
+
+@testable import OvertimeLogUploader
+
+@Suite("Spool: durable segments, recovery, checkpoint, quota", .timeLimit(.minutes(1)))
+struct SpoolTests {
+    private let padding = String(repeating: "p", count: 100)
+
+    private func configuration(segmentBytes: Int = 4096, quota: Int = 1 << 20) -> SpoolConfiguration {
+        var configuration = SpoolConfiguration()
+        configuration.segmentBytes = segmentBytes
+        configuration.quotaBytes = max(quota, 2 * segmentBytes)
+        return configuration
+    }
+
+    private func readAll(_ spool: Spool) throws -> [SpoolRecord] {
+        try spool.sealActiveSegment()
+        return try spool.sealedSegments.flatMap { segment in
+            SegmentFormat.parse(Array(try Data(contentsOf: URL(fileURLWithPath: segment.path)))).records
+        }
+    }
+
+    @Test func appendedLinesComeBackInOrderWithTheirSequencesAndStream() throws {
+        let folder = TemporaryDirectory()
+        defer { folder.remove() }
+        let spool = try Spool(directory: folder.path, configuration: configuration())
+        for chunk in 0..<10 {
+            // One append's lines share a batch, and a batch one segment: append in chunks.
+            let range = try spool.append((0..<10).map { Array("line \(chunk * 10 + $0) \(padding)".utf8) })
+            #expect(range == UInt64(chunk * 10 + 1)...UInt64(chunk * 10 + 10))
+        }
+        #expect(try spool.append("one more") == 101)
+        let records = try readAll(spool)
+        #expect(records.map(\.sequence) == Array(1...101))
+        #expect(records.first?.text == "line 0 \(padding)" && records.last?.text == "one more")
+        #expect(spool.sealedSegments.count > 1)  // 4 KiB segments rotate
+        for segment in spool.sealedSegments {
+            let parsed = SegmentFormat.parse(Array(try Data(contentsOf: URL(fileURLWithPath: segment.path))))
+            #expect(parsed.streamID == spool.streamID && parsed.segment == segment.number && parsed.problem == nil)
+            #expect(segment.name == "\(spool.streamID)/\(SegmentName.padded(segment.number)).log")
+        }
+    }
+
+    @Test func concurrentWritersAreGroupCommittedWithoutGapsOrDuplicates() throws {
+        let folder = TemporaryDirectory()
+        defer { folder.remove() }
+        let spool = try Spool(directory: folder.path, configuration: configuration(segmentBytes: 64 * 1024))
+        DispatchQueue.concurrentPerform(iterations: 4) { writer in
+            for index in 0..<500 { _ = try? spool.append("writer \(writer) line \(index)") }
+        }
+        let records = try readAll(spool)
+        #expect(records.map(\.sequence) == Array(1...2000))
+        for writer in 0..<4 {
+            let mine = records.filter { $0.text.hasPrefix("writer \(writer) ") }.map(\.text)
+            #expect(mine == (0..<500).map { "writer \(writer) line \($0)" })
+        }
+    }
+
+    @Test func aTornTailIsCutBackToTheLastValidRecordAndReported() throws {
+        let folder = TemporaryDirectory()
+        defer { folder.remove() }
+        var spool: Spool? = try Spool(directory: folder.path, configuration: configuration(segmentBytes: 1 << 20))
+        try spool!.append((1...10).map { Array("kept \($0)".utf8) })
+        let open = try #require(folder.files(in: "segments").first { $0.hasSuffix(".open") })
+        let path = folder.path + "/segments/" + open
+        // A crash in the middle of writing the eleventh record: half a frame on disk.
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        handle.seekToEndOfFile()
+        handle.write(Data([40, 0, 0, 0, 1, 2, 3, 4, 11, 0]))
+        handle.closeFile()
+        spool = nil
+        let reopened = try Spool(directory: folder.path, configuration: configuration(segmentBytes: 1 << 20))
+        let truncation = try #require(reopened.recovery.truncations.first)
+        #expect(truncation.keptRecords == 10 && truncation.droppedBytes == 10)
+        #expect(truncation.problem.contains("torn record"))
+        #expect(try reopened.append("after restart") == 11)
+        #expect(try readAll(reopened).map(\.text) == (1...10).map { "kept \($0)" } + ["after restart"])
+    }
+
+    @Test func aFlippedBitKeepsEveryValidRecordBeforeIt() throws {
+        let folder = TemporaryDirectory()
+        defer { folder.remove() }
+        var spool: Spool? = try Spool(directory: folder.path, configuration: configuration(segmentBytes: 1 << 20))
+        try spool!.append((1...20).map { Array(String(format: "record %02d", $0).utf8) })
+        try spool!.sealActiveSegment()
+        let segment = try #require(spool!.sealedSegments.first)
+        spool = nil
+        var bytes = Array(try Data(contentsOf: URL(fileURLWithPath: segment.path)))
+        let at = try #require(bytes.indices.first { Array(bytes[$0..<($0 + 9)]) == Array("record 08".utf8) })
+        bytes[at + 7] ^= 0x04  // one bit in record 8
+        try Data(bytes).write(to: URL(fileURLWithPath: segment.path))
+        let reopened = try Spool(directory: folder.path, configuration: configuration(segmentBytes: 1 << 20))
+        let truncation = try #require(reopened.recovery.truncations.first)
+        #expect(truncation.keptRecords == 7)
+        #expect(truncation.problem.contains("checksum mismatch"))
+        #expect(try readAll(reopened).map(\.sequence) == Array(1...7))
+        // Sequences never go back: 8 to 20 may have reached a collector before the crash.
+        #expect(try reopened.append("next") > 20)
+    }
+
+    @Test func theCheckpointMovesOnAcknowledgeAndSurvivesACrashBeforeTheDelete() throws {
+        let folder = TemporaryDirectory()
+        defer { folder.remove() }
+        var spool: Spool? = try Spool(directory: folder.path, configuration: configuration())
+        for chunk in 0..<20 { try spool!.append((1...10).map { Array("line \(chunk * 10 + $0) \(padding)".utf8) }) }
+        try spool!.sealActiveSegment()
+        let segments = spool!.sealedSegments
+        #expect(segments.count >= 3)
+        try spool!.acknowledge(segments[0])
+        #expect(spool!.checkpoint == Checkpoint(segment: segments[0].number, sequence: segments[0].lastSequence))
+        #expect(!FileManager.default.fileExists(atPath: segments[0].path))
+        let checkpointText = try String(contentsOfFile: folder.path + "/checkpoint", encoding: .utf8)
+        #expect(checkpointText == "segment=\(segments[0].number)\nsequence=\(segments[0].lastSequence)\n")
+        // A crash after the checkpoint moved past segment 2 but before its file was deleted.
+        try Data(Checkpoint(segment: segments[1].number, sequence: segments[1].lastSequence).encoded())
+            .write(to: URL(fileURLWithPath: folder.path + "/checkpoint"))
+        spool = nil
+        let reopened = try Spool(directory: folder.path, configuration: configuration())
+        #expect(reopened.recovery.removedAcknowledged == 1)
+        #expect(reopened.sealedSegments.map(\.number) == segments.dropFirst(2).map(\.number))
+        #expect(try reopened.append("continues") == 201)
+    }
+
+    @Test func dropOldestQuotaDeletesWholeSegmentsAndCountsTheLines() throws {
+        let folder = TemporaryDirectory()
+        defer { folder.remove() }
+        let spool = try Spool(directory: folder.path, configuration: configuration(segmentBytes: 4096, quota: 8192))
+        for index in 0..<400 { try spool.append("line \(index) " + String(repeating: "x", count: 40)) }
+        #expect(spool.droppedLines > 0)
+        let kept = try readAll(spool)
+        #expect(kept.count + spool.droppedLines == 400)
+        #expect(kept.last?.sequence == 400)  // the newest lines are the ones kept
+        let stored = spool.sealedSegments.reduce(0) { $0 + $1.bytes }
+        #expect(stored <= 8192)
+    }
+
+    @Test func blockWriterQuotaWaitsThenFailsClearlyAndResumesAfterAnAcknowledge() throws {
+        let folder = TemporaryDirectory()
+        defer { folder.remove() }
+        var options = configuration(segmentBytes: 4096, quota: 8192)
+        options.quotaPolicy = .blockWriter(timeout: .milliseconds(100))
+        let spool = try Spool(directory: folder.path, configuration: options)
+        var failure: SpoolError?
+        for index in 0..<400 {
+            do throws(SpoolError) {
+                try spool.append("line \(index) " + String(repeating: "x", count: 40))
+            } catch {
+                failure = error
+                break
+            }
+        }
+        guard case .quotaExceeded(let quota, _) = failure else {
+            Issue.record("expected quotaExceeded, got \(String(describing: failure))")
+            return
+        }
+        #expect(quota == 8192)
+        #expect(spool.droppedLines == 0)
+        try spool.acknowledge(try #require(spool.sealedSegments.first))
+        #expect(try spool.append("fits again") > 0)
+    }
+
+    @Test func badInputGetsClearErrorsAndStoresNothing() throws {
+        let folder = TemporaryDirectory()
+        defer { folder.remove() }
+        let spool = try Spool(directory: folder.path, configuration: configuration())
+        #expect(throws: SpoolError.lineTooLong(bytes: SegmentFormat.maximumLineBytes + 1)) {
+            try spool.append([[UInt8](repeating: 65, count: SegmentFormat.maximumLineBytes + 1), Array("ok".utf8)])
+        }
+        #expect(try spool.append("first") == 1)
+        var options = SpoolConfiguration()
+        options.quotaBytes = 100
+        #expect(throws: SpoolError.self) { try Spool(directory: folder.path + "-2", configuration: options) }
+        try "not hex".write(toFile: folder.path + "/stream-id", atomically: true, encoding: .utf8)
+        #expect {
+            try Spool(directory: folder.path, configuration: configuration())
+        } throws: { error in
+            "\(error)".contains("stream-id") && "\(error)".contains("expected 32 hex digits")
+        }
+    }
+
+    @Test func theParserNeverTrapsOnArbitraryBytes() {
+        var generator = SplitMix64(seed: 42)
+        var valid: [UInt8] = SegmentFormat.header(streamID: StreamID.random(), segment: 1)
+        for index in 0..<20 {
+            SegmentFormat.appendRecord(sequence: UInt64(index), time: 0, line: Array("l\(index)".utf8), to: &valid)
+        }
+        for round in 0..<2000 {
+            var bytes = valid
+            switch round % 3 {
+            case 0: bytes = Array(bytes.prefix(Int(generator.next() % UInt64(bytes.count + 1))))
+            case 1:
+                bytes[Int(generator.next() % UInt64(bytes.count))] ^= UInt8(truncatingIfNeeded: generator.next() | 1)
+            default: bytes = (0..<Int(generator.next() % 300)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+            }
+            let parsed = SegmentFormat.parse(bytes)
+            #expect(parsed.validLength <= bytes.count)
+            #expect(parsed.records.count <= 20)
+        }
+    }
+}
