@@ -1,0 +1,201 @@
+import CoreMetrics
+import Logging
+import Overtime
+
+/// Uploads a ``Spool``'s sealed segments to a ``LogSink`` inside a background grant.
+///
+/// On `didEnterBackground` and on `willTerminate` it begins a grant (in the observer, so
+/// the program does not suspend first), seals the active segment and uploads sealed
+/// segments oldest first, moving the checkpoint after each acknowledgement. It stops
+/// starting uploads when the time left before expiration is below its estimate of one
+/// upload. On expiration it cancels the upload in flight, leaves the checkpoint where it
+/// is and ends the grant. Failed uploads are retried with backoff inside the grant while
+/// time allows; a segment refused for good goes to the dead-letter folder.
+public final class LogUploader: Sendable {
+    /// The runtime whose lifecycle drives uploads.
+    public let runtime: Runtime
+    /// The spool drained.
+    public let spool: Spool
+    /// Where segments go.
+    public let sink: any LogSink
+    /// How it uploads.
+    public let configuration: UploaderConfiguration
+
+    private let logger: Logger
+    private let state: Locked<State>
+    private let uploaded = Counter(label: "overtime_uploader_segments_total", dimensions: [("result", "stored")])
+    private let deadLettered = Counter(
+        label: "overtime_uploader_segments_total", dimensions: [("result", "dead_letter")])
+    private let failures = Counter(label: "overtime_uploader_failed_attempts_total")
+
+    private struct State {
+        var statistics = UploaderStatistics()
+        var draining: Task<Void, Never>?
+        var estimate: Duration
+        var token: ObservationToken?
+        var foregroundTimer: Task<Void, Never>?
+    }
+
+    /// Creates an uploader; nothing happens until ``start()``.
+    public init(
+        runtime: Runtime, spool: Spool, sink: any LogSink, configuration: UploaderConfiguration = .init(),
+        logger: Logger = Logger(label: "overtime.uploader")
+    ) {
+        self.runtime = runtime
+        self.spool = spool
+        self.sink = sink
+        self.configuration = configuration
+        self.logger = logger
+        state = Locked(State(estimate: configuration.initialUploadEstimate))
+    }
+
+    /// Starts observing the lifecycle (and the foreground interval, if configured).
+    public func start() {
+        let token = runtime.observe { [weak self] event in
+            guard let self else { return }
+            switch event {
+            case .didEnterBackground, .willTerminate: self.drainInGrant(reason: "\(event)")
+            default: break
+            }
+        }
+        state.withLock { $0.token = token }
+        if let interval = configuration.foregroundInterval {
+            let task = Task { [weak self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: interval)
+                    guard let self, self.runtime.state == .active else { continue }
+                    self.drainInGrant(reason: "foreground interval")
+                }
+            }
+            state.withLock { $0.foregroundTimer = task }
+        }
+    }
+
+    /// Stops observing; a drain in progress goes on until its grant ends.
+    public func stop() {
+        state.withLock { state in
+            state.token?.cancel()
+            state.token = nil
+            state.foregroundTimer?.cancel()
+        }
+    }
+
+    /// What it has done so far.
+    public var statistics: UploaderStatistics { state.withLock { $0.statistics } }
+
+    /// Whether a drain is running.
+    public var isDraining: Bool { state.withLock { $0.draining != nil } }
+
+    /// Begins a grant now and drains in it, unless a drain is already running. Safe to
+    /// call from the loop thread (an observer) or any other.
+    public func drainInGrant(reason: String) {
+        let holder = Locked<Task<Void, Never>?>(nil)
+        let id = runtime.beginBackgroundTask(name: "log-upload") {
+            holder.withLock { $0?.cancel() }  // expiration: abort the upload in flight
+        }
+        guard !id.isInvalid else {
+            logger.warning("no grant for uploading logs", metadata: ["reason": "\(reason)"])
+            return
+        }
+        let started: Bool = state.withLock { current in
+            guard current.draining == nil else { return false }
+            // Holding the lock: the task cannot clear `draining` before it is set.
+            let task = Task { [self] in
+                await drain()
+                state.withLock { $0.draining = nil }
+                runtime.endBackgroundTask(id)
+            }
+            current.draining = task
+            holder.withLock { $0 = task }
+            return true
+        }
+        if !started {
+            runtime.endBackgroundTask(id)  // the running drain has its own grant
+        }
+    }
+
+    /// Uploads sealed segments, oldest first, while time allows.
+    private func drain() async {
+        do {
+            try spool.sealActiveSegment()
+        } catch {
+            logger.error("cannot seal the active segment: \(error)")
+        }
+        var generator = SystemRandomNumberGenerator()
+        let retry = RetryPolicy(initial: configuration.initialRetryDelay, cap: configuration.maximumRetryDelay)
+        var attempt = 0
+        while let segment = spool.sealedSegments.first {
+            if Task.isCancelled { return noteExpired() }
+            guard enoughTime(for: estimate) else { return noteStoppedForTime() }
+            let started = ContinuousClock.now
+            do {
+                try await sink.store(segment)
+                try spool.acknowledge(segment)
+                record(success: segment, took: ContinuousClock.now - started)
+                attempt = 0
+            } catch let error as SinkError {
+                switch error {
+                case .cancelled:
+                    return noteExpired()
+                case .permanent(let reason):
+                    try? spool.deadLetter(segment, reason: reason)
+                    deadLettered.increment()
+                    state.withLock {
+                        $0.statistics.deadLetteredSegments += 1
+                        $0.statistics.lastError = "\(error)"
+                    }
+                case .retryable(_, let retryAfter):
+                    noteFailure(error, segment: segment)
+                    let delay = retry.delay(attempt: attempt, retryAfter: retryAfter, using: &generator)
+                    attempt += 1
+                    guard enoughTime(for: delay + estimate) else { return noteStoppedForTime() }
+                    do { try await Task.sleep(for: delay) } catch { return noteExpired() }
+                }
+            } catch {
+                // The checkpoint could not be written: the segment stays and is sent again.
+                noteFailure(error, segment: segment)
+                return
+            }
+        }
+    }
+
+    private var estimate: Duration { state.withLock { $0.estimate } }
+
+    /// Whether `needed` fits before the expiration point of the current budget.
+    private func enoughTime(for needed: Duration) -> Bool {
+        let remaining = runtime.backgroundTimeRemaining
+        if remaining == Runtime.unlimitedTime { return true }
+        return remaining - runtime.configuration.expirationLeadTime > needed
+    }
+
+    private func record(success segment: SealedSegment, took duration: Duration) {
+        uploaded.increment()
+        state.withLock { state in
+            state.statistics.uploadedSegments += 1
+            state.statistics.uploadedLines += segment.records
+            // Weighted toward the recent, so a slower collector raises the estimate quickly.
+            state.estimate = state.estimate * 0.5 + duration * 0.5
+        }
+    }
+
+    private func noteFailure(_ error: any Error, segment: SealedSegment) {
+        failures.increment()
+        logger.warning("upload failed: \(error)", metadata: ["segment": "\(segment.name)", "sink": "\(sink)"])
+        state.withLock {
+            $0.statistics.failedAttempts += 1
+            $0.statistics.lastError = "\(error)"
+        }
+    }
+
+    private func noteStoppedForTime() {
+        logger.notice(
+            "not starting another upload: too little time left",
+            metadata: ["left": "\(runtime.backgroundTimeRemaining)", "estimate": "\(estimate)"])
+        state.withLock { $0.statistics.stoppedForTime += 1 }
+    }
+
+    private func noteExpired() {
+        logger.notice("upload aborted: the grant expired; the checkpoint stays")
+        state.withLock { $0.statistics.expiredDrains += 1 }
+    }
+}

@@ -1,0 +1,34 @@
+/// How a ``LogUploader`` uploads.
+public struct UploaderConfiguration: Sendable {
+    /// The estimate of one upload before any was measured. Default 1 s.
+    public var initialUploadEstimate: Duration = .seconds(1)
+    /// First retry delay; each retry doubles it, up to ``maximumRetryDelay``, and the
+    /// actual delay is drawn uniformly from zero to that (full jitter). Default 0.5 s.
+    public var initialRetryDelay: Duration = .milliseconds(500)
+    /// The cap on a retry delay. Default 30 s.
+    public var maximumRetryDelay: Duration = .seconds(30)
+    /// Also upload in the foreground, this often (`nil`, the default: only on background
+    /// and termination).
+    public var foregroundInterval: Duration?
+
+    /// The defaults.
+    public init() {}
+}
+
+/// What a ``LogUploader`` has done so far.
+public struct UploaderStatistics: Sendable, Equatable {
+    /// Segments the sink stored (and the checkpoint moved past).
+    public var uploadedSegments = 0
+    /// Lines in those segments.
+    public var uploadedLines = 0
+    /// Segments moved to the dead-letter folder.
+    public var deadLetteredSegments = 0
+    /// Upload attempts that failed and were retried or left for later.
+    public var failedAttempts = 0
+    /// Drains stopped because too little time was left to start another upload.
+    public var stoppedForTime = 0
+    /// Drains cut short by expiration (the upload in flight aborted).
+    public var expiredDrains = 0
+    /// The last error a sink reported.
+    public var lastError: String?
+}

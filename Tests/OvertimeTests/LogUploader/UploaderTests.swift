@@ -1,0 +1,186 @@
+import Foundation
+import Overtime
+import OvertimeTesting
+import Testing
+
+@testable import OvertimeLogUploader
+
+/// A sink whose answers the test scripts: fail, succeed, or hang until cancelled.
+final class ScriptedSink: LogSink, @unchecked Sendable {
+    enum Answer: Sendable { case store, fail(SinkError), hangUntilCancelled }
+    private let answers: Locked<[Answer]>
+    private let fallback: Answer
+    let stored = Recorder<String>()
+    let attempts = Recorder<String>()
+
+    init(_ answers: [Answer], then fallback: Answer = .store) {
+        self.answers = Locked(answers)
+        self.fallback = fallback
+    }
+
+    var description: String { "scripted" }
+
+    func store(_ segment: SealedSegment) async throws(SinkError) {
+        attempts.append(segment.name)
+        let answer = answers.withLock { $0.isEmpty ? fallback : $0.removeFirst() }
+        switch answer {
+        case .store: stored.append(segment.name)
+        case .fail(let error): throw error
+        case .hangUntilCancelled:
+            while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(5)) }
+            throw .cancelled
+        }
+    }
+}
+
+@Suite("LogUploader: uploads inside a grant", .timeLimit(.minutes(1)))
+struct UploaderTests {
+    struct Setup {
+        let env: VirtualRuntime
+        let folder: TemporaryDirectory
+        let spool: Spool
+        let uploader: LogUploader
+
+        init(sink: (TemporaryDirectory) -> any LogSink, lines: Int = 300, budget: Duration = .seconds(30)) throws {
+            env = try VirtualRuntime(budget: budget, lead: .seconds(5))
+            folder = TemporaryDirectory("uploader")
+            var options = SpoolConfiguration()
+            options.segmentBytes = 4096
+            spool = try Spool(directory: folder.path + "/spool", configuration: options)
+            for index in 0..<lines { try spool.append("line \(index) " + String(repeating: "x", count: 60)) }
+            var configuration = UploaderConfiguration()
+            configuration.initialRetryDelay = .milliseconds(5)
+            configuration.maximumRetryDelay = .milliseconds(20)
+            uploader = LogUploader(runtime: env.runtime, spool: spool, sink: sink(folder), configuration: configuration)
+            uploader.start()
+        }
+
+        /// Waits (really, briefly) for the drain task to finish. Settles first, so that a
+        /// drain started by an observer of a queued request has started.
+        func waitForDrain() async {
+            env.settle()
+            for _ in 0..<5000 where uploader.isDraining { try? await Task.sleep(for: .milliseconds(1)) }
+            env.settle()
+        }
+
+        func finish() {
+            env.shutDown()
+            folder.remove()
+        }
+    }
+
+    @Test func enteringTheBackgroundUploadsEverythingToTheDirectorySinkAndSuspends() async throws {
+        let setup = try Setup(sink: { DirectorySink(root: $0.path + "/collector") })
+        let pendingBefore = setup.spool.pendingLines
+        setup.env.runtime.requestBackground()
+        setup.env.settle()
+        await setup.waitForDrain()
+        let statistics = setup.uploader.statistics
+        #expect(statistics.uploadedLines == 300 && pendingBefore == 300)
+        #expect(setup.spool.sealedSegments.isEmpty && setup.spool.pendingLines == 0)
+        #expect(setup.env.runtime.state == .suspended)  // the grant ended, nothing else open
+        // Stored byte for byte under stable names; every sequence exactly once.
+        let streamFolder = setup.folder.path + "/collector/\(setup.spool.streamID)"
+        let files = try FileManager.default.contentsOfDirectory(atPath: streamFolder).sorted()
+        #expect(files.count == statistics.uploadedSegments && files.allSatisfy { $0.hasSuffix(".log") })
+        let sequences = try files.flatMap {
+            SegmentFormat.parse(Array(try Data(contentsOf: URL(fileURLWithPath: streamFolder + "/" + $0)))).records
+        }.map(\.sequence)
+        #expect(sequences == Array(1...300))
+        #expect(setup.spool.checkpoint.sequence == 300)
+        #expect(setup.env.counter("overtime_background_tasks_ended_total", [("reason", "completed")]) == 1)
+        setup.finish()
+    }
+
+    @Test func terminationUploadsInsideTheBudgetBeforeTheRuntimeEnds() async throws {
+        let sink = ScriptedSink([])
+        let setup = try Setup(sink: { _ in sink })
+        setup.env.runtime.requestTermination()
+        await setup.env.runtime.waitUntilTerminated()
+        #expect(sink.stored.count == setup.uploader.statistics.uploadedSegments)
+        #expect(setup.uploader.statistics.uploadedLines == 300)
+        #expect(setup.env.logs.messages(at: .critical).isEmpty)  // nothing terminated
+        setup.folder.remove()
+    }
+
+    @Test func expirationAbortsTheUploadInFlightKeepsTheCheckpointAndEndsTheGrantInTime() async throws {
+        let sink = ScriptedSink([.store, .hangUntilCancelled])
+        let setup = try Setup(sink: { _ in sink })
+        setup.env.runtime.requestBackground()
+        for _ in 0..<5000 where sink.attempts.count < 2 { try await Task.sleep(for: .milliseconds(1)) }
+        let checkpoint = setup.spool.checkpoint
+        setup.env.clock.advance(by: .seconds(25))  // the expiration point
+        await setup.waitForDrain()
+        #expect(setup.uploader.statistics.expiredDrains == 1)
+        #expect(setup.spool.checkpoint == checkpoint)  // only the first segment was acknowledged
+        #expect(sink.stored.count == 1)
+        #expect(setup.env.runtime.state == .suspended)
+        #expect(setup.env.counter("overtime_background_tasks_ended_total", [("reason", "expired")]) == 1)
+        #expect(setup.env.counter("overtime_background_tasks_ended_total", [("reason", "terminated")]) == 0)
+        setup.finish()
+    }
+
+    @Test func aCollectorDownLongerThanTheBudgetLosesNothingAndTheNextBackgroundEntryResumes() async throws {
+        let sink = ScriptedSink([], then: .fail(.retryable("connection refused", retryAfter: nil)))
+        let setup = try Setup(sink: { _ in sink })
+        setup.env.runtime.requestBackground()
+        for _ in 0..<5000 where sink.attempts.count < 3 { try await Task.sleep(for: .milliseconds(1)) }
+        setup.env.clock.advance(by: .seconds(25))  // expiration while retrying
+        await setup.waitForDrain()
+        #expect(setup.env.counter("overtime_background_tasks_ended_total", [("reason", "terminated")]) == 0)
+        #expect(setup.spool.pendingLines == 300)
+        #expect(setup.uploader.statistics.failedAttempts >= 3)
+        setup.env.runtime.requestForeground()
+        setup.env.settle()
+        // The collector is back.
+        let healthy = ScriptedSink([])
+        let second = LogUploader(runtime: setup.env.runtime, spool: setup.spool, sink: healthy)
+        setup.uploader.stop()
+        second.start()
+        setup.env.runtime.requestBackground()
+        for _ in 0..<5000 where setup.spool.pendingLines > 0 { try await Task.sleep(for: .milliseconds(1)) }
+        #expect(second.statistics.uploadedLines == 300)
+        #expect(setup.spool.checkpoint.sequence == 300)
+        setup.finish()
+    }
+
+    @Test func tooLittleTimeLeftBeforeExpirationStartsNoUpload() async throws {
+        let sink = ScriptedSink([])
+        let setup = try Setup(sink: { _ in sink })
+        setup.uploader.stop()  // drains only when the test says
+        let hold = setup.env.runtime.beginBackgroundTask(name: "hold")
+        setup.env.runtime.requestBackground()
+        setup.env.clock.advance(by: .seconds(24.8))  // 5.2 s left: 0.2 s before the expiration point
+        setup.uploader.drainInGrant(reason: "test")  // its estimate of one upload is 1 s
+        await setup.waitForDrain()
+        #expect(setup.uploader.statistics.stoppedForTime == 1)
+        #expect(sink.attempts.count == 0)
+        #expect(setup.spool.pendingLines == 300)
+        setup.env.runtime.endBackgroundTask(hold)
+        setup.finish()
+    }
+
+    @Test func retriesWithBackoffThenStoresAndDeadLettersPermanentRefusals() async throws {
+        let sink = ScriptedSink([
+            .fail(.retryable("503", retryAfter: .milliseconds(10))), .fail(.retryable("reset", retryAfter: nil)),
+            .store, .fail(.permanent("413 Payload Too Large")),
+        ])
+        let setup = try Setup(sink: { _ in sink }, lines: 100)
+        setup.env.runtime.requestBackground()
+        await setup.waitForDrain()
+        let statistics = setup.uploader.statistics
+        #expect(statistics.failedAttempts == 2)
+        #expect(statistics.deadLetteredSegments == 1)
+        #expect(statistics.uploadedSegments + statistics.deadLetteredSegments == sink.attempts.all.uniqued().count)
+        #expect(setup.folder.files(in: "spool/dead-letter").count == 1)
+        #expect(setup.spool.sealedSegments.isEmpty)
+        setup.finish()
+    }
+}
+
+extension Array where Element: Hashable {
+    func uniqued() -> [Element] {
+        var seen = Set<Element>()
+        return filter { seen.insert($0).inserted }
+    }
+}
