@@ -11,12 +11,13 @@ let package = Package(
         .library(name: "OvertimeLogUploader", targets: ["OvertimeLogUploader"]),
         .executable(name: "overtimectl", targets: ["overtimectl"]),
         .executable(name: "tiny-daemon", targets: ["tiny-daemon"]),
+        .executable(name: "log-uploader", targets: ["log-uploader"]),
     ],
     dependencies: [
         // The core keeps its dependency list short on purpose: users embed it.
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
-        // Only the command-line client uses it; the Overtime library does not.
+        // Only the command-line tools use it; the Overtime library does not.
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         // Only the bridge module uses it, so the core stays free of it.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
@@ -67,6 +68,16 @@ let package = Package(
             dependencies: ["Overtime"],
             path: "Examples/tiny-daemon"
         ),
+        .executableTarget(
+            name: "log-uploader",
+            dependencies: [
+                "Overtime",
+                "OvertimeLogUploader",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Examples/log-uploader"
+        ),
         // A child process the tests start to check behaviour that ends a process
         // (exit policies, the watchdog) and the libuv path end to end.
         .executableTarget(
@@ -85,6 +96,7 @@ let package = Package(
                 "OvertimeTesting",
                 "OvertimeTestHarness",
                 "overtimectl",
+                "log-uploader",
                 "OvertimeServiceLifecycle",
                 "OvertimeLogUploader",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -17,7 +17,7 @@ func exitProcess(status: Int32) -> Never {
 }
 
 /// Starts a detached thread named `name` (at most 15 characters) that runs `body`.
-func spawnThread(name: String, _ body: @escaping @Sendable () -> Void) {
+package func spawnThread(name: String, _ body: @escaping @Sendable () -> Void) {
     final class Box {
         let name: String
         let body: @Sendable () -> Void

@@ -118,6 +118,7 @@ public final class Spool: Sendable {
             if let error = state.failures[ticket] { throw error }
         }
         counters.appended.increment(by: Int64(lines.count))
+        state.withLock { $0.appendedLines += lines.count }
         return range
     }
 
@@ -259,6 +260,9 @@ public final class Spool: Sendable {
     /// The last checkpoint: the highest acknowledged segment and sequence.
     public var checkpoint: Checkpoint { state.withLock { $0.acknowledged } }
 
+    /// Lines appended (durably) since the spool was opened.
+    public var appendedLines: Int { state.withLock { $0.appendedLines } }
+
     /// Lines deleted by the ``SpoolConfiguration/QuotaPolicy/dropOldest`` policy so far.
     public var droppedLines: Int { state.withLock { $0.droppedLines } }
 
@@ -397,6 +401,7 @@ public final class Spool: Sendable {
         var storedBytes: Int
         var acknowledged: Checkpoint
         var droppedLines = 0
+        var appendedLines = 0
         var closed = false
     }
 }

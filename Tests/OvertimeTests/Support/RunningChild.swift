@@ -6,8 +6,9 @@ final class RunningChild: @unchecked Sendable {
     private let lines = Recorder<String>()
     private let errors = Recorder<String>()
 
-    init(_ arguments: [String], environment: [String: String] = [:]) throws {
-        process.executableURL = ChildProcess.harnessURL
+    init(_ arguments: [String], environment: [String: String] = [:], executable: String = "OvertimeTestHarness") throws
+    {
+        process.executableURL = ChildProcess.harnessURL.deletingLastPathComponent().appendingPathComponent(executable)
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let out = Pipe()

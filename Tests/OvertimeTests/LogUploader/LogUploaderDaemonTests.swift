@@ -1,0 +1,71 @@
+import Foundation
+import Overtime
+import Testing
+
+@testable import OvertimeLogUploader
+
+@Suite("log-uploader daemon, end to end on the directory sink", .timeLimit(.minutes(2)))
+struct LogUploaderDaemonTests {
+    private func collected(_ folder: TemporaryDirectory) throws -> [SpoolRecord] {
+        let root = folder.path + "/collected"
+        guard let streams = try? FileManager.default.contentsOfDirectory(atPath: root) else { return [] }
+        return try streams.flatMap { stream in
+            try FileManager.default.contentsOfDirectory(atPath: root + "/" + stream).filter { $0.hasSuffix(".log") }
+                .sorted().flatMap {
+                    SegmentFormat.parse(Array(try Data(contentsOf: URL(fileURLWithPath: "\(root)/\(stream)/\($0)"))))
+                        .records
+                }
+        }
+    }
+
+    private func sendDatagrams(_ lines: [String], to path: String) throws {
+        let socket = makeUnixSocket(datagram: true)
+        defer { close(socket) }
+        let address = try #require(UnixSocketAddress(path))
+        for line in lines {
+            let sent = address.withSockAddr { pointer, length in
+                line.withCString { sendto(socket, $0, strlen($0), 0, pointer, length) }
+            }
+            try #require(sent > 0, "sendto: \(errnoDescription())")
+        }
+    }
+
+    @Test func backgroundUploadsWhatIsSpooledAndTerminationUploadsTheRestExactlyOnce() throws {
+        let folder = TemporaryDirectory("daemon")
+        defer { folder.remove() }
+        let socket = folder.path + "/in.sock"
+        let child = try RunningChild(
+            [
+                "--spool", folder.path + "/spool", "--sink", folder.path + "/collected", "--datagram-socket", socket,
+                "--progress-interval", "0", "--budget", "10", "--lead", "2",
+            ], executable: "log-uploader")
+        for _ in 0..<2000 where access(socket, F_OK) != 0 { usleep(5000) }
+        try sendDatagrams((1...100).map { "first \($0)" }, to: socket)
+        usleep(300_000)
+        child.send(SIGUSR1)  // background: upload inside a grant
+        // The daemon's own log lines are spooled and uploaded too: count only ours.
+        let firsts = { try collected(folder).filter { $0.text.hasPrefix("first ") }.count }
+        for _ in 0..<2000 where try firsts() < 100 { usleep(5000) }
+        #expect(try firsts() == 100)
+        #expect(try collected(folder).contains { $0.text.contains("received SIGUSR1") })
+        child.send(SIGUSR2)
+        try sendDatagrams((1...50).map { "second \($0)" }, to: socket)
+        usleep(300_000)
+        child.send(SIGTERM)  // terminate: upload the rest inside the budget, then exit
+        #expect(child.waitForExit() == 0)
+        let records = try collected(folder).filter { $0.text.hasPrefix("first ") || $0.text.hasPrefix("second ") }
+        #expect(records.map(\.text) == (1...100).map { "first \($0)" } + (1...50).map { "second \($0)" })
+        let sequences = records.map(\.sequence)
+        #expect(Set(sequences).count == sequences.count)  // no duplicates
+        // The final progress line. (The daemon's own log lines written after the last
+        // drain stay spooled for the next run, so pending may not be zero.)
+        let progress = try #require(child.standardError.last { $0.hasPrefix("spooled=") })
+        #expect(progress.contains("rejected=0 state=terminated"))
+    }
+
+    @Test func aSinkURLIsRefusedClearly() throws {
+        let child = try RunningChild(["--sink", "http://127.0.0.1:9/logs"], executable: "log-uploader")
+        #expect(child.waitForExit() == 64)
+        #expect(child.standardError.contains { $0.contains("only folder sinks are available") })
+    }
+}
