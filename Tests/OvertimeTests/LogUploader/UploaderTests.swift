@@ -138,7 +138,10 @@ struct UploaderTests {
         setup.uploader.stop()
         second.start()
         setup.env.runtime.requestBackground()
-        for _ in 0..<5000 where setup.spool.pendingLines > 0 { try await Task.sleep(for: .milliseconds(1)) }
+        setup.env.settle()  // the observer has started the drain
+        for _ in 0..<5000 where second.isDraining || setup.spool.pendingLines > 0 {
+            try await Task.sleep(for: .milliseconds(1))
+        }
         #expect(second.statistics.uploadedLines == 300)
         #expect(setup.spool.checkpoint.sequence == 300)
         setup.finish()
