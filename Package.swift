@@ -85,6 +85,7 @@ let package = Package(
             dependencies: [
                 "Overtime",
                 "OvertimeTesting",
+                "OvertimeLogUploader",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tests/Harness"

@@ -3,6 +3,7 @@
 import Dispatch
 import Logging
 import Overtime
+import OvertimeLogUploader
 import OvertimeTesting
 
 #if canImport(Glibc)
@@ -94,12 +95,59 @@ func daemon() throws {
     say("RUN RETURNED")
 }
 
+/// A disk that fills up: RLIMIT_FSIZE caps every file at 64 KiB. Appends until the
+/// spool reports the full disk, then lifts the limit, reopens the spool and prints what
+/// it holds: `ACKED <n>`, `ERROR <full?> <text>`, `REOPENED <records> <last> <clean?>`.
+func spoolFullDisk(_ directory: String) throws {
+    signal(SIGXFSZ, SIG_IGN)  // over the limit, write fails with EFBIG instead of killing us
+    var limit = rlimit(rlim_cur: 64 * 1024, rlim_max: rlim_t.max)
+    setrlimit(Int32(RLIMIT_FSIZE.rawValue), &limit)
+    var options = SpoolConfiguration()
+    options.segmentBytes = 1 << 20  // one segment, so it hits the file size limit
+    options.quotaBytes = 4 << 20
+    let spool = try Spool(directory: directory, configuration: options)
+    var acknowledged: UInt64 = 0
+    do throws(SpoolError) {
+        for index in 0..<100_000 {
+            acknowledged = try spool.append(
+                ["line \(index) " + String(repeating: "z", count: 100)].map { Array($0.utf8) })!
+                .upperBound
+        }
+    } catch {
+        say("ERROR \(error.isDiskFull) \(error)")
+    }
+    say("ACKED \(acknowledged)")
+    limit.rlim_cur = rlim_t.max
+    setrlimit(Int32(RLIMIT_FSIZE.rawValue), &limit)
+    // After the error the spool keeps working once there is room again.
+    say("AFTER \(try spool.append("after the disk had room again"))")
+    try spool.sealActiveSegment()
+    let reopened = try Spool(directory: directory, configuration: options)
+    var records: [SpoolRecord] = []
+    for segment in reopened.sealedSegments {
+        let bytes = try Array(readWholeFile(segment.path))
+        records += SegmentFormat.parse(bytes).records
+    }
+    let contiguous = records.map(\.sequence) == Array(1...acknowledged) + [records.last?.sequence ?? 0]
+    say("REOPENED \(records.count) \(records.last?.text ?? "-") \(reopened.recovery.isClean) \(contiguous)")
+}
+
+func readWholeFile(_ path: String) throws -> [UInt8] {
+    guard let file = fopen(path, "rb") else { throw SpoolError.io(operation: "fopen", path: path, errno: errno) }
+    defer { fclose(file) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 1 << 16)
+    while case let count = fread(&chunk, 1, chunk.count, file), count > 0 { bytes += chunk[0..<count] }
+    return bytes
+}
+
 LoggingSystem.bootstrap(StreamLogHandler.standardError)
 switch CommandLine.arguments.dropFirst().first {
 case "exit-policy": try exitPolicy()
 case "watchdog": try watchdog()
 case "daemon": try daemon()
+case "spool-full-disk": try spoolFullDisk(CommandLine.arguments[2])
 default:
-    say("usage: OvertimeTestHarness exit-policy|watchdog|daemon")
+    say("usage: OvertimeTestHarness exit-policy|watchdog|daemon|spool-full-disk DIR")
     exit(64)
 }
