@@ -90,6 +90,13 @@ let package = Package(
             ],
             path: "Tests/Harness"
         ),
+        // libFuzzer target for the spool record parser (built with -sanitize=fuzzer, see the file).
+        .executableTarget(
+            name: "FuzzSpoolParser",
+            dependencies: ["OvertimeLogUploader"],
+            path: "Tests/Fuzz/SpoolParser",
+            exclude: ["corpus"]
+        ),
         .testTarget(
             name: "OvertimeTests",
             dependencies: [
