@@ -29,6 +29,12 @@ let package = Package(
             pkgConfig: "libuv",
             providers: [.apt(["libuv1-dev"])]
         ),
+        // libcurl from the system (Debian: libcurl4-openssl-dev), for the HTTP sink only.
+        .systemLibrary(
+            name: "CLibCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
         .target(
             name: "Overtime",
             dependencies: [
@@ -45,6 +51,8 @@ let package = Package(
             name: "OvertimeLogUploader",
             dependencies: [
                 "Overtime",
+                "CLibUV",
+                "CLibCurl",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ]

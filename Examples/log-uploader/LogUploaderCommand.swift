@@ -28,7 +28,8 @@ struct Run: ParsableCommand {
             """)
 
     @Option(help: "The spool folder.") var spool = "log-uploader/spool"
-    @Option(help: "Where segments go: a folder (the embedded default).") var sink = "log-uploader/collected"
+    @Option(help: "Where segments go: a folder (the embedded default) or an http:// URL (HTTP PUT).")
+    var sink = "log-uploader/collected"
     @Option(help: "The most bytes the spool keeps, in MiB.") var quotaMb = 64
     @Option(help: "Seal a segment at this size, in KiB.") var segmentKb = 1024
     @Option(help: "The background budget, in seconds.") var budget = 30.0
@@ -40,8 +41,8 @@ struct Run: ParsableCommand {
     @Flag(help: "Terminate (and upload) when stdin closes.") var exitOnEof = false
 
     func validate() throws {
-        if sink.contains("://") {
-            throw ValidationError("only folder sinks are available in this version; got '\(sink)'")
+        if sink.contains("://"), !sink.hasPrefix("http://"), !sink.hasPrefix("https://") {
+            throw ValidationError("a sink is a folder or an http(s):// URL; got '\(sink)'")
         }
         if quotaMb < 1 || segmentKb < 4 || budget <= 0 || lead < 0 || lead >= budget {
             throw ValidationError("need quota-mb ≥ 1, segment-kb ≥ 4, budget > 0 and 0 ≤ lead < budget")
@@ -68,8 +69,9 @@ struct Run: ParsableCommand {
         let runtime = try Runtime(configuration: configuration)
         var uploaderOptions = UploaderConfiguration()
         if uploadInterval > 0 { uploaderOptions.foregroundInterval = .milliseconds(Int(uploadInterval * 1000)) }
-        let uploader = LogUploader(
-            runtime: runtime, spool: store, sink: DirectorySink(root: sink), configuration: uploaderOptions)
+        let destination: any LogSink =
+            sink.contains("://") ? HTTPSink(baseURL: sink, runtime: runtime) : DirectorySink(root: sink)
+        let uploader = LogUploader(runtime: runtime, spool: store, sink: destination, configuration: uploaderOptions)
         uploader.start()
 
         let input = LineInput(spool: store)

@@ -141,12 +141,52 @@ func readWholeFile(_ path: String) throws -> [UInt8] {
     return bytes
 }
 
+/// An uploader to kill: appends lines continuously (printing `ACK <sequence>` once each
+/// batch is durable: the acknowledgement to the writer) while uploading to `url` every
+/// 20 ms. With `drain` it only uploads what is spooled, prints `DRAINED` and exits.
+func crashUploader(directory: String, url: String, drainOnly: Bool) throws {
+    var options = SpoolConfiguration()
+    options.segmentBytes = 4096
+    options.segmentAge = .milliseconds(50)
+    let spool = try Spool(directory: directory, configuration: options)
+    var configuration = RuntimeConfiguration()
+    configuration.signalHandling = nil
+    let runtime = try Runtime(configuration: configuration)
+    var uploads = UploaderConfiguration()
+    uploads.initialRetryDelay = .milliseconds(10)
+    uploads.maximumRetryDelay = .milliseconds(50)
+    if !drainOnly { uploads.foregroundInterval = .milliseconds(20) }
+    let uploader = LogUploader(
+        runtime: runtime, spool: spool, sink: HTTPSink(baseURL: url, runtime: runtime), configuration: uploads)
+    uploader.start()
+    runtime.start()
+    if drainOnly {
+        while spool.pendingLines > 0 {
+            uploader.drainInGrant(reason: "drain")
+            while uploader.isDraining { usleep(1000) }
+        }
+        say("DRAINED \(spool.checkpoint.sequence)")
+        return
+    }
+    var generator = SystemRandomNumberGenerator()
+    while true {
+        let count = Int.random(in: 1...20, using: &generator)
+        let lines = (0..<count).map { _ in Array("crash test line \(UInt64.random(in: 0...UInt64.max))".utf8) }
+        if let range = try spool.append(lines) { say("ACK \(range.upperBound)") }
+        usleep(UInt32.random(in: 0...2000, using: &generator))
+    }
+}
+
 LoggingSystem.bootstrap(StreamLogHandler.standardError)
 switch CommandLine.arguments.dropFirst().first {
 case "exit-policy": try exitPolicy()
 case "watchdog": try watchdog()
 case "daemon": try daemon()
 case "spool-full-disk": try spoolFullDisk(CommandLine.arguments[2])
+case "crash-uploader":
+    try crashUploader(
+        directory: CommandLine.arguments[2], url: CommandLine.arguments[3],
+        drainOnly: CommandLine.arguments.dropFirst(4).first == "drain")
 default:
     say("usage: OvertimeTestHarness exit-policy|watchdog|daemon|spool-full-disk DIR")
     exit(64)

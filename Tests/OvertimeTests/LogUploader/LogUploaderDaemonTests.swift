@@ -63,9 +63,9 @@ struct LogUploaderDaemonTests {
         #expect(progress.contains("rejected=0 state=terminated"))
     }
 
-    @Test func aSinkURLIsRefusedClearly() throws {
-        let child = try RunningChild(["--sink", "http://127.0.0.1:9/logs"], executable: "log-uploader")
+    @Test func anUnknownSinkSchemeIsRefusedClearly() throws {
+        let child = try RunningChild(["--sink", "ftp://127.0.0.1:9/logs"], executable: "log-uploader")
         #expect(child.waitForExit() == 64)
-        #expect(child.standardError.contains { $0.contains("only folder sinks are available") })
+        #expect(child.standardError.contains { $0.contains("a sink is a folder or an http(s):// URL") })
     }
 }

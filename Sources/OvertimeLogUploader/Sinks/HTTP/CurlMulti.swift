@@ -1,0 +1,138 @@
+import CLibCurl
+import CLibUV
+import Overtime
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// libcurl's multi-socket interface driven by the runtime's own libuv loop: no thread of
+/// its own, no second event loop. curl says which sockets to watch (one `uv_poll_t`
+/// each) and when to wake it (one `uv_timer_t`); libuv says what happened.
+///
+/// Confined to the loop thread; created lazily by the first transfer.
+final class CurlMulti {
+    private let runtime: Runtime
+    private let multi: UnsafeMutableRawPointer
+    private let timer: UnsafeMutablePointer<uv_timer_t>
+    private var transfers: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+    private var isShutDown = false
+
+    private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
+
+    init(runtime: Runtime) {
+        _ = Self.globalInit
+        self.runtime = runtime
+        multi = curl_multi_init()
+        timer = runtime.makeLoopHandle(uv_timer_t.self)
+        uv_timer_init(runtime.libuvLoop, timer)
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        timer.pointee.data = context
+        overtime_multi_setopt_pointer(multi, CURLMOPT_SOCKETDATA, context)
+        overtime_multi_setopt_pointer(multi, CURLMOPT_TIMERDATA, context)
+        overtime_multi_setopt_socket_function(multi) { _, socket, action, context, socketContext in
+            Unmanaged<CurlMulti>.fromOpaque(context!).takeUnretainedValue()
+                .watch(socket: socket, action: action, poll: socketContext)
+            return 0
+        }
+        overtime_multi_setopt_timer_function(multi) { _, milliseconds, context in
+            Unmanaged<CurlMulti>.fromOpaque(context!).takeUnretainedValue().setTimer(milliseconds: milliseconds)
+            return 0
+        }
+        runtime.onLoopShutdown { [self] in shutDown() }
+    }
+
+    /// Starts `transfer`. Loop thread.
+    func start(_ transfer: CurlTransfer) {
+        guard !isShutDown else {
+            transfer.finish(.failure(.retryable("the runtime is shutting down", retryAfter: nil)))
+            return
+        }
+        transfers[transfer.easy] = transfer
+        let status = curl_multi_add_handle(multi, transfer.easy)
+        if status != CURLM_OK {
+            transfers.removeValue(forKey: transfer.easy)
+            transfer.finish(.failure(.retryable(String(cString: curl_multi_strerror(status)), retryAfter: nil)))
+        }
+    }
+
+    /// Aborts `transfer` if it is still running. Loop thread.
+    func cancel(_ transfer: CurlTransfer) {
+        guard transfers.removeValue(forKey: transfer.easy) != nil else { return }
+        curl_multi_remove_handle(multi, transfer.easy)
+        transfer.finish(.failure(.cancelled))
+    }
+
+    private func watch(socket: curl_socket_t, action: Int32, poll existing: UnsafeMutableRawPointer?) {
+        if action == CURL_POLL_REMOVE {
+            if let existing {
+                let poll = existing.assumingMemoryBound(to: uv_poll_t.self)
+                uv_poll_stop(poll)
+                uv_close(UnsafeMutableRawPointer(poll).assumingMemoryBound(to: uv_handle_t.self)) { handle in
+                    UnsafeMutableRawPointer(handle!).deallocate()
+                }
+                curl_multi_assign(multi, socket, nil)
+            }
+            return
+        }
+        let poll: UnsafeMutablePointer<uv_poll_t>
+        if let existing {
+            poll = existing.assumingMemoryBound(to: uv_poll_t.self)
+        } else {
+            poll = .allocate(capacity: 1)
+            uv_poll_init_socket(runtime.libuvLoop, poll, socket)
+            poll.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+            curl_multi_assign(multi, socket, poll)
+        }
+        var events: Int32 = 0
+        if action & CURL_POLL_IN != 0 { events |= Int32(UV_READABLE.rawValue) }
+        if action & CURL_POLL_OUT != 0 { events |= Int32(UV_WRITABLE.rawValue) }
+        uv_poll_start(poll, events) { poll, status, events in
+            let driver = Unmanaged<CurlMulti>.fromOpaque(poll!.pointee.data).takeUnretainedValue()
+            var fd: uv_os_fd_t = -1
+            uv_fileno(UnsafeMutableRawPointer(poll!).assumingMemoryBound(to: uv_handle_t.self), &fd)
+            var flags: Int32 = 0
+            if status < 0 { flags |= CURL_CSELECT_ERR }
+            if events & Int32(UV_READABLE.rawValue) != 0 { flags |= CURL_CSELECT_IN }
+            if events & Int32(UV_WRITABLE.rawValue) != 0 { flags |= CURL_CSELECT_OUT }
+            driver.runtime.loopTurn { driver.act(socket: fd, flags: flags) }
+        }
+    }
+
+    private func setTimer(milliseconds: Int) {
+        guard milliseconds >= 0 else {
+            uv_timer_stop(timer)
+            return
+        }
+        uv_timer_start(
+            timer,
+            { timer in
+                let driver = Unmanaged<CurlMulti>.fromOpaque(timer!.pointee.data).takeUnretainedValue()
+                driver.runtime.loopTurn { driver.act(socket: CURL_SOCKET_TIMEOUT, flags: 0) }
+            }, UInt64(milliseconds), 0)
+    }
+
+    private func act(socket: curl_socket_t, flags: Int32) {
+        var running: Int32 = 0
+        curl_multi_socket_action(multi, socket, flags, &running)
+        var left: Int32 = 0
+        while let message = curl_multi_info_read(multi, &left) {
+            guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+            let result = message.pointee.data.result
+            curl_multi_remove_handle(multi, easy)
+            guard let transfer = transfers.removeValue(forKey: easy) else { continue }
+            transfer.completed(result)
+        }
+    }
+
+    private func shutDown() {
+        isShutDown = true
+        for transfer in transfers.values {
+            curl_multi_remove_handle(multi, transfer.easy)
+            transfer.finish(.failure(.retryable("the runtime shut down during the upload", retryAfter: nil)))
+        }
+        transfers = [:]
+        uv_timer_stop(timer)
+        curl_multi_cleanup(multi)  // removes its sockets first, closing their polls
+    }
+}

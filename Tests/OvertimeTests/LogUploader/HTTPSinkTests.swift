@@ -1,0 +1,118 @@
+import Foundation
+import Overtime
+import OvertimeTesting
+import Testing
+
+@testable import OvertimeLogUploader
+
+@Suite("HTTPSink against a real nginx", .timeLimit(.minutes(2)))
+struct HTTPSinkTests {
+    private func spoolWithSegments(_ folder: TemporaryDirectory, lines: Int = 200) throws -> Spool {
+        var options = SpoolConfiguration()
+        options.segmentBytes = 4096
+        let spool = try Spool(directory: folder.path, configuration: options)
+        for index in 0..<lines { try spool.append("http line \(index) " + String(repeating: "h", count: 50)) }
+        try spool.sealActiveSegment()
+        return spool
+    }
+
+    private func runtime() throws -> Runtime {
+        var configuration = RuntimeConfiguration()
+        configuration.signalHandling = nil
+        configuration.logger = LogCapture().logger
+        let runtime = try Runtime(configuration: configuration)
+        runtime.start()
+        return runtime
+    }
+
+    @Test func putStoresTheSegmentByteForByteAndARepeatIsIdempotent() async throws {
+        let nginx = try NginxServer()
+        let folder = TemporaryDirectory("http")
+        defer { folder.remove() }
+        let spool = try spoolWithSegments(folder)
+        let runtime = try runtime()
+        let sink = HTTPSink(baseURL: nginx.baseURL, runtime: runtime)
+        for segment in spool.sealedSegments {
+            try await sink.store(segment)
+            try await sink.store(segment)  // again, as after a crash before the checkpoint: 204
+        }
+        #expect(nginx.storedFiles() == spool.sealedSegments.map(\.name))
+        for segment in spool.sealedSegments {
+            let stored = try Data(contentsOf: URL(fileURLWithPath: nginx.dataPath + "/logs/" + segment.name))
+            #expect(stored == (try Data(contentsOf: URL(fileURLWithPath: segment.path))))
+        }
+        runtime.requestTermination()
+        await runtime.waitUntilTerminated()
+        #expect(runtime.loopClosedCleanly == true)
+    }
+
+    @Test func statusCodesMapToRetryOrRefusal() async throws {
+        let nginx = try NginxServer()
+        let folder = TemporaryDirectory("http")
+        defer { folder.remove() }
+        let segment = try #require(try spoolWithSegments(folder, lines: 10).sealedSegments.first)
+        let runtime = try runtime()
+        let base = "http://127.0.0.1:\(nginx.port)"
+        await #expect(throws: SinkError.permanent("HTTP 403")) {
+            try await HTTPSink(baseURL: base + "/refuse", runtime: runtime).store(segment)
+        }
+        await #expect(throws: SinkError.retryable("HTTP 503", retryAfter: .seconds(7))) {
+            try await HTTPSink(baseURL: base + "/busy", runtime: runtime).store(segment)
+        }
+        let closedPort = try freeLoopbackPort()
+        do {
+            try await HTTPSink(baseURL: "http://127.0.0.1:\(closedPort)/logs", runtime: runtime).store(segment)
+            Issue.record("expected a connection error")
+        } catch {
+            guard case .retryable(let reason, nil) = error else {
+                Issue.record("expected retryable, got \(error)")
+                return
+            }
+            #expect(reason.lowercased().contains("connect"))
+        }
+        runtime.requestTermination()
+        await runtime.waitUntilTerminated()
+    }
+
+    @Test func cancellingAbortsAHangingTransferPromptly() async throws {
+        let silent = try SilentServer()
+        let folder = TemporaryDirectory("http")
+        defer { folder.remove() }
+        let segment = try #require(try spoolWithSegments(folder, lines: 10).sealedSegments.first)
+        let runtime = try runtime()
+        let sink = HTTPSink(baseURL: "http://127.0.0.1:\(silent.port)/logs", runtime: runtime)
+        let upload = Task { try await sink.store(segment) }
+        try await Task.sleep(for: .milliseconds(300))  // connected and waiting for an answer
+        let cancelled = ContinuousClock.now
+        upload.cancel()
+        await #expect(throws: SinkError.cancelled) { try await upload.value }
+        #expect(ContinuousClock.now - cancelled < .seconds(2))
+        runtime.requestTermination()
+        await runtime.waitUntilTerminated()
+        #expect(runtime.loopClosedCleanly == true)
+    }
+
+    @Test func theUploaderDrainsIntoNginxInsideAGrant() async throws {
+        let nginx = try NginxServer()
+        let env = try VirtualRuntime(budget: .seconds(30), lead: .seconds(5))
+        let folder = TemporaryDirectory("http")
+        defer { folder.remove() }
+        let spool = try spoolWithSegments(folder, lines: 500)
+        try spool.append("one more, in the active segment")
+        let uploader = LogUploader(
+            runtime: env.runtime, spool: spool, sink: HTTPSink(baseURL: nginx.baseURL, runtime: env.runtime))
+        uploader.start()
+        env.runtime.requestBackground()
+        env.settle()
+        for _ in 0..<5000 where uploader.isDraining { try await Task.sleep(for: .milliseconds(1)) }
+        env.settle()
+        #expect(env.runtime.state == .suspended)
+        let records = try nginx.storedFiles().flatMap {
+            SegmentFormat.parse(Array(try Data(contentsOf: URL(fileURLWithPath: nginx.dataPath + "/logs/" + $0))))
+                .records
+        }
+        #expect(records.map(\.sequence) == Array(1...501))
+        #expect(spool.checkpoint.sequence == 501)
+        env.shutDown()
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+
+/// A real nginx on a free loopback port, storing PUTs under `root/data` (nginx from
+/// Debian, `dav_methods PUT; create_full_put_path on;`). Single process, so the files
+/// belong to the test's own user.
+final class NginxServer: @unchecked Sendable {
+    let folder = TemporaryDirectory("nginx")
+    let port: Int
+    private let process = Process()
+
+    var baseURL: String { "http://127.0.0.1:\(port)/logs" }
+    var dataPath: String { folder.path + "/data" }
+
+    init() throws {
+        port = try freeLoopbackPort()
+        try FileManager.default.createDirectory(atPath: folder.path + "/data", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: folder.path + "/body", withIntermediateDirectories: true)
+        let configuration = """
+            daemon off;
+            master_process off;
+            worker_processes 1;
+            pid \(folder.path)/nginx.pid;
+            error_log \(folder.path)/error.log;
+            events { worker_connections 256; }
+            http {
+                access_log off;
+                client_body_temp_path \(folder.path)/body;
+                client_max_body_size 64m;
+                server {
+                    listen 127.0.0.1:\(port);
+                    root \(folder.path)/data;
+                    location /logs/ {
+                        dav_methods PUT;
+                        create_full_put_path on;
+                        dav_access user:rw group:r all:r;
+                    }
+                    location /refuse/ { return 403; }
+                    location /busy/ {
+                        add_header Retry-After 7 always;
+                        return 503;
+                    }
+                }
+            }
+            """
+        try configuration.write(toFile: folder.path + "/nginx.conf", atomically: true, encoding: .utf8)
+        process.executableURL = URL(fileURLWithPath: "/usr/sbin/nginx")
+        process.arguments = ["-c", folder.path + "/nginx.conf", "-p", folder.path, "-e", folder.path + "/error.log"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        for _ in 0..<500 {
+            if canConnect(port: port) { return }
+            usleep(10_000)
+        }
+        throw NSError(domain: "NginxServer", code: 1, userInfo: [NSLocalizedDescriptionKey: "nginx did not start"])
+    }
+
+    deinit {
+        stop()
+        folder.remove()
+    }
+
+    /// SIGKILL: spawned from a thread that blocks signals, single-process nginx never
+    /// unblocks SIGTERM, and a test server has nothing to save.
+    func stop() {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    /// Every stored file under `logs/`, relative to it.
+    func storedFiles() -> [String] {
+        let base = dataPath + "/logs"
+        guard let enumerator = FileManager.default.enumerator(atPath: base) else { return [] }
+        return enumerator.compactMap { $0 as? String }.filter { $0.hasSuffix(".log") }.sorted()
+    }
+}
+
+/// A port nothing listens on right now.
+func freeLoopbackPort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Int32 in
+            guard bind(fd, pointer, length) == 0 else { return -1 }
+            return getsockname(fd, pointer, &length)
+        }
+    }
+    guard bound == 0 else { throw NSError(domain: "freeLoopbackPort", code: Int(errno)) }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+func canConnect(port: Int) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = UInt16(port).bigEndian
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+        }
+    }
+}
+
+/// A TCP listener that accepts connections and never answers: a collector that hangs.
+final class SilentServer: @unchecked Sendable {
+    let port: Int
+    private let fd: Int32
+
+    init() throws {
+        port = try freeLoopbackPort()
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        listen(fd, 16)  // the kernel completes handshakes; nobody reads or answers
+    }
+
+    deinit {
+        close(fd)
+    }
+}
