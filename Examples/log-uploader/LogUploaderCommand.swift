@@ -28,7 +28,8 @@ struct Run: ParsableCommand {
             """)
 
     @Option(help: "The spool folder.") var spool = "log-uploader/spool"
-    @Option(help: "Where segments go: a folder (the embedded default) or an http:// URL (HTTP PUT).")
+    @Option(
+        help: "Where segments go: a folder (the embedded default), an http:// URL (HTTP PUT) or syslog://host:port.")
     var sink = "log-uploader/collected"
     @Option(help: "The most bytes the spool keeps, in MiB.") var quotaMb = 64
     @Option(help: "Seal a segment at this size, in KiB.") var segmentKb = 1024
@@ -41,8 +42,11 @@ struct Run: ParsableCommand {
     @Flag(help: "Terminate (and upload) when stdin closes.") var exitOnEof = false
 
     func validate() throws {
-        if sink.contains("://"), !sink.hasPrefix("http://"), !sink.hasPrefix("https://") {
-            throw ValidationError("a sink is a folder or an http(s):// URL; got '\(sink)'")
+        if sink.contains("://"), !["http://", "https://", "syslog://"].contains(where: sink.hasPrefix) {
+            throw ValidationError("a sink is a folder, an http(s):// URL or syslog://host:port; got '\(sink)'")
+        }
+        if sink.hasPrefix("syslog://"), syslogTarget() == nil {
+            throw ValidationError("expected syslog://host:port; got '\(sink)'")
         }
         if quotaMb < 1 || segmentKb < 4 || budget <= 0 || lead < 0 || lead >= budget {
             throw ValidationError("need quota-mb ≥ 1, segment-kb ≥ 4, budget > 0 and 0 ≤ lead < budget")
@@ -69,8 +73,14 @@ struct Run: ParsableCommand {
         let runtime = try Runtime(configuration: configuration)
         var uploaderOptions = UploaderConfiguration()
         if uploadInterval > 0 { uploaderOptions.foregroundInterval = .milliseconds(Int(uploadInterval * 1000)) }
-        let destination: any LogSink =
-            sink.contains("://") ? HTTPSink(baseURL: sink, runtime: runtime) : DirectorySink(root: sink)
+        let destination: any LogSink
+        if let (host, port) = syslogTarget() {
+            destination = SyslogSink(host: host, port: port, appName: "log-uploader")
+        } else if sink.contains("://") {
+            destination = HTTPSink(baseURL: sink, runtime: runtime)
+        } else {
+            destination = DirectorySink(root: sink)
+        }
         let uploader = LogUploader(runtime: runtime, spool: store, sink: destination, configuration: uploaderOptions)
         uploader.start()
 
@@ -83,6 +93,18 @@ struct Run: ParsableCommand {
         runtime.run()  // until terminated: SIGTERM, or stdin closing with --exit-on-eof
         writer.flush()
         progress.print()
+    }
+}
+
+extension Run {
+    /// `(host, port)` of a `syslog://host:port` sink.
+    func syslogTarget() -> (String, Int)? {
+        guard sink.hasPrefix("syslog://") else { return nil }
+        let address = sink.dropFirst("syslog://".count)
+        guard let colon = address.lastIndex(of: ":"), let port = Int(address[address.index(after: colon)...]),
+            (1...65535).contains(port), colon > address.startIndex
+        else { return nil }
+        return (String(address[..<colon]), port)
     }
 }
 

@@ -115,4 +115,69 @@ struct HTTPSinkTests {
         #expect(spool.checkpoint.sequence == 501)
         env.shutDown()
     }
+
+    @Test func aCollectorSlowerThanTheBudgetIsAbortedAtExpirationAndTheGrantEndsInTime() async throws {
+        let silent = try SilentServer()
+        let env = try VirtualRuntime(budget: .seconds(30), lead: .seconds(5))
+        let folder = TemporaryDirectory("http")
+        defer { folder.remove() }
+        let spool = try spoolWithSegments(folder, lines: 50)
+        let checkpoint = spool.checkpoint
+        let sink = HTTPSink(baseURL: "http://127.0.0.1:\(silent.port)/logs", runtime: env.runtime)
+        let uploader = LogUploader(runtime: env.runtime, spool: spool, sink: sink)
+        uploader.start()
+        env.runtime.requestBackground()
+        env.settle()
+        try await Task.sleep(for: .milliseconds(300))  // the PUT is in flight, unanswered
+        #expect(uploader.isDraining)
+        env.clock.advance(by: .seconds(25))  // the expiration point: the upload is aborted
+        for _ in 0..<5000 where uploader.isDraining { try await Task.sleep(for: .milliseconds(1)) }
+        env.settle()
+        #expect(!uploader.isDraining)
+        #expect(uploader.statistics.expiredDrains == 1)
+        #expect(spool.checkpoint == checkpoint)
+        #expect(env.runtime.state == .suspended)  // ended before the deadline
+        #expect(env.counter("overtime_background_tasks_ended_total", [("reason", "expired")]) == 1)
+        #expect(env.counter("overtime_background_tasks_ended_total", [("reason", "terminated")]) == 0)
+        env.shutDown()
+    }
+
+    @Test func aCollectorDownLongerThanTheBudgetThenUpLosesNothing() async throws {
+        let port = try freeLoopbackPort()  // nothing listens there yet
+        let env = try VirtualRuntime(budget: .seconds(30), lead: .seconds(5))
+        let folder = TemporaryDirectory("http")
+        defer { folder.remove() }
+        let spool = try spoolWithSegments(folder, lines: 300)
+        var options = UploaderConfiguration()
+        options.initialRetryDelay = .milliseconds(5)
+        options.maximumRetryDelay = .milliseconds(20)
+        let uploader = LogUploader(
+            runtime: env.runtime, spool: spool,
+            sink: HTTPSink(baseURL: "http://127.0.0.1:\(port)/logs", runtime: env.runtime),
+            configuration: options)
+        uploader.start()
+        env.runtime.requestBackground()
+        env.settle()
+        for _ in 0..<5000 where uploader.statistics.failedAttempts < 3 { try await Task.sleep(for: .milliseconds(1)) }
+        env.clock.advance(by: .seconds(25))  // the expiration point: the drain is told to stop
+        for _ in 0..<5000 where uploader.isDraining { try await Task.sleep(for: .milliseconds(1)) }
+        env.clock.advance(by: .seconds(10))  // past the whole budget, collector still down
+        #expect(uploader.statistics.uploadedSegments == 0)
+        #expect(spool.pendingLines == 300)
+        #expect(env.counter("overtime_background_tasks_ended_total", [("reason", "expired")]) == 1)
+        #expect(env.counter("overtime_background_tasks_ended_total", [("reason", "terminated")]) == 0)
+        let nginx = try NginxServer(port: port)  // the collector is back
+        env.runtime.requestForeground()
+        env.runtime.requestBackground()
+        env.settle()
+        for _ in 0..<5000 where uploader.isDraining || spool.pendingLines > 0 {
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        let records = try nginx.storedFiles().flatMap {
+            SegmentFormat.parse(Array(try Data(contentsOf: URL(fileURLWithPath: nginx.dataPath + "/logs/" + $0))))
+                .records
+        }
+        #expect(records.map(\.sequence) == Array(1...300))
+        env.shutDown()
+    }
 }

@@ -66,6 +66,7 @@ struct LogUploaderDaemonTests {
     @Test func anUnknownSinkSchemeIsRefusedClearly() throws {
         let child = try RunningChild(["--sink", "ftp://127.0.0.1:9/logs"], executable: "log-uploader")
         #expect(child.waitForExit() == 64)
-        #expect(child.standardError.contains { $0.contains("a sink is a folder or an http(s):// URL") })
+        #expect(
+            child.standardError.contains { $0.contains("a sink is a folder, an http(s):// URL or syslog://host:port") })
     }
 }

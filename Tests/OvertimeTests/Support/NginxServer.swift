@@ -11,8 +11,9 @@ final class NginxServer: @unchecked Sendable {
     var baseURL: String { "http://127.0.0.1:\(port)/logs" }
     var dataPath: String { folder.path + "/data" }
 
-    init() throws {
-        port = try freeLoopbackPort()
+    /// Starts nginx on `requestedPort`, or on a free one.
+    init(port requestedPort: Int? = nil) throws {
+        port = try requestedPort ?? freeLoopbackPort()
         try FileManager.default.createDirectory(atPath: folder.path + "/data", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: folder.path + "/body", withIntermediateDirectories: true)
         let configuration = """
@@ -115,8 +116,9 @@ final class SilentServer: @unchecked Sendable {
     let port: Int
     private let fd: Int32
 
-    init() throws {
-        port = try freeLoopbackPort()
+    /// Starts nginx on `requestedPort`, or on a free one.
+    init(port requestedPort: Int? = nil) throws {
+        port = try requestedPort ?? freeLoopbackPort()
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)

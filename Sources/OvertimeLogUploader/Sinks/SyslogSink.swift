@@ -1,0 +1,153 @@
+import Dispatch
+import Overtime
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Sends each record as an RFC 5424 message over TCP, framed by RFC 6587 octet counting
+/// (what rsyslog's `imtcp` accepts by default), with the stream ID and sequence number in
+/// structured data: `[overtime@32473 stream="…" seq="42" segment="7"]`.
+///
+/// Best effort: a segment counts as stored once the kernel accepted every byte. Plain TCP
+/// loses what is in flight if the collector dies, and a retry after a partial send
+/// repeats messages; the structured data lets the collector drop those duplicates.
+/// Blocking socket I/O runs on a queue of its own; one connection is kept and reused.
+public final class SyslogSink: LogSink {
+    /// The collector's host (an IPv4 address or a name).
+    public let host: String
+    /// The collector's TCP port.
+    public let port: Int
+    /// APP-NAME in every message.
+    public let appName: String
+    private let hostname: String
+    private let queue = DispatchQueue(label: "overtime.syslog-sink")
+    private let connection = Locked<Int32>(-1)
+
+    /// Sends to `host:port` as `appName`.
+    public init(host: String, port: Int, appName: String = "overtime") {
+        self.host = host
+        self.port = port
+        self.appName = appName
+        var name = [CChar](repeating: 0, count: 256)
+        gethostname(&name, name.count)
+        hostname = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    deinit {
+        connection.withLock { if $0 >= 0 { close($0) } }
+    }
+
+    /// `syslog://host:port`.
+    public var description: String { "syslog://\(host):\(port)" }
+
+    /// Sends every record of the segment, in order.
+    public func store(_ segment: SealedSegment) async throws(SinkError) {
+        guard let bytes = try? readFile(segment.path) else {
+            throw .permanent("cannot read \(segment.path)")
+        }
+        let parsed = SegmentFormat.parse(bytes)
+        let payload = parsed.records.flatMap { record in
+            let message = Array(format(record, stream: segment.stream, segment: segment.number).utf8)
+            return Array("\(message.count) ".utf8) + message  // RFC 6587 octet counting
+        }
+        let cancelled = Locked(false)
+        let outcome: Result<Void, SinkError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                queue.async { [self] in
+                    continuation.resume(returning: send(payload, isCancelled: { cancelled.withLock { $0 } }))
+                }
+            }
+        } onCancel: { [connection] in
+            cancelled.withLock { $0 = true }
+            connection.withLock { if $0 >= 0 { shutdown($0, Int32(SHUT_RDWR)) } }  // unblocks a send
+        }
+        try outcome.get()
+    }
+
+    /// `<14>1 2026-11-21T14:02:21.123456Z host app pid - [overtime@32473 …] line`.
+    func format(_ record: SpoolRecord, stream: StreamID, segment: UInt64) -> String {
+        let facilityUser = 1
+        let informational = 6
+        let line = String(decoding: record.line, as: UTF8.self)
+        return "<\(facilityUser * 8 + informational)>1 \(Self.timestamp(record.time)) \(hostname) \(appName) "
+            + "\(getpid()) - [overtime@32473 stream=\"\(stream)\" seq=\"\(record.sequence)\" segment=\"\(segment)\"] "
+            + line
+    }
+
+    private func send(_ payload: [UInt8], isCancelled: () -> Bool) -> Result<Void, SinkError> {
+        if isCancelled() { return .failure(.cancelled) }
+        var fd = connection.withLock { $0 }
+        if fd < 0 {
+            switch connect() {
+            case .success(let opened):
+                fd = opened
+                connection.withLock { $0 = opened }
+            case .failure(let error): return .failure(error)
+            }
+        }
+        let failure: Int32 = payload.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let sent = Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+                if sent < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                offset += sent
+            }
+            return 0
+        }
+        guard failure != 0 else { return .success(()) }
+        connection.withLock {
+            close($0)
+            $0 = -1
+        }
+        if isCancelled() { return .failure(.cancelled) }
+        return .failure(.retryable("send to \(host):\(port): \(errnoDescription(failure))", retryAfter: nil))
+    }
+
+    private func connect() -> Result<Int32, SinkError> {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var results: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, String(port), &hints, &results) == 0, let first = results else {
+            return .failure(.retryable("cannot resolve \(host)", retryAfter: nil))
+        }
+        defer { freeaddrinfo(results) }
+        let fd = socket(first.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return .failure(.retryable("socket: \(errnoDescription())", retryAfter: nil)) }
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        guard Glibc.connect(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0 else {
+            let code = errno
+            close(fd)
+            return .failure(.retryable("connect to \(host):\(port): \(errnoDescription(code))", retryAfter: nil))
+        }
+        return .success(fd)
+    }
+
+    static func timestamp(_ nanoseconds: UInt64) -> String {
+        var seconds = time_t(nanoseconds / 1_000_000_000)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func pad(_ value: Int32, _ width: Int = 2) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        let micros = Int32((nanoseconds % 1_000_000_000) / 1000)
+        return "\(parts.tm_year + 1900)-\(pad(parts.tm_mon + 1))-\(pad(parts.tm_mday))T"
+            + "\(pad(parts.tm_hour)):\(pad(parts.tm_min)):\(pad(parts.tm_sec)).\(pad(micros, 6))Z"
+    }
+
+    private func readFile(_ path: String) throws -> [UInt8] {
+        guard let file = fopen(path, "rb") else { throw SinkError.permanent("cannot open \(path)") }
+        defer { fclose(file) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while case let count = fread(&chunk, 1, chunk.count, file), count > 0 { bytes += chunk[0..<count] }
+        return bytes
+    }
+}
