@@ -88,7 +88,7 @@ public final class SpoolLogWriter: Sendable {
         var closed = false
     }
 
-    private let state = ConditionLocked(State())
+    private let state = Locked(State())
     private let droppedCounter = Counter(label: "overtime_spool_handler_dropped_lines_total")
     private static let registry = Locked<[ObjectIdentifier: SpoolLogWriter]>([:])
 

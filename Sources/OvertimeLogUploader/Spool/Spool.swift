@@ -34,7 +34,7 @@ public final class Spool: Sendable {
     /// What opening it found and repaired.
     public let recovery: RecoveryReport
 
-    private let state: ConditionLocked<State>
+    private let state: Locked<State>
     private let logger: Logger
     private let counters: SpoolCounters
     var segmentsDirectory: String { directory + "/segments" }
@@ -57,7 +57,7 @@ public final class Spool: Sendable {
         var report = RecoveryReport()
         let recovered = try SpoolRecovery(directory: directory, streamID: streamID, logger: logger).run(&report)
         recovery = report
-        state = ConditionLocked(
+        state = Locked(
             State(
                 nextSequence: recovered.lastSequence + 1, nextSegment: recovered.lastSegment + 1,
                 sealed: recovered.sealed, storedBytes: recovered.sealed.reduce(0) { $0 + $1.bytes },

@@ -86,7 +86,9 @@ struct HTTPSinkTests {
         let cancelled = ContinuousClock.now
         upload.cancel()
         await #expect(throws: SinkError.cancelled) { try await upload.value }
-        #expect(ContinuousClock.now - cancelled < .seconds(2))
+        // Aborted by the cancellation, not by the sink's 30 s stall limit (generous bound:
+        // a loaded 2-core machine delays threads, not the mechanism).
+        #expect(ContinuousClock.now - cancelled < .seconds(15))
         runtime.requestTermination()
         await runtime.waitUntilTerminated()
         #expect(runtime.loopClosedCleanly == true)

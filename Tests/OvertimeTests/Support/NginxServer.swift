@@ -44,30 +44,14 @@ final class NginxServer: @unchecked Sendable {
             }
             """
         try configuration.write(toFile: folder.path + "/nginx.conf", atomically: true, encoding: .utf8)
-        process.executableURL = URL(fileURLWithPath: "/usr/sbin/nginx")
-        process.arguments = ["-c", folder.path + "/nginx.conf", "-p", folder.path, "-e", folder.path + "/error.log"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        for _ in 0..<500 {
-            if canConnect(port: port) { return }
-            usleep(10_000)
-        }
-        throw NSError(domain: "NginxServer", code: 1, userInfo: [NSLocalizedDescriptionKey: "nginx did not start"])
+        try launchServer(
+            process, "/usr/sbin/nginx",
+            ["-c", folder.path + "/nginx.conf", "-p", folder.path, "-e", folder.path + "/error.log"], port: port)
     }
 
     deinit {
-        stop()
+        stopServer(process)
         folder.remove()
-    }
-
-    /// SIGKILL: spawned from a thread that blocks signals, single-process nginx never
-    /// unblocks SIGTERM, and a test server has nothing to save.
-    func stop() {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
     }
 
     /// Every stored file under `logs/`, relative to it.
@@ -75,6 +59,30 @@ final class NginxServer: @unchecked Sendable {
         let base = dataPath + "/logs"
         guard let enumerator = FileManager.default.enumerator(atPath: base) else { return [] }
         return enumerator.compactMap { $0 as? String }.filter { $0.hasSuffix(".log") }.sorted()
+    }
+}
+
+/// Starts a server process and waits until it accepts connections on `port`.
+func launchServer(_ process: Process, _ executable: String, _ arguments: [String], port: Int) throws {
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    for _ in 0..<500 {
+        if canConnect(port: port) { return }
+        usleep(10_000)
+    }
+    stopServer(process)
+    throw NSError(domain: executable, code: 1, userInfo: [NSLocalizedDescriptionKey: "\(executable) did not start"])
+}
+
+/// SIGKILL: spawned from a thread that blocks signals, a server may never see SIGTERM,
+/// and a test server has nothing to save.
+func stopServer(_ process: Process) {
+    if process.isRunning {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
     }
 }
 

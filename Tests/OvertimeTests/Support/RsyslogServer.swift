@@ -21,23 +21,13 @@ final class RsyslogServer: @unchecked Sendable {
             input(type="imtcp" port="\(port)" address="127.0.0.1" ruleset="collect")
             """
         try configuration.write(toFile: folder.path + "/rsyslog.conf", atomically: true, encoding: .utf8)
-        process.executableURL = URL(fileURLWithPath: "/usr/sbin/rsyslogd")
-        process.arguments = ["-n", "-f", folder.path + "/rsyslog.conf", "-i", folder.path + "/rsyslogd.pid"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        for _ in 0..<500 {
-            if canConnect(port: port) { return }
-            usleep(10_000)
-        }
-        throw NSError(domain: "RsyslogServer", code: 1, userInfo: [NSLocalizedDescriptionKey: "rsyslogd did not start"])
+        try launchServer(
+            process, "/usr/sbin/rsyslogd",
+            ["-n", "-f", folder.path + "/rsyslog.conf", "-i", folder.path + "/rsyslogd.pid"], port: port)
     }
 
     deinit {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+        stopServer(process)
         folder.remove()
     }
 

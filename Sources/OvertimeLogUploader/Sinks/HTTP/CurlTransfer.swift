@@ -31,6 +31,10 @@ final class CurlTransfer: @unchecked Sendable {  // its mutable state is touched
         overtime_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1)
         overtime_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         overtime_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, 5000)
+        // A collector that stops answering (under 1 byte/s for 30 s) is a retryable failure;
+        // in the background, expiration cancels sooner.
+        overtime_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
+        overtime_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, 30)
         headers = curl_slist_append(nil, "Expect:")
         headers = curl_slist_append(headers, "Content-Type: application/octet-stream")
         overtime_easy_setopt_pointer(easy, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(headers))
