@@ -11,14 +11,14 @@ import OvertimeLogUploader
 /// returns is appended as one batch, so a burst becomes one group commit.
 final class LineInput: Sendable {
     let spool: Spool
-    private let counts = Locked((spooled: 0, failed: 0))
+    private let rejected = Locked(0)
 
     init(spool: Spool) {
         self.spool = spool
     }
 
-    var spooled: Int { counts.withLock { $0.spooled } }
-    var failed: Int { counts.withLock { $0.failed } }
+    /// Lines the spool refused (a full disk or quota); each is reported on stderr.
+    var failed: Int { rejected.withLock { $0 } }
 
     func readStandardInput(onEnd: @escaping @Sendable () -> Void) {
         spawnThread(name: "stdin-reader") { [self] in
@@ -56,9 +56,8 @@ final class LineInput: Sendable {
         guard !lines.isEmpty else { return }
         do {
             try spool.append(lines)
-            counts.withLock { $0.spooled += lines.count }
         } catch {
-            counts.withLock { $0.failed += lines.count }
+            rejected.withLock { $0 += lines.count }
             let text = "log-uploader: could not spool \(lines.count) lines: \(error)\n"
             _ = text.withCString { write(STDERR_FILENO, $0, strlen($0)) }
         }

@@ -57,8 +57,6 @@ struct ObserverRegistry {
     private var entries: [Entry] = []
     private var cancelledIDs: Set<UInt64> = []
 
-    var count: Int { entries.count }
-
     mutating func add(_ entry: Entry) {
         if cancelledIDs.remove(entry.id) == nil { entries.append(entry) }
     }

@@ -75,9 +75,6 @@ final class EventLoop: @unchecked Sendable {
         return owner != 0 && pthread_equal(pthread_t(owner), pthread_self()) != 0
     }
 
-    /// Whether a thread is running the loop now.
-    var isRunning: Bool { loopThread.load(ordering: .acquiring) != 0 }
-
     /// Wakes the loop from any thread. Returns `false` once the loop has shut down.
     @discardableResult
     func wake() -> Bool {

@@ -85,7 +85,6 @@ public final class SpoolLogWriter: Sendable {
         var queue: [[UInt8]] = []
         var dropped = 0
         var inFlight = false
-        var closed = false
     }
 
     private let state = Locked(State())
@@ -112,7 +111,7 @@ public final class SpoolLogWriter: Sendable {
     /// Queues a line; never blocks on I/O.
     public func submit(_ line: [UInt8]) {
         let accepted = state.withLock { state -> Bool in
-            guard !state.closed, state.queue.count < capacity else {
+            guard state.queue.count < capacity else {
                 state.dropped += 1
                 return false
             }

@@ -97,7 +97,6 @@ public final class Spool: Sendable {
         encoded.reserveCapacity(lines.reduce(0) { $0 + $1.count + SegmentFormat.frameSize + 16 })
         let time = Self.wallClockNanoseconds()
         let (range, ticket, lead) = try state.withLock { (state) throws(SpoolError) in
-            guard !state.closed else { throw SpoolError.closed }
             let needed = lines.reduce(0) { $0 + $1.count + SegmentFormat.frameSize + SegmentFormat.bodyPrefixSize }
             try makeRoom(&state, needed: needed)
             let first = state.nextSequence
@@ -402,7 +401,6 @@ public final class Spool: Sendable {
         var acknowledged: Checkpoint
         var droppedLines = 0
         var appendedLines = 0
-        var closed = false
     }
 }
 

@@ -58,8 +58,6 @@ public enum SpoolError: Error, Sendable, Hashable, CustomStringConvertible {
     case quotaExceeded(quotaBytes: Int, neededBytes: Int)
     /// A file in the spool is not what it should be.
     case corrupt(path: String, reason: String)
-    /// The spool was closed.
-    case closed
 
     /// A sentence naming the operation, the path and the cause.
     public var description: String {
@@ -70,7 +68,6 @@ public enum SpoolError: Error, Sendable, Hashable, CustomStringConvertible {
         case .lineTooLong(let bytes): "line of \(bytes) bytes is longer than \(SegmentFormat.maximumLineBytes)"
         case .quotaExceeded(let quota, let needed): "spool quota of \(quota) bytes is full (\(needed) more needed)"
         case .corrupt(let path, let reason): "corrupt spool file \(path): \(reason)"
-        case .closed: "the spool is closed"
         }
     }
 
