@@ -43,6 +43,8 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
+        // CRC-32C with the CPU's crc32 instruction, for spool records.
+        .target(name: "CCRC32C"),
         .target(
             name: "OvertimeTesting",
             dependencies: ["Overtime"]
@@ -51,6 +53,7 @@ let package = Package(
             name: "OvertimeLogUploader",
             dependencies: [
                 "Overtime",
+                "CCRC32C",
                 "CLibUV",
                 "CLibCurl",
                 .product(name: "Logging", package: "swift-log"),

@@ -1,10 +1,11 @@
 #ifndef OVERTIME_CLIBUV_SHIM_H
 #define OVERTIME_CLIBUV_SHIM_H
-// Swift calls libuv directly; this header brings it in, plus the one call Swift
-// cannot make itself (prctl is variadic).
+// Swift calls libuv directly; this header brings it in (and timerfd, for deadlines
+// finer than libuv's milliseconds), plus the calls Swift cannot make itself.
 #include <uv.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 
 /// Names the calling thread (at most 15 bytes are kept), for `top -H`, gdb and perf.
 static inline int overtime_set_thread_name(const char *name) {

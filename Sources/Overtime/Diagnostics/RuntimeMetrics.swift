@@ -15,7 +15,7 @@ import CoreMetrics
 /// | `overtime_misuse_total` | counter (bad end calls, dropped grants) | `kind` |
 /// | `overtime_control_errors_total` | counter (control-socket errors) | `kind` |
 /// | `overtime_background_duration_seconds` | timer (time spent per background period) | |
-/// | `overtime_handler_duration_seconds` | timer | `handler`: expiration, end, observer |
+/// | `overtime_handler_duration_seconds` | timer | `handler`: expiration, end, observer (one event to all observers) |
 struct RuntimeMetrics {
     let shared: SharedMetrics
     private let begun: Counter

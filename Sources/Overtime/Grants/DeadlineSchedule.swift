@@ -4,7 +4,8 @@
 /// The budget window is a single pair of instants however many grants are open, so
 /// begin and end never touch a timer. The runtime arms one timer for ``nextWakeup``.
 /// Heap entries are never removed when a grant ends; a stale entry is skipped when it
-/// surfaces, and the heap is compacted when stale entries dominate.
+/// surfaces, and the heap is compacted once stale entries are half of it (the core
+/// counts them; so compaction is amortized O(1) per grant, and never a scan per wake-up).
 ///
 /// Loop-thread only; no callbacks are called from here.
 struct DeadlineSchedule {
@@ -24,6 +25,8 @@ struct DeadlineSchedule {
     let leadTime: Duration
     private(set) var budget: Budget?
     private var heap: [Entry] = []
+    /// Entries in the heap whose grant ended since the last compaction.
+    private var endedSinceCompaction = 0
 
     init(leadTime: Duration) {
         self.leadTime = leadTime
@@ -70,12 +73,16 @@ struct DeadlineSchedule {
         return due
     }
 
-    /// Drops entries for grants that are gone, once they outnumber the live ones.
+    /// A grant with `count` entries still in the heap ended: they are stale now.
+    mutating func noteEntriesStale(_ count: Int) {
+        endedSinceCompaction += count
+    }
+
+    /// Drops entries for grants that are gone, once they may outnumber the live ones.
     mutating func compact(isLive: (Entry) -> Bool) {
-        guard heap.count > 1024 else { return }
-        let live = heap.filter(isLive)
-        guard live.count * 2 < heap.count else { return }
-        heap = live
+        guard heap.count > 1024, endedSinceCompaction * 2 > heap.count else { return }
+        endedSinceCompaction = 0
+        heap = heap.filter(isLive)
         for index in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(index) }
     }
 

@@ -5,8 +5,12 @@
 /// and a stale or forged ID is detected by the generation. Open records are also
 /// linked in begin order, which is the order expiration handlers run in.
 ///
-/// Loop-thread only; no callbacks are called from here.
-struct GrantTable {
+/// A class over storage it manages itself, not a struct over an `Array`: every begin and
+/// end reads and writes records in place, and a struct held by the runtime's core was
+/// copied (retaining the array and the remote-ID dictionary) for each non-mutating call.
+///
+/// Loop-thread only (hence the unchecked exclusivity); no callbacks are called from here.
+final class GrantTable {
     enum Phase: UInt8 {
         case free
         /// Open; its expiration handler has not been asked to run.
@@ -32,39 +36,51 @@ struct GrantTable {
         var phase: Phase
     }
 
-    private(set) var records: [Record] = []
-    private var freeHead: Int32 = -1
-    private var head: Int32 = -1
-    private var tail: Int32 = -1
-    private(set) var openCount = 0
-    private var remoteSlots: [UInt64: Int32] = [:]
+    /// Slots `0..<slotCount` are initialized (open or free); capacity is `capacity`.
+    @exclusivity(unchecked) private var storage: UnsafeMutablePointer<Record>
+    @exclusivity(unchecked) private var capacity = 0
+    @exclusivity(unchecked) private var slotCount = 0
+    @exclusivity(unchecked) private var freeHead: Int32 = -1
+    @exclusivity(unchecked) private var head: Int32 = -1
+    @exclusivity(unchecked) private var tail: Int32 = -1
+    @exclusivity(unchecked) private(set) var openCount = 0
+    @exclusivity(unchecked) private var remoteSlots: [UInt64: Int32] = [:]
+
+    init() {
+        storage = .allocate(capacity: 0)
+    }
+
+    deinit {
+        storage.deinitialize(count: slotCount)
+        storage.deallocate()
+    }
 
     /// Stores a new open grant at the end of the begin order; returns its slot.
-    mutating func insert(
+    func insert(
         name: String, callSite: CallSite, begunAt: MonotonicInstant, remoteID: BackgroundTaskID,
         expirationHandler: (@Sendable () -> Void)?, extras: GrantExtras?
     ) -> Int32 {
         let slot: Int32
         if freeHead >= 0 {
             slot = freeHead
-            freeHead = records[Int(slot)].next
-            records.withUnsafeMutableBufferPointer { buffer in
-                let index = Int(slot)
-                buffer[index].name = name
-                buffer[index].callSite = callSite
-                buffer[index].begunAt = begunAt
-                buffer[index].remoteID = remoteID
-                buffer[index].expirationHandler = expirationHandler
-                buffer[index].extras = extras
-                buffer[index].phase = .open
-            }
+            let record = storage + Int(slot)
+            freeHead = record.pointee.next
+            record.pointee.name = name
+            record.pointee.callSite = callSite
+            record.pointee.begunAt = begunAt
+            record.pointee.remoteID = remoteID
+            record.pointee.expirationHandler = expirationHandler
+            record.pointee.extras = extras
+            record.pointee.phase = .open
         } else {
-            slot = Int32(records.count)
-            records.append(
-                Record(
+            if slotCount == capacity { grow() }
+            slot = Int32(slotCount)
+            (storage + slotCount).initialize(
+                to: Record(
                     name: name, callSite: callSite, begunAt: begunAt, remoteID: remoteID,
                     expirationHandler: expirationHandler, extras: extras,
                     previous: -1, next: -1, generation: 1, phase: .open))
+            slotCount += 1
         }
         link(slot)
         if !remoteID.isInvalid { remoteSlots[remoteID.rawValue] = slot }
@@ -72,59 +88,68 @@ struct GrantTable {
         return slot
     }
 
+    private func grow() {
+        let newCapacity = max(64, capacity * 2)
+        let newStorage = UnsafeMutablePointer<Record>.allocate(capacity: newCapacity)
+        newStorage.moveInitialize(from: storage, count: slotCount)
+        storage.deallocate()
+        storage = newStorage
+        capacity = newCapacity
+    }
+
     /// The slot of an open grant, or `nil` for an unknown, ended or invalid ID.
     func slot(for id: BackgroundTaskID) -> Int32? {
         if id.isInvalid { return nil }
         if id.isRemote { return remoteSlots[id.rawValue] }
         let slot = id.localSlot
-        let index = Int(slot)
-        guard slot >= 0, index < records.count else { return nil }
-        // Field reads, not a copy of the record: a copy would retain its name and closures.
-        guard records[index].generation == id.localGeneration, records[index].phase != .free,
-            records[index].remoteID.isInvalid
+        guard slot >= 0, Int(slot) < slotCount else { return nil }
+        let record = storage + Int(slot)
+        guard record.pointee.generation == id.localGeneration, record.pointee.phase != .free,
+            record.pointee.remoteID.isInvalid
         else { return nil }
         return slot
     }
 
     /// The public ID of the grant in `slot`.
     func id(ofSlot slot: Int32) -> BackgroundTaskID {
-        let remote = records[Int(slot)].remoteID
-        return remote.isInvalid ? .local(slot: slot, generation: records[Int(slot)].generation) : remote
+        let record = storage + Int(slot)
+        let remote = record.pointee.remoteID
+        return remote.isInvalid ? .local(slot: slot, generation: record.pointee.generation) : remote
+    }
+
+    /// The generation of the grant in `slot`.
+    func generation(ofSlot slot: Int32) -> UInt32 {
+        storage[Int(slot)].generation
     }
 
     /// Whether `slot` still holds the grant of `generation`.
     func isOpen(slot: Int32, generation: UInt32) -> Bool {
-        guard slot >= 0, Int(slot) < records.count else { return false }
-        return records[Int(slot)].phase != .free && records[Int(slot)].generation == generation
+        guard slot >= 0, Int(slot) < slotCount else { return false }
+        return storage[Int(slot)].phase != .free && storage[Int(slot)].generation == generation
     }
 
     subscript(slot: Int32) -> Record {
-        get { records[Int(slot)] }
-        _modify { yield &records[Int(slot)] }
+        get { storage[Int(slot)] }
+        _modify { yield &storage[Int(slot)] }
     }
 
     /// Removes the grant in `slot` and returns its record. The slot's next generation
     /// makes every copy of the old ID stale.
-    mutating func remove(slot: Int32) -> Record {
+    func remove(slot: Int32) -> Record {
         unlink(slot)
-        let index = Int(slot)
-        let freeHead = self.freeHead
+        let record = storage + Int(slot)
         // Moved out, not copied: a copy would retain the name, the handler and the extras
         // only to release them again a moment later.
-        let removed = records.withUnsafeMutableBufferPointer { buffer in
-            let element = buffer.baseAddress! + index
-            let removed = element.move()
-            // Generations stay below 2^31 so a local ID never sets the remote bit.
-            let generation = removed.generation &+ 1
-            element.initialize(
-                to: Record(
-                    name: "", callSite: removed.callSite, begunAt: .zero, remoteID: .invalid,
-                    expirationHandler: nil, extras: nil, previous: -1, next: freeHead,
-                    generation: generation >= 1 << 31 ? 1 : generation, phase: .free))
-            return removed
-        }
+        let removed = record.move()
+        // Generations stay below 2^31 so a local ID never sets the remote bit.
+        let generation = removed.generation &+ 1
+        record.initialize(
+            to: Record(
+                name: "", callSite: removed.callSite, begunAt: .zero, remoteID: .invalid,
+                expirationHandler: nil, extras: nil, previous: -1, next: freeHead,
+                generation: generation >= 1 << 31 ? 1 : generation, phase: .free))
         if !removed.remoteID.isInvalid { remoteSlots.removeValue(forKey: removed.remoteID.rawValue) }
-        self.freeHead = slot
+        freeHead = slot
         openCount -= 1
         return removed
     }
@@ -135,30 +160,24 @@ struct GrantTable {
         result.reserveCapacity(openCount)
         var cursor = head
         while cursor >= 0 {
-            let record = records[Int(cursor)]
-            result.append((cursor, record.generation))
-            cursor = record.next
+            result.append((cursor, storage[Int(cursor)].generation))
+            cursor = storage[Int(cursor)].next
         }
         return result
     }
 
-    private mutating func link(_ slot: Int32) {
-        let previousTail = tail
-        records.withUnsafeMutableBufferPointer { buffer in
-            buffer[Int(slot)].previous = previousTail
-            buffer[Int(slot)].next = -1
-            if previousTail >= 0 { buffer[Int(previousTail)].next = slot }
-        }
+    private func link(_ slot: Int32) {
+        storage[Int(slot)].previous = tail
+        storage[Int(slot)].next = -1
+        if tail >= 0 { storage[Int(tail)].next = slot }
         if head < 0 { head = slot }
         tail = slot
     }
 
-    private mutating func unlink(_ slot: Int32) {
-        let (previous, next) = (records[Int(slot)].previous, records[Int(slot)].next)
-        records.withUnsafeMutableBufferPointer { buffer in
-            if previous >= 0 { buffer[Int(previous)].next = next }
-            if next >= 0 { buffer[Int(next)].previous = previous }
-        }
+    private func unlink(_ slot: Int32) {
+        let (previous, next) = (storage[Int(slot)].previous, storage[Int(slot)].next)
+        if previous >= 0 { storage[Int(previous)].next = next }
+        if next >= 0 { storage[Int(next)].previous = previous }
         if head == slot { head = next }
         if tail == slot { tail = previous }
     }
@@ -172,6 +191,8 @@ final class GrantExtras {
     var ownDeadline: MonotonicInstant?
     var expirationStartedAt: MonotonicInstant?
     var expirationDuration: Duration = .zero
+    /// Its entries in the ``DeadlineSchedule`` heap not yet popped: stale once it ends.
+    var heapEntries = 0
 
     init(endHandler: GrantEndHandler?, ownDeadline: MonotonicInstant?) {
         self.endHandler = endHandler

@@ -5,10 +5,10 @@ import Synchronization
 /// Returned by ``Runtime/observe(_:)``. Delivery stops as soon as ``cancel()`` returns
 /// (an event already being delivered on the loop thread may finish).
 public final class ObservationToken: Sendable, Hashable {
-    private let flag: CancellationFlag
+    private let flag: ObserverRegistry.Entry
     private let onCancel: @Sendable () -> Void
 
-    init(flag: CancellationFlag, onCancel: @escaping @Sendable () -> Void) {
+    init(flag: ObserverRegistry.Entry, onCancel: @escaping @Sendable () -> Void) {
         self.flag = flag
         self.onCancel = onCancel
     }
@@ -34,24 +34,33 @@ public final class ObservationToken: Sendable, Hashable {
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }
 
-/// A flag shared by a token and its registry entry, so delivery stops at once.
-final class CancellationFlag: Sendable {
-    private let value = Atomic<Bool>(false)
-
-    /// Sets the flag; returns `true` for the call that set it.
-    func set() -> Bool { !value.exchange(true, ordering: .acquiringAndReleasing) }
-
-    var isSet: Bool { value.load(ordering: .acquiring) }
-}
-
 /// The observers of one runtime. Loop-thread only.
 struct ObserverRegistry {
-    struct Entry {
+    /// One observer, shared by its token (which sets the flag) and the registry.
+    ///
+    /// A class with the flag inside, not a struct holding a flag object: delivering an
+    /// event to a thousand observers then costs one retain and one cache line per
+    /// observer instead of one per field.
+    final class Entry: Sendable {
         let id: UInt64
-        let cancellation: CancellationFlag
         let handler: @Sendable (LifecycleEvent) -> Void
         /// Called once when the runtime terminates (streams finish there).
         let onFinish: (@Sendable () -> Void)?
+        private let cancelled = Atomic<Bool>(false)
+
+        init(
+            id: UInt64, handler: @escaping @Sendable (LifecycleEvent) -> Void, onFinish: (@Sendable () -> Void)?
+        ) {
+            self.id = id
+            self.handler = handler
+            self.onFinish = onFinish
+        }
+
+        /// Sets the flag; returns `true` for the call that set it.
+        func set() -> Bool { !cancelled.exchange(true, ordering: .acquiringAndReleasing) }
+
+        /// Whether delivery to it has stopped.
+        var isSet: Bool { cancelled.load(ordering: .acquiring) }
     }
 
     private var entries: [Entry] = []

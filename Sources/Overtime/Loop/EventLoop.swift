@@ -9,13 +9,19 @@ import Synchronization
 
 /// The one libuv loop of a runtime and the handles the runtime itself owns.
 ///
+/// The deadline timer is a `timerfd` watched by a `uv_poll_t`, not a `uv_timer_t`:
+/// libuv counts timer time in whole milliseconds from a cached loop time, so a libuv
+/// timer fires up to two milliseconds late; a timerfd fires within the kernel's timer
+/// slack (50 µs by default) of the nanosecond asked for.
+///
 /// Ownership: every handle's memory is allocated here and freed in `deinit`, after
 /// `uv_loop_close`, so a close callback can never touch freed memory. All methods
 /// except ``wake()`` and ``isCurrentThread`` run on the loop thread.
 final class EventLoop: @unchecked Sendable {
     let raw: UnsafeMutablePointer<uv_loop_t>
     private let wakeHandle: UnsafeMutablePointer<uv_async_t>
-    private let timerHandle: UnsafeMutablePointer<uv_timer_t>
+    private let timerHandle: UnsafeMutablePointer<uv_poll_t>
+    private let timerDescriptor: Int32
     private var ownedHandles: [UnsafeMutableRawPointer] = []
     private let loopThread = Atomic<UInt>(0)
     private let wakeGate = Locked<Bool>(true)  // true while the wake handle may be signalled
@@ -28,14 +34,18 @@ final class EventLoop: @unchecked Sendable {
     private(set) var closeResult: Int32?
 
     init() throws(RuntimeError) {
+        let descriptor = timerfd_create(CLOCK_MONOTONIC, Int32(TFD_NONBLOCK) | Int32(TFD_CLOEXEC))
+        guard descriptor >= 0 else { throw RuntimeError.libuv(call: "timerfd_create", code: -errno) }
         raw = .allocate(capacity: 1)
         wakeHandle = .allocate(capacity: 1)
         timerHandle = .allocate(capacity: 1)
+        timerDescriptor = descriptor
         let status = uv_loop_init(raw)
         guard status == 0 else {
             raw.deallocate()
             wakeHandle.deallocate()
             timerHandle.deallocate()
+            close(descriptor)
             throw RuntimeError.libuv(call: "uv_loop_init", code: status)
         }
         ownedHandles = [UnsafeMutableRawPointer(wakeHandle), UnsafeMutableRawPointer(timerHandle)]
@@ -43,7 +53,13 @@ final class EventLoop: @unchecked Sendable {
         uv_async_init(raw, wakeHandle) { handle in
             EventLoop.owner(of: handle!.pointee.loop).onWake()
         }
-        uv_timer_init(raw, timerHandle)
+        uv_poll_init(raw, timerHandle, descriptor)
+        uv_poll_start(timerHandle, Int32(UV_READABLE.rawValue)) { handle, _, _ in
+            let owner = EventLoop.owner(of: handle!.pointee.loop)
+            var expirations: UInt64 = 0
+            guard read(owner.timerDescriptor, &expirations, 8) == 8 else { return }  // spurious
+            owner.onTimer()
+        }
     }
 
     deinit {
@@ -53,6 +69,7 @@ final class EventLoop: @unchecked Sendable {
             uv_run(raw, UV_RUN_DEFAULT)
             _ = uv_loop_close(raw)
         }
+        close(timerDescriptor)
         for handle in ownedHandles { handle.deallocate() }
         raw.deallocate()
     }
@@ -85,18 +102,19 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    /// Arms the single deadline timer to fire after `milliseconds` (replacing any earlier arming).
-    func armTimer(milliseconds: UInt64) {
-        uv_update_time(raw)  // libuv caches loop time; without this the timer could fire early
-        uv_timer_start(
-            timerHandle,
-            { handle in EventLoop.owner(of: handle!.pointee.loop).onTimer() },
-            milliseconds, 0)
+    /// Arms the single deadline timer to fire after `nanoseconds` (replacing any earlier arming).
+    func armTimer(nanoseconds: UInt64) {
+        let delay = max(nanoseconds, 1)  // an all-zero value would disarm it
+        var setting = itimerspec()
+        setting.it_value.tv_sec = Int(delay / 1_000_000_000)
+        setting.it_value.tv_nsec = Int(delay % 1_000_000_000)
+        timerfd_settime(timerDescriptor, 0, &setting, nil)
     }
 
     /// Stops the deadline timer.
     func disarmTimer() {
-        uv_timer_stop(timerHandle)
+        var setting = itimerspec()
+        timerfd_settime(timerDescriptor, 0, &setting, nil)
     }
 
     /// Runs the loop on the calling thread until every handle is closed, then closes the loop.

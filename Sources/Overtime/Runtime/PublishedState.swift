@@ -9,8 +9,11 @@ final class PublishedState: Sendable {
     private let stateValue = Atomic<UInt8>(LifecycleState.active.rawValue)
     /// Nanoseconds of the background deadline, 0 when none.
     private let deadlineValue = Atomic<UInt64>(0)
-    /// Open grants plus grants begun off the loop and not yet applied.
-    let reservedGrants = Atomic<Int>(0)
+    /// Grants begun off the loop whose begin the loop has not applied yet.
+    private let remoteReservations = Atomic<Int>(0)
+    /// The grant table's open count, as the loop last stored it (a plain store per
+    /// begin and end: the loop's own begins need no read-modify-write).
+    private let openOnLoop = Atomic<Int>(0)
     /// The counter behind IDs handed out off the loop.
     let lastRemoteNumber = Atomic<UInt64>(0)
 
@@ -31,14 +34,28 @@ final class PublishedState: Sendable {
         deadlineValue.store(deadline.map { max($0.nanoseconds, 1) } ?? 0, ordering: .releasing)
     }
 
-    /// Takes one place under `limit`; `false` when the cap is reached.
-    func reserveGrant(limit: Int) -> Bool {
-        if reservedGrants.wrappingAdd(1, ordering: .relaxed).newValue <= limit { return true }
-        reservedGrants.wrappingSubtract(1, ordering: .relaxed)
+    /// Off the loop: takes one place under `limit` for a grant not yet applied; `false`
+    /// when the cap is reached.
+    func reserveRemoteGrant(limit: Int) -> Bool {
+        let remote = remoteReservations.wrappingAdd(1, ordering: .relaxed).newValue
+        if remote + openOnLoop.load(ordering: .relaxed) <= limit { return true }
+        remoteReservations.wrappingSubtract(1, ordering: .relaxed)
         return false
     }
 
-    func releaseGrant() {
-        reservedGrants.wrappingSubtract(1, ordering: .relaxed)
+    /// A reserved remote grant was applied (it is in the table now) or refused.
+    func releaseRemoteGrant() {
+        remoteReservations.wrappingSubtract(1, ordering: .relaxed)
+    }
+
+    /// On the loop: whether one more grant fits beside `open` grants in the table and
+    /// the remote ones reserved.
+    func hasRoom(open: Int, limit: Int) -> Bool {
+        open + remoteReservations.load(ordering: .relaxed) < limit
+    }
+
+    /// On the loop: publishes the table's open count.
+    func setOpenOnLoop(_ open: Int) {
+        openOnLoop.store(open, ordering: .relaxed)
     }
 }

@@ -115,7 +115,7 @@ extension Runtime {
         if let refusal = publishedRefusal(now: draft.begunAt, maximumDuration: draft.maximumDuration) {
             return .failure(refusal)
         }
-        guard published.reserveGrant(limit: configuration.maximumOpenBackgroundTasks) else {
+        guard published.reserveRemoteGrant(limit: configuration.maximumOpenBackgroundTasks) else {
             return .failure(.tooManyOpenTasks(limit: configuration.maximumOpenBackgroundTasks))
         }
         let id = BackgroundTaskID.remote(published.lastRemoteNumber.wrappingAdd(1, ordering: .relaxed).newValue)
@@ -124,7 +124,7 @@ extension Runtime {
             maximumDuration: draft.maximumDuration, expirationHandler: draft.expirationHandler,
             endHandler: draft.endHandler)
         guard queue.enqueue(.begin(request)) else {
-            published.releaseGrant()
+            published.releaseRemoteGrant()
             return .failure(.terminated)
         }
         return .success(id)

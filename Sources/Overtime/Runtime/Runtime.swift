@@ -229,11 +229,10 @@ public final class Runtime: Sendable {
         _ handler: @escaping @Sendable (LifecycleEvent) -> Void, onFinish: (@Sendable () -> Void)?
     ) -> ObservationToken {
         let id = nextObserverID.wrappingAdd(1, ordering: .relaxed).newValue
-        let flag = CancellationFlag()
-        let entry = ObserverRegistry.Entry(id: id, cancellation: flag, handler: handler, onFinish: onFinish)
+        let entry = ObserverRegistry.Entry(id: id, handler: handler, onFinish: onFinish)
         let core = self.core
         let queue = self.queue
-        let token = ObservationToken(flag: flag) {
+        let token = ObservationToken(flag: entry) {
             _ = queue.enqueue(.run { core.observers.remove(id: id) })
         }
         if !onLoop({ core in core.addObserver(entry) }) {

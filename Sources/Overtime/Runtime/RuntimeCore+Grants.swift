@@ -47,9 +47,11 @@ extension RuntimeCore {
         expirationHandler: (@Sendable () -> Void)?,
         endHandler: GrantEndHandler?
     ) -> Result<BackgroundTaskID, BackgroundTaskRefusal> {
-        let begunAt = loopTime
+        // The callback's start time saves a clock read per begin; a grant with a deadline
+        // of its own reads the clock, so a long callback cannot shorten its time.
+        let begunAt = maximumDuration == nil ? loopTime : now
         if let refusal = refusal(now: begunAt, maximumDuration: maximumDuration) { return .failure(refusal) }
-        guard published.reserveGrant(limit: configuration.maximumOpenBackgroundTasks) else {
+        guard published.hasRoom(open: grants.openCount, limit: configuration.maximumOpenBackgroundTasks) else {
             return .failure(.tooManyOpenTasks(limit: configuration.maximumOpenBackgroundTasks))
         }
         let slot = store(
@@ -62,7 +64,7 @@ extension RuntimeCore {
     func applyRemoteBegin(_ request: RemoteBegin) {
         if let refusal = refusal(now: request.begunAt, maximumDuration: request.maximumDuration) {
             // The caller already holds a valid ID: refuse late, visibly.
-            published.releaseGrant()
+            published.releaseRemoteGrant()
             metrics.shared.countRefusal(refusal)
             logger.warning(
                 "background task refused after its ID was returned: \(refusal)",
@@ -75,6 +77,7 @@ extension RuntimeCore {
             name: request.name, callSite: request.callSite, begunAt: request.begunAt,
             maximumDuration: request.maximumDuration, expirationHandler: request.expirationHandler,
             endHandler: request.endHandler, remoteID: request.id)
+        published.releaseRemoteGrant()  // counted in the table now
         if let callSite = earlyRemoteEnds.removeValue(forKey: request.id.rawValue) {
             finish(slot: slot, callSite: callSite)
         }
@@ -94,9 +97,9 @@ extension RuntimeCore {
             name: name, callSite: callSite, begunAt: begunAt, remoteID: remoteID,
             expirationHandler: expirationHandler, extras: extras)
         if let ownDeadline {
-            let generation = grants[slot].generation
-            deadlines.schedule(at: ownDeadline - configuration.expirationLeadTime, slot: slot, generation: generation)
+            schedule(slot: slot, at: ownDeadline - configuration.expirationLeadTime)
         }
+        published.setOpenOnLoop(grants.openCount)
         metrics.pendingBegun += 1
         return slot
     }
@@ -119,7 +122,8 @@ extension RuntimeCore {
     private func finish(slot: Int32, callSite: CallSite) {
         let id = grants.id(ofSlot: slot)  // before the slot's generation moves on
         let record = grants.remove(slot: slot)
-        published.releaseGrant()
+        published.setOpenOnLoop(grants.openCount)
+        if let stale = record.extras?.heapEntries, stale > 0 { deadlines.noteEntriesStale(stale) }
         let reason: BackgroundTaskEndReason = record.phase == .open ? .completed : .expired
         if reason == .completed { metrics.pendingCompleted += 1 } else { metrics.pendingExpiredEnds += 1 }
         if let endHandler = record.extras?.endHandler {
@@ -165,6 +169,7 @@ extension RuntimeCore {
         var due = deadlines.popDue(now: now)
         while !due.isEmpty {
             for entry in due where grants.isOpen(slot: entry.slot, generation: entry.generation) {
+                grants[entry.slot].extras?.heapEntries -= 1
                 guard let ownDeadline = grants[entry.slot].extras?.ownDeadline else { continue }
                 if now >= ownDeadline {
                     terminate(slot: entry.slot, now: now)
@@ -172,12 +177,10 @@ extension RuntimeCore {
                 } else if now >= ownDeadline - configuration.expirationLeadTime {
                     expire(slot: entry.slot, generation: entry.generation)
                     if grants.isOpen(slot: entry.slot, generation: entry.generation) {
-                        deadlines.schedule(at: ownDeadline, slot: entry.slot, generation: entry.generation)
+                        schedule(slot: entry.slot, at: ownDeadline)
                     }
                 } else {
-                    deadlines.schedule(
-                        at: ownDeadline - configuration.expirationLeadTime, slot: entry.slot,
-                        generation: entry.generation)
+                    schedule(slot: entry.slot, at: ownDeadline - configuration.expirationLeadTime)
                 }
             }
             due = deadlines.popDue(now: now)
@@ -197,6 +200,12 @@ extension RuntimeCore {
             logger.critical("exiting after terminating background tasks", metadata: ["status": "\(status)"])
             exitProcess(status: status)
         }
+    }
+
+    /// Adds a heap entry for the grant in `slot` (which has extras), counted in them.
+    private func schedule(slot: Int32, at instant: MonotonicInstant) {
+        deadlines.schedule(at: instant, slot: slot, generation: grants.generation(ofSlot: slot))
+        grants[slot].extras?.heapEntries += 1
     }
 
     /// Runs the grant's expiration handler once.
@@ -226,7 +235,8 @@ extension RuntimeCore {
     func terminate(slot: Int32, now: MonotonicInstant) {
         let id = grants.id(ofSlot: slot)
         let record = grants.remove(slot: slot)
-        published.releaseGrant()
+        published.setOpenOnLoop(grants.openCount)
+        if let stale = record.extras?.heapEntries, stale > 0 { deadlines.noteEntriesStale(stale) }
         metrics.pendingTerminated += 1
         let report = TerminationReport(
             name: record.name, id: id, callSite: record.callSite, begunAt: record.begunAt,
@@ -265,7 +275,7 @@ extension RuntimeCore {
                 logger.warning("force-expire: no open background task with that ID", metadata: ["id": "\(id)"])
                 return
             }
-            targets = [(slot, grants[slot].generation)]
+            targets = [(slot, grants.generation(ofSlot: slot))]
         } else {
             targets = grants.openSlotsInBeginOrder()
         }
@@ -275,7 +285,7 @@ extension RuntimeCore {
             grants[slot].extras = extras
             expire(slot: slot, generation: generation)
             if grants.isOpen(slot: slot, generation: generation) {
-                deadlines.schedule(at: extras.ownDeadline!, slot: slot, generation: generation)
+                schedule(slot: slot, at: extras.ownDeadline!)
             }
         }
     }

@@ -32,7 +32,7 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
     // and dynamic exclusivity checks on every begin/end cost more than the work itself.
     @exclusivity(unchecked) var metrics: RuntimeMetrics
     @exclusivity(unchecked) var lifecycle = LifecycleMachine()
-    @exclusivity(unchecked) var grants = GrantTable()
+    let grants = GrantTable()
     @exclusivity(unchecked) var deadlines: DeadlineSchedule
     @exclusivity(unchecked) var observers = ObserverRegistry()
     /// The time the current callback started, like libuv's `uv_now`: grants begun on the
@@ -166,9 +166,7 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
             return
         }
         let current = now
-        let nanoseconds = next > current ? next.nanoseconds - current.nanoseconds : 0
-        // Round up: libuv counts milliseconds, and firing early would only re-arm.
-        loop.armTimer(milliseconds: (nanoseconds + 999_999) / 1_000_000)
+        loop.armTimer(nanoseconds: next > current ? next.nanoseconds - current.nanoseconds : 0)
     }
 
     /// The timer fired (or virtual time reached the wake-up).
@@ -208,7 +206,7 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
         for leftover in queue.close() {
             switch leftover {
             case .begin(let request):
-                published.releaseGrant()
+                published.releaseRemoteGrant()
                 logger.warning(
                     "background task refused: the runtime terminated before it began",
                     metadata: ["task": "\(request.name)", "id": "\(request.id)", "call_site": "\(request.callSite)"])

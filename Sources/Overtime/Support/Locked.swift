@@ -46,19 +46,38 @@ package final class Locked<Value>: @unchecked Sendable {
         return try body(&value)
     }
 
-    /// Inside ``withLock(_:)``: releases the lock until ``broadcast()`` or `seconds` pass
-    /// (monotonic), then holds it again. Returns `false` on timeout. Spurious wake-ups
-    /// happen: callers loop on their condition.
-    package func wait(seconds: Double? = nil) -> Bool {
-        guard let seconds else {
-            pthread_cond_wait(condition, mutex)
-            return true
+    /// Waits, with the lock released meanwhile, until `ready` holds for the value (or
+    /// `timeout` seconds pass, monotonic), then runs `body` with the value and whether it
+    /// was ready, all under the lock. ``broadcast()`` wakes waiters to check again.
+    ///
+    /// The wait is here, not inside a ``withLock(_:)`` body: a body holds the value as an
+    /// `inout` parameter, which the optimizer may keep in registers across the wait, so a
+    /// condition read there would never see other threads' changes (a release build then
+    /// waits forever).
+    package func withLock<Result, Failure: Error>(
+        waitingUntil ready: (inout Value) -> Bool, timeout: Double? = nil,
+        _ body: (inout Value, _ ready: Bool) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        var deadline = timespec()
+        if let timeout {
+            var now = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &now)
+            let total = Double(now.tv_sec) + Double(now.tv_nsec) / 1e9 + max(timeout, 0)
+            deadline = timespec(tv_sec: Int(total), tv_nsec: Int((total - total.rounded(.down)) * 1e9))
         }
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        let total = Double(now.tv_sec) + Double(now.tv_nsec) / 1e9 + max(seconds, 0)
-        var deadline = timespec(tv_sec: Int(total), tv_nsec: Int((total - total.rounded(.down)) * 1e9))
-        return pthread_cond_timedwait(condition, mutex, &deadline) == 0
+        var isReady = ready(&value)
+        while !isReady {
+            if timeout == nil {
+                pthread_cond_wait(condition, mutex)
+            } else if pthread_cond_timedwait(condition, mutex, &deadline) != 0 {
+                isReady = ready(&value)
+                break
+            }
+            isReady = ready(&value)
+        }
+        return try body(&value, isReady)
     }
 
     /// Wakes every waiter.

@@ -124,9 +124,7 @@ public final class SpoolLogWriter: Sendable {
 
     /// Blocks until every line submitted before the call is in the spool (or failed).
     public func flush() {
-        state.withLock { state in
-            while !state.queue.isEmpty || state.inFlight { _ = self.state.wait(seconds: 0.05) }
-        }
+        state.withLock(waitingUntil: { $0.queue.isEmpty && !$0.inFlight }) { _, _ in }
     }
 
     /// Lines dropped because the queue was full.
@@ -141,7 +139,8 @@ public final class SpoolLogWriter: Sendable {
         state.withLock { state in
             state.inFlight = false
             self.state.broadcast()
-            while state.queue.isEmpty { _ = self.state.wait() }
+        }
+        return state.withLock(waitingUntil: { !$0.queue.isEmpty }) { state, _ in
             var batch: [[UInt8]] = []
             swap(&batch, &state.queue)
             if state.dropped > 0 {

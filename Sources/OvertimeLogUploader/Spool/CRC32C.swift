@@ -1,21 +1,14 @@
+import CCRC32C
+
 /// CRC-32C (Castagnoli), the checksum of every spool record.
 ///
 /// Castagnoli rather than the zlib polynomial: better error detection for the record
-/// sizes involved, and the one storage formats use (iSCSI, ext4, LevelDB).
+/// sizes involved, the one storage formats use (iSCSI, ext4, LevelDB), and the one CPUs
+/// compute in hardware (the C module `CCRC32C` uses that instruction when present).
 enum CRC32C {
-    private static let table: [UInt32] = (0..<256).map { index in
-        var crc = UInt32(index)
-        for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0x82F6_3B78 : crc >> 1 }
-        return crc
-    }
-
     /// The checksum of `bytes`.
     static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
-        var crc: UInt32 = 0xFFFF_FFFF
-        table.withUnsafeBufferPointer { table in
-            for byte in bytes { crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
-        }
-        return crc ^ 0xFFFF_FFFF
+        overtime_crc32c(0, bytes.baseAddress, bytes.count)
     }
 
     static func checksum(_ bytes: [UInt8]) -> UInt32 {

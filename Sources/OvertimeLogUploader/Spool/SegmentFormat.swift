@@ -37,7 +37,11 @@ public enum SegmentFormat {
         buffer.appendLittleEndian(UInt32(0))  // checksum, filled in below
         buffer.appendLittleEndian(sequence)
         buffer.appendLittleEndian(time)
-        buffer.append(contentsOf: line)
+        // Contiguous lines (arrays, most callers) are copied with one memcpy; the generic
+        // path walks an iterator byte by byte, unspecialized across the module boundary.
+        if line.withContiguousStorageIfAvailable({ buffer.append(contentsOf: $0) }) == nil {
+            buffer.append(contentsOf: line)
+        }
         let crc = buffer.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[(start + 8)...])) }
         buffer.withUnsafeMutableBytes { $0.storeBytes(of: crc.littleEndian, toByteOffset: start + 4, as: UInt32.self) }
     }

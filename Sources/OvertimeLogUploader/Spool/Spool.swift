@@ -96,8 +96,16 @@ public final class Spool: Sendable {
         var encoded: [UInt8] = []
         encoded.reserveCapacity(lines.reduce(0) { $0 + $1.count + SegmentFormat.frameSize + 16 })
         let time = Self.wallClockNanoseconds()
-        let (range, ticket, lead) = try state.withLock { (state) throws(SpoolError) in
-            let needed = lines.reduce(0) { $0 + $1.count + SegmentFormat.frameSize + SegmentFormat.bodyPrefixSize }
+        let needed = lines.reduce(0) { $0 + $1.count + SegmentFormat.frameSize + SegmentFormat.bodyPrefixSize }
+        let quota = configuration.quotaBytes
+        var roomTimeout: Double?
+        if case .blockWriter(let timeout) = configuration.quotaPolicy {
+            roomTimeout = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+        }
+        let (range, ticket, lead) = try state.withLock(
+            // Only a blocking quota waits for room (acknowledgements make it).
+            waitingUntil: { roomTimeout == nil || $0.storedBytes + needed <= quota }, timeout: roomTimeout
+        ) { (state, _) throws(SpoolError) in
             try makeRoom(&state, needed: needed)
             let first = state.nextSequence
             for line in lines {
@@ -112,8 +120,7 @@ public final class Spool: Sendable {
             return (first...(state.nextSequence - 1), state.issuedTicket + 1, lead)
         }
         if lead { writeBatches() }
-        try state.withLock { (state) throws(SpoolError) in
-            while state.durableTicket < ticket { _ = self.state.wait() }
+        try state.withLock(waitingUntil: { $0.durableTicket >= ticket }) { (state, _) throws(SpoolError) in
             if let error = state.failures[ticket] { throw error }
         }
         counters.appended.increment(by: Int64(lines.count))
@@ -203,8 +210,7 @@ public final class Spool: Sendable {
     /// Seals the active segment if it holds any record, so that everything spooled so far
     /// can be uploaded. Waits for a write in progress to finish first.
     public func sealActiveSegment() throws(SpoolError) {
-        try state.withLock { (state) throws(SpoolError) in
-            while state.writing { _ = self.state.wait() }
+        try state.withLock(waitingUntil: { !$0.writing }) { (state, _) throws(SpoolError) in
             try seal(&state)
         }
     }
@@ -328,14 +334,8 @@ public final class Spool: Sendable {
                         "sequences": "\(oldest.firstSequence)...\(oldest.lastSequence)",
                     ])
             }
-        case .blockWriter(let timeout):
-            let deadline = SystemClock().now + timeout
-            while state.storedBytes + needed > quota {
-                let left = deadline - SystemClock().now
-                if left <= .zero { break }
-                _ = self.state.wait(
-                    seconds: Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18)
-            }
+        case .blockWriter:
+            break  // `append` waited for room before calling
         }
         if state.storedBytes + needed > quota {
             counters.quotaRejections.increment()
