@@ -1,0 +1,55 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// Overtime's benchmarks, a package of their own so that users of the library never
+// build them (nor SwiftNIO and package-benchmark, which only the peers and the
+// micro-benchmarks need). `./run` is the entry point; see README.md here.
+let package = Package(
+    name: "OvertimeBenchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(name: "Overtime", path: ".."),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+    ],
+    targets: [
+        // Raw libuv and libcurl for the peers and the ceiling sender (the Overtime package
+        // keeps its own C modules internal).
+        .systemLibrary(name: "CLibUVPeer", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
+        .systemLibrary(name: "CCurlPeer", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // Every scenario, for Overtime and each peer, as plain functions.
+        .target(
+            name: "BenchmarkScenarios",
+            dependencies: [
+                "CLibUVPeer",
+                "CCurlPeer",
+                .product(name: "Overtime", package: "Overtime"),
+                .product(name: "OvertimeLogUploader", package: "Overtime"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The runner behind ./run: every scenario in one process run, results/latest.{json,md}.
+        .executableTarget(
+            name: "overtime-bench",
+            dependencies: [
+                "BenchmarkScenarios",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        // package-benchmark micro-benchmarks (`swift package benchmark`): the begin+end
+        // pair per implementation, with allocation and instruction counts.
+        .executableTarget(
+            name: "GrantPairs",
+            dependencies: [
+                "BenchmarkScenarios",
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/GrantPairs",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+    ]
+)

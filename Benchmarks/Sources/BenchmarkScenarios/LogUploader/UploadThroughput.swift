@@ -1,0 +1,90 @@
+import CCurlPeer
+import Foundation
+import Logging
+import Overtime
+import OvertimeLogUploader
+
+/// `upload_lines_per_sec`: a spool of 200-byte lines in sealed 1 MiB segments (the
+/// default size), uploaded with HTTP PUT to a local nginx. `overtime` is the
+/// `LogUploader` draining inside its grant after `requestBackground()`; `ceiling` is a
+/// plain libcurl loop PUTting the same segment files, read into memory beforehand, over
+/// one kept-alive connection: the most this nginx takes from one sender.
+public enum UploadThroughput {
+    /// Fills a spool with `lines` lines and seals it.
+    static func filledSpool(lines: Int, scratch: String) throws -> Spool {
+        var configuration = SpoolConfiguration()
+        configuration.quotaBytes = 8 << 30
+        configuration.durability = .operatingSystemBuffer  // preparation, not measured
+        let spool = try Spool(
+            directory: scratch + "/upload-\(UUID().uuidString)", configuration: configuration,
+            logger: Logger(label: "overtime-bench") { _ in SwiftLogNoOpLogHandler() })
+        let batch = [[UInt8]](repeating: SpoolIngest.line, count: 1_000)
+        var written = 0
+        while written < lines {
+            try spool.append(Array(batch.prefix(lines - written)))
+            written += min(1_000, lines - written)
+        }
+        try spool.sealActiveSegment()
+        return spool
+    }
+
+    /// The `LogUploader` with `HTTPSink`, from the background request until the spool is empty.
+    public static func overtime(baseURL: String, lines: Int, scratch: String) throws -> Double {
+        let spool = try filledSpool(lines: lines, scratch: scratch)
+        defer { try? FileManager.default.removeItem(atPath: spool.directory) }
+        let runtime = try BenchmarkRuntime.start(lead: .seconds(5), budget: .seconds(600))
+        defer { BenchmarkRuntime.stop(runtime) }
+        let uploader = LogUploader(
+            runtime: runtime, spool: spool, sink: HTTPSink(baseURL: baseURL + "/overtime", runtime: runtime),
+            logger: Logger(label: "overtime-bench") { _ in SwiftLogNoOpLogHandler() })
+        uploader.start()
+        defer { uploader.stop() }
+        runtime.flush()
+        let start = monotonicNanoseconds()
+        runtime.requestBackground()
+        while spool.pendingLines > 0 {
+            let statistics = uploader.statistics
+            if statistics.failedAttempts > 0 || statistics.deadLetteredSegments > 0 {
+                throw ScenarioError("upload failed: \(statistics.lastError ?? "?")")
+            }
+            usleep(200)
+        }
+        let elapsed = monotonicNanoseconds() - start
+        return Double(uploader.statistics.uploadedLines) * 1e9 / Double(elapsed)
+    }
+
+    /// libcurl's easy interface PUTting pre-built bodies back to back.
+    public static func ceiling(baseURL: String, lines: Int, scratch: String) throws -> Double {
+        let spool = try filledSpool(lines: lines, scratch: scratch)
+        defer { try? FileManager.default.removeItem(atPath: spool.directory) }
+        let segments = spool.sealedSegments
+        let bodies = try segments.map { try Data(contentsOf: URL(fileURLWithPath: $0.path)) }
+        guard let curl = curl_easy_init() else { throw ScenarioError("curl_easy_init failed") }
+        defer { curl_easy_cleanup(curl) }
+        let headers = curl_slist_append(nil, "Expect:")  // no 100-continue round trip
+        defer { curl_slist_free_all(headers) }
+        bench_easy_setopt_pointer(curl, CURLOPT_HTTPHEADER, headers)
+        bench_easy_setopt_pointer(curl, CURLOPT_CUSTOMREQUEST, "PUT")
+        bench_easy_setopt_long(curl, CURLOPT_TCP_NODELAY, 1)
+        bench_easy_setopt_write_function(curl) { _, size, count, _ in size * count }
+        let start = monotonicNanoseconds()
+        for (index, body) in bodies.enumerated() {
+            let url = "\(baseURL)/ceiling/\(index).log"
+            let code = url.withCString { url in
+                body.withUnsafeBytes { bytes in
+                    bench_easy_setopt_pointer(curl, CURLOPT_URL, url)
+                    bench_easy_setopt_pointer(curl, CURLOPT_POSTFIELDS, bytes.baseAddress)
+                    bench_easy_setopt_offset(curl, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count))
+                    return curl_easy_perform(curl)
+                }
+            }
+            var status = 0
+            bench_easy_getinfo_response_code(curl, &status)
+            guard code == CURLE_OK, (200..<300).contains(status) else {
+                throw ScenarioError("ceiling PUT failed: curl \(code.rawValue), HTTP \(status)")
+            }
+        }
+        let elapsed = monotonicNanoseconds() - start
+        return Double(segments.reduce(0) { $0 + $1.records }) * 1e9 / Double(elapsed)
+    }
+}

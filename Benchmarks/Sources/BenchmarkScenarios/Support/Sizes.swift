@@ -1,0 +1,54 @@
+/// How big each scenario runs: the sizes (`full`), the same shapes run shorter
+/// (`quick`, a few minutes in all), or every scenario tiny so the code cannot rot (`smoke`).
+public enum BenchmarkMode: String, Sendable, CaseIterable {
+    case full, quick, smoke
+
+    /// The sizes for this mode.
+    public var sizes: Sizes {
+        switch self {
+        case .full:
+            Sizes(
+                openGrants: 1_000_000, pairSeconds: 2, crossThreadPairs: 4_000_000, latenessGrants: 100_000,
+                latenessSpreadSeconds: 10, memoryGrants: 1_000_000, idleGrants: 10_000, idleSeconds: 10,
+                observers: 1_000, transitions: 20_000, spoolLines: 2_000_000, uploadLines: 2_000_000)
+        case .quick:
+            Sizes(
+                openGrants: 1_000_000, pairSeconds: 0.5, crossThreadPairs: 2_000_000, latenessGrants: 100_000,
+                latenessSpreadSeconds: 10, memoryGrants: 1_000_000, idleGrants: 10_000, idleSeconds: 3,
+                observers: 1_000, transitions: 5_000, spoolLines: 1_000_000, uploadLines: 1_000_000)
+        case .smoke:
+            Sizes(
+                openGrants: 10_000, pairSeconds: 0.02, crossThreadPairs: 20_000, latenessGrants: 1_000,
+                latenessSpreadSeconds: 0.2, memoryGrants: 10_000, idleGrants: 1_000, idleSeconds: 0.2,
+                observers: 1_000, transitions: 20, spoolLines: 20_000, uploadLines: 20_000)
+        }
+    }
+}
+
+/// Scenario sizes (see ``BenchmarkMode``).
+public struct Sizes: Sendable {
+    /// Grants (or timers, tasks) kept open while begin+end pairs are timed.
+    public var openGrants: Int
+    /// How long each implementation's begin+end pairs are timed.
+    public var pairSeconds: Double
+    /// Begin+end pairs made by the two threads off the loop, together.
+    public var crossThreadPairs: Int
+    /// Grants whose expiration lateness is measured.
+    public var latenessGrants: Int
+    /// Their deadlines are spread evenly over this many seconds.
+    public var latenessSpreadSeconds: Double
+    /// Open grants whose resident memory is measured.
+    public var memoryGrants: Int
+    /// Open grants while the loop should sleep.
+    public var idleGrants: Int
+    /// How long the loop thread's wake-ups are counted.
+    public var idleSeconds: Double
+    /// Observers registered for the transition round trip.
+    public var observers: Int
+    /// Background→foreground round trips timed.
+    public var transitions: Int
+    /// 200-byte lines appended to the spool.
+    public var spoolLines: Int
+    /// 200-byte lines uploaded to nginx.
+    public var uploadLines: Int
+}

@@ -1,0 +1,62 @@
+/// The metrics `latest.json` holds, in report order, with the targets the issue sets.
+/// Names are a contract: add new ones, never rename.
+struct MetricSpec: Sendable {
+    let name: String
+    let unit: String
+    let higherIsBetter: Bool
+    /// What it measures, for the table.
+    let what: String
+    /// The target, for the table, and the check of the measured values against it.
+    let target: String
+    let meetsTarget: @Sendable ([String: Double]) -> Bool?
+
+    static let all: [MetricSpec] = [
+        MetricSpec(
+            name: "grant_begin_end_pairs_per_sec", unit: "pairs/s", higherIsBetter: true,
+            what: "1,000,000 open, then begin+end pairs on one thread",
+            target: "≥ 10,000,000 and ≥ 4× libuv_timer"
+        ) { values in
+            guard let overtime = values["overtime"], let libuv = values["libuv_timer"] else { return nil }
+            return overtime >= 10_000_000 && overtime >= 4 * libuv
+        },
+        MetricSpec(
+            name: "grant_begin_end_cross_thread_pairs_per_sec", unit: "pairs/s", higherIsBetter: true,
+            what: "two threads off the loop, 1,000,000 open", target: "≥ 2,000,000"
+        ) { values in values["overtime"].map { $0 >= 2_000_000 } },
+        MetricSpec(
+            name: "expiration_lateness_p99_us", unit: "µs", higherIsBetter: false,
+            what: "100,000 deadlines over 10 s, real clock", target: "≤ 1,000 and no worse than either peer"
+        ) { values in
+            guard let overtime = values["overtime"] else { return nil }
+            let peers = [values["nio_scheduled"], values["dispatch_after"]].compactMap { $0 }
+            return overtime <= 1_000 && peers.allSatisfy { overtime <= $0 }
+        },
+        MetricSpec(
+            name: "expiration_lateness_p50_us", unit: "µs", higherIsBetter: false,
+            what: "the same run's median", target: "(context for the p99)"
+        ) { _ in nil },
+        MetricSpec(
+            name: "bytes_per_open_grant", unit: "bytes", higherIsBetter: false,
+            what: "resident growth / 1,000,000 open", target: "≤ 128"
+        ) { values in values["overtime"].map { $0 <= 128 } },
+        MetricSpec(
+            name: "idle_wakeups_per_sec", unit: "wake-ups/s", higherIsBetter: false,
+            what: "10,000 open in the foreground, nothing due", target: "0"
+        ) { values in values["overtime"].map { $0 == 0 } },
+        MetricSpec(
+            name: "transition_1000_observers_p99_us", unit: "µs", higherIsBetter: false,
+            what: "background→foreground round trip, 1,000 observers", target: "≤ 100"
+        ) { values in values["overtime"].map { $0 <= 100 } },
+        MetricSpec(
+            name: "spool_ingest_lines_per_sec", unit: "lines/s", higherIsBetter: true,
+            what: "200-byte lines, fdatasync per group commit", target: "≥ 1,000,000 (overtime_append)"
+        ) { values in values["overtime_append"].map { $0 >= 1_000_000 } },
+        MetricSpec(
+            name: "upload_lines_per_sec", unit: "lines/s", higherIsBetter: true,
+            what: "HTTP PUT to a local nginx", target: "≥ 80 % of ceiling"
+        ) { values in
+            guard let overtime = values["overtime"], let ceiling = values["ceiling"] else { return nil }
+            return overtime >= 0.8 * ceiling
+        },
+    ]
+}

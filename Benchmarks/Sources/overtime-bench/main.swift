@@ -1,0 +1,82 @@
+import ArgumentParser
+import BenchmarkScenarios
+import Foundation
+
+/// The runner behind `Benchmarks/run`: every scenario, for Overtime and each peer, in one
+/// run; writes `latest.json` (metric → implementation → number) and `latest.md`.
+struct OvertimeBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "overtime-bench", abstract: "Overtime against the timers a user would pick instead.")
+
+    @Option(help: "full, quick or smoke.")
+    var mode: String = "full"
+
+    @Option(help: "Where latest.json and latest.md go.")
+    var output: String = "results"
+
+    @Option(help: "Base URL of a local nginx that stores PUTs (the upload rows need it).")
+    var nginx: String?
+
+    @Option(help: "A folder on disk (not tmpfs) for spools.")
+    var scratch: String = "/var/tmp"
+
+    @Option(help: "Only these metrics (comma-separated names).")
+    var only: String?
+
+    @Option(help: "Only these implementations (comma-separated names), e.g. for profiling one.")
+    var implementations: String?
+
+    @Option(help: .hidden)
+    var childMemory: String?
+
+    @Option(help: .hidden)
+    var count: Int = 0
+
+    func run() throws {
+        if let implementation = childMemory {
+            // One row of bytes_per_open_grant, in a process of its own.
+            print(try OpenGrantMemory.measure(implementation, count: count))
+            return
+        }
+        guard let mode = BenchmarkMode(rawValue: mode) else {
+            throw ValidationError("unknown mode \(self.mode): use full, quick or smoke")
+        }
+        let selected = only.map { Set($0.split(separator: ",").map(String.init)) }
+        if let selected, let unknown = selected.first(where: { name in !MetricSpec.all.contains { $0.name == name } }) {
+            throw ValidationError("unknown metric \(unknown)")
+        }
+        var report = Report(mode: mode)
+        var failures = 0
+        let sizes = mode.sizes
+        let scenarios = Scenarios(sizes: sizes, nginx: nginx, scratch: scratch)
+        for spec in MetricSpec.all where selected?.contains(spec.name) ?? true {
+            let chosen = implementations.map { Set($0.split(separator: ",").map(String.init)) }
+            for (implementation, measure) in scenarios.rows(for: spec.name)
+            where chosen?.contains(implementation) ?? true {
+                log("\(spec.name) / \(implementation) …")
+                do {
+                    let value = try measure()
+                    report.record(spec.name, implementation, value)
+                    log("  \(Report.format(value)) \(spec.unit)")
+                } catch {
+                    failures += 1
+                    report.note("\(spec.name) / \(implementation) not measured: \(error)")
+                    log("  not measured: \(error)")
+                }
+            }
+        }
+        report.notes += scenarios.notes.value
+        try report.write(to: output)
+        print(report.markdown())
+        if failures > 0 {
+            log("\(failures) rows could not be measured (see the notes)")
+            throw ExitCode(1)
+        }
+    }
+}
+
+func log(_ message: String) {
+    FileHandle.standardError.write(Data((message + "\n").utf8))
+}
+
+OvertimeBench.main()
