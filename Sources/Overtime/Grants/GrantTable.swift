@@ -56,6 +56,7 @@ final class GrantTable {
     }
 
     /// Stores a new open grant at the end of the begin order; returns its slot.
+    @inline(__always)
     func insert(
         name: String, callSite: CallSite, begunAt: MonotonicInstant, remoteID: BackgroundTaskID,
         expirationHandler: (@Sendable () -> Void)?, extras: GrantExtras?
@@ -98,6 +99,7 @@ final class GrantTable {
     }
 
     /// The slot of an open grant, or `nil` for an unknown, ended or invalid ID.
+    @inline(__always)
     func slot(for id: BackgroundTaskID) -> Int32? {
         if id.isInvalid { return nil }
         if id.isRemote { return remoteSlots[id.rawValue] }
@@ -111,6 +113,7 @@ final class GrantTable {
     }
 
     /// The public ID of the grant in `slot`.
+    @inline(__always)
     func id(ofSlot slot: Int32) -> BackgroundTaskID {
         let record = storage + Int(slot)
         let remote = record.pointee.remoteID
@@ -135,6 +138,7 @@ final class GrantTable {
 
     /// Removes the grant in `slot` and returns its record. The slot's next generation
     /// makes every copy of the old ID stale.
+    @inline(__always)
     func remove(slot: Int32) -> Record {
         unlink(slot)
         let record = storage + Int(slot)
@@ -166,6 +170,7 @@ final class GrantTable {
         return result
     }
 
+    @inline(__always)
     private func link(_ slot: Int32) {
         storage[Int(slot)].previous = tail
         storage[Int(slot)].next = -1
@@ -174,6 +179,7 @@ final class GrantTable {
         tail = slot
     }
 
+    @inline(__always)
     private func unlink(_ slot: Int32) {
         let (previous, next) = (storage[Int(slot)].previous, storage[Int(slot)].next)
         if previous >= 0 { storage[Int(previous)].next = next }

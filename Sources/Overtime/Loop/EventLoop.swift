@@ -87,9 +87,12 @@ final class EventLoop: @unchecked Sendable {
     }
 
     /// Whether the caller runs on the loop thread.
+    @inline(__always)
     var isCurrentThread: Bool {
         let owner = loopThread.load(ordering: .acquiring)
-        return owner != 0 && pthread_equal(pthread_t(owner), pthread_self()) != 0
+        // glibc's pthread_t is the thread's address: equal values are the same thread, and
+        // comparing them directly saves a library call on every begin and end.
+        return owner != 0 && owner == UInt(pthread_self())
     }
 
     /// Wakes the loop from any thread. Returns `false` once the loop has shut down.

@@ -87,6 +87,7 @@ extension Runtime {
     }
 
     /// Begins a grant on the loop directly, or reserves it and queues it from another thread.
+    @inline(__always)
     func begin(
         name: String, maximumDuration: Duration?, callSite: CallSite,
         expirationHandler: (@Sendable () -> Void)?, endHandler: GrantEndHandler?

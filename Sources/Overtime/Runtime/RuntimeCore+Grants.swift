@@ -24,6 +24,7 @@ func adaptEndHandler(_ handler: (@Sendable (BackgroundTaskEndReason) -> Void)?) 
 /// Beginning, ending, expiring and terminating grants, on the loop thread.
 extension RuntimeCore {
     /// Why a grant begun at `now` would be refused, reading only loop-owned state.
+    @inline(__always)
     func refusal(now: MonotonicInstant, maximumDuration: Duration?) -> BackgroundTaskRefusal? {
         switch lifecycle.state {
         case .terminated: return .terminated
@@ -42,6 +43,7 @@ extension RuntimeCore {
     }
 
     /// Begins a grant on the loop thread (the fast path: no queue, no lock).
+    @inline(__always)
     func beginLocal(
         name: String, maximumDuration: Duration?, callSite: CallSite,
         expirationHandler: (@Sendable () -> Void)?,
@@ -83,6 +85,7 @@ extension RuntimeCore {
         }
     }
 
+    @inline(__always)
     private func store(
         name: String, callSite: CallSite, begunAt: MonotonicInstant, maximumDuration: Duration?,
         expirationHandler: (@Sendable () -> Void)?,
@@ -105,6 +108,7 @@ extension RuntimeCore {
     }
 
     /// `endBackgroundTask` on the loop thread, or applied from the queue.
+    @inline(__always)
     func end(_ id: BackgroundTaskID, callSite: CallSite) {
         guard let slot = grants.slot(for: id) else {
             if id.isRemote, earlyRemoteEnds[id.rawValue] == nil {
@@ -119,6 +123,7 @@ extension RuntimeCore {
     }
 
     /// Ends the grant in `slot` at its owner's request.
+    @inline(__always)
     private func finish(slot: Int32, callSite: CallSite) {
         let id = grants.id(ofSlot: slot)  // before the slot's generation moves on
         let record = grants.remove(slot: slot)
