@@ -89,6 +89,16 @@ public final class Spool: Sendable {
     ///   last durable record.
     @discardableResult
     public func append<Line: Collection<UInt8>>(_ lines: [Line]) throws(SpoolError) -> ClosedRange<UInt64>? {
+        // Generic code called from another module runs unspecialized (a witness call per
+        // byte); the work happens in the concrete overload below.
+        if let arrays = lines as? [[UInt8]] { return try append(arrays) }
+        return try append(lines.map { Array($0) })
+    }
+
+    /// Appends `lines` and returns their sequence numbers once they are durable, like the
+    /// generic `append(_:)`; the overload arrays of bytes take.
+    @discardableResult
+    public func append(_ lines: [[UInt8]]) throws(SpoolError) -> ClosedRange<UInt64>? {
         guard !lines.isEmpty else { return nil }
         if let long = lines.first(where: { $0.count > SegmentFormat.maximumLineBytes }) {
             throw .lineTooLong(bytes: long.count)
