@@ -55,7 +55,7 @@ enum LoopCallback: Sendable, CustomStringConvertible {
     var description: String {
         switch self {
         case .runtimeWork: "the runtime's own work"
-        case .observer(let event): "a lifecycle observer of \(event)"
+        case .observer(let event): "the lifecycle observers of \(event)"
         case .expirationHandler(let name, let id, let callSite):
             "expiration handler of grant '\(name)' \(id), begun at \(callSite)"
         case .endHandler(let name, let id, let callSite):

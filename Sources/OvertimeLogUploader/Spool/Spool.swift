@@ -35,6 +35,8 @@ public final class Spool: Sendable {
     public let recovery: RecoveryReport
 
     private let state: Locked<State>
+    /// Serializes acknowledgements and dead-lettering (the checkpoint moves in order).
+    private let retiring = Locked<Void>(())
     private let logger: Logger
     private let counters: SpoolCounters
     var segmentsDirectory: String { directory + "/segments" }
@@ -245,25 +247,34 @@ public final class Spool: Sendable {
     }
 
     private func retire(_ segment: SealedSegment, moveTo destination: String?) throws(SpoolError) {
-        try state.withLock { (state) throws(SpoolError) in
-            // Dropped by the quota meanwhile: nothing left to do.
-            guard let index = state.sealed.firstIndex(where: { $0.number == segment.number }) else { return }
-            let checkpoint = Checkpoint(
-                segment: max(state.acknowledged.segment, segment.number),
-                sequence: max(state.acknowledged.sequence, segment.lastSequence))
+        // One retirement at a time, and the checkpoint's fsyncs outside the state lock:
+        // appends go on while it is made durable.
+        try retiring.withLock { (_: inout Void) throws(SpoolError) in
+            let checkpoint: Checkpoint? = state.withLock { state in
+                // Dropped by the quota meanwhile: nothing left to do.
+                guard state.sealed.contains(where: { $0.number == segment.number }) else { return nil }
+                return Checkpoint(
+                    segment: max(state.acknowledged.segment, segment.number),
+                    sequence: max(state.acknowledged.sequence, segment.lastSequence))
+            }
+            guard let checkpoint else { return }
             try SpoolFiles.replaceAtomically(
                 directory + "/checkpoint", with: checkpoint.encoded(), directory: directory)
-            state.acknowledged = checkpoint
-            if let destination {
-                if rename(segment.path, destination) != 0 {
-                    throw .io(operation: "rename", path: segment.path, errno: errno)
+            try state.withLock { (state) throws(SpoolError) in
+                state.acknowledged = checkpoint
+                // The quota may have dropped (and deleted) it while the checkpoint was written.
+                guard let index = state.sealed.firstIndex(where: { $0.number == segment.number }) else { return }
+                if let destination {
+                    if rename(segment.path, destination) != 0 {
+                        throw .io(operation: "rename", path: segment.path, errno: errno)
+                    }
+                } else {
+                    unlink(segment.path)
                 }
-            } else {
-                unlink(segment.path)
+                state.sealed.remove(at: index)
+                state.storedBytes -= segment.bytes
+                self.state.broadcast()  // a writer may be waiting for room
             }
-            state.sealed.remove(at: index)
-            state.storedBytes -= segment.bytes
-            self.state.broadcast()  // a writer may be waiting for room
         }
     }
 

@@ -29,6 +29,7 @@ public enum SpoolIngest {
         let threads = 8
         let calls = max(lines / (threads * batch), 1)
         let failure = Mutex<String?>(nil)
+        settleDisk()
         let start = monotonicNanoseconds()
         onThreads(threads) { _ in
             let lines = [[UInt8]](repeating: line, count: batch)
@@ -53,6 +54,7 @@ public enum SpoolIngest {
         // "2026-11-21T10:00:00.000Z info bench: " is 37 bytes; the message makes it 200.
         let message = Logger.Message(stringLiteral: String(repeating: "m", count: 163))
         let threads = 2
+        settleDisk()
         let start = monotonicNanoseconds()
         onThreads(threads) { _ in
             for _ in 0..<lines / threads { logger.info(message) }

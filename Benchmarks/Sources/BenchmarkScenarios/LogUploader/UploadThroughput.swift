@@ -25,6 +25,7 @@ public enum UploadThroughput {
             written += min(1_000, lines - written)
         }
         try spool.sealActiveSegment()
+        settleDisk()  // the spool was written without syncs: its writeback is not the upload's
         return spool
     }
 
@@ -59,6 +60,7 @@ public enum UploadThroughput {
         defer { try? FileManager.default.removeItem(atPath: spool.directory) }
         let segments = spool.sealedSegments
         let bodies = try segments.map { try Data(contentsOf: URL(fileURLWithPath: $0.path)) }
+        settleDisk()
         guard let curl = curl_easy_init() else { throw ScenarioError("curl_easy_init failed") }
         defer { curl_easy_cleanup(curl) }
         let headers = curl_slist_append(nil, "Expect:")  // no 100-continue round trip

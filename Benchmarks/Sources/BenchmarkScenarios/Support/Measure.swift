@@ -116,3 +116,9 @@ public final class SharedCounter: Sendable {
     /// The count so far.
     public var count: Int { value.load(ordering: .relaxed) }
 }
+
+/// Writes every dirty page out (`sync`), so that a scenario on disk does not pay for the
+/// writeback of whatever ran before it.
+public func settleDisk() {
+    sync()
+}
