@@ -30,12 +30,24 @@ struct OvertimeBench: ParsableCommand {
     var childMemory: String?
 
     @Option(help: .hidden)
+    var childLateness: String?
+
+    @Option(help: .hidden)
     var count: Int = 0
+
+    @Option(help: .hidden)
+    var spread: Double = 0
 
     func run() throws {
         if let implementation = childMemory {
             // One row of bytes_per_open_grant, in a process of its own.
             print(try OpenGrantMemory.measure(implementation, count: count))
+            return
+        }
+        if let implementation = childLateness {
+            // One implementation's lateness, in a process of its own: "p50 p99" in µs.
+            let samples = try ExpirationLateness.measure(implementation, count: count, spreadSeconds: spread)
+            print(Double(percentile(samples, 0.5)) / 1_000, Double(percentile(samples, 0.99)) / 1_000)
             return
         }
         guard let mode = BenchmarkMode(rawValue: mode) else {

@@ -35,8 +35,9 @@ public final class Spool: Sendable {
     public let recovery: RecoveryReport
 
     private let state: Locked<State>
-    /// Serializes acknowledgements and dead-lettering (the checkpoint moves in order).
-    private let retiring = Locked<Void>(())
+    /// Serializes acknowledgements and dead-lettering (the checkpoint moves in order);
+    /// counts the checkpoint writes.
+    private let retiring = Locked<Int>(0)
     private let logger: Logger
     private let counters: SpoolCounters
     var segmentsDirectory: String { directory + "/segments" }
@@ -235,44 +236,54 @@ public final class Spool: Sendable {
     /// Marks `segment` as stored by the collector: the checkpoint moves past it (temp file,
     /// fsync, rename, fsync of the folder) and then the file is deleted.
     public func acknowledge(_ segment: SealedSegment) throws(SpoolError) {
-        try retire(segment, moveTo: nil)
+        try retire([segment], moveTo: nil)
+    }
+
+    /// Marks several stored segments at once: one checkpoint write (two fsyncs) for all.
+    public func acknowledge(_ segments: [SealedSegment]) throws(SpoolError) {
+        guard !segments.isEmpty else { return }
+        try retire(segments, moveTo: nil)
     }
 
     /// Moves `segment`, which a collector refused for good, to the dead-letter folder, and
     /// moves the checkpoint past it.
     public func deadLetter(_ segment: SealedSegment, reason: String) throws(SpoolError) {
-        try retire(segment, moveTo: directory + "/dead-letter/" + segment.fileName)
+        try retire([segment], moveTo: directory + "/dead-letter/" + segment.fileName)
         counters.deadLettered.increment()
         logger.error("segment moved to dead-letter", metadata: ["segment": "\(segment.name)", "reason": "\(reason)"])
     }
 
-    private func retire(_ segment: SealedSegment, moveTo destination: String?) throws(SpoolError) {
+    private func retire(_ segments: [SealedSegment], moveTo destination: String?) throws(SpoolError) {
         // One retirement at a time, and the checkpoint's fsyncs outside the state lock:
         // appends go on while it is made durable.
-        try retiring.withLock { (_: inout Void) throws(SpoolError) in
+        try retiring.withLock { (checkpointWrites: inout Int) throws(SpoolError) in
             let checkpoint: Checkpoint? = state.withLock { state in
-                // Dropped by the quota meanwhile: nothing left to do.
-                guard state.sealed.contains(where: { $0.number == segment.number }) else { return nil }
+                // Dropped by the quota meanwhile: nothing left to do for those.
+                let present = segments.filter { segment in state.sealed.contains { $0.number == segment.number } }
+                guard !present.isEmpty else { return nil }
                 return Checkpoint(
-                    segment: max(state.acknowledged.segment, segment.number),
-                    sequence: max(state.acknowledged.sequence, segment.lastSequence))
+                    segment: max(state.acknowledged.segment, present.map(\.number).max()!),
+                    sequence: max(state.acknowledged.sequence, present.map(\.lastSequence).max()!))
             }
             guard let checkpoint else { return }
             try SpoolFiles.replaceAtomically(
                 directory + "/checkpoint", with: checkpoint.encoded(), directory: directory)
+            checkpointWrites += 1
             try state.withLock { (state) throws(SpoolError) in
                 state.acknowledged = checkpoint
-                // The quota may have dropped (and deleted) it while the checkpoint was written.
-                guard let index = state.sealed.firstIndex(where: { $0.number == segment.number }) else { return }
-                if let destination {
-                    if rename(segment.path, destination) != 0 {
-                        throw .io(operation: "rename", path: segment.path, errno: errno)
+                for segment in segments {
+                    // The quota may have dropped (and deleted) it while the checkpoint was written.
+                    guard let index = state.sealed.firstIndex(where: { $0.number == segment.number }) else { continue }
+                    if let destination {
+                        if rename(segment.path, destination) != 0 {
+                            throw .io(operation: "rename", path: segment.path, errno: errno)
+                        }
+                    } else {
+                        unlink(segment.path)
                     }
-                } else {
-                    unlink(segment.path)
+                    state.sealed.remove(at: index)
+                    state.storedBytes -= segment.bytes
                 }
-                state.sealed.remove(at: index)
-                state.storedBytes -= segment.bytes
                 self.state.broadcast()  // a writer may be waiting for room
             }
         }

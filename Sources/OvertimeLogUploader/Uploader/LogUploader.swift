@@ -1,5 +1,4 @@
 import CoreMetrics
-import Dispatch
 import Logging
 import Overtime
 
@@ -117,18 +116,17 @@ public final class LogUploader: Sendable {
 
     /// Uploads sealed segments, oldest first, while time allows.
     ///
-    /// The acknowledgement of one segment (the checkpoint's fsyncs) runs while the next
-    /// segment uploads; the checkpoint still moves in order, since each acknowledgement
-    /// waits for the one before. Every exit waits for the last one.
+    /// Acknowledgements (the checkpoint's fsyncs) run beside the uploads, coalesced by an
+    /// ``Acknowledger``; every exit waits for them.
     private func drain() async {
-        var pending: PendingAcknowledgement?
-        await drainSegments(&pending)
-        if let pending, let failure = await pending.failure() {
-            noteFailure(failure, segment: pending.segment)
+        let acknowledger = Acknowledger(spool: spool)
+        await drainSegments(acknowledger)
+        if let failure = await acknowledger.finish() {
+            noteFailure(failure, segment: nil)
         }
     }
 
-    private func drainSegments(_ pending: inout PendingAcknowledgement?) async {
+    private func drainSegments(_ acknowledger: Acknowledger) async {
         do {
             try spool.sealActiveSegment()
         } catch {
@@ -137,19 +135,16 @@ public final class LogUploader: Sendable {
         var generator = SystemRandomNumberGenerator()
         let retry = RetryPolicy(initial: configuration.initialRetryDelay, cap: configuration.maximumRetryDelay)
         var attempt = 0
-        var lastStored: UInt64?
-        while let segment = spool.sealedSegments.first(where: { $0.number > lastStored ?? 0 }) {
+        var lastStored: UInt64 = 0
+        while let segment = spool.sealedSegments.first(where: { $0.number > lastStored }) {
             if Task.isCancelled { return noteExpired() }
             guard enoughTime(for: estimate) else { return noteStoppedForTime() }
+            // The checkpoint could not be written: stop; what is not acknowledged is sent again.
+            if acknowledger.failure != nil { return }
             let started = ContinuousClock.now
             do {
                 try await sink.store(segment)
-                if let previous = pending, let failure = await previous.failure() {
-                    // The checkpoint could not be written: the segment stays and is sent again.
-                    pending = nil
-                    return noteFailure(failure, segment: previous.segment)
-                }
-                pending = PendingAcknowledgement(segment: segment, spool: spool)
+                acknowledger.submit(segment)
                 lastStored = segment.number
                 record(success: segment, took: ContinuousClock.now - started)
                 attempt = 0
@@ -158,11 +153,6 @@ public final class LogUploader: Sendable {
                 case .cancelled:
                     return noteExpired()
                 case .permanent(let reason):
-                    if let previous = pending, let failure = await previous.failure() {
-                        pending = nil
-                        return noteFailure(failure, segment: previous.segment)
-                    }
-                    pending = nil
                     try? spool.deadLetter(segment, reason: reason)
                     lastStored = segment.number
                     deadLettered.increment()
@@ -200,9 +190,10 @@ public final class LogUploader: Sendable {
         }
     }
 
-    private func noteFailure(_ error: any Error, segment: SealedSegment) {
+    private func noteFailure(_ error: any Error, segment: SealedSegment?) {
         failures.increment()
-        logger.warning("upload failed: \(error)", metadata: ["segment": "\(segment.name)", "sink": "\(sink)"])
+        logger.warning(
+            "upload failed: \(error)", metadata: ["segment": "\(segment?.name ?? "-")", "sink": "\(sink)"])
         state.withLock {
             $0.statistics.failedAttempts += 1
             $0.statistics.lastError = "\(error)"
@@ -219,34 +210,5 @@ public final class LogUploader: Sendable {
     private func noteExpired() {
         logger.notice("upload aborted: the grant expired; the checkpoint stays")
         state.withLock { $0.statistics.expiredDrains += 1 }
-    }
-}
-
-/// A segment's acknowledgement running on a serial queue of its own (fsyncs block a
-/// thread; the cooperative pool's threads are not for that) while the next segment uploads.
-private final class PendingAcknowledgement: Sendable {
-    let segment: SealedSegment
-    private let outcome = Locked<SpoolError?>(nil)
-    private static let queue = DispatchQueue(label: "overtime.uploader.acknowledge")
-
-    init(segment: SealedSegment, spool: Spool) {
-        self.segment = segment
-        let outcome = self.outcome
-        Self.queue.async {
-            do throws(SpoolError) {
-                try spool.acknowledge(segment)
-            } catch {
-                outcome.withLock { $0 = error }
-            }
-        }
-    }
-
-    /// Waits until the checkpoint is durable; the error if it could not be written.
-    func failure() async -> SpoolError? {
-        let outcome = self.outcome
-        // The queue is serial: this runs after the acknowledgement.
-        return await withCheckedContinuation { continuation in
-            Self.queue.async { continuation.resume(returning: outcome.withLock { $0 }) }
-        }
     }
 }

@@ -58,6 +58,25 @@ struct SpoolTests {
         }
     }
 
+    @Test func severalSegmentsAcknowledgedAtOnceShareOneCheckpoint() throws {
+        let folder = TemporaryDirectory()
+        defer { folder.remove() }
+        let spool = try Spool(directory: folder.path, configuration: configuration())
+        for chunk in 0..<10 { try spool.append((0..<10).map { Array("line \(chunk) \($0) \(padding)".utf8) }) }
+        try spool.sealActiveSegment()
+        let segments = spool.sealedSegments
+        try #require(segments.count >= 3)
+        try spool.acknowledge(Array(segments.prefix(2)))
+        #expect(spool.checkpoint == Checkpoint(segment: segments[1].number, sequence: segments[1].lastSequence))
+        #expect(spool.sealedSegments == Array(segments.dropFirst(2)))
+        #expect(!FileManager.default.fileExists(atPath: segments[0].path))
+        #expect(!FileManager.default.fileExists(atPath: segments[1].path))
+        // After a restart the checkpoint is the one written.
+        let reopened = try Spool(directory: folder.path, configuration: configuration())
+        #expect(reopened.checkpoint == spool.checkpoint)
+        #expect(reopened.sealedSegments.map(\.number) == segments.dropFirst(2).map(\.number))
+    }
+
     @Test func aTornTailIsCutBackToTheLastValidRecordAndReported() throws {
         let folder = TemporaryDirectory()
         defer { folder.remove() }

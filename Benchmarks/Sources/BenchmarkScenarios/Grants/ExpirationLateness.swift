@@ -21,6 +21,19 @@ public enum ExpirationLateness {
         return values
     }
 
+    /// The implementations measured, by their names in `latest.json`.
+    public static let implementations = ["overtime", "nio_scheduled", "dispatch_after"]
+
+    /// Measures `implementation` (one of ``implementations``).
+    public static func measure(_ implementation: String, count: Int, spreadSeconds: Double) throws -> [Int64] {
+        switch implementation {
+        case "overtime": return try overtime(count: count, spreadSeconds: spreadSeconds)
+        case "nio_scheduled": return try nioScheduled(count: count, spreadSeconds: spreadSeconds)
+        case "dispatch_after": return dispatchAfter(count: count, spreadSeconds: spreadSeconds)
+        default: throw ScenarioError("unknown implementation \(implementation)")
+        }
+    }
+
     /// Overtime: grants with a `maximumDuration`, whose expiration handlers end them.
     public static func overtime(count: Int, spreadSeconds: Double) throws -> [Int64] {
         let lead = Duration.seconds(1)

@@ -6,9 +6,11 @@ import OvertimeLogUploader
 
 /// `upload_lines_per_sec`: a spool of 200-byte lines in sealed 1 MiB segments (the
 /// default size), uploaded with HTTP PUT to a local nginx. `overtime` is the
-/// `LogUploader` draining inside its grant after `requestBackground()`; `ceiling` is a
+/// `LogUploader` draining inside its grant after `requestBackground()` (best of three
+/// drains); `ceiling` is a
 /// plain libcurl loop PUTting the same segment files, read into memory beforehand, over
-/// one kept-alive connection: the most this nginx takes from one sender.
+/// one kept-alive connection, best of three passes: the most this nginx takes from one
+/// sender.
 public enum UploadThroughput {
     /// Fills a spool with `lines` lines and seals it.
     static func filledSpool(lines: Int, scratch: String) throws -> Spool {
@@ -29,14 +31,23 @@ public enum UploadThroughput {
         return spool
     }
 
-    /// The `LogUploader` with `HTTPSink`, from the background request until the spool is empty.
+    /// The `LogUploader` with `HTTPSink`, from the background request until the spool is
+    /// empty; the best of three drains, each from a spool and a runtime of its own.
     public static func overtime(baseURL: String, lines: Int, scratch: String) throws -> Double {
+        var best = 0.0
+        for pass in 0..<3 {
+            best = max(best, try drainOnce(baseURL: baseURL + "/overtime/\(pass)", lines: lines, scratch: scratch))
+        }
+        return best
+    }
+
+    private static func drainOnce(baseURL: String, lines: Int, scratch: String) throws -> Double {
         let spool = try filledSpool(lines: lines, scratch: scratch)
         defer { try? FileManager.default.removeItem(atPath: spool.directory) }
         let runtime = try BenchmarkRuntime.start(lead: .seconds(5), budget: .seconds(600))
         defer { BenchmarkRuntime.stop(runtime) }
         let uploader = LogUploader(
-            runtime: runtime, spool: spool, sink: HTTPSink(baseURL: baseURL + "/overtime", runtime: runtime),
+            runtime: runtime, spool: spool, sink: HTTPSink(baseURL: baseURL, runtime: runtime),
             logger: Logger(label: "overtime-bench") { _ in SwiftLogNoOpLogHandler() })
         uploader.start()
         defer { uploader.stop() }
@@ -69,9 +80,20 @@ public enum UploadThroughput {
         bench_easy_setopt_pointer(curl, CURLOPT_CUSTOMREQUEST, "PUT")
         bench_easy_setopt_long(curl, CURLOPT_TCP_NODELAY, 1)
         bench_easy_setopt_write_function(curl) { _, size, count, _ in size * count }
+        // The best of three passes: the most this nginx takes, not one pass's luck.
+        var best = 0.0
+        for pass in 0..<3 {
+            let rate = try putAll(bodies, curl: curl, baseURL: baseURL + "/ceiling/\(pass)")
+            best = max(best, Double(segments.reduce(0) { $0 + $1.records }) * 1e9 / Double(rate))
+        }
+        return best
+    }
+
+    /// PUTs every body in turn; returns the nanoseconds it took.
+    private static func putAll(_ bodies: [Data], curl: UnsafeMutableRawPointer, baseURL: String) throws -> Int64 {
         let start = monotonicNanoseconds()
         for (index, body) in bodies.enumerated() {
-            let url = "\(baseURL)/ceiling/\(index).log"
+            let url = "\(baseURL)/\(index).log"
             let code = url.withCString { url in
                 body.withUnsafeBytes { bytes in
                     bench_easy_setopt_pointer(curl, CURLOPT_URL, url)
@@ -86,7 +108,6 @@ public enum UploadThroughput {
                 throw ScenarioError("ceiling PUT failed: curl \(code.rawValue), HTTP \(status)")
             }
         }
-        let elapsed = monotonicNanoseconds() - start
-        return Double(segments.reduce(0) { $0 + $1.records }) * 1e9 / Double(elapsed)
+        return monotonicNanoseconds() - start
     }
 }

@@ -29,6 +29,8 @@ final class CurlTransfer: @unchecked Sendable {  // its mutable state is touched
         }
         // Small segments: no Nagle delay, and no "Expect: 100-continue" round trip.
         overtime_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1)
+        // A segment in few large reads and sends (libcurl's default buffer is 64 KiB).
+        overtime_easy_setopt_long(easy, CURLOPT_UPLOAD_BUFFERSIZE, 512 * 1024)
         overtime_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         overtime_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, 5000)
         // A collector that stops answering (under 1 byte/s for 30 s) is a retryable failure;
