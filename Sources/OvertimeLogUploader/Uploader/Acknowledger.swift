@@ -47,11 +47,10 @@ final class Acknowledger: Sendable {
     private func writeCheckpoints() {
         while true {
             let batch: [SealedSegment] = state.withLock { state in
+                // After a failure nothing more is acknowledged: those segments are sent again.
+                if state.failure != nil { state.waiting = [] }
+                if state.waiting.isEmpty { state.writing = false }
                 defer { state.waiting = [] }
-                if state.waiting.isEmpty || state.failure != nil {
-                    state.writing = false
-                    state.waiting = []
-                }
                 return state.waiting
             }
             guard !batch.isEmpty else { return }
