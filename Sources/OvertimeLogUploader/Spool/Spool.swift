@@ -294,6 +294,9 @@ public final class Spool: Sendable {
         state.withLock { state in state.sealed.reduce(0) { $0 + $1.records } + (state.active?.records ?? 0) }
     }
 
+    /// How many times the checkpoint file was written (acknowledgements share writes).
+    var checkpointWrites: Int { retiring.withLock { $0 } }
+
     /// The last checkpoint: the highest acknowledged segment and sequence.
     public var checkpoint: Checkpoint { state.withLock { $0.acknowledged } }
 

@@ -67,6 +67,7 @@ struct SpoolTests {
         let segments = spool.sealedSegments
         try #require(segments.count >= 3)
         try spool.acknowledge(Array(segments.prefix(2)))
+        #expect(spool.checkpointWrites == 1)
         #expect(spool.checkpoint == Checkpoint(segment: segments[1].number, sequence: segments[1].lastSequence))
         #expect(spool.sealedSegments == Array(segments.dropFirst(2)))
         #expect(!FileManager.default.fileExists(atPath: segments[0].path))
