@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "OvertimeTesting", targets: ["OvertimeTesting"]),
         .library(name: "OvertimeServiceLifecycle", targets: ["OvertimeServiceLifecycle"]),
         .library(name: "OvertimeLogUploader", targets: ["OvertimeLogUploader"]),
+        .library(name: "OvertimeRELP", targets: ["OvertimeRELP"]),
         .executable(name: "overtimectl", targets: ["overtimectl"]),
         .executable(name: "tiny-daemon", targets: ["tiny-daemon"]),
         .executable(name: "log-uploader", targets: ["log-uploader"]),
@@ -35,6 +36,12 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        // librelp from the system (Debian: librelp-dev), for the RELP sink only.
+        .systemLibrary(
+            name: "CLibRelp",
+            pkgConfig: "relp",
+            providers: [.apt(["librelp-dev"])]
+        ),
         .target(
             name: "Overtime",
             dependencies: [
@@ -60,6 +67,11 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
+        // The RELP sink: its own module, so only programs that send RELP link librelp.
+        .target(
+            name: "OvertimeRELP",
+            dependencies: ["Overtime", "OvertimeLogUploader", "CLibRelp"]
+        ),
         .target(
             name: "OvertimeServiceLifecycle",
             dependencies: [
@@ -84,6 +96,7 @@ let package = Package(
             dependencies: [
                 "Overtime",
                 "OvertimeLogUploader",
+                "OvertimeRELP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -118,6 +131,7 @@ let package = Package(
                 "log-uploader",
                 "OvertimeServiceLifecycle",
                 "OvertimeLogUploader",
+                "OvertimeRELP",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -7,96 +7,141 @@ import OvertimeLogUploader
 #endif
 
 /// Feeds lines into the spool from stdin and from a Unix datagram socket, each on a
-/// thread of its own (blocking reads never touch the runtime's loop). Whatever one read
+/// thread of its own (blocking I/O never touches the runtime's loop). Whatever one read
 /// returns is appended as one batch, so a burst becomes one group commit.
+///
+/// On termination, ``readToEnd(then:)`` makes each reader take what is already buffered
+/// (stdin up to what `FIONREAD` reports, datagrams until `EAGAIN`) before the final drain,
+/// so lines a producer already wrote are not left in a pipe when the process exits.
 final class LineInput: Sendable {
     let spool: Spool
-    private let rejected = Locked(0)
+    private let counts = Locked(Counts())
+    private let stopPipe: (read: Int32, write: Int32)
+    private let readers = DispatchGroup()
+
+    struct Counts {
+        var rejected = 0
+        var truncated = 0
+        var truncatedDatagrams = 0
+        var datagramSocket: String?
+    }
 
     init(spool: Spool) {
         self.spool = spool
+        var ends: [Int32] = [-1, -1]
+        _ = pipe(&ends)
+        stopPipe = (ends[0], ends[1])
     }
 
-    /// Lines the spool refused (a full disk or quota); each is reported on stderr.
-    var failed: Int { rejected.withLock { $0 } }
+    /// Lines the spool refused (a full disk or quota); each batch is reported on stderr.
+    var rejected: Int { counts.withLock { $0.rejected } }
+    /// Lines cut to the spool's line limit (1 MiB).
+    var truncated: Int { counts.withLock { $0.truncated + $0.truncatedDatagrams } }
 
     func readStandardInput(onEnd: @escaping @Sendable () -> Void) {
+        readers.enter()
         spawnThread(name: "stdin-reader") { [self] in
-            var pending: [UInt8] = []
+            var splitter = LineSplitter()
             var buffer = [UInt8](repeating: 0, count: 1 << 16)
-            while true {
-                let count = read(STDIN_FILENO, &buffer, buffer.count)
-                if count <= 0 { break }
-                pending += buffer[0..<count]
-                guard let lastNewline = pending.lastIndex(of: UInt8(ascii: "\n")) else { continue }
-                append(pending[..<lastNewline].split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true))
-                pending.removeSubrange(...lastNewline)
+            var stopping = false
+            var atEnd = false
+            while !atEnd {
+                if !stopping {
+                    var fds = [
+                        pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0),
+                        pollfd(fd: stopPipe.read, events: Int16(POLLIN), revents: 0),
+                    ]
+                    if poll(&fds, 2, -1) < 0 { continue }
+                    stopping = fds[1].revents != 0
+                    if stopping, fds[0].revents == 0 { break }
+                }
+                // Stopping: only what is buffered now, so the read never blocks.
+                var available: Int32 = Int32(buffer.count)
+                if stopping {
+                    guard ioctl(STDIN_FILENO, UInt(FIONREAD), &available) == 0, available > 0 else { break }
+                }
+                let count = read(STDIN_FILENO, &buffer, min(buffer.count, Int(available)))
+                if count < 0, errno == EINTR { continue }
+                atEnd = count <= 0
+                if count > 0 { append(splitter.split(buffer[0..<count])) }
+                counts.withLock { $0.truncated = splitter.truncatedLines }
             }
-            if !pending.isEmpty { append([pending[...]]) }
-            onEnd()
+            if let last = splitter.finish() { append([last]) }
+            readers.leave()
+            if atEnd { onEnd() }
         }
     }
 
+    /// Reads datagrams at `path` (each a batch of lines; at most 64 KiB: longer ones are
+    /// truncated, counted and reported). Refuses a path that is anything but a stale
+    /// socket of an earlier run; the socket is removed by ``readToEnd(then:)``.
     func readDatagrams(at path: String) throws {
-        unlink(path)
         let socket = makeUnixSocket(datagram: true)
-        guard socket >= 0, let address = UnixSocketAddress(path), address.withSockAddr({ bind(socket, $0, $1) }) == 0
-        else { throw SpoolError.io(operation: "bind", path: path, errno: errno) }
+        guard socket >= 0 else { throw SpoolError.io(operation: "socket", path: path, errno: errno) }
+        if let refusal = claimSocketPath(path, datagram: true) {
+            close(socket)
+            throw SpoolError.socketUnavailable(path: path, reason: refusal)
+        }
+        guard let address = UnixSocketAddress(path), address.withSockAddr({ bind(socket, $0, $1) }) == 0 else {
+            let code = errno
+            close(socket)
+            throw SpoolError.io(operation: "bind", path: path, errno: code)
+        }
+        counts.withLock { $0.datagramSocket = path }
+        readers.enter()
         spawnThread(name: "dgram-reader") { [self] in
             var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            var stopping = false
             while true {
-                let count = recv(socket, &buffer, buffer.count, 0)
-                if count < 0 { break }
-                append(buffer[0..<count].split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true))
+                if !stopping {
+                    var fds = [
+                        pollfd(fd: socket, events: Int16(POLLIN), revents: 0),
+                        pollfd(fd: stopPipe.read, events: Int16(POLLIN), revents: 0),
+                    ]
+                    if poll(&fds, 2, -1) < 0 { continue }
+                    stopping = fds[1].revents != 0
+                }
+                // MSG_TRUNC: the datagram's real length, so a longer one is seen, not cut silently.
+                let count = recv(socket, &buffer, buffer.count, Int32(MSG_DONTWAIT | MSG_TRUNC))
+                if count < 0 {
+                    if errno == EINTR || (errno == EAGAIN && !stopping) { continue }
+                    break
+                }
+                if count > buffer.count {
+                    counts.withLock { $0.truncatedDatagrams += 1 }
+                    report("a datagram of \(count) bytes was truncated to \(buffer.count)")
+                }
+                var splitter = LineSplitter()
+                var lines = splitter.split(buffer[0..<min(count, buffer.count)])
+                if let last = splitter.finish() { lines.append(last) }
+                append(lines)
             }
+            close(socket)
+            unlink(path)
+            readers.leave()
         }
     }
 
-    private func append(_ lines: [ArraySlice<UInt8>]) {
+    /// Makes every reader take what is already buffered, then calls `body` (on a reader's
+    /// thread or the caller's).
+    func readToEnd(then body: @escaping @Sendable () -> Void) {
+        var one: UInt8 = 1
+        _ = write(stopPipe.write, &one, 1)
+        readers.notify(queue: .global(), execute: body)
+    }
+
+    private func append(_ lines: [[UInt8]]) {
         guard !lines.isEmpty else { return }
         do {
             try spool.append(lines)
         } catch {
-            rejected.withLock { $0 += lines.count }
-            let text = "log-uploader: could not spool \(lines.count) lines: \(error)\n"
-            _ = text.withCString { write(STDERR_FILENO, $0, strlen($0)) }
-        }
-    }
-}
-
-/// The progress line: lines spooled, uploaded, pending, and time left in the grant.
-final class Progress: Sendable {
-    let runtime: Runtime
-    let spool: Spool
-    let uploader: LogUploader
-    let input: LineInput
-
-    init(runtime: Runtime, spool: Spool, uploader: LogUploader, input: LineInput) {
-        self.runtime = runtime
-        self.spool = spool
-        self.uploader = uploader
-        self.input = input
-    }
-
-    func every(seconds: Double) {
-        spawnThread(name: "progress") { [self] in
-            while runtime.state != .terminated {
-                usleep(UInt32(seconds * 1_000_000))
-                print()
-            }
+            counts.withLock { $0.rejected += lines.count }
+            report("could not spool \(lines.count) lines: \(error)")
         }
     }
 
-    func print() {
-        let left = runtime.backgroundTimeRemaining
-        let grant =
-            left == Runtime.unlimitedTime
-            ? "unlimited"
-            : "\(Double(Int(left.components.seconds * 10) + Int(left.components.attoseconds / 100_000_000_000_000_000)) / 10)s"
-        let statistics = uploader.statistics
-        let line =
-            "spooled=\(spool.appendedLines) uploaded=\(statistics.uploadedLines) pending=\(spool.pendingLines)"
-            + " rejected=\(input.failed) state=\(runtime.state) time-left=\(grant)\n"
+    private func report(_ text: String) {
+        let line = "log-uploader: \(text)\n"
         _ = line.withCString { write(STDERR_FILENO, $0, strlen($0)) }
     }
 }

@@ -6,6 +6,7 @@ import ArgumentParser
 import Logging
 import Overtime
 import OvertimeLogUploader
+import OvertimeRELP
 
 #if canImport(Glibc)
     import Glibc
@@ -16,40 +17,56 @@ struct LogUploaderCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "log-uploader",
         abstract: "Spool log lines crash-safely and upload them inside a background grant.",
-        subcommands: [Run.self, Dump.self], defaultSubcommand: Run.self)
+        subcommands: [Run.self, Redrive.self, Dump.self], defaultSubcommand: Run.self)
 }
 
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Read lines from stdin (and a datagram socket), spool them, upload on background and stop.",
+        abstract: "Read lines from stdin (and sockets), spool them, upload on background and stop.",
         discussion: """
             SIGUSR1 sends the daemon to the background: it uploads what is spooled inside a grant.
-            SIGTERM/SIGINT terminate it gracefully: it uploads inside the budget, then exits.
+            SIGTERM/SIGINT terminate it gracefully: it reads what its inputs already hold, then
+            uploads inside the budget, then exits.
+            Exit status: 0 done; 64 bad arguments; 75 the spool is in use by another process;
+            1 any other error.
             """)
 
-    @Option(help: "The spool folder.") var spool = "log-uploader/spool"
+    @Option(help: "The spool folder (created with its parents).") var spool = "log-uploader/spool"
     @Option(
-        help: "Where segments go: a folder (the embedded default), an http:// URL (HTTP PUT) or syslog://host:port.")
+        help: """
+            Where segments go: a folder (the embedded default), an http:// URL (HTTP PUT), \
+            syslog://host:port (RFC 5424 over TCP) or relp://host:port (RELP, acknowledged).
+            """)
     var sink = "log-uploader/collected"
     @Option(help: "The most bytes the spool keeps, in MiB.") var quotaMb = 64
     @Option(help: "Seal a segment at this size, in KiB.") var segmentKb = 1024
     @Option(help: "The background budget, in seconds.") var budget = 30.0
     @Option(help: "How long before the deadline uploads are told to stop, in seconds.") var lead = 5.0
-    @Option(help: "Also read lines from a Unix datagram socket at this path.") var datagramSocket: String?
+    @Option(help: "Also read lines from a Unix datagram socket at this path (64 KiB a datagram).")
+    var datagramSocket: String?
+    @Option(help: "Also accept acknowledged batches on a Unix stream socket at this path (see README).")
+    var ingestSocket: String?
     @Option(help: "Listen for overtimectl at this path.") var controlSocket: String?
     @Option(help: "Also upload in the foreground every N seconds (0: never).") var uploadInterval = 0.0
     @Option(help: "Print a progress line every N seconds (0: only at the end).") var progressInterval = 1.0
+    @Option(
+        help: "HTTP statuses that dead-letter a segment, comma-separated (default 400,411,413,414,415,422).")
+    var permanentStatuses: String?
     @Flag(help: "Terminate (and upload) when stdin closes.") var exitOnEof = false
 
     func validate() throws {
-        if sink.contains("://"), !["http://", "https://", "syslog://"].contains(where: sink.hasPrefix) {
-            throw ValidationError("a sink is a folder, an http(s):// URL or syslog://host:port; got '\(sink)'")
+        if sink.contains("://"), !["http://", "https://", "syslog://", "relp://"].contains(where: sink.hasPrefix) {
+            throw ValidationError(
+                "a sink is a folder, an http(s):// URL, syslog://host:port or relp://host:port; got '\(sink)'")
         }
-        if sink.hasPrefix("syslog://"), syslogTarget() == nil {
-            throw ValidationError("expected syslog://host:port; got '\(sink)'")
+        if sink.hasPrefix("syslog://") || sink.hasPrefix("relp://"), hostAndPort() == nil {
+            throw ValidationError("expected syslog://host:port or relp://host:port; got '\(sink)'")
         }
         if quotaMb < 1 || segmentKb < 4 || budget <= 0 || lead < 0 || lead >= budget {
             throw ValidationError("need quota-mb ≥ 1, segment-kb ≥ 4, budget > 0 and 0 ≤ lead < budget")
+        }
+        if let permanentStatuses, parsedStatuses(permanentStatuses) == nil {
+            throw ValidationError("--permanent-statuses takes HTTP statuses 400...599, comma-separated")
         }
     }
 
@@ -57,14 +74,16 @@ struct Run: ParsableCommand {
         var spoolOptions = SpoolConfiguration()
         spoolOptions.quotaBytes = quotaMb << 20
         spoolOptions.segmentBytes = segmentKb << 10
-        let store = try Spool(directory: spool, configuration: spoolOptions)
+        let store = try openSpool(spool, spoolOptions)
         let writer = SpoolLogWriter.shared(for: store)
         LoggingSystem.bootstrap { label in
             var console = StreamLogHandler.standardError(label: label)
             console.logLevel = .notice
             return MultiplexLogHandler([console, SpoolLogHandler(label: label, writer: writer)])
         }
-        if !store.recovery.isClean { print("recovered the spool: \(store.recovery)") }
+        if !store.recovery.isClean || store.recovery.startedNewStream {
+            print("recovered the spool: \(store.recovery)")
+        }
 
         var configuration = RuntimeConfiguration()
         configuration.backgroundBudget = .milliseconds(Int(budget * 1000))
@@ -73,38 +92,115 @@ struct Run: ParsableCommand {
         let runtime = try Runtime(configuration: configuration)
         var uploaderOptions = UploaderConfiguration()
         if uploadInterval > 0 { uploaderOptions.foregroundInterval = .milliseconds(Int(uploadInterval * 1000)) }
-        let destination: any LogSink
-        if let (host, port) = syslogTarget() {
-            destination = SyslogSink(host: host, port: port, appName: "log-uploader")
-        } else if sink.contains("://") {
-            destination = HTTPSink(baseURL: sink, runtime: runtime)
-        } else {
-            destination = DirectorySink(root: sink)
-        }
-        let uploader = LogUploader(runtime: runtime, spool: store, sink: destination, configuration: uploaderOptions)
+        let uploader = LogUploader(
+            runtime: runtime, spool: store, sink: makeSink(runtime), configuration: uploaderOptions)
         uploader.start()
+        runtime.addControlCommand("redrive") {
+            do {
+                let count = try store.redriveDeadLetters()
+                if count > 0 { uploader.drainInGrant(reason: "redrive") }
+                return .success("\(count) dead-lettered segments queued for upload")
+            } catch {
+                return .failure(ControlCommandError("\(error)"))
+            }
+        }
 
         let input = LineInput(spool: store)
         input.readStandardInput { if exitOnEof { runtime.requestTermination() } }
         if let datagramSocket { try input.readDatagrams(at: datagramSocket) }
+        let ingest = try ingestSocket.map { path in try SpoolIngestServer(path: path, spool: store) }
+        // On termination: what the inputs already hold goes into the spool, and into the final drain.
+        let token = runtime.observe { event in
+            guard event == .willTerminate else { return }
+            let id = runtime.beginBackgroundTask(name: "read-input-to-end")
+            input.readToEnd {
+                ingest?.stop()
+                uploader.drainInGrant(reason: "input read to its end")
+                runtime.endBackgroundTask(id)
+            }
+        }
         let progress = Progress(runtime: runtime, spool: store, uploader: uploader, input: input)
         if progressInterval > 0 { progress.every(seconds: progressInterval) }
 
         runtime.run()  // until terminated: SIGTERM, or stdin closing with --exit-on-eof
+        withExtendedLifetime(token) {}
+        ingest?.stop()
         writer.flush()
         progress.print()
     }
+
+    private func makeSink(_ runtime: Runtime) -> any LogSink {
+        if let (host, port) = hostAndPort() {
+            return sink.hasPrefix("relp://")
+                ? RELPSink(host: host, port: port, appName: "log-uploader")
+                : SyslogSink(host: host, port: port, appName: "log-uploader")
+        }
+        if sink.contains("://") {
+            var options = HTTPSinkConfiguration()
+            if let permanentStatuses, let statuses = parsedStatuses(permanentStatuses) {
+                options.permanentStatuses = statuses
+            }
+            return HTTPSink(baseURL: sink, runtime: runtime, configuration: options)
+        }
+        return DirectorySink(root: sink)
+    }
+}
+
+/// Opens the spool; another process holding it ends this one with status 75 and its PID.
+func openSpool(_ path: String, _ options: SpoolConfiguration = SpoolConfiguration()) throws -> Spool {
+    let error: SpoolError
+    do {
+        return try Spool(directory: path, configuration: options)
+    } catch let failure {
+        error = failure
+    }
+    guard case .locked(let path, let holder) = error else { throw error }
+    let who = holder.map { "process \($0)" } ?? "another process"
+    FileOutput.standardError("log-uploader: the spool \(path) is in use by \(who); one process per spool")
+    throw ExitCode(75)
 }
 
 extension Run {
-    /// `(host, port)` of a `syslog://host:port` sink.
-    func syslogTarget() -> (String, Int)? {
-        guard sink.hasPrefix("syslog://") else { return nil }
-        let address = sink.dropFirst("syslog://".count)
+    /// `(host, port)` of a `syslog://host:port` or `relp://host:port` sink.
+    func hostAndPort() -> (String, Int)? {
+        guard let scheme = ["syslog://", "relp://"].first(where: sink.hasPrefix) else { return nil }
+        let address = sink.dropFirst(scheme.count)
         guard let colon = address.lastIndex(of: ":"), let port = Int(address[address.index(after: colon)...]),
             (1...65535).contains(port), colon > address.startIndex
         else { return nil }
         return (String(address[..<colon]), port)
+    }
+
+    func parsedStatuses(_ text: String) -> Set<Int>? {
+        let statuses = text.split(separator: ",").map { Int($0.trimmingPrefix(" ")) }
+        guard !statuses.isEmpty, statuses.allSatisfy({ $0.map { (400...599).contains($0) } ?? false }) else {
+            return nil
+        }
+        return Set(statuses.compactMap { $0 })
+    }
+}
+
+struct Redrive: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Queue the spool's dead-lettered segments for upload again (the daemon must be stopped).",
+        discussion: """
+            With the daemon running, use its control socket instead: overtimectl call redrive.
+            The next run uploads them first, under their own names.
+            """)
+
+    @Option(help: "The spool folder.") var spool = "log-uploader/spool"
+
+    func run() throws {
+        let store = try openSpool(spool)
+        print("\(try store.redriveDeadLetters()) dead-lettered segments queued for upload")
+    }
+}
+
+/// Writes a line to standard error.
+enum FileOutput {
+    static func standardError(_ line: String) {
+        let bytes = Array((line + "\n").utf8)
+        _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
     }
 }
 

@@ -19,7 +19,7 @@ struct OvertimeCtl: ParsableCommand {
             """,
         subcommands: [
             Status.self, Tasks.self, Background.self, Foreground.self, Terminate.self, Reload.self, Expire.self,
-            SimulateLaunch.self,
+            Call.self, SimulateLaunch.self,
         ])
 }
 
@@ -149,6 +149,20 @@ struct Expire: ParsableCommand {
             request.id = parsed.rawValue
         }
         let response = try options.send(request)
+        if !options.json { print(response.message ?? "ok") }
+    }
+}
+
+struct Call: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Send a command the program added to its control socket (log-uploader: redrive).")
+    @OptionGroup var options: ConnectionOptions
+
+    @Argument(help: "The command's name.")
+    var name: String
+
+    func run() throws {
+        let response = try options.send(ControlRequest(command: name))
         if !options.json { print(response.message ?? "ok") }
     }
 }

@@ -105,7 +105,7 @@ func spoolFullDisk(_ directory: String) throws {
     var options = SpoolConfiguration()
     options.segmentBytes = 1 << 20  // one segment, so it hits the file size limit
     options.quotaBytes = 4 << 20
-    let spool = try Spool(directory: directory, configuration: options)
+    var spool: Spool! = try Spool(directory: directory, configuration: options)
     var acknowledged: UInt64 = 0
     do throws(SpoolError) {
         for index in 0..<100_000 {
@@ -122,6 +122,7 @@ func spoolFullDisk(_ directory: String) throws {
     // After the error the spool keeps working once there is room again.
     say("AFTER \(try spool.append("after the disk had room again"))")
     try spool.sealActiveSegment()
+    spool = nil  // one open spool per folder: the lock is released with it
     let reopened = try Spool(directory: directory, configuration: options)
     var records: [SpoolRecord] = []
     for segment in reopened.sealedSegments {

@@ -54,6 +54,8 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
     private var signalDriver: SignalDriver?
     private(set) var systemdNotifier: SystemdNotifier?
     private var controlSocket: ControlSocketServer?
+    /// Commands the program added to the control socket (registered from any thread).
+    let extraControlCommands = Locked<[String: @Sendable () -> Result<String, ControlCommandError>]>([:])
     private var isInTurn = false
     private var buffer: [InboundWork] = []
 

@@ -10,9 +10,12 @@ import Overtime
 /// Stores segments as files under a folder: `<root>/<stream-id>/<number>.log`. The
 /// embedded default: no server needed.
 ///
-/// Each store writes a temporary file, fsyncs it, renames it into place and fsyncs the
-/// folder, so a stored segment is complete or absent, and storing it again replaces it
-/// with the same bytes. File I/O runs on a queue of its own, never on the loop thread.
+/// Each store writes a temporary file of a name no one else uses, fsyncs it, links it into
+/// place only if the name is free (`link` fails rather than replace), and fsyncs the
+/// folder: a stored segment is complete or absent, and **never overwritten**. When the
+/// name is taken, the stored file is compared: the same bytes count as stored (a retry
+/// after a crash), different bytes are refused for good (``SinkError/permanent(_:)``).
+/// File I/O runs on a queue of its own, never on the loop thread.
 public struct DirectorySink: LogSink {
     /// The folder segments are stored under.
     public let root: String
@@ -52,16 +55,19 @@ public struct DirectorySink: LogSink {
             return .failure(.retryable("mkdir \(path): \(errnoDescription())", retryAfter: nil))
         }
         let target = root + "/" + segment.name
-        let temporary = target + ".partial"
+        var random = SystemRandomNumberGenerator()
+        let temporary = target + ".partial-\(getpid())-\(String(random.next() as UInt64, radix: 16))"
         let source = open(segment.path, O_RDONLY | O_CLOEXEC)
         guard source >= 0 else {
-            return .failure(.permanent("cannot read \(segment.path): \(errnoDescription())"))
+            return .failure(.retryable("cannot read \(segment.path): \(errnoDescription())", retryAfter: nil))
         }
         defer { close(source) }
-        let destination = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        // O_EXCL: the temporary name is ours alone, never a file someone else made.
+        let destination = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard destination >= 0 else {
             return .failure(.retryable("cannot create \(temporary): \(errnoDescription())", retryAfter: nil))
         }
+        defer { unlink(temporary) }  // after the link the stored name stays; before it nothing should
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
         var failure: String?
         while failure == nil {
@@ -71,29 +77,21 @@ public struct DirectorySink: LogSink {
                 failure = "read \(segment.path): \(errnoDescription())"
                 break
             }
-            var offset = 0
-            while offset < count {
-                let written = buffer.withUnsafeBytes { write(destination, $0.baseAddress! + offset, count - offset) }
-                if written < 0 {
-                    failure = "write \(temporary): \(errnoDescription())"
-                    break
-                }
-                offset += written
+            do throws(SpoolError) {
+                try SpoolFiles.writeAll(destination, Array(buffer[0..<count]), path: temporary)
+            } catch {
+                failure = "\(error)"
             }
         }
         if failure == nil, fsync(destination) != 0 { failure = "fsync \(temporary): \(errnoDescription())" }
         close(destination)
-        if let failure {
-            unlink(temporary)
-            return .failure(.retryable(failure, retryAfter: nil))
-        }
-        if isCancelled() {
-            unlink(temporary)
-            return .failure(.cancelled)
-        }
-        guard rename(temporary, target) == 0 else {
-            unlink(temporary)
-            return .failure(.retryable("rename to \(target): \(errnoDescription())", retryAfter: nil))
+        if let failure { return .failure(.retryable(failure, retryAfter: nil)) }
+        if isCancelled() { return .failure(.cancelled) }
+        guard link(temporary, target) == 0 else {
+            guard errno == EEXIST else {
+                return .failure(.retryable("link to \(target): \(errnoDescription())", retryAfter: nil))
+            }
+            return compare(segment, storedAt: target)
         }
         let directory = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if directory >= 0 {
@@ -101,5 +99,18 @@ public struct DirectorySink: LogSink {
             close(directory)
         }
         return .success(())
+    }
+
+    /// The name is taken: stored if it holds the same bytes, refused for good if not.
+    private static func compare(_ segment: SealedSegment, storedAt target: String) -> Result<Void, SinkError> {
+        do throws(SpoolError) {
+            let stored = try SpoolFiles.readAll(target)
+            let local = try SpoolFiles.readAll(segment.path)
+            if stored == local { return .success(()) }
+            return .failure(
+                .permanent("a different file (\(stored.count) bytes) is already stored as \(target); not overwritten"))
+        } catch {
+            return .failure(.retryable("cannot compare with \(target): \(error)", retryAfter: nil))
+        }
     }
 }

@@ -9,10 +9,14 @@ import Overtime
 /// (what rsyslog's `imtcp` accepts by default), with the stream ID and sequence number in
 /// structured data: `[overtime@32473 stream="…" seq="42" segment="7"]`.
 ///
-/// Best effort: a segment counts as stored once the kernel accepted every byte. Plain TCP
-/// loses what is in flight if the collector dies, and a retry after a partial send
-/// repeats messages; the structured data lets the collector drop those duplicates.
-/// Blocking socket I/O runs on a queue of its own; one connection is kept and reused.
+/// Best effort, made as safe as plain TCP allows: before sending, a kept connection the
+/// collector closed (a restart) is noticed and replaced, so a segment is never written
+/// into a dead connection; after sending, the segment counts as stored only once the
+/// collector's TCP acknowledged every byte (the send queue is empty) and the connection is
+/// still up. What a collector acknowledged at TCP level but had not yet processed when it
+/// died is still lost: use ``RELPSink`` (application-level acknowledgements) where that
+/// matters. A retry after a partial send repeats messages; the structured data lets the
+/// collector drop those duplicates. Blocking socket I/O runs on a queue of its own.
 public final class SyslogSink: LogSink {
     /// The collector's host (an IPv4 address or a name).
     public let host: String
@@ -29,9 +33,7 @@ public final class SyslogSink: LogSink {
         self.host = host
         self.port = port
         self.appName = appName
-        var name = [CChar](repeating: 0, count: 256)
-        gethostname(&name, name.count)
-        hostname = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        hostname = SyslogMessage.hostname
     }
 
     deinit {
@@ -43,12 +45,17 @@ public final class SyslogSink: LogSink {
 
     /// Sends every record of the segment, in order.
     public func store(_ segment: SealedSegment) async throws(SinkError) {
-        guard let bytes = try? readFile(segment.path) else {
-            throw .permanent("cannot read \(segment.path)")
+        let records: [SpoolRecord]
+        do {
+            records = try segment.readRecords()
+        } catch {
+            throw .retryable("cannot read \(segment.path): \(error)", retryAfter: nil)
         }
-        let parsed = SegmentFormat.parse(bytes)
-        let payload = parsed.records.flatMap { record in
-            let message = Array(format(record, stream: segment.stream, segment: segment.number).utf8)
+        let payload = records.flatMap { record in
+            let message = Array(
+                SyslogMessage.format(
+                    record, stream: segment.stream, segment: segment.number, hostname: hostname, appName: appName
+                ).utf8)
             return Array("\(message.count) ".utf8) + message  // RFC 6587 octet counting
         }
         let cancelled = Locked(false)
@@ -65,19 +72,14 @@ public final class SyslogSink: LogSink {
         try outcome.get()
     }
 
-    /// `<14>1 2026-11-21T14:02:21.123456Z host app pid - [overtime@32473 …] line`.
-    func format(_ record: SpoolRecord, stream: StreamID, segment: UInt64) -> String {
-        let facilityUser = 1
-        let informational = 6
-        let line = String(decoding: record.line, as: UTF8.self)
-        return "<\(facilityUser * 8 + informational)>1 \(Self.timestamp(record.time)) \(hostname) \(appName) "
-            + "\(getpid()) - [overtime@32473 stream=\"\(stream)\" seq=\"\(record.sequence)\" segment=\"\(segment)\"] "
-            + line
-    }
-
     private func send(_ payload: [UInt8], isCancelled: () -> Bool) -> Result<Void, SinkError> {
         if isCancelled() { return .failure(.cancelled) }
         var fd = connection.withLock { $0 }
+        if fd >= 0, !Self.isAlive(fd) {
+            // The collector closed it (a restart, an idle timeout): never write into it.
+            dropConnection()
+            fd = -1
+        }
         if fd < 0 {
             switch connect() {
             case .success(let opened):
@@ -98,13 +100,55 @@ public final class SyslogSink: LogSink {
             }
             return 0
         }
-        guard failure != 0 else { return .success(()) }
-        connection.withLock {
-            close($0)
-            $0 = -1
+        if failure == 0 {
+            // Stored only once the collector's TCP has every byte and the connection still stands.
+            if let problem = Self.waitUntilAcknowledged(fd, isCancelled: isCancelled) {
+                dropConnection()
+                return isCancelled() ? .failure(.cancelled) : .failure(.retryable(problem, retryAfter: nil))
+            }
+            return .success(())
         }
+        dropConnection()
         if isCancelled() { return .failure(.cancelled) }
         return .failure(.retryable("send to \(host):\(port): \(errnoDescription(failure))", retryAfter: nil))
+    }
+
+    private func dropConnection() {
+        connection.withLock {
+            if $0 >= 0 { close($0) }
+            $0 = -1
+        }
+    }
+
+    /// Whether a connection the collector never writes to is still open: readable means
+    /// end of stream or an error.
+    static func isAlive(_ fd: Int32) -> Bool {
+        let peerHungUp: Int16 = 0x2000  // POLLRDHUP (Linux), which Glibc's module does not export
+        var probe = pollfd(fd: fd, events: Int16(POLLIN) | peerHungUp, revents: 0)
+        guard poll(&probe, 1, 0) >= 0 else { return false }
+        let broken: Int16 = Int16(POLLERR) | Int16(POLLHUP) | Int16(POLLNVAL) | peerHungUp
+        if probe.revents & broken != 0 { return false }
+        guard probe.revents & Int16(POLLIN) != 0 else { return true }
+        var byte: UInt8 = 0
+        let count = recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        return count > 0 || (count < 0 && errno == EAGAIN)
+    }
+
+    /// Waits (up to 10 s) until the kernel's send queue is empty: the peer's TCP acknowledged
+    /// every byte. A problem when it does not, or the connection broke meanwhile.
+    static func waitUntilAcknowledged(_ fd: Int32, isCancelled: () -> Bool) -> String? {
+        let siocoutq: UInt = 0x5411  // TIOCOUTQ: bytes not yet acknowledged by the peer
+        for _ in 0..<10_000 {
+            var unacknowledged: Int32 = 0
+            guard ioctl(fd, siocoutq, &unacknowledged) == 0 else { return "ioctl(SIOCOUTQ): \(errnoDescription())" }
+            if unacknowledged == 0 {
+                return isAlive(fd) ? nil : "the collector closed the connection while receiving"
+            }
+            if isCancelled() { return "cancelled" }
+            if !isAlive(fd) { return "the collector closed the connection with bytes unacknowledged" }
+            usleep(1000)
+        }
+        return "the collector did not acknowledge the segment within 10 s"
     }
 
     private func connect() -> Result<Int32, SinkError> {

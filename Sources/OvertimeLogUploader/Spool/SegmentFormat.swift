@@ -164,6 +164,21 @@ public enum SegmentName {
         "\(stream)/\(padded(segment)).log"
     }
 
+    /// The file name of a segment kept outside the checkpoint's numbering (in `resend/`
+    /// and `dead-letter/`): `<stream-id>-<20-digit number>.seg`, unique across streams.
+    static func resendFileName(stream: StreamID, segment: UInt64) -> String {
+        "\(stream)-\(padded(segment)).seg"
+    }
+
+    /// The stream and number in a ``resendFileName(stream:segment:)``.
+    static func parseResend(_ name: String) -> (StreamID, UInt64)? {
+        let parts = name.split(separator: "-")
+        guard parts.count == 2, parts[1].hasSuffix(".seg"), let stream = StreamID(hex: String(parts[0])),
+            let number = UInt64(parts[1].dropLast(4))
+        else { return nil }
+        return (stream, number)
+    }
+
     static func padded(_ number: UInt64) -> String {
         let digits = String(number)
         return String(repeating: "0", count: max(0, 20 - digits.count)) + digits

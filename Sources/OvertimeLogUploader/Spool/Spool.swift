@@ -11,12 +11,15 @@ import Overtime
 /// A crash-safe, append-only spool of log lines: CRC-framed segment files in one folder.
 ///
 /// ```
-/// <directory>/stream-id            the stream's 128-bit ID, made once
-/// <directory>/checkpoint           last acknowledged segment and sequence (replaced atomically)
+/// <directory>/lock                 held (flock) by the one process using the spool
+/// <directory>/checkpoint           the stream's ID, last acknowledged segment and sequence
+///                                  (two checksummed slots, written in place)
 /// <directory>/segments/<n>.open    the active segment (at most one)
 /// <directory>/segments/<n>.seg     sealed segments: never change, uploaded byte for byte
-/// <directory>/dead-letter/         segments a collector refused for good
-/// <directory>/quarantine/          files found that were not valid segments
+/// <directory>/resend/              sealed segments outside the checkpoint's numbering, to
+///                                  upload again: an earlier stream's, redriven dead letters
+/// <directory>/dead-letter/         segments a collector refused for good (until redriven)
+/// <directory>/quarantine/          files found that were not valid segments or checkpoints
 /// ```
 ///
 /// Appends are group-committed: concurrent writers' lines go out in one `write` and one
@@ -27,7 +30,8 @@ import Overtime
 public final class Spool: Sendable {
     /// The spool's folder.
     public let directory: String
-    /// The ID every segment of this spool carries.
+    /// The ID every new segment of this spool carries. A new one is made when the
+    /// checkpoint cannot prove the numbering (see ``RecoveryReport/startedNewStream``).
     public let streamID: StreamID
     /// The configuration it was opened with.
     public let configuration: SpoolConfiguration
@@ -36,14 +40,18 @@ public final class Spool: Sendable {
 
     private let state: Locked<State>
     /// Serializes acknowledgements and dead-lettering (the checkpoint moves in order);
-    /// counts the checkpoint writes.
-    private let retiring = Locked<Int>(0)
+    /// owns the checkpoint file and counts its writes.
+    private let retiring: Locked<Retiring>
+    private let lock: SpoolLock
     private let logger: Logger
     private let counters: SpoolCounters
     var segmentsDirectory: String { directory + "/segments" }
 
     /// Opens (creating if needed) the spool in `directory` and recovers it: torn tails are
     /// cut back to the last valid record, an active segment left by a crash is sealed.
+    ///
+    /// - Throws: ``SpoolError/locked(path:holder:)`` at once when another process has the
+    ///   spool open; an I/O error when the folder cannot be made or read.
     public init(
         directory: String, configuration: SpoolConfiguration = SpoolConfiguration(),
         logger: Logger = Logger(label: "overtime.spool")
@@ -53,24 +61,29 @@ public final class Spool: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.counters = SpoolCounters()
-        for folder in [directory, directory + "/segments", directory + "/dead-letter", directory + "/quarantine"] {
-            try SpoolFiles.makeDirectory(folder)
+        try SpoolFiles.makeDirectories(directory)
+        lock = try SpoolLock(directory: directory)
+        for folder in ["segments", "resend", "dead-letter", "quarantine"] {
+            try SpoolFiles.makeDirectory(directory + "/" + folder)
         }
-        streamID = try Self.loadOrCreateStreamID(directory: directory)
         var report = RecoveryReport()
-        let recovered = try SpoolRecovery(directory: directory, streamID: streamID, logger: logger).run(&report)
+        let recovered = try SpoolRecovery(directory: directory, logger: logger).run(&report)
         recovery = report
+        streamID = recovered.stream
+        retiring = Locked(Retiring(checkpoint: recovered.checkpoint))
         state = Locked(
             State(
                 nextSequence: recovered.lastSequence + 1, nextSegment: recovered.lastSegment + 1,
-                sealed: recovered.sealed, storedBytes: recovered.sealed.reduce(0) { $0 + $1.bytes },
-                acknowledged: recovered.checkpoint))
+                sealed: recovered.sealed, resend: recovered.resend,
+                storedBytes: (recovered.sealed + recovered.resend).reduce(0) { $0 + $1.bytes },
+                acknowledged: recovered.checkpoint.record.checkpoint))
         if !report.isClean {
             logger.error(
                 "spool recovered with losses",
                 metadata: [
                     "truncated": "\(report.truncations.map { "\($0.path): \($0.problem), \($0.droppedBytes) bytes" })",
                     "quarantined": "\(report.quarantined)",
+                    "checkpoint": "\(report.checkpointDamage ?? "intact")",
                 ])
         }
     }
@@ -228,13 +241,15 @@ public final class Spool: Sendable {
         }
     }
 
-    /// Sealed segments not yet acknowledged, oldest first.
+    /// Sealed segments not yet acknowledged: those to send again first (see
+    /// ``redriveDeadLetters()``), then the current stream's, oldest first.
     public var sealedSegments: [SealedSegment] {
-        state.withLock { $0.sealed }
+        state.withLock { $0.resend + $0.sealed }
     }
 
-    /// Marks `segment` as stored by the collector: the checkpoint moves past it (temp file,
-    /// fsync, rename, fsync of the folder) and then the file is deleted.
+    /// Marks `segment` as stored by the collector: the checkpoint moves past it (written in
+    /// place, made durable) and then the file is deleted. Needs no free disk space, so a
+    /// spool that filled its file system drains itself.
     public func acknowledge(_ segment: SealedSegment) throws(SpoolError) {
         try retire([segment], moveTo: nil)
     }
@@ -248,32 +263,86 @@ public final class Spool: Sendable {
     /// Moves `segment`, which a collector refused for good, to the dead-letter folder, and
     /// moves the checkpoint past it.
     public func deadLetter(_ segment: SealedSegment, reason: String) throws(SpoolError) {
-        try retire([segment], moveTo: directory + "/dead-letter/" + segment.fileName)
+        try retire([segment], moveTo: directory + "/dead-letter/" + segment.resendFileName)
         counters.deadLettered.increment()
-        logger.error("segment moved to dead-letter", metadata: ["segment": "\(segment.name)", "reason": "\(reason)"])
+        logger.error(
+            "segment moved to dead-letter; `log-uploader redrive` (or Spool.redriveDeadLetters()) sends it again",
+            metadata: ["segment": "\(segment.name)", "reason": "\(reason)"])
+    }
+
+    /// Segments in the dead-letter folder now.
+    public var deadLetterCount: Int {
+        ((try? SpoolFiles.list(directory + "/dead-letter")) ?? []).filter { $0.hasSuffix(".seg") }.count
+    }
+
+    /// Moves every dead-lettered segment back into the upload queue (ahead of the current
+    /// stream's segments), under its own name, and returns how many. Files in the folder
+    /// that are not valid segments stay there and are named in the log.
+    @discardableResult
+    public func redriveDeadLetters() throws(SpoolError) -> Int {
+        let folder = directory + "/dead-letter"
+        return try retiring.withLock { (_) throws(SpoolError) -> Int in
+            var moved: [SealedSegment] = []
+            for name in try SpoolFiles.list(folder) where name.hasSuffix(".seg") {
+                let path = folder + "/" + name
+                let parsed = SegmentFormat.parse(try SpoolFiles.readAll(path))
+                guard let stream = parsed.streamID, let number = parsed.segment, let first = parsed.records.first,
+                    let last = parsed.records.last, parsed.problem == nil
+                else {
+                    logger.error(
+                        "not redriven: not a valid segment",
+                        metadata: ["path": "\(path)", "problem": "\(parsed.problem ?? "empty")"])
+                    continue
+                }
+                let target = directory + "/resend/" + SegmentName.resendFileName(stream: stream, segment: number)
+                guard SpoolFiles.size(target) == nil else { continue }  // already queued
+                if rename(path, target) != 0 { throw .io(operation: "rename", path: path, errno: errno) }
+                moved.append(
+                    SealedSegment(
+                        stream: stream, number: number, path: target, bytes: SpoolFiles.size(target) ?? 0,
+                        records: parsed.records.count, firstSequence: first.sequence, lastSequence: last.sequence))
+            }
+            guard !moved.isEmpty else { return 0 }
+            try SpoolFiles.syncDirectory(directory + "/resend")
+            state.withLock { state in
+                state.resend += moved
+                state.storedBytes += moved.reduce(0) { $0 + $1.bytes }
+            }
+            counters.redriven.increment(by: Int64(moved.count))
+            logger.notice("dead letters redriven", metadata: ["segments": "\(moved.count)"])
+            return moved.count
+        }
     }
 
     private func retire(_ segments: [SealedSegment], moveTo destination: String?) throws(SpoolError) {
         // One retirement at a time, and the checkpoint's fsyncs outside the state lock:
         // appends go on while it is made durable.
-        try retiring.withLock { (checkpointWrites: inout Int) throws(SpoolError) in
+        try retiring.withLock { (retiring: inout Retiring) throws(SpoolError) in
             let checkpoint: Checkpoint? = state.withLock { state in
-                // Dropped by the quota meanwhile: nothing left to do for those.
-                let present = segments.filter { segment in state.sealed.contains { $0.number == segment.number } }
+                // Dropped by the quota meanwhile: nothing left to do for those. Segments to
+                // send again are outside the numbering: they never move the checkpoint.
+                let present = segments.filter { segment in state.sealed.contains { $0.path == segment.path } }
                 guard !present.isEmpty else { return nil }
                 return Checkpoint(
                     segment: max(state.acknowledged.segment, present.map(\.number).max()!),
                     sequence: max(state.acknowledged.sequence, present.map(\.lastSequence).max()!))
             }
-            guard let checkpoint else { return }
-            try SpoolFiles.replaceAtomically(
-                directory + "/checkpoint", with: checkpoint.encoded(), directory: directory)
-            checkpointWrites += 1
+            if let checkpoint {
+                try retiring.checkpoint.write(checkpoint)
+                retiring.writes += 1
+            }
             try state.withLock { (state) throws(SpoolError) in
-                state.acknowledged = checkpoint
+                if let checkpoint { state.acknowledged = checkpoint }
                 for segment in segments {
                     // The quota may have dropped (and deleted) it while the checkpoint was written.
-                    guard let index = state.sealed.firstIndex(where: { $0.number == segment.number }) else { continue }
+                    if let index = state.resend.firstIndex(where: { $0.path == segment.path }) {
+                        state.resend.remove(at: index)
+                    } else if checkpoint != nil, let index = state.sealed.firstIndex(where: { $0.path == segment.path })
+                    {
+                        state.sealed.remove(at: index)
+                    } else {
+                        continue
+                    }
                     if let destination {
                         if rename(segment.path, destination) != 0 {
                             throw .io(operation: "rename", path: segment.path, errno: errno)
@@ -281,7 +350,6 @@ public final class Spool: Sendable {
                     } else {
                         unlink(segment.path)
                     }
-                    state.sealed.remove(at: index)
                     state.storedBytes -= segment.bytes
                 }
                 self.state.broadcast()  // a writer may be waiting for room
@@ -291,11 +359,13 @@ public final class Spool: Sendable {
 
     /// Lines spooled and not yet acknowledged (sealed and active).
     public var pendingLines: Int {
-        state.withLock { state in state.sealed.reduce(0) { $0 + $1.records } + (state.active?.records ?? 0) }
+        state.withLock { state in
+            (state.resend + state.sealed).reduce(0) { $0 + $1.records } + (state.active?.records ?? 0)
+        }
     }
 
     /// How many times the checkpoint file was written (acknowledgements share writes).
-    var checkpointWrites: Int { retiring.withLock { $0 } }
+    var checkpointWrites: Int { retiring.withLock { $0.writes } }
 
     /// The last checkpoint: the highest acknowledged segment and sequence.
     public var checkpoint: Checkpoint { state.withLock { $0.acknowledged } }
@@ -356,9 +426,9 @@ public final class Spool: Sendable {
         let quota = configuration.quotaBytes
         switch configuration.quotaPolicy {
         case .dropOldest:
-            while state.storedBytes + needed > quota, let oldest = state.sealed.first {
+            while state.storedBytes + needed > quota, let oldest = state.resend.first ?? state.sealed.first {
                 unlink(oldest.path)
-                state.sealed.removeFirst()
+                if state.resend.isEmpty { state.sealed.removeFirst() } else { state.resend.removeFirst() }
                 state.storedBytes -= oldest.bytes
                 state.droppedLines += oldest.records
                 counters.droppedLines.increment(by: Int64(oldest.records))
@@ -376,20 +446,6 @@ public final class Spool: Sendable {
             counters.quotaRejections.increment()
             throw .quotaExceeded(quotaBytes: quota, neededBytes: needed)
         }
-    }
-
-    private static func loadOrCreateStreamID(directory: String) throws(SpoolError) -> StreamID {
-        let path = directory + "/stream-id"
-        if SpoolFiles.size(path) != nil {
-            let text = String(decoding: try SpoolFiles.readAll(path), as: UTF8.self)
-            guard let id = StreamID(hex: text.trimmingWhitespace()) else {
-                throw .corrupt(path: path, reason: "expected 32 hex digits; remove it to start a new stream")
-            }
-            return id
-        }
-        let id = StreamID.random()
-        try SpoolFiles.replaceAtomically(path, with: Array("\(id)\n".utf8), directory: directory)
-        return id
     }
 
     static func wallClockNanoseconds() -> UInt64 {
@@ -420,11 +476,19 @@ public final class Spool: Sendable {
         let lastSequence: UInt64
     }
 
+    struct Retiring {
+        let checkpoint: CheckpointFile
+        var writes = 0
+    }
+
     struct State {
         var nextSequence: UInt64
         var nextSegment: UInt64
         var active: Active?
+        /// The current stream's sealed segments, by number.
         var sealed: [SealedSegment]
+        /// Sealed segments outside the checkpoint's numbering, uploaded first.
+        var resend: [SealedSegment]
         var pending: [UInt8] = []
         var pendingRecords = 0
         /// The last batch handed to a writer, and the last one finished (written or failed).
@@ -456,9 +520,16 @@ public struct SealedSegment: Sendable, Hashable {
     /// The last sequence number in it.
     public let lastSequence: UInt64
 
+    /// Reads its records (for sinks that send record by record).
+    public func readRecords() throws(SpoolError) -> [SpoolRecord] {
+        let parsed = SegmentFormat.parse(try SpoolFiles.readAll(path))
+        if let problem = parsed.problem { throw .corrupt(path: path, reason: problem) }
+        return parsed.records
+    }
+
     /// The stable name sinks store it under: `<stream-id>/<number>.log`.
     public var name: String { SegmentName.make(stream: stream, segment: number) }
-    var fileName: String { SegmentName.padded(number) + ".seg" }
+    var resendFileName: String { SegmentName.resendFileName(stream: stream, segment: number) }
 }
 
 /// How far uploads got: every segment up to `segment` (and every sequence up to
@@ -469,18 +540,6 @@ public struct Checkpoint: Sendable, Equatable {
     /// The highest acknowledged sequence number (0: none).
     public let sequence: UInt64
 
-    func encoded() -> [UInt8] { Array("segment=\(segment)\nsequence=\(sequence)\n".utf8) }
-
-    static func decode(_ bytes: [UInt8]) -> Checkpoint? {
-        var fields: [String: UInt64] = [:]
-        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
-            let parts = line.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2, let value = UInt64(parts[1]) else { return nil }
-            fields[String(parts[0])] = value
-        }
-        guard let segment = fields["segment"], let sequence = fields["sequence"] else { return nil }
-        return Checkpoint(segment: segment, sequence: sequence)
-    }
 }
 
 /// The spool's counters (swift-metrics, global factory).
@@ -491,6 +550,7 @@ struct SpoolCounters: Sendable {
     let quotaRejections = Counter(label: "overtime_spool_quota_rejections_total")
     let sealed = Counter(label: "overtime_spool_segments_sealed_total")
     let deadLettered = Counter(label: "overtime_spool_dead_lettered_segments_total")
+    let redriven = Counter(label: "overtime_spool_redriven_segments_total")
 }
 
 extension String {

@@ -58,6 +58,10 @@ public enum SpoolError: Error, Sendable, Hashable, CustomStringConvertible {
     case quotaExceeded(quotaBytes: Int, neededBytes: Int)
     /// A file in the spool is not what it should be.
     case corrupt(path: String, reason: String)
+    /// Another process has the spool open (its PID, when it could be read).
+    case locked(path: String, holder: Int32?)
+    /// A socket path cannot be used: it is another file, or a socket another process answers on.
+    case socketUnavailable(path: String, reason: String)
 
     /// A sentence naming the operation, the path and the cause.
     public var description: String {
@@ -68,6 +72,9 @@ public enum SpoolError: Error, Sendable, Hashable, CustomStringConvertible {
         case .lineTooLong(let bytes): "line of \(bytes) bytes is longer than \(SegmentFormat.maximumLineBytes)"
         case .quotaExceeded(let quota, let needed): "spool quota of \(quota) bytes is full (\(needed) more needed)"
         case .corrupt(let path, let reason): "corrupt spool file \(path): \(reason)"
+        case .locked(let path, let holder):
+            "spool \(path) is in use by another process" + (holder.map { " (PID \($0))" } ?? "")
+        case .socketUnavailable(let path, let reason): "cannot listen on \(path): \(reason)"
         }
     }
 
@@ -98,9 +105,17 @@ public struct RecoveryReport: Sendable, Equatable {
     public internal(set) var quarantined: [String] = []
     /// Segments already acknowledged (a crash came between checkpoint and delete), deleted.
     public internal(set) var removedAcknowledged = 0
+    /// What was wrong with the checkpoint file, if anything.
+    public internal(set) var checkpointDamage: String?
+    /// Whether the spool started a new stream because no checkpoint proved the numbering
+    /// of the one before (segments of the earlier stream are uploaded again, none deleted).
+    public internal(set) var startedNewStream = false
+    /// Sealed segments queued to be sent again under their own names (an earlier stream's,
+    /// or redriven dead letters).
+    public internal(set) var resendSegments = 0
 
-    /// Whether anything was repaired.
-    public var isClean: Bool { truncations.isEmpty && quarantined.isEmpty }
+    /// Whether nothing needed repair.
+    public var isClean: Bool { truncations.isEmpty && quarantined.isEmpty && checkpointDamage == nil }
 }
 
 #if canImport(Glibc)

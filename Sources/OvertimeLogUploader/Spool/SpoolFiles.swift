@@ -14,18 +14,33 @@ enum SpoolFiles {
         }
     }
 
+    /// `mkdir -p`: the folder and every missing parent (0700 for those it makes).
+    static func makeDirectories(_ path: String) throws(SpoolError) {
+        var prefix = path.hasPrefix("/") ? "/" : ""
+        for component in path.split(separator: "/") {
+            prefix += component
+            try makeDirectory(prefix)
+            prefix += "/"
+        }
+    }
+
     static func open(_ path: String, flags: Int32, mode: mode_t = 0o600) throws(SpoolError) -> Int32 {
         let fd = Glibc.open(path, flags | O_CLOEXEC, mode)
         guard fd >= 0 else { throw .io(operation: "open", path: path, errno: errno) }
         return fd
     }
 
-    /// Writes every byte or throws; on a short write the caller truncates back.
-    static func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws(SpoolError) {
+    /// Writes every byte (at the file offset, or at `position` with `pwrite`) or throws;
+    /// on a short write the caller truncates back.
+    static func writeAll(_ fd: Int32, _ bytes: [UInt8], at position: Int? = nil, path: String) throws(SpoolError) {
         let failure: Int32 = bytes.withUnsafeBytes { raw in
             var offset = 0
             while offset < raw.count {
-                let written = write(fd, raw.baseAddress! + offset, raw.count - offset)
+                let pointer = raw.baseAddress! + offset
+                let written =
+                    if let position { pwrite(fd, pointer, raw.count - offset, off_t(position + offset)) } else {
+                        write(fd, pointer, raw.count - offset)
+                    }
                 if written < 0 {
                     if errno == EINTR { continue }
                     return errno
@@ -34,7 +49,7 @@ enum SpoolFiles {
             }
             return 0
         }
-        if failure != 0 { throw .io(operation: "write", path: path, errno: failure) }
+        if failure != 0 { throw .io(operation: position == nil ? "write" : "pwrite", path: path, errno: failure) }
     }
 
     static func sync(_ fd: Int32, path: String) throws(SpoolError) {

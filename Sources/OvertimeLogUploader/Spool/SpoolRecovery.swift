@@ -1,3 +1,5 @@
+// Opening a spool after a crash (or a clean stop): what is there, what can be trusted.
+
 import Logging
 
 #if canImport(Glibc)
@@ -6,100 +8,190 @@ import Logging
     import Musl
 #endif
 
-/// Opening a spool after a crash (or a clean stop): what is there, what is valid.
+/// Recovers a spool folder. What it decides, and why:
 ///
-/// - segments at or below the checkpoint were acknowledged: deleted (the crash came
-///   between moving the checkpoint and deleting them);
-/// - a segment whose tail is torn or whose record fails its checksum is cut back to the
-///   last valid record, and the loss is reported; a sealed segment cut back this way has
-///   never been acknowledged, and the sequence numbers its lost records may have had are
-///   never given out again;
-/// - an active (`.open`) segment is sealed, so its lines get uploaded;
-/// - anything that is not a segment of this stream is moved to `quarantine/`.
+/// - The checkpoint numbers the stream. One damaged slot: the other is used. Both damaged,
+///   missing, or of the earlier text format while segments exist: nothing proves which
+///   segment names and sequence numbers a collector already holds, so the spool starts a
+///   **new stream** (a new random ID numbers from 1 again: no name or sequence can collide)
+///   and says so at critical level. Never a guess that could overwrite or delete.
+/// - Segments of the current stream at or below the checkpoint were acknowledged: deleted
+///   (the crash came between moving the checkpoint and deleting them).
+/// - Segments of another stream (an earlier one) are moved to `resend/` and uploaded under
+///   their own names: a collector that already has them keeps one copy (sinks never
+///   overwrite a stored segment with different bytes).
+/// - A segment whose tail is torn or whose record fails its checksum is cut back to the
+///   last valid record, and the loss is reported; a sealed segment cut back this way may
+///   have been uploaded whole, so the sequence numbers its lost records may have had are
+///   never given out again.
+/// - An active (`.open`) segment is sealed, so its lines get uploaded.
+/// - Anything that is not a segment is moved to `quarantine/`.
 struct SpoolRecovery {
     let directory: String
-    let streamID: StreamID
     let logger: Logger
 
     struct Result {
+        var checkpoint: CheckpointFile
         var sealed: [SealedSegment] = []
-        var checkpoint = Checkpoint(segment: 0, sequence: 0)
+        var resend: [SealedSegment] = []
         var lastSequence: UInt64 = 0
         var lastSegment: UInt64 = 0
+        var stream: StreamID { checkpoint.record.stream }
     }
 
     func run(_ report: inout RecoveryReport) throws(SpoolError) -> Result {
-        var result = Result()
         let checkpointPath = directory + "/checkpoint"
+        let legacyStreamPath = directory + "/stream-id"
+        var record: CheckpointRecord?
         if SpoolFiles.size(checkpointPath) != nil {
-            if let checkpoint = Checkpoint.decode(try SpoolFiles.readAll(checkpointPath)) {
-                result.checkpoint = checkpoint
-            } else {
-                // Uploading again is safe (collectors key on the segment name); skipping is not.
-                logger.error("spool checkpoint unreadable; every segment present will be uploaded again")
-                report.quarantined.append(checkpointPath)
-                rename(checkpointPath, directory + "/quarantine/checkpoint")
+            switch CheckpointFormat.read(try SpoolFiles.readAll(checkpointPath)) {
+            case .valid(let valid):
+                record = valid
+            case .oneSlotDamaged(let valid, let slot):
+                record = valid
+                report.checkpointDamage = "checkpoint slot \(slot) failed its checksum; the other slot was used"
+                logger.error("\(report.checkpointDamage!)", metadata: ["path": "\(checkpointPath)"])
+            case .damaged(let reason):
+                report.checkpointDamage = "checkpoint unusable: \(reason)"
+                quarantine(checkpointPath, name: "checkpoint", &report)
             }
         }
-        result.lastSequence = result.checkpoint.sequence
-        result.lastSegment = result.checkpoint.segment
-        let folder = directory + "/segments"
-        for name in try SpoolFiles.list(folder) {
-            let path = folder + "/" + name
-            if name.hasSuffix(".tmp") {
-                unlink(path)
-                continue
+        let segmentsFolder = directory + "/segments"
+        let resendFolder = directory + "/resend"
+        let checkpoint: CheckpointFile
+        if let record {
+            checkpoint = try CheckpointFile(path: checkpointPath, record: record)
+        } else {
+            let previous = SpoolFiles.size(legacyStreamPath) != nil
+            let segmentFiles = try SpoolFiles.list(segmentsFolder)
+            let resendFiles = try SpoolFiles.list(resendFolder)
+            let leftovers = !segmentFiles.isEmpty || !resendFiles.isEmpty
+            checkpoint = try CheckpointFile.create(path: checkpointPath, stream: .random(), directory: directory)
+            if report.checkpointDamage != nil || previous || leftovers {
+                report.startedNewStream = true
+                logger.critical(
+                    "spool checkpoint missing or damaged: started a new stream; every segment still here is uploaded again under its own name, none is deleted",
+                    metadata: [
+                        "cause": "\(report.checkpointDamage ?? "no checkpoint file")",
+                        "stream": "\(checkpoint.record.stream)",
+                    ])
             }
-            let isOpen = name.hasSuffix(".open")
-            guard isOpen || name.hasSuffix(".seg"), let number = UInt64(name.prefix { $0 != "." }) else {
+        }
+        // The earlier format kept the stream ID in a file of its own; the checkpoint holds it now.
+        unlink(legacyStreamPath)
+
+        var result = Result(checkpoint: checkpoint)
+        result.lastSequence = checkpoint.record.checkpoint.sequence
+        result.lastSegment = checkpoint.record.checkpoint.segment
+        for name in try SpoolFiles.list(segmentsFolder) {
+            try recoverCurrent(name: name, folder: segmentsFolder, into: &result, &report)
+        }
+        for name in try SpoolFiles.list(resendFolder) {
+            let path = resendFolder + "/" + name
+            guard let (stream, number) = SegmentName.parseResend(name) else {
                 quarantine(path, name: name, &report)
                 continue
             }
-            if number <= result.checkpoint.segment {
-                unlink(path)
-                report.removedAcknowledged += 1
-                continue
+            if let segment = try recoverSealed(path: path, stream: stream, number: number, &report) {
+                result.resend.append(segment)
             }
-            let bytes = try SpoolFiles.readAll(path)
-            let parsed = SegmentFormat.parse(bytes)
-            guard parsed.streamID == streamID, parsed.segment == number else {
-                quarantine(path, name: name, &report)
-                continue
-            }
-            result.lastSegment = max(result.lastSegment, number)
-            if let problem = parsed.problem {
-                try truncate(path, to: parsed.validLength)
-                report.truncations.append(
-                    RecoveryReport.Truncation(
-                        path: path, keptRecords: parsed.records.count, droppedBytes: bytes.count - parsed.validLength,
-                        problem: problem))
-            }
-            guard let first = parsed.records.first, let last = parsed.records.last else {
-                unlink(path)  // nothing valid in it
-                continue
-            }
-            var sealedPath = path
-            if isOpen {
-                sealedPath = folder + "/" + SegmentName.padded(number) + ".seg"
-                if rename(path, sealedPath) != 0 { throw .io(operation: "rename", path: path, errno: errno) }
-            }
-            var highest = last.sequence
-            if !isOpen, parsed.problem != nil {
-                // A sealed segment may have been uploaded before the crash: never reuse the
-                // numbers its lost records may have had. Skip as many as the dropped bytes
-                // could hold; the collector sees a gap, which is what happened.
-                let smallestRecord = SegmentFormat.frameSize + SegmentFormat.bodyPrefixSize
-                highest += UInt64((bytes.count - parsed.validLength + smallestRecord - 1) / smallestRecord)
-            }
-            result.lastSequence = max(result.lastSequence, highest)
-            result.sealed.append(
-                SealedSegment(
-                    stream: streamID, number: number, path: sealedPath, bytes: parsed.validLength,
-                    records: parsed.records.count, firstSequence: first.sequence, lastSequence: last.sequence))
         }
-        try SpoolFiles.syncDirectory(folder)
+        try SpoolFiles.syncDirectory(segmentsFolder)
+        try SpoolFiles.syncDirectory(resendFolder)
         result.sealed.sort { $0.number < $1.number }
+        report.resendSegments = result.resend.count
         return result
+    }
+
+    /// A file in `segments/`: the current stream's, an earlier stream's, or not a segment.
+    private func recoverCurrent(
+        name: String, folder: String, into result: inout Result, _ report: inout RecoveryReport
+    ) throws(SpoolError) {
+        let path = folder + "/" + name
+        if name.hasSuffix(".tmp") {
+            unlink(path)
+            return
+        }
+        let isOpen = name.hasSuffix(".open")
+        guard isOpen || name.hasSuffix(".seg"), let number = UInt64(name.prefix { $0 != "." }) else {
+            return quarantine(path, name: name, &report)
+        }
+        let bytes = try SpoolFiles.readAll(path)
+        let parsed = SegmentFormat.parse(bytes)
+        guard let stream = parsed.streamID, parsed.segment == number else {
+            return quarantine(path, name: name, &report)
+        }
+        if stream != result.stream {
+            // An earlier stream's segment: sealed as it is, and sent again under its own name.
+            let target = directory + "/resend/" + SegmentName.resendFileName(stream: stream, segment: number)
+            if rename(path, target) != 0 { throw .io(operation: "rename", path: path, errno: errno) }
+            if let segment = try recoverSealed(path: target, stream: stream, number: number, &report) {
+                result.resend.append(segment)
+            }
+            return
+        }
+        if number <= result.checkpoint.record.checkpoint.segment {
+            unlink(path)
+            report.removedAcknowledged += 1
+            return
+        }
+        result.lastSegment = max(result.lastSegment, number)
+        if let problem = parsed.problem {
+            try truncate(path, to: parsed.validLength)
+            report.truncations.append(
+                RecoveryReport.Truncation(
+                    path: path, keptRecords: parsed.records.count, droppedBytes: bytes.count - parsed.validLength,
+                    problem: problem))
+        }
+        guard let first = parsed.records.first, let last = parsed.records.last else {
+            unlink(path)  // nothing valid in it
+            return
+        }
+        var sealedPath = path
+        if isOpen {
+            sealedPath = folder + "/" + SegmentName.padded(number) + ".seg"
+            if rename(path, sealedPath) != 0 { throw .io(operation: "rename", path: path, errno: errno) }
+        }
+        var highest = last.sequence
+        if !isOpen, parsed.problem != nil {
+            // A sealed segment may have been uploaded before the crash: never reuse the
+            // numbers its lost records may have had. Skip as many as the dropped bytes
+            // could hold; the collector sees a gap, which is what happened.
+            let smallestRecord = SegmentFormat.frameSize + SegmentFormat.bodyPrefixSize
+            highest += UInt64((bytes.count - parsed.validLength + smallestRecord - 1) / smallestRecord)
+        }
+        result.lastSequence = max(result.lastSequence, highest)
+        result.sealed.append(
+            SealedSegment(
+                stream: stream, number: number, path: sealedPath, bytes: parsed.validLength,
+                records: parsed.records.count, firstSequence: first.sequence, lastSequence: last.sequence))
+    }
+
+    /// A sealed segment outside the checkpoint's numbering (in `resend/`): checked, cut
+    /// back to its valid records if damaged, deleted if none is valid.
+    private func recoverSealed(
+        path: String, stream: StreamID, number: UInt64, _ report: inout RecoveryReport
+    ) throws(SpoolError) -> SealedSegment? {
+        let bytes = try SpoolFiles.readAll(path)
+        let parsed = SegmentFormat.parse(bytes)
+        guard parsed.streamID == stream, parsed.segment == number else {
+            quarantine(path, name: String(path.split(separator: "/").last ?? "segment"), &report)
+            return nil
+        }
+        if let problem = parsed.problem {
+            try truncate(path, to: parsed.validLength)
+            report.truncations.append(
+                RecoveryReport.Truncation(
+                    path: path, keptRecords: parsed.records.count, droppedBytes: bytes.count - parsed.validLength,
+                    problem: problem))
+        }
+        guard let first = parsed.records.first, let last = parsed.records.last else {
+            unlink(path)
+            return nil
+        }
+        return SealedSegment(
+            stream: stream, number: number, path: path, bytes: parsed.validLength, records: parsed.records.count,
+            firstSequence: first.sequence, lastSequence: last.sequence)
     }
 
     private func truncate(_ path: String, to length: Int) throws(SpoolError) {
@@ -109,8 +201,15 @@ struct SpoolRecovery {
         try SpoolFiles.sync(fd, path: path)
     }
 
+    /// Moves `path` into `quarantine/`, never over an earlier file there.
     private func quarantine(_ path: String, name: String, _ report: inout RecoveryReport) {
-        rename(path, directory + "/quarantine/" + name)
+        var target = directory + "/quarantine/" + name
+        var suffix = 1
+        while SpoolFiles.size(target) != nil {
+            target = directory + "/quarantine/" + name + ".\(suffix)"
+            suffix += 1
+        }
+        rename(path, target)
         report.quarantined.append(path)
     }
 }

@@ -9,6 +9,7 @@ import Overtime
 /// before its checkpoint is durable means it is sent again, under the same name.
 final class Acknowledger: Sendable {
     private let spool: Spool
+    private let onAcknowledged: @Sendable ([SealedSegment]) -> Void
     private let state = Locked(State())
     private let queue = DispatchQueue(label: "overtime.uploader.acknowledge")
 
@@ -18,8 +19,10 @@ final class Acknowledger: Sendable {
         var failure: SpoolError?
     }
 
-    init(spool: Spool) {
+    /// Acknowledges to `spool`; `onAcknowledged` hears of each batch once it is durable.
+    init(spool: Spool, onAcknowledged: @escaping @Sendable ([SealedSegment]) -> Void) {
         self.spool = spool
+        self.onAcknowledged = onAcknowledged
     }
 
     /// Queues `segment` (stored by the collector) for the next checkpoint write.
@@ -56,6 +59,7 @@ final class Acknowledger: Sendable {
             guard !batch.isEmpty else { return }
             do throws(SpoolError) {
                 try spool.acknowledge(batch)
+                onAcknowledged(batch)
             } catch {
                 state.withLock { $0.failure = error }
             }

@@ -11,6 +11,11 @@ import Overtime
 /// upload. On expiration it cancels the upload in flight, leaves the checkpoint where it
 /// is and ends the grant. Failed uploads are retried with backoff inside the grant while
 /// time allows; a segment refused for good goes to the dead-letter folder.
+///
+/// A backoff never outlasts the grant's time: a `Retry-After` is honoured up to the last
+/// moment one more upload fits before expiration, and entering the background or being
+/// told to terminate cuts any backoff short and retries at once (a foreground drain
+/// waiting out a long `Retry-After` must not starve the termination drain).
 public final class LogUploader: Sendable {
     /// The runtime whose lifecycle drives uploads.
     public let runtime: Runtime
@@ -23,6 +28,7 @@ public final class LogUploader: Sendable {
 
     private let logger: Logger
     private let state: Locked<State>
+    private let backoff = BackoffSleep()
     private let uploaded = Counter(label: "overtime_uploader_segments_total", dimensions: [("result", "stored")])
     private let deadLettered = Counter(
         label: "overtime_uploader_segments_total", dimensions: [("result", "dead_letter")])
@@ -34,6 +40,8 @@ public final class LogUploader: Sendable {
         var estimate: Duration
         var token: ObservationToken?
         var foregroundTimer: Task<Void, Never>?
+        /// A drain was asked for while one ran: the running one seals again and goes on.
+        var drainAgain = false
     }
 
     /// Creates an uploader; nothing happens until ``start()``.
@@ -54,7 +62,9 @@ public final class LogUploader: Sendable {
         let token = runtime.observe { [weak self] event in
             guard let self else { return }
             switch event {
-            case .didEnterBackground, .willTerminate: self.drainInGrant(reason: "\(event)")
+            case .didEnterBackground, .willTerminate:
+                self.backoff.wake()  // a drain waiting out a backoff retries now, inside the budget
+                self.drainInGrant(reason: "\(event)")
             default: break
             }
         }
@@ -86,8 +96,10 @@ public final class LogUploader: Sendable {
     /// Whether a drain is running.
     public var isDraining: Bool { state.withLock { $0.draining != nil } }
 
-    /// Begins a grant now and drains in it, unless a drain is already running. Safe to
-    /// call from the loop thread (an observer) or any other.
+    /// Begins a grant now and drains in it. When a drain is already running, that drain
+    /// seals the active segment again once it is through and uploads what came meanwhile
+    /// (so lines spooled during a termination drain, such as input read to its end, go
+    /// out in it). Safe to call from the loop thread (an observer) or any other.
     public func drainInGrant(reason: String) {
         let holder = Locked<Task<Void, Never>?>(nil)
         let id = runtime.beginBackgroundTask(name: "log-upload") {
@@ -98,11 +110,22 @@ public final class LogUploader: Sendable {
             return
         }
         let started: Bool = state.withLock { current in
-            guard current.draining == nil else { return false }
+            guard current.draining == nil else {
+                current.drainAgain = true  // under the lock the running drain checks it with
+                return false
+            }
             // Holding the lock: the task cannot clear `draining` before it is set.
             let task = Task { [self] in
-                await drain()
-                state.withLock { $0.draining = nil }
+                while true {
+                    await drain()
+                    let again = state.withLock { state in
+                        defer { state.drainAgain = false }
+                        if state.drainAgain, !Task.isCancelled { return true }
+                        state.draining = nil
+                        return false
+                    }
+                    if !again { break }
+                }
                 runtime.endBackgroundTask(id)
             }
             current.draining = task
@@ -119,7 +142,13 @@ public final class LogUploader: Sendable {
     /// Acknowledgements (the checkpoint's fsyncs) run beside the uploads, coalesced by an
     /// ``Acknowledger``; every exit waits for them.
     private func drain() async {
-        let acknowledger = Acknowledger(spool: spool)
+        let acknowledger = Acknowledger(spool: spool) { [self] segments in
+            uploaded.increment(by: Int64(segments.count))
+            state.withLock { state in
+                state.statistics.uploadedSegments += segments.count
+                state.statistics.uploadedLines += segments.reduce(0) { $0 + $1.records }
+            }
+        }
         await drainSegments(acknowledger)
         if let failure = await acknowledger.finish() {
             noteFailure(failure, segment: nil)
@@ -135,8 +164,8 @@ public final class LogUploader: Sendable {
         var generator = SystemRandomNumberGenerator()
         let retry = RetryPolicy(initial: configuration.initialRetryDelay, cap: configuration.maximumRetryDelay)
         var attempt = 0
-        var lastStored: UInt64 = 0
-        while let segment = spool.sealedSegments.first(where: { $0.number > lastStored }) {
+        var finished = Set<String>()  // paths stored or dead-lettered in this drain
+        while let segment = spool.sealedSegments.first(where: { !finished.contains($0.path) }) {
             if Task.isCancelled { return noteExpired() }
             guard enoughTime(for: estimate) else { return noteStoppedForTime() }
             // The checkpoint could not be written: stop; what is not acknowledged is sent again.
@@ -145,27 +174,40 @@ public final class LogUploader: Sendable {
             do {
                 try await sink.store(segment)
                 acknowledger.submit(segment)
-                lastStored = segment.number
-                record(success: segment, took: ContinuousClock.now - started)
+                finished.insert(segment.path)
+                record(took: ContinuousClock.now - started)
                 attempt = 0
             } catch {
                 switch error {
                 case .cancelled:
                     return noteExpired()
                 case .permanent(let reason):
-                    try? spool.deadLetter(segment, reason: reason)
-                    lastStored = segment.number
+                    finished.insert(segment.path)
+                    do throws(SpoolError) {
+                        try spool.deadLetter(segment, reason: reason)
+                    } catch {
+                        noteFailure(error, segment: segment)
+                        continue  // still in the spool: sent again next drain
+                    }
                     deadLettered.increment()
                     state.withLock {
                         $0.statistics.deadLetteredSegments += 1
+                        $0.statistics.deadLetteredLines += segment.records
                         $0.statistics.lastError = "\(error)"
                     }
                 case .retryable(_, let retryAfter):
                     noteFailure(error, segment: segment)
-                    let delay = retry.delay(attempt: attempt, retryAfter: retryAfter, using: &generator)
+                    var delay = retry.delay(attempt: attempt, retryAfter: retryAfter, using: &generator)
                     attempt += 1
-                    guard enoughTime(for: delay + estimate) else { return noteStoppedForTime() }
-                    do { try await Task.sleep(for: delay) } catch { return noteExpired() }
+                    // Never wait past the last moment one more upload still fits.
+                    if let left = timeBeforeExpiration() {
+                        guard left > estimate else { return noteStoppedForTime() }
+                        delay = min(delay, left - estimate)
+                    }
+                    if await backoff.sleep(for: delay) {
+                        if Task.isCancelled { return noteExpired() }
+                        attempt = 0  // woken by a lifecycle change: the collector may be back
+                    }
                 }
             }
         }
@@ -175,16 +217,18 @@ public final class LogUploader: Sendable {
 
     /// Whether `needed` fits before the expiration point of the current budget.
     private func enoughTime(for needed: Duration) -> Bool {
-        let remaining = runtime.backgroundTimeRemaining
-        if remaining == Runtime.unlimitedTime { return true }
-        return remaining - runtime.configuration.expirationLeadTime > needed
+        timeBeforeExpiration().map { $0 > needed } ?? true
     }
 
-    private func record(success segment: SealedSegment, took duration: Duration) {
-        uploaded.increment()
+    /// Time left before the expiration point of the current budget; nil in the foreground.
+    private func timeBeforeExpiration() -> Duration? {
+        let remaining = runtime.backgroundTimeRemaining
+        if remaining == Runtime.unlimitedTime { return nil }
+        return remaining - runtime.configuration.expirationLeadTime
+    }
+
+    private func record(took duration: Duration) {
         state.withLock { state in
-            state.statistics.uploadedSegments += 1
-            state.statistics.uploadedLines += segment.records
             // Weighted toward the recent, so a slower collector raises the estimate quickly.
             state.estimate = state.estimate * 0.5 + duration * 0.5
         }

@@ -5,7 +5,8 @@ public struct UploaderConfiguration: Sendable {
     /// First retry delay; each retry doubles it, up to ``maximumRetryDelay``, and the
     /// actual delay is drawn uniformly from zero to that (full jitter). Default 0.5 s.
     public var initialRetryDelay: Duration = .milliseconds(500)
-    /// The cap on a retry delay. Default 30 s.
+    /// The cap on a retry delay the uploader draws (a collector's `Retry-After` is
+    /// honoured beyond it, but never past the grant's expiration point). Default 30 s.
     public var maximumRetryDelay: Duration = .seconds(30)
     /// Also upload in the foreground, this often (`nil`, the default: only on background
     /// and termination).
@@ -17,12 +18,16 @@ public struct UploaderConfiguration: Sendable {
 
 /// What a ``LogUploader`` has done so far.
 public struct UploaderStatistics: Sendable, Equatable {
-    /// Segments the sink stored (and the checkpoint moved past).
+    /// Segments the sink stored and the spool acknowledged (the checkpoint durably moved
+    /// past them, or, for segments sent again, their files deleted). A segment stored but
+    /// not acknowledged (the checkpoint write failed) is not counted: it is sent again.
     public var uploadedSegments = 0
-    /// Lines in those segments.
+    /// Lines in those segments (from this run's spool or an earlier one's).
     public var uploadedLines = 0
     /// Segments moved to the dead-letter folder.
     public var deadLetteredSegments = 0
+    /// Lines in those segments.
+    public var deadLetteredLines = 0
     /// Upload attempts that failed and were retried or left for later.
     public var failedAttempts = 0
     /// Drains stopped because too little time was left to start another upload.

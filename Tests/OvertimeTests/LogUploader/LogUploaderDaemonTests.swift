@@ -63,13 +63,15 @@ struct LogUploaderDaemonTests {
         // The final progress line. (The daemon's own log lines written after the last
         // drain stay spooled for the next run, so pending may not be zero.)
         let progress = try #require(child.standardError.last { $0.hasPrefix("spooled=") })
-        #expect(progress.contains("rejected=0 state=terminated"))
+        #expect(progress.contains("rejected=0 dropped=0 truncated=0 dead-lettered=0 state=terminated"))
     }
 
     @Test func anUnknownSinkSchemeIsRefusedClearly() throws {
         let child = try RunningChild(["--sink", "ftp://127.0.0.1:9/logs"], executable: "log-uploader")
         #expect(child.waitForExit() == 64)
         #expect(
-            child.standardError.contains { $0.contains("a sink is a folder, an http(s):// URL or syslog://host:port") })
+            child.standardError.contains {
+                $0.contains("a sink is a folder, an http(s):// URL, syslog://host:port or relp://host:port")
+            })
     }
 }

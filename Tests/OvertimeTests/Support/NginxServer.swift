@@ -36,6 +36,18 @@ final class NginxServer: @unchecked Sendable {
                         dav_access user:rw group:r all:r;
                     }
                     location /refuse/ { return 403; }
+                    location /bad-request/ { return 400; }
+                    # A collector that answers 404 while a flag file exists (a proxy not yet routing).
+                    location /flaky/ {
+                        alias \(folder.path)/data/logs/;
+                        if (-f \(folder.path)/missing) { return 404; }
+                        if (-f \(folder.path)/unavailable) {
+                            add_header Retry-After 20 always;
+                            return 503;
+                        }
+                        dav_methods PUT;
+                        create_full_put_path on;
+                    }
                     location /busy/ {
                         add_header Retry-After 7 always;
                         return 503;
@@ -53,6 +65,21 @@ final class NginxServer: @unchecked Sendable {
         stopServer(process)
         folder.remove()
     }
+
+    /// While `answer` is set, `/flaky/` answers it (404, or 503 with `Retry-After: 20`)
+    /// instead of storing; `nil` stores again.
+    func setFlaky(_ answer: Int?) {
+        for (status, flag) in [(404, "missing"), (503, "unavailable")] {
+            let path = folder.path + "/" + flag
+            if answer == status {
+                _ = FileManager.default.createFile(atPath: path, contents: nil)
+            } else {
+                unlink(path)
+            }
+        }
+    }
+
+    var flakyURL: String { "http://127.0.0.1:\(port)/flaky" }
 
     /// Every stored file under `logs/`, relative to it.
     func storedFiles() -> [String] {

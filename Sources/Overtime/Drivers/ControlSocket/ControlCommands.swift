@@ -39,8 +39,15 @@ extension RuntimeCore {
         case "simulate-launch":
             return .failure("simulate-launch: this runtime has no scheduler")
         default:
-            return .failure(
-                "unknown command '\(request.command)'; known: \(ControlProtocol.commands.joined(separator: ", "))")
+            let extra = extraControlCommands.withLock { $0 }
+            if let handler = extra[request.command] {
+                switch handler() {
+                case .success(let message): return ControlResponse(ok: true, message: message)
+                case .failure(let error): return .failure("\(request.command): \(error.message)")
+                }
+            }
+            let known = ControlProtocol.commands + extra.keys.sorted()
+            return .failure("unknown command '\(request.command)'; known: \(known.joined(separator: ", "))")
         }
         return ControlResponse(ok: true, message: "\(request.command) accepted")
     }
@@ -65,5 +72,31 @@ extension ControlTask {
             callSite: info.callSite.description, ageSeconds: info.age.secondsValue,
             remainingSeconds: info.remaining == Runtime.unlimitedTime ? nil : info.remaining.secondsValue,
             expired: info.isExpired)
+    }
+}
+
+/// Why a command added with ``Runtime/addControlCommand(_:handler:)`` failed: the text
+/// the client prints.
+public struct ControlCommandError: Error, Sendable {
+    /// What went wrong, one sentence.
+    public var message: String
+
+    /// An error with `message`.
+    public init(_ message: String) {
+        self.message = message
+    }
+}
+
+extension Runtime {
+    /// Adds `name` to the control socket's commands (`overtimectl NAME` sends it). The
+    /// handler runs on the loop thread, so it must be quick; its message is the reply.
+    /// Built-in commands cannot be replaced: `false` is returned for those.
+    @discardableResult
+    public func addControlCommand(
+        _ name: String, handler: @escaping @Sendable () -> Result<String, ControlCommandError>
+    ) -> Bool {
+        guard !ControlProtocol.commands.contains(name) else { return false }
+        core.extraControlCommands.withLock { $0[name] = handler }
+        return true
     }
 }

@@ -24,13 +24,9 @@ final class ControlSocketServer {
 
     /// Binds and listens. Failure is logged, not thrown: a daemon keeps running without it.
     func start() {
-        var info = stat()
-        if lstat(path, &info) == 0 {
-            guard info.st_mode & S_IFMT == S_IFSOCK else {
-                core.logger.error("control socket: \(path) exists and is not a socket; not replacing it")
-                return
-            }
-            unlink(path)  // a stale socket from an earlier run
+        if let refusal = claimSocketPath(path, datagram: false) {
+            core.logger.error("control socket: \(refusal)")
+            return
         }
         let handle = core.loop.makeHandle(uv_pipe_t.self)
         uv_pipe_init(core.loop.raw, handle, 0)

@@ -1,3 +1,6 @@
+// One HTTP request on libcurl's easy interface: PUT of a file, HEAD, or GET into memory.
+// The transfer only speaks HTTP; what a status means for a segment is `HTTPSink`'s call.
+
 import CLibCurl
 import Overtime
 
@@ -5,40 +8,73 @@ import Overtime
     import Glibc
 #endif
 
-/// One HTTP PUT of a sealed segment: the easy handle, the file it reads from, and the
-/// continuation waiting for the answer. Finishes exactly once.
+/// What a collector answered.
+struct HTTPResponse: Sendable {
+    /// The status code.
+    let status: Int
+    /// `Retry-After` in seconds, if the collector sent one.
+    let retryAfter: Duration?
+    /// The body, for a GET (at most the request's limit plus one byte).
+    let body: [UInt8]
+}
+
+/// One request: the easy handle, the file a PUT reads from, and the continuation waiting
+/// for the answer. Finishes exactly once.
 final class CurlTransfer: @unchecked Sendable {  // its mutable state is touched on the loop thread only
+    /// What to ask.
+    enum Method {
+        /// Upload the file at `path` (`bytes` long), with `If-None-Match: *`.
+        case put(path: String, bytes: Int)
+        case head
+        /// Download at most `limit` bytes (one more marks "longer than expected").
+        case get(limit: Int)
+    }
+
     let easy: UnsafeMutableRawPointer
-    private let file: UnsafeMutablePointer<FILE>?
+    private var file: UnsafeMutablePointer<FILE>?
     private var headers: UnsafeMutablePointer<curl_slist>?
     private var retryAfter: Duration?
-    private let continuation: Locked<CheckedContinuation<Result<Void, SinkError>, Never>?>
+    private var body: [UInt8] = []
+    private var bodyLimit = 0
+    private let continuation: Locked<CheckedContinuation<Result<HTTPResponse, SinkError>, Never>?>
 
-    /// Prepares `PUT url` with the body read from `path`.
-    init(url: String, path: String, bytes: Int, continuation: CheckedContinuation<Result<Void, SinkError>, Never>) {
+    /// Prepares `method url`.
+    init(
+        url: String, method: Method, continuation: CheckedContinuation<Result<HTTPResponse, SinkError>, Never>
+    ) {
         easy = curl_easy_init()
-        file = fopen(path, "rb")
         self.continuation = Locked(continuation)
         let context = Unmanaged.passUnretained(self).toOpaque()
         overtime_easy_setopt_string(easy, CURLOPT_URL, url)
-        overtime_easy_setopt_long(easy, CURLOPT_UPLOAD, 1)
-        overtime_easy_setopt_offset(easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(bytes))
-        overtime_easy_setopt_pointer(easy, CURLOPT_READDATA, UnsafeMutableRawPointer(file))
-        overtime_easy_setopt_read_function(easy) { buffer, size, count, file in
-            fread(buffer, size, count, file!.assumingMemoryBound(to: FILE.self))
+        headers = curl_slist_append(nil, "Expect:")  // no "100-continue" round trip
+        switch method {
+        case .put(let path, let bytes):
+            file = fopen(path, "rb")
+            if file == nil { cannotStart = .retryable("cannot read \(path): \(errnoDescription())", retryAfter: nil) }
+            overtime_easy_setopt_long(easy, CURLOPT_UPLOAD, 1)
+            overtime_easy_setopt_offset(easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(bytes))
+            overtime_easy_setopt_pointer(easy, CURLOPT_READDATA, UnsafeMutableRawPointer(file))
+            overtime_easy_setopt_read_function(easy) { buffer, size, count, file in
+                fread(buffer, size, count, file!.assumingMemoryBound(to: FILE.self))
+            }
+            // A segment in few large reads and sends (libcurl's default buffer is 64 KiB).
+            overtime_easy_setopt_long(easy, CURLOPT_UPLOAD_BUFFERSIZE, 512 * 1024)
+            headers = curl_slist_append(headers, "Content-Type: application/octet-stream")
+            // A collector that honours it refuses (412) to replace what it stores.
+            headers = curl_slist_append(headers, "If-None-Match: *")
+        case .head:
+            overtime_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
+        case .get(let limit):
+            bodyLimit = limit
         }
-        // Small segments: no Nagle delay, and no "Expect: 100-continue" round trip.
+        // Small segments: no Nagle delay.
         overtime_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1)
-        // A segment in few large reads and sends (libcurl's default buffer is 64 KiB).
-        overtime_easy_setopt_long(easy, CURLOPT_UPLOAD_BUFFERSIZE, 512 * 1024)
         overtime_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         overtime_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, 5000)
         // A collector that stops answering (under 1 byte/s for 30 s) is a retryable failure;
         // in the background, expiration cancels sooner.
         overtime_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
         overtime_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, 30)
-        headers = curl_slist_append(nil, "Expect:")
-        headers = curl_slist_append(headers, "Content-Type: application/octet-stream")
         overtime_easy_setopt_pointer(easy, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(headers))
         overtime_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, context)
         overtime_easy_setopt_header_function(easy) { line, size, count, context in
@@ -46,7 +82,13 @@ final class CurlTransfer: @unchecked Sendable {  // its mutable state is touched
             transfer.header(String(decoding: UnsafeRawBufferPointer(start: line, count: size * count), as: UTF8.self))
             return size * count
         }
-        overtime_easy_setopt_write_function(easy) { _, size, count, _ in size * count }  // the body is not needed
+        overtime_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, context)
+        overtime_easy_setopt_write_function(easy) { data, size, count, context in
+            let transfer = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
+            let room = max(0, transfer.bodyLimit + 1 - transfer.body.count)
+            transfer.body += UnsafeRawBufferPointer(start: data, count: min(size * count, room))
+            return size * count
+        }
     }
 
     deinit {
@@ -55,19 +97,19 @@ final class CurlTransfer: @unchecked Sendable {  // its mutable state is touched
         if let file { fclose(file) }
     }
 
-    var canStart: Result<Void, SinkError>? {
-        file == nil ? .failure(.permanent("cannot read the segment: \(errnoDescription())")) : nil
-    }
+    /// A failure known before starting (the file to upload cannot be read), or nil.
+    private(set) var cannotStart: SinkError?
 
     private func header(_ line: String) {
         let parts = line.split(separator: ":", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "retry-after",
             let seconds = Int(parts[1].trimmingCharacters())
         else { return }
-        retryAfter = .seconds(max(0, min(seconds, 3600)))
+        // A day at most: a number, not a way to park the uploader (it caps by its budget too).
+        retryAfter = .seconds(max(0, min(seconds, 86_400)))
     }
 
-    /// curl finished the transfer: map the outcome to stored, retry, or refused for good.
+    /// curl finished the transfer: the collector's answer, or the transport's failure.
     func completed(_ result: CURLcode) {
         guard result == CURLE_OK else {
             finish(.failure(.retryable(String(cString: curl_easy_strerror(result)), retryAfter: nil)))
@@ -75,18 +117,11 @@ final class CurlTransfer: @unchecked Sendable {  // its mutable state is touched
         }
         var status = 0
         overtime_easy_getinfo_response_code(easy, &status)
-        switch status {
-        case 200, 201, 204:
-            finish(.success(()))
-        case 408, 425, 429, 500...599:
-            finish(.failure(.retryable("HTTP \(status)", retryAfter: retryAfter)))
-        default:
-            finish(.failure(.permanent("HTTP \(status)")))
-        }
+        finish(.success(HTTPResponse(status: status, retryAfter: retryAfter, body: body)))
     }
 
-    /// Resumes the waiting upload, once.
-    func finish(_ outcome: Result<Void, SinkError>) {
+    /// Resumes the waiting request, once.
+    func finish(_ outcome: Result<HTTPResponse, SinkError>) {
         let waiting = continuation.withLock { continuation in
             defer { continuation = nil }
             return continuation

@@ -3,42 +3,94 @@ import Overtime
 /// Stores segments with HTTP PUT under stable names, `<base>/<stream-id>/<segment>.log`,
 /// through libcurl's multi-socket interface on the runtime's own loop.
 ///
-/// 200, 201 and 204 mean stored (nginx answers 201, then 204 for a repeat); 408, 425, 429
-/// and 5xx are retried (honouring `Retry-After`); other 4xx are refused for good (the
-/// segment goes to the dead-letter folder); connection errors are retried. Cancelling the
-/// upload's task (expiration) aborts the transfer in flight.
+/// **Never overwrites a stored segment.** Every PUT carries `If-None-Match: *`; a
+/// collector that honours it answers 412 instead of replacing. Not every collector does
+/// (nginx's WebDAV module ignores it and replaces), so by default the sink first asks
+/// (`HEAD`) whether the name is taken. Whenever it is, the stored object is downloaded and
+/// compared: the same bytes count as stored (a retry after a crash), different bytes are
+/// refused for good and never overwritten (``SinkError/permanent(_:)``: the segment goes
+/// to the dead-letter folder, loudly). See ``HTTPSinkConfiguration/OverwriteProtection``.
+///
+/// 200, 201 and 204 mean stored; a status in ``HTTPSinkConfiguration/permanentStatuses``
+/// is refused for good; every other status and every connection error is retried
+/// (honouring `Retry-After`). Cancelling the upload's task (expiration) aborts the
+/// transfer in flight.
 ///
 /// nginx from Debian stores these with `dav_methods PUT; create_full_put_path on;` (its
 /// worker user must own the target folder).
 public final class HTTPSink: LogSink {
     /// The URL segments are stored under, without a trailing slash.
     public let baseURL: String
+    /// How statuses are read and overwrites prevented.
+    public let configuration: HTTPSinkConfiguration
     private let runtime: Runtime
     private let driver: Locked<CurlMulti?> = Locked(nil)
 
     /// Stores under `baseURL` (`http://host:port/prefix`) using `runtime`'s loop.
-    public init(baseURL: String, runtime: Runtime) {
+    public init(baseURL: String, runtime: Runtime, configuration: HTTPSinkConfiguration = .init()) {
         var base = baseURL
         while base.hasSuffix("/") { base.removeLast() }
         self.baseURL = base
         self.runtime = runtime
+        self.configuration = configuration
     }
 
     /// The base URL.
     public var description: String { baseURL }
 
-    /// PUTs the segment's file; returns once the collector answered 2xx.
+    /// Uploads the segment's file unless the collector already stores it; returns once the
+    /// collector holds exactly these bytes under the segment's name.
     public func store(_ segment: SealedSegment) async throws(SinkError) {
         let url = baseURL + "/" + segment.name
+        if configuration.overwriteProtection == .checkBeforeUpload {
+            let head = try await perform(url, .head)
+            switch head.status {
+            case 200...299: return try await verifyStored(segment, url: url)
+            case 404, 410: break
+            default: throw failure(head, asking: "HEAD")
+            }
+        }
+        let put = try await perform(url, .put(path: segment.path, bytes: segment.bytes))
+        switch put.status {
+        case 200, 201, 204: return
+        case 412: return try await verifyStored(segment, url: url)  // the name is taken
+        default: throw failure(put, asking: "PUT")
+        }
+    }
+
+    /// The name is taken: stored when the object holds our bytes, refused for good otherwise.
+    private func verifyStored(_ segment: SealedSegment, url: String) async throws(SinkError) {
+        let get = try await perform(url, .get(limit: segment.bytes))
+        guard (200...299).contains(get.status) else { throw failure(get, asking: "GET") }
+        let local: [UInt8]
+        do {
+            local = try SpoolFiles.readAll(segment.path)
+        } catch {
+            throw .retryable("cannot read \(segment.path): \(error)", retryAfter: nil)
+        }
+        guard get.body == local else {
+            throw .permanent(
+                "a different object (\(get.body.count) bytes) is already stored as \(segment.name); not overwritten")
+        }
+    }
+
+    private func failure(_ response: HTTPResponse, asking method: String) -> SinkError {
+        if configuration.permanentStatuses.contains(response.status) {
+            return .permanent("\(method) answered HTTP \(response.status)")
+        }
+        return .retryable("\(method) answered HTTP \(response.status)", retryAfter: response.retryAfter)
+    }
+
+    /// One request on the loop's libcurl driver; cancelling the task aborts it.
+    private func perform(_ url: String, _ method: CurlTransfer.Method) async throws(SinkError) -> HTTPResponse {
         let pending = Locked<CurlTransfer?>(nil)
         let cancelled = Locked(false)
         let runtime = self.runtime
-        let outcome: Result<Void, SinkError> = await withTaskCancellationHandler {
+        let outcome: Result<HTTPResponse, SinkError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                let transfer = CurlTransfer(
-                    url: url, path: segment.path, bytes: segment.bytes, continuation: continuation)
-                if let failure = transfer.canStart {
-                    transfer.finish(failure)
+                let transfer = CurlTransfer(url: url, method: method, continuation: continuation)
+                if let failure = transfer.cannotStart {
+                    transfer.finish(.failure(failure))
                     return
                 }
                 pending.withLock { $0 = transfer }
@@ -56,7 +108,7 @@ public final class HTTPSink: LogSink {
                 if let transfer = pending.withLock({ $0 }) { multi().cancel(transfer) }
             }
         }
-        try outcome.get()
+        return try outcome.get()
     }
 
     /// The driver, made on first use (on the loop thread).
@@ -68,4 +120,39 @@ public final class HTTPSink: LogSink {
             return made
         }
     }
+}
+
+/// How an ``HTTPSink`` reads statuses and keeps from overwriting.
+public struct HTTPSinkConfiguration: Sendable {
+    /// How the sink makes sure it never replaces an object stored under a segment's name.
+    public struct OverwriteProtection: Sendable, Hashable, CustomStringConvertible {
+        private enum Kind: Hashable {
+            case checkBeforeUpload, serverPrecondition
+        }
+
+        private let kind: Kind
+
+        /// `HEAD` before every `PUT` (which also carries `If-None-Match: *`): safe with any
+        /// collector, one round trip more per segment. The default.
+        public static let checkBeforeUpload = OverwriteProtection(kind: .checkBeforeUpload)
+        /// `If-None-Match: *` alone: for collectors that answer 412 when the name is taken
+        /// (S3 and S3-compatible stores, Apache's WebDAV; nginx only with the recipe in
+        /// README). A collector that ignores the header would be overwritten.
+        public static let serverPrecondition = OverwriteProtection(kind: .serverPrecondition)
+
+        /// The name, as written in code.
+        public var description: String { kind == .checkBeforeUpload ? "checkBeforeUpload" : "serverPrecondition" }
+    }
+
+    /// Statuses that mean "this request can never succeed": the segment is dead-lettered.
+    /// Default 400, 411, 413, 414, 415 and 422 (the request itself is wrong). Everything
+    /// else is retried: 401, 403 and 404 usually mean a collector or proxy not (yet) set up
+    /// for us, which an operator fixes; dead-lettering on them would stop a whole fleet's
+    /// uploads for good during a brief misconfiguration. The segments wait in the spool.
+    public var permanentStatuses: Set<Int> = [400, 411, 413, 414, 415, 422]
+    /// Default ``OverwriteProtection/checkBeforeUpload``.
+    public var overwriteProtection = OverwriteProtection.checkBeforeUpload
+
+    /// The defaults.
+    public init() {}
 }

@@ -1,0 +1,42 @@
+// RFC 5424 messages for the syslog-based sinks (plain TCP and RELP).
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// One spooled record as an RFC 5424 message, with the stream ID, sequence and segment in
+/// structured data so a collector can spot gaps and drop duplicates.
+package enum SyslogMessage {
+    /// `<14>1 2026-11-21T14:02:21.123456Z host app pid - [overtime@32473 …] line`.
+    package static func format(
+        _ record: SpoolRecord, stream: StreamID, segment: UInt64, hostname: String, appName: String
+    ) -> String {
+        let facilityUser = 1
+        let informational = 6
+        let line = String(decoding: record.line, as: UTF8.self)
+        return "<\(facilityUser * 8 + informational)>1 \(timestamp(record.time)) \(hostname) \(appName) "
+            + "\(getpid()) - [overtime@32473 stream=\"\(stream)\" seq=\"\(record.sequence)\" segment=\"\(segment)\"] "
+            + line
+    }
+
+    /// This machine's host name, for the HOSTNAME field.
+    package static var hostname: String {
+        var name = [CChar](repeating: 0, count: 256)
+        gethostname(&name, name.count)
+        return String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// RFC 3339 UTC with microseconds.
+    static func timestamp(_ nanoseconds: UInt64) -> String {
+        var seconds = time_t(nanoseconds / 1_000_000_000)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func pad(_ value: Int32, _ width: Int = 2) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        let micros = Int32((nanoseconds % 1_000_000_000) / 1000)
+        return "\(parts.tm_year + 1900)-\(pad(parts.tm_mon + 1))-\(pad(parts.tm_mday))T"
+            + "\(pad(parts.tm_hour)):\(pad(parts.tm_min)):\(pad(parts.tm_sec)).\(pad(micros, 6))Z"
+    }
+}

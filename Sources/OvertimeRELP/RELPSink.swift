@@ -1,0 +1,172 @@
+// Syslog delivery with application-level acknowledgements: RELP through librelp.
+
+import CLibRelp
+import Dispatch
+import Overtime
+import OvertimeLogUploader
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Sends each record as an RFC 5424 message over **RELP** (rsyslog's Reliable Event
+/// Logging Protocol, `imrelp` on the collector), through librelp. A segment counts as
+/// stored only when the collector acknowledged every message of it.
+///
+/// How that is known: librelp keeps the messages it sent until their `rsp` arrives but
+/// does not report individual acknowledgements; its graceful close waits for the close
+/// command's response, which a RELP server sends only after answering every command
+/// before it. So each segment is sent in a session of its own — open, every message,
+/// close — and is stored when every send succeeded and the session closed without an
+/// error (librelp reports any break through its error callback). A collector killed with
+/// -9 mid-segment never answers the close: the segment is sent again, whole; the messages
+/// it had already processed arrive twice, identified by their stream and sequence in the
+/// structured data. With the collector writing each message before acknowledging it
+/// (rsyslog: a `Direct` queue on the ruleset, see README), nothing acknowledged is lost.
+///
+/// Blocking librelp calls run on a queue of their own; cancellation (expiration) makes
+/// librelp's waits return at once.
+public final class RELPSink: LogSink {
+    /// The collector's host.
+    public let host: String
+    /// The collector's RELP port.
+    public let port: Int
+    /// APP-NAME in every message.
+    public let appName: String
+    /// How long librelp waits for an answer before the session counts as broken.
+    public let timeout: Duration
+    private let hostname = SyslogMessage.hostname
+    private let queue = DispatchQueue(label: "overtime.relp-sink")
+
+    /// Sends to `host:port` as `appName`.
+    public init(host: String, port: Int, appName: String = "overtime", timeout: Duration = .seconds(10)) {
+        self.host = host
+        self.port = port
+        self.appName = appName
+        self.timeout = timeout
+    }
+
+    /// `relp://host:port`.
+    public var description: String { "relp://\(host):\(port)" }
+
+    /// Sends every record of the segment in one RELP session; returns once all are acknowledged.
+    public func store(_ segment: SealedSegment) async throws(SinkError) {
+        let records: [SpoolRecord]
+        do {
+            records = try segment.readRecords()
+        } catch {
+            throw .retryable("cannot read \(segment.path): \(error)", retryAfter: nil)
+        }
+        let messages = records.map {
+            SyslogMessage.format(
+                $0, stream: segment.stream, segment: segment.number, hostname: hostname, appName: appName)
+        }
+        let stop = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+        stop.initialize(to: 0)
+        defer { stop.deallocate() }
+        let stopFlag = StopFlag(stop)
+        let outcome: Result<Void, SinkError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                queue.async { [self] in
+                    continuation.resume(returning: send(messages, stop: stopFlag))
+                }
+            }
+        } onCancel: {
+            stopFlag.raise()
+        }
+        try outcome.get()
+    }
+
+    /// One session: connect, send all, close; any error reported by librelp fails it.
+    private func send(_ messages: [String], stop: StopFlag) -> Result<Void, SinkError> {
+        let errors = ErrorLog()
+        var engine: OpaquePointer?
+        guard relpEngineConstruct(&engine) == RELP_RET_OK, let engine else {
+            return .failure(.retryable("librelp: cannot construct an engine", retryAfter: nil))
+        }
+        defer {
+            var owned: OpaquePointer? = engine
+            relpEngineDestruct(&owned)
+        }
+        relpEngineSetShutdownImmdtPtr(engine, stop.pointer)
+        relpEngineSetOnErr(engine) { user, _, message, code in
+            guard let user else { return }
+            Unmanaged<ErrorLog>.fromOpaque(user).takeUnretainedValue()
+                .add(message.map { String(cString: $0) } ?? "error", code: code)
+        }
+        var client: OpaquePointer?
+        guard relpEngineCltConstruct(engine, &client) == RELP_RET_OK, var client else {
+            return .failure(.retryable("librelp: cannot construct a client", retryAfter: nil))
+        }
+        var destroyed = false
+        defer {
+            if !destroyed {
+                var owned: OpaquePointer? = client
+                relpEngineCltDestruct(engine, &owned)
+            }
+        }
+        let seconds = UInt32(max(1, timeout.components.seconds))
+        relpCltSetTimeout(client, seconds)
+        relpCltSetConnTimeout(client, Int32(seconds))
+        relpCltSetUsrPtr(client, Unmanaged.passUnretained(errors).toOpaque())
+        let connected = String(port).withCString { port in
+            host.withCString { host in
+                relpCltConnect(
+                    client, AF_UNSPEC,
+                    UnsafeMutablePointer(mutating: port).withMemoryRebound(to: UInt8.self, capacity: 1) { $0 },
+                    UnsafeMutablePointer(mutating: host).withMemoryRebound(to: UInt8.self, capacity: 1) { $0 })
+            }
+        }
+        if stop.isRaised { return .failure(.cancelled) }
+        guard connected == RELP_RET_OK else {
+            return .failure(
+                .retryable("RELP connect to \(host):\(port): \(errors.summary(code: connected))", retryAfter: nil))
+        }
+        relpCltHintBurstBegin(client)
+        for message in messages {
+            var bytes = Array(message.utf8)
+            let sent = bytes.withUnsafeMutableBufferPointer { relpCltSendSyslog(client, $0.baseAddress, $0.count) }
+            if stop.isRaised { return .failure(.cancelled) }
+            guard sent == RELP_RET_OK else {
+                return .failure(
+                    .retryable("RELP send to \(host):\(port): \(errors.summary(code: sent))", retryAfter: nil))
+            }
+        }
+        relpCltHintBurstEnd(client)
+        // The graceful close waits for the close response: every message before it is answered.
+        var owned: OpaquePointer? = client
+        relpEngineCltDestruct(engine, &owned)
+        destroyed = true
+        client = engine  // not used again
+        _ = client
+        if stop.isRaised { return .failure(.cancelled) }
+        if let problem = errors.first {
+            return .failure(
+                .retryable(
+                    "RELP session to \(host):\(port) broke before every message was acknowledged: \(problem)",
+                    retryAfter: nil))
+        }
+        return .success(())
+    }
+}
+
+/// The flag librelp's waits check (`relpEngineSetShutdownImmdtPtr`), raised on cancellation.
+private final class StopFlag: @unchecked Sendable {  // one int, written once, read by librelp
+    let pointer: UnsafeMutablePointer<Int32>
+
+    init(_ pointer: UnsafeMutablePointer<Int32>) {
+        self.pointer = pointer
+    }
+
+    var isRaised: Bool { pointer.pointee != 0 }
+    func raise() { pointer.pointee = 1 }
+}
+
+/// What librelp's error callback reported during one session.
+private final class ErrorLog: @unchecked Sendable {  // used on the sink's queue only
+    private(set) var messages: [String] = []
+
+    func add(_ message: String, code: Int32) { messages.append("\(message) (librelp \(code))") }
+    var first: String? { messages.first }
+    func summary(code: Int32) -> String { messages.first ?? "librelp error \(code)" }
+}
