@@ -88,6 +88,9 @@ public final class RELPSink: LogSink {
             var owned: OpaquePointer? = engine
             relpEngineDestruct(&owned)
         }
+        overtime_relp_engine_silence(engine)
+        var syslogCommand = Array("syslog".utf8CString).map { UInt8(bitPattern: $0) }
+        relpEngineSetEnableCmd(engine, &syslogCommand, eRelpCmdState_Required)
         relpEngineSetShutdownImmdtPtr(engine, stop.pointer)
         relpEngineSetOnErr(engine) { user, _, message, code in
             guard let user else { return }

@@ -173,7 +173,7 @@ func crashUploader(directory: String, url: String, drainOnly: Bool) throws {
     while true {
         let count = Int.random(in: 1...20, using: &generator)
         let lines = (0..<count).map { _ in Array("crash test line \(UInt64.random(in: 0...UInt64.max))".utf8) }
-        if let range = try spool.append(lines) { say("ACK \(range.upperBound)") }
+        if let range = try spool.append(lines) { say("ACK \(spool.streamID) \(range.upperBound)") }
         usleep(UInt32.random(in: 0...2000, using: &generator))
     }
 }

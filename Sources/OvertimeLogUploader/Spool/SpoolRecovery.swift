@@ -83,10 +83,12 @@ struct SpoolRecovery {
         var result = Result(checkpoint: checkpoint)
         result.lastSequence = checkpoint.record.checkpoint.sequence
         result.lastSegment = checkpoint.record.checkpoint.segment
+        // Listed before segments of an earlier stream are moved into it, so none is taken twice.
+        let queuedForResend = try SpoolFiles.list(resendFolder)
         for name in try SpoolFiles.list(segmentsFolder) {
             try recoverCurrent(name: name, folder: segmentsFolder, into: &result, &report)
         }
-        for name in try SpoolFiles.list(resendFolder) {
+        for name in queuedForResend {
             let path = resendFolder + "/" + name
             guard let (stream, number) = SegmentName.parseResend(name) else {
                 quarantine(path, name: name, &report)

@@ -6,8 +6,13 @@ final class RunningChild: @unchecked Sendable {
     private let lines = Recorder<String>()
     private let errors = Recorder<String>()
 
-    init(_ arguments: [String], environment: [String: String] = [:], executable: String = "OvertimeTestHarness") throws
-    {
+    /// The write end of the child's standard input, when started with `standardInput: true`.
+    let input: FileHandle?
+
+    init(
+        _ arguments: [String], environment: [String: String] = [:], executable: String = "OvertimeTestHarness",
+        standardInput: Bool = false
+    ) throws {
         process.executableURL = ChildProcess.harnessURL.deletingLastPathComponent().appendingPathComponent(executable)
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
@@ -15,6 +20,13 @@ final class RunningChild: @unchecked Sendable {
         let err = Pipe()
         process.standardOutput = out
         process.standardError = err
+        if standardInput {
+            let pipe = Pipe()
+            process.standardInput = pipe
+            input = pipe.fileHandleForWriting
+        } else {
+            input = nil
+        }
         try process.run()
         Self.collectLines(from: out.fileHandleForReading, into: lines)
         Self.collectLines(from: err.fileHandleForReading, into: errors)

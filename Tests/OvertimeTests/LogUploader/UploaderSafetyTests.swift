@@ -1,0 +1,215 @@
+import Foundation
+import Overtime
+import OvertimeLogUploader
+import Testing
+
+/// The log-uploader daemon under the faults an operator meets: a spool that fills its
+/// file system, collectors that refuse for a while, termination during a long backoff,
+/// lines still in a pipe at SIGTERM.
+@Suite("log-uploader under faults, against real file systems and servers", .serialized, .timeLimit(.minutes(3)))
+struct UploaderSafetyTests {
+    /// Every record stored under `root` (a directory sink's folder, or nginx's `logs/`).
+    static func collected(_ root: String) -> [SpoolRecord] {
+        guard let enumerator = FileManager.default.enumerator(atPath: root) else { return [] }
+        return enumerator.compactMap { $0 as? String }.filter { $0.hasSuffix(".log") }.sorted().flatMap { file in
+            SegmentFormat.parse(Array((try? Data(contentsOf: URL(fileURLWithPath: root + "/" + file))) ?? Data()))
+                .records
+        }
+    }
+
+    static func waitFor(_ timeout: Duration = .seconds(20), _ condition: () -> Bool) -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            usleep(10_000)
+        }
+        return condition()
+    }
+
+    static func waitForSocket(_ path: String) {
+        _ = waitFor { access(path, F_OK) == 0 }
+    }
+
+    static func lines(_ prefix: String, _ range: ClosedRange<Int>) -> [String] {
+        range.map { "\(prefix) \($0) " + String(repeating: "x", count: 150) }
+    }
+
+    @Test func aSpoolThatFillsItsFileSystemDrainsItselfAndAcceptsLinesAgain() throws {
+        let folder = TemporaryDirectory("full-disk")
+        defer { folder.remove() }
+        let mountPoint = folder.path + "/small"
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        let mount = try ChildCommand.run("/bin/mount", ["-t", "tmpfs", "-o", "size=2m", "tmpfs", mountPoint])
+        guard mount.status == 0 else {
+            print("SKIPPED: cannot mount a tmpfs here (needs root): \(mount.output)")
+            return
+        }
+        defer { _ = try? ChildCommand.run("/bin/umount", ["-l", mountPoint]) }
+        let socket = folder.path + "/ingest.sock"
+        let collectedRoot = folder.path + "/collected"
+        let child = try RunningChild(
+            [
+                "--spool", mountPoint + "/spool", "--sink", collectedRoot, "--ingest-socket", socket,
+                "--segment-kb", "64", "--progress-interval", "0", "--budget", "20", "--lead", "2",
+            ], executable: "log-uploader")
+        Self.waitForSocket(socket)
+        let client = try SpoolIngestClient(path: socket)
+        var acknowledged: [ClosedRange<UInt64>] = []
+        var refusal: String?
+        for batch in 0..<400 where refusal == nil {
+            do {
+                if let range = try client.send(Self.lines("fill \(batch)", 1...50)) { acknowledged.append(range) }
+            } catch {
+                refusal = "\(error)"
+            }
+        }
+        let full = try #require(refusal, "the 2 MiB file system never filled")
+        #expect(full.contains("No space left on device"), "a clear error: \(full)")
+        // Uploading acknowledges (the checkpoint written in place needs no free block) and frees space.
+        child.send(SIGUSR1)
+        var accepted: ClosedRange<UInt64>?
+        #expect(
+            Self.waitFor {
+                accepted = try? client.send(Self.lines("after", 1...10))
+                return accepted != nil
+            }, "the spool accepts lines again once its segments are uploaded")
+        child.send(SIGTERM)
+        #expect(child.waitForExit(timeout: .seconds(30)) == 0)
+        let stored = Set(Self.collected(collectedRoot).map(\.sequence))
+        let lost = acknowledged.flatMap { Array($0) }.filter { !stored.contains($0) }
+        #expect(lost.isEmpty, "every acknowledged line is collected: \(lost.count) missing")
+        #expect(acknowledged.count > 10)
+    }
+
+    @Test func terminationCutsALongRetryAfterShortAndDrainsInsideTheBudget() throws {
+        let nginx = try NginxServer()
+        let folder = TemporaryDirectory("retry-after")
+        defer { folder.remove() }
+        nginx.setFlaky(503)
+        let socket = folder.path + "/ingest.sock"
+        let child = try RunningChild(
+            [
+                "--spool", folder.path + "/spool", "--sink", nginx.flakyURL, "--ingest-socket", socket,
+                "--segment-kb", "4", "--upload-interval", "0.5", "--budget", "6", "--lead", "1",
+                "--progress-interval", "0",
+            ], executable: "log-uploader")
+        Self.waitForSocket(socket)
+        let client = try SpoolIngestClient(path: socket)
+        for batch in 0..<8 { try client.send(Self.lines("retry \(batch)", 1...30)) }
+        usleep(1_500_000)  // a foreground drain met 503 + Retry-After: 20 and waits it out
+        nginx.setFlaky(nil)
+        let started = ContinuousClock.now
+        child.send(SIGTERM)
+        #expect(child.waitForExit(timeout: .seconds(15)) == 0)
+        #expect(ContinuousClock.now - started < .seconds(6), "inside the budget")
+        let stored = Self.collected(nginx.dataPath + "/logs").filter { $0.text.hasPrefix("retry ") }
+        #expect(stored.count == 8 * 30, "every line uploaded in the termination drain")
+    }
+
+    @Test func aBrief404DeadLettersNothingByDefaultAndRedriveResendsWhatAStricterSetRefused() throws {
+        let nginx = try NginxServer()
+        let folder = TemporaryDirectory("redrive")
+        defer { folder.remove() }
+        let socket = folder.path + "/ingest.sock"
+        let control = folder.path + "/control.sock"
+        // Default statuses: a 404 is retried, so a brief one loses nothing and dead-letters nothing.
+        nginx.setFlaky(404)
+        var child = try RunningChild(
+            [
+                "--spool", folder.path + "/spool", "--sink", nginx.flakyURL, "--ingest-socket", socket,
+                "--segment-kb", "4", "--budget", "20", "--lead", "2", "--progress-interval", "0",
+            ], executable: "log-uploader")
+        Self.waitForSocket(socket)
+        var client = try SpoolIngestClient(path: socket)
+        for batch in 0..<5 { try client.send(Self.lines("brief \(batch)", 1...30)) }
+        child.send(SIGUSR1)
+        usleep(1_500_000)
+        nginx.setFlaky(nil)
+        child.send(SIGTERM)
+        #expect(child.waitForExit(timeout: .seconds(30)) == 0)
+        #expect(Self.collected(nginx.dataPath + "/logs").filter { $0.text.hasPrefix("brief ") }.count == 150)
+        let progress = try #require(child.standardError.last { $0.hasPrefix("spooled=") })
+        #expect(progress.contains("dead-lettered=0"))
+
+        // With 404 made permanent, the same outage dead-letters; redrive sends them again.
+        nginx.setFlaky(404)
+        child = try RunningChild(
+            [
+                "--spool", folder.path + "/spool", "--sink", nginx.flakyURL, "--ingest-socket", socket,
+                "--control-socket", control, "--permanent-statuses", "404", "--segment-kb", "4", "--budget", "20",
+                "--lead", "2", "--progress-interval", "0",
+            ], executable: "log-uploader")
+        Self.waitForSocket(control)
+        client = try SpoolIngestClient(path: socket)
+        for batch in 0..<5 { try client.send(Self.lines("refused \(batch)", 1...30)) }
+        child.send(SIGUSR1)
+        #expect(Self.waitFor { folder.files(in: "spool/dead-letter").count >= 5 })
+        nginx.setFlaky(nil)
+        child.send(SIGUSR2)  // foreground: the redrive itself starts the upload
+        let redrive = try ChildCommand.run(
+            ChildProcess.harnessURL.deletingLastPathComponent().appendingPathComponent("overtimectl").path,
+            ["call", "redrive", "--socket", control])
+        #expect(redrive.status == 0, "\(redrive.output)")
+        #expect(redrive.output.contains("queued for upload"))
+        #expect(
+            Self.waitFor {
+                Self.collected(nginx.dataPath + "/logs").filter { $0.text.hasPrefix("refused ") }.count == 150
+            })
+        child.send(SIGTERM)
+        #expect(child.waitForExit(timeout: .seconds(30)) == 0)
+        #expect(folder.files(in: "spool/dead-letter").isEmpty)
+    }
+
+    @Test func linesAlreadyInTheStdinPipeAtSIGTERMAreUploadedBeforeExit() throws {
+        let folder = TemporaryDirectory("stdin")
+        defer { folder.remove() }
+        let child = try RunningChild(
+            [
+                "--spool", folder.path + "/spool", "--sink", folder.path + "/collected", "--budget", "10",
+                "--lead", "2", "--progress-interval", "0",
+            ], executable: "log-uploader", standardInput: true)
+        usleep(300_000)
+        // More than one read's worth, written at once, then SIGTERM before the daemon read it all.
+        let text = (1...3000).map { "piped \($0)\n" }.joined()
+        try child.input!.write(contentsOf: Data(text.utf8))
+        child.send(SIGTERM)
+        #expect(child.waitForExit(timeout: .seconds(20)) == 0)
+        let stored = Self.collected(folder.path + "/collected").filter { $0.text.hasPrefix("piped ") }.map(\.text)
+        #expect(stored == (1...3000).map { "piped \($0)" })
+        try? child.input!.close()
+    }
+
+    @Test func aSecondInstanceOnTheSameSpoolExitsAtOnceNamingTheHolder() throws {
+        let folder = TemporaryDirectory("two")
+        defer { folder.remove() }
+        let arguments = [
+            "--spool", folder.path + "/spool", "--sink", folder.path + "/collected", "--progress-interval", "0",
+        ]
+        let first = try RunningChild(arguments, executable: "log-uploader")
+        #expect(Self.waitFor { FileManager.default.fileExists(atPath: folder.path + "/spool/checkpoint") })
+        let second = try RunningChild(arguments, executable: "log-uploader")
+        #expect(second.waitForExit(timeout: .seconds(10)) == 75)
+        #expect(second.standardError.contains { $0.contains("in use by process \(first.pid)") })
+        first.send(SIGTERM)
+        #expect(first.waitForExit() == 0)
+    }
+}
+
+/// A short command run to completion, output collected.
+struct ChildCommand {
+    let status: Int32
+    let output: String
+
+    static func run(_ executable: String, _ arguments: [String]) throws -> ChildCommand {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return ChildCommand(status: process.terminationStatus, output: String(decoding: data, as: UTF8.self))
+    }
+}
