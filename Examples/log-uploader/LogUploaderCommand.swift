@@ -27,8 +27,8 @@ struct Run: ParsableCommand {
             SIGUSR1 sends the daemon to the background: it uploads what is spooled inside a grant.
             SIGTERM/SIGINT terminate it gracefully: it reads what its inputs already hold, then
             uploads inside the budget, then exits.
-            Exit status: 0 done; 64 bad arguments; 75 the spool is in use by another process;
-            1 any other error.
+            Exit status: 0 done; 3 stopped with segments not yet uploaded (the next run sends
+            them); 64 bad arguments; 75 the spool is in use by another process; 1 any other error.
             """)
 
     @Option(help: "The spool folder (created with its parents).") var spool = "log-uploader/spool"
@@ -47,7 +47,8 @@ struct Run: ParsableCommand {
     @Option(help: "Also accept acknowledged batches on a Unix stream socket at this path (see README).")
     var ingestSocket: String?
     @Option(help: "Listen for overtimectl at this path.") var controlSocket: String?
-    @Option(help: "Also upload in the foreground every N seconds (0: never).") var uploadInterval = 0.0
+    @Option(help: "Also upload in the foreground every N seconds (0: only on background and stop).")
+    var uploadInterval = 30.0
     @Option(help: "Print a progress line every N seconds (0: only at the end).") var progressInterval = 1.0
     @Option(
         help: "HTTP statuses that dead-letter a segment, comma-separated (default 400,411,413,414,415,422).")
@@ -81,6 +82,7 @@ struct Run: ParsableCommand {
             console.logLevel = .notice
             return MultiplexLogHandler([console, SpoolLogHandler(label: label, writer: writer)])
         }
+        let logger = Logger(label: "log-uploader")
         if !store.recovery.isClean || store.recovery.startedNewStream {
             print("recovered the spool: \(store.recovery)")
         }
@@ -122,11 +124,23 @@ struct Run: ParsableCommand {
         let progress = Progress(runtime: runtime, spool: store, uploader: uploader, input: input)
         if progressInterval > 0 { progress.every(seconds: progressInterval) }
 
+        if uploadInterval == 0 {
+            logger.warning(
+                "uploads only on background and stop: once the spool holds --quota-mb, the oldest lines are dropped (counted on the progress line)"
+            )
+        }
         runtime.run()  // until terminated: SIGTERM, or stdin closing with --exit-on-eof
         withExtendedLifetime(token) {}
         ingest?.stop()
         writer.flush()
         progress.print()
+        let left = store.sealedSegments
+        if !left.isEmpty {
+            FileOutput.standardError(
+                "log-uploader: stopped with \(left.count) segments (\(left.reduce(0) { $0 + $1.records }) lines) "
+                    + "not uploaded; the next run uploads them")
+            throw ExitCode(3)
+        }
     }
 
     private func makeSink(_ runtime: Runtime) -> any LogSink {

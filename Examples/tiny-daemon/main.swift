@@ -6,6 +6,21 @@
 import Dispatch
 import Overtime
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+if CommandLine.arguments.dropFirst().contains(where: { $0 == "--help" || $0 == "-h" }) {
+    print(
+        """
+        usage: tiny-daemon
+        Reads commands on stdin: "work" queues a job, "bg" and "fg" move the lifecycle,
+        EOF (or SIGTERM) terminates. Work left when it goes to the background is finished
+        inside a grant of background time (3 s, expiring 1 s before its end).
+        """)
+    exit(0)
+}
+
 var configuration = RuntimeConfiguration()
 configuration.backgroundBudget = .seconds(3)
 configuration.expirationLeadTime = .seconds(1)

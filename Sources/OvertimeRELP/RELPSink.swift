@@ -51,16 +51,7 @@ public final class RELPSink: LogSink {
 
     /// Sends every record of the segment in one RELP session; returns once all are acknowledged.
     public func store(_ segment: SealedSegment) async throws(SinkError) {
-        let records: [SpoolRecord]
-        do {
-            records = try segment.readRecords()
-        } catch {
-            throw .retryable("cannot read \(segment.path): \(error)", retryAfter: nil)
-        }
-        let messages = records.map {
-            SyslogMessage.format(
-                $0, stream: segment.stream, segment: segment.number, hostname: hostname, appName: appName)
-        }
+        let messages = try SyslogMessage.messages(of: segment, hostname: hostname, appName: appName)
         let stop = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
         stop.initialize(to: 0)
         defer { stop.deallocate() }

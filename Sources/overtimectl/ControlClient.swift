@@ -19,7 +19,12 @@ struct ControlClient {
     let path: String
     var timeoutSeconds = 10
 
-    func send(_ request: ControlRequest) throws(ControlClientError) -> ControlResponse {
+    /// Sends `request` and returns the answer and its line as the daemon wrote it. With
+    /// `waitForClose`, then waits (without a timeout) until the daemon closes the
+    /// connection, which it does as it exits.
+    func send(
+        _ request: ControlRequest, waitForClose: Bool = false
+    ) throws(ControlClientError) -> (response: ControlResponse, line: String) {
         guard let address = UnixSocketAddress(path) else {
             throw ControlClientError(description: "'\(path)' is not a usable socket path", exitStatus: 64)
         }
@@ -73,6 +78,14 @@ struct ControlClient {
         guard let response = try? JSONDecoder().decode(ControlResponse.self, from: Data(answer)) else {
             throw ControlClientError(description: "the daemon's answer is not valid JSON", exitStatus: 76)
         }
-        return response
+        if waitForClose, response.ok {
+            var forever = timeval(tv_sec: 0, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &forever, socklen_t(MemoryLayout<timeval>.size))
+            while true {
+                let count = read(fd, &buffer, buffer.count)
+                if count == 0 || (count < 0 && errno != EINTR) { break }
+            }
+        }
+        return (response, String(decoding: answer, as: UTF8.self))
     }
 }

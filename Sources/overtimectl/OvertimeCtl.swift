@@ -14,43 +14,60 @@ struct OvertimeCtl: ParsableCommand {
         commandName: "overtimectl",
         abstract: "Inspect and steer an Overtime daemon through its control socket.",
         discussion: """
-            Exit status: 0 done; 1 the daemon answered an error; 69 no daemon at the socket;
-            77 permission denied (run as the daemon's user or root).
+            The socket: --socket, else $OVERTIME_CONTROL_SOCKET, else $RUNTIME_DIRECTORY/control.sock.
+            Exit status: 0 done; 1 the daemon answered an error; 64 bad arguments; 69 no daemon at
+            the socket; 77 permission denied (run as the daemon's user or root).
             """,
+        version: "overtimectl 0.2.0",
         subcommands: [
             Status.self, Tasks.self, Background.self, Foreground.self, Terminate.self, Reload.self, Expire.self,
-            Call.self, SimulateLaunch.self,
+            Call.self,
         ])
 }
 
 /// Where the daemon listens and how to print.
 struct ConnectionOptions: ParsableArguments {
-    @Option(name: .shortAndLong, help: "The daemon's control socket (default: $OVERTIME_CONTROL_SOCKET).")
+    @Option(
+        name: .shortAndLong,
+        help: "The daemon's control socket (default: $OVERTIME_CONTROL_SOCKET, else $RUNTIME_DIRECTORY/control.sock).")
     var socket: String?
 
     @Flag(help: "Print the daemon's JSON response as it came, for scripts.")
     var json = false
 
-    /// Sends `request`, prints a JSON answer when asked, and exits non-zero on any failure.
-    func send(_ request: ControlRequest) throws -> ControlResponse {
-        guard let path = socket ?? getenv("OVERTIME_CONTROL_SOCKET").map({ String(cString: $0) }) else {
-            throw ValidationError("no socket: pass --socket PATH or set OVERTIME_CONTROL_SOCKET")
+    /// Sends `request`, prints the daemon's JSON answer as it came when asked, and exits
+    /// non-zero on any failure (with `--json`, failures print a JSON error too).
+    func send(_ request: ControlRequest, waitForClose: Bool = false) throws -> ControlResponse {
+        let environment = { (name: String) in getenv(name).map { String(cString: $0) } }
+        guard
+            let path = socket ?? environment("OVERTIME_CONTROL_SOCKET")
+                ?? environment("RUNTIME_DIRECTORY").map({ $0 + "/control.sock" })
+        else {
+            fail("no socket: pass --socket PATH, or set OVERTIME_CONTROL_SOCKET or RUNTIME_DIRECTORY", status: 64)
         }
-        let response: ControlResponse
+        let answer: (response: ControlResponse, line: String)
         do {
-            response = try ControlClient(path: path).send(request)
+            answer = try ControlClient(path: path).send(request, waitForClose: waitForClose)
         } catch {
-            FileHandleOutput.standardError("overtimectl: \(error)")
-            throw ExitCode(error.exitStatus)
+            fail("\(error)", status: error.exitStatus)
         }
+        if json { print(answer.line) }
+        guard answer.response.ok else {
+            let error = answer.response.error ?? "the daemon refused"
+            if !json { FileHandleOutput.standardError("overtimectl: \(error)") }
+            throw ExitCode(error.hasPrefix("permission denied") ? 77 : 1)
+        }
+        return answer.response
+    }
+
+    /// Reports `message` (as JSON with `--json`) and exits with `status`.
+    func fail(_ message: String, status: Int32) -> Never {
         if json {
-            print(String(decoding: ControlProtocol.encode(response), as: UTF8.self), terminator: "")
+            print(String(decoding: ControlProtocol.encode(.failure(message)), as: UTF8.self), terminator: "")
+        } else {
+            FileHandleOutput.standardError("overtimectl: \(message)")
         }
-        guard response.ok else {
-            if !json { FileHandleOutput.standardError("overtimectl: \(response.error ?? "the daemon refused")") }
-            throw ExitCode(1)
-        }
-        return response
+        OvertimeCtl.exit(withError: ExitCode(status))
     }
 }
 
@@ -119,11 +136,25 @@ struct Foreground: SimpleCommand {
     @OptionGroup var options: ConnectionOptions
 }
 
-struct Terminate: SimpleCommand {
+struct Terminate: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Terminate gracefully; again while terminating: expire every task now.")
-    static let command = "terminate"
+        abstract: "Terminate gracefully: open tasks get the budget (like SIGTERM).",
+        discussion: """
+            Asked again while terminating, more than the daemon's grace (1 s) after the first:
+            every task expires now. --now does that at once.
+            """)
     @OptionGroup var options: ConnectionOptions
+
+    @Flag(help: "Expire every open task now instead of waiting for them.")
+    var now = false
+
+    @Flag(help: "Wait until the daemon has exited (like systemctl stop).")
+    var wait = false
+
+    func run() throws {
+        let response = try options.send(ControlRequest(command: "terminate", now: now ? true : nil), waitForClose: wait)
+        if !options.json { print(wait ? "terminated" : response.message ?? "ok") }
+    }
 }
 
 struct Reload: SimpleCommand {
@@ -144,7 +175,7 @@ struct Expire: ParsableCommand {
         var request = ControlRequest(command: "expire")
         if let id {
             guard let parsed = BackgroundTaskID(parsing: id) else {
-                throw ValidationError("'\(id)' is not a task ID (expected #r3, #0.1 or a raw number)")
+                options.fail("'\(id)' is not a task ID (expected #r3, #0.1 or a raw number)", status: 64)
             }
             request.id = parsed.rawValue
         }
@@ -163,20 +194,6 @@ struct Call: ParsableCommand {
 
     func run() throws {
         let response = try options.send(ControlRequest(command: name))
-        if !options.json { print(response.message ?? "ok") }
-    }
-}
-
-struct SimulateLaunch: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "simulate-launch", abstract: "Launch a scheduled task now, as the scheduler would.")
-    @OptionGroup var options: ConnectionOptions
-
-    @Argument(help: "The task identifier registered with the scheduler.")
-    var identifier: String
-
-    func run() throws {
-        let response = try options.send(ControlRequest(command: "simulate-launch", identifier: identifier))
         if !options.json { print(response.message ?? "ok") }
     }
 }

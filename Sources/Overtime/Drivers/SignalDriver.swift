@@ -61,9 +61,14 @@ extension RuntimeCore {
         switch action {
         case .terminate:
             if lifecycle.isTerminating || lifecycle.state == .terminated {
+                if let first = terminationRequestedAt, now - first < configuration.repeatedTerminationGrace {
+                    logger.info("\(source) again within \(configuration.repeatedTerminationGrace): the same request")
+                    return
+                }
                 logger.notice("\(source) again while terminating: expiring every background task now")
                 forceExpire(nil)
             } else {
+                terminationRequestedAt = now
                 _ = queue.enqueue(.lifecycle(.termination))
             }
         case .background: _ = queue.enqueue(.lifecycle(.background))

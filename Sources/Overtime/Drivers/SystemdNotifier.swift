@@ -10,9 +10,11 @@ import Logging
 /// systemd's notify protocol, spoken directly over `NOTIFY_SOCKET` (no libsystemd).
 ///
 /// - `READY=1` once the loop runs; `STATUS=` on every lifecycle event;
-/// - `STOPPING=1` on `willTerminate`, then `EXTEND_TIMEOUT_USEC=` once a second while
-///   grants remain open, never past the budget deadline (plus one second for reports),
-///   so `TimeoutStopSec` shorter than the budget does not cut the work off;
+/// - `STOPPING=1` on `willTerminate`, then `EXTEND_TIMEOUT_USEC=` at most once a second
+///   while grants remain open: the time left to the budget's deadline plus
+///   ``exitAllowance`` — what the final drain can use and the moment to exit after it,
+///   no more — so `TimeoutStopSec` shorter than the budget does not cut the work off, and
+///   a program that overruns is still killed soon after its budget;
 /// - `WATCHDOG=1` every `WATCHDOG_USEC / 2` from a timer on the loop: a loop held by a
 ///   callback sends nothing, so systemd's watchdog sees exactly what ours sees.
 ///
@@ -25,6 +27,11 @@ final class SystemdNotifier {
     private let watchdogInterval: Duration?
     private var timer: UnsafeMutablePointer<uv_timer_t>?
     private var stopping = false
+    private var lastExtension: MonotonicInstant?
+
+    /// Added to the time left in the budget in `EXTEND_TIMEOUT_USEC`: termination reports
+    /// are written and the process exits after the deadline, and that takes a moment.
+    static let exitAllowance: Duration = .milliseconds(500)
 
     /// `nil` unless `NOTIFY_SOCKET` names a usable socket.
     init?(core: RuntimeCore, environment: (String) -> String?) {
@@ -79,9 +86,12 @@ final class SystemdNotifier {
     private func tick() {
         core.turn {
             if watchdogInterval != nil { send("WATCHDOG=1") }
-            if stopping, core.grants.openCount > 0, let deadline = core.deadlines.budget?.deadline {
-                let remaining = max(deadline - core.now, .zero) + .seconds(1)
-                send("EXTEND_TIMEOUT_USEC=\(remaining.clampedNanoseconds / 1000)\nSTATUS=\(status())")
+            let now = core.now
+            let due = lastExtension.map { now - $0 >= .seconds(1) } ?? true
+            if stopping, due, core.grants.openCount > 0, let deadline = core.deadlines.budget?.deadline {
+                lastExtension = now
+                let extended = max(deadline - now, .zero) + Self.exitAllowance
+                send("EXTEND_TIMEOUT_USEC=\(extended.clampedNanoseconds / 1000)\nSTATUS=\(status())")
             }
             rearm()
         }
@@ -106,7 +116,11 @@ final class SystemdNotifier {
 
     private func status() -> String {
         let open = core.grants.openCount
-        var text = "\(core.lifecycle.state), \(open) background task\(open == 1 ? "" : "s") open"
+        // Termination passes through the background: say where it is going from the start.
+        let terminating = core.terminationRequestedAt != nil || core.lifecycle.isTerminating
+        var text =
+            (terminating ? "terminating (\(core.lifecycle.state))" : "\(core.lifecycle.state)")
+            + ", \(open) background task\(open == 1 ? "" : "s") open"
         if let deadline = core.deadlines.budget?.deadline {
             let left = max(deadline - core.now, .zero)
             text += ", \(Double(left.clampedNanoseconds / 100_000_000) / 10) s left"

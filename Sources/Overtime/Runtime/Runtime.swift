@@ -55,12 +55,25 @@ public final class Runtime: Sendable {
     /// Creates a runtime. Nothing runs until ``run()`` or ``start()``.
     ///
     /// - Throws: ``RuntimeError/invalidConfiguration(field:reason:)`` naming a bad
-    ///   field, or ``RuntimeError/libuv(call:code:)`` if the loop cannot be created.
+    ///   field (a control socket path that is taken or in a missing folder among them), or
+    ///   ``RuntimeError/libuv(call:code:)`` if the loop cannot be created.
     public init(
         configuration: RuntimeConfiguration = RuntimeConfiguration(),
         clock: any RuntimeClock = SystemClock()
     ) throws(RuntimeError) {
         try configuration.validate()
+        if let path = configuration.controlSocketPath {
+            // At start, not when the loop runs: a daemon must not run on without its control socket.
+            let folder = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
+            var info = stat()
+            if !folder.isEmpty, stat(folder, &info) != 0 {
+                throw .invalidConfiguration(
+                    field: "controlSocketPath", reason: "cannot use the folder '\(folder)': \(errnoDescription())")
+            }
+            if let refusal = claimSocketPath(path, datagram: false) {
+                throw .invalidConfiguration(field: "controlSocketPath", reason: refusal)
+            }
+        }
         self.configuration = configuration
         self.clock = clock
         loop = try EventLoop()

@@ -39,8 +39,13 @@ public struct RuntimeConfiguration: Sendable {
     /// Default `true`; nothing is sent without `NOTIFY_SOCKET`.
     public var systemdNotify = true
     /// Where to listen for `overtimectl` (a Unix socket, mode 0600, owner or root only);
-    /// `nil` (the default) opens no socket.
+    /// `nil` (the default) opens no socket. Creating the runtime fails when the path is
+    /// taken by anything but a stale socket (a file, a symlink, a socket that answers).
     public var controlSocketPath: String?
+    /// A termination request repeated within this long of the first (`timeout` signalling
+    /// both a process and its group, an impatient double Ctrl-C) is the same request; one
+    /// after it means "stop now": every grant expires at once. Default 1 s.
+    public var repeatedTerminationGrace: Duration = .seconds(1)
     /// Called on the loop thread with each termination report, before the policy acts.
     public var onTermination: (@Sendable (TerminationReport) -> Void)?
     /// Called on the watchdog thread when it trips, before the policy acts.
@@ -70,6 +75,9 @@ public struct RuntimeConfiguration: Sendable {
             throw fail("watchdogTimeout", "must be positive or nil, got \(watchdogTimeout)")
         }
         try signalHandling?.validate()
+        if repeatedTerminationGrace < .zero {
+            throw fail("repeatedTerminationGrace", "must not be negative, got \(repeatedTerminationGrace)")
+        }
         if let controlSocketPath, UnixSocketAddress(controlSocketPath) == nil || controlSocketPath.hasPrefix("@") {
             throw fail("controlSocketPath", "must be a file path of at most 107 bytes, got '\(controlSocketPath)'")
         }

@@ -45,6 +45,8 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
     var needsSettle = false
     var transitionDepth = 0
     var backgroundEnteredAt: MonotonicInstant?
+    /// When a driver first asked for termination (repeats within the grace are the same request).
+    var terminationRequestedAt: MonotonicInstant?
     var armedWakeup: MonotonicInstant?
     var virtualTimer: VirtualTimer?
     /// Threads waiting until the loop has applied everything queued.

@@ -1,6 +1,4 @@
-import Dispatch
 import Logging
-import Synchronization
 
 /// What the watchdog reports when one callback held the loop too long.
 public struct WatchdogReport: Sendable, Hashable, CustomStringConvertible {
@@ -24,8 +22,9 @@ final class Watchdog: Sendable {
     private let activity: LoopActivity
     private let logger: Logger
     private let onTrip: (@Sendable (WatchdogReport) -> Void)?
-    private let stopSignal = DispatchSemaphore(value: 0)
-    private let running = Atomic<Bool>(false)
+    /// Whether the watchdog runs; waits on it use the monotonic clock (`Locked`'s condition
+    /// is made with `CLOCK_MONOTONIC`), so a wall-clock step neither delays nor fires it.
+    private let running = Locked(false)
 
     init(
         timeout: Duration, policy: WatchdogPolicy, activity: LoopActivity, logger: Logger,
@@ -39,19 +38,24 @@ final class Watchdog: Sendable {
     }
 
     func start() {
-        guard !running.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let wasRunning = running.withLock { running in
+            defer { running = true }
+            return running
+        }
+        guard !wasRunning else { return }
         spawnThread(name: "overtime-wdog") { [self] in watch() }
     }
 
     func stop() {
-        if running.exchange(false, ordering: .acquiringAndReleasing) { stopSignal.signal() }
+        running.withLock { $0 = false }
+        running.broadcast()
     }
 
     private func watch() {
         let limit = timeout.clampedNanoseconds
-        let period = DispatchTimeInterval.nanoseconds(Int(clamping: max(limit / 4, 1_000_000)))
+        let period = Double(max(limit / 4, 1_000_000)) / 1e9
         var trippedStretch: UInt64 = 0
-        while stopSignal.wait(timeout: .now() + period) == .timedOut {
+        while running.withLock(waitingUntil: { !$0 }, timeout: period, { _, stopped in !stopped }) {
             guard let (since, callback) = activity.snapshot(), since != trippedStretch else { continue }
             let held = SystemClock.monotonicNanoseconds() &- since
             guard held > limit else { continue }

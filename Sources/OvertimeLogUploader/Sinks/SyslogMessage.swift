@@ -19,6 +19,21 @@ package enum SyslogMessage {
             + line
     }
 
+    /// Every record of `segment` as a message, in order.
+    package static func messages(
+        of segment: SealedSegment, hostname: String, appName: String
+    ) throws(SinkError) -> [String] {
+        let records: [SpoolRecord]
+        do {
+            records = try segment.readRecords()
+        } catch {
+            throw .retryable("cannot read \(segment.path): \(error)", retryAfter: nil)
+        }
+        return records.map {
+            format($0, stream: segment.stream, segment: segment.number, hostname: hostname, appName: appName)
+        }
+    }
+
     /// This machine's host name, for the HOSTNAME field.
     package static var hostname: String {
         var name = [CChar](repeating: 0, count: 256)

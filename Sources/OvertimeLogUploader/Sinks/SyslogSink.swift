@@ -45,18 +45,10 @@ public final class SyslogSink: LogSink {
 
     /// Sends every record of the segment, in order.
     public func store(_ segment: SealedSegment) async throws(SinkError) {
-        let records: [SpoolRecord]
-        do {
-            records = try segment.readRecords()
-        } catch {
-            throw .retryable("cannot read \(segment.path): \(error)", retryAfter: nil)
-        }
-        let payload = records.flatMap { record in
-            let message = Array(
-                SyslogMessage.format(
-                    record, stream: segment.stream, segment: segment.number, hostname: hostname, appName: appName
-                ).utf8)
-            return Array("\(message.count) ".utf8) + message  // RFC 6587 octet counting
+        let payload = try SyslogMessage.messages(of: segment, hostname: hostname, appName: appName).flatMap {
+            message in
+            let bytes = Array(message.utf8)
+            return Array("\(bytes.count) ".utf8) + bytes  // RFC 6587 octet counting
         }
         let cancelled = Locked(false)
         let outcome: Result<Void, SinkError> = await withTaskCancellationHandler {
@@ -171,27 +163,5 @@ public final class SyslogSink: LogSink {
             return .failure(.retryable("connect to \(host):\(port): \(errnoDescription(code))", retryAfter: nil))
         }
         return .success(fd)
-    }
-
-    static func timestamp(_ nanoseconds: UInt64) -> String {
-        var seconds = time_t(nanoseconds / 1_000_000_000)
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        func pad(_ value: Int32, _ width: Int = 2) -> String {
-            let text = String(value)
-            return String(repeating: "0", count: max(0, width - text.count)) + text
-        }
-        let micros = Int32((nanoseconds % 1_000_000_000) / 1000)
-        return "\(parts.tm_year + 1900)-\(pad(parts.tm_mon + 1))-\(pad(parts.tm_mday))T"
-            + "\(pad(parts.tm_hour)):\(pad(parts.tm_min)):\(pad(parts.tm_sec)).\(pad(micros, 6))Z"
-    }
-
-    private func readFile(_ path: String) throws -> [UInt8] {
-        guard let file = fopen(path, "rb") else { throw SinkError.permanent("cannot open \(path)") }
-        defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while case let count = fread(&chunk, 1, chunk.count, file), count > 0 { bytes += chunk[0..<count] }
-        return bytes
     }
 }

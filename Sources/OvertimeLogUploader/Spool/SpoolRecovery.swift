@@ -138,13 +138,7 @@ struct SpoolRecovery {
             return
         }
         result.lastSegment = max(result.lastSegment, number)
-        if let problem = parsed.problem {
-            try truncate(path, to: parsed.validLength)
-            report.truncations.append(
-                RecoveryReport.Truncation(
-                    path: path, keptRecords: parsed.records.count, droppedBytes: bytes.count - parsed.validLength,
-                    problem: problem))
-        }
+        try cutBack(path, parsed, from: bytes.count, &report)
         guard let first = parsed.records.first, let last = parsed.records.last else {
             unlink(path)  // nothing valid in it
             return
@@ -180,13 +174,7 @@ struct SpoolRecovery {
             quarantine(path, name: String(path.split(separator: "/").last ?? "segment"), &report)
             return nil
         }
-        if let problem = parsed.problem {
-            try truncate(path, to: parsed.validLength)
-            report.truncations.append(
-                RecoveryReport.Truncation(
-                    path: path, keptRecords: parsed.records.count, droppedBytes: bytes.count - parsed.validLength,
-                    problem: problem))
-        }
+        try cutBack(path, parsed, from: bytes.count, &report)
         guard let first = parsed.records.first, let last = parsed.records.last else {
             unlink(path)
             return nil
@@ -196,11 +184,21 @@ struct SpoolRecovery {
             firstSequence: first.sequence, lastSequence: last.sequence)
     }
 
-    private func truncate(_ path: String, to length: Int) throws(SpoolError) {
+    /// Cuts a damaged segment back to its valid records (made durable) and reports the loss.
+    private func cutBack(
+        _ path: String, _ parsed: ParsedSegment, from size: Int, _ report: inout RecoveryReport
+    ) throws(SpoolError) {
+        guard let problem = parsed.problem else { return }
         let fd = try SpoolFiles.open(path, flags: O_WRONLY)
         defer { close(fd) }
-        if ftruncate(fd, off_t(length)) != 0 { throw .io(operation: "ftruncate", path: path, errno: errno) }
+        if ftruncate(fd, off_t(parsed.validLength)) != 0 {
+            throw .io(operation: "ftruncate", path: path, errno: errno)
+        }
         try SpoolFiles.sync(fd, path: path)
+        report.truncations.append(
+            RecoveryReport.Truncation(
+                path: path, keptRecords: parsed.records.count, droppedBytes: size - parsed.validLength,
+                problem: problem))
     }
 
     /// Moves `path` into `quarantine/`, never over an earlier file there.

@@ -74,18 +74,28 @@ struct ControlSocketTests {
         #expect(try overtimectl(["foreground", "--socket", path]).0 == 0)
         #expect(try overtimectl(["reload", "--socket", path]).0 == 0)
         #expect(child.waitForLine { $0 == "EVENT reload active" } != nil)
-        let (launch, _, launchError) = try overtimectl(["simulate-launch", "refresh", "--socket", path])
-        #expect(launch == 1 && launchError.contains("no scheduler"))
+        let (unknown, _, unknownError) = try overtimectl(["call", "simulate-launch", "--socket", path])
+        #expect(unknown == 1 && unknownError.contains("unknown command 'simulate-launch'"))
+        let (badID, _, badIDError) = try overtimectl(["expire", "r-1", "--socket", path])
+        #expect(badID == 64 && badIDError.contains("'r-1' is not a task ID") && !badIDError.contains("SUBCOMMANDS"))
 
         #expect(try overtimectl(["terminate", "--socket", path]).0 == 0)
         #expect(child.waitForLine { $0.hasPrefix("EVENT willTerminate") } != nil)
-        #expect(try overtimectl(["terminate", "--socket", path]).0 == 0)  // again: expire now
-        #expect(child.waitForLine { $0 == "EXPIRED final-flush" } != nil)
+        // Again at once: the same request (a double click, `timeout` signalling a group).
+        #expect(try overtimectl(["terminate", "--socket", path]).0 == 0)
+        usleep(300_000)
+        #expect(!child.output.contains("EXPIRED final-flush"))
+        // Deliberately now: every grant expires, and --wait returns once the daemon is gone.
+        let (now, nowOutput, _) = try overtimectl(["terminate", "--now", "--wait", "--socket", path])
+        #expect(now == 0 && nowOutput.contains("terminated"))
+        #expect(child.output.contains("EXPIRED final-flush"))
         #expect(child.waitForExit() == 0)
         #expect(access(path, F_OK) != 0)  // the socket file is removed at shutdown
         let (gone, _, goneError) = try overtimectl(["status", "--socket", path])
         #expect(gone == 69)
         #expect(goneError.contains("cannot connect"))
+        let (goneJSON, goneLine, _) = try overtimectl(["status", "--json", "--socket", path])
+        #expect(goneJSON == 69 && goneLine.hasPrefix(#"{"error":"cannot connect"#) && goneLine.contains(#""ok":false"#))
     }
 
     @Test func anotherUserIsRefusedAtBothGates() throws {
@@ -96,7 +106,7 @@ struct ControlSocketTests {
         // With the file opened up, the peer-credential check still refuses.
         chmod(path, 0o666)
         let (refused, _, refusedError) = try overtimectl(["status", "--socket", path], as: 65534)
-        #expect(refused == 1)
+        #expect(refused == 77)
         #expect(refusedError.contains("permission denied: uid 65534"))
         #expect(try overtimectl(["status", "--socket", path]).0 == 0)  // the owner still gets in
         child.send(SIGKILL)
@@ -133,7 +143,8 @@ struct ControlSocketTests {
         #expect(status == 0 && table.contains("open tasks   2"))
         child.send(SIGTERM)
         #expect(child.waitForLine { $0.hasPrefix("EVENT willTerminate") } != nil)
-        child.send(SIGTERM)  // again (after the first landed: pending signals coalesce)
+        usleep(1_100_000)  // past the grace in which a repeat is the same request
+        child.send(SIGTERM)  // again: stop now
         #expect(child.waitForExit() == 0)
         #expect(child.standardError.contains { $0.contains("received SIGTERM") })
     }

@@ -68,10 +68,10 @@ struct SystemdNotifyTests {
         // Sent at once and then about every second while the 2.5 s flush is open.
         #expect(extends.count >= 2 && extends.count <= 10)
         let first = try #require(extends.first.flatMap { Int($0.dropFirst("EXTEND_TIMEOUT_USEC=".count)) })
-        // Never past the budget deadline plus one second.
-        #expect(first > 18_000_000 && first <= 21_000_000)
+        // The time left in the budget plus half a second to exit, never more.
+        #expect(first > 18_000_000 && first <= 20_500_000)
         #expect(lines.firstIndex { $0.hasPrefix("EXTEND_TIMEOUT_USEC=") }! > stopping)
-        #expect(lines.contains { $0.hasPrefix("STATUS=background, 1 background task open, ") })
+        #expect(lines.contains { $0.hasPrefix("STATUS=terminating (background), 1 background task open, ") })
         #expect(!lines.contains("WATCHDOG=1"))  // no WATCHDOG_USEC, no pings
     }
 
@@ -96,6 +96,24 @@ struct SystemdNotifyTests {
         #expect(times.count > before + 3)  // and pings again afterwards
         child.send(SIGTERM)
         #expect(child.waitForExit() == 0)
+    }
+
+    @Test func extensionsComeAtMostOnceASecondAndNeverPastTheBudget() throws {
+        let systemd = try FakeSystemd()
+        let child = try RunningChild(
+            ["daemon"],
+            environment: [
+                "NOTIFY_SOCKET": systemd.path, "WATCHDOG_USEC": "200000", "HARNESS_ON_TERMINATE": "flush:1500",
+                "HARNESS_BUDGET_MS": "3000", "HARNESS_LEAD_MS": "1000",
+            ])
+        #expect(systemd.waitFor { $0 == "READY=1" })
+        child.send(SIGTERM)
+        #expect(child.waitForExit() == 0)
+        let extends = systemd.lines.filter { $0.hasPrefix("EXTEND_TIMEOUT_USEC=") }
+        // 1.5 s of flushing with a watchdog ping every 100 ms: one extension a second, not one a ping.
+        #expect(extends.count >= 1 && extends.count <= 3, "\(extends)")
+        let first = try #require(extends.first.flatMap { Int($0.dropFirst("EXTEND_TIMEOUT_USEC=".count)) })
+        #expect(first > 2_000_000 && first <= 3_500_000, "the 3 s budget plus half a second to exit at most")
     }
 
     @Test func abstractNotifySocketNamesWork() throws {

@@ -26,6 +26,10 @@ extension RuntimeCore {
             perform(.foreground, from: "control socket")
         case "terminate":
             perform(.terminate, from: "control socket")
+            if request.now == true {
+                logger.notice("control socket: terminate now: expiring every background task")
+                forceExpire(nil)
+            }
         case "reload":
             perform(.reload, from: "control socket")
         case "expire":
@@ -36,8 +40,6 @@ extension RuntimeCore {
             } else {
                 forceExpire(nil)
             }
-        case "simulate-launch":
-            return .failure("simulate-launch: this runtime has no scheduler")
         default:
             let extra = extraControlCommands.withLock { $0 }
             if let handler = extra[request.command] {

@@ -10,11 +10,14 @@ package struct ControlRequest: Codable, Sendable, Equatable {
     package var command: String
     package var id: UInt64?
     package var identifier: String?
+    /// `terminate` only: expire every grant at once instead of waiting for them.
+    package var now: Bool?
 
-    package init(command: String, id: UInt64? = nil, identifier: String? = nil) {
+    package init(command: String, id: UInt64? = nil, identifier: String? = nil, now: Bool? = nil) {
         self.command = command
         self.id = id
         self.identifier = identifier
+        self.now = now
     }
 }
 
@@ -68,7 +71,7 @@ package struct ControlTask: Codable, Sendable, Equatable {
 package enum ControlProtocol {
     package static let maximumRequestBytes = 64 * 1024
     package static let commands = [
-        "status", "tasks", "background", "foreground", "terminate", "reload", "expire", "simulate-launch",
+        "status", "tasks", "background", "foreground", "terminate", "reload", "expire",
     ]
 
     package static func encode(_ response: ControlResponse) -> [UInt8] {

@@ -11,11 +11,24 @@ import Logging
 /// peers checked with `SO_PEERCRED` (the owner or root only), one JSON request per line
 /// and one JSON response per line. Bad requests get an error response; the server never
 /// stops serving because of one.
+///
+/// Bounded whatever clients do: at most ``maximumConnections`` at once (more are told so
+/// and closed), a connection idle for ``idleTimeout`` is closed, and a client that does
+/// not read its answers is disconnected once ``maximumUnreadBytes`` of them wait. Each is
+/// counted (`overtime_control_errors_total{kind}`). A failed accept (EMFILE, ENFILE) is
+/// logged and counted, never fatal.
 final class ControlSocketServer {
+    static let maximumConnections = 64
+    static let idleTimeout: Duration = .seconds(60)
+    static let maximumUnreadBytes = 256 * 1024
+
     private unowned let core: RuntimeCore
     let path: String
     private var server: UnsafeMutablePointer<uv_pipe_t>?
     fileprivate var connections: [UnsafeMutableRawPointer: ControlConnection] = [:]
+    /// Closes idle connections; runs only while there are connections, so an idle daemon
+    /// is never woken by it.
+    private var sweeper: UnsafeMutablePointer<uv_timer_t>?
 
     init(core: RuntimeCore, path: String) {
         self.core = core
@@ -28,6 +41,10 @@ final class ControlSocketServer {
             core.logger.error("control socket: \(refusal)")
             return
         }
+        let sweep = core.loop.makeHandle(uv_timer_t.self)
+        uv_timer_init(core.loop.raw, sweep)
+        sweep.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        sweeper = sweep
         let handle = core.loop.makeHandle(uv_pipe_t.self)
         uv_pipe_init(core.loop.raw, handle, 0)
         handle.pointee.data = Unmanaged.passUnretained(self).toOpaque()
@@ -52,6 +69,7 @@ final class ControlSocketServer {
     /// Closes every connection and the listener, and removes the socket file.
     func stop() {
         for connection in connections.values { connection.close() }
+        if let sweeper { uv_timer_stop(sweeper) }
         if let server, uv_is_closing(asHandle(server)) == 0 {
             uv_close(asHandle(server), nil)
             unlink(path)
@@ -60,14 +78,31 @@ final class ControlSocketServer {
     }
 
     private func accept(status: Int32) {
-        guard status == 0, let server else { return }
+        guard let server else { return }
+        guard status == 0 else {
+            // EMFILE/ENFILE: libuv has already turned the waiting client away; we go on serving.
+            core.metrics.shared.countControlError("accept_failed")
+            core.logger.error("control socket: accept failed: \(String(cString: uv_strerror(status)))")
+            return
+        }
         core.turn {
             let connection = ControlConnection(server: self, core: core)
-            guard uv_accept(asStream(server), asStream(connection.pipe)) == 0 else {
+            let accepted = uv_accept(asStream(server), asStream(connection.pipe))
+            guard accepted == 0 else {
+                core.metrics.shared.countControlError("accept_failed")
+                core.logger.error("control socket: accept failed: \(String(cString: uv_strerror(accepted)))")
                 connection.close()
                 return
             }
             connections[UnsafeMutableRawPointer(connection.pipe)] = connection
+            guard connections.count <= Self.maximumConnections else {
+                core.metrics.shared.countControlError("too_many_connections")
+                connection.send(
+                    .failure("too many connections (at most \(Self.maximumConnections)); try again later"),
+                    thenClose: true)
+                return
+            }
+            armSweeper()
             var fd: uv_os_fd_t = -1
             var uid: UInt32 = .max
             uv_fileno(asHandle(connection.pipe), &fd)
@@ -85,6 +120,29 @@ final class ControlSocketServer {
 
     fileprivate func forget(_ connection: ControlConnection) {
         connections.removeValue(forKey: UnsafeMutableRawPointer(connection.pipe))
+        if connections.isEmpty, let sweeper { uv_timer_stop(sweeper) }
+    }
+
+    private func armSweeper() {
+        guard let sweeper, uv_is_active(UnsafeMutableRawPointer(sweeper).assumingMemoryBound(to: uv_handle_t.self)) == 0
+        else { return }
+        let period = UInt64(Self.idleTimeout.components.seconds * 1000 / 4)
+        uv_timer_start(
+            sweeper,
+            { timer in
+                Unmanaged<ControlSocketServer>.fromOpaque(timer!.pointee.data).takeUnretainedValue().sweep()
+            }, period, period)
+    }
+
+    private func sweep() {
+        core.turn {
+            let now = SystemClock.monotonicNanoseconds()
+            let limit = UInt64(Self.idleTimeout.components.seconds) * 1_000_000_000
+            for connection in connections.values where now &- connection.lastActivity > limit {
+                core.metrics.shared.countControlError("idle_timeout")
+                connection.close()
+            }
+        }
     }
 }
 
@@ -96,6 +154,8 @@ private final class ControlConnection {
     private var framer = LineFramer(limit: ControlProtocol.maximumRequestBytes)
     private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 1)
     private var isClosing = false
+    /// Monotonic nanoseconds of the last request or accept, for the idle timeout.
+    private(set) var lastActivity = SystemClock.monotonicNanoseconds()
 
     init(server: ControlSocketServer, core: RuntimeCore) {
         self.server = server
@@ -132,8 +192,10 @@ private final class ControlConnection {
             close()
             return
         }
+        lastActivity = SystemClock.monotonicNanoseconds()
         core.turn {
             for output in framer.feed(UnsafeRawBufferPointer(rebasing: readBuffer[0..<count])) {
+                guard !isClosing else { return }
                 switch output {
                 case .line(let line) where line.allSatisfy({ $0 == 32 || $0 == 9 }):
                     continue  // blank lines are allowed between requests
@@ -157,6 +219,12 @@ private final class ControlConnection {
         let request = WriteRequest(bytes: ControlProtocol.encode(response), connection: thenClose ? self : nil)
         if thenClose { uv_read_stop(asStream(pipe)) }
         request.write(to: asStream(pipe))
+        if uv_stream_get_write_queue_size(asStream(pipe)) > ControlSocketServer.maximumUnreadBytes {
+            // A client that asks and never reads: its answers would grow the daemon without bound.
+            core.metrics.shared.countControlError("slow_reader")
+            core.logger.warning("control socket: disconnected a client that does not read its answers")
+            close()
+        }
     }
 
     func close() {

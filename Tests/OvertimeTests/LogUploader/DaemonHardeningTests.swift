@@ -1,0 +1,208 @@
+import Foundation
+import Overtime
+import OvertimeLogUploader
+import Testing
+
+/// log-uploader and overtimectl as an operator misuses them: paths that are not ours,
+/// clients that hold connections or never read, huge lines and datagrams, repeated
+/// signals, a spool left with work.
+@Suite("Daemon hardening: sockets, bounds, repeated signals", .serialized, .timeLimit(.minutes(3)))
+struct DaemonHardeningTests {
+    private func daemon(_ folder: TemporaryDirectory, _ extra: [String], standardInput: Bool = false) throws
+        -> RunningChild
+    {
+        try RunningChild(
+            ["--spool", folder.path + "/spool", "--sink", folder.path + "/collected", "--progress-interval", "0"]
+                + extra, executable: "log-uploader", standardInput: standardInput)
+    }
+
+    private func collected(_ folder: TemporaryDirectory) -> [SpoolRecord] {
+        UploaderSafetyTests.collected(folder.path + "/collected")
+    }
+
+    private func residentMegabytes(_ pid: Int32) -> Int {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+        return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) / 1024
+    }
+
+    @Test func aSocketPathThatIsNotAStaleSocketOfOursIsNeverRemoved() throws {
+        let folder = TemporaryDirectory("paths")
+        defer { folder.remove() }
+        let file = folder.path + "/precious.txt"
+        try "someone's data".write(toFile: file, atomically: true, encoding: .utf8)
+        let link = folder.path + "/link.sock"
+        symlink(file, link)
+        for (option, path) in [
+            ("--datagram-socket", file), ("--datagram-socket", link), ("--ingest-socket", file),
+            ("--control-socket", file),
+        ] {
+            let child = try daemon(folder, [option, path])
+            #expect(child.waitForExit(timeout: .seconds(10)) != 0, "\(option) \(path) refused at start")
+            #expect(child.standardError.contains { $0.contains("not replacing it") }, "\(child.standardError)")
+        }
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == "someone's data")
+        var info = stat()
+        #expect(lstat(link, &info) == 0 && info.st_mode & S_IFMT == S_IFLNK, "the symlink is still there")
+
+        // A live control socket is not taken over; a stale one is replaced and removed on exit.
+        let control = folder.path + "/control.sock"
+        let datagrams = folder.path + "/in.sock"
+        let first = try daemon(folder, ["--control-socket", control, "--datagram-socket", datagrams])
+        UploaderSafetyTests.waitForSocket(control)
+        let other = TemporaryDirectory("paths-2")
+        defer { other.remove() }
+        let second = try daemon(other, ["--control-socket", control])
+        #expect(second.waitForExit(timeout: .seconds(10)) != 0)
+        #expect(second.standardError.contains { $0.contains("in use") })
+        #expect(access(control, F_OK) == 0, "the first daemon's socket is still there")
+        first.send(SIGKILL)  // leaves stale sockets behind
+        _ = first.waitForExit()
+        let third = try daemon(folder, ["--control-socket", control, "--datagram-socket", datagrams])
+        let overtimectl = ChildProcess.harnessURL.deletingLastPathComponent().appendingPathComponent("overtimectl").path
+        #expect(
+            UploaderSafetyTests.waitFor {
+                (try? ChildCommand.run(overtimectl, ["status", "--socket", control]).status) == 0
+            }, "the stale socket was replaced and answers")
+        third.send(SIGTERM)
+        #expect(third.waitForExit() == 0)
+        #expect(access(control, F_OK) != 0 && access(datagrams, F_OK) != 0, "our sockets are removed on exit")
+    }
+
+    @Test func heldConnectionsAndClientsThatNeverReadStayBounded() throws {
+        let folder = TemporaryDirectory("bounds")
+        defer { folder.remove() }
+        let control = folder.path + "/control.sock"
+        let child = try daemon(folder, ["--control-socket", control])
+        UploaderSafetyTests.waitForSocket(control)
+        let address = try #require(UnixSocketAddress(control))
+        var held: [Int32] = []
+        defer { for fd in held { close(fd) } }
+        for _ in 0..<100 {
+            let fd = makeUnixSocket(datagram: false)
+            if address.withSockAddr({ connect(fd, $0, $1) }) == 0 { held.append(fd) } else { close(fd) }
+        }
+        // The 65th and later are told so and closed.
+        var refused = 0
+        for fd in held.suffix(20) {
+            var buffer = [UInt8](repeating: 0, count: 512)
+            var timeout = timeval(tv_sec: 5, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count > 0, String(decoding: buffer[0..<count], as: UTF8.self).contains("too many connections") {
+                refused += 1
+            }
+        }
+        #expect(refused == 20)
+        // A client that pipelines requests and never reads is cut off; the daemon stays small.
+        let greedy = makeUnixSocket(datagram: false)
+        defer { close(greedy) }
+        for fd in held { close(fd) }
+        held = []
+        usleep(200_000)
+        #expect(address.withSockAddr { connect(greedy, $0, $1) } == 0)
+        var timeout = timeval(tv_sec: 2, tv_usec: 0)
+        setsockopt(greedy, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let requests = [UInt8](String(repeating: "{\"command\":\"status\"}\n", count: 10_000).utf8)
+        var disconnected = false
+        for _ in 0..<100 where !disconnected {
+            disconnected = requests.withUnsafeBytes { send(greedy, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } < 0
+        }
+        #expect(disconnected, "a client that never reads is disconnected")
+        #expect(residentMegabytes(child.pid) < 100)
+        let status = try ChildCommand.run(
+            ChildProcess.harnessURL.deletingLastPathComponent().appendingPathComponent("overtimectl").path,
+            ["status", "--socket", control])
+        #expect(status.status == 0, "still serving: \(status.output)")
+        child.send(SIGTERM)
+        #expect(child.waitForExit() == 0)
+    }
+
+    @Test func hugeLinesAndDatagramsAreCutCountedAndTheNextLineIsIntact() throws {
+        let folder = TemporaryDirectory("huge")
+        defer { folder.remove() }
+        let datagrams = folder.path + "/in.sock"
+        let child = try daemon(folder, ["--datagram-socket", datagrams, "--exit-on-eof"], standardInput: true)
+        UploaderSafetyTests.waitForSocket(datagrams)
+        let started = ContinuousClock.now
+        try child.input!.write(contentsOf: Data(repeating: UInt8(ascii: "a"), count: 20 << 20))  // 20 MiB, no newline
+        try child.input!.write(contentsOf: Data("\nthe next line\n".utf8))
+        let socket = makeUnixSocket(datagram: true)
+        defer { close(socket) }
+        let address = try #require(UnixSocketAddress(datagrams))
+        var sendBuffer: Int32 = 1 << 20
+        setsockopt(socket, SOL_SOCKET, SO_SNDBUF, &sendBuffer, socklen_t(MemoryLayout<Int32>.size))
+        let big = [UInt8](repeating: UInt8(ascii: "d"), count: 100_000)
+        let sent = address.withSockAddr { pointer, length in
+            big.withUnsafeBytes { sendto(socket, $0.baseAddress, $0.count, 0, pointer, length) }
+        }
+        #expect(sent == 100_000)
+        try child.input!.close()
+        #expect(child.waitForExit(timeout: .seconds(60)) == 0)
+        #expect(ContinuousClock.now - started < .seconds(30), "linear in the line's length")
+        let records = collected(folder)
+        #expect(records.contains { $0.text == "the next line" })
+        #expect(
+            records.contains {
+                $0.line.count == SegmentFormat.maximumLineBytes && $0.line.allSatisfy { $0 == UInt8(ascii: "a") }
+            })
+        #expect(records.contains { $0.line.count == 65_536 && $0.line.first == UInt8(ascii: "d") })
+        let progress = try #require(child.standardError.last { $0.hasPrefix("spooled=") })
+        #expect(progress.contains("truncated=2"), "\(progress)")
+        #expect(child.standardError.contains { $0.contains("a datagram of 100000 bytes was truncated to 65536") })
+    }
+
+    @Test func twoSIGTERMsAMillisecondApartAreOneRequestAndTheDrainRuns() throws {
+        let folder = TemporaryDirectory("double")
+        defer { folder.remove() }
+        let socket = folder.path + "/ingest.sock"
+        let child = try daemon(folder, ["--ingest-socket", socket, "--budget", "10", "--lead", "2"])
+        UploaderSafetyTests.waitForSocket(socket)
+        let client = try SpoolIngestClient(path: socket)
+        for batch in 0..<10 { try client.send(UploaderSafetyTests.lines("double \(batch)", 1...20)) }
+        child.send(SIGTERM)
+        usleep(1000)
+        child.send(SIGTERM)  // as `timeout` does, signalling the process and its group
+        #expect(child.waitForExit(timeout: .seconds(20)) == 0)
+        #expect(collected(folder).filter { $0.text.hasPrefix("double ") }.count == 200)
+        #expect(!child.standardError.contains { $0.contains("expiring every background task now") })
+    }
+
+    @Test func stoppingWithSegmentsLeftExitsWithStatus3() throws {
+        let folder = TemporaryDirectory("left")
+        defer { folder.remove() }
+        let socket = folder.path + "/ingest.sock"
+        // A collector that never answers: the upload starts and is aborted at expiration.
+        let silent = try SilentServer()
+        let child = try RunningChild(
+            [
+                "--spool", folder.path + "/spool", "--sink", "http://127.0.0.1:\(silent.port)/logs",
+                "--ingest-socket", socket, "--budget", "3", "--lead", "1", "--progress-interval", "0",
+            ], executable: "log-uploader")
+        UploaderSafetyTests.waitForSocket(socket)
+        try SpoolIngestClient(path: socket).send(["kept for the next run"])
+        child.send(SIGTERM)
+        #expect(child.waitForExit(timeout: .seconds(20)) == 3)
+        #expect(child.standardError.contains { $0.contains("upload aborted: the grant expired") })
+        #expect(child.standardError.contains { $0.contains("not uploaded; the next run uploads them") })
+    }
+
+    @Test func smallCommandLineManners() throws {
+        let tools = ChildProcess.harnessURL.deletingLastPathComponent()
+        let version = try ChildCommand.run(tools.appendingPathComponent("overtimectl").path, ["--version"])
+        #expect(version.status == 0 && version.output.hasPrefix("overtimectl "))
+        let help = try ChildCommand.run(tools.appendingPathComponent("tiny-daemon").path, ["--help"])
+        #expect(help.status == 0 && help.output.contains("usage: tiny-daemon"))
+        let folder = TemporaryDirectory("manners")
+        defer { folder.remove() }
+        // Parents of the spool are made; a control socket in a missing folder says so.
+        let nested = try RunningChild(
+            [
+                "--spool", folder.path + "/a/b/c/spool", "--sink", folder.path + "/out", "--control-socket",
+                folder.path + "/missing/control.sock",
+            ], executable: "log-uploader")
+        #expect(nested.waitForExit(timeout: .seconds(10)) != 0)
+        #expect(nested.standardError.contains { $0.contains("No such file or directory") }, "\(nested.standardError)")
+        #expect(FileManager.default.fileExists(atPath: folder.path + "/a/b/c/spool/checkpoint"))
+    }
+}
