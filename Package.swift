@@ -99,6 +99,7 @@ let package = Package(
                 "OvertimeRELP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ],
             path: "Examples/log-uploader"
         ),

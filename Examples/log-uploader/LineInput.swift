@@ -1,4 +1,5 @@
 import Dispatch
+import Metrics
 import Overtime
 import OvertimeLogUploader
 
@@ -18,6 +19,8 @@ final class LineInput: Sendable {
     private let counts = Locked(Counts())
     private let stopPipe: (read: Int32, write: Int32)
     private let readers = DispatchGroup()
+    private let rejectedLines = Counter(label: "log_uploader_rejected_lines_total")
+    private let truncatedLines = Counter(label: "log_uploader_truncated_lines_total")
 
     struct Counts {
         var rejected = 0
@@ -64,7 +67,11 @@ final class LineInput: Sendable {
                 if count < 0, errno == EINTR { continue }
                 atEnd = count <= 0
                 if count > 0 { append(splitter.split(buffer[0..<count])) }
-                counts.withLock { $0.truncated = splitter.truncatedLines }
+                let newlyTruncated = counts.withLock { counts in
+                    defer { counts.truncated = splitter.truncatedLines }
+                    return splitter.truncatedLines - counts.truncated
+                }
+                if newlyTruncated > 0 { truncatedLines.increment(by: Int64(newlyTruncated)) }
             }
             if let last = splitter.finish() { append([last]) }
             readers.leave()
@@ -109,6 +116,7 @@ final class LineInput: Sendable {
                 }
                 if count > buffer.count {
                     counts.withLock { $0.truncatedDatagrams += 1 }
+                    truncatedLines.increment()
                     report("a datagram of \(count) bytes was truncated to \(buffer.count)")
                 }
                 var splitter = LineSplitter()
@@ -136,6 +144,7 @@ final class LineInput: Sendable {
             try spool.append(lines)
         } catch {
             counts.withLock { $0.rejected += lines.count }
+            rejectedLines.increment(by: Int64(lines.count))
             report("could not spool \(lines.count) lines: \(error)")
         }
     }

@@ -13,12 +13,15 @@
 // Lines longer than the spool's limit make the whole batch an error; so does a batch of
 // more than `IngestProtocol.maximumBatchLines` lines.
 
+import Overtime
+
 /// Constants and reply parsing of the acknowledged ingestion protocol (see the file).
 public enum IngestProtocol {
     /// The most lines in one batch.
     public static let maximumBatchLines = 65_536
     /// The most connections a server serves at once; more are answered with an error.
-    public static let maximumConnections = 64
+    /// 64, or a quarter of the process's descriptor limit when that is lower.
+    public static let maximumConnections = connectionLimit(preferred: 64)
 
     /// A reply, parsed.
     enum Reply: Equatable {

@@ -118,6 +118,34 @@ struct DaemonHardeningTests {
         #expect(child.waitForExit() == 0)
     }
 
+    @Test func connectionsHeldUpToTheDescriptorLimitNeverStopTheDrain() throws {
+        let folder = TemporaryDirectory("emfile")
+        defer { folder.remove() }
+        let control = folder.path + "/control.sock"
+        let ingest = folder.path + "/ingest.sock"
+        let child = try RunningChild(
+            [
+                "--spool", folder.path + "/spool", "--sink", folder.path + "/collected", "--control-socket", control,
+                "--ingest-socket", ingest, "--segment-kb", "4", "--progress-interval", "0",
+            ], executable: "log-uploader", wrapper: ["/usr/bin/prlimit", "--nofile=64"])
+        UploaderSafetyTests.waitForSocket(ingest)
+        try SpoolIngestClient(path: ingest).send(UploaderSafetyTests.lines("held", 1...200))
+        // Far more connections than the daemon has descriptors, on both sockets, held open.
+        var held: [Int32] = []
+        defer { for fd in held { close(fd) } }
+        for path in [control, ingest] {
+            let address = try #require(UnixSocketAddress(path))
+            for _ in 0..<100 {
+                let fd = makeUnixSocket(datagram: false)
+                if address.withSockAddr({ connect(fd, $0, $1) }) == 0 { held.append(fd) } else { close(fd) }
+            }
+        }
+        usleep(300_000)
+        child.send(SIGTERM)
+        #expect(child.waitForExit(timeout: .seconds(30)) == 0, "no crash, a clean stop")
+        #expect(collected(folder).filter { $0.text.hasPrefix("held ") }.count == 200, "the drain ran")
+    }
+
     @Test func hugeLinesAndDatagramsAreCutCountedAndTheNextLineIsIntact() throws {
         let folder = TemporaryDirectory("huge")
         defer { folder.remove() }

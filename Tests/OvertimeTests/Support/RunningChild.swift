@@ -9,12 +9,20 @@ final class RunningChild: @unchecked Sendable {
     /// The write end of the child's standard input, when started with `standardInput: true`.
     let input: FileHandle?
 
+    /// Starts `executable` (built beside the tests) with `arguments`; with `wrapper`, runs
+    /// `wrapper[0] wrapper[1…] <executable's path> arguments` instead (e.g. `prlimit …`).
     init(
         _ arguments: [String], environment: [String: String] = [:], executable: String = "OvertimeTestHarness",
-        standardInput: Bool = false
+        standardInput: Bool = false, wrapper: [String] = []
     ) throws {
-        process.executableURL = ChildProcess.harnessURL.deletingLastPathComponent().appendingPathComponent(executable)
-        process.arguments = arguments
+        let tool = ChildProcess.harnessURL.deletingLastPathComponent().appendingPathComponent(executable)
+        if let launcher = wrapper.first {
+            process.executableURL = URL(fileURLWithPath: launcher)
+            process.arguments = Array(wrapper.dropFirst()) + [tool.path] + arguments
+        } else {
+            process.executableURL = tool
+            process.arguments = arguments
+        }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let out = Pipe()
         let err = Pipe()
