@@ -116,7 +116,8 @@ public final class RELPSink: LogSink {
             return .failure(
                 .retryable("RELP connect to \(host):\(port): \(errors.summary(code: connected))", retryAfter: nil))
         }
-        relpCltHintBurstBegin(client)
+        // No relpCltHintBurstBegin: it corks the socket, and a corked window waits on the
+        // kernel's 200 ms cork timeout for its acknowledgements (4,000 lines took 6.2 s, 0.17 s without).
         for message in messages {
             var bytes = Array(message.utf8)
             let sent = bytes.withUnsafeMutableBufferPointer { relpCltSendSyslog(client, $0.baseAddress, $0.count) }
@@ -126,7 +127,6 @@ public final class RELPSink: LogSink {
                     .retryable("RELP send to \(host):\(port): \(errors.summary(code: sent))", retryAfter: nil))
             }
         }
-        relpCltHintBurstEnd(client)
         // The graceful close waits for the close response: every message before it is answered.
         var owned: OpaquePointer? = client
         relpEngineCltDestruct(engine, &owned)
