@@ -45,11 +45,11 @@ package func spawnThread(name: String, _ body: @escaping @Sendable () -> Void) {
     }
 }
 
-/// How many connections a server may hold: `preferred`, or a quarter of the process's
+/// How many connections a server may hold: `preferred`, or an eighth of the process's
 /// descriptor limit when that is lower, so that held connections never take the
 /// descriptors the rest of the program (a drain's files and sockets) needs.
 package func connectionLimit(preferred: Int) -> Int {
     var limit = rlimit()
     guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return preferred }
-    return max(1, min(preferred, Int(clamping: limit.rlim_cur) / 4))
+    return max(1, min(preferred, Int(clamping: limit.rlim_cur) / 8))
 }

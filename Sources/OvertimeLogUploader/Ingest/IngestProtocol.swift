@@ -20,7 +20,7 @@ public enum IngestProtocol {
     /// The most lines in one batch.
     public static let maximumBatchLines = 65_536
     /// The most connections a server serves at once; more are answered with an error.
-    /// 64, or a quarter of the process's descriptor limit when that is lower.
+    /// 64, or an eighth of the process's descriptor limit when that is lower.
     public static let maximumConnections = connectionLimit(preferred: 64)
 
     /// A reply, parsed.

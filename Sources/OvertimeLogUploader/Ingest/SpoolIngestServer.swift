@@ -23,6 +23,9 @@ public final class SpoolIngestServer: Sendable {
     /// A pipe: `stop()` writes a byte, the serving thread's poll wakes.
     private let wakeup: (read: Int32, write: Int32)
     private let stopped = DispatchSemaphore(value: 0)
+    /// A descriptor held in reserve, released to turn a client away when the process has
+    /// none left (libuv's answer to EMFILE); used by the serving thread only.
+    private let reserve = Locked<Int32>(open("/dev/null", O_RDONLY | O_CLOEXEC))
     private let counters = Locked(Counts())
 
     private struct Counts {
@@ -124,13 +127,29 @@ public final class SpoolIngestServer: Sendable {
         unlink(path)
         close(wakeup.read)
         close(wakeup.write)
+        close(reserve.withLock { $0 })
         stopped.signal()
     }
 
     private func acceptAll(_ connections: inout [Connection]) {
         while true {
-            let fd = accept(listener, nil, nil)
-            guard fd >= 0 else { return }  // EAGAIN, or EMFILE: the producer retries; nothing to crash over
+            var fd = accept(listener, nil, nil)
+            if fd < 0, errno == EMFILE || errno == ENFILE {
+                // Out of descriptors: the waiting client would keep the listener readable and
+                // the poll spinning. Give up the reserve for a moment to take it and tell it so.
+                close(reserve.withLock { $0 })
+                fd = accept(listener, nil, nil)
+                if fd >= 0 {
+                    counters.withLock { $0.refusedConnections += 1 }
+                    let reply = IngestProtocol.encode(.refused("the spool's process is out of file descriptors"))
+                    _ = send(fd, reply, reply.count, Int32(MSG_NOSIGNAL))
+                    close(fd)
+                }
+                reserve.withLock { $0 = open("/dev/null", O_RDONLY | O_CLOEXEC) }
+                if fd < 0 { return }  // not even the reserve helped: the next poll tries again
+                continue
+            }
+            guard fd >= 0 else { return }  // EAGAIN: nothing more waiting
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             guard connections.count < IngestProtocol.maximumConnections else {

@@ -12,10 +12,11 @@ import Logging
 /// and one JSON response per line. Bad requests get an error response; the server never
 /// stops serving because of one.
 ///
-/// Bounded whatever clients do: at most ``maximumConnections`` at once — 64, or a quarter
+/// Bounded whatever clients do: at most ``maximumConnections`` at once — 64, or an eighth
 /// of the process's descriptor limit when that is lower, so held connections never take
-/// the descriptors a drain needs — more are told so and closed; a connection idle for ``idleTimeout`` is closed, and a client that does
-/// not read its answers is disconnected once ``maximumUnreadBytes`` of them wait. Each is
+/// the descriptors a drain needs — more are told so and closed; a connection idle for
+/// ``idleTimeout`` is closed, and a client that does not read its answers is disconnected
+/// once ``maximumUnreadBytes`` of them wait. Each is
 /// counted (`overtime_control_errors_total{kind}`). A failed accept (EMFILE, ENFILE) is
 /// logged and counted, never fatal.
 final class ControlSocketServer {
