@@ -300,7 +300,8 @@ public final class Spool: Sendable {
                 moved.append(
                     SealedSegment(
                         stream: stream, number: number, path: target, bytes: SpoolFiles.size(target) ?? 0,
-                        records: parsed.records.count, firstSequence: first.sequence, lastSequence: last.sequence))
+                        records: parsed.records.count, firstSequence: first.sequence, lastSequence: last.sequence,
+                        mayAlreadyBeStored: true))
             }
             guard !moved.isEmpty else { return 0 }
             try SpoolFiles.syncDirectory(directory + "/resend")
@@ -418,7 +419,8 @@ public final class Spool: Sendable {
         state.sealed.append(
             SealedSegment(
                 stream: streamID, number: active.number, path: sealedPath, bytes: active.size,
-                records: active.records, firstSequence: active.firstSequence, lastSequence: active.lastSequence))
+                records: active.records, firstSequence: active.firstSequence, lastSequence: active.lastSequence,
+                mayAlreadyBeStored: false))
         counters.sealed.increment()
     }
 
@@ -519,6 +521,11 @@ public struct SealedSegment: Sendable, Hashable {
     public let firstSequence: UInt64
     /// The last sequence number in it.
     public let lastSequence: UInt64
+    /// Whether a collector may already hold it: it was found when the spool was opened (a
+    /// crash may have come between its upload and the checkpoint) or is queued to be sent
+    /// again. A segment sealed since the spool was opened cannot be stored anywhere under
+    /// a numbering the checkpoint proves, so sinks may skip asking before its first upload.
+    public let mayAlreadyBeStored: Bool
 
     /// Reads its records (for sinks that send record by record).
     public func readRecords() throws(SpoolError) -> [SpoolRecord] {

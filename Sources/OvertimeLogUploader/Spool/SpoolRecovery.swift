@@ -160,7 +160,7 @@ struct SpoolRecovery {
         result.sealed.append(
             SealedSegment(
                 stream: stream, number: number, path: sealedPath, bytes: parsed.validLength,
-                records: parsed.records.count, firstSequence: first.sequence, lastSequence: last.sequence))
+                records: parsed.records.count, firstSequence: first.sequence, lastSequence: last.sequence, mayAlreadyBeStored: true))
     }
 
     /// A sealed segment outside the checkpoint's numbering (in `resend/`): checked, cut
@@ -181,7 +181,7 @@ struct SpoolRecovery {
         }
         return SealedSegment(
             stream: stream, number: number, path: path, bytes: parsed.validLength, records: parsed.records.count,
-            firstSequence: first.sequence, lastSequence: last.sequence)
+            firstSequence: first.sequence, lastSequence: last.sequence, mayAlreadyBeStored: true)
     }
 
     /// Cuts a damaged segment back to its valid records (made durable) and reports the loss.

@@ -46,6 +46,39 @@ struct HTTPSinkTests {
         #expect(runtime.loopClosedCleanly == true)
     }
 
+    @Test func aSegmentFoundAtStartIsNeverOverwrittenOnACollectorThatIgnoresIfNoneMatch() async throws {
+        let nginx = try NginxServer()
+        let folder = TemporaryDirectory("http")
+        defer { folder.remove() }
+        var spool: Spool! = try spoolWithSegments(folder)
+        let fresh = try #require(spool.sealedSegments.first)
+        #expect(!fresh.mayAlreadyBeStored, "sealed in this run")
+        spool = nil
+        // Reopened: its segments may have been uploaded before a crash.
+        spool = try Spool(directory: folder.path)
+        let segments = spool.sealedSegments
+        try #require(segments.count >= 2 && segments.allSatisfy(\.mayAlreadyBeStored))
+        let runtime = try runtime()
+        let sink = HTTPSink(baseURL: nginx.baseURL, runtime: runtime)
+        // The first name holds someone else's object; the second our own bytes already.
+        let taken = nginx.dataPath + "/logs/" + segments[0].name
+        try FileManager.default.createDirectory(
+            atPath: (taken as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try Data("another writer's object".utf8).write(to: URL(fileURLWithPath: taken))
+        try FileManager.default.copyItem(atPath: segments[1].path, toPath: nginx.dataPath + "/logs/" + segments[1].name)
+        do {
+            try await sink.store(segments[0])
+            Issue.record("a different object was overwritten")
+        } catch {
+            guard case .permanent(let reason) = error else { Issue.record("\(error)"); return }
+            #expect(reason.contains("not overwritten"))
+        }
+        #expect(try String(contentsOfFile: taken, encoding: .utf8) == "another writer's object")
+        try await sink.store(segments[1])  // the same bytes: stored
+        runtime.requestTermination()
+        await runtime.waitUntilTerminated()
+    }
+
     @Test func statusCodesMapToRetryOrRefusal() async throws {
         let nginx = try NginxServer()
         let folder = TemporaryDirectory("http")
@@ -54,18 +87,18 @@ struct HTTPSinkTests {
         let runtime = try runtime()
         let base = "http://127.0.0.1:\(nginx.port)"
         // 403 is a collector not (yet) set up for us: retried by default, refused for good when configured so.
-        await #expect(throws: SinkError.retryable("HEAD answered HTTP 403", retryAfter: nil)) {
+        await #expect(throws: SinkError.retryable("PUT answered HTTP 403", retryAfter: nil)) {
             try await HTTPSink(baseURL: base + "/refuse", runtime: runtime).store(segment)
         }
         var strict = HTTPSinkConfiguration()
         strict.permanentStatuses.insert(403)
-        await #expect(throws: SinkError.permanent("HEAD answered HTTP 403")) {
+        await #expect(throws: SinkError.permanent("PUT answered HTTP 403")) {
             try await HTTPSink(baseURL: base + "/refuse", runtime: runtime, configuration: strict).store(segment)
         }
-        await #expect(throws: SinkError.permanent("HEAD answered HTTP 400")) {
+        await #expect(throws: SinkError.permanent("PUT answered HTTP 400")) {
             try await HTTPSink(baseURL: base + "/bad-request", runtime: runtime).store(segment)
         }
-        await #expect(throws: SinkError.retryable("HEAD answered HTTP 503", retryAfter: .seconds(7))) {
+        await #expect(throws: SinkError.retryable("PUT answered HTTP 503", retryAfter: .seconds(7))) {
             try await HTTPSink(baseURL: base + "/busy", runtime: runtime).store(segment)
         }
         let closedPort = try freeLoopbackPort()

@@ -26,8 +26,17 @@ struct UploaderSafetyTests {
         return condition()
     }
 
+    /// Waits until something answers on the socket at `path` (a stream or datagram socket):
+    /// the file exists from `bind` on, a moment before `listen`.
     static func waitForSocket(_ path: String) {
-        _ = waitFor { access(path, F_OK) == 0 }
+        _ = waitFor {
+            guard let address = UnixSocketAddress(path) else { return false }
+            return [false, true].contains { datagram in
+                let probe = makeUnixSocket(datagram: datagram)
+                defer { close(probe) }
+                return address.withSockAddr { connect(probe, $0, $1) } == 0
+            }
+        }
     }
 
     static func lines(_ prefix: String, _ range: ClosedRange<Int>) -> [String] {

@@ -3,13 +3,18 @@ import Overtime
 /// Stores segments with HTTP PUT under stable names, `<base>/<stream-id>/<segment>.log`,
 /// through libcurl's multi-socket interface on the runtime's own loop.
 ///
-/// **Never overwrites a stored segment.** Every PUT carries `If-None-Match: *`; a
-/// collector that honours it answers 412 instead of replacing. Not every collector does
-/// (nginx's WebDAV module ignores it and replaces), so by default the sink first asks
-/// (`HEAD`) whether the name is taken. Whenever it is, the stored object is downloaded and
-/// compared: the same bytes count as stored (a retry after a crash), different bytes are
-/// refused for good and never overwritten (``SinkError/permanent(_:)``: the segment goes
-/// to the dead-letter folder, loudly). See ``HTTPSinkConfiguration/OverwriteProtection``.
+/// **Never overwrites a stored segment with different bytes.** Every PUT carries
+/// `If-None-Match: *`; a collector that honours it answers 412 instead of replacing. Not
+/// every collector does (nginx's WebDAV module ignores it and replaces), so by default
+/// the sink first asks (`HEAD`) whether the name is taken — for every segment a collector
+/// may already hold: one found when the spool was opened or queued to be sent again
+/// (``SealedSegment/mayAlreadyBeStored``), and one whose earlier request went out without
+/// an answer. A segment sealed in this run, on its first attempt, cannot be stored under
+/// a numbering the checkpoint proves, so it goes straight to the PUT (no extra round
+/// trip on the common path). Whenever a name is taken, the stored object is downloaded
+/// and compared: the same bytes count as stored (a retry after a crash), different bytes
+/// are refused for good and never overwritten (``SinkError/permanent(_:)``: the segment
+/// goes to the dead-letter folder, loudly). See ``HTTPSinkConfiguration/OverwriteProtection``.
 ///
 /// 200, 201 and 204 mean stored; a status in ``HTTPSinkConfiguration/permanentStatuses``
 /// is refused for good; every other status and every connection error is retried
@@ -25,6 +30,8 @@ public final class HTTPSink: LogSink {
     public let configuration: HTTPSinkConfiguration
     private let runtime: Runtime
     private let driver: Locked<CurlMulti?> = Locked(nil)
+    /// Names whose request went out without a known outcome: asked about before the next try.
+    private let uncertain = Locked<Set<String>>([])
 
     /// Stores under `baseURL` (`http://host:port/prefix`) using `runtime`'s loop.
     public init(baseURL: String, runtime: Runtime, configuration: HTTPSinkConfiguration = .init()) {
@@ -42,7 +49,8 @@ public final class HTTPSink: LogSink {
     /// collector holds exactly these bytes under the segment's name.
     public func store(_ segment: SealedSegment) async throws(SinkError) {
         let url = baseURL + "/" + segment.name
-        if configuration.overwriteProtection == .checkBeforeUpload {
+        let mayBeTaken = segment.mayAlreadyBeStored || uncertain.withLock { $0.contains(segment.name) }
+        if configuration.overwriteProtection == .checkBeforeUpload, mayBeTaken {
             let head = try await perform(url, .head)
             switch head.status {
             case 200...299: return try await verifyStored(segment, url: url)
@@ -50,10 +58,11 @@ public final class HTTPSink: LogSink {
             default: throw failure(head, asking: "HEAD")
             }
         }
+        uncertain.withLock { _ = $0.insert(segment.name) }
         let put = try await perform(url, .put(path: segment.path, bytes: segment.bytes))
         switch put.status {
-        case 200, 201, 204: return
-        case 412: return try await verifyStored(segment, url: url)  // the name is taken
+        case 200, 201, 204: uncertain.withLock { _ = $0.remove(segment.name) }
+        case 412: try await verifyStored(segment, url: url)  // the name is taken
         default: throw failure(put, asking: "PUT")
         }
     }
@@ -72,6 +81,7 @@ public final class HTTPSink: LogSink {
             throw .permanent(
                 "a different object (\(get.body.count) bytes) is already stored as \(segment.name); not overwritten")
         }
+        uncertain.withLock { _ = $0.remove(segment.name) }
     }
 
     private func failure(_ response: HTTPResponse, asking method: String) -> SinkError {
@@ -132,8 +142,8 @@ public struct HTTPSinkConfiguration: Sendable {
 
         private let kind: Kind
 
-        /// `HEAD` before every `PUT` (which also carries `If-None-Match: *`): safe with any
-        /// collector, one round trip more per segment. The default.
+        /// `HEAD` before the `PUT` (which also carries `If-None-Match: *`) of every segment
+        /// a collector may already hold: safe with any collector. The default.
         public static let checkBeforeUpload = OverwriteProtection(kind: .checkBeforeUpload)
         /// `If-None-Match: *` alone: for collectors that answer 412 when the name is taken
         /// (S3 and S3-compatible stores, Apache's WebDAV; nginx only with the recipe in
