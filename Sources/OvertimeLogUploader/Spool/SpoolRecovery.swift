@@ -160,7 +160,8 @@ struct SpoolRecovery {
         result.sealed.append(
             SealedSegment(
                 stream: stream, number: number, path: sealedPath, bytes: parsed.validLength,
-                records: parsed.records.count, firstSequence: first.sequence, lastSequence: last.sequence, mayAlreadyBeStored: true))
+                records: parsed.records.count, firstSequence: first.sequence, lastSequence: last.sequence,
+                mayAlreadyBeStored: true))
     }
 
     /// A sealed segment outside the checkpoint's numbering (in `resend/`): checked, cut
