@@ -286,22 +286,20 @@ public final class Spool: Sendable {
             for name in try SpoolFiles.list(folder) where name.hasSuffix(".seg") {
                 let path = folder + "/" + name
                 let parsed = SegmentFormat.parse(try SpoolFiles.readAll(path))
-                guard let stream = parsed.streamID, let number = parsed.segment, let first = parsed.records.first,
-                    let last = parsed.records.last, parsed.problem == nil
-                else {
+                let target = parsed.streamID.flatMap { stream in
+                    parsed.segment.map {
+                        directory + "/resend/" + SegmentName.resendFileName(stream: stream, segment: $0)
+                    }
+                }
+                guard parsed.problem == nil, let target, let segment = SealedSegment(parsed: parsed, at: target) else {
                     logger.error(
                         "not redriven: not a valid segment",
                         metadata: ["path": "\(path)", "problem": "\(parsed.problem ?? "empty")"])
                     continue
                 }
-                let target = directory + "/resend/" + SegmentName.resendFileName(stream: stream, segment: number)
                 guard SpoolFiles.size(target) == nil else { continue }  // already queued
                 if rename(path, target) != 0 { throw .io(operation: "rename", path: path, errno: errno) }
-                moved.append(
-                    SealedSegment(
-                        stream: stream, number: number, path: target, bytes: SpoolFiles.size(target) ?? 0,
-                        records: parsed.records.count, firstSequence: first.sequence, lastSequence: last.sequence,
-                        mayAlreadyBeStored: true))
+                moved.append(segment)
             }
             guard !moved.isEmpty else { return 0 }
             try SpoolFiles.syncDirectory(directory + "/resend")
@@ -537,6 +535,20 @@ public struct SealedSegment: Sendable, Hashable {
     /// The stable name sinks store it under: `<stream-id>/<number>.log`.
     public var name: String { SegmentName.make(stream: stream, segment: number) }
     var resendFileName: String { SegmentName.resendFileName(stream: stream, segment: number) }
+}
+
+extension SealedSegment {
+    /// The segment a parsed file holds (its valid records, at `path`), or nil when it has
+    /// no stream, no number or no valid record. Segments read back from disk (at open, or
+    /// redriven) may already be stored on a collector.
+    init?(parsed: ParsedSegment, at path: String, mayAlreadyBeStored: Bool = true) {
+        guard let stream = parsed.streamID, let number = parsed.segment, let first = parsed.records.first,
+            let last = parsed.records.last
+        else { return nil }
+        self.init(
+            stream: stream, number: number, path: path, bytes: parsed.validLength, records: parsed.records.count,
+            firstSequence: first.sequence, lastSequence: last.sequence, mayAlreadyBeStored: mayAlreadyBeStored)
+    }
 }
 
 /// How far uploads got: every segment up to `segment` (and every sequence up to

@@ -139,7 +139,7 @@ struct SpoolRecovery {
         }
         result.lastSegment = max(result.lastSegment, number)
         try cutBack(path, parsed, from: bytes.count, &report)
-        guard let first = parsed.records.first, let last = parsed.records.last else {
+        guard let last = parsed.records.last else {
             unlink(path)  // nothing valid in it
             return
         }
@@ -157,11 +157,7 @@ struct SpoolRecovery {
             highest += UInt64((bytes.count - parsed.validLength + smallestRecord - 1) / smallestRecord)
         }
         result.lastSequence = max(result.lastSequence, highest)
-        result.sealed.append(
-            SealedSegment(
-                stream: stream, number: number, path: sealedPath, bytes: parsed.validLength,
-                records: parsed.records.count, firstSequence: first.sequence, lastSequence: last.sequence,
-                mayAlreadyBeStored: true))
+        if let segment = SealedSegment(parsed: parsed, at: sealedPath) { result.sealed.append(segment) }
     }
 
     /// A sealed segment outside the checkpoint's numbering (in `resend/`): checked, cut
@@ -176,13 +172,11 @@ struct SpoolRecovery {
             return nil
         }
         try cutBack(path, parsed, from: bytes.count, &report)
-        guard let first = parsed.records.first, let last = parsed.records.last else {
-            unlink(path)
+        guard let segment = SealedSegment(parsed: parsed, at: path) else {
+            unlink(path)  // nothing valid in it
             return nil
         }
-        return SealedSegment(
-            stream: stream, number: number, path: path, bytes: parsed.validLength, records: parsed.records.count,
-            firstSequence: first.sequence, lastSequence: last.sequence, mayAlreadyBeStored: true)
+        return segment
     }
 
     /// Cuts a damaged segment back to its valid records (made durable) and reports the loss.
