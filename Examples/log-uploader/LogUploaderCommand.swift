@@ -76,7 +76,7 @@ struct Run: ParsableCommand {
         spoolOptions.quotaBytes = quotaMb << 20
         spoolOptions.segmentBytes = segmentKb << 10
         let store = try openSpool(spool, spoolOptions)
-        let writer = SpoolLogWriter.shared(for: store)
+        let writer = SpoolLogWriter(spool: store)
         LoggingSystem.bootstrap { label in
             var console = StreamLogHandler.standardError(label: label)
             console.logLevel = .notice

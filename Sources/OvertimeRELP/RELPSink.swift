@@ -56,16 +56,11 @@ public final class RELPSink: LogSink {
         stop.initialize(to: 0)
         defer { stop.deallocate() }
         let stopFlag = StopFlag(stop)
-        let outcome: Result<Void, SinkError> = await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                queue.async { [self] in
-                    continuation.resume(returning: send(messages, stop: stopFlag))
-                }
-            }
+        try await runBlockingSinkWork(on: queue) { [self] _ in
+            send(messages, stop: stopFlag)
         } onCancel: {
             stopFlag.raise()
         }
-        try outcome.get()
     }
 
     /// One session: connect, send all, close; any error reported by librelp fails it.

@@ -1,7 +1,7 @@
 import Overtime
 
-/// Virtual time for testing code that uses a ``Runtime``: deadlines fire when the test
-/// advances the clock, never by sleeping.
+/// Virtual time for testing code that uses a ``Runtime``: deadlines and timers fire when
+/// the test advances the clock, never by sleeping.
 ///
 /// ```swift
 /// let clock = ManualClock()
@@ -13,36 +13,50 @@ import Overtime
 /// ```
 ///
 /// ``advance(by:)`` first waits until every runtime on this clock has applied the
-/// requests queued before it, then steps from one due instant to the next, in deadline
-/// order, running everything due at each before moving on; it returns when all that
-/// falls due up to the target has run. Call it from the test's thread, not from a
-/// callback on a runtime's loop thread.
-public final class ManualClock: RuntimeClock, VirtualTimeDriver, Sendable {
+/// requests queued before it, then steps from one due instant to the next, in order,
+/// running everything due at each before moving on; it returns when all that falls due
+/// up to the target has run. Call it from the test's thread, not from a callback on a
+/// runtime's loop thread.
+///
+/// The wall clock moves with it; ``stepWallClock(by:)`` moves the wall clock alone, as
+/// NTP or an operator setting the date does.
+public final class ManualClock: RuntimeClock, VirtualTimeSource, Sendable {
     private struct Registered {
         weak var timer: VirtualTimer?
     }
 
     private struct State {
         var now: MonotonicInstant
+        /// Wall-clock time minus monotonic time, in nanoseconds.
+        var wallClockOffset: Int64
         var timers: [Registered] = []
     }
 
     private let state: Locked<State>
     private let advancing = Locked<Void>(())
 
-    /// Creates a clock reading `now` (by default the origin).
-    public init(now: MonotonicInstant = .zero) {
-        state = Locked(State(now: now))
+    /// The wall-clock time a clock starts at unless told otherwise: 2026-01-01T00:00:00Z.
+    public static let defaultWallClockStart = WallClockInstant(secondsSinceEpoch: 1_767_225_600)
+
+    /// Creates a clock reading `now` (by default the origin), whose wall clock reads
+    /// `wallClock` at that instant.
+    public init(now: MonotonicInstant = .zero, wallClock: WallClockInstant = ManualClock.defaultWallClockStart) {
+        let offset = wallClock.nanosecondsSinceEpoch &- Int64(clamping: now.nanoseconds)
+        state = Locked(State(now: now, wallClockOffset: offset))
     }
 
     /// The current virtual instant.
     public var now: MonotonicInstant { state.withLock { $0.now } }
 
-    /// This clock drives its runtimes' timers.
-    public var virtualTimeDriver: (any VirtualTimeDriver)? { self }
+    /// The current virtual wall-clock time.
+    public var wallClockNow: WallClockInstant {
+        state.withLock {
+            WallClockInstant(nanosecondsSinceEpoch: Int64(clamping: $0.now.nanoseconds) &+ $0.wallClockOffset)
+        }
+    }
 
     /// Called by a runtime created with this clock.
-    public func register(_ timer: VirtualTimer) {
+    package func register(_ timer: VirtualTimer) {
         state.withLock { state in
             state.timers.removeAll { $0.timer == nil }
             state.timers.append(Registered(timer: timer))
@@ -56,10 +70,10 @@ public final class ManualClock: RuntimeClock, VirtualTimeDriver, Sendable {
     }
 
     /// Moves time forward to `target`, running everything that falls due on the way.
-    /// A target in the past only settles queued requests.
+    /// A target in the past only waits for queued requests.
     public func advance(to target: MonotonicInstant) {
         advancing.withLock { _ in
-            settle()
+            waitForQueuedRequests()
             // Bounded so that a runtime that keeps asking for the same instant cannot hang a test.
             for _ in 0..<1_000_000 {
                 guard let (instant, timer) = nextDue(before: target) else { break }
@@ -67,14 +81,26 @@ public final class ManualClock: RuntimeClock, VirtualTimeDriver, Sendable {
                 timer.fire()
             }
             state.withLock { $0.now = max($0.now, target) }
-            settle()
+            waitForQueuedRequests()
         }
+    }
+
+    /// The earliest instant at which a runtime on this clock has something due (a grant's
+    /// deadline, a loop timer), or `nil`. Call ``waitForQueuedRequests()`` first to see
+    /// what was just scheduled.
+    public var nextWakeup: MonotonicInstant? {
+        liveTimers().compactMap(\.wakeup).min()
+    }
+
+    /// Steps the wall clock by `duration` (either way) without moving monotonic time.
+    public func stepWallClock(by duration: Duration) {
+        state.withLock { $0.wallClockOffset &+= duration.saturatingNanoseconds }
     }
 
     /// Waits until every runtime on this clock has applied the requests queued before
     /// this call, without moving time.
-    public func settle() {
-        for timer in liveTimers() { timer.settle() }
+    public func waitForQueuedRequests() {
+        for timer in liveTimers() { timer.waitForQueuedRequests() }
     }
 
     private func liveTimers() -> [VirtualTimer] {

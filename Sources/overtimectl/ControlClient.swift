@@ -46,19 +46,12 @@ struct ControlClient {
         }
         var line = (try? Array(JSONEncoder().encode(request))) ?? []
         line.append(UInt8(ascii: "\n"))
-        var offset = 0
         var writeError: ControlClientError?
-        while offset < line.count {
-            // send, not write: MSG_NOSIGNAL turns a hung-up daemon into EPIPE, not SIGPIPE.
-            let written = line[offset...].withUnsafeBytes {
-                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
-            }
-            guard written > 0 else {
-                // The daemon may have answered (a refusal) and closed first: read that below.
-                writeError = ControlClientError(description: "write to \(path): \(errnoDescription())", exitStatus: 69)
-                break
-            }
-            offset += written
+        let failure = writeAll(fd, line, to: .socket)
+        if failure != 0 {
+            // The daemon may have answered (a refusal) and closed first: read that below.
+            writeError = ControlClientError(
+                description: "write to \(path): \(errnoDescription(failure))", exitStatus: 69)
         }
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)

@@ -2,35 +2,25 @@
     import Glibc
 #elseif canImport(Musl)
     import Musl
-#elseif canImport(Darwin)
-    import Darwin
 #endif
 
-/// The source of time for a ``Runtime``.
+/// The source of time for a ``Runtime`` and everything built on it (the uploader, the
+/// spool, the scheduler).
 ///
-/// The runtime reads `now` for every deadline it computes. A real clock
-/// (``SystemClock``) lets the runtime wait for deadlines with one libuv timer; a
-/// virtual clock (`OvertimeTesting.ManualClock`) returns a ``VirtualTimeDriver`` and
-/// fires the runtime's deadlines itself when the test advances time.
+/// Two readings: ``now`` on a monotonic scale, for every deadline, timeout and duration
+/// (it never jumps); ``wallClockNow``, for what is stored or shown as a date (it may
+/// step when NTP or an operator sets the clock). ``SystemClock`` reads the operating
+/// system's; `OvertimeTesting.ManualClock` is virtual time that a test moves, and the
+/// runtime's timers fire when it does.
 public protocol RuntimeClock: Sendable {
     /// The current instant. Must never go backwards.
     var now: MonotonicInstant { get }
 
-    /// The driver of virtual time, or `nil` for a clock that follows real time.
-    var virtualTimeDriver: (any VirtualTimeDriver)? { get }
+    /// The current wall-clock time. May step either way.
+    var wallClockNow: WallClockInstant { get }
 }
 
-/// Implemented by virtual clocks: the runtime hands over its deadline timer.
-///
-/// When a runtime is created with a virtual clock it registers a ``VirtualTimer``
-/// with the driver. The runtime sets ``VirtualTimer/wakeup`` to its earliest deadline;
-/// the driver, when time advances past that instant, calls ``VirtualTimer/fire()``.
-public protocol VirtualTimeDriver: AnyObject, Sendable {
-    /// Called once, when a runtime using this clock is created.
-    func register(_ timer: VirtualTimer)
-}
-
-/// The monotonic clock of the operating system (`CLOCK_MONOTONIC`).
+/// The clocks of the operating system: `CLOCK_MONOTONIC` and `CLOCK_REALTIME`.
 public struct SystemClock: RuntimeClock {
     /// Creates the system clock.
     public init() {}
@@ -38,8 +28,12 @@ public struct SystemClock: RuntimeClock {
     /// The current instant of `CLOCK_MONOTONIC`.
     public var now: MonotonicInstant { MonotonicInstant(nanoseconds: Self.monotonicNanoseconds()) }
 
-    /// Always `nil`: the system clock follows real time.
-    public var virtualTimeDriver: (any VirtualTimeDriver)? { nil }
+    /// The current time of `CLOCK_REALTIME`.
+    public var wallClockNow: WallClockInstant {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return WallClockInstant(nanosecondsSinceEpoch: Int64(spec.tv_sec) &* 1_000_000_000 &+ Int64(spec.tv_nsec))
+    }
 
     /// Reads `CLOCK_MONOTONIC` directly (a vDSO call, no system call on Linux).
     static func monotonicNanoseconds() -> UInt64 {

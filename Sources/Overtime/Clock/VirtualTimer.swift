@@ -1,19 +1,28 @@
-/// The handle through which a virtual clock drives one runtime's deadlines.
+// The hook through which a virtual clock (OvertimeTesting's ManualClock) drives a runtime.
+
+/// A clock that drives its runtimes' timers itself instead of following real time.
+/// Package-only: `OvertimeTesting.ManualClock` is the one users get.
+package protocol VirtualTimeSource: AnyObject, Sendable {
+    /// Called once, when a runtime using this clock is created.
+    func register(_ timer: VirtualTimer)
+}
+
+/// The handle through which a virtual clock drives one runtime's timer.
 ///
-/// Created by the runtime and passed to ``VirtualTimeDriver/register(_:)``.
-/// All members are safe to use from any thread.
-public final class VirtualTimer: Sendable {
+/// The runtime keeps ``wakeup`` at its earliest due instant; the clock, when time reaches
+/// it, calls ``fire()``. All members are safe to use from any thread.
+package final class VirtualTimer: Sendable {
     private let state = Locked<MonotonicInstant?>(nil)
     private let fireHandler: @Sendable () -> Void
-    private let settleHandler: @Sendable () -> Void
+    private let waitHandler: @Sendable () -> Void
 
-    init(fire: @escaping @Sendable () -> Void, settle: @escaping @Sendable () -> Void) {
+    init(fire: @escaping @Sendable () -> Void, waitForQueuedRequests: @escaping @Sendable () -> Void) {
         self.fireHandler = fire
-        self.settleHandler = settle
+        self.waitHandler = waitForQueuedRequests
     }
 
     /// The earliest instant at which the runtime has something to do, or `nil`.
-    public var wakeup: MonotonicInstant? {
+    package var wakeup: MonotonicInstant? {
         state.withLock { $0 }
     }
 
@@ -23,12 +32,12 @@ public final class VirtualTimer: Sendable {
 
     /// Runs everything the runtime has due at the clock's current instant, and returns
     /// when it is done. Call it from a thread other than the runtime's loop thread.
-    public func fire() {
+    package func fire() {
         fireHandler()
     }
 
     /// Returns once the runtime has applied every request queued before this call.
-    public func settle() {
-        settleHandler()
+    package func waitForQueuedRequests() {
+        waitHandler()
     }
 }

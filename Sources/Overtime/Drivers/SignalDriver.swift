@@ -11,13 +11,19 @@ import Logging
 ///
 /// libuv turns a signal into a callback on the loop thread (its own handler only writes
 /// to a pipe), so the action runs like any other loop work and never inside a signal
-/// handler. Closing the watchers at shutdown restores the previous dispositions.
+/// handler.
+///
+/// At shutdown the watchers stop and each signal gets back the disposition it had before
+/// the runtime started (libuv itself would leave `SIG_DFL`): a host program that
+/// handled SIGHUP before embedding a runtime handles it again afterwards.
 final class SignalDriver {
-    private unowned let core: RuntimeCore
+    private let context: DriverContext
     private let actions: [Int32: SignalAction]
+    private var watchers: [UnsafeMutablePointer<uv_signal_t>] = []
+    private var previous: [(signal: Int32, action: sigaction)] = []
 
-    init(core: RuntimeCore, handling: SignalHandling) {
-        self.core = core
+    init(context: DriverContext, handling: SignalHandling) {
+        self.context = context
         self.actions = handling.actions
     }
 
@@ -31,8 +37,10 @@ final class SignalDriver {
         for signal in actions.keys { sigaddset(&handled, signal) }
         pthread_sigmask(SIG_UNBLOCK, &handled, nil)
         for signal in actions.keys.sorted() {
-            let handle = core.loop.makeHandle(uv_signal_t.self)
-            uv_signal_init(core.loop.raw, handle)
+            var old = sigaction()
+            if sigaction(signal, nil, &old) == 0 { previous.append((signal, old)) }
+            let handle = context.makeHandle(uv_signal_t.self)
+            uv_signal_init(context.loop, handle)
             handle.pointee.data = Unmanaged.passUnretained(self).toOpaque()
             let status = uv_signal_start(
                 handle,
@@ -40,41 +48,30 @@ final class SignalDriver {
                     Unmanaged<SignalDriver>.fromOpaque(handle!.pointee.data).takeUnretainedValue().received(signal)
                 }, signal)
             if status != 0 {
-                core.logger.error(
+                context.logger.error(
                     "cannot watch \(signalName(signal)): \(RuntimeError.libuv(call: "uv_signal_start", code: status))")
             }
+            watchers.append(handle)
         }
+        context.onShutdown { [self] in stop() }
+    }
+
+    /// Stops every watcher, then restores the dispositions found at start.
+    private func stop() {
+        for handle in watchers { uv_signal_stop(handle) }
+        watchers = []
+        for (signal, action) in previous {
+            var action = action
+            sigaction(signal, &action, nil)
+        }
+        previous = []
     }
 
     private func received(_ signal: Int32) {
         guard let action = actions[signal] else { return }
-        core.turn {
-            core.logger.info("received \(signalName(signal))", metadata: ["action": "\(action)"])
-            core.perform(action, from: signalName(signal))
-        }
-    }
-}
-
-extension RuntimeCore {
-    /// Performs a driver's action on the loop thread, in order with queued requests.
-    func perform(_ action: SignalAction, from source: String) {
-        switch action {
-        case .terminate:
-            if lifecycle.isTerminating || lifecycle.state == .terminated {
-                if let first = terminationRequestedAt, now - first < configuration.repeatedTerminationGrace {
-                    logger.info("\(source) again within \(configuration.repeatedTerminationGrace): the same request")
-                    return
-                }
-                logger.notice("\(source) again while terminating: expiring every background task now")
-                forceExpire(nil)
-            } else {
-                terminationRequestedAt = now
-                _ = queue.enqueue(.lifecycle(.termination))
-            }
-        case .background: _ = queue.enqueue(.lifecycle(.background))
-        case .foreground: _ = queue.enqueue(.lifecycle(.foreground))
-        case .reload: _ = queue.enqueue(.run { [unowned self] in emitReload() })
-        case .expireNow: forceExpire(nil)
+        context.turn {
+            context.logger.info("received \(signalName(signal))", metadata: ["action": "\(action)"])
+            context.request(action.request, from: signalName(signal))
         }
     }
 }

@@ -30,6 +30,19 @@ public enum SignalAction: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+extension SignalAction {
+    /// What the action asks of the runtime.
+    var request: RuntimeRequest {
+        switch self {
+        case .terminate: .terminate
+        case .background: .background
+        case .foreground: .foreground
+        case .reload: .reload
+        case .expireNow: .expireAll
+        }
+    }
+}
+
 /// Which signals the runtime handles (through libuv, on the loop thread) and how.
 ///
 /// Set ``RuntimeConfiguration/signalHandling`` to `nil` when the host program owns its

@@ -21,7 +21,7 @@ import Logging
 /// The timer runs only when there is something to send: an idle program with no
 /// systemd watchdog is never woken by it.
 final class SystemdNotifier {
-    private unowned let core: RuntimeCore
+    private let context: DriverContext
     private let address: UnixSocketAddress
     private let socket: Int32
     private let watchdogInterval: Duration?
@@ -34,18 +34,18 @@ final class SystemdNotifier {
     static let exitAllowance: Duration = .milliseconds(500)
 
     /// `nil` unless `NOTIFY_SOCKET` names a usable socket.
-    init?(core: RuntimeCore, environment: (String) -> String?) {
+    init?(context: DriverContext, environment: (String) -> String?) {
         guard let path = environment("NOTIFY_SOCKET") else { return nil }
         guard let address = UnixSocketAddress(path) else {
-            core.logger.error("NOTIFY_SOCKET is not a usable Unix socket address", metadata: ["value": "\(path)"])
+            context.logger.error("NOTIFY_SOCKET is not a usable Unix socket address", metadata: ["value": "\(path)"])
             return nil
         }
         let socket = makeUnixSocket(datagram: true, nonBlocking: true)
         guard socket >= 0 else {
-            core.logger.error("cannot create the systemd notify socket: \(errnoDescription())")
+            context.logger.error("cannot create the systemd notify socket: \(errnoDescription())")
             return nil
         }
-        self.core = core
+        self.context = context
         self.address = address
         self.socket = socket
         // WATCHDOG_PID, when set, names the process the watchdog is meant for.
@@ -63,17 +63,18 @@ final class SystemdNotifier {
 
     /// Runs on the thread about to run the loop.
     func start() {
-        let handle = core.loop.makeHandle(uv_timer_t.self)
-        uv_timer_init(core.loop.raw, handle)
+        let handle = context.makeHandle(uv_timer_t.self)
+        uv_timer_init(context.loop, handle)
         handle.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         timer = handle
         send("READY=1\nSTATUS=\(status())")
         if watchdogInterval != nil { send("WATCHDOG=1") }
         rearm()
+        context.onLifecycleEvent { [self] event in observe(event) }  // keeps it until shutdown
     }
 
     /// Called for every lifecycle event, before observers see it.
-    func observe(_ event: LifecycleEvent) {
+    private func observe(_ event: LifecycleEvent) {
         if event == .willTerminate {
             stopping = true
             send("STOPPING=1\nSTATUS=\(status())")
@@ -84,11 +85,12 @@ final class SystemdNotifier {
     }
 
     private func tick() {
-        core.turn {
+        context.turn {
             if watchdogInterval != nil { send("WATCHDOG=1") }
-            let now = core.now
+            let snapshot = context.snapshot
+            let now = snapshot.now
             let due = lastExtension.map { now - $0 >= .seconds(1) } ?? true
-            if stopping, due, core.grants.openCount > 0, let deadline = core.deadlines.budget?.deadline {
+            if stopping, due, snapshot.openBackgroundTasks > 0, let deadline = snapshot.budgetDeadline {
                 lastExtension = now
                 let extended = max(deadline - now, .zero) + Self.exitAllowance
                 send("EXTEND_TIMEOUT_USEC=\(extended.clampedNanoseconds / 1000)\nSTATUS=\(status())")
@@ -107,7 +109,7 @@ final class SystemdNotifier {
             uv_timer_stop(timer)
             return
         }
-        uv_update_time(core.loop.raw)
+        uv_update_time(context.loop)
         uv_timer_start(
             timer,
             { handle in Unmanaged<SystemdNotifier>.fromOpaque(handle!.pointee.data).takeUnretainedValue().tick() },
@@ -115,14 +117,14 @@ final class SystemdNotifier {
     }
 
     private func status() -> String {
-        let open = core.grants.openCount
+        let snapshot = context.snapshot
+        let open = snapshot.openBackgroundTasks
         // Termination passes through the background: say where it is going from the start.
-        let terminating = core.terminationRequestedAt != nil || core.lifecycle.isTerminating
         var text =
-            (terminating ? "terminating (\(core.lifecycle.state))" : "\(core.lifecycle.state)")
+            (snapshot.terminationRequested ? "terminating (\(snapshot.state))" : "\(snapshot.state)")
             + ", \(open) background task\(open == 1 ? "" : "s") open"
-        if let deadline = core.deadlines.budget?.deadline {
-            let left = max(deadline - core.now, .zero)
+        if let deadline = snapshot.budgetDeadline {
+            let left = max(deadline - snapshot.now, .zero)
             text += ", \(Double(left.clampedNanoseconds / 100_000_000) / 10) s left"
         }
         return text
@@ -135,7 +137,7 @@ final class SystemdNotifier {
             }
         }
         if sent < 0 {
-            core.logger.warning("systemd notify failed: \(errnoDescription())", metadata: ["message": "\(message)"])
+            context.logger.warning("systemd notify failed: \(errnoDescription())", metadata: ["message": "\(message)"])
         }
     }
 }

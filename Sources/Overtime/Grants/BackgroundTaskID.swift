@@ -21,7 +21,7 @@ public struct BackgroundTaskID: Hashable, Sendable, CustomStringConvertible {
     /// other threads `#r<n>`.
     public var description: String {
         if rawValue == 0 { return "#invalid" }
-        if isRemote { return "#r\(rawValue & ~Self.remoteBit)" }
+        if isQueued { return "#r\(rawValue & ~Self.queuedBit)" }
         return "#\(localSlot).\(localGeneration)"
     }
 
@@ -34,8 +34,8 @@ public struct BackgroundTaskID: Hashable, Sendable, CustomStringConvertible {
         }
         guard text.hasPrefix("#") else { return nil }
         let body = text.dropFirst()
-        if body.hasPrefix("r"), let number = UInt64(body.dropFirst()), number < Self.remoteBit {
-            self = .remote(number)
+        if body.hasPrefix("r"), let number = UInt64(body.dropFirst()), number < Self.queuedBit {
+            self = .queued(number)
         } else if let dot = body.firstIndex(of: "."), let slot = UInt32(body[..<dot]),
             let generation = UInt32(body[body.index(after: dot)...]), generation < 1 << 31
         {
@@ -49,17 +49,17 @@ public struct BackgroundTaskID: Hashable, Sendable, CustomStringConvertible {
     // generation, so the loop finds it without a hash lookup. A grant begun on another
     // thread gets a number from a shared counter (its slot is not known yet) with the top
     // bit set; the loop maps those through a dictionary.
-    static let remoteBit: UInt64 = 1 << 63
+    static let queuedBit: UInt64 = 1 << 63
 
     static func local(slot: Int32, generation: UInt32) -> BackgroundTaskID {
         BackgroundTaskID(rawValue: UInt64(generation) << 32 | UInt64(UInt32(bitPattern: slot)))
     }
 
-    static func remote(_ number: UInt64) -> BackgroundTaskID {
-        BackgroundTaskID(rawValue: remoteBit | number)
+    static func queued(_ number: UInt64) -> BackgroundTaskID {
+        BackgroundTaskID(rawValue: queuedBit | number)
     }
 
-    var isRemote: Bool { rawValue & Self.remoteBit != 0 }
+    var isQueued: Bool { rawValue & Self.queuedBit != 0 }
     var localSlot: Int32 { Int32(bitPattern: UInt32(truncatingIfNeeded: rawValue)) }
     var localGeneration: UInt32 { UInt32(truncatingIfNeeded: rawValue >> 32) }
 }

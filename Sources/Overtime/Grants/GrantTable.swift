@@ -7,7 +7,7 @@
 ///
 /// A class over storage it manages itself, not a struct over an `Array`: every begin and
 /// end reads and writes records in place, and a struct held by the runtime's core was
-/// copied (retaining the array and the remote-ID dictionary) for each non-mutating call.
+/// copied (retaining the array and the queued-ID dictionary) for each non-mutating call.
 ///
 /// Loop-thread only (hence the unchecked exclusivity); no callbacks are called from here.
 final class GrantTable {
@@ -26,10 +26,10 @@ final class GrantTable {
         var callSite: CallSite
         var begunAt: MonotonicInstant
         /// The ID handed out off the loop, or `.invalid` for a grant begun on the loop.
-        var remoteID: BackgroundTaskID
+        var queuedID: BackgroundTaskID
         var expirationHandler: (@Sendable () -> Void)?
         /// Only for grants that need more than the common fields.
-        var extras: GrantExtras?
+        var extended: GrantExtendedRecord?
         var previous: Int32
         var next: Int32
         var generation: UInt32
@@ -44,7 +44,7 @@ final class GrantTable {
     @exclusivity(unchecked) private var head: Int32 = -1
     @exclusivity(unchecked) private var tail: Int32 = -1
     @exclusivity(unchecked) private(set) var openCount = 0
-    @exclusivity(unchecked) private var remoteSlots: [UInt64: Int32] = [:]
+    @exclusivity(unchecked) private var queuedSlots: [UInt64: Int32] = [:]
 
     init() {
         storage = .allocate(capacity: 0)
@@ -58,8 +58,8 @@ final class GrantTable {
     /// Stores a new open grant at the end of the begin order; returns its slot.
     @inline(__always)
     func insert(
-        name: String, callSite: CallSite, begunAt: MonotonicInstant, remoteID: BackgroundTaskID,
-        expirationHandler: (@Sendable () -> Void)?, extras: GrantExtras?
+        name: String, callSite: CallSite, begunAt: MonotonicInstant, queuedID: BackgroundTaskID,
+        expirationHandler: (@Sendable () -> Void)?, extended: GrantExtendedRecord?
     ) -> Int32 {
         let slot: Int32
         if freeHead >= 0 {
@@ -69,22 +69,22 @@ final class GrantTable {
             record.pointee.name = name
             record.pointee.callSite = callSite
             record.pointee.begunAt = begunAt
-            record.pointee.remoteID = remoteID
+            record.pointee.queuedID = queuedID
             record.pointee.expirationHandler = expirationHandler
-            record.pointee.extras = extras
+            record.pointee.extended = extended
             record.pointee.phase = .open
         } else {
             if slotCount == capacity { grow() }
             slot = Int32(slotCount)
             (storage + slotCount).initialize(
                 to: Record(
-                    name: name, callSite: callSite, begunAt: begunAt, remoteID: remoteID,
-                    expirationHandler: expirationHandler, extras: extras,
+                    name: name, callSite: callSite, begunAt: begunAt, queuedID: queuedID,
+                    expirationHandler: expirationHandler, extended: extended,
                     previous: -1, next: -1, generation: 1, phase: .open))
             slotCount += 1
         }
         link(slot)
-        if !remoteID.isInvalid { remoteSlots[remoteID.rawValue] = slot }
+        if !queuedID.isInvalid { queuedSlots[queuedID.rawValue] = slot }
         openCount += 1
         return slot
     }
@@ -102,12 +102,12 @@ final class GrantTable {
     @inline(__always)
     func slot(for id: BackgroundTaskID) -> Int32? {
         if id.isInvalid { return nil }
-        if id.isRemote { return remoteSlots[id.rawValue] }
+        if id.isQueued { return queuedSlots[id.rawValue] }
         let slot = id.localSlot
         guard slot >= 0, Int(slot) < slotCount else { return nil }
         let record = storage + Int(slot)
         guard record.pointee.generation == id.localGeneration, record.pointee.phase != .free,
-            record.pointee.remoteID.isInvalid
+            record.pointee.queuedID.isInvalid
         else { return nil }
         return slot
     }
@@ -116,8 +116,8 @@ final class GrantTable {
     @inline(__always)
     func id(ofSlot slot: Int32) -> BackgroundTaskID {
         let record = storage + Int(slot)
-        let remote = record.pointee.remoteID
-        return remote.isInvalid ? .local(slot: slot, generation: record.pointee.generation) : remote
+        let queued = record.pointee.queuedID
+        return queued.isInvalid ? .local(slot: slot, generation: record.pointee.generation) : queued
     }
 
     /// The generation of the grant in `slot`.
@@ -142,17 +142,17 @@ final class GrantTable {
     func remove(slot: Int32) -> Record {
         unlink(slot)
         let record = storage + Int(slot)
-        // Moved out, not copied: a copy would retain the name, the handler and the extras
+        // Moved out, not copied: a copy would retain the name, the handler and the extended
         // only to release them again a moment later.
         let removed = record.move()
-        // Generations stay below 2^31 so a local ID never sets the remote bit.
+        // Generations stay below 2^31 so a local ID never sets the queued bit.
         let generation = removed.generation &+ 1
         record.initialize(
             to: Record(
-                name: "", callSite: removed.callSite, begunAt: .zero, remoteID: .invalid,
-                expirationHandler: nil, extras: nil, previous: -1, next: freeHead,
+                name: "", callSite: removed.callSite, begunAt: .zero, queuedID: .invalid,
+                expirationHandler: nil, extended: nil, previous: -1, next: freeHead,
                 generation: generation >= 1 << 31 ? 1 : generation, phase: .free))
-        if !removed.remoteID.isInvalid { remoteSlots.removeValue(forKey: removed.remoteID.rawValue) }
+        if !removed.queuedID.isInvalid { queuedSlots.removeValue(forKey: removed.queuedID.rawValue) }
         freeHead = slot
         openCount -= 1
         return removed
@@ -191,7 +191,7 @@ final class GrantTable {
 
 /// What only some grants carry: kept out of ``GrantTable/Record`` so that the common
 /// record (a name, a call site, a time and a handler) stays small.
-final class GrantExtras {
+final class GrantExtendedRecord {
     var endHandler: GrantEndHandler?
     /// The grant's own deadline: begin + maximum duration, or sooner if forced to expire.
     var ownDeadline: MonotonicInstant?

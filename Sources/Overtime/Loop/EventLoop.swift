@@ -35,7 +35,7 @@ final class EventLoop: @unchecked Sendable {
 
     init() throws(RuntimeError) {
         let descriptor = timerfd_create(CLOCK_MONOTONIC, Int32(TFD_NONBLOCK) | Int32(TFD_CLOEXEC))
-        guard descriptor >= 0 else { throw RuntimeError.libuv(call: "timerfd_create", code: -errno) }
+        guard descriptor >= 0 else { throw RuntimeError.system(call: "timerfd_create", errno: errno) }
         raw = .allocate(capacity: 1)
         wakeHandle = .allocate(capacity: 1)
         timerHandle = .allocate(capacity: 1)
@@ -120,9 +120,15 @@ final class EventLoop: @unchecked Sendable {
         timerfd_settime(timerDescriptor, 0, &setting, nil)
     }
 
+    /// Makes the calling thread the loop thread, before the loop runs on it (drivers set
+    /// up their handles there first).
+    func adoptCurrentThread() {
+        loopThread.store(UInt(pthread_self()), ordering: .releasing)
+    }
+
     /// Runs the loop on the calling thread until every handle is closed, then closes the loop.
     func run() {
-        loopThread.store(UInt(pthread_self()), ordering: .releasing)
+        adoptCurrentThread()
         uv_run(raw, UV_RUN_DEFAULT)
         closeResult = uv_loop_close(raw)
         loopThread.store(0, ordering: .releasing)

@@ -51,7 +51,7 @@ final class InboundQueue: Sendable {
 /// One unit of work for the loop thread.
 enum InboundWork: Sendable {
     /// A grant begun off the loop; its ID was already returned to the caller.
-    case begin(RemoteBegin)
+    case begin(QueuedBegin)
     /// `endBackgroundTask` called off the loop.
     case end(BackgroundTaskID, CallSite)
     /// A lifecycle request.

@@ -1,21 +1,47 @@
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// The part of the runtime's state that any thread may read without a round trip.
 ///
-/// Written only by the loop thread (except the two counters, which begin reserves from
-/// any thread); read by the public API to answer `state`, `backgroundTimeRemaining`
-/// and to refuse a grant at once, off the loop.
+/// Written only by the loop thread (except the reservation counter, which begins off the
+/// loop take from any thread); read by the public API to answer `state`,
+/// `backgroundTimeRemaining` and to refuse a grant at once, off the loop.
+///
+/// **Admission off the loop.** A begin off the loop returns its ID before the loop has
+/// applied it, so the loop must never suspend (or finish terminating) under a reserved
+/// ID: that ID would be refused after it was returned. The two sides meet on two
+/// sequentially consistent atomics, as in Dekker's algorithm: a begin increments
+/// ``queuedReservations`` and then reads ``admission``; the loop, about to suspend, stores
+/// `closing` and then reads the reservations. One of them sees the other: either the
+/// loop sees the reservation (admission reopens and the program stays in the background
+/// until that grant ends) or the begin sees the gate closing (it waits the few
+/// instructions until the loop has decided, then is refused up front).
 final class PublishedState: Sendable {
     private let stateValue = Atomic<UInt8>(LifecycleState.active.rawValue)
     /// Nanoseconds of the background deadline, 0 when none.
     private let deadlineValue = Atomic<UInt64>(0)
     /// Grants begun off the loop whose begin the loop has not applied yet.
-    private let remoteReservations = Atomic<Int>(0)
+    private let queuedReservations = Atomic<Int>(0)
     /// The grant table's open count, as the loop last stored it (a plain store per
     /// begin and end: the loop's own begins need no read-modify-write).
     private let openOnLoop = Atomic<Int>(0)
     /// The counter behind IDs handed out off the loop.
-    let lastRemoteNumber = Atomic<UInt64>(0)
+    let lastQueuedNumber = Atomic<UInt64>(0)
+    /// Whether begins off the loop are admitted (see the type's documentation).
+    private let admission = Atomic<UInt8>(Admission.open.rawValue)
+
+    private enum Admission: UInt8 {
+        case open
+        /// The loop is deciding whether to suspend; lasts a few instructions.
+        case closing
+        case closedSuspended
+        case closedTerminated
+    }
 
     var state: LifecycleState {
         LifecycleState(rawValue: stateValue.load(ordering: .acquiring)) ?? .terminated
@@ -34,24 +60,59 @@ final class PublishedState: Sendable {
         deadlineValue.store(deadline.map { max($0.nanoseconds, 1) } ?? 0, ordering: .releasing)
     }
 
-    /// Off the loop: takes one place under `limit` for a grant not yet applied; `false`
-    /// when the cap is reached.
-    func reserveRemoteGrant(limit: Int) -> Bool {
-        let remote = remoteReservations.wrappingAdd(1, ordering: .relaxed).newValue
-        if remote + openOnLoop.load(ordering: .relaxed) <= limit { return true }
-        remoteReservations.wrappingSubtract(1, ordering: .relaxed)
-        return false
+    /// Off the loop: takes one place under `limit` for a grant not yet applied, unless the
+    /// program has suspended or terminated. `nil` when reserved; the refusal otherwise.
+    ///
+    /// After a ``BackgroundTaskRefusal/tooManyOpenTasks(limit:)`` the loop may have put off
+    /// suspending because of this reservation: the caller asks it to settle again.
+    func reserveQueuedGrant(limit: Int) -> BackgroundTaskRefusal? {
+        let queued = queuedReservations.wrappingAdd(1, ordering: .sequentiallyConsistent).newValue
+        var gate = admission.load(ordering: .sequentiallyConsistent)
+        var spins = 0
+        while gate == Admission.closing.rawValue {
+            spins += 1
+            if spins > 64 { sched_yield() }  // the loop thread may be descheduled mid-decision
+            gate = admission.load(ordering: .sequentiallyConsistent)
+        }
+        if gate != Admission.open.rawValue {
+            queuedReservations.wrappingSubtract(1, ordering: .sequentiallyConsistent)
+            return gate == Admission.closedTerminated.rawValue ? .terminated : .suspended
+        }
+        if queued + openOnLoop.load(ordering: .relaxed) > limit {
+            queuedReservations.wrappingSubtract(1, ordering: .sequentiallyConsistent)
+            return .tooManyOpenTasks(limit: limit)
+        }
+        return nil
     }
 
-    /// A reserved remote grant was applied (it is in the table now) or refused.
-    func releaseRemoteGrant() {
-        remoteReservations.wrappingSubtract(1, ordering: .relaxed)
+    /// On the loop, with no grant open, about to suspend (or finish terminating): closes
+    /// admission off the loop, unless a begin holds a reservation (then `false`, and
+    /// admission stays open: that grant is about to be applied).
+    func closeAdmission(terminating: Bool) -> Bool {
+        admission.store(Admission.closing.rawValue, ordering: .sequentiallyConsistent)
+        if queuedReservations.load(ordering: .sequentiallyConsistent) > 0 {
+            admission.store(Admission.open.rawValue, ordering: .sequentiallyConsistent)
+            return false
+        }
+        let closed: Admission = terminating ? .closedTerminated : .closedSuspended
+        admission.store(closed.rawValue, ordering: .sequentiallyConsistent)
+        return true
+    }
+
+    /// On the loop: the program left suspension; begins off the loop are admitted again.
+    func openAdmission() {
+        admission.store(Admission.open.rawValue, ordering: .sequentiallyConsistent)
+    }
+
+    /// A reserved queued grant was applied (it is in the table now) or refused.
+    func releaseQueuedGrant() {
+        queuedReservations.wrappingSubtract(1, ordering: .sequentiallyConsistent)
     }
 
     /// On the loop: whether one more grant fits beside `open` grants in the table and
-    /// the remote ones reserved.
+    /// the queued ones reserved.
     func hasRoom(open: Int, limit: Int) -> Bool {
-        open + remoteReservations.load(ordering: .relaxed) < limit
+        open + queuedReservations.load(ordering: .relaxed) < limit
     }
 
     /// On the loop: publishes the table's open count.

@@ -98,8 +98,8 @@ extension Runtime {
                 name: name, maximumDuration: maximumDuration, callSite: callSite,
                 expirationHandler: expirationHandler, endHandler: endHandler)
         } else {
-            result = beginRemote(
-                RemoteBegin(
+            result = beginQueued(
+                QueuedBegin(
                     id: .invalid, name: name, callSite: callSite, begunAt: clock.now,
                     maximumDuration: maximumDuration, expirationHandler: expirationHandler, endHandler: endHandler))
         }
@@ -112,40 +112,28 @@ extension Runtime {
         return result
     }
 
-    private func beginRemote(_ draft: RemoteBegin) -> Result<BackgroundTaskID, BackgroundTaskRefusal> {
-        if let refusal = publishedRefusal(now: draft.begunAt, maximumDuration: draft.maximumDuration) {
+    private func beginQueued(_ draft: QueuedBegin) -> Result<BackgroundTaskID, BackgroundTaskRefusal> {
+        let view = GrantDecisions.View(state: published.state, budgetDeadline: published.deadline)
+        if let refusal = core.decisions.refusal(view, now: draft.begunAt, maximumDuration: draft.maximumDuration) {
             return .failure(refusal)
         }
-        guard published.reserveRemoteGrant(limit: configuration.maximumOpenBackgroundTasks) else {
-            return .failure(.tooManyOpenTasks(limit: configuration.maximumOpenBackgroundTasks))
+        if let refusal = published.reserveQueuedGrant(limit: configuration.maximumOpenBackgroundTasks) {
+            if case .tooManyOpenTasks = refusal {
+                // The loop may have put off suspending for this reservation: let it look again.
+                let core = self.core
+                _ = queue.enqueue(.run { core.checkIdle() })
+            }
+            return .failure(refusal)
         }
-        let id = BackgroundTaskID.remote(published.lastRemoteNumber.wrappingAdd(1, ordering: .relaxed).newValue)
-        let request = RemoteBegin(
+        let id = BackgroundTaskID.queued(published.lastQueuedNumber.wrappingAdd(1, ordering: .relaxed).newValue)
+        let request = QueuedBegin(
             id: id, name: draft.name, callSite: draft.callSite, begunAt: draft.begunAt,
             maximumDuration: draft.maximumDuration, expirationHandler: draft.expirationHandler,
             endHandler: draft.endHandler)
         guard queue.enqueue(.begin(request)) else {
-            published.releaseRemoteGrant()
+            published.releaseQueuedGrant()
             return .failure(.terminated)
         }
         return .success(id)
-    }
-
-    /// The refusal decided from published state, for callers off the loop.
-    private func publishedRefusal(now: MonotonicInstant, maximumDuration: Duration?) -> BackgroundTaskRefusal? {
-        let lead = configuration.expirationLeadTime
-        switch published.state {
-        case .terminated: return .terminated
-        case .suspended: return .suspended
-        case .background:
-            if let deadline = published.deadline, deadline - now <= lead {
-                return .insufficientTimeRemaining(remaining: max(deadline - now, .zero), leadTime: lead)
-            }
-        case .active, .inactive: break
-        }
-        if let maximumDuration, maximumDuration <= lead {
-            return .maximumDurationTooShort(requested: maximumDuration, leadTime: lead)
-        }
-        return nil
     }
 }

@@ -39,6 +39,8 @@ public final class Runtime: Sendable {
     let queue: InboundQueue
     let published: PublishedState
     let core: RuntimeCore
+    let drivers: DriverContext
+    let controlCommands = ControlCommands()
     private let sharedMetrics: SharedMetrics
     private let watchdog: Watchdog?
     private let runState = Locked(RunState.notStarted)
@@ -87,6 +89,7 @@ public final class Runtime: Sendable {
         core = RuntimeCore(
             configuration: configuration, clock: clock, loop: loop, queue: queue,
             published: published, activity: activity, executor: executor)
+        drivers = DriverContext(core: core)
         sharedMetrics = core.metrics.shared
         watchdog = configuration.watchdogTimeout.map {
             Watchdog(
@@ -99,10 +102,10 @@ public final class Runtime: Sendable {
         loop.onWake = { [unowned core] in core.turn {} }
         loop.onTimer = { [unowned core] in core.turn { core.timerFired() } }
         if let watchdog { core.onShutdown.append { watchdog.stop() } }
-        if let driver = clock.virtualTimeDriver {
+        if let driver = clock as? any VirtualTimeSource {
             let timer = VirtualTimer(
                 fire: { [weak self] in self?.fireVirtualTimer() },
-                settle: { [weak self] in self?.flush() })
+                waitForQueuedRequests: { [weak self] in self?.waitForQueuedRequests() })
             core.virtualTimer = timer
             driver.register(timer)
         }
@@ -135,8 +138,9 @@ public final class Runtime: Sendable {
         sigemptyset(&pipeSignal)
         sigaddset(&pipeSignal, SIGPIPE)
         pthread_sigmask(SIG_BLOCK, &pipeSignal, nil)
+        loop.adoptCurrentThread()
         watchdog?.start()
-        core.startDrivers()
+        startDrivers()
         loop.run()
         watchdog?.stop()
         runState.withLock { $0 = .finished }
@@ -269,12 +273,9 @@ public final class Runtime: Sendable {
     /// Blocks until the loop has applied every request queued before this call (and
     /// whatever they queued in turn). Returns at once on the loop thread, before
     /// ``start()``/``run()``, and after termination.
-    public func flush() {
-        guard !isOnLoopThread, isLoopAlive else { return }
-        let done = DispatchSemaphore(value: 0)
-        let core = self.core
-        guard queue.enqueue(.run { core.quiescenceWaiters.append(done) }) else { return }
-        done.wait()
+    public func waitForQueuedRequests() {
+        guard !isOnLoopThread else { return }
+        _ = enqueueAndWait { _ in }
     }
 
     /// Runs `body` with the core on the loop: inline on the loop thread, queued
@@ -293,38 +294,32 @@ public final class Runtime: Sendable {
     /// running (not started, or terminated).
     func onLoopAndWait<T: Sendable>(_ body: @escaping @Sendable (RuntimeCore) -> T) -> T? {
         if isOnLoopThread { return body(core) }
+        return enqueueAndWait(body)
+    }
+
+    /// Queues `body` and blocks until the loop has run it and finished the turn it ran
+    /// in (so what it queued in turn was applied too); `nil` when the loop is not running.
+    private func enqueueAndWait<T: Sendable>(_ body: @escaping @Sendable (RuntimeCore) -> T) -> T? {
         guard isLoopAlive else { return nil }
         let result = Locked<T?>(nil)
         let done = DispatchSemaphore(value: 0)
         let core = self.core
-        guard
-            queue.enqueue(
-                .run {
-                    let value = body(core)
-                    result.withLock { $0 = value }
-                    done.signal()
-                })
-        else { return nil }
+        let queued = queue.enqueue(
+            .run {
+                result.withLock { $0 = body(core) }
+                core.quiescenceWaiters.append(done)
+            })
+        guard queued else { return nil }
         done.wait()
         return result.withLock { $0 }
     }
 
     private func fireVirtualTimer() {
-        let core = self.core
         if isOnLoopThread {
             core.turn { core.timerFired() }
-            return
+        } else {
+            _ = enqueueAndWait { core in core.timerFired() }
         }
-        guard isLoopAlive else { return }
-        let done = DispatchSemaphore(value: 0)
-        guard
-            queue.enqueue(
-                .run {
-                    core.timerFired()
-                    core.quiescenceWaiters.append(done)
-                })
-        else { return }
-        done.wait()
     }
 
     var metrics: SharedMetrics { sharedMetrics }

@@ -83,37 +83,3 @@ public struct RuntimeConfiguration: Sendable {
         }
     }
 }
-
-/// Errors from creating a runtime or from its async helpers.
-public enum RuntimeError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// A configuration field is out of range.
-    case invalidConfiguration(field: String, reason: String)
-    /// A libuv call failed with `code` (a negative errno).
-    case libuv(call: String, code: Int32)
-
-    /// A sentence naming the field or the call.
-    public var description: String {
-        switch self {
-        case .invalidConfiguration(let field, let reason):
-            "invalid configuration: \(field) \(reason)"
-        case .libuv(let call, let code):
-            "\(call) failed: \(String(cString: uv_strerror(code))) (\(code))"
-        }
-    }
-}
-
-/// Errors thrown by ``Runtime/withBackgroundTask(name:maximumDuration:fileID:line:_:)``.
-public enum BackgroundTaskError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// The grant was refused.
-    case refused(BackgroundTaskRefusal)
-    /// The body was still running at the deadline; the grant was terminated.
-    case terminated(TerminationReport)
-
-    /// A sentence naming the refusal or the report.
-    public var description: String {
-        switch self {
-        case .refused(let refusal): "background task refused: \(refusal)"
-        case .terminated(let report): "background task terminated: \(report)"
-        }
-    }
-}

@@ -1,7 +1,8 @@
 import Logging
 
-/// A grant begun off the loop: its ID was already returned; the loop applies it.
-struct RemoteBegin: Sendable {
+/// A grant begun off the loop thread and queued for it: its ID was already returned; the
+/// loop applies it.
+struct QueuedBegin: Sendable {
     let id: BackgroundTaskID
     let name: String
     let callSite: CallSite
@@ -21,25 +22,13 @@ func adaptEndHandler(_ handler: (@Sendable (BackgroundTaskEndReason) -> Void)?) 
     return { reason, _ in handler(reason) }
 }
 
-/// Beginning, ending, expiring and terminating grants, on the loop thread.
+/// Performing grant decisions on the loop thread: ``GrantDecisions`` decides, the core
+/// acts (stores and removes records, calls handlers, reports).
 extension RuntimeCore {
-    /// Why a grant begun at `now` would be refused, reading only loop-owned state.
+    /// What a begin on the loop sees.
     @inline(__always)
-    func refusal(now: MonotonicInstant, maximumDuration: Duration?) -> BackgroundTaskRefusal? {
-        switch lifecycle.state {
-        case .terminated: return .terminated
-        case .suspended: return .suspended
-        case .background:
-            if let budget = deadlines.budget, now >= budget.expirationPoint {
-                return .insufficientTimeRemaining(
-                    remaining: max(budget.deadline - now, .zero), leadTime: configuration.expirationLeadTime)
-            }
-        case .active, .inactive: break
-        }
-        if let maximumDuration, maximumDuration <= configuration.expirationLeadTime {
-            return .maximumDurationTooShort(requested: maximumDuration, leadTime: configuration.expirationLeadTime)
-        }
-        return nil
+    var admissionView: GrantDecisions.View {
+        GrantDecisions.View(state: lifecycle.state, budgetDeadline: deadlines.budget?.deadline)
     }
 
     /// Begins a grant on the loop thread (the fast path: no queue, no lock).
@@ -49,38 +38,33 @@ extension RuntimeCore {
         expirationHandler: (@Sendable () -> Void)?,
         endHandler: GrantEndHandler?
     ) -> Result<BackgroundTaskID, BackgroundTaskRefusal> {
+        assertOnLoop()
         // The callback's start time saves a clock read per begin; a grant with a deadline
         // of its own reads the clock, so a long callback cannot shorten its time.
         let begunAt = maximumDuration == nil ? loopTime : now
-        if let refusal = refusal(now: begunAt, maximumDuration: maximumDuration) { return .failure(refusal) }
+        if let refusal = decisions.refusal(admissionView, now: begunAt, maximumDuration: maximumDuration) {
+            return .failure(refusal)
+        }
         guard published.hasRoom(open: grants.openCount, limit: configuration.maximumOpenBackgroundTasks) else {
             return .failure(.tooManyOpenTasks(limit: configuration.maximumOpenBackgroundTasks))
         }
         let slot = store(
             name: name, callSite: callSite, begunAt: begunAt, maximumDuration: maximumDuration,
-            expirationHandler: expirationHandler, endHandler: endHandler, remoteID: .invalid)
+            expirationHandler: expirationHandler, endHandler: endHandler, queuedID: .invalid)
         return .success(grants.id(ofSlot: slot))
     }
 
-    /// Applies a grant begun off the loop, whose place was already reserved.
-    func applyRemoteBegin(_ request: RemoteBegin) {
-        if let refusal = refusal(now: request.begunAt, maximumDuration: request.maximumDuration) {
-            // The caller already holds a valid ID: refuse late, visibly.
-            published.releaseRemoteGrant()
-            metrics.shared.countRefusal(refusal)
-            logger.warning(
-                "background task refused after its ID was returned: \(refusal)",
-                metadata: ["task": "\(request.name)", "id": "\(request.id)", "call_site": "\(request.callSite)"])
-            earlyRemoteEnds.removeValue(forKey: request.id.rawValue)
-            request.endHandler?(.terminated, nil)
-            return
-        }
+    /// Applies a grant begun off the loop. It was admitted there, and its reservation kept
+    /// the program from suspending or terminating since, so it is never refused here.
+    func applyQueuedBegin(_ request: QueuedBegin) {
         let slot = store(
             name: request.name, callSite: request.callSite, begunAt: request.begunAt,
             maximumDuration: request.maximumDuration, expirationHandler: request.expirationHandler,
-            endHandler: request.endHandler, remoteID: request.id)
-        published.releaseRemoteGrant()  // counted in the table now
-        if let callSite = earlyRemoteEnds.removeValue(forKey: request.id.rawValue) {
+            endHandler: request.endHandler, queuedID: request.id)
+        published.releaseQueuedGrant()  // counted in the table now
+        if let callSite = earlyQueuedEnds.removeValue(forKey: request.id.rawValue),
+            grants.isOpen(slot: slot, generation: grants.generation(ofSlot: slot))
+        {
             finish(slot: slot, callSite: callSite)
         }
     }
@@ -89,31 +73,35 @@ extension RuntimeCore {
     private func store(
         name: String, callSite: CallSite, begunAt: MonotonicInstant, maximumDuration: Duration?,
         expirationHandler: (@Sendable () -> Void)?,
-        endHandler: GrantEndHandler?, remoteID: BackgroundTaskID
+        endHandler: GrantEndHandler?, queuedID: BackgroundTaskID
     ) -> Int32 {
         let ownDeadline = maximumDuration.map { begunAt + $0 }
-        var extras: GrantExtras?
+        var extended: GrantExtendedRecord?
         if endHandler != nil || ownDeadline != nil {
-            extras = GrantExtras(endHandler: endHandler, ownDeadline: ownDeadline)
+            extended = GrantExtendedRecord(endHandler: endHandler, ownDeadline: ownDeadline)
         }
         let slot = grants.insert(
-            name: name, callSite: callSite, begunAt: begunAt, remoteID: remoteID,
-            expirationHandler: expirationHandler, extras: extras)
-        if let ownDeadline {
-            schedule(slot: slot, at: ownDeadline - configuration.expirationLeadTime)
-        }
+            name: name, callSite: callSite, begunAt: begunAt, queuedID: queuedID,
+            expirationHandler: expirationHandler, extended: extended)
         published.setOpenOnLoop(grants.openCount)
         metrics.pendingBegun += 1
+        let budgetExpirationDone = deadlines.budget?.expirationDone ?? false
+        if ownDeadline != nil || budgetExpirationDone {
+            perform(
+                decisions.afterBegin(ownDeadline: ownDeadline, budgetExpirationDone: budgetExpirationDone),
+                slot: slot, generation: grants.generation(ofSlot: slot))
+        }
         return slot
     }
 
     /// `endBackgroundTask` on the loop thread, or applied from the queue.
     @inline(__always)
     func end(_ id: BackgroundTaskID, callSite: CallSite) {
+        assertOnLoop()
         guard let slot = grants.slot(for: id) else {
-            if id.isRemote, earlyRemoteEnds[id.rawValue] == nil {
+            if id.isQueued, earlyQueuedEnds[id.rawValue] == nil {
                 // Possibly begun on another thread and still queued: decided at turn end.
-                earlyRemoteEnds[id.rawValue] = callSite
+                earlyQueuedEnds[id.rawValue] = callSite
             } else {
                 reportMisuse(id: id, callSite: callSite)
             }
@@ -128,24 +116,24 @@ extension RuntimeCore {
         let id = grants.id(ofSlot: slot)  // before the slot's generation moves on
         let record = grants.remove(slot: slot)
         published.setOpenOnLoop(grants.openCount)
-        if let stale = record.extras?.heapEntries, stale > 0 { deadlines.noteEntriesStale(stale) }
+        if let stale = record.extended?.heapEntries, stale > 0 { deadlines.noteEntriesStale(stale) }
         let reason: BackgroundTaskEndReason = record.phase == .open ? .completed : .expired
         if reason == .completed { metrics.pendingCompleted += 1 } else { metrics.pendingExpiredEnds += 1 }
-        if let endHandler = record.extras?.endHandler {
+        if let endHandler = record.extended?.endHandler {
             callUser(
                 .endHandler(name: record.name, id: id, callSite: record.callSite), timer: metrics.endHandlerDuration
             ) {
                 endHandler(reason, nil)
             }
         }
-        grantRemoved()
+        checkIdle()
     }
 
-    /// Remote IDs ended early whose begin never came were unknown after all.
-    func reportEarlyRemoteEnds() {
-        guard !earlyRemoteEnds.isEmpty else { return }
-        let unknown = earlyRemoteEnds
-        earlyRemoteEnds = [:]
+    /// Queued IDs ended early whose begin never came were unknown after all.
+    func reportEarlyQueuedEnds() {
+        guard !earlyQueuedEnds.isEmpty else { return }
+        let unknown = earlyQueuedEnds
+        earlyQueuedEnds = [:]
         for (raw, callSite) in unknown { reportMisuse(id: BackgroundTaskID(rawValue: raw), callSite: callSite) }
     }
 
@@ -161,60 +149,114 @@ extension RuntimeCore {
 
     // MARK: Deadlines
 
-    /// Runs everything due at `now`: budget expiration, per-grant deadlines, budget deadline.
+    /// Runs everything due at `now`: the budget's expiration point, the grants' own
+    /// checks, the budget's deadline, in that order.
     func processDeadlines(now: MonotonicInstant) {
-        var terminated = false
-        if let budget = deadlines.budget, !budget.expirationDone, now >= budget.expirationPoint {
-            deadlines.markBudgetExpirationDone()
-            for (slot, generation) in grants.openSlotsInBeginOrder()
-            where grants.isOpen(slot: slot, generation: generation) {
-                expire(slot: slot, generation: generation)
-            }
-        }
+        var terminated = perform(decisions.atBudgetExpirationPoint(deadlines.budget, now: now), now: now)
         var due = deadlines.popDue(now: now)
         while !due.isEmpty {
             for entry in due where grants.isOpen(slot: entry.slot, generation: entry.generation) {
-                grants[entry.slot].extras?.heapEntries -= 1
-                guard let ownDeadline = grants[entry.slot].extras?.ownDeadline else { continue }
-                if now >= ownDeadline {
-                    terminate(slot: entry.slot, now: now)
-                    terminated = true
-                } else if now >= ownDeadline - configuration.expirationLeadTime {
-                    expire(slot: entry.slot, generation: entry.generation)
-                    if grants.isOpen(slot: entry.slot, generation: entry.generation) {
-                        schedule(slot: entry.slot, at: ownDeadline)
-                    }
-                } else {
-                    schedule(slot: entry.slot, at: ownDeadline - configuration.expirationLeadTime)
-                }
+                grants[entry.slot].extended?.heapEntries -= 1
+                let ownDeadline = grants[entry.slot].extended?.ownDeadline
+                terminated += perform(
+                    decisions.atOwnCheck(ownDeadline: ownDeadline, now: now), slot: entry.slot,
+                    generation: entry.generation, now: now)
             }
             due = deadlines.popDue(now: now)
         }
-        if let budget = deadlines.budget, now >= budget.deadline {
-            deadlines.clearBudget()
-            published.setDeadline(nil)
-            for (slot, generation) in grants.openSlotsInBeginOrder()
-            where grants.isOpen(slot: slot, generation: generation) {
-                terminate(slot: slot, now: now)
-                terminated = true
-            }
-            needsSettle = true
-        }
+        terminated += perform(decisions.atBudgetDeadline(deadlines.budget, now: now), now: now)
         deadlines.compact { grants.isOpen(slot: $0.slot, generation: $0.generation) }
-        if terminated, case .exitProcess(let status) = configuration.terminationPolicy {
-            logger.critical("exiting after terminating background tasks", metadata: ["status": "\(status)"])
-            exitProcess(status: status)
-        }
+        perform(decisions.afterTerminations(terminated), now: now)
     }
 
-    /// Adds a heap entry for the grant in `slot` (which has extras), counted in them.
-    private func schedule(slot: Int32, at instant: MonotonicInstant) {
-        deadlines.schedule(at: instant, slot: slot, generation: grants.generation(ofSlot: slot))
-        grants[slot].extras?.heapEntries += 1
+    /// Runs expiration handlers now and moves deadlines to now + lead time: for one
+    /// grant, or for all (`id == nil`) in begin order. `false` when `id` is not open.
+    @discardableResult
+    func forceExpire(_ id: BackgroundTaskID?) -> Bool {
+        let current = now
+        let targets: [(slot: Int32, generation: UInt32)]
+        if let id {
+            guard let slot = grants.slot(for: id) else {
+                logger.warning("force-expire: no open background task with that ID", metadata: ["id": "\(id)"])
+                return false
+            }
+            targets = [(slot, grants.generation(ofSlot: slot))]
+        } else {
+            targets = grants.openSlotsInBeginOrder()
+        }
+        for (slot, generation) in targets where grants.isOpen(slot: slot, generation: generation) {
+            let ownDeadline = grants[slot].extended?.ownDeadline
+            perform(decisions.forcedExpiry(ownDeadline: ownDeadline, now: current), slot: slot, generation: generation)
+        }
+        return true
+    }
+
+    // MARK: Performing
+
+    /// Performs actions that name no single grant; returns how many grants it terminated.
+    @discardableResult
+    private func perform(_ actions: [GrantDecisions.Action], now: MonotonicInstant) -> Int {
+        var terminated = 0
+        for action in actions {
+            switch action {
+            case .markBudgetExpired:
+                deadlines.markBudgetExpirationDone()
+            case .clearBudget:
+                deadlines.clearBudget()
+                published.setDeadline(nil)
+            case .settle:
+                needsSettle = true
+            case .expire(.all):
+                for (slot, generation) in grants.openSlotsInBeginOrder()
+                where grants.isOpen(slot: slot, generation: generation) {
+                    expire(slot: slot, generation: generation)
+                }
+            case .terminate(.all):
+                for (slot, generation) in grants.openSlotsInBeginOrder()
+                where grants.isOpen(slot: slot, generation: generation) {
+                    terminate(slot: slot, now: now)
+                    terminated += 1
+                }
+            case .exitProcess(let status):
+                logger.critical("exiting after terminating background tasks", metadata: ["status": "\(status)"])
+                exitProcess(status: status)
+            case .expire(.grant), .terminate(.grant), .checkAgain, .setOwnDeadline:
+                assertionFailure("\(action) needs a grant")
+            }
+        }
+        return terminated
+    }
+
+    /// Performs actions for the grant in `slot`, skipping what follows once it has ended;
+    /// returns how many grants it terminated (0 or 1).
+    @discardableResult
+    private func perform(
+        _ actions: [GrantDecisions.Action], slot: Int32, generation: UInt32, now: MonotonicInstant? = nil
+    ) -> Int {
+        for action in actions {
+            guard grants.isOpen(slot: slot, generation: generation) else { return 0 }
+            switch action {
+            case .expire:
+                expire(slot: slot, generation: generation)
+            case .checkAgain(let instant):
+                deadlines.schedule(at: instant, slot: slot, generation: generation)
+                grants[slot].extended?.heapEntries += 1
+            case .setOwnDeadline(let instant):
+                let extended = grants[slot].extended ?? GrantExtendedRecord(endHandler: nil, ownDeadline: nil)
+                extended.ownDeadline = instant
+                grants[slot].extended = extended
+            case .terminate:
+                terminate(slot: slot, now: now ?? self.now)
+                return 1
+            case .markBudgetExpired, .clearBudget, .settle, .exitProcess:
+                perform([action], now: now ?? self.now)
+            }
+        }
+        return 0
     }
 
     /// Runs the grant's expiration handler once.
-    func expire(slot: Int32, generation: UInt32) {
+    private func expire(slot: Int32, generation: UInt32) {
         guard grants[slot].phase == .open else { return }
         metrics.pendingExpirations += 1
         guard let handler = grants[slot].expirationHandler else {
@@ -229,32 +271,32 @@ extension RuntimeCore {
             .expirationHandler(name: record.name, id: id, callSite: record.callSite),
             timer: metrics.expirationHandlerDuration, handler)
         guard grants.isOpen(slot: slot, generation: generation) else { return }
-        let extras = grants[slot].extras ?? GrantExtras(endHandler: nil, ownDeadline: nil)
-        extras.expirationStartedAt = started
-        extras.expirationDuration = now - started
-        grants[slot].extras = extras
+        let extended = grants[slot].extended ?? GrantExtendedRecord(endHandler: nil, ownDeadline: nil)
+        extended.expirationStartedAt = started
+        extended.expirationDuration = now - started
+        grants[slot].extended = extended
         grants[slot].phase = .expired
     }
 
     /// Ends a grant still open at its deadline, and reports it.
-    func terminate(slot: Int32, now: MonotonicInstant) {
+    private func terminate(slot: Int32, now: MonotonicInstant) {
         let id = grants.id(ofSlot: slot)
         let record = grants.remove(slot: slot)
         published.setOpenOnLoop(grants.openCount)
-        if let stale = record.extras?.heapEntries, stale > 0 { deadlines.noteEntriesStale(stale) }
+        if let stale = record.extended?.heapEntries, stale > 0 { deadlines.noteEntriesStale(stale) }
         metrics.pendingTerminated += 1
         let report = TerminationReport(
             name: record.name, id: id, callSite: record.callSite, begunAt: record.begunAt,
             terminatedAt: now, state: lifecycle.state,
-            expirationHandlerRan: record.extras?.expirationStartedAt != nil,
-            expirationHandlerDuration: record.extras?.expirationDuration ?? .zero)
+            expirationHandlerRan: record.extended?.expirationStartedAt != nil,
+            expirationHandlerDuration: record.extended?.expirationDuration ?? .zero)
         logger.critical(
             "\(report)",
             metadata: [
                 "task": "\(report.name)", "id": "\(id)", "call_site": "\(report.callSite)",
                 "age_seconds": "\(report.age.secondsValue)",
             ])
-        if let endHandler = record.extras?.endHandler {
+        if let endHandler = record.extended?.endHandler {
             callUser(
                 .endHandler(name: record.name, id: id, callSite: record.callSite), timer: metrics.endHandlerDuration
             ) {
@@ -266,33 +308,7 @@ extension RuntimeCore {
                 onTermination(report)
             }
         }
-        grantRemoved()
-    }
-
-    /// Runs expiration handlers now and moves deadlines to now + lead time: for one
-    /// grant, or for all (`id == nil`) in begin order.
-    func forceExpire(_ id: BackgroundTaskID?) {
-        let current = now
-        let deadline = current + configuration.expirationLeadTime
-        let targets: [(slot: Int32, generation: UInt32)]
-        if let id {
-            guard let slot = grants.slot(for: id) else {
-                logger.warning("force-expire: no open background task with that ID", metadata: ["id": "\(id)"])
-                return
-            }
-            targets = [(slot, grants.generation(ofSlot: slot))]
-        } else {
-            targets = grants.openSlotsInBeginOrder()
-        }
-        for (slot, generation) in targets where grants.isOpen(slot: slot, generation: generation) {
-            let extras = grants[slot].extras ?? GrantExtras(endHandler: nil, ownDeadline: nil)
-            extras.ownDeadline = min(extras.ownDeadline ?? deadline, deadline)
-            grants[slot].extras = extras
-            expire(slot: slot, generation: generation)
-            if grants.isOpen(slot: slot, generation: generation) {
-                schedule(slot: slot, at: extras.ownDeadline!)
-            }
-        }
+        checkIdle()
     }
 
     /// The open grants as ``Runtime/openBackgroundTasks`` lists them.
@@ -301,7 +317,7 @@ extension RuntimeCore {
         return grants.openSlotsInBeginOrder().map { slot, _ in
             let record = grants[slot]
             var deadline = deadlines.budget?.deadline
-            if let own = record.extras?.ownDeadline { deadline = min(deadline ?? own, own) }
+            if let own = record.extended?.ownDeadline { deadline = min(deadline ?? own, own) }
             return BackgroundTaskInfo(
                 name: record.name, id: grants.id(ofSlot: slot), callSite: record.callSite,
                 age: current - record.begunAt,

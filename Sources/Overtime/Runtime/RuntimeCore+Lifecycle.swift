@@ -25,7 +25,13 @@ extension RuntimeCore {
             needsSettle = true
             return
         }
-        let actions = lifecycle.settle(hasOpenGrants: grants.openCount > 0)
+        var hasOpenGrants = grants.openCount > 0
+        if !hasOpenGrants, lifecycle.state == .background,
+            !published.closeAdmission(terminating: lifecycle.isTerminating)
+        {
+            hasOpenGrants = true  // a begin off the loop holds a reservation: its grant is coming
+        }
+        let actions = lifecycle.settle(hasOpenGrants: hasOpenGrants)
         if !actions.isEmpty {
             transitionDepth += 1
             perform(actions)
@@ -33,8 +39,10 @@ extension RuntimeCore {
         }
     }
 
-    /// Called whenever a grant left the table.
-    func grantRemoved() {
+    /// Called whenever a grant left the table, or a begin off the loop gave up its
+    /// reservation: in the background with nothing open, the lifecycle settles at the end
+    /// of the turn.
+    func checkIdle() {
         if grants.openCount == 0, lifecycle.state == .background { needsSettle = true }
     }
 
@@ -60,6 +68,7 @@ extension RuntimeCore {
     private func enter(_ state: LifecycleState) {
         let previous = published.state
         published.setState(state)
+        if state != .suspended, state != .terminated { published.openAdmission() }
         if previous.isForeground, !state.isForeground {
             backgroundEnteredAt = now
         } else if state.isForeground || state == .terminated, let since = backgroundEnteredAt {
@@ -70,7 +79,7 @@ extension RuntimeCore {
     }
 
     private func deliver(_ event: LifecycleEvent) {
-        systemdNotifier?.observe(event)
+        for hook in eventHooks { hook(event) }
         // One watchdog stamp and one timing for the whole delivery, not one per observer:
         // with a thousand observers the per-call bookkeeping (clock reads, the watchdog's
         // lock) cost more than the observers themselves.

@@ -30,17 +30,19 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
 
     // Loop-confined state. `@exclusivity(unchecked)`: only the loop thread touches these,
     // and dynamic exclusivity checks on every begin/end cost more than the work itself.
+    let decisions: GrantDecisions
     @exclusivity(unchecked) var metrics: RuntimeMetrics
     @exclusivity(unchecked) var lifecycle = LifecycleMachine()
     let grants = GrantTable()
     @exclusivity(unchecked) var deadlines: DeadlineSchedule
     @exclusivity(unchecked) var observers = ObserverRegistry()
+    @exclusivity(unchecked) var timers = LoopTimers()
     /// The time the current callback started, like libuv's `uv_now`: grants begun on the
     /// loop thread take it as their begin time, which saves a clock read per begin.
     @exclusivity(unchecked) private(set) var loopTime = MonotonicInstant.zero
 
-    /// Remote IDs ended on the loop before their begin was applied (see `end`).
-    @exclusivity(unchecked) var earlyRemoteEnds: [UInt64: CallSite] = [:]
+    /// Queued IDs ended on the loop before their begin was applied (see `end`).
+    @exclusivity(unchecked) var earlyQueuedEnds: [UInt64: CallSite] = [:]
     /// A lifecycle decision to take once the current transition is over.
     var needsSettle = false
     var transitionDepth = 0
@@ -52,12 +54,8 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
     /// Threads waiting until the loop has applied everything queued.
     var quiescenceWaiters: [DispatchSemaphore] = []
     var onShutdown: [() -> Void] = []
-    /// Drivers (signals, systemd, control socket): started when the loop starts.
-    private var signalDriver: SignalDriver?
-    private(set) var systemdNotifier: SystemdNotifier?
-    private var controlSocket: ControlSocketServer?
-    /// Commands the program added to the control socket (registered from any thread).
-    let extraControlCommands = Locked<[String: @Sendable () -> Result<String, ControlCommandError>]>([:])
+    /// Drivers' hooks for lifecycle events, called before observers.
+    var eventHooks: [(LifecycleEvent) -> Void] = []
     private var isInTurn = false
     private var buffer: [InboundWork] = []
 
@@ -74,6 +72,15 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
         self.executor = executor
         self.metrics = RuntimeMetrics(factory: configuration.metricsFactory)
         self.deadlines = DeadlineSchedule(leadTime: configuration.expirationLeadTime)
+        self.decisions = GrantDecisions(
+            leadTime: configuration.expirationLeadTime, terminationPolicy: configuration.terminationPolicy)
+    }
+
+    /// Traps in debug builds when called off the loop thread (swift-nio's
+    /// `assertInEventLoop`): every member of the core is the loop thread's alone.
+    @inline(__always)
+    func assertOnLoop(file: StaticString = #fileID, line: UInt = #line) {
+        assert(loop.isCurrentThread, "RuntimeCore used off its loop thread", file: file, line: line)
     }
 
     /// The clock's current instant (a fresh read; see ``loopTime`` for the cached one).
@@ -87,6 +94,7 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
 
     /// Runs `body` as one turn of the loop (see the type's documentation).
     func turn(_ body: () -> Void) {
+        assertOnLoop()
         if isInTurn {
             // Re-entered from a callback (e.g. a virtual clock fired on the loop thread):
             // the outer turn finishes the work.
@@ -110,9 +118,13 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
                 settle()
                 continue
             }
+            if let next = timers.nextWakeup, next <= now {
+                runDueTimers(now: now)
+                continue
+            }
             break
         }
-        reportEarlyRemoteEnds()
+        reportEarlyQueuedEnds()
         rearmTimer()
         metrics.flush()
         if !quiescenceWaiters.isEmpty {
@@ -133,7 +145,7 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
 
     private func process(_ item: InboundWork) {
         switch item {
-        case .begin(let request): applyRemoteBegin(request)
+        case .begin(let request): applyQueuedBegin(request)
         case .end(let id, let callSite): end(id, callSite: callSite)
         case .lifecycle(let request): apply(request)
         case .job(let job):
@@ -156,9 +168,11 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
 
     // MARK: Timer
 
-    /// Arms the one deadline timer (or tells the virtual clock) for the next wake-up.
+    /// Arms the one deadline timer (or tells the virtual clock) for the next wake-up: the
+    /// earlier of the grants' deadlines and the loop timers.
     func rearmTimer() {
-        let next = deadlines.nextWakeup
+        var next = deadlines.nextWakeup
+        if let timer = timers.nextWakeup, next.map({ timer < $0 }) ?? true { next = timer }
         if let virtualTimer {
             virtualTimer.setWakeup(next)
             return
@@ -178,29 +192,25 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
         armedWakeup = nil
         refreshLoopTime()
         processDeadlines(now: loopTime)
+        runDueTimers(now: loopTime)
     }
 
-    // MARK: Drivers
+    private func runDueTimers(now: MonotonicInstant) {
+        for timer in timers.popDue(now: now) {
+            refreshLoopTime()
+            activity.run(.timer(timer.callSite)) { timer.fire() }
+        }
+    }
 
-    /// Starts the drivers the configuration asks for, on the thread about to run the loop.
-    func startDrivers() {
-        if let handling = configuration.signalHandling {
-            let driver = SignalDriver(core: self, handling: handling)
-            driver.start()
-            signalDriver = driver
-        }
-        if configuration.systemdNotify,
-            let notifier = SystemdNotifier(core: self, environment: { getenv($0).map { String(cString: $0) } })
-        {
-            notifier.start()
-            systemdNotifier = notifier
-        }
-        if let path = configuration.controlSocketPath {
-            let server = ControlSocketServer(core: self, path: path)
-            server.start()
-            controlSocket = server
-            onShutdown.append { server.stop() }
-        }
+    /// Adds a loop timer; one already due runs before this turn ends.
+    func add(_ timer: LoopTimer) {
+        assertOnLoop()
+        timers.add(timer, at: timer.deadline)
+    }
+
+    /// A loop timer was cancelled: it no longer decides the next wake-up.
+    func timersChanged() {
+        timers.removeCancelled()
     }
 
     // MARK: Shutdown
@@ -210,7 +220,7 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
         for leftover in queue.close() {
             switch leftover {
             case .begin(let request):
-                published.releaseRemoteGrant()
+                published.releaseQueuedGrant()
                 logger.warning(
                     "background task refused: the runtime terminated before it began",
                     metadata: ["task": "\(request.name)", "id": "\(request.id)", "call_site": "\(request.callSite)"])
@@ -224,8 +234,10 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
             }
         }
         for entry in observers.removeAll() { entry.onFinish?() }
+        for timer in timers.removeAll() { timer.drop() }
         for action in onShutdown { action() }
         onShutdown = []
+        eventHooks = []
         loop.closeAllHandles()
     }
 }

@@ -10,7 +10,11 @@
 /// ThreadSanitizer cannot see, so every access under it is reported as a race and the
 /// concurrency tests could not run under `--sanitize=thread`. A pthread mutex is
 /// intercepted by TSan and costs the same uncontended.
-package final class Locked<Value>: @unchecked Sendable {
+///
+/// `Value: Sendable` (as swift-nio's `NIOLockedValueBox`): a value handed out of the lock
+/// is used without it, so it must be safe to share. A value that belongs to one thread
+/// goes in a ``LoopBound`` instead.
+package final class Locked<Value: Sendable>: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let condition: UnsafeMutablePointer<pthread_cond_t>
     private var value: Value

@@ -51,6 +51,7 @@ enum LoopCallback: Sendable, CustomStringConvertible {
     case terminationHandler(name: String, id: BackgroundTaskID)
     case executorJob
     case closure
+    case timer(CallSite)
 
     var description: String {
         switch self {
@@ -64,6 +65,7 @@ enum LoopCallback: Sendable, CustomStringConvertible {
             "onTermination handler for grant '\(name)' \(id)"
         case .executorJob: "a job on the loop executor"
         case .closure: "a closure run on the loop"
+        case .timer(let callSite): "a timer scheduled at \(callSite)"
         }
     }
 }

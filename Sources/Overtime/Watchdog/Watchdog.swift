@@ -69,7 +69,7 @@ final class Watchdog: Sendable {
             "watchdog: \(report)",
             metadata: ["blocked_seconds": "\(report.blockedFor.secondsValue)"])
         onTrip?(report)
-        if case .exitProcess(let status) = policy {
+        if let status = policy.exitStatus {
             exitProcess(status: status)
         }
     }

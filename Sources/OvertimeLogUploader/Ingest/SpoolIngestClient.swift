@@ -65,17 +65,8 @@ public final class SpoolIngestClient {
             bytes.append(UInt8(ascii: "\n"))
         }
         bytes.append(UInt8(ascii: "\n"))
-        var offset = 0
-        while offset < bytes.count {
-            let sent = bytes.withUnsafeBytes {
-                Glibc.send(fd, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
-            }
-            if sent < 0 {
-                if errno == EINTR { continue }
-                throw .connection("send: \(errnoDescription())")
-            }
-            offset += sent
-        }
+        let failure = writeAll(fd, bytes, to: .socket)
+        if failure != 0 { throw .connection("send: \(errnoDescription(failure))") }
         switch try nextReply() {
         case .stored(let range): return range
         case .refused(let reason): throw .refused(reason)

@@ -13,11 +13,13 @@ import Overtime
 ///
 /// ```swift
 /// let spool = try Spool(directory: "/var/lib/my-daemon/logs")
-/// LoggingSystem.bootstrap { label in SpoolLogHandler(label: label, spool: spool) }
+/// let writer = SpoolLogWriter(spool: spool)
+/// LoggingSystem.bootstrap { label in SpoolLogHandler(label: label, writer: writer) }
 /// ```
 ///
-/// Each log call formats one line and hands it to an in-memory queue; one writer thread
-/// per spool appends queued lines in batches (group commit). If the queue holds
+/// Each log call formats one line and hands it to an in-memory queue; the writer's one
+/// thread appends queued lines in batches (group commit). Make one writer per spool and
+/// share it between handlers. If the queue holds
 /// ``SpoolLogWriter/capacity`` lines (the disk stalls, the quota blocks), further lines
 /// are dropped and counted (`overtime_spool_handler_dropped_lines_total`), and the count
 /// is written into the spool as soon as there is room again: no silent loss.
@@ -30,11 +32,6 @@ public struct SpoolLogHandler: LogHandler {
     public var metadata: Logger.Metadata = [:]
     /// The lowest level written. Default `.info`.
     public var logLevel: Logger.Level = .info
-
-    /// A handler for `label` writing into `spool` (through the spool's shared writer).
-    public init(label: String, spool: Spool) {
-        self.init(label: label, writer: SpoolLogWriter.shared(for: spool))
-    }
 
     /// A handler for `label` writing through `writer`.
     public init(label: String, writer: SpoolLogWriter) {
@@ -52,7 +49,7 @@ public struct SpoolLogHandler: LogHandler {
     public func log(event: LogEvent) {
         var merged = metadata
         if let extra = event.metadata { merged.merge(extra) { $1 } }
-        var line = "\(Self.timestamp()) \(event.level) \(label): \(event.message)"
+        var line = "\(writer.spool.clock.wallClockNow) \(event.level) \(label): \(event.message)"
         if !merged.isEmpty {
             line += " " + merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
         }
@@ -60,18 +57,6 @@ public struct SpoolLogHandler: LogHandler {
         writer.submit(Array(line.utf8).map { $0 == UInt8(ascii: "\n") ? UInt8(ascii: " ") : $0 })
     }
 
-    static func timestamp() -> String {
-        var spec = timespec()
-        clock_gettime(CLOCK_REALTIME, &spec)
-        var time = spec.tv_sec
-        var parts = tm()
-        gmtime_r(&time, &parts)
-        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        let millis = spec.tv_nsec / 1_000_000
-        let fraction = millis < 10 ? "00\(millis)" : millis < 100 ? "0\(millis)" : "\(millis)"
-        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
-            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(fraction)Z"
-    }
 }
 
 /// The queue and writer thread between log calls and a ``Spool``.
@@ -89,19 +74,8 @@ public final class SpoolLogWriter: Sendable {
 
     private let state = Locked(State())
     private let droppedCounter = Counter(label: "overtime_spool_handler_dropped_lines_total")
-    private static let registry = Locked<[ObjectIdentifier: SpoolLogWriter]>([:])
 
-    /// The writer every handler of `spool` shares (one thread per spool).
-    public static func shared(for spool: Spool) -> SpoolLogWriter {
-        registry.withLock { writers in
-            if let writer = writers[ObjectIdentifier(spool)] { return writer }
-            let writer = SpoolLogWriter(spool: spool)
-            writers[ObjectIdentifier(spool)] = writer
-            return writer
-        }
-    }
-
-    /// A writer with its own thread.
+    /// A writer with its own thread, for the life of the process: make one per spool.
     public init(spool: Spool, capacity: Int = 100_000) {
         self.spool = spool
         self.capacity = capacity

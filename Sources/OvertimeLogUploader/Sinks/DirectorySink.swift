@@ -32,19 +32,7 @@ public struct DirectorySink: LogSink {
     /// Copies the segment into place; checks for cancellation before the rename.
     public func store(_ segment: SealedSegment) async throws(SinkError) {
         let root = self.root
-        let cancelled = Locked(false)
-        let outcome: Result<Void, SinkError> = await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                queue.async {
-                    let isCancelled = { cancelled.withLock { $0 } }
-                    continuation.resume(
-                        returning: isCancelled() ? .failure(.cancelled) : Self.copy(segment, into: root, isCancelled))
-                }
-            }
-        } onCancel: {
-            cancelled.withLock { $0 = true }
-        }
-        try outcome.get()
+        try await runBlockingSinkWork(on: queue) { isCancelled in Self.copy(segment, into: root, isCancelled) }
     }
 
     private static func copy(

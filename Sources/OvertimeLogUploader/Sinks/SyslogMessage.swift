@@ -1,5 +1,7 @@
 // RFC 5424 messages for the syslog-based sinks (plain TCP and RELP).
 
+import Overtime
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -43,15 +45,6 @@ package enum SyslogMessage {
 
     /// RFC 3339 UTC with microseconds.
     static func timestamp(_ nanoseconds: UInt64) -> String {
-        var seconds = time_t(nanoseconds / 1_000_000_000)
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        func pad(_ value: Int32, _ width: Int = 2) -> String {
-            let text = String(value)
-            return String(repeating: "0", count: max(0, width - text.count)) + text
-        }
-        let micros = Int32((nanoseconds % 1_000_000_000) / 1000)
-        return "\(parts.tm_year + 1900)-\(pad(parts.tm_mon + 1))-\(pad(parts.tm_mday))T"
-            + "\(pad(parts.tm_hour)):\(pad(parts.tm_min)):\(pad(parts.tm_sec)).\(pad(micros, 6))Z"
+        WallClockInstant(nanosecondsSinceEpoch: Int64(clamping: nanoseconds)).description
     }
 }

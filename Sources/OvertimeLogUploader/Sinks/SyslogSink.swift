@@ -50,18 +50,11 @@ public final class SyslogSink: LogSink {
             let bytes = Array(message.utf8)
             return Array("\(bytes.count) ".utf8) + bytes  // RFC 6587 octet counting
         }
-        let cancelled = Locked(false)
-        let outcome: Result<Void, SinkError> = await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                queue.async { [self] in
-                    continuation.resume(returning: send(payload, isCancelled: { cancelled.withLock { $0 } }))
-                }
-            }
+        try await runBlockingSinkWork(on: queue) { [self] isCancelled in
+            send(payload, isCancelled: isCancelled)
         } onCancel: { [connection] in
-            cancelled.withLock { $0 = true }
             connection.withLock { if $0 >= 0 { shutdown($0, Int32(SHUT_RDWR)) } }  // unblocks a send
         }
-        try outcome.get()
     }
 
     private func send(_ payload: [UInt8], isCancelled: () -> Bool) -> Result<Void, SinkError> {
@@ -80,18 +73,7 @@ public final class SyslogSink: LogSink {
             case .failure(let error): return .failure(error)
             }
         }
-        let failure: Int32 = payload.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let sent = Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
-                if sent < 0 {
-                    if errno == EINTR { continue }
-                    return errno
-                }
-                offset += sent
-            }
-            return 0
-        }
+        let failure = writeAll(fd, payload, to: .socket)
         if failure == 0 {
             // Stored only once the collector's TCP has every byte and the connection still stands.
             if let problem = Self.waitUntilAcknowledged(fd, isCancelled: isCancelled) {

@@ -99,7 +99,9 @@ enum CheckpointFormat {
 }
 
 /// The open checkpoint file: rewritten in place, slot by slot.
-final class CheckpointFile {
+///
+/// Used only under the spool's retiring lock, which orders every write.
+final class CheckpointFile: @unchecked Sendable {  // guarded by Spool's `retiring` lock
     let path: String
     private let fd: Int32
     private(set) var record: CheckpointRecord

@@ -11,13 +11,13 @@
 /// uploaded byte for byte under the name ``SegmentName``, so a retry sends the same bytes.
 public enum SegmentFormat {
     /// The first eight bytes of every segment.
-    public static let magic: [UInt8] = Array("OTSEG001".utf8)
+    package static let magic: [UInt8] = Array("OTSEG001".utf8)
     /// Header size in bytes.
-    public static let headerSize = 32
+    package static let headerSize = 32
     /// Record frame overhead (length and checksum) in bytes.
-    public static let frameSize = 8
+    package static let frameSize = 8
     /// Body bytes before the line (sequence and time).
-    public static let bodyPrefixSize = 16
+    package static let bodyPrefixSize = 16
     /// The longest line a record holds.
     public static let maximumLineBytes = 1 << 20
 

@@ -33,22 +33,7 @@ enum SpoolFiles {
     /// Writes every byte (at the file offset, or at `position` with `pwrite`) or throws;
     /// on a short write the caller truncates back.
     static func writeAll(_ fd: Int32, _ bytes: [UInt8], at position: Int? = nil, path: String) throws(SpoolError) {
-        let failure: Int32 = bytes.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let pointer = raw.baseAddress! + offset
-                let written =
-                    if let position { pwrite(fd, pointer, raw.count - offset, off_t(position + offset)) } else {
-                        write(fd, pointer, raw.count - offset)
-                    }
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return errno
-                }
-                offset += written
-            }
-            return 0
-        }
+        let failure = Overtime.writeAll(fd, bytes, to: position.map { .fileAt($0) } ?? .file)
         if failure != 0 { throw .io(operation: position == nil ? "write" : "pwrite", path: path, errno: failure) }
     }
 

@@ -1,19 +1,29 @@
-// The uploader's wait between retries, which a lifecycle change cuts short.
+// The uploader's wait between retries, on the runtime's clock, which a lifecycle change cuts short.
 
 import Overtime
 
-/// A sleep that ``wake()`` ends early (and task cancellation too). A wake while nobody
-/// sleeps makes the next sleep return at once, so a wake is never lost between checks.
+/// A sleep on a runtime's timer that ``wake()`` ends early (and task cancellation too).
+/// A wake while nobody sleeps makes the next sleep return at once, so a wake is never
+/// lost between checks.
 final class BackoffSleep: Sendable {
     private struct State {
-        var sleeper: (id: UInt64, continuation: CheckedContinuation<Bool, Never>)?
+        var sleeper: (id: UInt64, continuation: CheckedContinuation<Bool, Never>, timer: LoopTimer?)?
         var nextID: UInt64 = 0
         var pendingWake = false
     }
 
+    private let runtime: Runtime
     private let state = Locked(State())
 
-    /// Sleeps for `duration`; returns `true` when woken (or cancelled) before it passed.
+    init(runtime: Runtime) {
+        self.runtime = runtime
+    }
+
+    /// Whether a sleep is under way (its timer is on the runtime's loop).
+    var isSleeping: Bool { state.withLock { $0.sleeper != nil } }
+
+    /// Sleeps for `duration` on the runtime's clock; returns `true` when woken (or
+    /// cancelled, or the runtime shut down) before it passed.
     func sleep(for duration: Duration) async -> Bool {
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
@@ -23,13 +33,17 @@ final class BackoffSleep: Sendable {
                         return nil
                     }
                     state.nextID += 1
-                    state.sleeper = (state.nextID, continuation)
+                    state.sleeper = (state.nextID, continuation, nil)
                     return state.nextID
                 }
                 guard let id else { return continuation.resume(returning: true) }
-                Task {
-                    try? await Task.sleep(for: duration)
-                    self.resume(id: id, early: false)
+                let timer = runtime.schedule(after: duration) { [self] in
+                    resume(id: id, early: false)
+                } onCancel: { [self] in
+                    resume(id: id, early: true)
+                }
+                state.withLock { state in
+                    if state.sleeper?.id == id { state.sleeper?.timer = timer }
                 }
             }
         } onCancel: {
@@ -47,11 +61,13 @@ final class BackoffSleep: Sendable {
     }
 
     private func resume(id: UInt64, early: Bool) {
-        let continuation: CheckedContinuation<Bool, Never>? = state.withLock { state in
+        let sleeper = state.withLock { state -> (continuation: CheckedContinuation<Bool, Never>, timer: LoopTimer?)? in
             guard let sleeper = state.sleeper, sleeper.id == id else { return nil }  // a stale timer
             state.sleeper = nil
-            return sleeper.continuation
+            return (sleeper.continuation, sleeper.timer)
         }
-        continuation?.resume(returning: early)
+        guard let sleeper else { return }
+        if early { sleeper.timer?.cancel() }
+        sleeper.continuation.resume(returning: early)
     }
 }

@@ -1,3 +1,20 @@
+// The path of a log line, and the execution context each step runs in:
+//
+//   program thread ── Spool.append / SpoolLogWriter ──▶ segment file (group commit: the
+//        │             first appender writes and fdatasyncs for everyone waiting)
+//        ▼
+//   drain task (cooperative pool, inside a grant) ── seals, picks the oldest segment,
+//        │             waits out backoffs on the runtime's timer
+//        ▼
+//   sink: HTTPSink ── a libcurl transfer on the runtime's loop thread
+//         DirectorySink / SyslogSink / RELPSink ── their own queue (blocking I/O)
+//        ▼
+//   Acknowledger queue ── checkpoint write + two fdatasyncs, coalesced, beside the next
+//                         upload (the upload benchmark row needs it)
+//
+// No step has a thread of its own that idles: the loop already exists, the queues are
+// Dispatch's, the drain task runs only inside a grant.
+
 import CoreMetrics
 import Logging
 import Overtime
@@ -16,6 +33,9 @@ import Overtime
 /// moment one more upload fits before expiration, and entering the background or being
 /// told to terminate cuts any backoff short and retries at once (a foreground drain
 /// waiting out a long `Retry-After` must not starve the termination drain).
+///
+/// All its time is the runtime's: backoffs and the foreground interval wait on the
+/// runtime's timer and estimates read its clock, so a `ManualClock` drives them.
 public final class LogUploader: Sendable {
     /// The runtime whose lifecycle drives uploads.
     public let runtime: Runtime
@@ -28,7 +48,7 @@ public final class LogUploader: Sendable {
 
     private let logger: Logger
     private let state: Locked<State>
-    private let backoff = BackoffSleep()
+    private let backoff: BackoffSleep
     private let uploaded = Counter(label: "overtime_uploader_segments_total", dimensions: [("result", "stored")])
     private let deadLettered = Counter(
         label: "overtime_uploader_segments_total", dimensions: [("result", "dead_letter")])
@@ -54,6 +74,7 @@ public final class LogUploader: Sendable {
         self.sink = sink
         self.configuration = configuration
         self.logger = logger
+        backoff = BackoffSleep(runtime: runtime)
         state = Locked(State(estimate: configuration.initialUploadEstimate))
     }
 
@@ -70,10 +91,15 @@ public final class LogUploader: Sendable {
         }
         state.withLock { $0.token = token }
         if let interval = configuration.foregroundInterval {
+            let runtime = self.runtime
             let task = Task { [weak self] in
                 while !Task.isCancelled {
-                    try? await Task.sleep(for: interval)
-                    guard let self, self.runtime.state == .active else { continue }
+                    do {
+                        try await runtime.sleep(for: interval)
+                    } catch {
+                        return  // stopped, or the runtime terminated
+                    }
+                    guard let self, runtime.state == .active else { continue }
                     self.drainInGrant(reason: "foreground interval")
                 }
             }
@@ -95,6 +121,9 @@ public final class LogUploader: Sendable {
 
     /// Whether a drain is running.
     public var isDraining: Bool { state.withLock { $0.draining != nil } }
+
+    /// Whether a drain waits out a backoff (its timer is on the runtime's loop).
+    var isBackingOff: Bool { backoff.isSleeping }
 
     /// Begins a grant now and drains in it. When a drain is already running, that drain
     /// seals the active segment again once it is through and uploads what came meanwhile
@@ -170,21 +199,21 @@ public final class LogUploader: Sendable {
             guard enoughTime(for: estimate) else { return noteStoppedForTime() }
             // The checkpoint could not be written: stop; what is not acknowledged is sent again.
             if acknowledger.failure != nil { return }
-            let started = ContinuousClock.now
+            let started = runtime.clock.now
             do {
                 try await sink.store(segment)
                 acknowledger.submit(segment)
                 finished.insert(segment.path)
-                record(took: ContinuousClock.now - started)
+                record(took: runtime.clock.now - started)
                 attempt = 0
             } catch {
-                switch error {
+                switch error.code {
                 case .cancelled:
                     return noteExpired()
-                case .permanent(let reason):
+                case .permanent:
                     finished.insert(segment.path)
                     do throws(SpoolError) {
-                        try spool.deadLetter(segment, reason: reason)
+                        try spool.deadLetter(segment, reason: error.reason)
                     } catch {
                         noteFailure(error, segment: segment)
                         continue  // still in the spool: sent again next drain
@@ -195,9 +224,9 @@ public final class LogUploader: Sendable {
                         $0.statistics.deadLetteredLines += segment.records
                         $0.statistics.lastError = "\(error)"
                     }
-                case .retryable(_, let retryAfter):
+                default:  // retryable, and any code added later
                     noteFailure(error, segment: segment)
-                    var delay = retry.delay(attempt: attempt, retryAfter: retryAfter, using: &generator)
+                    var delay = retry.delay(attempt: attempt, retryAfter: error.retryAfter, using: &generator)
                     attempt += 1
                     // Never wait past the last moment one more upload still fits.
                     if let left = timeBeforeExpiration() {

@@ -13,11 +13,3 @@ struct RetryPolicy {
         return .nanoseconds(Int64(nanoseconds == 0 ? 0 : UInt64.random(in: 0...nanoseconds, using: &generator)))
     }
 }
-
-extension Duration {
-    var clampedNanoseconds: UInt64 {
-        let (seconds, attoseconds) = components
-        if seconds < 0 { return 0 }
-        return UInt64(seconds) &* 1_000_000_000 &+ UInt64(max(attoseconds, 0) / 1_000_000_000)
-    }
-}

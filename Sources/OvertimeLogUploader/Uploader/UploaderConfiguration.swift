@@ -21,19 +21,19 @@ public struct UploaderStatistics: Sendable, Equatable {
     /// Segments the sink stored and the spool acknowledged (the checkpoint durably moved
     /// past them, or, for segments sent again, their files deleted). A segment stored but
     /// not acknowledged (the checkpoint write failed) is not counted: it is sent again.
-    public var uploadedSegments = 0
+    public internal(set) var uploadedSegments = 0
     /// Lines in those segments (from this run's spool or an earlier one's).
-    public var uploadedLines = 0
+    public internal(set) var uploadedLines = 0
     /// Segments moved to the dead-letter folder.
-    public var deadLetteredSegments = 0
+    public internal(set) var deadLetteredSegments = 0
     /// Lines in those segments.
-    public var deadLetteredLines = 0
+    public internal(set) var deadLetteredLines = 0
     /// Upload attempts that failed and were retried or left for later.
-    public var failedAttempts = 0
+    public internal(set) var failedAttempts = 0
     /// Drains stopped because too little time was left to start another upload.
-    public var stoppedForTime = 0
+    public internal(set) var stoppedForTime = 0
     /// Drains cut short by expiration (the upload in flight aborted).
-    public var expiredDrains = 0
+    public internal(set) var expiredDrains = 0
     /// The last error a sink reported.
-    public var lastError: String?
+    public internal(set) var lastError: String?
 }

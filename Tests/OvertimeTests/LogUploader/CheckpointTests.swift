@@ -162,8 +162,8 @@ struct CheckpointTests {
             try await sink.store(segment)
             Issue.record("a different file was overwritten")
         } catch {
-            guard case .permanent(let reason) = error else { Issue.record("\(error)"); return }
-            #expect(reason.contains("not overwritten"))
+            guard error.code == .permanent else { Issue.record("\(error)"); return }
+            #expect(error.reason.contains("not overwritten"))
         }
         #expect(try String(contentsOfFile: target, encoding: .utf8) == "someone else's data")
         let leftovers = try FileManager.default.contentsOfDirectory(

@@ -70,8 +70,8 @@ struct HTTPSinkTests {
             try await sink.store(segments[0])
             Issue.record("a different object was overwritten")
         } catch {
-            guard case .permanent(let reason) = error else { Issue.record("\(error)"); return }
-            #expect(reason.contains("not overwritten"))
+            guard error.code == .permanent else { Issue.record("\(error)"); return }
+            #expect(error.reason.contains("not overwritten"))
         }
         #expect(try String(contentsOfFile: taken, encoding: .utf8) == "another writer's object")
         try await sink.store(segments[1])  // the same bytes: stored
@@ -106,11 +106,11 @@ struct HTTPSinkTests {
             try await HTTPSink(baseURL: "http://127.0.0.1:\(closedPort)/logs", runtime: runtime).store(segment)
             Issue.record("expected a connection error")
         } catch {
-            guard case .retryable(let reason, nil) = error else {
+            guard error.code == .retryable, error.retryAfter == nil else {
                 Issue.record("expected retryable, got \(error)")
                 return
             }
-            #expect(reason.lowercased().contains("connect"))
+            #expect(error.reason.lowercased().contains("connect"))
         }
         runtime.requestTermination()
         await runtime.waitUntilTerminated()
@@ -147,9 +147,9 @@ struct HTTPSinkTests {
             runtime: env.runtime, spool: spool, sink: HTTPSink(baseURL: nginx.baseURL, runtime: env.runtime))
         uploader.start()
         env.runtime.requestBackground()
-        env.settle()
-        for _ in 0..<5000 where uploader.isDraining { try await Task.sleep(for: .milliseconds(1)) }
-        env.settle()
+        env.waitForQueuedRequests()
+        await uploader.drive(env.clock) { !uploader.isDraining }
+        env.waitForQueuedRequests()
         #expect(env.runtime.state == .suspended)
         let records = try nginx.storedFiles().flatMap {
             SegmentFormat.parse(Array(try Data(contentsOf: URL(fileURLWithPath: nginx.dataPath + "/logs/" + $0))))
@@ -171,12 +171,12 @@ struct HTTPSinkTests {
         let uploader = LogUploader(runtime: env.runtime, spool: spool, sink: sink)
         uploader.start()
         env.runtime.requestBackground()
-        env.settle()
+        env.waitForQueuedRequests()
         try await Task.sleep(for: .milliseconds(300))  // the PUT is in flight, unanswered
         #expect(uploader.isDraining)
         env.clock.advance(by: .seconds(25))  // the expiration point: the upload is aborted
-        for _ in 0..<5000 where uploader.isDraining { try await Task.sleep(for: .milliseconds(1)) }
-        env.settle()
+        await uploader.drive(env.clock) { !uploader.isDraining }
+        env.waitForQueuedRequests()
         #expect(!uploader.isDraining)
         #expect(uploader.statistics.expiredDrains == 1)
         #expect(spool.checkpoint == checkpoint)
@@ -201,10 +201,10 @@ struct HTTPSinkTests {
             configuration: options)
         uploader.start()
         env.runtime.requestBackground()
-        env.settle()
-        for _ in 0..<5000 where uploader.statistics.failedAttempts < 3 { try await Task.sleep(for: .milliseconds(1)) }
+        env.waitForQueuedRequests()
+        await uploader.drive(env.clock) { uploader.statistics.failedAttempts >= 3 }
         env.clock.advance(by: .seconds(25))  // the expiration point: the drain is told to stop
-        for _ in 0..<5000 where uploader.isDraining { try await Task.sleep(for: .milliseconds(1)) }
+        await uploader.drive(env.clock) { !uploader.isDraining }
         env.clock.advance(by: .seconds(10))  // past the whole budget, collector still down
         #expect(uploader.statistics.uploadedSegments == 0)
         #expect(spool.pendingLines == 300)
@@ -213,10 +213,8 @@ struct HTTPSinkTests {
         let nginx = try NginxServer(port: port)  // the collector is back
         env.runtime.requestForeground()
         env.runtime.requestBackground()
-        env.settle()
-        for _ in 0..<5000 where uploader.isDraining || spool.pendingLines > 0 {
-            try await Task.sleep(for: .milliseconds(1))
-        }
+        env.waitForQueuedRequests()
+        await uploader.drive(env.clock) { !uploader.isDraining && spool.pendingLines == 0 }
         let records = try nginx.storedFiles().flatMap {
             SegmentFormat.parse(Array(try Data(contentsOf: URL(fileURLWithPath: nginx.dataPath + "/logs/" + $0))))
                 .records

@@ -37,11 +37,11 @@ struct SyslogSinkTests {
             try await sink.store(segment)
             Issue.record("expected an error")
         } catch {
-            guard case .retryable(let reason, _) = error else {
+            guard error.code == .retryable else {
                 Issue.record("expected retryable, got \(error)")
                 return
             }
-            #expect(reason.contains("Connection refused"))
+            #expect(error.reason.contains("Connection refused"))
         }
     }
 }

@@ -27,7 +27,21 @@ final class ScriptedSink: LogSink, @unchecked Sendable {
         case .store: stored.append(segment.name)
         case .fail(let error): throw error
         case .hangUntilCancelled:
-            while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(5)) }
+            let gate = Locked<CheckedContinuation<Void, Never>?>(nil)
+            let open: @Sendable () -> Void = {
+                gate.withLock { gate in
+                    gate?.resume()
+                    gate = nil
+                }
+            }
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    gate.withLock { $0 = continuation }
+                    if Task.isCancelled { open() }
+                }
+            } onCancel: {
+                open()
+            }
             throw .cancelled
         }
     }
@@ -55,12 +69,12 @@ struct UploaderTests {
             uploader.start()
         }
 
-        /// Waits (really, briefly) for the drain task to finish. Settles first, so that a
-        /// drain started by an observer of a queued request has started.
+        /// Drives the drain task to its end (backoffs on virtual time). Waits for queued
+        /// requests first, so that a drain started by an observer of one has started.
         func waitForDrain() async {
-            env.settle()
-            for _ in 0..<5000 where uploader.isDraining { try? await Task.sleep(for: .milliseconds(1)) }
-            env.settle()
+            env.waitForQueuedRequests()
+            await uploader.drive(env.clock) { !uploader.isDraining }
+            env.waitForQueuedRequests()
         }
 
         func finish() {
@@ -73,7 +87,7 @@ struct UploaderTests {
         let setup = try Setup(sink: { DirectorySink(root: $0.path + "/collector") })
         let pendingBefore = setup.spool.pendingLines
         setup.env.runtime.requestBackground()
-        setup.env.settle()
+        setup.env.waitForQueuedRequests()
         await setup.waitForDrain()
         let statistics = setup.uploader.statistics
         #expect(statistics.uploadedLines == 300 && pendingBefore == 300)
@@ -107,7 +121,7 @@ struct UploaderTests {
         let sink = ScriptedSink([.store, .hangUntilCancelled])
         let setup = try Setup(sink: { _ in sink })
         setup.env.runtime.requestBackground()
-        for _ in 0..<5000 where sink.attempts.count < 2 { try await Task.sleep(for: .milliseconds(1)) }
+        await setup.uploader.drive(setup.env.clock) { sink.attempts.count >= 2 }
         setup.env.clock.advance(by: .seconds(25))  // the expiration point
         await setup.waitForDrain()
         #expect(setup.uploader.statistics.expiredDrains == 1)
@@ -128,24 +142,22 @@ struct UploaderTests {
         let sink = ScriptedSink([], then: .fail(.retryable("connection refused", retryAfter: nil)))
         let setup = try Setup(sink: { _ in sink })
         setup.env.runtime.requestBackground()
-        for _ in 0..<5000 where sink.attempts.count < 3 { try await Task.sleep(for: .milliseconds(1)) }
+        await setup.uploader.drive(setup.env.clock) { sink.attempts.count >= 3 }
         setup.env.clock.advance(by: .seconds(25))  // expiration while retrying
         await setup.waitForDrain()
         #expect(setup.env.counter("overtime_background_tasks_ended_total", [("reason", "terminated")]) == 0)
         #expect(setup.spool.pendingLines == 300)
         #expect(setup.uploader.statistics.failedAttempts >= 3)
         setup.env.runtime.requestForeground()
-        setup.env.settle()
+        setup.env.waitForQueuedRequests()
         // The collector is back.
         let healthy = ScriptedSink([])
         let second = LogUploader(runtime: setup.env.runtime, spool: setup.spool, sink: healthy)
         setup.uploader.stop()
         second.start()
         setup.env.runtime.requestBackground()
-        setup.env.settle()  // the observer has started the drain
-        for _ in 0..<5000 where second.isDraining || setup.spool.pendingLines > 0 {
-            try await Task.sleep(for: .milliseconds(1))
-        }
+        setup.env.waitForQueuedRequests()  // the observer has started the drain
+        await second.drive(setup.env.clock) { !second.isDraining && setup.spool.pendingLines == 0 }
         #expect(second.statistics.uploadedLines == 300)
         #expect(setup.spool.checkpoint.sequence == 300)
         setup.finish()
@@ -189,5 +201,24 @@ extension Array where Element: Hashable {
     func uniqued() -> [Element] {
         var seen = Set<Element>()
         return filter { seen.insert($0).inserted }
+    }
+}
+
+extension LogUploader {
+    /// Runs until `done()` holds: whenever the uploader waits out a backoff, virtual time
+    /// jumps to its timer (a backoff always ends before the grant's expiration point, so
+    /// nothing else falls due on the way); otherwise real work (a sink's I/O) is given a
+    /// moment. No step of the uploader's own logic waits for real time.
+    func drive(_ clock: ManualClock, until done: () -> Bool) async {
+        for _ in 0..<20_000 {
+            if done() { return }
+            if isBackingOff {
+                clock.waitForQueuedRequests()
+                if isBackingOff, let wakeup = clock.nextWakeup { clock.advance(to: wakeup) }
+                continue
+            }
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+        Issue.record("the uploader did not get there")
     }
 }

@@ -4,10 +4,10 @@ import Testing
 
 @Suite("GrantTable: slab storage and IDs")
 struct GrantTableTests {
-    private func insert(_ table: GrantTable, _ name: String, remote: BackgroundTaskID = .invalid) -> Int32 {
+    private func insert(_ table: GrantTable, _ name: String, queued: BackgroundTaskID = .invalid) -> Int32 {
         table.insert(
-            name: name, callSite: CallSite(fileID: #fileID, line: #line), begunAt: .zero, remoteID: remote,
-            expirationHandler: nil, extras: nil)
+            name: name, callSite: CallSite(fileID: #fileID, line: #line), begunAt: .zero, queuedID: queued,
+            expirationHandler: nil, extended: nil)
     }
 
     @Test func idsFindTheirSlotUntilRemovedAndNeverAfter() {
@@ -37,28 +37,28 @@ struct GrantTableTests {
         #expect(table.openCount == 4)
     }
 
-    @Test func remoteIDsMapThroughTheDictionary() {
+    @Test func queuedIDsMapThroughTheDictionary() {
         let table = GrantTable()
-        let remote = BackgroundTaskID.remote(7)
-        let slot = insert(table, "r", remote: remote)
-        #expect(table.id(ofSlot: slot) == remote)
-        #expect(table.slot(for: remote) == slot)
-        // The local encoding of a remote grant's slot is not a valid handle for it.
+        let queued = BackgroundTaskID.queued(7)
+        let slot = insert(table, "r", queued: queued)
+        #expect(table.id(ofSlot: slot) == queued)
+        #expect(table.slot(for: queued) == slot)
+        // The local encoding of a queued grant's slot is not a valid handle for it.
         #expect(table.slot(for: .local(slot: slot, generation: table[slot].generation)) == nil)
         _ = table.remove(slot: slot)
-        #expect(table.slot(for: remote) == nil)
+        #expect(table.slot(for: queued) == nil)
     }
 
-    @Test func localAndRemoteIDsNeverCollideAndPrintReadably() {
+    @Test func localAndQueuedIDsNeverCollideAndPrintReadably() {
         let local = BackgroundTaskID.local(slot: 12, generation: 3)
-        #expect(!local.isRemote && local.localSlot == 12 && local.localGeneration == 3)
+        #expect(!local.isQueued && local.localSlot == 12 && local.localGeneration == 3)
         #expect(local.description == "#12.3")
-        #expect(BackgroundTaskID.remote(12).description == "#r12")
+        #expect(BackgroundTaskID.queued(12).description == "#r12")
         #expect(BackgroundTaskID.invalid.isInvalid)
     }
 
     @Test func printedIDsParseBack() {
-        for id in [BackgroundTaskID.local(slot: 12, generation: 3), .remote(7), .remote(123_456)] {
+        for id in [BackgroundTaskID.local(slot: 12, generation: 3), .queued(7), .queued(123_456)] {
             #expect(BackgroundTaskID(parsing: id.description) == id)
             #expect(BackgroundTaskID(parsing: "\(id.rawValue)") == id)
         }

@@ -70,7 +70,7 @@ struct LoopRealTimeTests {
                 }
             }
         }
-        runtime.flush()
+        runtime.waitForQueuedRequests()
         #expect(invalid.load(ordering: .relaxed) == 0)
         let orders = seen.withLock { $0 }
         for thread in 0..<8 {

@@ -21,7 +21,7 @@ struct GrantDeadlineTests {
         }
         env.clock.advance(by: .seconds(2))
         runtime.requestBackground()
-        env.settle()
+        env.waitForQueuedRequests()
         #expect(runtime.backgroundTimeRemaining == .seconds(30))
         env.clock.advance(by: .seconds(25) - .nanoseconds(1))
         #expect(expiredAt.all.isEmpty)
@@ -79,7 +79,7 @@ struct GrantDeadlineTests {
         env.clock.advance(by: .seconds(1))
         #expect(order.all == ["a", "b", "c"])  // once
         runtime.endBackgroundTask(ids.all[2])  // ended after expiring, before the deadline
-        env.settle()
+        env.waitForQueuedRequests()
         #expect(reasons.all.last! == ("c", .expired))
         #expect(runtime.state == .suspended)
         #expect(env.counter("overtime_background_tasks_expired_total") == 3)
@@ -99,7 +99,7 @@ struct GrantDeadlineTests {
         runtime.requestBackground()
         env.clock.advance(by: .seconds(5))
         runtime.requestForeground()
-        env.settle()
+        env.waitForQueuedRequests()
         #expect(runtime.backgroundTimeRemaining == Runtime.unlimitedTime)
         env.clock.advance(by: .seconds(3600))
         #expect(expirations.all.isEmpty && ended.all.isEmpty)
@@ -109,7 +109,7 @@ struct GrantDeadlineTests {
         env.clock.advance(by: .seconds(8))
         #expect(expirations.all == [env.at(.seconds(3613))])
         runtime.endBackgroundTask(id)
-        env.settle()
+        env.waitForQueuedRequests()
         #expect(ended.all == [.expired])
         env.shutDown()
     }
@@ -163,7 +163,7 @@ struct GrantDeadlineTests {
             log.append(("two \($0)", env.clock.now))
         }
         runtime.expireBackgroundTask(first)
-        env.settle()
+        env.waitForQueuedRequests()
         #expect(log.all.map(\.0) == ["one expired"])
         runtime.endBackgroundTask(first)
         runtime.expireBackgroundTasks()

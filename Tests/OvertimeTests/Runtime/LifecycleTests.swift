@@ -10,12 +10,12 @@ struct LifecycleTests {
         let runtime = env.runtime
         let token = runtime.observe { events.append(($0, runtime.state)) }
         runtime.requestBackground()
-        env.settle()
+        env.waitForQueuedRequests()
         #expect(events.all.map(\.0) == [.willResignActive, .didEnterBackground, .didSuspend])
         #expect(events.all.map(\.1) == [.inactive, .background, .suspended])
         events.removeAll()
         runtime.requestForeground()
-        env.settle()
+        env.waitForQueuedRequests()
         #expect(events.all.map(\.0) == [.willEnterForeground, .didBecomeActive])
         #expect(events.all.map(\.1) == [.inactive, .active])
         #expect(runtime.state == .active)
@@ -28,16 +28,16 @@ struct LifecycleTests {
         let events = Recorder<LifecycleEvent>()
         let token = env.runtime.observe { events.append($0) }
         env.runtime.requestForeground()
-        env.settle()
+        env.waitForQueuedRequests()
         #expect(events.all.isEmpty)
         let id = env.runtime.beginBackgroundTask(name: "keep-awake")
         env.runtime.requestBackground()
         env.runtime.requestBackground()
-        env.settle()
+        env.waitForQueuedRequests()
         #expect(events.all == [.willResignActive, .didEnterBackground])
         env.runtime.endBackgroundTask(id)
         env.runtime.requestBackground()  // suspended is in the background too
-        env.settle()
+        env.waitForQueuedRequests()
         #expect(events.all == [.willResignActive, .didEnterBackground, .didSuspend])
         withExtendedLifetime(token) {}
         env.shutDown()
@@ -55,7 +55,7 @@ struct LifecycleTests {
             runtime.requestBackground()
             env.clock.advance(by: .seconds(10))
             if start == "suspended" { runtime.endBackgroundTask(hold) }
-            env.settle()
+            env.waitForQueuedRequests()
             #expect(runtime.state.description == start)
         }
         events.removeAll()
@@ -65,7 +65,7 @@ struct LifecycleTests {
             if event == .willTerminate { flush.append(runtime.beginBackgroundTask(name: "final-flush")) }
         }
         runtime.requestTermination()
-        env.settle()
+        env.waitForQueuedRequests()
         let expected: [LifecycleEvent] =
             start == "active" ? [.willResignActive, .didEnterBackground, .willTerminate] : [.willTerminate]
         #expect(events.all == expected)
@@ -73,7 +73,7 @@ struct LifecycleTests {
         #expect(runtime.loopClosedCleanly == nil)
         for id in flush.all { runtime.endBackgroundTask(id) }
         if start == "background" {
-            env.settle()
+            env.waitForQueuedRequests()
             #expect(runtime.state == .background)  // "hold" is still open
             runtime.endBackgroundTask(hold)
         }
@@ -105,7 +105,7 @@ struct LifecycleTests {
         env.runtime.requestForeground()
         env.runtime.requestBackground()
         env.runtime.requestTermination()
-        env.runtime.flush()
+        env.runtime.waitForQueuedRequests()
         #expect(env.runtime.state == .terminated)
         #expect(env.runtime.beginBackgroundTask(name: "late") == .invalid)
         #expect(env.runtime.openBackgroundTasks.isEmpty)
@@ -124,7 +124,7 @@ struct LifecycleTests {
         cancelledToken.cancel()
         releasedToken = nil
         env.runtime.requestBackground()
-        env.settle()
+        env.waitForQueuedRequests()
         #expect(kept.count == 3)
         #expect(cancelled.all.isEmpty)
         #expect(released.all.isEmpty)
@@ -144,7 +144,7 @@ struct LifecycleTests {
         }
         let second = runtime.observe { log.append("second:\($0)") }
         runtime.requestBackground()
-        env.settle()
+        env.waitForQueuedRequests()
         #expect(
             log.all == [
                 "first:willResignActive", "second:willResignActive",
@@ -160,7 +160,7 @@ struct LifecycleTests {
     @Test func lifecycleEventsSequenceDeliversEveryEventAndFinishesAtTermination() async throws {
         let env = try VirtualRuntime()
         let stream = env.runtime.lifecycleEvents
-        env.settle()
+        env.waitForQueuedRequests()
         for _ in 0..<50 {
             env.runtime.requestBackground()
             env.runtime.requestForeground()

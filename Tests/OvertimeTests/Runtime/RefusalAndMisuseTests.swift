@@ -13,7 +13,7 @@ struct RefusalAndMisuseTests {
     private func beginOnLoop(_ runtime: Runtime, _ name: String, maximumDuration: Duration? = nil) -> BackgroundTaskID {
         let result = Recorder<BackgroundTaskID>()
         runtime.execute { result.append(runtime.beginBackgroundTask(name: name, maximumDuration: maximumDuration)) }
-        runtime.flush()
+        runtime.waitForQueuedRequests()
         return result.all[0]
     }
 
@@ -44,7 +44,7 @@ struct RefusalAndMisuseTests {
 
         runtime.endBackgroundTask(a)
         runtime.endBackgroundTask(b)
-        env.settle()
+        env.waitForQueuedRequests()
         #expect(runtime.state == .suspended)
         #expect(begin("suspended") == .invalid)
         #expect(lastWarning().contains("suspended"))
@@ -68,10 +68,10 @@ struct RefusalAndMisuseTests {
             for _ in 0..<50 { granted.append(env.runtime.beginBackgroundTask(name: "x")) }
         }
         #expect(granted.all.filter { !$0.isInvalid }.count == 100)
-        env.settle()
+        env.waitForQueuedRequests()
         #expect(env.runtime.openBackgroundTasks.count == 100)
         for id in granted.all where !id.isInvalid { env.runtime.endBackgroundTask(id) }
-        env.settle()
+        env.waitForQueuedRequests()
         #expect(env.runtime.openBackgroundTasks.isEmpty)
         env.shutDown()
     }
@@ -94,7 +94,7 @@ struct RefusalAndMisuseTests {
             runtime.endBackgroundTask(BackgroundTaskID(rawValue: 1 << 63 | 999_999))  // never handed out
         }
         if onLoop { runtime.execute(misuse) } else { misuse() }
-        env.settle()
+        env.waitForQueuedRequests()
         #expect(ended.all == [.completed])
         let warnings = env.logs.messages(at: .warning)
         #expect(warnings.count == 4)
@@ -125,7 +125,7 @@ struct RefusalAndMisuseTests {
                 ended.append($0)
             })
         gate.signal()
-        env.settle()
+        env.waitForQueuedRequests()
         #expect(ended.all == [.completed])
         #expect(env.logs.messages(at: .warning).isEmpty)
         env.shutDown()

@@ -9,7 +9,7 @@ struct SwiftFormsTests {
     /// Suspends (never blocks: the cooperative pool is small) until `condition` holds.
     private func eventually(_ env: VirtualRuntime, _ condition: () -> Bool) async {
         for _ in 0..<5000 where !condition() {
-            env.settle()
+            env.waitForQueuedRequests()
             try? await Task.sleep(for: .milliseconds(1))
         }
     }
@@ -18,7 +18,7 @@ struct SwiftFormsTests {
         let env = try VirtualRuntime()
         let value = try await env.runtime.withBackgroundTask(name: "compute") { 42 }
         #expect(value == 42)
-        env.settle()
+        env.waitForQueuedRequests()
         #expect(env.runtime.openBackgroundTasks.isEmpty)
         #expect(env.counter("overtime_background_tasks_ended_total", [("reason", "completed")]) == 1)
         env.shutDown()
@@ -37,7 +37,7 @@ struct SwiftFormsTests {
         runtime.requestBackground()
         env.clock.advance(by: .seconds(8))
         await #expect(throws: CancellationError.self) { try await task.value }
-        env.settle()
+        env.waitForQueuedRequests()
         #expect(runtime.openBackgroundTasks.isEmpty)
         #expect(env.counter("overtime_background_tasks_ended_total", [("reason", "expired")]) == 1)
         #expect(runtime.state == .suspended)
@@ -127,7 +127,7 @@ struct SwiftFormsTests {
         }
         grant.end()
         // grant.end()  // a second end does not compile: 'grant' used after consume
-        env.settle()
+        env.waitForQueuedRequests()
         #expect(reasons.all == [.completed])
         #expect(env.logs.messages(at: .warning).isEmpty)
 
@@ -138,7 +138,7 @@ struct SwiftFormsTests {
             }
         }
         try forget()
-        env.settle()
+        env.waitForQueuedRequests()
         #expect(reasons.all == [.completed, .completed])
         let warning = try #require(env.logs.messages(at: .warning).first)
         #expect(warning.message.contains("dropped without end()"))

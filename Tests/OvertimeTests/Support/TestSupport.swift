@@ -78,7 +78,7 @@ struct VirtualRuntime {
     func at(_ offset: Duration) -> MonotonicInstant { MonotonicInstant(nanoseconds: 1_000_000_000) + offset }
 
     /// Applies queued requests.
-    func settle() { clock.settle() }
+    func waitForQueuedRequests() { clock.waitForQueuedRequests() }
 
     /// Ends the runtime and waits for its loop to close.
     func shutDown() {

@@ -21,7 +21,7 @@ public enum ObserverTransition {
                 samples.value.append(monotonicNanoseconds() - requestedAt.value)
                 done.signal()
             })
-        runtime.flush()
+        runtime.waitForQueuedRequests()
         for _ in 0..<roundTrips {
             runtime.execute {
                 requestedAt.value = monotonicNanoseconds()

@@ -52,7 +52,7 @@ public enum UploadThroughput {
             logger: Logger(label: "overtime-bench") { _ in SwiftLogNoOpLogHandler() })
         uploader.start()
         defer { uploader.stop() }
-        runtime.flush()
+        runtime.waitForQueuedRequests()
         let start = monotonicNanoseconds()
         runtime.requestBackground()
         while spool.pendingLines > 0 {

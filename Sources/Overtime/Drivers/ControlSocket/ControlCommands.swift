@@ -6,64 +6,71 @@ import FoundationEssentials
     import Musl
 #endif
 
-/// What each control-socket command does, on the loop thread.
-extension RuntimeCore {
-    func handleControlLine(_ line: [UInt8]) -> ControlResponse {
+/// The control socket's commands: the built-in ones and those the program added. What
+/// each does runs on the loop thread, through the driver seam.
+final class ControlCommands: Sendable {
+    typealias Handler = @Sendable () -> Result<String, ControlCommandError>
+
+    /// Commands the program added (registered from any thread).
+    private let added = Locked<[String: Handler]>([:])
+
+    /// Adds `name`; `false` for a built-in name.
+    func add(_ name: String, handler: @escaping Handler) -> Bool {
+        guard !ControlProtocol.commands.contains(name) else { return false }
+        added.withLock { $0[name] = handler }
+        return true
+    }
+
+    /// The response to one request line.
+    func handle(_ line: [UInt8], context: DriverContext) -> ControlResponse {
         let request: ControlRequest
         do {
             request = try JSONDecoder().decode(ControlRequest.self, from: Data(line))
         } catch {
             return .failure("malformed request: expected one JSON object like {\"command\":\"status\"}")
         }
+        let source = "control socket"
         switch request.command {
         case "status":
-            return ControlResponse(ok: true, status: controlStatus())
+            return ControlResponse(ok: true, status: status(context.snapshot))
         case "tasks":
-            return ControlResponse(ok: true, tasks: openTasks().map(ControlTask.init))
+            return ControlResponse(ok: true, tasks: context.openTasks().map(ControlTask.init))
         case "background":
-            perform(.background, from: "control socket")
+            context.request(.background, from: source)
         case "foreground":
-            perform(.foreground, from: "control socket")
+            context.request(.foreground, from: source)
         case "terminate":
-            perform(.terminate, from: "control socket")
-            if request.now == true {
-                logger.notice("control socket: terminate now: expiring every background task")
-                forceExpire(nil)
-            }
+            context.request(request.now == true ? .terminateNow : .terminate, from: source)
         case "reload":
-            perform(.reload, from: "control socket")
+            context.request(.reload, from: source)
         case "expire":
             if let raw = request.id {
                 let id = BackgroundTaskID(rawValue: raw)
-                guard grants.slot(for: id) != nil else { return .failure("no open background task \(id)") }
-                forceExpire(id)
+                guard context.request(.expire(id), from: source) else {
+                    return .failure("no open background task \(id)")
+                }
             } else {
-                forceExpire(nil)
+                context.request(.expireAll, from: source)
             }
         default:
-            let extra = extraControlCommands.withLock { $0 }
-            if let handler = extra[request.command] {
+            let added = added.withLock { $0 }
+            if let handler = added[request.command] {
                 switch handler() {
                 case .success(let message): return ControlResponse(ok: true, message: message)
                 case .failure(let error): return .failure("\(request.command): \(error.message)")
                 }
             }
-            let known = ControlProtocol.commands + extra.keys.sorted()
+            let known = ControlProtocol.commands + added.keys.sorted()
             return .failure("unknown command '\(request.command)'; known: \(known.joined(separator: ", "))")
         }
         return ControlResponse(ok: true, message: "\(request.command) accepted")
     }
 
-    private func controlStatus() -> ControlStatus {
-        var remaining: Double?
-        switch lifecycle.state {
-        case .active, .inactive: remaining = nil
-        case .background: remaining = deadlines.budget.map { max($0.deadline - now, .zero).secondsValue } ?? 0
-        case .suspended, .terminated: remaining = 0
-        }
-        return ControlStatus(
-            state: "\(lifecycle.state)", pid: getpid(), openBackgroundTasks: grants.openCount,
-            backgroundTimeRemaining: remaining, terminating: lifecycle.isTerminating)
+    private func status(_ snapshot: RuntimeSnapshot) -> ControlStatus {
+        ControlStatus(
+            state: "\(snapshot.state)", pid: getpid(), openBackgroundTasks: snapshot.openBackgroundTasks,
+            backgroundTimeRemaining: snapshot.backgroundTimeRemaining?.secondsValue,
+            terminating: snapshot.isTerminating)
     }
 }
 
@@ -97,8 +104,6 @@ extension Runtime {
     public func addControlCommand(
         _ name: String, handler: @escaping @Sendable () -> Result<String, ControlCommandError>
     ) -> Bool {
-        guard !ControlProtocol.commands.contains(name) else { return false }
-        core.extraControlCommands.withLock { $0[name] = handler }
-        return true
+        controlCommands.add(name, handler: handler)
     }
 }

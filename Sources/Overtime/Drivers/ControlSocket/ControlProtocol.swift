@@ -4,19 +4,17 @@ import FoundationEssentials
 ///
 /// `{"command":"status"}`, `{"command":"tasks"}`, `{"command":"background"}`,
 /// `{"command":"foreground"}`, `{"command":"terminate"}`, `{"command":"reload"}`,
-/// `{"command":"expire"}` (all) or `{"command":"expire","id":9223372036854775809}`,
-/// `{"command":"simulate-launch","identifier":"com.example.refresh"}`.
+/// `{"command":"expire"}` (all) or `{"command":"expire","id":9223372036854775809}`, and
+/// any command the program added (``Runtime/addControlCommand(_:handler:)``).
 package struct ControlRequest: Codable, Sendable, Equatable {
     package var command: String
     package var id: UInt64?
-    package var identifier: String?
     /// `terminate` only: expire every grant at once instead of waiting for them.
     package var now: Bool?
 
-    package init(command: String, id: UInt64? = nil, identifier: String? = nil, now: Bool? = nil) {
+    package init(command: String, id: UInt64? = nil, now: Bool? = nil) {
         self.command = command
         self.id = id
-        self.identifier = identifier
         self.now = now
     }
 }

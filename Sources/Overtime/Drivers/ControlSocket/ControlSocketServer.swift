@@ -24,7 +24,8 @@ final class ControlSocketServer {
     static let idleTimeout: Duration = .seconds(60)
     static let maximumUnreadBytes = 256 * 1024
 
-    private unowned let core: RuntimeCore
+    private let context: DriverContext
+    private let commands: ControlCommands
     let path: String
     private var server: UnsafeMutablePointer<uv_pipe_t>?
     fileprivate var connections: [UnsafeMutableRawPointer: ControlConnection] = [:]
@@ -32,23 +33,24 @@ final class ControlSocketServer {
     /// is never woken by it.
     private var sweeper: UnsafeMutablePointer<uv_timer_t>?
 
-    init(core: RuntimeCore, path: String) {
-        self.core = core
+    init(context: DriverContext, path: String, commands: ControlCommands) {
+        self.context = context
         self.path = path
+        self.commands = commands
     }
 
     /// Binds and listens. Failure is logged, not thrown: a daemon keeps running without it.
     func start() {
         if let refusal = claimSocketPath(path, datagram: false) {
-            core.logger.error("control socket: \(refusal)")
+            context.logger.error("control socket: \(refusal)")
             return
         }
-        let sweep = core.loop.makeHandle(uv_timer_t.self)
-        uv_timer_init(core.loop.raw, sweep)
+        let sweep = context.makeHandle(uv_timer_t.self)
+        uv_timer_init(context.loop, sweep)
         sweep.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         sweeper = sweep
-        let handle = core.loop.makeHandle(uv_pipe_t.self)
-        uv_pipe_init(core.loop.raw, handle, 0)
+        let handle = context.makeHandle(uv_pipe_t.self)
+        uv_pipe_init(context.loop, handle, 0)
         handle.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         var status = uv_pipe_bind(handle, path)
         if status == 0 {
@@ -60,12 +62,13 @@ final class ControlSocketServer {
             }
         }
         guard status == 0 else {
-            core.logger.error("control socket: cannot listen on \(path): \(String(cString: uv_strerror(status)))")
+            context.logger.error("control socket: cannot listen on \(path): \(String(cString: uv_strerror(status)))")
             uv_close(asHandle(handle), nil)
             return
         }
         server = handle
-        core.logger.info("control socket listening", metadata: ["path": "\(path)"])
+        context.onShutdown { [self] in stop() }
+        context.logger.info("control socket listening", metadata: ["path": "\(path)"])
     }
 
     /// Closes every connection and the listener, and removes the socket file.
@@ -83,22 +86,22 @@ final class ControlSocketServer {
         guard let server else { return }
         guard status == 0 else {
             // EMFILE/ENFILE: libuv has already turned the waiting client away; we go on serving.
-            core.metrics.shared.countControlError("accept_failed")
-            core.logger.error("control socket: accept failed: \(String(cString: uv_strerror(status)))")
+            context.countControlError("accept_failed")
+            context.logger.error("control socket: accept failed: \(String(cString: uv_strerror(status)))")
             return
         }
-        core.turn {
-            let connection = ControlConnection(server: self, core: core)
+        context.turn {
+            let connection = ControlConnection(server: self, context: context, commands: commands)
             let accepted = uv_accept(asStream(server), asStream(connection.pipe))
             guard accepted == 0 else {
-                core.metrics.shared.countControlError("accept_failed")
-                core.logger.error("control socket: accept failed: \(String(cString: uv_strerror(accepted)))")
+                context.countControlError("accept_failed")
+                context.logger.error("control socket: accept failed: \(String(cString: uv_strerror(accepted)))")
                 connection.close()
                 return
             }
             connections[UnsafeMutableRawPointer(connection.pipe)] = connection
             guard connections.count <= Self.maximumConnections else {
-                core.metrics.shared.countControlError("too_many_connections")
+                context.countControlError("too_many_connections")
                 connection.send(
                     .failure("too many connections (at most \(Self.maximumConnections)); try again later"),
                     thenClose: true)
@@ -109,8 +112,8 @@ final class ControlSocketServer {
             var uid: UInt32 = .max
             uv_fileno(asHandle(connection.pipe), &fd)
             if overtime_peer_uid(fd, &uid) != 0 || (uid != geteuid() && uid != 0) {
-                core.metrics.shared.countControlError("peer_refused")
-                core.logger.warning("control socket: refused a peer", metadata: ["peer_uid": "\(uid)"])
+                context.countControlError("peer_refused")
+                context.logger.warning("control socket: refused a peer", metadata: ["peer_uid": "\(uid)"])
                 connection.send(
                     .failure("permission denied: uid \(uid) is neither the daemon's owner (\(geteuid())) nor root"),
                     thenClose: true)
@@ -137,11 +140,11 @@ final class ControlSocketServer {
     }
 
     private func sweep() {
-        core.turn {
+        context.turn {
             let now = SystemClock.monotonicNanoseconds()
             let limit = UInt64(Self.idleTimeout.components.seconds) * 1_000_000_000
             for connection in connections.values where now &- connection.lastActivity > limit {
-                core.metrics.shared.countControlError("idle_timeout")
+                context.countControlError("idle_timeout")
                 connection.close()
             }
         }
@@ -151,19 +154,23 @@ final class ControlSocketServer {
 /// One accepted client: reads lines, answers each, closes on EOF or error.
 private final class ControlConnection {
     let pipe: UnsafeMutablePointer<uv_pipe_t>
-    private unowned let server: ControlSocketServer
-    private unowned let core: RuntimeCore
+    // Strong: a connection closing after shutdown still reports to its server; the close
+    // callback removes the connection from the server, which ends the cycle.
+    private let server: ControlSocketServer
+    private let context: DriverContext
+    private let commands: ControlCommands
     private var framer = LineFramer(limit: ControlProtocol.maximumRequestBytes)
     private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 1)
     private var isClosing = false
     /// Monotonic nanoseconds of the last request or accept, for the idle timeout.
     private(set) var lastActivity = SystemClock.monotonicNanoseconds()
 
-    init(server: ControlSocketServer, core: RuntimeCore) {
+    init(server: ControlSocketServer, context: DriverContext, commands: ControlCommands) {
         self.server = server
-        self.core = core
+        self.context = context
+        self.commands = commands
         pipe = .allocate(capacity: 1)
-        uv_pipe_init(core.loop.raw, pipe, 0)
+        uv_pipe_init(context.loop, pipe, 0)
         pipe.pointee.data = Unmanaged.passUnretained(self).toOpaque()
     }
 
@@ -195,18 +202,18 @@ private final class ControlConnection {
             return
         }
         lastActivity = SystemClock.monotonicNanoseconds()
-        core.turn {
+        context.turn {
             for output in framer.feed(UnsafeRawBufferPointer(rebasing: readBuffer[0..<count])) {
                 guard !isClosing else { return }
                 switch output {
                 case .line(let line) where line.allSatisfy({ $0 == 32 || $0 == 9 }):
                     continue  // blank lines are allowed between requests
                 case .line(let line):
-                    let response = core.handleControlLine(line)
-                    if !response.ok { core.metrics.shared.countControlError("bad_request") }
+                    let response = commands.handle(line, context: context)
+                    if !response.ok { context.countControlError("bad_request") }
                     send(response, thenClose: false)
                 case .tooLong:
-                    core.metrics.shared.countControlError("too_large")
+                    context.countControlError("too_large")
                     send(
                         .failure("request longer than \(ControlProtocol.maximumRequestBytes) bytes"),
                         thenClose: true)
@@ -223,8 +230,8 @@ private final class ControlConnection {
         request.write(to: asStream(pipe))
         if uv_stream_get_write_queue_size(asStream(pipe)) > ControlSocketServer.maximumUnreadBytes {
             // A client that asks and never reads: its answers would grow the daemon without bound.
-            core.metrics.shared.countControlError("slow_reader")
-            core.logger.warning("control socket: disconnected a client that does not read its answers")
+            context.countControlError("slow_reader")
+            context.logger.warning("control socket: disconnected a client that does not read its answers")
             close()
         }
     }

@@ -12,7 +12,7 @@ import Overtime
 ///
 /// Confined to the loop thread; created lazily by the first transfer.
 final class CurlMulti {
-    private let runtime: Runtime
+    private let context: DriverContext
     private let multi: UnsafeMutableRawPointer
     private let timer: UnsafeMutablePointer<uv_timer_t>
     private var transfers: [UnsafeMutableRawPointer: CurlTransfer] = [:]
@@ -20,16 +20,16 @@ final class CurlMulti {
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
-    init(runtime: Runtime) {
+    init(context: DriverContext) {
         _ = Self.globalInit
-        self.runtime = runtime
+        self.context = context
         multi = curl_multi_init()
-        timer = runtime.makeLoopHandle(uv_timer_t.self)
-        uv_timer_init(runtime.libuvLoop, timer)
-        let context = Unmanaged.passUnretained(self).toOpaque()
-        timer.pointee.data = context
-        overtime_multi_setopt_pointer(multi, CURLMOPT_SOCKETDATA, context)
-        overtime_multi_setopt_pointer(multi, CURLMOPT_TIMERDATA, context)
+        timer = context.makeHandle(uv_timer_t.self)
+        uv_timer_init(context.loop, timer)
+        let unretained = Unmanaged.passUnretained(self).toOpaque()
+        timer.pointee.data = unretained
+        overtime_multi_setopt_pointer(multi, CURLMOPT_SOCKETDATA, unretained)
+        overtime_multi_setopt_pointer(multi, CURLMOPT_TIMERDATA, unretained)
         overtime_multi_setopt_socket_function(multi) { _, socket, action, context, socketContext in
             Unmanaged<CurlMulti>.fromOpaque(context!).takeUnretainedValue()
                 .watch(socket: socket, action: action, poll: socketContext)
@@ -39,11 +39,12 @@ final class CurlMulti {
             Unmanaged<CurlMulti>.fromOpaque(context!).takeUnretainedValue().setTimer(milliseconds: milliseconds)
             return 0
         }
-        runtime.onLoopShutdown { [self] in shutDown() }
+        context.onShutdown { [self] in shutDown() }
     }
 
     /// Starts `transfer`. Loop thread.
     func start(_ transfer: CurlTransfer) {
+        context.assertOnLoop()
         guard !isShutDown else {
             transfer.finish(.failure(.retryable("the runtime is shutting down", retryAfter: nil)))
             return
@@ -58,6 +59,7 @@ final class CurlMulti {
 
     /// Aborts `transfer` if it is still running. Loop thread.
     func cancel(_ transfer: CurlTransfer) {
+        context.assertOnLoop()
         guard transfers.removeValue(forKey: transfer.easy) != nil else { return }
         curl_multi_remove_handle(multi, transfer.easy)
         transfer.finish(.failure(.cancelled))
@@ -80,7 +82,7 @@ final class CurlMulti {
             poll = existing.assumingMemoryBound(to: uv_poll_t.self)
         } else {
             poll = .allocate(capacity: 1)
-            uv_poll_init_socket(runtime.libuvLoop, poll, socket)
+            uv_poll_init_socket(context.loop, poll, socket)
             poll.pointee.data = Unmanaged.passUnretained(self).toOpaque()
             curl_multi_assign(multi, socket, poll)
         }
@@ -95,7 +97,7 @@ final class CurlMulti {
             if status < 0 { flags |= CURL_CSELECT_ERR }
             if events & Int32(UV_READABLE.rawValue) != 0 { flags |= CURL_CSELECT_IN }
             if events & Int32(UV_WRITABLE.rawValue) != 0 { flags |= CURL_CSELECT_OUT }
-            driver.runtime.loopTurn { driver.act(socket: fd, flags: flags) }
+            driver.context.turn { driver.act(socket: fd, flags: flags) }
         }
     }
 
@@ -108,7 +110,7 @@ final class CurlMulti {
             timer,
             { timer in
                 let driver = Unmanaged<CurlMulti>.fromOpaque(timer!.pointee.data).takeUnretainedValue()
-                driver.runtime.loopTurn { driver.act(socket: CURL_SOCKET_TIMEOUT, flags: 0) }
+                driver.context.turn { driver.act(socket: CURL_SOCKET_TIMEOUT, flags: 0) }
             }, UInt64(milliseconds), 0)
     }
 

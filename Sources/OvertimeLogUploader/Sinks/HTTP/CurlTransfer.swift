@@ -20,7 +20,10 @@ struct HTTPResponse: Sendable {
 
 /// One request: the easy handle, the file a PUT reads from, and the continuation waiting
 /// for the answer. Finishes exactly once.
-final class CurlTransfer: @unchecked Sendable {  // its mutable state is touched on the loop thread only
+///
+/// Made, driven and finished on the loop thread (checked in debug builds); `Sendable` only
+/// so that a cancellation handler can carry it back to the loop.
+final class CurlTransfer: @unchecked Sendable {  // confined to the loop thread
     /// What to ask.
     enum Method {
         /// Upload the file at `path` (`bytes` long), with `If-None-Match: *`.
@@ -36,14 +39,18 @@ final class CurlTransfer: @unchecked Sendable {  // its mutable state is touched
     private var retryAfter: Duration?
     private var body: [UInt8] = []
     private var bodyLimit = 0
-    private let continuation: Locked<CheckedContinuation<Result<HTTPResponse, SinkError>, Never>?>
+    private var continuation: CheckedContinuation<Result<HTTPResponse, SinkError>, Never>?
+    private let context: DriverContext
 
-    /// Prepares `method url`.
+    /// Prepares `method url`, on the loop thread.
     init(
-        url: String, method: Method, continuation: CheckedContinuation<Result<HTTPResponse, SinkError>, Never>
+        url: String, method: Method, context: DriverContext,
+        continuation: CheckedContinuation<Result<HTTPResponse, SinkError>, Never>
     ) {
+        context.assertOnLoop()
         easy = curl_easy_init()
-        self.continuation = Locked(continuation)
+        self.context = context
+        self.continuation = continuation
         let context = Unmanaged.passUnretained(self).toOpaque()
         overtime_easy_setopt_string(easy, CURLOPT_URL, url)
         headers = curl_slist_append(nil, "Expect:")  // no "100-continue" round trip
@@ -122,10 +129,9 @@ final class CurlTransfer: @unchecked Sendable {  // its mutable state is touched
 
     /// Resumes the waiting request, once.
     func finish(_ outcome: Result<HTTPResponse, SinkError>) {
-        let waiting = continuation.withLock { continuation in
-            defer { continuation = nil }
-            return continuation
-        }
+        context.assertOnLoop()
+        let waiting = continuation
+        continuation = nil
         waiting?.resume(returning: outcome)
     }
 }

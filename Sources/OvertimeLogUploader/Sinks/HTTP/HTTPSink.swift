@@ -28,8 +28,8 @@ public final class HTTPSink: LogSink {
     public let baseURL: String
     /// How statuses are read and overwrites prevented.
     public let configuration: HTTPSinkConfiguration
-    private let runtime: Runtime
-    private let driver: Locked<CurlMulti?> = Locked(nil)
+    private let context: DriverContext
+    private let driver: LoopBound<CurlMulti?>
     /// Names whose request went out without a known outcome: asked about before the next try.
     private let uncertain = Locked<Set<String>>([])
 
@@ -38,7 +38,8 @@ public final class HTTPSink: LogSink {
         var base = baseURL
         while base.hasSuffix("/") { base.removeLast() }
         self.baseURL = base
-        self.runtime = runtime
+        self.context = runtime.driverContext
+        self.driver = LoopBound(nil, context: runtime.driverContext)
         self.configuration = configuration
     }
 
@@ -95,40 +96,37 @@ public final class HTTPSink: LogSink {
     private func perform(_ url: String, _ method: CurlTransfer.Method) async throws(SinkError) -> HTTPResponse {
         let pending = Locked<CurlTransfer?>(nil)
         let cancelled = Locked(false)
-        let runtime = self.runtime
+        let context = self.context
         let outcome: Result<HTTPResponse, SinkError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                let transfer = CurlTransfer(url: url, method: method, continuation: continuation)
-                if let failure = transfer.cannotStart {
-                    transfer.finish(.failure(failure))
-                    return
-                }
-                pending.withLock { $0 = transfer }
-                runtime.execute { [self] in
-                    if cancelled.withLock({ $0 }) {
-                        transfer.finish(.failure(.cancelled))
-                    } else {
-                        multi().start(transfer)
+                let queued = context.execute { [self] in
+                    guard !cancelled.withLock({ $0 }) else {
+                        return continuation.resume(returning: .failure(.cancelled))
                     }
+                    let transfer = CurlTransfer(url: url, method: method, context: context, continuation: continuation)
+                    if let failure = transfer.cannotStart { return transfer.finish(.failure(failure)) }
+                    pending.withLock { $0 = transfer }
+                    multi().start(transfer)
+                }
+                if !queued {
+                    continuation.resume(returning: .failure(.retryable("the runtime has shut down", retryAfter: nil)))
                 }
             }
         } onCancel: {
             cancelled.withLock { $0 = true }
-            runtime.execute { [self] in
+            _ = context.execute { [self] in
                 if let transfer = pending.withLock({ $0 }) { multi().cancel(transfer) }
             }
         }
         return try outcome.get()
     }
 
-    /// The driver, made on first use (on the loop thread).
+    /// The driver, made on first use. Loop thread.
     private func multi() -> CurlMulti {
-        driver.withLock { driver in
-            if let driver { return driver }
-            let made = CurlMulti(runtime: runtime)
-            driver = made
-            return made
-        }
+        if let made = driver.value { return made }
+        let made = CurlMulti(context: context)
+        driver.value = made
+        return made
     }
 }
 

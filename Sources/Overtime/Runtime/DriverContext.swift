@@ -1,0 +1,186 @@
+// The one seam between the runtime's core and every driver.
+
+import CLibUV
+import Logging
+
+/// What a driver — signals, systemd, the control socket, the HTTP sink's libcurl
+/// driver, the scheduler — may use of a runtime.
+///
+/// A driver reads a ``RuntimeSnapshot``, asks for changes with ``request(_:from:)``, owns
+/// libuv handles on the loop, runs its callbacks as loop turns, and hears of lifecycle
+/// events and of shutdown. It never reaches into the core's parts: what the core decides
+/// stays the core's.
+///
+/// Loop-thread only (checked in debug builds), except ``logger``, ``execute(_:)`` and
+/// ``assertOnLoop(file:line:)``.
+package final class DriverContext: @unchecked Sendable {  // confined to the loop thread
+    private unowned let core: RuntimeCore
+
+    init(core: RuntimeCore) {
+        self.core = core
+    }
+
+    /// Traps in debug builds unless called on the loop thread.
+    @inline(__always)
+    package func assertOnLoop(file: StaticString = #fileID, line: UInt = #line) {
+        core.assertOnLoop(file: file, line: line)
+    }
+
+    /// Runs `body` on the loop thread after everything queued before it; `false` (and
+    /// `body` dropped) once the runtime has shut down. From any thread.
+    package func execute(_ body: @escaping @Sendable () -> Void) -> Bool {
+        core.queue.enqueue(.run(body))
+    }
+
+    /// The runtime's logger.
+    package var logger: Logger { core.logger }
+
+    /// Counts a control-socket error of `kind` (`overtime_control_errors_total`).
+    package func countControlError(_ kind: String) {
+        core.metrics.shared.countControlError(kind)
+    }
+
+    // MARK: Reading
+
+    /// The runtime's state now.
+    package var snapshot: RuntimeSnapshot {
+        core.assertOnLoop()
+        return RuntimeSnapshot(
+            state: core.lifecycle.state, isTerminating: core.lifecycle.isTerminating,
+            terminationRequested: core.terminationRequestedAt != nil || core.lifecycle.isTerminating,
+            openBackgroundTasks: core.grants.openCount, budgetDeadline: core.deadlines.budget?.deadline,
+            now: core.now)
+    }
+
+    /// The open grants in begin order.
+    package func openTasks() -> [BackgroundTaskInfo] {
+        core.assertOnLoop()
+        return core.openTasks()
+    }
+
+    // MARK: Asking
+
+    /// Asks the runtime for `request`, in order with queued requests; `source` names the
+    /// driver in logs. `false` when it cannot be done (an ID that is not open).
+    @discardableResult
+    package func request(_ request: RuntimeRequest, from source: String) -> Bool {
+        core.assertOnLoop()
+        return core.perform(request, from: source)
+    }
+
+    // MARK: The loop
+
+    /// The libuv loop, for the driver's handles.
+    package var loop: UnsafeMutablePointer<uv_loop_t> {
+        core.assertOnLoop()
+        return core.loop.raw
+    }
+
+    /// A handle whose memory lives as long as the loop (freed after `uv_loop_close`).
+    package func makeHandle<Handle>(_ type: Handle.Type) -> UnsafeMutablePointer<Handle> {
+        core.assertOnLoop()
+        return core.loop.makeHandle(type)
+    }
+
+    /// Runs `body`, a libuv callback of the driver, as one loop turn: watchdog stamping,
+    /// then queued work, deferred lifecycle decisions and the deadline timer.
+    package func turn(_ body: () -> Void) {
+        core.assertOnLoop()
+        core.turn(body)
+    }
+
+    /// Calls `body` with every lifecycle event, before observers see it.
+    package func onLifecycleEvent(_ body: @escaping (LifecycleEvent) -> Void) {
+        core.assertOnLoop()
+        core.eventHooks.append(body)
+    }
+
+    /// Calls `body` when the runtime shuts down, before every remaining handle is closed.
+    package func onShutdown(_ body: @escaping () -> Void) {
+        core.assertOnLoop()
+        core.onShutdown.append(body)
+    }
+}
+
+/// The runtime's state as a driver sees it.
+package struct RuntimeSnapshot: Sendable, Equatable {
+    /// The lifecycle state.
+    package var state: LifecycleState
+    /// Termination was requested and is under way (or done).
+    package var isTerminating: Bool
+    /// Termination was asked for, even if its request is still queued.
+    package var terminationRequested: Bool
+    /// Grants open now.
+    package var openBackgroundTasks: Int
+    /// The background budget's deadline, when one runs.
+    package var budgetDeadline: MonotonicInstant?
+    /// The runtime clock's reading.
+    package var now: MonotonicInstant
+
+    /// Time left before the budget's deadline: `nil` in the foreground, zero once
+    /// suspended or terminated.
+    package var backgroundTimeRemaining: Duration? {
+        switch state {
+        case .active, .inactive: nil
+        case .background: budgetDeadline.map { max($0 - now, .zero) } ?? .zero
+        case .suspended, .terminated: .zero
+        }
+    }
+}
+
+/// What a driver may ask of the runtime.
+package enum RuntimeRequest: Sendable, Hashable, CustomStringConvertible {
+    /// Graceful termination; asked again after ``RuntimeConfiguration/repeatedTerminationGrace``
+    /// while terminating, every grant expires now.
+    case terminate
+    /// Graceful termination with every grant expired at once.
+    case terminateNow
+    /// ``Runtime/requestBackground()``.
+    case background
+    /// ``Runtime/requestForeground()``.
+    case foreground
+    /// ``Runtime/requestReload()``.
+    case reload
+    /// ``Runtime/expireBackgroundTasks()``.
+    case expireAll
+    /// ``Runtime/expireBackgroundTask(_:)``.
+    case expire(BackgroundTaskID)
+
+    /// The request's name, e.g. `terminate`.
+    package var description: String {
+        switch self {
+        case .terminate: "terminate"
+        case .terminateNow: "terminate now"
+        case .background: "background"
+        case .foreground: "foreground"
+        case .reload: "reload"
+        case .expireAll: "expire"
+        case .expire(let id): "expire \(id)"
+        }
+    }
+}
+
+/// A value only the loop thread may touch, held where `Sendable` is required (swift-nio's
+/// `NIOLoopBound`): every access is checked in debug builds.
+package final class LoopBound<Value>: @unchecked Sendable {  // confined to the loop thread, checked
+    private let context: DriverContext
+    private var stored: Value
+
+    /// Wraps `value`; from any thread (only reading and writing it is the loop's).
+    package init(_ value: Value, context: DriverContext) {
+        self.stored = value
+        self.context = context
+    }
+
+    /// The value. Loop thread only.
+    package var value: Value {
+        get {
+            context.assertOnLoop()
+            return stored
+        }
+        set {
+            context.assertOnLoop()
+            stored = newValue
+        }
+    }
+}

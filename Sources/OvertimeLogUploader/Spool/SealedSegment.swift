@@ -1,0 +1,84 @@
+import CoreMetrics
+import Logging
+import Overtime
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A sealed segment: a file that never changes again.
+public struct SealedSegment: Sendable, Hashable {
+    /// The stream it belongs to.
+    public let stream: StreamID
+    /// Its number in the stream.
+    public let number: UInt64
+    /// Its file.
+    public let path: String
+    /// Its size in bytes.
+    public let bytes: Int
+    /// How many records it holds.
+    public let records: Int
+    /// The first and last sequence numbers in it.
+    public let firstSequence: UInt64
+    /// The last sequence number in it.
+    public let lastSequence: UInt64
+    /// Whether a collector may already hold it: it was found when the spool was opened (a
+    /// crash may have come between its upload and the checkpoint) or is queued to be sent
+    /// again. A segment sealed since the spool was opened cannot be stored anywhere under
+    /// a numbering the checkpoint proves, so sinks may skip asking before its first upload.
+    public let mayAlreadyBeStored: Bool
+
+    /// Reads its records (for sinks that send record by record).
+    public func readRecords() throws(SpoolError) -> [SpoolRecord] {
+        let parsed = SegmentFormat.parse(try SpoolFiles.readAll(path))
+        if let problem = parsed.problem { throw .corrupt(path: path, reason: problem) }
+        return parsed.records
+    }
+
+    /// The stable name sinks store it under: `<stream-id>/<number>.log`.
+    public var name: String { SegmentName.make(stream: stream, segment: number) }
+    var resendFileName: String { SegmentName.resendFileName(stream: stream, segment: number) }
+}
+
+extension SealedSegment {
+    /// The segment a parsed file holds (its valid records, at `path`), or nil when it has
+    /// no stream, no number or no valid record. Segments read back from disk (at open, or
+    /// redriven) may already be stored on a collector.
+    init?(parsed: ParsedSegment, at path: String, mayAlreadyBeStored: Bool = true) {
+        guard let stream = parsed.streamID, let number = parsed.segment, let first = parsed.records.first,
+            let last = parsed.records.last
+        else { return nil }
+        self.init(
+            stream: stream, number: number, path: path, bytes: parsed.validLength, records: parsed.records.count,
+            firstSequence: first.sequence, lastSequence: last.sequence, mayAlreadyBeStored: mayAlreadyBeStored)
+    }
+}
+
+/// How far uploads got: every segment up to `segment` (and every sequence up to
+/// `sequence`) is stored by the collector or dead-lettered.
+public struct Checkpoint: Sendable, Equatable {
+    /// The highest acknowledged segment number (0: none).
+    public let segment: UInt64
+    /// The highest acknowledged sequence number (0: none).
+    public let sequence: UInt64
+
+}
+
+/// The spool's counters (swift-metrics, global factory).
+struct SpoolCounters: Sendable {
+    let appended = Counter(label: "overtime_spool_appended_lines_total")
+    let droppedLines = Counter(label: "overtime_spool_dropped_lines_total")
+    let writeErrors = Counter(label: "overtime_spool_write_errors_total")
+    let quotaRejections = Counter(label: "overtime_spool_quota_rejections_total")
+    let sealed = Counter(label: "overtime_spool_segments_sealed_total")
+    let deadLettered = Counter(label: "overtime_spool_dead_lettered_segments_total")
+    let redriven = Counter(label: "overtime_spool_redriven_segments_total")
+}
+
+extension String {
+    func trimmingWhitespace() -> String {
+        String(drop { $0.isWhitespace }.reversed().drop { $0.isWhitespace }.reversed())
+    }
+}

@@ -1,0 +1,160 @@
+import CoreMetrics
+import Logging
+import Overtime
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Appending: group commit. The first appender to find no write under way becomes the
+/// leader and writes batch after batch for everyone waiting; each appender returns once
+/// the batch holding its lines is durable.
+extension Spool {
+    /// Appends `lines` and returns their sequence numbers once they are durable (as the
+    /// configured ``SpoolConfiguration/Durability`` defines it).
+    ///
+    /// - Throws: ``SpoolError/lineTooLong(bytes:)`` (nothing appended),
+    ///   ``SpoolError/quotaExceeded(quotaBytes:neededBytes:)``, or an I/O error such as a
+    ///   full disk (``SpoolError/isDiskFull``), after which the segment is cut back to its
+    ///   last durable record.
+    @discardableResult
+    public func append<Line: Collection<UInt8>>(_ lines: [Line]) throws(SpoolError) -> ClosedRange<UInt64>? {
+        // Generic code called from another module runs unspecialized (a witness call per
+        // byte); the work happens in the concrete overload below.
+        if let arrays = lines as? [[UInt8]] { return try append(arrays) }
+        return try append(lines.map { Array($0) })
+    }
+
+    /// Appends `lines` and returns their sequence numbers once they are durable, like the
+    /// generic `append(_:)`; the overload arrays of bytes take.
+    @discardableResult
+    public func append(_ lines: [[UInt8]]) throws(SpoolError) -> ClosedRange<UInt64>? {
+        guard !lines.isEmpty else { return nil }
+        if let long = lines.first(where: { $0.count > SegmentFormat.maximumLineBytes }) {
+            throw .lineTooLong(bytes: long.count)
+        }
+        var encoded: [UInt8] = []
+        encoded.reserveCapacity(lines.reduce(0) { $0 + $1.count + SegmentFormat.frameSize + 16 })
+        let time = UInt64(clamping: clock.wallClockNow.nanosecondsSinceEpoch)
+        let needed = lines.reduce(0) { $0 + $1.count + SegmentFormat.frameSize + SegmentFormat.bodyPrefixSize }
+        let quota = configuration.quotaBytes
+        var roomTimeout: Double?
+        if let timeout = configuration.quotaPolicy.blockingTimeout {
+            roomTimeout = timeout.secondsValue
+        }
+        let (range, ticket, lead) = try state.withLock(
+            // Only a blocking quota waits for room (acknowledgements make it).
+            waitingUntil: { roomTimeout == nil || $0.storedBytes + needed <= quota }, timeout: roomTimeout
+        ) { (state, _) throws(SpoolError) in
+            try makeRoom(&state, needed: needed)
+            let first = state.nextSequence
+            for line in lines {
+                SegmentFormat.appendRecord(sequence: state.nextSequence, time: time, line: line, to: &encoded)
+                state.nextSequence += 1
+            }
+            state.pending += encoded
+            state.pendingRecords += lines.count
+            state.storedBytes += encoded.count
+            let lead = !state.writing
+            state.writing = true
+            return (first...(state.nextSequence - 1), state.issuedTicket + 1, lead)
+        }
+        if lead { writeBatches() }
+        try state.withLock(waitingUntil: { $0.durableTicket >= ticket }) { (state, _) throws(SpoolError) in
+            if let error = state.failures[ticket] { throw error }
+        }
+        counters.appended.increment(by: Int64(lines.count))
+        state.withLock { $0.appendedLines += lines.count }
+        return range
+    }
+
+    /// Appends one line.
+    @discardableResult
+    public func append(_ line: String) throws(SpoolError) -> UInt64 {
+        try append([Array(line.utf8)])!.lowerBound
+    }
+
+    /// The leader's loop: writes what is pending, batch after batch, until nothing is.
+    func writeBatches() {
+        while true {
+            let work = state.withLock { (state: inout State) -> Batch? in
+                guard !state.pending.isEmpty else {
+                    state.writing = false
+                    self.state.broadcast()
+                    return nil
+                }
+                do throws(SpoolError) {
+                    try rotateIfDue(&state, incoming: state.pending.count)
+                    try openActiveIfNeeded(&state)
+                } catch {
+                    // The batch cannot be placed: fail its writers, keep nothing of it.
+                    failPending(&state, error)
+                    return Batch(bytes: [], ticket: 0, fd: -1, path: "", size: 0, records: 0, lastSequence: 0)
+                }
+                let active = state.active!
+                state.issuedTicket += 1
+                var bytes: [UInt8] = []
+                swap(&bytes, &state.pending)
+                defer { state.pendingRecords = 0 }
+                return Batch(
+                    bytes: bytes, ticket: state.issuedTicket, fd: active.fd, path: active.path, size: active.size,
+                    records: state.pendingRecords, lastSequence: state.nextSequence - 1)
+            }
+            guard let work else { return }
+            guard work.fd >= 0 else { continue }
+            var failure: SpoolError?
+            do throws(SpoolError) {
+                try SpoolFiles.writeAll(work.fd, work.bytes, path: work.path)
+                if configuration.durability == .syncEachBatch { try SpoolFiles.sync(work.fd, path: work.path) }
+            } catch {
+                failure = error
+                // Cut the segment back to its last durable record, so it stays valid.
+                _ = ftruncate(work.fd, off_t(work.size))
+                _ = lseek(work.fd, off_t(work.size), SEEK_SET)
+            }
+            state.withLock { state in
+                if let failure {
+                    state.failures[work.ticket] = failure
+                    state.storedBytes -= work.bytes.count
+                    counters.writeErrors.increment()
+                    logger.error("spool write failed: \(failure)")
+                } else if var active = state.active {
+                    // A batch holds consecutive sequences; a failed one before it leaves a gap.
+                    if active.records == 0 { active.firstSequence = work.lastSequence - UInt64(work.records) + 1 }
+                    active.size += work.bytes.count
+                    active.records += work.records
+                    active.lastSequence = work.lastSequence
+                    state.active = active
+                }
+                state.durableTicket = work.ticket
+                if state.failures.count > 64 { state.failures = state.failures.filter { $0.key + 32 > work.ticket } }
+                self.state.broadcast()
+            }
+        }
+    }
+
+    func failPending(_ state: inout State, _ error: SpoolError) {
+        state.issuedTicket += 1
+        state.failures[state.issuedTicket] = error
+        state.durableTicket = state.issuedTicket
+        state.storedBytes -= state.pending.count
+        state.pending = []
+        state.pendingRecords = 0
+        counters.writeErrors.increment()
+        logger.error("spool write failed: \(error)")
+        self.state.broadcast()
+    }
+
+    /// One batch on its way to disk.
+    struct Batch {
+        let bytes: [UInt8]
+        let ticket: UInt64
+        let fd: Int32
+        let path: String
+        let size: Int
+        let records: Int
+        let lastSequence: UInt64
+    }
+}
