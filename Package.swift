@@ -1,9 +1,11 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
+// Linux only: the runtime is built on timerfd, prctl, SO_PEERCRED and libuv's Linux
+// backend, and the spool on fdatasync and flock. (SwiftPM has no Linux platform to
+// declare; no Apple platform is claimed.)
 let package = Package(
     name: "Overtime",
-    platforms: [.macOS(.v15)],
     products: [
         .library(name: "Overtime", targets: ["Overtime"]),
         .library(name: "OvertimeTesting", targets: ["OvertimeTesting"]),
@@ -122,21 +124,79 @@ let package = Package(
             path: "Tests/Fuzz/SpoolParser",
             exclude: ["corpus"]
         ),
+        // What every test target shares: servers the tests start, child processes,
+        // virtual runtimes, log and metric capture.
+        .target(
+            name: "OvertimeTestSupport",
+            dependencies: [
+                "Overtime",
+                "OvertimeTesting",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
+            path: "Tests/Support"
+        ),
+        // One test target per module. The core's parts and runtime:
         .testTarget(
             name: "OvertimeTests",
             dependencies: [
                 "Overtime",
                 "OvertimeTesting",
+                "OvertimeTestSupport",
+                "OvertimeTestHarness",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ]
+        ),
+        // The drivers against real processes: signals, systemd's notify socket, the
+        // control socket and overtimectl.
+        .testTarget(
+            name: "OvertimeDriversTests",
+            dependencies: [
+                "Overtime",
+                "OvertimeTesting",
+                "OvertimeTestSupport",
+                "OvertimeTestHarness",
+                "overtimectl",
+                "tiny-daemon",
+            ]
+        ),
+        .testTarget(
+            name: "OvertimeServiceLifecycleTests",
+            dependencies: [
+                "Overtime",
+                "OvertimeServiceLifecycle",
+                "OvertimeTestSupport",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The spool, the sinks and the uploader, and the log-uploader daemon, against
+        // real file systems, nginx and rsyslog.
+        .testTarget(
+            name: "OvertimeLogUploaderTests",
+            dependencies: [
+                "Overtime",
+                "OvertimeTesting",
+                "OvertimeLogUploader",
+                "OvertimeTestSupport",
                 "OvertimeTestHarness",
                 "overtimectl",
                 "log-uploader",
-                "OvertimeServiceLifecycle",
-                "OvertimeLogUploader",
-                "OvertimeRELP",
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "tiny-daemon",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ]
+        ),
+        .testTarget(
+            name: "OvertimeRELPTests",
+            dependencies: [
+                "Overtime",
+                "OvertimeTesting",
+                "OvertimeLogUploader",
+                "OvertimeRELP",
+                "OvertimeTestSupport",
             ]
         ),
     ]

@@ -26,12 +26,17 @@ final class Progress: Sendable {
         self.input = input
     }
 
+    /// Prints every `seconds`, from a timer on the runtime's loop (no thread of its own),
+    /// at planned times that do not drift with the printing.
     func every(seconds: Double) {
-        spawnThread(name: "progress") { [self] in
-            while runtime.state != .terminated {
-                usleep(UInt32(seconds * 1_000_000))
-                print()
-            }
+        let interval = Duration.nanoseconds(Int64(seconds * 1e9))
+        printRepeatedly(at: runtime.clock.now + interval, every: interval)
+    }
+
+    private func printRepeatedly(at instant: MonotonicInstant, every interval: Duration) {
+        runtime.schedule(at: instant) { [self] in
+            print()
+            printRepeatedly(at: instant + interval, every: interval)
         }
     }
 

@@ -26,21 +26,42 @@ configuration.backgroundBudget = .seconds(3)
 configuration.expirationLeadTime = .seconds(1)
 let runtime = try Runtime(configuration: configuration)
 
-// Pending work, touched only on the loop thread (observers and handlers run there).
-nonisolated(unsafe) var pendingJobs = 0
+/// Pending work, isolated to the runtime's loop thread: observers and handlers run
+/// there, so they reach it synchronously (`assumeIsolated`); other threads queue work
+/// onto the loop with `runtime.execute`, or `await` it.
+actor Jobs {
+    let runtime: Runtime
+    var pending = 0
+
+    init(runtime: Runtime) {
+        self.runtime = runtime
+    }
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor { runtime.executor.asUnownedSerialExecutor() }
+
+    func add() { pending += 1 }
+
+    func finishAll() -> Int {
+        defer { pending = 0 }
+        return pending
+    }
+}
+
+let jobs = Jobs(runtime: runtime)
 
 let token = runtime.observe { event in
     print("event: \(event)")
-    guard event == .didEnterBackground, pendingJobs > 0 else { return }
+    let pending = jobs.assumeIsolated { $0.pending }
+    guard event == .didEnterBackground, pending > 0 else { return }
     // Leaving the foreground with work left: ask for time to finish it.
     let id = runtime.beginBackgroundTask(name: "finish-jobs") {
-        print("expiring: \(pendingJobs) job(s) left for next time")  // stop; keep state
+        print("expiring: \(jobs.assumeIsolated { $0.pending }) job(s) left for next time")  // stop; keep state
     } endHandler: { reason in
         print("grant ended: \(reason)")
     }
     runtime.execute {
-        print("finishing \(pendingJobs) job(s), \(runtime.backgroundTimeRemaining) left")
-        pendingJobs = 0
+        let finished = jobs.assumeIsolated { $0.finishAll() }
+        print("finished \(finished) job(s), \(runtime.backgroundTimeRemaining) left")
         runtime.endBackgroundTask(id)
     }
 }
@@ -48,7 +69,7 @@ let token = runtime.observe { event in
 DispatchQueue.global().async {
     while let line = readLine() {
         switch line {
-        case "work": runtime.execute { pendingJobs += 1 }
+        case "work": runtime.execute { jobs.assumeIsolated { $0.add() } }
         case "bg": runtime.requestBackground()
         case "fg": runtime.requestForeground()
         default: print("unknown command: \(line)")

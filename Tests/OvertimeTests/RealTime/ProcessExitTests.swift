@@ -1,4 +1,5 @@
 import Foundation
+import OvertimeTestSupport
 import Testing
 
 @Suite("Policies that end the process, in a child process", .timeLimit(.minutes(2)))

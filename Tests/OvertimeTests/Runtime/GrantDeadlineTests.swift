@@ -1,4 +1,5 @@
 import Overtime
+import OvertimeTestSupport
 import OvertimeTesting
 import Testing
 

@@ -1,5 +1,6 @@
 import Dispatch
 import Overtime
+import OvertimeTestSupport
 import OvertimeTesting
 import Testing
 

@@ -2,6 +2,7 @@ import Dispatch
 import Logging
 import Overtime
 import OvertimeServiceLifecycle
+import OvertimeTestSupport
 import ServiceLifecycle
 import Testing
 

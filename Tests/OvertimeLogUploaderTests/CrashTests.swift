@@ -1,4 +1,5 @@
 import Foundation
+import OvertimeTestSupport
 import Testing
 
 @testable import OvertimeLogUploader

@@ -1,19 +1,19 @@
 import Foundation
 
 /// A fresh folder under the system's temporary directory, removed by `remove()`.
-struct TemporaryDirectory {
-    let path: String
+package struct TemporaryDirectory {
+    package let path: String
 
-    init(_ prefix: String = "overtime") {
+    package init(_ prefix: String = "overtime") {
         path = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)").path
         try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     }
 
-    func remove() {
+    package func remove() {
         try? FileManager.default.removeItem(atPath: path)
     }
 
-    func files(in folder: String) -> [String] {
+    package func files(in folder: String) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: path + "/" + folder)) ?? []).sorted()
     }
 }

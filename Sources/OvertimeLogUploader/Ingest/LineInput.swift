@@ -1,35 +1,38 @@
 import Dispatch
 import Metrics
 import Overtime
-import OvertimeLogUploader
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// Feeds lines into the spool from stdin and from a Unix datagram socket, each on a
-/// thread of its own (blocking I/O never touches the runtime's loop). Whatever one read
+/// Feeds lines into a spool from standard input and from a Unix datagram socket, each on
+/// a thread of its own (blocking I/O never touches the runtime's loop). Whatever one read
 /// returns is appended as one batch, so a burst becomes one group commit.
 ///
 /// On termination, ``readToEnd(then:)`` makes each reader take what is already buffered
 /// (stdin up to what `FIONREAD` reports, datagrams until `EAGAIN`) before the final drain,
 /// so lines a producer already wrote are not left in a pipe when the process exits.
-final class LineInput: Sendable {
-    let spool: Spool
+///
+/// Counted: `overtime_ingest_rejected_lines_total` (the spool refused them: a full disk or
+/// quota) and `overtime_ingest_truncated_lines_total` (cut to the line limit).
+public final class LineInput: Sendable {
+    /// The spool lines go to.
+    public let spool: Spool
     private let counts = Locked(Counts())
     private let stopPipe: (read: Int32, write: Int32)
     private let readers = DispatchGroup()
-    private let rejectedLines = Counter(label: "log_uploader_rejected_lines_total")
-    private let truncatedLines = Counter(label: "log_uploader_truncated_lines_total")
+    private let rejectedLines = Counter(label: "overtime_ingest_rejected_lines_total")
+    private let truncatedLines = Counter(label: "overtime_ingest_truncated_lines_total")
 
-    struct Counts {
+    private struct Counts {
         var rejected = 0
         var truncated = 0
         var truncatedDatagrams = 0
-        var datagramSocket: String?
     }
 
-    init(spool: Spool) {
+    /// Reads into `spool`; nothing is read until a `read…` method is called.
+    public init(spool: Spool) {
         self.spool = spool
         var ends: [Int32] = [-1, -1]
         _ = pipe(&ends)
@@ -37,11 +40,13 @@ final class LineInput: Sendable {
     }
 
     /// Lines the spool refused (a full disk or quota); each batch is reported on stderr.
-    var rejected: Int { counts.withLock { $0.rejected } }
+    public var rejected: Int { counts.withLock { $0.rejected } }
     /// Lines cut to the spool's line limit (1 MiB).
-    var truncated: Int { counts.withLock { $0.truncated + $0.truncatedDatagrams } }
+    public var truncated: Int { counts.withLock { $0.truncated + $0.truncatedDatagrams } }
 
-    func readStandardInput(onEnd: @escaping @Sendable () -> Void) {
+    /// Reads lines from standard input until it ends (then calls `onEnd`, on the reader's
+    /// thread) or ``readToEnd(then:)`` is called.
+    public func readStandardInput(onEnd: @escaping @Sendable () -> Void) {
         readers.enter()
         spawnThread(name: "stdin-reader") { [self] in
             var splitter = LineSplitter()
@@ -82,19 +87,21 @@ final class LineInput: Sendable {
     /// Reads datagrams at `path` (each a batch of lines; at most 64 KiB: longer ones are
     /// truncated, counted and reported). Refuses a path that is anything but a stale
     /// socket of an earlier run; the socket is removed by ``readToEnd(then:)``.
-    func readDatagrams(at path: String) throws {
+    ///
+    /// - Throws: ``SpoolError/socketUnavailable(path:reason:)`` for a path that is taken,
+    ///   or an I/O error when the socket cannot be made or bound.
+    public func readDatagrams(at path: String) throws(SpoolError) {
         let socket = makeUnixSocket(datagram: true)
-        guard socket >= 0 else { throw SpoolError.io(operation: "socket", path: path, errno: errno) }
+        guard socket >= 0 else { throw .io(operation: "socket", path: path, errno: errno) }
         if let refusal = claimSocketPath(path, datagram: true) {
             close(socket)
-            throw SpoolError.socketUnavailable(path: path, reason: refusal)
+            throw .socketUnavailable(path: path, reason: refusal)
         }
         guard let address = UnixSocketAddress(path), address.withSockAddr({ bind(socket, $0, $1) }) == 0 else {
             let code = errno
             close(socket)
-            throw SpoolError.io(operation: "bind", path: path, errno: code)
+            throw .io(operation: "bind", path: path, errno: code)
         }
-        counts.withLock { $0.datagramSocket = path }
         readers.enter()
         spawnThread(name: "dgram-reader") { [self] in
             var buffer = [UInt8](repeating: 0, count: 1 << 16)
@@ -132,7 +139,7 @@ final class LineInput: Sendable {
 
     /// Makes every reader take what is already buffered, then calls `body` (on a reader's
     /// thread or the caller's).
-    func readToEnd(then body: @escaping @Sendable () -> Void) {
+    public func readToEnd(then body: @escaping @Sendable () -> Void) {
         var one: UInt8 = 1
         _ = write(stopPipe.write, &one, 1)
         readers.notify(queue: .global(), execute: body)

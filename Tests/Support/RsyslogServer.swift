@@ -8,15 +8,15 @@ import Overtime
 /// is in the file (the page cache) before imrelp acknowledges it: what was acknowledged
 /// survives rsyslogd being killed with -9. ``kill()`` and ``restart()`` do that, on the
 /// same ports and file.
-final class RsyslogServer: @unchecked Sendable {
-    let folder = TemporaryDirectory("rsyslog")
-    let port: Int
-    let relpPort: Int
+package final class RsyslogServer: @unchecked Sendable {
+    package let folder = TemporaryDirectory("rsyslog")
+    package let port: Int
+    package let relpPort: Int
     private let process = Locked<Process?>(nil)
 
-    var output: String { folder.path + "/received.log" }
+    package var output: String { folder.path + "/received.log" }
 
-    init() throws {
+    package init() throws {
         port = try freeLoopbackPort()
         relpPort = try freeLoopbackPort()
         let configuration = """
@@ -40,7 +40,7 @@ final class RsyslogServer: @unchecked Sendable {
     }
 
     /// Starts rsyslogd (again), waiting until both ports accept connections.
-    func restart() throws {
+    package func restart() throws {
         let started = Process()
         // A small descriptor limit: rsyslogd closes every possible descriptor at start, which
         // under the test runner's limit takes seconds.
@@ -55,18 +55,18 @@ final class RsyslogServer: @unchecked Sendable {
     }
 
     /// kill -9.
-    func kill() {
+    package func kill() {
         if let running = process.withLock({ $0 }) { stopServer(running) }
         unlink(folder.path + "/rsyslogd.pid")
     }
 
     /// The lines written so far.
-    func lines() -> [String] {
+    package func lines() -> [String] {
         ((try? String(contentsOfFile: output, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
     }
 
     /// The `seq` of every line written so far.
-    func sequences() -> [UInt64] {
+    package func sequences() -> [UInt64] {
         lines().compactMap { line in
             guard let start = line.range(of: "seq=\"") else { return nil }
             return UInt64(line[start.upperBound...].prefix { $0.isNumber })

@@ -1,17 +1,17 @@
 import Foundation
 
 /// A harness process that keeps running while a test talks to it: signals, lines.
-final class RunningChild: @unchecked Sendable {
-    let process = Process()
+package final class RunningChild: @unchecked Sendable {
+    package let process = Process()
     private let lines = Recorder<String>()
     private let errors = Recorder<String>()
 
     /// The write end of the child's standard input, when started with `standardInput: true`.
-    let input: FileHandle?
+    package let input: FileHandle?
 
     /// Starts `executable` (built beside the tests) with `arguments`; with `wrapper`, runs
     /// `wrapper[0] wrapper[1…] <executable's path> arguments` instead (e.g. `prlimit …`).
-    init(
+    package init(
         _ arguments: [String], environment: [String: String] = [:], executable: String = "OvertimeTestHarness",
         standardInput: Bool = false, wrapper: [String] = []
     ) throws {
@@ -44,15 +44,15 @@ final class RunningChild: @unchecked Sendable {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
 
-    var pid: Int32 { process.processIdentifier }
-    var output: [String] { lines.all }
-    var standardError: [String] { errors.all }
+    package var pid: Int32 { process.processIdentifier }
+    package var output: [String] { lines.all }
+    package var standardError: [String] { errors.all }
 
-    func send(_ signal: Int32) { kill(pid, signal) }
+    package func send(_ signal: Int32) { kill(pid, signal) }
 
     /// Waits until a line of standard output satisfies `match`; returns it, or nil after `timeout`.
     @discardableResult
-    func waitForLine(timeout: Duration = .seconds(20), _ match: (String) -> Bool) -> String? {
+    package func waitForLine(timeout: Duration = .seconds(20), _ match: (String) -> Bool) -> String? {
         let deadline = ContinuousClock.now + timeout
         repeat {
             if let line = lines.all.first(where: match) { return line }
@@ -62,7 +62,7 @@ final class RunningChild: @unchecked Sendable {
     }
 
     /// Waits for the process to exit and returns its status (nil after `timeout`).
-    func waitForExit(timeout: Duration = .seconds(30)) -> Int32? {
+    package func waitForExit(timeout: Duration = .seconds(30)) -> Int32? {
         let deadline = ContinuousClock.now + timeout
         while process.isRunning, ContinuousClock.now < deadline { usleep(2000) }
         guard !process.isRunning else { return nil }
@@ -87,7 +87,7 @@ final class RunningChild: @unchecked Sendable {
 }
 
 /// Checks that a list of lifecycle events is a valid sequence of whole transitions.
-func lifecycleOrderProblems(_ events: [String]) -> [String] {
+package func lifecycleOrderProblems(_ events: [String]) -> [String] {
     var state = "active"
     var problems: [String] = []
     for event in events {

@@ -4,30 +4,34 @@ import Overtime
 import OvertimeTesting
 
 /// A thread-safe list that tests append to from handlers on the loop thread.
-final class Recorder<Element: Sendable>: Sendable {
+package final class Recorder<Element: Sendable>: Sendable {
     private let items = Locked<[Element]>([])
 
-    func append(_ element: Element) { items.withLock { $0.append(element) } }
-    var all: [Element] { items.withLock { $0 } }
-    var count: Int { items.withLock { $0.count } }
-    func removeAll() { items.withLock { $0.removeAll() } }
+    package init() {}
+
+    package func append(_ element: Element) { items.withLock { $0.append(element) } }
+    package var all: [Element] { items.withLock { $0 } }
+    package var count: Int { items.withLock { $0.count } }
+    package func removeAll() { items.withLock { $0.removeAll() } }
 }
 
 /// Captures what the runtime logs.
-final class LogCapture: Sendable {
-    struct Entry: Sendable {
-        let level: Logger.Level
-        let message: String
-        let metadata: [String: String]
+package final class LogCapture: Sendable {
+    package struct Entry: Sendable {
+        package let level: Logger.Level
+        package let message: String
+        package let metadata: [String: String]
     }
 
-    let entries = Recorder<Entry>()
+    package let entries = Recorder<Entry>()
 
-    var logger: Logger {
+    package init() {}
+
+    package var logger: Logger {
         Logger(label: "test") { _ in CaptureHandler(capture: self) }
     }
 
-    func messages(at level: Logger.Level) -> [Entry] { entries.all.filter { $0.level == level } }
+    package func messages(at level: Logger.Level) -> [Entry] { entries.all.filter { $0.level == level } }
 
     private struct CaptureHandler: LogHandler {
         let capture: LogCapture
@@ -48,13 +52,13 @@ final class LogCapture: Sendable {
 }
 
 /// A runtime on virtual time, started on its own loop thread, with logs and metrics captured.
-struct VirtualRuntime {
-    let runtime: Runtime
-    let clock: ManualClock
-    let logs: LogCapture
-    let metrics: TestMetrics
+package struct VirtualRuntime {
+    package let runtime: Runtime
+    package let clock: ManualClock
+    package let logs: LogCapture
+    package let metrics: TestMetrics
 
-    init(
+    package init(
         budget: Duration = .seconds(30), lead: Duration = .seconds(5), maximumOpen: Int = 100_000,
         configure: (inout RuntimeConfiguration) -> Void = { _ in }
     ) throws {
@@ -75,13 +79,13 @@ struct VirtualRuntime {
     }
 
     /// The instant `offset` after the clock's start.
-    func at(_ offset: Duration) -> MonotonicInstant { MonotonicInstant(nanoseconds: 1_000_000_000) + offset }
+    package func at(_ offset: Duration) -> MonotonicInstant { MonotonicInstant(nanoseconds: 1_000_000_000) + offset }
 
     /// Applies queued requests.
-    func waitForQueuedRequests() { clock.waitForQueuedRequests() }
+    package func waitForQueuedRequests() { clock.waitForQueuedRequests() }
 
     /// Ends the runtime and waits for its loop to close.
-    func shutDown() {
+    package func shutDown() {
         runtime.requestTermination()
         runtime.expireBackgroundTasks()
         clock.advance(by: .seconds(3600))
@@ -89,7 +93,7 @@ struct VirtualRuntime {
     }
 
     /// The value of counter `label` with `dimensions`, or 0.
-    func counter(_ label: String, _ dimensions: [(String, String)] = []) -> Int64 {
+    package func counter(_ label: String, _ dimensions: [(String, String)] = []) -> Int64 {
         (try? metrics.expectCounter(label, dimensions).totalValue) ?? 0
     }
 }

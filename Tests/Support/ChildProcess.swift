@@ -1,19 +1,19 @@
 import Foundation
 
 /// Runs the `OvertimeTestHarness` executable built next to the test bundle.
-struct ChildProcess {
-    let status: Int32
-    let standardOutput: String
-    let standardError: String
-    let elapsed: Duration
+package struct ChildProcess {
+    package let status: Int32
+    package let standardOutput: String
+    package let standardError: String
+    package let elapsed: Duration
 
-    static var harnessURL: URL {
+    package static var harnessURL: URL {
         // The test binary and the package's executables share one build folder.
         URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
             .deletingLastPathComponent().appendingPathComponent("OvertimeTestHarness")
     }
 
-    static func run(_ arguments: [String], timeout: Duration = .seconds(60)) throws -> ChildProcess {
+    package static func run(_ arguments: [String], timeout: Duration = .seconds(60)) throws -> ChildProcess {
         let process = Process()
         process.executableURL = harnessURL
         process.arguments = arguments
@@ -37,18 +37,18 @@ struct ChildProcess {
 }
 
 /// Collects a pipe's bytes on a background thread.
-final class ReadInBackground: @unchecked Sendable {
+package final class ReadInBackground: @unchecked Sendable {
     private var data = Data()
     private let done = DispatchSemaphore(value: 0)
 
-    init(_ handle: FileHandle) {
+    package init(_ handle: FileHandle) {
         DispatchQueue.global().async {
             self.data = handle.readDataToEndOfFile()
             self.done.signal()
         }
     }
 
-    func text() -> String {
+    package func text() -> String {
         done.wait()
         return String(decoding: data, as: UTF8.self)
     }

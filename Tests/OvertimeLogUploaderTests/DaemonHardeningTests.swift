@@ -1,6 +1,7 @@
 import Foundation
 import Overtime
 import OvertimeLogUploader
+import OvertimeTestSupport
 import Testing
 
 /// log-uploader and overtimectl as an operator misuses them: paths that are not ours,

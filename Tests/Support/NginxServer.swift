@@ -3,16 +3,16 @@ import Foundation
 /// A real nginx on a free loopback port, storing PUTs under `root/data` (nginx from
 /// Debian, `dav_methods PUT; create_full_put_path on;`). Single process, so the files
 /// belong to the test's own user.
-final class NginxServer: @unchecked Sendable {
-    let folder = TemporaryDirectory("nginx")
-    let port: Int
+package final class NginxServer: @unchecked Sendable {
+    package let folder = TemporaryDirectory("nginx")
+    package let port: Int
     private let process = Process()
 
-    var baseURL: String { "http://127.0.0.1:\(port)/logs" }
-    var dataPath: String { folder.path + "/data" }
+    package var baseURL: String { "http://127.0.0.1:\(port)/logs" }
+    package var dataPath: String { folder.path + "/data" }
 
     /// Starts nginx on `requestedPort`, or on a free one.
-    init(port requestedPort: Int? = nil) throws {
+    package init(port requestedPort: Int? = nil) throws {
         port = try requestedPort ?? freeLoopbackPort()
         try FileManager.default.createDirectory(atPath: folder.path + "/data", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: folder.path + "/body", withIntermediateDirectories: true)
@@ -68,7 +68,7 @@ final class NginxServer: @unchecked Sendable {
 
     /// While `answer` is set, `/flaky/` answers it (404, or 503 with `Retry-After: 20`)
     /// instead of storing; `nil` stores again.
-    func setFlaky(_ answer: Int?) {
+    package func setFlaky(_ answer: Int?) {
         for (status, flag) in [(404, "missing"), (503, "unavailable")] {
             let path = folder.path + "/" + flag
             if answer == status {
@@ -79,10 +79,10 @@ final class NginxServer: @unchecked Sendable {
         }
     }
 
-    var flakyURL: String { "http://127.0.0.1:\(port)/flaky" }
+    package var flakyURL: String { "http://127.0.0.1:\(port)/flaky" }
 
     /// Every stored file under `logs/`, relative to it.
-    func storedFiles() -> [String] {
+    package func storedFiles() -> [String] {
         let base = dataPath + "/logs"
         guard let enumerator = FileManager.default.enumerator(atPath: base) else { return [] }
         return enumerator.compactMap { $0 as? String }.filter { $0.hasSuffix(".log") }.sorted()
@@ -90,7 +90,7 @@ final class NginxServer: @unchecked Sendable {
 }
 
 /// Starts a server process and waits until it accepts connections on `port`.
-func launchServer(_ process: Process, _ executable: String, _ arguments: [String], port: Int) throws {
+package func launchServer(_ process: Process, _ executable: String, _ arguments: [String], port: Int) throws {
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
     process.standardOutput = FileHandle.nullDevice
@@ -106,7 +106,7 @@ func launchServer(_ process: Process, _ executable: String, _ arguments: [String
 
 /// SIGKILL: spawned from a thread that blocks signals, a server may never see SIGTERM,
 /// and a test server has nothing to save.
-func stopServer(_ process: Process) {
+package func stopServer(_ process: Process) {
     if process.isRunning {
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
@@ -114,7 +114,7 @@ func stopServer(_ process: Process) {
 }
 
 /// A port nothing listens on right now.
-func freeLoopbackPort() throws -> Int {
+package func freeLoopbackPort() throws -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(fd) }
     var address = sockaddr_in()
@@ -132,7 +132,7 @@ func freeLoopbackPort() throws -> Int {
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
-func canConnect(port: Int) -> Bool {
+package func canConnect(port: Int) -> Bool {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(fd) }
     var address = sockaddr_in()
@@ -147,12 +147,12 @@ func canConnect(port: Int) -> Bool {
 }
 
 /// A TCP listener that accepts connections and never answers: a collector that hangs.
-final class SilentServer: @unchecked Sendable {
-    let port: Int
+package final class SilentServer: @unchecked Sendable {
+    package let port: Int
     private let fd: Int32
 
     /// Starts nginx on `requestedPort`, or on a free one.
-    init(port requestedPort: Int? = nil) throws {
+    package init(port requestedPort: Int? = nil) throws {
         port = try requestedPort ?? freeLoopbackPort()
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Logging
+import OvertimeTestSupport
 import Testing
 
 @testable import OvertimeLogUploader

@@ -1,5 +1,6 @@
 import Foundation
 import Overtime
+import OvertimeTestSupport
 import Testing
 
 /// Plays systemd: a datagram socket the daemon notifies.

@@ -1,5 +1,6 @@
 import Foundation
 import Overtime
+import OvertimeTestSupport
 import OvertimeTesting
 import Testing
 

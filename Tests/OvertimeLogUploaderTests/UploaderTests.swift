@@ -1,51 +1,10 @@
 import Foundation
 import Overtime
+import OvertimeTestSupport
 import OvertimeTesting
 import Testing
 
 @testable import OvertimeLogUploader
-
-/// A sink whose answers the test scripts: fail, succeed, or hang until cancelled.
-final class ScriptedSink: LogSink, @unchecked Sendable {
-    enum Answer: Sendable { case store, fail(SinkError), hangUntilCancelled }
-    private let answers: Locked<[Answer]>
-    private let fallback: Answer
-    let stored = Recorder<String>()
-    let attempts = Recorder<String>()
-
-    init(_ answers: [Answer], then fallback: Answer = .store) {
-        self.answers = Locked(answers)
-        self.fallback = fallback
-    }
-
-    var description: String { "scripted" }
-
-    func store(_ segment: SealedSegment) async throws(SinkError) {
-        attempts.append(segment.name)
-        let answer = answers.withLock { $0.isEmpty ? fallback : $0.removeFirst() }
-        switch answer {
-        case .store: stored.append(segment.name)
-        case .fail(let error): throw error
-        case .hangUntilCancelled:
-            let gate = Locked<CheckedContinuation<Void, Never>?>(nil)
-            let open: @Sendable () -> Void = {
-                gate.withLock { gate in
-                    gate?.resume()
-                    gate = nil
-                }
-            }
-            await withTaskCancellationHandler {
-                await withCheckedContinuation { continuation in
-                    gate.withLock { $0 = continuation }
-                    if Task.isCancelled { open() }
-                }
-            } onCancel: {
-                open()
-            }
-            throw .cancelled
-        }
-    }
-}
 
 @Suite("LogUploader: uploads inside a grant", .timeLimit(.minutes(1)))
 struct UploaderTests {
@@ -194,31 +153,5 @@ struct UploaderTests {
         #expect(setup.folder.files(in: "spool/dead-letter").count == 1)
         #expect(setup.spool.sealedSegments.isEmpty)
         setup.finish()
-    }
-}
-
-extension Array where Element: Hashable {
-    func uniqued() -> [Element] {
-        var seen = Set<Element>()
-        return filter { seen.insert($0).inserted }
-    }
-}
-
-extension LogUploader {
-    /// Runs until `done()` holds: whenever the uploader waits out a backoff, virtual time
-    /// jumps to its timer (a backoff always ends before the grant's expiration point, so
-    /// nothing else falls due on the way); otherwise real work (a sink's I/O) is given a
-    /// moment. No step of the uploader's own logic waits for real time.
-    func drive(_ clock: ManualClock, until done: () -> Bool) async {
-        for _ in 0..<20_000 {
-            if done() { return }
-            if isBackingOff {
-                clock.waitForQueuedRequests()
-                if isBackingOff, let wakeup = clock.nextWakeup { clock.advance(to: wakeup) }
-                continue
-            }
-            try? await Task.sleep(for: .milliseconds(1))
-        }
-        Issue.record("the uploader did not get there")
     }
 }

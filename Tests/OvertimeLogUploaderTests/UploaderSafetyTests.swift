@@ -1,6 +1,7 @@
 import Foundation
 import Overtime
 import OvertimeLogUploader
+import OvertimeTestSupport
 import Testing
 
 /// The log-uploader daemon under the faults an operator meets: a spool that fills its
@@ -201,24 +202,5 @@ struct UploaderSafetyTests {
         #expect(second.standardError.contains { $0.contains("in use by process \(first.pid)") })
         first.send(SIGTERM)
         #expect(first.waitForExit() == 0)
-    }
-}
-
-/// A short command run to completion, output collected.
-struct ChildCommand {
-    let status: Int32
-    let output: String
-
-    static func run(_ executable: String, _ arguments: [String]) throws -> ChildCommand {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return ChildCommand(status: process.terminationStatus, output: String(decoding: data, as: UTF8.self))
     }
 }

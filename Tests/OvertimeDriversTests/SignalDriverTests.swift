@@ -1,4 +1,5 @@
 import Foundation
+import OvertimeTestSupport
 import Testing
 
 @Suite("Signals sent to a real child daemon", .timeLimit(.minutes(2)))

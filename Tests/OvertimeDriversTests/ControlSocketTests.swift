@@ -1,4 +1,5 @@
 import Foundation
+import OvertimeTestSupport
 import Testing
 
 @testable import Overtime
@@ -153,34 +154,5 @@ struct ControlSocketTests {
         let (status, _, error) = try overtimectl(["status", "--socket", "/nonexistent/overtime.sock"])
         #expect(status == 69)
         #expect(error.contains("cannot connect to /nonexistent/overtime.sock: No such file or directory"))
-    }
-}
-
-@Suite("LineFramer: request framing")
-struct LineFramerTests {
-    @Test func splitsLinesAcrossChunksAndDropsCarriageReturns() {
-        var framer = LineFramer(limit: 16)
-        #expect(framer.feed(Array("ab".utf8)) == [])
-        #expect(framer.feed(Array("c\r\nde\nf".utf8)) == [.line(Array("abc".utf8)), .line(Array("de".utf8))])
-        #expect(framer.feed(Array("\n".utf8)) == [.line(Array("f".utf8))])
-    }
-
-    @Test func refusesALineOverTheLimit() {
-        var framer = LineFramer(limit: 4)
-        #expect(framer.feed(Array("abcd".utf8)) == [])
-        #expect(framer.feed(Array("e".utf8)) == [.tooLong])
-    }
-}
-
-/// A small seeded generator so the fuzz run is the same every time.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
