@@ -51,6 +51,19 @@ struct RuntimeMetrics {
     }
 
     /// Hands the accumulated counts to the backend. Loop thread, once per turn.
+    /// When the program left the foreground, for `overtime_background_duration_seconds`.
+    private var backgroundEnteredAt: MonotonicInstant?
+
+    /// Times each stay out of the foreground (until back in it, or terminated).
+    mutating func noteStateChange(from previous: LifecycleState, to state: LifecycleState, at now: MonotonicInstant) {
+        if previous.isForeground, !state.isForeground {
+            backgroundEnteredAt = now
+        } else if state.isForeground || state == .terminated, let since = backgroundEnteredAt {
+            backgroundDuration.recordNanoseconds(Int64(clamping: (now - since).clampedNanoseconds))
+            backgroundEnteredAt = nil
+        }
+    }
+
     mutating func flush() {
         func drain(_ count: inout Int, into counter: Counter) {
             if count > 0 {

@@ -106,7 +106,7 @@ public final class Runtime: Sendable {
             let timer = VirtualTimer(
                 fire: { [weak self] in self?.fireVirtualTimer() },
                 waitForQueuedRequests: { [weak self] in self?.waitForQueuedRequests() })
-            core.virtualTimer = timer
+            core.wakeup = WakeupTimer(loop: loop, virtual: timer)  // before the loop runs
             driver.register(timer)
         }
     }

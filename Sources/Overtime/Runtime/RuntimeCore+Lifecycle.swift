@@ -69,12 +69,7 @@ extension RuntimeCore {
         let previous = published.state
         published.setState(state)
         if state != .suspended, state != .terminated { published.openAdmission() }
-        if previous.isForeground, !state.isForeground {
-            backgroundEnteredAt = now
-        } else if state.isForeground || state == .terminated, let since = backgroundEnteredAt {
-            metrics.backgroundDuration.recordNanoseconds(Int64(clamping: (now - since).clampedNanoseconds))
-            backgroundEnteredAt = nil
-        }
+        metrics.noteStateChange(from: previous, to: state, at: now)
         logger.debug("lifecycle state", metadata: ["state": "\(state)"])
     }
 

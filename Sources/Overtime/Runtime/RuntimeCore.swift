@@ -46,11 +46,9 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
     /// A lifecycle decision to take once the current transition is over.
     var needsSettle = false
     var transitionDepth = 0
-    var backgroundEnteredAt: MonotonicInstant?
     /// When a driver first asked for termination (repeats within the grace are the same request).
     var terminationRequestedAt: MonotonicInstant?
-    var armedWakeup: MonotonicInstant?
-    var virtualTimer: VirtualTimer?
+    @exclusivity(unchecked) var wakeup: WakeupTimer
     /// Threads waiting until the loop has applied everything queued.
     var quiescenceWaiters: [DispatchSemaphore] = []
     var onShutdown: [() -> Void] = []
@@ -63,6 +61,7 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
         configuration: RuntimeConfiguration, clock: any RuntimeClock, loop: EventLoop,
         queue: InboundQueue, published: PublishedState, activity: LoopActivity, executor: LoopExecutor
     ) {
+        self.wakeup = WakeupTimer(loop: loop, virtual: nil)
         self.configuration = configuration
         self.clock = clock
         self.loop = loop
@@ -168,28 +167,17 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
 
     // MARK: Timer
 
-    /// Arms the one deadline timer (or tells the virtual clock) for the next wake-up: the
-    /// earlier of the grants' deadlines and the loop timers.
+    /// Arms the one timer for the next wake-up: the earlier of the grants' deadlines and
+    /// the loop timers.
     func rearmTimer() {
         var next = deadlines.nextWakeup
         if let timer = timers.nextWakeup, next.map({ timer < $0 }) ?? true { next = timer }
-        if let virtualTimer {
-            virtualTimer.setWakeup(next)
-            return
-        }
-        guard next != armedWakeup else { return }
-        armedWakeup = next
-        guard let next else {
-            loop.disarmTimer()
-            return
-        }
-        let current = now
-        loop.armTimer(nanoseconds: next > current ? next.nanoseconds - current.nanoseconds : 0)
+        wakeup.arm(at: next, now: { clock.now })
     }
 
     /// The timer fired (or virtual time reached the wake-up).
     func timerFired() {
-        armedWakeup = nil
+        wakeup.fired()
         refreshLoopTime()
         processDeadlines(now: loopTime)
         runDueTimers(now: loopTime)

@@ -1,0 +1,68 @@
+import Overtime
+import OvertimeTestSupport
+import OvertimeTesting
+import Testing
+
+@Suite("Loop timers and sleeping on the runtime's clock", .timeLimit(.minutes(1)))
+struct LoopTimerTests {
+    @Test func timersFireInDeadlineOrderAtTheirInstantWhenVirtualTimeReachesThem() async throws {
+        let env = try VirtualRuntime()
+        let fired = Recorder<(String, MonotonicInstant)>()
+        let clock = env.clock
+        let runtime = env.runtime
+        runtime.schedule(after: .seconds(3)) { fired.append(("c", clock.now)) }
+        runtime.schedule(after: .seconds(1)) { fired.append(("a", clock.now)) }
+        runtime.schedule(at: env.at(.seconds(1))) { fired.append(("b", clock.now)) }  // same instant: in order added
+        let cancelled = Recorder<Bool>()
+        let dropped = runtime.schedule(after: .seconds(2)) { fired.append(("never", clock.now)) } onCancel: {
+            cancelled.append(true)
+        }
+        dropped.cancel()
+        dropped.cancel()  // twice: still one onCancel
+        env.waitForQueuedRequests()
+        #expect(clock.nextWakeup == env.at(.seconds(1)))
+        clock.advance(by: .milliseconds(999))
+        #expect(fired.count == 0)
+        clock.advance(by: .seconds(5))
+        #expect(fired.all.map(\.0) == ["a", "b", "c"])
+        #expect(fired.all.map(\.1) == [env.at(.seconds(1)), env.at(.seconds(1)), env.at(.seconds(3))])
+        #expect(cancelled.count == 1 && dropped.isCancelled)
+        env.shutDown()
+    }
+
+    @Test func sleepEndsAtTheVirtualInstantAndThrowsWhenCancelledOrAtShutdown() async throws {
+        let env = try VirtualRuntime()
+        let runtime = env.runtime
+        let woke = Recorder<MonotonicInstant>()
+        let sleeper = Task {
+            try await runtime.sleep(for: .seconds(10))
+            woke.append(env.clock.now)
+        }
+        for _ in 0..<5000 where env.clock.nextWakeup == nil { await Task.yield() }
+        env.clock.advance(by: .seconds(10))
+        try await sleeper.value
+        #expect(woke.all == [env.at(.seconds(10))])
+
+        let cancelledSleep = Task { try await runtime.sleep(for: .seconds(10)) }
+        cancelledSleep.cancel()
+        await #expect(throws: CancellationError.self) { try await cancelledSleep.value }
+
+        let pendingAtShutdown = Task { try await runtime.sleep(for: .seconds(3600)) }
+        for _ in 0..<5000 where env.clock.nextWakeup == nil { await Task.yield() }
+        env.runtime.requestTermination()
+        await runtime.waitUntilTerminated()
+        await #expect(throws: CancellationError.self) { try await pendingAtShutdown.value }
+    }
+
+    @Test func theWallClockMovesWithVirtualTimeAndStepsAlone() {
+        let clock = ManualClock(wallClock: WallClockInstant(secondsSinceEpoch: 1_800_000_000))
+        #expect(clock.wallClockNow.description == "2027-01-15T08:00:00.000000Z")
+        clock.advance(by: .milliseconds(1500))
+        #expect(clock.wallClockNow == WallClockInstant(secondsSinceEpoch: 1_800_000_000) + .milliseconds(1500))
+        let monotonic = clock.now
+        clock.stepWallClock(by: .seconds(-3600))  // NTP steps the clock back an hour
+        #expect(clock.now == monotonic)
+        #expect(clock.wallClockNow.description == "2027-01-15T07:00:01.500000Z")
+        #expect(WallClockInstant(nanosecondsSinceEpoch: -1).description == "1969-12-31T23:59:59.999999Z")
+    }
+}
