@@ -40,7 +40,7 @@ let benchmarks: @Sendable () -> Void = {
             let id = runtime.beginBackgroundTask(name: "pair", expirationHandler: handler)
             runtime.endBackgroundTask(id)
         }
-        runtime.flush()
+        runtime.waitForQueuedRequests()
         benchmark.stopMeasurement()
         BenchmarkRuntime.stop(runtime)
     }

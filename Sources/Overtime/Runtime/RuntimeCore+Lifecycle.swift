@@ -78,9 +78,20 @@ extension RuntimeCore {
         // One watchdog stamp and one timing for the whole delivery, not one per observer:
         // with a thousand observers the per-call bookkeeping (clock reads, the watchdog's
         // lock) cost more than the observers themselves.
+        // The snapshot keeps every entry alive, so each is borrowed as a guaranteed reference
+        // (`_withUnsafeGuaranteedRef`, as swift-nio does on its hot paths): no retain of the
+        // entry nor of its handler's context per call. The row
+        // `transition_1000_observers_p99_us` needs it: 116 µs with plain iteration, 35–51 µs
+        // with it (target 100).
         let snapshot = observers.snapshot
         callUser(.observer(event), timer: metrics.observerDuration) {
-            for entry in snapshot where !entry.isSet { entry.handler(event) }
+            snapshot.withUnsafeBufferPointer { entries in
+                for index in entries.indices {
+                    Unmanaged.passUnretained(entries[index])._withUnsafeGuaranteedRef { entry in
+                        if !entry.isSet { entry.handler(event) }
+                    }
+                }
+            }
         }
     }
 

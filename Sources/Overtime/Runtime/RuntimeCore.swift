@@ -28,9 +28,12 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
     let executor: LoopExecutor
     var logger: Logger { configuration.logger }
 
+    let decisions: GrantDecisions
     // Loop-confined state. `@exclusivity(unchecked)`: only the loop thread touches these,
     // and dynamic exclusivity checks on every begin/end cost more than the work itself.
-    let decisions: GrantDecisions
+    // The rule that makes it safe: no `inout` access to them spans a call into user code
+    // (copy out, call the handler, write back), because a handler may begin or end
+    // grants and so touch the same storage.
     @exclusivity(unchecked) var metrics: RuntimeMetrics
     @exclusivity(unchecked) var lifecycle = LifecycleMachine()
     let grants = GrantTable()

@@ -1,5 +1,9 @@
 // Writing a whole buffer to a descriptor: the one loop every module uses.
 
+// libuv's header brings <sys/socket.h> in whole; Glibc's module map leaves MSG_NOSIGNAL
+// out of some builds (release, whole-module).
+import CLibUV
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)

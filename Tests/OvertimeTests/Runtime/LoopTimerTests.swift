@@ -14,7 +14,9 @@ struct LoopTimerTests {
         runtime.schedule(after: .seconds(1)) { fired.append(("a", clock.now)) }
         runtime.schedule(at: env.at(.seconds(1))) { fired.append(("b", clock.now)) }  // same instant: in order added
         let cancelled = Recorder<Bool>()
-        let dropped = runtime.schedule(after: .seconds(2)) { fired.append(("never", clock.now)) } onCancel: {
+        let dropped = runtime.schedule(after: .seconds(2)) {
+            fired.append(("never", clock.now))
+        } onCancel: {
             cancelled.append(true)
         }
         dropped.cancel()

@@ -1,0 +1,46 @@
+import Testing
+
+@testable import Overtime
+
+@Suite("DeadlineSchedule: one budget window and a lazy heap")
+struct DeadlineScheduleTests {
+    @Test func budgetWakesAtExpirationPointThenDeadline() {
+        var schedule = DeadlineSchedule(leadTime: .seconds(5))
+        #expect(schedule.nextWakeup == nil)
+        schedule.startBudget(now: MonotonicInstant(nanoseconds: 0), length: .seconds(30))
+        #expect(schedule.nextWakeup == .zero + .seconds(25))
+        schedule.markBudgetExpirationDone()
+        #expect(schedule.nextWakeup == .zero + .seconds(30))
+        schedule.clearBudget()
+        #expect(schedule.nextWakeup == nil)
+    }
+
+    @Test func heapPopsInDeadlineOrderAndCompetesWithTheBudget() {
+        var schedule = DeadlineSchedule(leadTime: .seconds(1))
+        for (index, second) in [9, 3, 7, 1, 5].enumerated() {
+            schedule.schedule(at: .zero + .seconds(second), slot: Int32(index), generation: 1)
+        }
+        schedule.startBudget(now: .zero, length: .seconds(5))  // expiration point at 4 s
+        #expect(schedule.nextWakeup == .zero + .seconds(1))
+        #expect(schedule.popDue(now: .zero + .seconds(6)).map(\.slot) == [3, 1, 4])
+        #expect(schedule.nextWakeup == .zero + .seconds(4))
+        #expect(schedule.popDue(now: .zero + .seconds(100)).map(\.slot) == [2, 0])
+    }
+
+    @Test func compactionDropsOnlyDeadEntries() {
+        var schedule = DeadlineSchedule(leadTime: .seconds(1))
+        for index in 0..<3000 { schedule.schedule(at: .zero + .seconds(index), slot: Int32(index), generation: 1) }
+        // Until enough grants are known to have ended, compaction does not even scan.
+        var scanned = 0
+        schedule.compact { _ in
+            scanned += 1
+            return false
+        }
+        #expect(scanned == 0)
+        schedule.noteEntriesStale(2700)
+        schedule.compact { $0.slot % 10 == 0 }
+        let remaining = schedule.popDue(now: .zero + .seconds(10_000))
+        #expect(remaining.count == 300)
+        #expect(remaining.map(\.slot) == remaining.map(\.slot).sorted())
+    }
+}
