@@ -64,7 +64,15 @@ public final class RELPSink: LogSink {
     }
 
     /// One session: connect, send all, close; any error reported by librelp fails it.
+    ///
+    /// librelp writes with a plain `send` (no `MSG_NOSIGNAL`): a collector that resets the
+    /// connection would raise SIGPIPE, whose default ends the whole process. The session
+    /// runs with SIGPIPE blocked on this thread, and one raised meanwhile is consumed.
     private func send(_ messages: [String], stop: StopFlag) -> Result<Void, SinkError> {
+        withBrokenPipeSignalSuppressed { session(messages, stop: stop) }
+    }
+
+    private func session(_ messages: [String], stop: StopFlag) -> Result<Void, SinkError> {
         let errors = ErrorLog()
         var engine: OpaquePointer?
         guard relpEngineConstruct(&engine) == RELP_RET_OK, let engine else {
@@ -158,4 +166,24 @@ private final class ErrorLog: @unchecked Sendable {  // used on the sink's queue
     func add(_ message: String, code: Int32) { messages.append("\(message) (librelp \(code))") }
     var first: String? { messages.first }
     func summary(code: Int32) -> String { messages.first ?? "librelp error \(code)" }
+}
+
+/// Runs `body` with SIGPIPE blocked on the calling thread; a SIGPIPE the body raised is
+/// taken off the thread before the mask is restored, so it is never delivered.
+private func withBrokenPipeSignalSuppressed<T>(_ body: () -> T) -> T {
+    var brokenPipe = sigset_t()
+    sigemptyset(&brokenPipe)
+    sigaddset(&brokenPipe, SIGPIPE)
+    var previous = sigset_t()
+    pthread_sigmask(SIG_BLOCK, &brokenPipe, &previous)
+    defer {
+        var pending = sigset_t()
+        sigpending(&pending)
+        if sigismember(&pending, SIGPIPE) == 1 {
+            var immediately = timespec()
+            _ = sigtimedwait(&brokenPipe, nil, &immediately)
+        }
+        pthread_sigmask(SIG_SETMASK, &previous, nil)
+    }
+    return body()
 }
