@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "OvertimeServiceLifecycle", targets: ["OvertimeServiceLifecycle"]),
         .library(name: "OvertimeLogUploader", targets: ["OvertimeLogUploader"]),
         .library(name: "OvertimeRELP", targets: ["OvertimeRELP"]),
+        .library(name: "OvertimeScheduler", targets: ["OvertimeScheduler"]),
         .executable(name: "overtimectl", targets: ["overtimectl"]),
         .executable(name: "tiny-daemon", targets: ["tiny-daemon"]),
         .executable(name: "log-uploader", targets: ["log-uploader"]),
@@ -24,6 +25,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         // Only the bridge module uses it, so the core stays free of it.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        // Only the scheduler's SQLite store uses it (on the system's libsqlite3).
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // libuv from the system (Debian: libuv1-dev), found through pkg-config.
@@ -73,6 +76,17 @@ let package = Package(
         .target(
             name: "OvertimeRELP",
             dependencies: ["Overtime", "OvertimeLogUploader", "CLibRelp"]
+        ),
+        // The scheduler: deferred, periodic and constrained work, durable in SQLite. Its own
+        // module, so that programs without it link neither GRDB nor Foundation.
+        .target(
+            name: "OvertimeScheduler",
+            dependencies: [
+                "Overtime",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
         ),
         .target(
             name: "OvertimeServiceLifecycle",
@@ -187,6 +201,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ]
+        ),
+        .testTarget(
+            name: "OvertimeSchedulerTests",
+            dependencies: [
+                "Overtime",
+                "OvertimeTesting",
+                "OvertimeScheduler",
+                "OvertimeTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         .testTarget(

@@ -93,8 +93,11 @@ public final class ManualClock: RuntimeClock, VirtualTimeSource, Sendable {
     }
 
     /// Steps the wall clock by `duration` (either way) without moving monotonic time.
+    /// Runtimes on this clock are told, as the kernel tells them of a real step, and this
+    /// returns once they have re-planned.
     public func stepWallClock(by duration: Duration) {
         state.withLock { $0.wallClockOffset &+= duration.saturatingNanoseconds }
+        for timer in liveTimers() { timer.wallClockStepped() }
     }
 
     /// Waits until every runtime on this clock has applied the requests queued before

@@ -15,10 +15,15 @@ package final class VirtualTimer: Sendable {
     private let state = Locked<MonotonicInstant?>(nil)
     private let fireHandler: @Sendable () -> Void
     private let waitHandler: @Sendable () -> Void
+    private let stepHandler: @Sendable () -> Void
 
-    init(fire: @escaping @Sendable () -> Void, waitForQueuedRequests: @escaping @Sendable () -> Void) {
+    init(
+        fire: @escaping @Sendable () -> Void, waitForQueuedRequests: @escaping @Sendable () -> Void,
+        wallClockStepped: @escaping @Sendable () -> Void
+    ) {
         self.fireHandler = fire
         self.waitHandler = waitForQueuedRequests
+        self.stepHandler = wallClockStepped
     }
 
     /// The earliest instant at which the runtime has something to do, or `nil`.
@@ -34,6 +39,12 @@ package final class VirtualTimer: Sendable {
     /// when it is done. Call it from a thread other than the runtime's loop thread.
     package func fire() {
         fireHandler()
+    }
+
+    /// Tells the runtime its clock's wall-clock reading stepped, and returns once it has
+    /// re-planned.
+    package func wallClockStepped() {
+        stepHandler()
     }
 
     /// Returns once the runtime has applied every request queued before this call.

@@ -13,6 +13,9 @@ struct WakeupTimer {
         self.virtual = virtual
     }
 
+    /// Whether a virtual clock drives it.
+    var isVirtual: Bool { virtual != nil }
+
     /// Wakes the loop at `next` (`nil`: not at all); `now` is read only when needed.
     mutating func arm(at next: MonotonicInstant?, now: () -> MonotonicInstant) {
         if let virtual {

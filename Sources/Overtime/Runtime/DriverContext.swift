@@ -95,6 +95,21 @@ package final class DriverContext: @unchecked Sendable {  // confined to the loo
         core.eventHooks.append(body)
     }
 
+    /// Calls `body` whenever the wall clock is set discontinuously (NTP stepping it, an
+    /// operator, a resume from suspend; under `ManualClock`, `stepWallClock(by:)`).
+    package func onWallClockStep(_ body: @escaping () -> Void) {
+        core.assertOnLoop()
+        core.wallClockStepHooks.append(body)
+        guard !core.wakeup.isVirtual, core.wallClockWatcher == nil else { return }
+        let core = self.core
+        core.wallClockWatcher = WallClockStepWatcher(loop: core.loop) { [unowned core] in
+            core.turn { core.wallClockStepped() }
+        }
+        if core.wallClockWatcher == nil {
+            core.logger.error("cannot watch the wall clock for steps: \(errnoDescription())")
+        }
+    }
+
     /// Calls `body` when the runtime shuts down, before every remaining handle is closed.
     package func onShutdown(_ body: @escaping () -> Void) {
         core.assertOnLoop()

@@ -87,8 +87,10 @@ extension Runtime {
     }
 
     /// Begins a grant on the loop directly, or reserves it and queues it from another thread.
+    /// Package-level for drivers that need the refusal and the termination report (the
+    /// scheduler records both in a run's history).
     @inline(__always)
-    func begin(
+    package func begin(
         name: String, maximumDuration: Duration?, callSite: CallSite,
         expirationHandler: (@Sendable () -> Void)?, endHandler: GrantEndHandler?
     ) -> Result<BackgroundTaskID, BackgroundTaskRefusal> {

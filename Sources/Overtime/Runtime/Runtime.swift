@@ -105,7 +105,8 @@ public final class Runtime: Sendable {
         if let driver = clock as? any VirtualTimeSource {
             let timer = VirtualTimer(
                 fire: { [weak self] in self?.fireVirtualTimer() },
-                waitForQueuedRequests: { [weak self] in self?.waitForQueuedRequests() })
+                waitForQueuedRequests: { [weak self] in self?.waitForQueuedRequests() },
+                wallClockStepped: { [weak self] in self?.announceWallClockStep() })
             core.wakeup = WakeupTimer(loop: loop, virtual: timer)  // before the loop runs
             driver.register(timer)
         }
@@ -312,6 +313,15 @@ public final class Runtime: Sendable {
         guard queued else { return nil }
         done.wait()
         return result.withLock { $0 }
+    }
+
+    /// A virtual clock's wall clock stepped: the hooks run on the loop; waits for them.
+    private func announceWallClockStep() {
+        if isOnLoopThread {
+            core.wallClockStepped()
+        } else {
+            _ = enqueueAndWait { core in core.wallClockStepped() }
+        }
     }
 
     private func fireVirtualTimer() {

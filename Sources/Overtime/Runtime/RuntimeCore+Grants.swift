@@ -14,7 +14,7 @@ struct QueuedBegin: Sendable {
 
 /// How the runtime tells a grant's owner that it ended; the report is set for
 /// `.terminated` (the public end handler sees only the reason).
-typealias GrantEndHandler = @Sendable (BackgroundTaskEndReason, TerminationReport?) -> Void
+package typealias GrantEndHandler = @Sendable (BackgroundTaskEndReason, TerminationReport?) -> Void
 
 /// Wraps a public end handler (reason only) as a ``GrantEndHandler``.
 func adaptEndHandler(_ handler: (@Sendable (BackgroundTaskEndReason) -> Void)?) -> GrantEndHandler? {

@@ -57,6 +57,9 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
     var onShutdown: [() -> Void] = []
     /// Drivers' hooks for lifecycle events, called before observers.
     var eventHooks: [(LifecycleEvent) -> Void] = []
+    /// Drivers' hooks for a step of the wall clock, and what notices one (made on first use).
+    var wallClockStepHooks: [() -> Void] = []
+    var wallClockWatcher: WallClockStepWatcher?
     private var isInTurn = false
     private var buffer: [InboundWork] = []
 
@@ -199,6 +202,12 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
         timers.add(timer, at: timer.deadline)
     }
 
+    /// The wall clock was set: every hook re-plans.
+    func wallClockStepped() {
+        logger.notice("the wall clock was set; plans in wall-clock time are recomputed")
+        for hook in wallClockStepHooks { hook() }
+    }
+
     /// A loop timer was cancelled: it no longer decides the next wake-up.
     func timersChanged() {
         timers.removeCancelled()
@@ -229,6 +238,8 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
         for action in onShutdown { action() }
         onShutdown = []
         eventHooks = []
+        wallClockStepHooks = []
+        wallClockWatcher = nil
         loop.closeAllHandles()
     }
 }

@@ -1,0 +1,139 @@
+// When a request's runs are due, as pure functions over wall-clock times.
+
+import Overtime
+
+/// Where one request stands in its schedule; persisted with the request.
+struct PlanState: Sendable, Hashable {
+    /// The next planned time on the request's grid: the end of the window in which the
+    /// next regular run may start (a one-shot request's only time).
+    var anchor: WallClockInstant
+    /// Catch-up runs still owed (missed planned times), started one after another.
+    var owed = 0
+    /// A failed attempt's retry is due at this time (instead of the anchor).
+    var retryAt: WallClockInstant?
+    /// Failed attempts of the run in progress (0: its first attempt is next).
+    var failedAttempts = 0
+    /// A one-shot request has run to completion, or failed for good.
+    var isFinished = false
+}
+
+/// What the scheduler does next for one request.
+enum PlanAction: Sendable, Hashable {
+    /// Wait: nothing is due before this wall-clock time.
+    case waitUntil(WallClockInstant)
+    /// Start a run now: attempt `attempt` (1 for a first attempt).
+    case run(attempt: Int)
+    /// Nothing more will run (a one-shot done, or failed for good).
+    case finished
+}
+
+/// How a run ended, as the planner sees it.
+enum RunOutcome: Sendable, Hashable {
+    case succeeded
+    /// Failed, expired, terminated or stopped: retried per the policy.
+    case failed
+}
+
+/// The rules of a request's schedule. Pure: the scheduler passes the time (and the random
+/// delay it drew), and performs the result. Tested as transcripts.
+enum SchedulePlanner {
+    /// The plan of a newly submitted request: its first planned time is its earliest
+    /// begin (or `now`) plus the random delay drawn for it.
+    static func initial(_ request: ScheduledTaskRequest, now: WallClockInstant, randomDelay: Duration) -> PlanState {
+        PlanState(anchor: (request.earliestBegin ?? now) + randomDelay)
+    }
+
+    /// The earliest time a run may start: a retry's time, or the start of the anchor's
+    /// flex window — never before the earliest begin.
+    static func dueTime(_ state: PlanState, _ request: ScheduledTaskRequest) -> WallClockInstant {
+        var due = state.retryAt ?? (state.anchor - min(request.repetition?.flex ?? .zero, interval(request)))
+        if let earliest = request.earliestBegin, due < earliest { due = earliest }
+        return due
+    }
+
+    /// What to do at `now` (the request is not running).
+    static func next(_ state: PlanState, _ request: ScheduledTaskRequest, now: WallClockInstant) -> PlanAction {
+        if state.isFinished { return .finished }
+        if state.owed > 0, state.retryAt == nil { return .run(attempt: state.failedAttempts + 1) }
+        let due = dueTime(state, request)
+        return now >= due ? .run(attempt: state.failedAttempts + 1) : .waitUntil(due)
+    }
+
+    /// A run starts at `now`: a regular run takes its planned time off the grid (the next
+    /// one is the anchor plus the interval, however long this run takes); a catch-up run
+    /// pays one owed run.
+    static func started(_ state: PlanState, _ request: ScheduledTaskRequest, now: WallClockInstant) -> PlanState {
+        var state = state
+        guard state.retryAt == nil, state.failedAttempts == 0 else { return state }  // a retry keeps the slot
+        if state.owed > 0 {
+            state.owed -= 1
+        } else if request.repetition != nil, now >= dueTime(state, request) {
+            state.anchor = state.anchor + interval(request)
+        }
+        return state
+    }
+
+    /// A run ended at `now` with `outcome`.
+    static func ended(
+        _ state: PlanState, _ request: ScheduledTaskRequest, outcome: RunOutcome, now: WallClockInstant
+    ) -> PlanState {
+        var state = state
+        state.retryAt = nil
+        switch outcome {
+        case .succeeded:
+            state.failedAttempts = 0
+            if request.repetition == nil { state.isFinished = true }
+        case .failed:
+            state.failedAttempts += 1
+            if state.failedAttempts >= max(1, request.retry.maximumAttempts) {
+                // Failed for good: a one-shot is finished (kept, visible); a repeating
+                // request gives up this run and goes on with its grid.
+                state.failedAttempts = 0
+                if request.repetition == nil { state.isFinished = true }
+            } else {
+                state.retryAt = now + request.retry.delay(afterFailedAttempts: state.failedAttempts)
+            }
+        }
+        return state
+    }
+
+    /// Re-plans a repeating request at `now` after the program was not running, or after
+    /// the wall clock stepped: missed planned times become owed runs per the catch-up
+    /// policy, and the anchor moves to the first planned time after `now`. A wall clock
+    /// stepped back so far that the previous planned time's window lies ahead pulls the
+    /// anchor back onto the grid (the next run never waits longer than an interval and its
+    /// flex).
+    static func catchUp(_ state: PlanState, _ request: ScheduledTaskRequest, now: WallClockInstant) -> PlanState {
+        guard let repetition = request.repetition, !state.isFinished, repetition.interval > .zero else { return state }
+        var state = state
+        let interval = repetition.interval
+        // The previous planned time's window is still ahead: the clock went back. (After a
+        // run started early in its flex window, the anchor is up to interval + flex ahead.)
+        let flex = min(repetition.flex, interval)
+        let previousWindow = state.anchor - interval - flex
+        if previousWindow > now {
+            let steps = Int(((previousWindow - now) / interval).rounded(.up))
+            state.anchor = state.anchor - interval * steps
+            return state
+        }
+        guard now > state.anchor else { return state }
+        let missed = Int(((now - state.anchor) / interval).rounded(.down)) + 1
+        state.anchor = state.anchor + interval * missed
+        switch request.catchUp.kind {
+        case .once: state.owed = max(state.owed, 1)
+        case .every(let maximum): state.owed = min(state.owed + missed, maximum)
+        case .none: state.owed = 0
+        }
+        return state
+    }
+
+    /// Start times for runs that fell due together (after a resume or a restart): the
+    /// first at once, the next `spacing` apart, so they do not all start in one instant.
+    static func spread(count: Int, from now: WallClockInstant, spacing: Duration) -> [WallClockInstant] {
+        (0..<max(0, count)).map { now + spacing * $0 }
+    }
+
+    private static func interval(_ request: ScheduledTaskRequest) -> Duration {
+        request.repetition?.interval ?? .zero
+    }
+}

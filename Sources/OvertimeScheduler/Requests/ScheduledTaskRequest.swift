@@ -1,0 +1,123 @@
+import Overtime
+
+/// What to run, and when: one request per identifier.
+///
+/// ```swift
+/// var request = ScheduledTaskRequest(identifier: "com.example.refresh")
+/// request.repetition = Repetition(every: .seconds(3600), flex: .seconds(600))
+/// request.randomizedDelay = .seconds(60)           // a fleet does not start at once
+/// try scheduler.submit(request)
+/// ```
+public struct ScheduledTaskRequest: Sendable, Hashable {
+    /// The identifier a handler was registered under; unique among requests.
+    public var identifier: String
+    /// Never run before this wall-clock time (not by a nanosecond). `nil`: from submission.
+    public var earliestBegin: WallClockInstant?
+    /// Run again and again, anchored to planned times; `nil`: once.
+    public var repetition: Repetition?
+    /// What a repeating request does about runs missed while the program was not running.
+    public var catchUp = CatchUpPolicy.once
+    /// Each planned time is moved later by a random amount up to this (drawn once per
+    /// planned time), so that devices of a fleet do not all start together. Default zero.
+    public var randomizedDelay: Duration = .zero
+    /// The grant each run gets. Default 10 minutes (as WorkManager's).
+    public var maximumDuration: Duration = .seconds(600)
+    /// What follows a failed or expired run.
+    public var retry = RetryPolicy()
+
+    /// A one-shot request due at once.
+    public init(identifier: String) {
+        self.identifier = identifier
+    }
+}
+
+/// A repeating schedule: a run is planned every `interval`, at the end of a window of
+/// `flex` in which it may start (WorkManager's flex interval). Planned times stay on the
+/// grid `first + k × interval` whatever the runs take: they never drift.
+public struct Repetition: Sendable, Hashable {
+    /// The time between planned runs.
+    public var interval: Duration
+    /// How long before each planned time a run may start. At most `interval`.
+    public var flex: Duration
+
+    /// Every `interval`, free to start up to `flex` early.
+    public init(every interval: Duration, flex: Duration = .zero) {
+        self.interval = interval
+        self.flex = flex
+    }
+}
+
+/// What a repeating request does about runs that fell due while the program was not
+/// running (or the machine slept). A struct over a private enum, so that policies can be
+/// added without breaking code that switches over them.
+public struct CatchUpPolicy: Sendable, Hashable, CustomStringConvertible {
+    enum Kind: Hashable {
+        case once
+        case every(maximum: Int)
+        case none
+    }
+
+    let kind: Kind
+
+    /// One run for all that were missed, then back on the grid. The default.
+    public static let once = CatchUpPolicy(kind: .once)
+    /// One run for each missed one, up to `maximum`, one after another.
+    public static func every(maximum: Int) -> CatchUpPolicy { CatchUpPolicy(kind: .every(maximum: max(1, maximum))) }
+    /// No run for missed times: the next run is the next planned time from now.
+    public static let none = CatchUpPolicy(kind: .none)
+
+    /// `once`, `every(maximum: N)` or `none`.
+    public var description: String {
+        switch kind {
+        case .once: "once"
+        case .every(let maximum): "every(maximum: \(maximum))"
+        case .none: "none"
+        }
+    }
+}
+
+/// What follows a failed or expired run: a retry after a backoff, up to a number of
+/// attempts, then failed for good (kept, visible, not deleted). WorkManager's defaults.
+public struct RetryPolicy: Sendable, Hashable {
+    /// How the delay grows from one attempt to the next.
+    public struct Backoff: Sendable, Hashable, CustomStringConvertible {
+        enum Kind: Hashable { case linear, exponential }
+        let kind: Kind
+
+        /// `initialDelay × attempt`.
+        public static let linear = Backoff(kind: .linear)
+        /// `initialDelay × 2^(attempt − 1)`. The default.
+        public static let exponential = Backoff(kind: .exponential)
+
+        /// `linear` or `exponential`.
+        public var description: String { kind == .linear ? "linear" : "exponential" }
+    }
+
+    /// Default ``Backoff/exponential``.
+    public var backoff = Backoff.exponential
+    /// The delay after the first failure. Default 30 s; never below 10 s.
+    public var initialDelay: Duration = .seconds(30)
+    /// The longest delay. Default 5 hours.
+    public var maximumDelay: Duration = .seconds(5 * 3600)
+    /// Attempts in all (the first run included) before the run is failed for good.
+    /// Default 10.
+    public var maximumAttempts = 10
+
+    /// The shortest initial delay accepted.
+    public static let minimumDelay: Duration = .seconds(10)
+
+    /// WorkManager's defaults.
+    public init() {}
+
+    /// The delay before attempt `attempt + 1`, after `attempt` attempts failed (1 or more).
+    public func delay(afterFailedAttempts attempt: Int) -> Duration {
+        let initial = max(initialDelay, Self.minimumDelay)
+        let attempts = max(1, attempt)
+        let delay: Duration
+        switch backoff.kind {
+        case .linear: delay = initial * attempts
+        case .exponential: delay = initial * (1 << min(attempts - 1, 40))
+        }
+        return min(delay, max(maximumDelay, initial))
+    }
+}

@@ -1,0 +1,75 @@
+import Logging
+import Overtime
+import Synchronization
+
+/// One attempt of a run, handed to the handler registered for its identifier: it runs
+/// inside a grant of background time, and ends with ``setTaskCompleted(success:)``,
+/// exactly once (BGTask's contract).
+///
+/// ```swift
+/// try scheduler.register("com.example.refresh") { task in
+///     let fetch = fetcher.start(run: task.runID) { ok in task.setTaskCompleted(success: ok) }
+///     task.expirationHandler = { fetch.cancel() }   // then complete it, unsuccessfully
+/// }
+/// ```
+public final class ScheduledTask: Sendable {
+    /// The request's identifier.
+    public let identifier: String
+    /// The run's ID: the same for every attempt of one run (a retry, a run interrupted by a
+    /// crash), so a handler can make its effect idempotent.
+    public let runID: Int64
+    /// 1 for the first attempt of the run.
+    public let attempt: Int
+
+    private let completion: @Sendable (_ success: Bool, _ expired: Bool) -> Void
+    private let logger: Logger
+    private let completed = Atomic<Bool>(false)
+    private let expired = Atomic<Bool>(false)
+    private let handler = Mutex<(@Sendable () -> Void)?>(nil)
+
+    init(
+        identifier: String, runID: Int64, attempt: Int, logger: Logger,
+        completion: @escaping @Sendable (_ success: Bool, _ expired: Bool) -> Void
+    ) {
+        self.identifier = identifier
+        self.runID = runID
+        self.attempt = attempt
+        self.logger = logger
+        self.completion = completion
+    }
+
+    /// Called (on the runtime's loop thread) when the run's time is up: its grant is
+    /// expiring, or it was cancelled. Stop the work, then complete the task.
+    public var expirationHandler: (@Sendable () -> Void)? {
+        get { handler.withLock { $0 } }
+        set { handler.withLock { $0 = newValue } }
+    }
+
+    /// Whether the run's time is up (its expiration handler was called).
+    public var isExpired: Bool { expired.load(ordering: .acquiring) }
+
+    /// Ends the run: `success` or not (a failure is retried per the request's policy). A
+    /// second call is logged with its call site and counted, and does nothing else.
+    public func setTaskCompleted(success: Bool, fileID: StaticString = #fileID, line: UInt = #line) {
+        guard !completed.exchange(true, ordering: .acquiringAndReleasing) else {
+            SchedulerMetrics.countMisuse("completed_twice")
+            logger.warning(
+                "setTaskCompleted called again for a task already completed",
+                metadata: [
+                    "task": "\(identifier)", "run": "\(runID)", "attempt": "\(attempt)",
+                    "call_site": "\(fileID):\(line)",
+                ])
+            return
+        }
+        completion(success, isExpired)
+    }
+
+    /// Whether ``setTaskCompleted(success:fileID:line:)`` was called.
+    var isCompleted: Bool { completed.load(ordering: .acquiring) }
+
+    /// The run's time is up: tells the handler, once.
+    func expire() {
+        guard !expired.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        expirationHandler?()
+    }
+}

@@ -1,0 +1,105 @@
+import Logging
+import Metrics
+import Overtime
+
+/// How a ``Scheduler`` stores and starts runs.
+public struct SchedulerConfiguration: Sendable {
+    /// The SQLite file requests, plans and history live in (created if missing; its
+    /// folder must exist). One scheduler per file.
+    public var storePath: String
+    /// The most runs at once. Default 4.
+    public var maximumConcurrentRuns = 4
+    /// Runs that fell due together (after a restart, a resume, a clock step) start this far
+    /// apart, not all in one instant. Default 0.5 s; zero starts them together.
+    public var startSpacing: Duration = .milliseconds(500)
+    /// Where the scheduler logs.
+    public var logger = Logger(label: "overtime.scheduler")
+
+    /// A scheduler storing in `storePath`.
+    public init(storePath: String) {
+        self.storePath = storePath
+    }
+}
+
+/// What to do with a request submitted for an identifier that already has one.
+public struct ExistingRequestPolicy: Sendable, Hashable, CustomStringConvertible {
+    enum Kind: Hashable { case keep, replace, update }
+    let kind: Kind
+
+    /// Keep the existing request and its schedule; the new one is dropped. The default (a
+    /// program that submits at every start does not pile up or reset its schedule).
+    public static let keep = ExistingRequestPolicy(kind: .keep)
+    /// Replace it: a new schedule from now; a run in progress is expired.
+    public static let replace = ExistingRequestPolicy(kind: .replace)
+    /// Take the new request's settings but keep the schedule (the planned time, the
+    /// attempts so far); a run in progress is not interrupted.
+    public static let update = ExistingRequestPolicy(kind: .update)
+
+    /// `keep`, `replace` or `update`.
+    public var description: String {
+        switch kind {
+        case .keep: "keep"
+        case .replace: "replace"
+        case .update: "update"
+        }
+    }
+}
+
+/// Why a scheduler call failed. A code to switch over, and a sentence.
+public struct SchedulerError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What kind of failure. A struct over a private enum, so that codes can be added.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        enum Kind: String, Hashable {
+            case alreadyRegistered, registeredAfterStart, notRegistered, unknownIdentifier
+            case alreadyStarted, notStarted, invalidRequest, store
+        }
+
+        let kind: Kind
+
+        /// A handler is already registered for the identifier.
+        public static let alreadyRegistered = Code(kind: .alreadyRegistered)
+        /// Handlers are registered before ``Scheduler/start()``.
+        public static let registeredAfterStart = Code(kind: .registeredAfterStart)
+        /// No handler is registered for the identifier.
+        public static let notRegistered = Code(kind: .notRegistered)
+        /// No request has the identifier.
+        public static let unknownIdentifier = Code(kind: .unknownIdentifier)
+        /// ``Scheduler/start()`` was called before.
+        public static let alreadyStarted = Code(kind: .alreadyStarted)
+        /// The call needs a started scheduler.
+        public static let notStarted = Code(kind: .notStarted)
+        /// A field of the request is out of range.
+        public static let invalidRequest = Code(kind: .invalidRequest)
+        /// The store failed (see the message).
+        public static let store = Code(kind: .store)
+
+        /// The code's name.
+        public var description: String { kind.rawValue }
+    }
+
+    /// What kind of failure.
+    public let code: Code
+    /// One sentence naming the identifier or the field and the cause.
+    public let message: String
+
+    /// The message.
+    public var description: String { message }
+
+    static func store(_ error: ScheduleStoreError) -> SchedulerError {
+        SchedulerError(code: .store, message: error.message)
+    }
+}
+
+/// The scheduler's counters (swift-metrics).
+enum SchedulerMetrics {
+    static func countRun(_ identifier: String, result: RunResult) {
+        Counter(
+            label: "overtime_scheduler_runs_total", dimensions: [("identifier", identifier), ("result", "\(result)")]
+        )
+        .increment()
+    }
+
+    static func countMisuse(_ kind: String) {
+        Counter(label: "overtime_scheduler_misuse_total", dimensions: [("kind", kind)]).increment()
+    }
+}

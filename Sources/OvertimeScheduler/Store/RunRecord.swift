@@ -1,0 +1,53 @@
+import Overtime
+
+/// How one attempt of a run ended. A struct over a private enum, so that results can be
+/// added without breaking code that switches over them.
+public struct RunResult: Sendable, Hashable, CustomStringConvertible {
+    enum Kind: String, Hashable, CaseIterable {
+        case running, succeeded, failed, expired, terminated, interrupted
+    }
+
+    let kind: Kind
+
+    /// Still running.
+    public static let running = RunResult(kind: .running)
+    /// The handler said `setTaskCompleted(success: true)`.
+    public static let succeeded = RunResult(kind: .succeeded)
+    /// The handler said `setTaskCompleted(success: false)`.
+    public static let failed = RunResult(kind: .failed)
+    /// The grant expired (or a requirement stopped holding) and the handler completed it.
+    public static let expired = RunResult(kind: .expired)
+    /// Never completed: the grant was terminated at its deadline.
+    public static let terminated = RunResult(kind: .terminated)
+    /// The process ended while it ran (a crash, kill -9); found at the next start.
+    public static let interrupted = RunResult(kind: .interrupted)
+
+    /// The word stored and shown: `succeeded`, `failed`, …
+    public var description: String { kind.rawValue }
+}
+
+extension RunResult {
+    /// The result a store wrote as `stored`, or `nil` for a word this build does not know.
+    init?(stored: String) {
+        guard let kind = Kind(rawValue: stored) else { return nil }
+        self.init(kind: kind)
+    }
+}
+
+/// One attempt of a run, as the history keeps it.
+public struct RunRecord: Sendable, Hashable {
+    /// The request's identifier.
+    public let identifier: String
+    /// The run's ID: the same for every attempt of one run, so a handler can be idempotent.
+    public let runID: Int64
+    /// 1 for the first attempt.
+    public let attempt: Int
+    /// When the attempt started (wall clock).
+    public let startedAt: WallClockInstant
+    /// When it ended; `nil` while it runs.
+    public let endedAt: WallClockInstant?
+    /// How it ended.
+    public let result: RunResult
+    /// Why it stopped, when something stopped it (expiration, a requirement, a crash).
+    public let stopReason: String?
+}

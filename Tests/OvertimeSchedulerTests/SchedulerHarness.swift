@@ -1,0 +1,88 @@
+import Overtime
+import OvertimeTestSupport
+import OvertimeTesting
+
+@testable import OvertimeScheduler
+
+/// A scheduler on a virtual runtime, its store in a temporary folder, and a handler that
+/// records every attempt and completes it as the test scripts.
+final class SchedulerHarness: Sendable {
+    struct Attempt: Sendable, Equatable {
+        let identifier: String
+        let runID: Int64
+        let attempt: Int
+        let at: WallClockInstant
+    }
+
+    /// What the handler does with an attempt.
+    enum Answer: Sendable { case succeed, fail, hang }
+
+    let env: VirtualRuntime
+    let folder: TemporaryDirectory
+    let attempts = Recorder<Attempt>()
+    let script: Locked<@Sendable (Attempt) -> Answer>
+    let hanging = Recorder<ScheduledTask>()
+    private let scheduler: Locked<Scheduler?>
+
+    var path: String { folder.path + "/schedule.db" }
+    var clock: ManualClock { env.clock }
+    var now: WallClockInstant { env.clock.wallClockNow }
+
+    init(
+        identifiers: [String] = ["job"], configure: (inout SchedulerConfiguration) -> Void = { _ in },
+        folder: TemporaryDirectory? = nil, env: VirtualRuntime? = nil
+    ) throws {
+        self.env = try env ?? VirtualRuntime(budget: .seconds(3600), lead: .seconds(5))
+        self.folder = folder ?? TemporaryDirectory("scheduler")
+        script = Locked({ _ in .succeed })
+        scheduler = Locked(nil)
+        try open(identifiers: identifiers, configure: configure)
+    }
+
+    /// A new scheduler on the same store (what a restart of the program makes).
+    func open(identifiers: [String] = ["job"], configure: (inout SchedulerConfiguration) -> Void = { _ in }) throws {
+        var configuration = SchedulerConfiguration(storePath: path)
+        configuration.startSpacing = .zero
+        configuration.logger = env.logs.logger
+        configure(&configuration)
+        let made = try Scheduler(runtime: env.runtime, configuration: configuration)
+        for identifier in identifiers {
+            try made.register(identifier) { [self] task in
+                let attempt = Attempt(identifier: task.identifier, runID: task.runID, attempt: task.attempt, at: now)
+                attempts.append(attempt)
+                switch script.withLock({ $0 })(attempt) {
+                case .succeed: task.setTaskCompleted(success: true)
+                case .fail: task.setTaskCompleted(success: false)
+                case .hang: hanging.append(task)
+                }
+            }
+        }
+        scheduler.withLock { $0 = made }
+    }
+
+    var current: Scheduler { scheduler.withLock { $0! } }
+
+    /// Lets the scheduler act on everything asked of it.
+    func settle() { current.waitUntilIdle() }
+
+    /// Moves virtual time to `target` one wake-up at a time, letting the scheduler act at
+    /// each, so every run starts at exactly the instant it was due.
+    func advance(to target: WallClockInstant) {
+        settle()
+        for _ in 0..<100_000 {
+            let monotonicTarget = clock.now + max(target - now, .zero)
+            guard let next = clock.nextWakeup, next <= monotonicTarget else { break }
+            clock.advance(to: next)
+            settle()
+        }
+        clock.advance(to: clock.now + max(target - now, .zero))
+        settle()
+    }
+
+    func advance(by duration: Duration) { advance(to: now + duration) }
+
+    func finish() {
+        env.shutDown()
+        folder.remove()
+    }
+}
