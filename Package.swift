@@ -127,6 +127,7 @@ let package = Package(
                 "Overtime",
                 "OvertimeTesting",
                 "OvertimeLogUploader",
+                "OvertimeScheduler",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tests/Harness"
@@ -210,6 +211,7 @@ let package = Package(
                 "OvertimeTesting",
                 "OvertimeScheduler",
                 "OvertimeTestSupport",
+                "OvertimeTestHarness",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),

@@ -4,6 +4,7 @@ import Dispatch
 import Logging
 import Overtime
 import OvertimeLogUploader
+import OvertimeScheduler
 import OvertimeTesting
 
 #if canImport(Glibc)
@@ -178,12 +179,54 @@ func crashUploader(directory: String, url: String, drainOnly: Bool) throws {
     }
 }
 
+/// A scheduler daemon for the crash test: five one-shot requests and one repeating every
+/// 100 ms, in `<dir>/schedule.db`. Each run appends `START id run attempt`, works a random
+/// few milliseconds off the loop, appends `DONE id run attempt` (each line fsynced to
+/// `<dir>/effects.log`), then completes. Killed with -9 at random moments by the test.
+func schedulerCrash(directory: String) throws {
+    var configuration = RuntimeConfiguration()
+    configuration.watchdogTimeout = nil
+    let runtime = try Runtime(configuration: configuration)
+    var options = SchedulerConfiguration(storePath: directory + "/schedule.db")
+    options.startSpacing = .zero
+    let scheduler = try Scheduler(runtime: runtime, configuration: options)
+    let effects = open(directory + "/effects.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+    @Sendable func effect(_ line: String) {
+        _ = writeAll(effects, Array((line + "\n").utf8), to: .file)
+        fsync(effects)
+    }
+    let identifiers = (1...5).map { "once-\($0)" } + ["tick"]
+    for identifier in identifiers {
+        try scheduler.register(identifier) { task in
+            effect("START \(task.identifier) \(task.runID) \(task.attempt)")
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int.random(in: 0...30))) {
+                effect("DONE \(task.identifier) \(task.runID) \(task.attempt)")
+                task.setTaskCompleted(success: true)
+            }
+        }
+    }
+    runtime.start()
+    try scheduler.start()
+    for index in 1...5 {
+        var request = ScheduledTaskRequest(identifier: "once-\(index)")
+        request.earliestBegin = runtime.clock.wallClockNow + .milliseconds(index * 40)
+        try scheduler.submit(request)  // kept when already there
+    }
+    var tick = ScheduledTaskRequest(identifier: "tick")
+    tick.repetition = Repetition(every: .milliseconds(100))
+    try scheduler.submit(tick)
+    say("READY")
+    runtime.waitUntilTerminated()
+    say("TERMINATED")
+}
+
 LoggingSystem.bootstrap(StreamLogHandler.standardError)
 switch CommandLine.arguments.dropFirst().first {
 case "exit-policy": try exitPolicy()
 case "watchdog": try watchdog()
 case "daemon": try daemon()
 case "spool-full-disk": try spoolFullDisk(CommandLine.arguments[2])
+case "scheduler-crash": try schedulerCrash(directory: CommandLine.arguments[2])
 case "crash-uploader":
     try crashUploader(
         directory: CommandLine.arguments[2], url: CommandLine.arguments[3],
