@@ -199,7 +199,7 @@ func schedulerCrash(directory: String) throws {
     for identifier in identifiers {
         try scheduler.register(identifier) { task in
             effect("START \(task.identifier) \(task.runID) \(task.attempt)")
-            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int.random(in: 0...30))) {
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int.random(in: 0...60))) {
                 effect("DONE \(task.identifier) \(task.runID) \(task.attempt)")
                 task.setTaskCompleted(success: true)
             }

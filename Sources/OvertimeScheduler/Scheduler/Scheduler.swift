@@ -243,7 +243,7 @@ public final class Scheduler: Sendable {
     /// Waits until the scheduler has acted on everything asked of it so far (for tests on
     /// virtual time: the clock's timers hand work to the scheduler's queue).
     package func waitUntilIdle() {
-        for _ in 0..<8 {
+        for _ in 0..<4 {
             runtime.waitForQueuedRequests()
             queue.sync {}
         }

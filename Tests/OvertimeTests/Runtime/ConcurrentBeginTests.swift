@@ -14,83 +14,87 @@ struct ConcurrentBeginTests {
     /// (or finishes terminating) right after them. A begin made meanwhile on another
     /// thread must hold: the program waits for that grant.
     @Test(arguments: [false, true])
-    func aBeginDuringTheLastObserverBeforeSuspensionHolds(terminating: Bool) throws {
-        for _ in 0..<50 {
-            let env = try VirtualRuntime(budget: .seconds(3600), lead: .seconds(1))
-            let runtime = env.runtime
-            let inObserver = DispatchSemaphore(value: 0)
-            let begun = DispatchSemaphore(value: 0)
-            let reasons = Recorder<BackgroundTaskEndReason>()
-            let id = Locked<BackgroundTaskID>(.invalid)
-            let trigger: LifecycleEvent = terminating ? .willTerminate : .didEnterBackground
-            let token = runtime.observe { event in
-                guard event == trigger else { return }
-                inObserver.signal()
-                _ = begun.wait(timeout: .now() + 5)  // holds the loop until the other thread has begun
+    func aBeginDuringTheLastObserverBeforeSuspensionHolds(terminating: Bool) async throws {
+        try await onOwnThread {
+            for _ in 0..<50 {
+                let env = try VirtualRuntime(budget: .seconds(3600), lead: .seconds(1))
+                let runtime = env.runtime
+                let inObserver = DispatchSemaphore(value: 0)
+                let begun = DispatchSemaphore(value: 0)
+                let reasons = Recorder<BackgroundTaskEndReason>()
+                let id = Locked<BackgroundTaskID>(.invalid)
+                let trigger: LifecycleEvent = terminating ? .willTerminate : .didEnterBackground
+                let token = runtime.observe { event in
+                    guard event == trigger else { return }
+                    inObserver.signal()
+                    _ = begun.wait(timeout: .now() + 5)  // holds the loop until the other thread has begun
+                }
+                DispatchQueue.global().async {
+                    inObserver.wait()
+                    id.withLock { $0 = runtime.beginBackgroundTask(name: "racer", endHandler: { reasons.append($0) }) }
+                    begun.signal()
+                }
+                if terminating { runtime.requestTermination() } else { runtime.requestBackground() }
+                env.waitForQueuedRequests()
+                let racer = id.withLock { $0 }
+                #expect(!racer.isInvalid)
+                #expect(runtime.state == .background, "waits for the grant begun meanwhile")
+                runtime.endBackgroundTask(racer)
+                env.waitForQueuedRequests()
+                #expect(reasons.all == [.completed])
+                #expect(runtime.state == (terminating ? .terminated : .suspended))
+                #expect(env.counter("overtime_misuse_total", [("kind", "unknown_id")]) == 0)
+                token.cancel()
+                env.shutDown()
             }
-            DispatchQueue.global().async {
-                inObserver.wait()
-                id.withLock { $0 = runtime.beginBackgroundTask(name: "racer", endHandler: { reasons.append($0) }) }
-                begun.signal()
-            }
-            if terminating { runtime.requestTermination() } else { runtime.requestBackground() }
-            env.waitForQueuedRequests()
-            let racer = id.withLock { $0 }
-            #expect(!racer.isInvalid)
-            #expect(runtime.state == .background, "waits for the grant begun meanwhile")
-            runtime.endBackgroundTask(racer)
-            env.waitForQueuedRequests()
-            #expect(reasons.all == [.completed])
-            #expect(runtime.state == (terminating ? .terminated : .suspended))
-            #expect(env.counter("overtime_misuse_total", [("kind", "unknown_id")]) == 0)
-            token.cancel()
-            env.shutDown()
         }
     }
 
     /// Round after round, a thread begins a grant just as the last grant in the background
     /// ends, at randomly spread moments on both sides.
-    @Test func aBeginRacingTheLastEndHoldsOrIsRefusedUpFront() throws {
-        let env = try VirtualRuntime(budget: .seconds(3600), lead: .seconds(1))
-        let runtime = env.runtime
-        let rounds = 20_000
-        let go = Atomic<Int>(0)
-        let finishedRound = Atomic<Int>(0)
-        let reasons = Recorder<BackgroundTaskEndReason>()
-        let ids = Locked<[BackgroundTaskID]>([])
-        DispatchQueue(label: "racer").async {
+    @Test func aBeginRacingTheLastEndHoldsOrIsRefusedUpFront() async throws {
+        try await onOwnThread {
+            let env = try VirtualRuntime(budget: .seconds(3600), lead: .seconds(1))
+            let runtime = env.runtime
+            let rounds = 5_000
+            let go = Atomic<Int>(0)
+            let finishedRound = Atomic<Int>(0)
+            let reasons = Recorder<BackgroundTaskEndReason>()
+            let ids = Locked<[BackgroundTaskID]>([])
+            DispatchQueue(label: "racer").async {
+                var generator = SystemRandomNumberGenerator()
+                for round in 1...rounds {
+                    while go.load(ordering: .acquiring) < round {}
+                    for _ in 0..<Int.random(in: 0..<3_000, using: &generator) { _ = go.load(ordering: .relaxed) }
+                    let id = runtime.beginBackgroundTask(name: "racer", endHandler: { reasons.append($0) })
+                    ids.withLock { $0.append(id) }
+                    finishedRound.store(round, ordering: .releasing)
+                }
+            }
+            var valid = 0
             var generator = SystemRandomNumberGenerator()
             for round in 1...rounds {
-                while go.load(ordering: .acquiring) < round {}
+                runtime.requestForeground()
+                let anchor = runtime.beginBackgroundTask(name: "anchor")
+                runtime.requestBackground()
+                runtime.waitForQueuedRequests()
+                go.store(round, ordering: .releasing)
                 for _ in 0..<Int.random(in: 0..<3_000, using: &generator) { _ = go.load(ordering: .relaxed) }
-                let id = runtime.beginBackgroundTask(name: "racer", endHandler: { reasons.append($0) })
-                ids.withLock { $0.append(id) }
-                finishedRound.store(round, ordering: .releasing)
+                runtime.endBackgroundTask(anchor)
+                while finishedRound.load(ordering: .acquiring) < round {}
+                let id = ids.withLock { $0[round - 1] }
+                if !id.isInvalid {
+                    valid += 1
+                    runtime.endBackgroundTask(id)
+                }
             }
+            env.waitForQueuedRequests()
+            let counts = Dictionary(grouping: reasons.all, by: { $0 }).mapValues(\.count)
+            #expect(reasons.count == valid, "every valid ID's end handler runs once")
+            #expect(counts[.terminated, default: 0] == 0, "refused after the ID was returned: \(counts)")
+            #expect(env.counter("overtime_misuse_total", [("kind", "unknown_id")]) == 0)
+            #expect(!env.logs.entries.all.contains { $0.message.contains("after its ID was returned") })
+            env.shutDown()
         }
-        var valid = 0
-        var generator = SystemRandomNumberGenerator()
-        for round in 1...rounds {
-            runtime.requestForeground()
-            let anchor = runtime.beginBackgroundTask(name: "anchor")
-            runtime.requestBackground()
-            runtime.waitForQueuedRequests()
-            go.store(round, ordering: .releasing)
-            for _ in 0..<Int.random(in: 0..<3_000, using: &generator) { _ = go.load(ordering: .relaxed) }
-            runtime.endBackgroundTask(anchor)
-            while finishedRound.load(ordering: .acquiring) < round {}
-            let id = ids.withLock { $0[round - 1] }
-            if !id.isInvalid {
-                valid += 1
-                runtime.endBackgroundTask(id)
-            }
-        }
-        env.waitForQueuedRequests()
-        let counts = Dictionary(grouping: reasons.all, by: { $0 }).mapValues(\.count)
-        #expect(reasons.count == valid, "every valid ID's end handler runs once")
-        #expect(counts[.terminated, default: 0] == 0, "refused after the ID was returned: \(counts)")
-        #expect(env.counter("overtime_misuse_total", [("kind", "unknown_id")]) == 0)
-        #expect(!env.logs.entries.all.contains { $0.message.contains("after its ID was returned") })
-        env.shutDown()
     }
 }

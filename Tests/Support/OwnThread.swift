@@ -1,0 +1,46 @@
+import Foundation
+import Overtime
+
+/// Runs `body` — a test body that blocks: waits on semaphores, spins, sleeps, drives a
+/// child process — on a thread of its own instead of one of the few threads Swift Testing
+/// runs every test on. Blocking bodies running in parallel would otherwise starve the
+/// other tests (under ThreadSanitizer on two cores, trivial tests waited over a minute).
+/// The body stays in the test's task, so its expectations are the test's.
+package func onOwnThread<T: Sendable>(_ body: () throws -> T) async throws -> T {
+    let executor = OwnThreadExecutor()
+    defer { executor.shutDown() }
+    return try await withTaskExecutorPreference(executor) { try body() }
+}
+
+/// A task executor with one thread.
+private final class OwnThreadExecutor: TaskExecutor, Sendable {
+    private let jobs = Locked<(queue: [UnownedJob], stopping: Bool)>(([], false))
+
+    init() {
+        let thread = Thread { [self] in run() }
+        thread.stackSize = 8 << 20
+        thread.start()
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let unowned = UnownedJob(job)
+        jobs.withLock { $0.queue.append(unowned) }
+        jobs.broadcast()
+    }
+
+    func shutDown() {
+        jobs.withLock { $0.stopping = true }
+        jobs.broadcast()
+    }
+
+    private func run() {
+        while true {
+            let (batch, stop) = jobs.withLock(waitingUntil: { !$0.queue.isEmpty || $0.stopping }) { state, _ in
+                defer { state.queue = [] }
+                return (state.queue, state.stopping)
+            }
+            for job in batch { job.runSynchronously(on: asUnownedTaskExecutor()) }
+            if stop, batch.isEmpty { return }
+        }
+    }
+}
