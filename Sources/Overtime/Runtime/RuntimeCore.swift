@@ -176,6 +176,11 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
     /// Arms the one timer for the next wake-up: the earlier of the grants' deadlines and
     /// the loop timers.
     func rearmTimer() {
+        guard lifecycle.state != .terminated else {
+            // Nothing is due any more: a virtual clock must not keep stepping to this runtime.
+            wakeup.arm(at: nil, now: { clock.now })
+            return
+        }
         var next = deadlines.nextWakeup
         if let timer = timers.nextWakeup, next.map({ timer < $0 }) ?? true { next = timer }
         wakeup.arm(at: next, now: { clock.now })

@@ -67,4 +67,21 @@ struct LoopTimerTests {
         #expect(clock.wallClockNow.description == "2027-01-15T07:00:01.500000Z")
         #expect(WallClockInstant(nanosecondsSinceEpoch: -1).description == "1969-12-31T23:59:59.999999Z")
     }
+
+    @Test func aTerminatedRuntimeAsksAVirtualClockForNothing() async throws {
+        let env = try VirtualRuntime()
+        let runtime = env.runtime
+        // A grant with a deadline of its own leaves a check in the schedule when it ends.
+        let id = runtime.beginBackgroundTask(name: "short", maximumDuration: .seconds(100))
+        runtime.endBackgroundTask(id)
+        runtime.schedule(after: .seconds(50)) {}
+        env.waitForQueuedRequests()
+        #expect(env.clock.nextWakeup != nil)
+        runtime.requestTermination()
+        await runtime.waitUntilTerminated()
+        #expect(env.clock.nextWakeup == nil, "a clock would step to it forever")
+        let started = ContinuousClock.now
+        env.clock.advance(by: .seconds(3600))
+        #expect(ContinuousClock.now - started < .seconds(1))
+    }
 }
