@@ -108,10 +108,6 @@ struct SchedulePlannerTests {
         #expect((plan.anchor - at(3600)).components.seconds % 3600 == 0, "still on the grid")
     }
 
-    @Test func runsDueTogetherAreSpread() {
-        #expect(SchedulePlanner.spread(count: 3, from: at(0), spacing: .seconds(2)) == [at(0), at(2), at(4)])
-    }
-
     @Test func backoffDelaysFollowThePolicyWithinItsBounds() {
         var retry = RetryPolicy()
         #expect(retry.delay(afterFailedAttempts: 1) == .seconds(30))

@@ -40,11 +40,6 @@ public final class LoopTimer: Sendable {
         body()
     }
 
-    /// The runtime shut down before it was due.
-    func drop() {
-        cancel()
-    }
-
     /// Whether this call is the one that decides between running and cancelling.
     private func take() -> Bool {
         !settled.exchange(true, ordering: .acquiringAndReleasing)
@@ -120,7 +115,7 @@ extension Runtime {
             deadline: deadline, callSite: callSite, body: body, onCancel: onCancel,
             remove: { _ = queue.enqueue(.run { core.timersChanged() }) })
         if !onLoop({ core in core.add(timer) }) {
-            timer.drop()
+            timer.cancel()  // the runtime has shut down
         }
         return timer
     }

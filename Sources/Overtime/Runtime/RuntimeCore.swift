@@ -239,7 +239,7 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
             }
         }
         for entry in observers.removeAll() { entry.onFinish?() }
-        for timer in timers.removeAll() { timer.drop() }
+        for timer in timers.removeAll() { timer.cancel() }  // never due now
         for action in onShutdown { action() }
         onShutdown = []
         eventHooks = []

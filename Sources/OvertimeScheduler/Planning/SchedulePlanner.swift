@@ -127,12 +127,6 @@ enum SchedulePlanner {
         return state
     }
 
-    /// Start times for runs that fell due together (after a resume or a restart): the
-    /// first at once, the next `spacing` apart, so they do not all start in one instant.
-    static func spread(count: Int, from now: WallClockInstant, spacing: Duration) -> [WallClockInstant] {
-        (0..<max(0, count)).map { now + spacing * $0 }
-    }
-
     private static func interval(_ request: ScheduledTaskRequest) -> Duration {
         request.repetition?.interval ?? .zero
     }

@@ -490,8 +490,8 @@ public final class Scheduler: Sendable {
             identifier: identifier, runID: run.task.runID, attempt: run.task.attempt, startedAt: run.startedAt,
             endedAt: now, result: result, stopReason: reason)
         do {
-            try store.recordEnd(
-                record, plan: run.detached || stored == nil ? placeholder(identifier) : stored!)
+            // A run of a request cancelled or replaced meanwhile is recorded; no plan moves.
+            try store.recordEnd(record, plan: run.detached ? nil : stored)
         } catch {
             logger.error("cannot record a run's end: \(error)", metadata: ["task": "\(identifier)"])
         }
@@ -501,14 +501,6 @@ public final class Scheduler: Sendable {
             if !run.detached, let stored { state.requests[identifier] = stored }
         }
         replan()
-    }
-
-    /// A plan that `recordEnd` will not store (the request is gone or was replaced).
-    private func placeholder(_ identifier: String) -> StoredRequest {
-        StoredRequest(
-            request: ScheduledTaskRequest(identifier: "\0detached \(identifier)"),
-            plan: PlanState(anchor: WallClockInstant(nanosecondsSinceEpoch: 0)),
-            submittedAt: WallClockInstant(nanosecondsSinceEpoch: 0), currentRunID: nil)
     }
 
     private func save(_ stored: StoredRequest) {

@@ -176,7 +176,7 @@ final class SQLiteScheduleStore: ScheduleStore {
         }
     }
 
-    func recordEnd(_ record: RunRecord, plan: StoredRequest) throws(ScheduleStoreError) {
+    func recordEnd(_ record: RunRecord, plan: StoredRequest?) throws(ScheduleStoreError) {
         try Self.transaction(database, path) { db in
             try db.execute(
                 sql: "UPDATE runs SET ended_at = ?, result = ?, stop_reason = ? WHERE run_id = ? AND attempt = ?",
@@ -184,11 +184,7 @@ final class SQLiteScheduleStore: ScheduleStore {
                     record.endedAt?.nanosecondsSinceEpoch, record.result.description, record.stopReason,
                     record.runID, record.attempt,
                 ])
-            if try Bool.fetchOne(
-                db, sql: "SELECT 1 FROM requests WHERE identifier = ?", arguments: [plan.request.identifier]) != nil
-            {
-                try Self.upsert(plan, db)  // a request cancelled while it ran stays cancelled
-            }
+            if let plan { try Self.upsert(plan, db) }
         }
     }
 

@@ -25,8 +25,9 @@ protocol ScheduleStore: Sendable {
     func nextRunID() throws(ScheduleStoreError) -> Int64
     /// An attempt started: its record and the request's plan, together.
     func recordStart(_ record: RunRecord, plan: StoredRequest) throws(ScheduleStoreError)
-    /// An attempt ended: its record and the request's plan, together.
-    func recordEnd(_ record: RunRecord, plan: StoredRequest) throws(ScheduleStoreError)
+    /// An attempt ended: its record and the request's plan (`nil`: the request is gone or
+    /// was replaced; only the attempt is recorded), together.
+    func recordEnd(_ record: RunRecord, plan: StoredRequest?) throws(ScheduleStoreError)
     /// The attempts of `identifier`, newest first, at most `limit`.
     func history(identifier: String, limit: Int) throws(ScheduleStoreError) -> [RunRecord]
 }
