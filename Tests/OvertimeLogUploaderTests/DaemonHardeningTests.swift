@@ -83,18 +83,20 @@ struct DaemonHardeningTests {
             let fd = makeUnixSocket(datagram: false)
             if address.withSockAddr({ connect(fd, $0, $1) }) == 0 { held.append(fd) } else { close(fd) }
         }
-        // The 65th and later are told so and closed.
+        // The 65th and later are told so and closed. (Under load a connect can fail while
+        // the backlog is full, and the readiness probe may still hold a place: what counts
+        // is that no more than 64 are kept.)
+        #expect(held.count > 64)
+        usleep(500_000)
         var refused = 0
-        for fd in held.suffix(20) {
+        for fd in held {
             var buffer = [UInt8](repeating: 0, count: 512)
-            var timeout = timeval(tv_sec: 5, tv_usec: 0)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            let count = recv(fd, &buffer, buffer.count, 0)
+            let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
             if count > 0, String(decoding: buffer[0..<count], as: UTF8.self).contains("too many connections") {
                 refused += 1
             }
         }
-        #expect(refused == 20)
+        #expect(refused > 0 && held.count - refused <= 64, "\(held.count) held, \(refused) refused")
         // A client that pipelines requests and never reads is cut off; the daemon stays small.
         let greedy = makeUnixSocket(datagram: false)
         defer { close(greedy) }
