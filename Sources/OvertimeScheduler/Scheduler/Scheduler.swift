@@ -68,6 +68,8 @@ public final class Scheduler: Sendable {
         /// lifecycle change.
         var refusal: String?
         var token: ObservationToken?
+        /// The program is terminating: no run starts any more (runs in progress finish).
+        var terminating = false
     }
 
     /// Opens (creating) the store and recovers it. Nothing runs until ``start()``.
@@ -143,7 +145,8 @@ public final class Scheduler: Sendable {
         }
         let token = runtime.observe { [weak self] event in
             switch event {
-            case .didEnterBackground, .didBecomeActive, .willTerminate: self?.lifecycleChanged()
+            case .willTerminate: self?.stopStartingRuns()
+            case .didEnterBackground, .didBecomeActive: self?.lifecycleChanged()
             default: break
             }
         }
@@ -367,7 +370,7 @@ public final class Scheduler: Sendable {
             }
         }
         let (capacity, lastStart, refused) = state.withLock {
-            (configuration.maximumConcurrentRuns - $0.running.count, $0.lastStart, $0.refusal != nil)
+            (configuration.maximumConcurrentRuns - $0.running.count, $0.lastStart, $0.refusal != nil || $0.terminating)
         }
         if !startable.isEmpty, capacity > 0, !refused {
             let spacing = configuration.startSpacing
@@ -519,6 +522,15 @@ public final class Scheduler: Sendable {
         }
     }
 
+    /// Termination waits for the grants open; new runs would keep it waiting until the
+    /// budget's end, so none starts (they are due at the next start, caught up per policy).
+    private func stopStartingRuns() {
+        queue.async { [self] in
+            state.withLock { $0.terminating = true }
+            arm(nil, now: runtime.clock.wallClockNow)
+        }
+    }
+
     private func wallClockStepped() {
         queue.async { [self] in
             logger.notice("the wall clock was set: re-planning every request")
@@ -533,6 +545,7 @@ public final class Scheduler: Sendable {
         if let retry = stored.plan.retryAt, retry > now { return .retry(at: retry) }
         let due = SchedulePlanner.dueTime(stored.plan, stored.request)
         if due > now { return .plannedTime(due) }
+        if state.terminating { return .runtimeRefused("the program is terminating") }
         if let refusal = state.refusal { return .runtimeRefused(refusal) }
         if state.running.count >= configuration.maximumConcurrentRuns { return .concurrencyLimit }
         return .startSpacing
