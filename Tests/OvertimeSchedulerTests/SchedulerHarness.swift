@@ -45,6 +45,7 @@ final class SchedulerHarness: Sendable {
         configuration.startSpacing = .zero
         configuration.logger = env.logs.logger
         configure(&configuration)
+        scheduler.withLock { $0 }?.abandon()  // the previous process ends here
         let made = try Scheduler(runtime: env.runtime, configuration: configuration)
         for identifier in identifiers {
             try made.register(identifier) { [self] task in

@@ -230,32 +230,4 @@ struct SchedulerTests {
             #expect(h.env.logs.entries.all.contains { $0.message.contains("setTaskCompleted called again") })
         }
     }
-
-    @Test func aDamagedStoreIsMovedAsideAndANewerSchemaIsRefused() async throws {
-        try await onOwnThread {
-            let folder = TemporaryDirectory("scheduler-damage")
-            try Data(repeating: 0x5A, count: 8192).write(to: URL(fileURLWithPath: folder.path + "/schedule.db"))
-            let h = try SchedulerHarness(folder: folder)
-            defer { h.finish() }
-            let aside = try #require(h.current.recovery.movedAside)
-            #expect(FileManager.default.fileExists(atPath: aside), "kept, not deleted")
-            #expect(h.env.logs.messages(at: .critical).contains { $0.message.contains("moved aside") })
-            try h.current.start()
-            try h.current.submit(ScheduledTaskRequest(identifier: "job"))
-            h.settle()
-            #expect(h.attempts.count == 1, "the new store works")
-
-            let newer = folder.path + "/newer.db"
-            let queue = try DatabaseQueue(path: newer)
-            try queue.write { try $0.execute(sql: "PRAGMA user_version = 7") }
-            do throws(SchedulerError) {
-                _ = try Scheduler(runtime: h.env.runtime, configuration: SchedulerConfiguration(storePath: newer))
-                Issue.record("a newer store was opened")
-            } catch {
-                #expect(error.code == .store)
-                #expect(error.message.contains("schema version 7") && error.message.contains("up to version 1"))
-            }
-            #expect(FileManager.default.fileExists(atPath: newer), "left as it was")
-        }
-    }
 }

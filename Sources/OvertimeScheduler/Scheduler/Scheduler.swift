@@ -70,6 +70,8 @@ public final class Scheduler: Sendable {
         var token: ObservationToken?
         /// The program is terminating: no run starts any more (runs in progress finish).
         var terminating = false
+        /// Closed as if the process had ended (tests of restarts): nothing more is done.
+        var abandoned = false
     }
 
     /// Opens (creating) the store and recovers it. Nothing runs until ``start()``.
@@ -252,6 +254,21 @@ public final class Scheduler: Sendable {
         }
     }
 
+    /// Closes the store as if the process had ended here, for tests of what the next
+    /// start finds: nothing more is started or recorded, runs in progress are left as they
+    /// are (their records say running).
+    package func abandon() {
+        queue.sync {
+            let timer = state.withLock { state -> LoopTimer? in
+                state.abandoned = true
+                return state.timer
+            }
+            timer?.cancel()
+            store.close()
+            state.withLock { $0.token }?.cancel()
+        }
+    }
+
     // MARK: Deciding (on the queue)
 
     private func validate(_ request: ScheduledTaskRequest) throws(SchedulerError) {
@@ -350,7 +367,7 @@ public final class Scheduler: Sendable {
 
     /// Decides what runs now and when to look again.
     private func replan() {
-        guard state.withLock({ $0.started }) else { return }
+        guard state.withLock({ $0.started && !$0.abandoned }) else { return }
         let now = runtime.clock.wallClockNow
         var startable: [String] = []
         var earliest: WallClockInstant?
@@ -481,6 +498,7 @@ public final class Scheduler: Sendable {
     }
 
     private func end(_ identifier: String, run: ActiveRun, result: RunResult, reason: String?) {
+        guard !state.withLock({ $0.abandoned }) else { return }
         let now = runtime.clock.wallClockNow
         var stored = state.withLock { $0.requests[identifier] }
         if !run.detached, var plan = stored {

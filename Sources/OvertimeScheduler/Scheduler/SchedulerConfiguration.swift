@@ -5,7 +5,9 @@ import Overtime
 /// How a ``Scheduler`` stores and starts runs.
 public struct SchedulerConfiguration: Sendable {
     /// The SQLite file requests, plans and history live in (created if missing; its
-    /// folder must exist). One scheduler per file.
+    /// folder must exist). One scheduler per file: `<storePath>.lock` is held while it is
+    /// open, and a second scheduler on the same file is refused
+    /// (``SchedulerError/Code/storeInUse``).
     public var storePath: String
     /// The most runs at once. Default 4.
     public var maximumConcurrentRuns = 4
@@ -51,7 +53,7 @@ public struct SchedulerError: Error, Sendable, Hashable, CustomStringConvertible
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         enum Kind: String, Hashable {
             case alreadyRegistered, registeredAfterStart, notRegistered, unknownIdentifier
-            case alreadyStarted, notStarted, invalidRequest, store
+            case alreadyStarted, notStarted, invalidRequest, store, storeInUse
         }
 
         let kind: Kind
@@ -72,6 +74,9 @@ public struct SchedulerError: Error, Sendable, Hashable, CustomStringConvertible
         public static let invalidRequest = Code(kind: .invalidRequest)
         /// The store failed (see the message).
         public static let store = Code(kind: .store)
+        /// Another process (or another scheduler in this one) has the store open: one
+        /// scheduler per store file.
+        public static let storeInUse = Code(kind: .storeInUse)
 
         /// The code's name.
         public var description: String { kind.rawValue }
@@ -86,7 +91,7 @@ public struct SchedulerError: Error, Sendable, Hashable, CustomStringConvertible
     public var description: String { message }
 
     static func store(_ error: ScheduleStoreError) -> SchedulerError {
-        SchedulerError(code: .store, message: error.message)
+        SchedulerError(code: error.isLocked ? .storeInUse : .store, message: error.message)
     }
 }
 

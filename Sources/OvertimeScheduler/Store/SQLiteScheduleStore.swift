@@ -20,9 +20,13 @@ final class SQLiteScheduleStore: ScheduleStore {
     let path: String
     let recovery: StoreRecovery
     private let database: DatabaseQueue
+    /// One process per store: two would interleave runs and re-run each other's.
+    private let lock: Locked<ExclusiveFileLock?>
 
     init(path: String, now: WallClockInstant, logger: Logger) throws(ScheduleStoreError) {
         self.path = path
+        let lock = try Self.lock(path)
+        self.lock = Locked(lock)
         var recovery = StoreRecovery()
         do {
             database = try Self.open(path)
@@ -30,6 +34,12 @@ final class SQLiteScheduleStore: ScheduleStore {
             throw error
         } catch {
             let reason = "\(error)"
+            // Only a file that is ours is moved: a SQLite database, or one this store made
+            // before (its lock file was there). Any other file is left as it was.
+            guard Self.isOurs(path, lock: lock) else {
+                throw ScheduleStoreError(
+                    "\(path) exists and is not a schedule store (\(reason)); left as it was: choose another path")
+            }
             let aside = path + ".corrupt-\(now.secondsSinceEpoch)"
             for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
                 do {
@@ -61,8 +71,47 @@ final class SQLiteScheduleStore: ScheduleStore {
         self.recovery = recovery
     }
 
+    /// Takes `<path>.lock`.
+    private static func lock(_ path: String) throws(ScheduleStoreError) -> ExclusiveFileLock {
+        let lockPath = path + ".lock"
+        do {
+            return try ExclusiveFileLock(path: lockPath)
+        } catch {
+            switch error {
+            case .held(let holder):
+                throw ScheduleStoreError(
+                    "the schedule store \(path) is in use by \(holder.map { "process \($0)" } ?? "another process")"
+                        + " (one scheduler per store)", isLocked: true)
+            case .foreignFile:
+                throw ScheduleStoreError("\(lockPath) exists and is not a lock file of ours; left as it was")
+            case .system(let operation, let code):
+                throw ScheduleStoreError("\(operation) \(lockPath): \(String(cString: strerror(code)))")
+            }
+        }
+    }
+
+    /// Whether `path` may be moved aside: it starts as a SQLite database does, or its
+    /// lock file already named a process before this one (this store made it).
+    private static func isOurs(_ path: String, lock: ExclusiveFileLock) -> Bool {
+        if let handle = FileHandle(forReadingAtPath: path) {
+            defer { try? handle.close() }
+            if let header = try? handle.read(upToCount: 16), header == Data("SQLite format 3\0".utf8) { return true }
+        }
+        return lock.wasHeldBefore
+    }
+
     /// Opens (creating) the database, refuses a newer schema, checks and migrates it.
     private static func open(_ path: String) throws -> DatabaseQueue {
+        if FileManager.default.fileExists(atPath: path) {
+            // Read-only first: a store refused is left byte for byte as it was (opening it
+            // for writing would already switch its journal mode).
+            var readOnly = Configuration()
+            readOnly.readonly = true
+            let existing = try DatabaseQueue(path: path, configuration: readOnly)
+            let version = try existing.read { db in try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0 }
+            try existing.close()
+            try refuseNewer(version, path)
+        }
         var configuration = Configuration()
         configuration.journalMode = .wal
         configuration.busyMode = .timeout(5)
@@ -76,16 +125,19 @@ final class SQLiteScheduleStore: ScheduleStore {
                 try String.fetchAll(db, sql: "PRAGMA quick_check")
             )
         }
-        if version > schemaVersion {
-            throw ScheduleStoreError(
-                "the schedule store \(path) has schema version \(version); this build reads up to version "
-                    + "\(schemaVersion) (written by a newer Overtime: upgrade, or move the file aside)")
-        }
+        try refuseNewer(version, path)
         guard check == ["ok"] else {
             throw ScheduleStoreError("quick_check: \(check.prefix(3).joined(separator: "; "))")
         }
         try migrator.migrate(database)
         return database
+    }
+
+    private static func refuseNewer(_ version: Int, _ path: String) throws(ScheduleStoreError) {
+        guard version > schemaVersion else { return }
+        throw ScheduleStoreError(
+            "the schedule store \(path) has schema version \(version); this build reads up to version "
+                + "\(schemaVersion) (written by a newer Overtime: upgrade, or move the file aside)")
     }
 
     /// Versioned migrations; each also sets `user_version`, which older builds check.
@@ -136,6 +188,11 @@ final class SQLiteScheduleStore: ScheduleStore {
     }
 
     // MARK: ScheduleStore
+
+    func close() {
+        try? database.close()
+        lock.withLock { $0 = nil }
+    }
 
     func requests() throws(ScheduleStoreError) -> [StoredRequest] {
         try Self.read(database, path) { db in

@@ -28,6 +28,9 @@ protocol ScheduleStore: Sendable {
     /// An attempt ended: its record and the request's plan (`nil`: the request is gone or
     /// was replaced; only the attempt is recorded), together.
     func recordEnd(_ record: RunRecord, plan: StoredRequest?) throws(ScheduleStoreError)
+    /// Closes the store and lets another process (or scheduler) open it; every later call
+    /// fails.
+    func close()
     /// The attempts of `identifier`, newest first, at most `limit`.
     func history(identifier: String, limit: Int) throws(ScheduleStoreError) -> [RunRecord]
 }
@@ -36,9 +39,12 @@ protocol ScheduleStore: Sendable {
 public struct ScheduleStoreError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What went wrong, one sentence with the path and the cause.
     public let message: String
+    /// Another process holds the store.
+    let isLocked: Bool
 
-    init(_ message: String) {
+    init(_ message: String, isLocked: Bool = false) {
         self.message = message
+        self.isLocked = isLocked
     }
 
     /// The message.
