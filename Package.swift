@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "OvertimeLogUploader", targets: ["OvertimeLogUploader"]),
         .library(name: "OvertimeRELP", targets: ["OvertimeRELP"]),
         .library(name: "OvertimeScheduler", targets: ["OvertimeScheduler"]),
+        .library(name: "OvertimeSchedulerTesting", targets: ["OvertimeSchedulerTesting"]),
         .executable(name: "overtimectl", targets: ["overtimectl"]),
         .executable(name: "tiny-daemon", targets: ["tiny-daemon"]),
         .executable(name: "log-uploader", targets: ["log-uploader"]),
@@ -83,10 +84,17 @@ let package = Package(
             name: "OvertimeScheduler",
             dependencies: [
                 "Overtime",
+                "CLibUV",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
+        ),
+        // Conditions set by hand and simulated launches and expirations, for tests of
+        // programs that use the scheduler.
+        .target(
+            name: "OvertimeSchedulerTesting",
+            dependencies: ["Overtime", "OvertimeScheduler"]
         ),
         .target(
             name: "OvertimeServiceLifecycle",
@@ -210,6 +218,7 @@ let package = Package(
                 "Overtime",
                 "OvertimeTesting",
                 "OvertimeScheduler",
+                "OvertimeSchedulerTesting",
                 "OvertimeTestSupport",
                 "OvertimeTestHarness",
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -220,6 +220,32 @@ func schedulerCrash(directory: String) throws {
     say("TERMINATED")
 }
 
+/// A scheduler daemon for the network requirement test, run in its own network namespace:
+/// one request that needs the network. Each run says `RAN run attempt` and waits; told to
+/// stop it says `STOPPED run attempt` and completes unsuccessfully.
+func schedulerNetwork(directory: String) throws {
+    var configuration = RuntimeConfiguration()
+    configuration.watchdogTimeout = nil
+    let runtime = try Runtime(configuration: configuration)
+    var options = SchedulerConfiguration(storePath: directory + "/schedule.db")
+    options.startSpacing = .zero
+    let scheduler = try Scheduler(runtime: runtime, configuration: options)
+    try scheduler.register("upload") { task in
+        say("RAN \(task.runID) \(task.attempt)")
+        task.expirationHandler = {
+            say("STOPPED \(task.runID) \(task.attempt)")
+            task.setTaskCompleted(success: false)
+        }
+    }
+    runtime.start()
+    try scheduler.start()
+    var request = ScheduledTaskRequest(identifier: "upload")
+    request.requirements = [.network]
+    try scheduler.submit(request)
+    say("READY")
+    runtime.waitUntilTerminated()
+}
+
 LoggingSystem.bootstrap(StreamLogHandler.standardError)
 switch CommandLine.arguments.dropFirst().first {
 case "exit-policy": try exitPolicy()
@@ -227,6 +253,7 @@ case "watchdog": try watchdog()
 case "daemon": try daemon()
 case "spool-full-disk": try spoolFullDisk(CommandLine.arguments[2])
 case "scheduler-crash": try schedulerCrash(directory: CommandLine.arguments[2])
+case "scheduler-network": try schedulerNetwork(directory: CommandLine.arguments[2])
 case "crash-uploader":
     try crashUploader(
         directory: CommandLine.arguments[2], url: CommandLine.arguments[3],

@@ -30,8 +30,11 @@ enum PlanAction: Sendable, Hashable {
 /// How a run ended, as the planner sees it.
 enum RunOutcome: Sendable, Hashable {
     case succeeded
-    /// Failed, expired, terminated or stopped: retried per the policy.
+    /// Failed, expired or terminated: retried per the policy, after its backoff.
     case failed
+    /// A requirement stopped holding: retried as soon as they all hold again (no backoff:
+    /// nothing failed), counted against the maximum attempts.
+    case stopped
 }
 
 /// The rules of a request's schedule. Pure: the scheduler passes the time (and the random
@@ -83,13 +86,15 @@ enum SchedulePlanner {
         case .succeeded:
             state.failedAttempts = 0
             if request.repetition == nil { state.isFinished = true }
-        case .failed:
+        case .failed, .stopped:
             state.failedAttempts += 1
             if state.failedAttempts >= max(1, request.retry.maximumAttempts) {
                 // Failed for good: a one-shot is finished (kept, visible); a repeating
                 // request gives up this run and goes on with its grid.
                 state.failedAttempts = 0
                 if request.repetition == nil { state.isFinished = true }
+            } else if outcome == .stopped {
+                state.retryAt = now
             } else {
                 state.retryAt = now + request.retry.delay(afterFailedAttempts: state.failedAttempts)
             }

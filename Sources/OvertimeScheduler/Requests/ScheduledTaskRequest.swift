@@ -17,13 +17,16 @@ public struct ScheduledTaskRequest: Sendable, Hashable {
     public var repetition: Repetition?
     /// What a repeating request does about runs missed while the program was not running.
     public var catchUp = CatchUpPolicy.once
-    /// Each planned time is moved later by a random amount up to this (drawn once per
-    /// planned time), so that devices of a fleet do not all start together. Default zero.
+    /// The first planned time is moved later by a random amount up to this, drawn at
+    /// submission; later planned times keep that offset on the grid. Devices of a fleet
+    /// submitting the same request so stay spread instead of starting together. Default zero.
     public var randomizedDelay: Duration = .zero
     /// The grant each run gets. Default 10 minutes (as WorkManager's).
     public var maximumDuration: Duration = .seconds(600)
     /// What follows a failed or expired run.
     public var retry = RetryPolicy()
+    /// What runs need (network, power, storage, the background): none by default.
+    public var requirements: Set<Requirement> = []
 
     /// A one-shot request due at once.
     public init(identifier: String) {

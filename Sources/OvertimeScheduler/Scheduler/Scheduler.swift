@@ -39,6 +39,7 @@ public final class Scheduler: Sendable {
     public let recovery: StoreRecovery
 
     private let store: any ScheduleStore
+    private let conditions: any ConditionSource
     private let queue = DispatchQueue(label: "overtime.scheduler")
     private let state = Locked(State())
     private var logger: Logger { configuration.logger }
@@ -54,6 +55,8 @@ public final class Scheduler: Sendable {
         let startedAt: WallClockInstant
         /// The request was replaced or cancelled while this run ran: its end touches no plan.
         var detached = false
+        /// A requirement stopped holding: the run was told to stop.
+        var stoppedBy: Requirement?
     }
 
     struct State: Sendable {
@@ -72,6 +75,8 @@ public final class Scheduler: Sendable {
         var terminating = false
         /// Closed as if the process had ended (tests of restarts): nothing more is done.
         var abandoned = false
+        /// The machine's conditions as last read.
+        var conditions = SystemConditions()
     }
 
     /// Opens (creating) the store and recovers it. Nothing runs until ``start()``.
@@ -85,6 +90,9 @@ public final class Scheduler: Sendable {
         }
         self.runtime = runtime
         self.configuration = configuration
+        conditions =
+            configuration.conditions
+            ?? LinuxConditionSource(configuration: .init(storagePath: Self.folder(of: configuration.storePath)))
         do {
             let store = try SQLiteScheduleStore(
                 path: configuration.storePath, now: runtime.clock.wallClockNow, logger: configuration.logger)
@@ -93,6 +101,11 @@ public final class Scheduler: Sendable {
         } catch {
             throw .store(error)
         }
+    }
+
+    private static func folder(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
     // MARK: Registering and starting
@@ -146,11 +159,21 @@ public final class Scheduler: Sendable {
             }
         }
         let token = runtime.observe { [weak self] event in
+            guard let self else { return }
             switch event {
-            case .willTerminate: self?.stopStartingRuns()
-            case .didEnterBackground, .didBecomeActive: self?.lifecycleChanged()
+            case .willTerminate: stopStartingRuns()
+            case .didEnterBackground:
+                // Decided before the observer returns: a run due now begins its grant
+                // before the program could suspend with none open.
+                queue.sync { lifecycleChanged() }
+            case .didBecomeActive, .willEnterForeground:
+                queue.async { self.lifecycleChanged() }
             default: break
             }
+        }
+        conditions.start(runtime: runtime) { [weak self] in
+            guard let self else { return }
+            queue.async { self.conditionsChanged() }
         }
         state.withLock { $0.token = token }
         let context = runtime.driverContext
@@ -158,6 +181,8 @@ public final class Scheduler: Sendable {
             context.onWallClockStep { [weak self] in self?.wallClockStepped() }
         }
         queue.async { [self] in
+            let read = conditions.read()
+            state.withLock { $0.conditions = read }
             retryInterruptedRuns()
             replan()
         }
@@ -236,6 +261,51 @@ public final class Scheduler: Sendable {
         }
     }
 
+    /// Starts a run of `identifier` now, whatever its planned time and requirements say
+    /// (`overtimectl run`, or a test): an extra run that leaves a repeating request's grid
+    /// as it is, or a one-shot's (or a retry's) run brought forward. Never a second run of
+    /// one identifier at once.
+    ///
+    /// - Returns: the run's ID.
+    /// - Throws: ``SchedulerError/Code/unknownIdentifier``, ``SchedulerError/Code/notStarted``,
+    ///   ``SchedulerError/Code/alreadyRunning``, ``SchedulerError/Code/refused`` (the runtime
+    ///   gives no grant: suspended or terminating) or a store error.
+    @discardableResult
+    public func runNow(_ identifier: String) throws(SchedulerError) -> Int64 {
+        let result: Result<Int64, SchedulerError> = queue.sync {
+            let (known, started, running, abandoned) = state.withLock {
+                (
+                    $0.requests[identifier].map { !$0.plan.isFinished }, $0.started, $0.running[identifier] != nil,
+                    $0.abandoned
+                )
+            }
+            guard started, !abandoned else {
+                return .failure(SchedulerError(code: .notStarted, message: "the scheduler is not started"))
+            }
+            guard known == true else {
+                return .failure(
+                    SchedulerError(
+                        code: .unknownIdentifier,
+                        message: known == nil ? "no request '\(identifier)'" : "'\(identifier)' has finished"))
+            }
+            guard !running else {
+                return .failure(SchedulerError(code: .alreadyRunning, message: "'\(identifier)' is running"))
+            }
+            return startRun(identifier, now: runtime.clock.wallClockNow)
+        }
+        return try result.get()
+    }
+
+    /// Expires the run of `identifier` in progress (its expiration handler now), as if its
+    /// time were up; `false` when none runs.
+    package func expireRun(_ identifier: String) -> Bool {
+        queue.sync {
+            guard let run = state.withLock({ $0.running[identifier] }) else { return false }
+            runtime.expireBackgroundTask(run.grant)
+            return true
+        }
+    }
+
     /// The attempts of `identifier`, newest first.
     public func history(_ identifier: String, limit: Int = 100) throws(SchedulerError) -> [RunRecord] {
         do {
@@ -264,6 +334,7 @@ public final class Scheduler: Sendable {
                 return state.timer
             }
             timer?.cancel()
+            conditions.stop()
             store.close()
             state.withLock { $0.token }?.cancel()
         }
@@ -371,6 +442,10 @@ public final class Scheduler: Sendable {
         let now = runtime.clock.wallClockNow
         var startable: [String] = []
         var earliest: WallClockInstant?
+        var current = state.withLock { $0.conditions }
+        var conditionsRead = false
+        var waitsOnPolledCondition = false
+        let lifecycle = runtime.state
         for identifier in state.withLock({ $0.order }) {
             guard var stored = state.withLock({ $0.running[identifier] == nil ? $0.requests[identifier] : nil }) else {
                 continue
@@ -383,8 +458,25 @@ public final class Scheduler: Sendable {
             switch SchedulePlanner.next(stored.plan, stored.request, now: now) {
             case .finished: continue
             case .waitUntil(let due): earliest = min(earliest ?? due, due)
-            case .run: startable.append(identifier)
+            case .run:
+                let requirements = stored.request.requirements
+                if !conditionsRead, requirements.contains(where: \.isSystemCondition) {
+                    // Read afresh before a run that needs the machine: free space and power
+                    // change without an event.
+                    current = conditions.read()
+                    state.withLock { $0.conditions = current }
+                    conditionsRead = true
+                }
+                if let unmet = requirements.firstUnmet(by: current, state: lifecycle) {
+                    if unmet.isPolled { waitsOnPolledCondition = true }
+                    continue
+                }
+                startable.append(identifier)
             }
+        }
+        if waitsOnPolledCondition {
+            let recheck = now + configuration.conditionRecheckInterval
+            earliest = min(earliest ?? recheck, recheck)
         }
         let (capacity, lastStart, refused) = state.withLock {
             (configuration.maximumConcurrentRuns - $0.running.count, $0.lastStart, $0.refusal != nil || $0.terminating)
@@ -420,17 +512,22 @@ public final class Scheduler: Sendable {
         state.withLock { $0.timer = timer }
     }
 
-    private func startRun(_ identifier: String, now: WallClockInstant) {
+    @discardableResult
+    private func startRun(_ identifier: String, now: WallClockInstant) -> Result<Int64, SchedulerError> {
         guard var stored = state.withLock({ $0.requests[identifier] }),
             let handler = state.withLock({ $0.handlers[identifier] })
-        else { return }
+        else { return .failure(SchedulerError(code: .unknownIdentifier, message: "no request '\(identifier)'")) }
         let attempt = stored.plan.failedAttempts + 1
         let runID: Int64
-        do {
-            runID = try stored.currentRunID ?? store.nextRunID()
+        do throws(ScheduleStoreError) {
+            if let current = stored.currentRunID {
+                runID = current
+            } else {
+                runID = try store.nextRunID()
+            }
         } catch {
             logger.error("cannot start a run: \(error)", metadata: ["task": "\(identifier)"])
-            return
+            return .failure(.store(error))
         }
         let task = ScheduledTask(identifier: identifier, runID: runID, attempt: attempt, logger: logger) {
             [weak self] success, expired in
@@ -444,9 +541,13 @@ public final class Scheduler: Sendable {
                 guard reason == .terminated, let self else { return }
                 queue.async { self.terminated(identifier, task: task, report: report) }
             })
-        guard case .success(let grant) = begun else {
-            if case .failure(let refusal) = begun { state.withLock { $0.refusal = "\(refusal)" } }
-            return
+        let grant: BackgroundTaskID
+        switch begun {
+        case .success(let id):
+            grant = id
+        case .failure(let refusal):
+            state.withLock { $0.refusal = "\(refusal)" }
+            return .failure(SchedulerError(code: .refused, message: "'\(identifier)': no grant: \(refusal)"))
         }
         stored.plan = SchedulePlanner.started(stored.plan, stored.request, now: now)
         stored.currentRunID = runID
@@ -459,7 +560,7 @@ public final class Scheduler: Sendable {
             // Not durable: do not run it (it would not be in the history after a crash).
             logger.error("cannot record a run's start: \(error)", metadata: ["task": "\(identifier)"])
             runtime.endBackgroundTask(grant)
-            return
+            return .failure(.store(error))
         }
         state.withLock { state in
             state.requests[identifier] = stored
@@ -482,13 +583,24 @@ public final class Scheduler: Sendable {
                 task.expirationHandler = { work.cancel() }
             }
         }
+        return .success(runID)
     }
 
     private func finish(_ identifier: String, runID: Int64, attempt: Int, success: Bool, expired: Bool) {
         guard let run = state.withLock({ $0.running[identifier] }), run.task.runID == runID, run.task.attempt == attempt
         else { return }
-        let result: RunResult = success ? .succeeded : expired ? .expired : .failed
-        end(identifier, run: run, result: result, reason: expired ? "the run's time was up" : nil)
+        let result: RunResult
+        let reason: String?
+        if success {
+            (result, reason) = (.succeeded, nil)
+        } else if let requirement = run.stoppedBy {
+            (result, reason) = (.stopped, "requirement '\(requirement)' stopped holding")
+        } else if expired {
+            (result, reason) = (.expired, "the run's time was up")
+        } else {
+            (result, reason) = (.failed, nil)
+        }
+        end(identifier, run: run, result: result, reason: reason)
         runtime.endBackgroundTask(run.grant)
     }
 
@@ -502,8 +614,8 @@ public final class Scheduler: Sendable {
         let now = runtime.clock.wallClockNow
         var stored = state.withLock { $0.requests[identifier] }
         if !run.detached, var plan = stored {
-            plan.plan = SchedulePlanner.ended(
-                plan.plan, plan.request, outcome: result == .succeeded ? .succeeded : .failed, now: now)
+            let outcome: RunOutcome = result == .succeeded ? .succeeded : result == .stopped ? .stopped : .failed
+            plan.plan = SchedulePlanner.ended(plan.plan, plan.request, outcome: outcome, now: now)
             if plan.plan.failedAttempts == 0 { plan.currentRunID = nil }  // the run is over (done, or failed for good)
             stored = plan
         }
@@ -533,10 +645,46 @@ public final class Scheduler: Sendable {
         state.withLock { $0.requests[stored.request.identifier] = stored }
     }
 
+    /// On the queue.
     private func lifecycleChanged() {
-        queue.async { [self] in
-            state.withLock { $0.refusal = nil }
-            replan()
+        state.withLock { $0.refusal = nil }
+        stopRunsWhoseRequirementsFailed()
+        replan()
+    }
+
+    private func conditionsChanged() {
+        let read = conditions.read()
+        let previous = state.withLock { state in
+            defer { state.conditions = read }
+            return state.conditions
+        }
+        if read != previous { logger.info("conditions changed: \(read)") }
+        stopRunsWhoseRequirementsFailed()
+        replan()
+    }
+
+    /// Tells each run whose request needs something that no longer holds to stop (its
+    /// expiration handler); its end is recorded as stopped and retried when they hold.
+    private func stopRunsWhoseRequirementsFailed() {
+        let lifecycle = runtime.state
+        let stopping = state.withLock { state -> [ActiveRun] in
+            var stopping: [ActiveRun] = []
+            for (identifier, run) in state.running where run.stoppedBy == nil && !run.detached {
+                guard let request = state.requests[identifier]?.request,
+                    let unmet = request.requirements.firstUnmet(by: state.conditions, state: lifecycle)
+                else { continue }
+                var run = run
+                run.stoppedBy = unmet
+                state.running[identifier] = run
+                stopping.append(run)
+            }
+            return stopping
+        }
+        for run in stopping {
+            logger.notice(
+                "stopping a run: requirement '\(run.stoppedBy!)' stopped holding",
+                metadata: ["task": "\(run.task.identifier)", "run": "\(run.task.runID)"])
+            runtime.expireBackgroundTask(run.grant)
         }
     }
 
@@ -563,6 +711,9 @@ public final class Scheduler: Sendable {
         if let retry = stored.plan.retryAt, retry > now { return .retry(at: retry) }
         let due = SchedulePlanner.dueTime(stored.plan, stored.request)
         if due > now { return .plannedTime(due) }
+        if let unmet = stored.request.requirements.firstUnmet(by: state.conditions, state: runtime.state) {
+            return .requirement(unmet)
+        }
         if state.terminating { return .runtimeRefused("the program is terminating") }
         if let refusal = state.refusal { return .runtimeRefused(refusal) }
         if state.running.count >= configuration.maximumConcurrentRuns { return .concurrencyLimit }
@@ -587,6 +738,8 @@ public struct PendingRequest: Sendable, Hashable {
         case startSpacing
         /// The runtime refused a grant (suspended or terminating): until the lifecycle changes.
         case runtimeRefused(String)
+        /// A requirement does not hold (the first unmet one).
+        case requirement(Requirement)
 
         /// A sentence, as `overtimectl` prints it.
         public var description: String {
@@ -597,6 +750,7 @@ public struct PendingRequest: Sendable, Hashable {
             case .concurrencyLimit: "the concurrency limit"
             case .startSpacing: "runs due together start one after another"
             case .runtimeRefused(let reason): "no grant: \(reason)"
+            case .requirement(let requirement): "requirement '\(requirement)'"
             }
         }
     }

@@ -14,6 +14,12 @@ public struct SchedulerConfiguration: Sendable {
     /// Runs that fell due together (after a restart, a resume, a clock step) start this far
     /// apart, not all in one instant. Default 0.5 s; zero starts them together.
     public var startSpacing: Duration = .milliseconds(500)
+    /// Where requirements are read. `nil` (the default): Linux itself
+    /// (``LinuxConditionSource``), measuring storage in the store's folder.
+    public var conditions: (any ConditionSource)?
+    /// While a run waits on power or storage (which change without a reliable event), the
+    /// conditions are read again this often. Default 60 s; nothing waiting, nothing read.
+    public var conditionRecheckInterval: Duration = .seconds(60)
     /// Where the scheduler logs.
     public var logger = Logger(label: "overtime.scheduler")
 
@@ -53,7 +59,7 @@ public struct SchedulerError: Error, Sendable, Hashable, CustomStringConvertible
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         enum Kind: String, Hashable {
             case alreadyRegistered, registeredAfterStart, notRegistered, unknownIdentifier
-            case alreadyStarted, notStarted, invalidRequest, store, storeInUse
+            case alreadyStarted, notStarted, invalidRequest, store, storeInUse, alreadyRunning, refused
         }
 
         let kind: Kind
@@ -77,6 +83,10 @@ public struct SchedulerError: Error, Sendable, Hashable, CustomStringConvertible
         /// Another process (or another scheduler in this one) has the store open: one
         /// scheduler per store file.
         public static let storeInUse = Code(kind: .storeInUse)
+        /// A run of the identifier is in progress (one at a time).
+        public static let alreadyRunning = Code(kind: .alreadyRunning)
+        /// The runtime gives no grant now (suspended or terminating).
+        public static let refused = Code(kind: .refused)
 
         /// The code's name.
         public var description: String { kind.rawValue }
@@ -89,6 +99,11 @@ public struct SchedulerError: Error, Sendable, Hashable, CustomStringConvertible
 
     /// The message.
     public var description: String { message }
+
+    package init(code: Code, message: String) {
+        self.code = code
+        self.message = message
+    }
 
     static func store(_ error: ScheduleStoreError) -> SchedulerError {
         SchedulerError(code: error.isLocked ? .storeInUse : .store, message: error.message)

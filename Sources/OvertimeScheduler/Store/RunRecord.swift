@@ -4,7 +4,7 @@ import Overtime
 /// added without breaking code that switches over them.
 public struct RunResult: Sendable, Hashable, CustomStringConvertible {
     enum Kind: String, Hashable, CaseIterable {
-        case running, succeeded, failed, expired, terminated, interrupted
+        case running, succeeded, failed, expired, stopped, terminated, interrupted
     }
 
     let kind: Kind
@@ -15,8 +15,11 @@ public struct RunResult: Sendable, Hashable, CustomStringConvertible {
     public static let succeeded = RunResult(kind: .succeeded)
     /// The handler said `setTaskCompleted(success: false)`.
     public static let failed = RunResult(kind: .failed)
-    /// The grant expired (or a requirement stopped holding) and the handler completed it.
+    /// The grant expired and the handler completed it.
     public static let expired = RunResult(kind: .expired)
+    /// A requirement stopped holding (see ``RunRecord/stopReason``) and the handler
+    /// completed it after its expiration handler.
+    public static let stopped = RunResult(kind: .stopped)
     /// Never completed: the grant was terminated at its deadline.
     public static let terminated = RunResult(kind: .terminated)
     /// The process ended while it ran (a crash, kill -9); found at the next start.

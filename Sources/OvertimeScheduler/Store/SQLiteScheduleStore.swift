@@ -15,7 +15,7 @@ import Overtime
 /// ended while they ran) are marked interrupted.
 final class SQLiteScheduleStore: ScheduleStore {
     /// The schema this build writes and reads.
-    static let schemaVersion = 1
+    static let schemaVersion = 2
 
     let path: String
     let recovery: StoreRecovery
@@ -184,6 +184,13 @@ final class SQLiteScheduleStore: ScheduleStore {
                     PRAGMA user_version = 1;
                     """)
         }
+        migrator.registerMigration("v2 requirements") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE requests ADD COLUMN requirements TEXT NOT NULL DEFAULT '';
+                    PRAGMA user_version = 2;
+                    """)
+        }
         return migrator
     }
 
@@ -276,8 +283,12 @@ final class SQLiteScheduleStore: ScheduleStore {
         }
         try db.execute(
             sql: """
-                INSERT OR REPLACE INTO requests VALUES
-                (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT OR REPLACE INTO requests (
+                    identifier, submitted_at, earliest_begin, interval_ns, flex_ns, catch_up, catch_up_maximum,
+                    randomized_delay_ns, maximum_duration_ns, backoff, initial_delay_ns, maximum_delay_ns,
+                    maximum_attempts, anchor, owed, retry_at, failed_attempts, finished, current_run_id, sequence,
+                    requirements
+                ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
                 request.identifier, stored.submittedAt.nanosecondsSinceEpoch,
@@ -289,7 +300,7 @@ final class SQLiteScheduleStore: ScheduleStore {
                 request.retry.initialDelay.saturatingNanoseconds, request.retry.maximumDelay.saturatingNanoseconds,
                 request.retry.maximumAttempts, plan.anchor.nanosecondsSinceEpoch, plan.owed,
                 plan.retryAt?.nanosecondsSinceEpoch, plan.failedAttempts, plan.isFinished,
-                stored.currentRunID, sequence,
+                stored.currentRunID, sequence, request.requirements.sorted().map(\.description).joined(separator: ","),
             ])
     }
 
@@ -311,6 +322,10 @@ final class SQLiteScheduleStore: ScheduleStore {
         request.retry.initialDelay = .nanoseconds(row["initial_delay_ns"] as Int64)
         request.retry.maximumDelay = .nanoseconds(row["maximum_delay_ns"] as Int64)
         request.retry.maximumAttempts = row["maximum_attempts"]
+        request.requirements = Set(
+            (row["requirements"] as String).split(separator: ",").compactMap {
+                Requirement(named: String($0))
+            })
         let plan = PlanState(
             anchor: WallClockInstant(nanosecondsSinceEpoch: row["anchor"]), owed: row["owed"],
             retryAt: (row["retry_at"] as Int64?).map(WallClockInstant.init(nanosecondsSinceEpoch:)),

@@ -1,15 +1,11 @@
 import Foundation
-import Overtime
-import OvertimeLogUploader
-import OvertimeTestSupport
-import Testing
 
 /// A short command run to completion, output collected.
-struct ChildCommand {
-    let status: Int32
-    let output: String
+package struct ChildCommand {
+    package let status: Int32
+    package let output: String
 
-    static func run(_ executable: String, _ arguments: [String]) throws -> ChildCommand {
+    package static func run(_ executable: String, _ arguments: [String]) throws -> ChildCommand {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments

@@ -1,0 +1,180 @@
+// The machine's conditions as Linux shows them: routes in /proc/net, power supplies in
+// sysfs, free space from statvfs; changes announced by netlink on the runtime's loop.
+
+import Foundation
+import Overtime
+
+/// Reads the conditions a run may require from Linux. Every root is injectable, so that a
+/// test can lay out its own `/proc/net` or `/sys/class/power_supply`.
+///
+/// - **Network**: a default route (IPv4 in `route`, IPv6 in `ipv6_route`, not a reject
+///   route, not on `lo`). Route and link changes arrive on a netlink socket watched by the
+///   loop: no polling.
+/// - **Power**: a supply that is not a battery is online, or a battery is charging; a
+///   machine with no supply at all (a server, a container) counts as powered. A battery is
+///   low at ``Configuration/batteryLowPercent`` or below while not charging. The kernel's
+///   device events (netlink) announce changes; the scheduler also looks again while a run
+///   waits on power, since not every driver announces.
+/// - **Storage**: `statvfs` of ``Configuration/storagePath``; low below
+///   ``Configuration/storageLowBelow`` bytes available. Nothing announces it: the scheduler
+///   looks again while a run waits on it.
+public final class LinuxConditionSource: ConditionSource {
+    /// Where to read and what counts as low.
+    public struct Configuration: Sendable {
+        /// The folder with `route` and `ipv6_route`. Default `/proc/net`.
+        public var procNet = "/proc/net"
+        /// The folder of power supplies. Default `/sys/class/power_supply`.
+        public var powerSupplies = "/sys/class/power_supply"
+        /// A path on the file system whose room counts.
+        public var storagePath: String
+        /// Storage is low below this many bytes available. Default 64 MiB.
+        public var storageLowBelow: UInt64 = 64 << 20
+        /// A discharging battery is low at this charge or below. Default 15 %.
+        public var batteryLowPercent = 15
+        /// Whether changes are announced by netlink (off: only looking again announces them,
+        /// for roots that are not the kernel's).
+        public var watchesKernelEvents = true
+
+        /// Reads the real system, measuring storage at `storagePath`.
+        public init(storagePath: String) {
+            self.storagePath = storagePath
+        }
+    }
+
+    /// Where it reads.
+    public let configuration: Configuration
+    private let watchers = Locked<[NetlinkWatcherBox]>([])
+
+    /// A source reading as `configuration` says.
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+    }
+
+    /// Reads every condition now.
+    public func read() -> SystemConditions {
+        let power = readPower()
+        return SystemConditions(
+            networkAvailable: hasDefaultRoute(), externalPower: power.external, batteryLow: power.batteryLow,
+            storageLow: storageLow())
+    }
+
+    /// Watches route changes and power-supply events on `runtime`'s loop.
+    public func start(runtime: Runtime, changed: @escaping @Sendable () -> Void) {
+        guard configuration.watchesKernelEvents else { return }
+        let context = runtime.driverContext
+        runtime.execute { [self] in
+            var made: [NetlinkWatcherBox] = []
+            do {
+                made.append(
+                    NetlinkWatcherBox(
+                        try NetlinkWatcher(.routes, context: context, onChange: changed), context: context))
+                let powerSupply = Array("SUBSYSTEM=power_supply".utf8)
+                made.append(
+                    NetlinkWatcherBox(
+                        try NetlinkWatcher(
+                            .deviceEvents, context: context, filter: { $0.contains(subsequence: powerSupply) },
+                            onChange: changed), context: context))
+            } catch {
+                context.logger.error("cannot watch the kernel's network and power events: \(error)")
+            }
+            watchers.withLock { $0 += made }
+        }
+    }
+
+    /// Stops watching.
+    public func stop() {
+        let stopping = watchers.withLock { watchers in
+            defer { watchers = [] }
+            return watchers
+        }
+        for watcher in stopping { watcher.stop() }
+    }
+
+    // MARK: Reading
+
+    /// Whether a default route is up, IPv4 or IPv6.
+    func hasDefaultRoute() -> Bool {
+        let flagUp: UInt32 = 0x1
+        let flagReject: UInt32 = 0x200
+        if let table = try? String(contentsOfFile: configuration.procNet + "/route", encoding: .utf8) {
+            for line in table.split(separator: "\n").dropFirst() {
+                let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+                guard fields.count >= 8, fields[0] != "lo", fields[1] == "00000000", fields[7] == "00000000",
+                    let flags = UInt32(fields[3], radix: 16), flags & flagUp != 0, flags & flagReject == 0
+                else { continue }
+                return true
+            }
+        }
+        if let table = try? String(contentsOfFile: configuration.procNet + "/ipv6_route", encoding: .utf8) {
+            for line in table.split(separator: "\n") {
+                let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+                guard fields.count >= 10, fields[9] != "lo", fields[0].allSatisfy({ $0 == "0" }), fields[1] == "00",
+                    let flags = UInt32(fields[8], radix: 16), flags & flagUp != 0, flags & flagReject == 0
+                else { continue }
+                return true
+            }
+        }
+        return false
+    }
+
+    /// Whether external power is connected and a battery is low.
+    func readPower() -> (external: Bool, batteryLow: Bool) {
+        let root = configuration.powerSupplies
+        let supplies = (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []
+        func read(_ supply: String, _ name: String) -> String? {
+            (try? String(contentsOfFile: "\(root)/\(supply)/\(name)", encoding: .utf8))?
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        var sawSupply = false
+        var external = false
+        var batteryLow = false
+        for supply in supplies.sorted() {
+            guard let type = read(supply, "type") else { continue }
+            sawSupply = true
+            if type == "Battery" {
+                let status = read(supply, "status") ?? "Unknown"
+                let charging = status == "Charging" || status == "Full"
+                if charging { external = true }
+                if !charging, let capacity = read(supply, "capacity").flatMap({ Int($0) }),
+                    capacity <= configuration.batteryLowPercent
+                {
+                    batteryLow = true
+                }
+            } else if read(supply, "online") == "1" {
+                external = true
+            }
+        }
+        return (external || !sawSupply, batteryLow)
+    }
+
+    /// Whether the watched file system has less room than the threshold.
+    func storageLow() -> Bool {
+        var info = statvfs()
+        guard statvfs(configuration.storagePath, &info) == 0 else { return false }
+        return UInt64(info.f_bavail) * UInt64(info.f_frsize) < configuration.storageLowBelow
+    }
+}
+
+/// A watcher handed between threads: made and stopped on the loop.
+private final class NetlinkWatcherBox: Sendable {
+    private let watcher: LoopBound<NetlinkWatcher>
+    private let context: DriverContext
+
+    init(_ watcher: NetlinkWatcher, context: DriverContext) {
+        self.watcher = LoopBound(watcher, context: context)
+        self.context = context
+    }
+
+    func stop() {
+        _ = context.execute { [self] in watcher.value.stop() }
+    }
+}
+
+extension Array where Element == UInt8 {
+    fileprivate func contains(subsequence: [UInt8]) -> Bool {
+        guard subsequence.count <= count else { return false }
+        return (0...(count - subsequence.count)).contains {
+            self[$0..<($0 + subsequence.count)].elementsEqual(subsequence)
+        }
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import Overtime
+import OvertimeTestSupport
+import Testing
+
+@testable import OvertimeScheduler
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The conditions as Linux shows them: laid-out sysfs and procfs trees, a real small file
+/// system that fills up, and a real network namespace whose default route comes and goes.
+@Suite("Linux conditions: routes, power supplies, free space, netlink", .serialized, .timeLimit(.minutes(2)))
+struct LinuxConditionSourceTests {
+    private func write(_ text: String, _ path: String) throws {
+        try FileManager.default.createDirectory(
+            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try text.write(toFile: path, atomically: false, encoding: .utf8)
+    }
+
+    private let routeHeader =
+        "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
+
+    @Test func aDefaultRouteIsReadFromIPv4AndIPv6Tables() throws {
+        let folder = TemporaryDirectory("conditions-routes")
+        defer { folder.remove() }
+        var configuration = LinuxConditionSource.Configuration(storagePath: folder.path)
+        configuration.procNet = folder.path + "/net"
+        let source = LinuxConditionSource(configuration: configuration)
+        #expect(!source.hasDefaultRoute(), "no tables: no network")
+        try write(
+            routeHeader + "eth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n", folder.path + "/net/route")
+        try write(
+            "00000000000000000000000000000000 00 00000000000000000000000000000000 00 "
+                + "00000000000000000000000000000000 ffffffff 00000001 00000000 00200200       lo\n",
+            folder.path + "/net/ipv6_route")
+        #expect(!source.hasDefaultRoute(), "a link route and IPv6's unreachable default on lo are not a way out")
+        try write(
+            routeHeader + "wlan0\t00000000\t010200C0\t0003\t0\t0\t600\t00000000\t0\t0\t0\n", folder.path + "/net/route")
+        #expect(source.hasDefaultRoute())
+        try write(routeHeader, folder.path + "/net/route")
+        try write(
+            "00000000000000000000000000000000 00 00000000000000000000000000000000 00 "
+                + "fd000000000000000000000000000001 00000400 00000003 00000000 00000003     eth0\n",
+            folder.path + "/net/ipv6_route")
+        #expect(source.hasDefaultRoute(), "IPv6 only")
+    }
+
+    @Test func powerSuppliesAreReadAsTheKernelLaysThemOut() throws {
+        let folder = TemporaryDirectory("conditions-power")
+        defer { folder.remove() }
+        var configuration = LinuxConditionSource.Configuration(storagePath: folder.path)
+        configuration.powerSupplies = folder.path + "/power_supply"
+        let source = LinuxConditionSource(configuration: configuration)
+        #expect(source.readPower() == (true, false), "no supply at all: a server, powered")
+        let root = folder.path + "/power_supply"
+        try write("Battery\n", root + "/BAT0/type")
+        try write("Discharging\n", root + "/BAT0/status")
+        try write("40\n", root + "/BAT0/capacity")
+        try write("Mains\n", root + "/AC/type")
+        try write("0\n", root + "/AC/online")
+        #expect(source.readPower() == (false, false), "on battery, not low")
+        try write("15\n", root + "/BAT0/capacity")
+        #expect(source.readPower() == (false, true), "low at the threshold")
+        try write("1\n", root + "/AC/online")
+        try write("Charging\n", root + "/BAT0/status")
+        #expect(source.readPower() == (true, false), "plugged in: charging is not low")
+        try write("Unknown\n", root + "/BAT0/status")
+        #expect(source.readPower() == (true, true), "mains online, a low battery not charging")
+        let conditions = source.read()
+        #expect(conditions.externalPower && conditions.batteryLow)
+    }
+
+    @Test func storageIsLowWhenARealFileSystemFillsUp() throws {
+        let folder = TemporaryDirectory("conditions-storage")
+        defer { folder.remove() }
+        let mountPoint = folder.path + "/small"
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        let mount = try ChildCommand.run("/bin/mount", ["-t", "tmpfs", "-o", "size=8m", "tmpfs", mountPoint])
+        try #require(mount.status == 0, "mounting a tmpfs needs root: \(mount.output)")
+        defer { _ = try? ChildCommand.run("/bin/umount", ["-l", mountPoint]) }
+        var configuration = LinuxConditionSource.Configuration(storagePath: mountPoint)
+        configuration.storageLowBelow = 2 << 20
+        let source = LinuxConditionSource(configuration: configuration)
+        #expect(!source.storageLow(), "8 MiB free")
+        let fill = mountPoint + "/fill"
+        try Data(repeating: 7, count: 7 << 20).write(to: URL(fileURLWithPath: fill))
+        #expect(source.storageLow(), "under 2 MiB left")
+        #expect(source.read().storageLow)
+        try FileManager.default.removeItem(atPath: fill)
+        #expect(!source.storageLow(), "room again")
+    }
+
+    /// A daemon in a network namespace of its own, at first with no route: its run needing
+    /// the network starts when a default route is added (announced by netlink, no
+    /// polling), is stopped when the route goes, and retried when it comes back.
+    @Test func aRealDefaultRouteComingAndGoingStartsStopsAndRetriesARun() async throws {
+        try await onOwnThread {
+            let folder = TemporaryDirectory("conditions-netns")
+            defer { folder.remove() }
+            let child = try RunningChild(["scheduler-network", folder.path], wrapper: ["/usr/bin/unshare", "--net"])
+            try #require(child.waitForLine { $0 == "READY" } != nil, "\(child.standardError)")
+            usleep(300_000)
+            #expect(!child.output.contains { $0.hasPrefix("RAN") }, "no route in a new namespace: no run")
+            func inNamespace(_ command: String) throws {
+                let result = try ChildCommand.run(
+                    "/usr/bin/nsenter", ["-t", "\(child.pid)", "-n", "/bin/sh", "-c", command])
+                try #require(result.status == 0, "\(command): \(result.output)")
+            }
+            try inNamespace(
+                "ip link add v0 type veth peer name v1 && ip addr add 10.9.0.2/24 dev v0 && ip link set v1 up"
+                    + " && ip link set v0 up && ip route add default via 10.9.0.1")
+            let ran = try #require(child.waitForLine(timeout: .seconds(10)) { $0.hasPrefix("RAN") })
+            #expect(ran == "RAN 1 1")
+            try inNamespace("ip route del default")
+            #expect(child.waitForLine(timeout: .seconds(10)) { $0 == "STOPPED 1 1" } != nil, "stopped")
+            usleep(300_000)
+            #expect(!child.output.contains("RAN 1 2"), "not retried while the route is gone")
+            try inNamespace("ip route add default via 10.9.0.1")
+            #expect(child.waitForLine(timeout: .seconds(10)) { $0 == "RAN 1 2" } != nil, "retried, same run")
+            child.send(SIGKILL)
+            _ = child.waitForExit()
+        }
+    }
+}
