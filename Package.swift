@@ -17,6 +17,7 @@ let package = Package(
         .executable(name: "overtimectl", targets: ["overtimectl"]),
         .executable(name: "tiny-daemon", targets: ["tiny-daemon"]),
         .executable(name: "log-uploader", targets: ["log-uploader"]),
+        .executable(name: "periodic-report", targets: ["periodic-report"]),
     ],
     dependencies: [
         // The core keeps its dependency list short on purpose: users embed it.
@@ -127,6 +128,16 @@ let package = Package(
             ],
             path: "Examples/log-uploader"
         ),
+        .executableTarget(
+            name: "periodic-report",
+            dependencies: [
+                "Overtime",
+                "OvertimeScheduler",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Examples/periodic-report"
+        ),
         // A child process the tests start to check behaviour that ends a process
         // (exit policies, the watchdog) and the libuv path end to end.
         .executableTarget(
@@ -221,6 +232,8 @@ let package = Package(
                 "OvertimeSchedulerTesting",
                 "OvertimeTestSupport",
                 "OvertimeTestHarness",
+                "overtimectl",
+                "periodic-report",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),

@@ -21,7 +21,7 @@ struct OvertimeCtl: ParsableCommand {
         version: "overtimectl 0.2.0",
         subcommands: [
             Status.self, Tasks.self, Background.self, Foreground.self, Terminate.self, Reload.self, Expire.self,
-            Call.self,
+            Schedule.self, History.self, Run.self, Cancel.self, Call.self,
         ])
 }
 
@@ -192,10 +192,63 @@ struct Call: ParsableCommand {
     @Argument(help: "The command's name.")
     var name: String
 
+    @Argument(help: "Its arguments.")
+    var arguments: [String] = []
+
     func run() throws {
-        let response = try options.send(ControlRequest(command: name))
+        let response = try options.send(ControlRequest(command: name, arguments: arguments.isEmpty ? nil : arguments))
         if !options.json { print(response.message ?? "ok") }
     }
+}
+
+/// A scheduler command: the daemon's scheduler answers with the text to print.
+protocol SchedulerCommand: ParsableCommand {
+    static var command: String { get }
+    var options: ConnectionOptions { get }
+    var arguments: [String] { get }
+}
+
+extension SchedulerCommand {
+    func run() throws {
+        let response = try options.send(ControlRequest(command: Self.command, arguments: arguments))
+        if !options.json { print(response.message ?? "ok") }
+    }
+}
+
+struct Schedule: SchedulerCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List the scheduler's pending requests: next run, attempt, what each waits for.")
+    static let command = "schedule"
+    @OptionGroup var options: ConnectionOptions
+    var arguments: [String] { [] }
+}
+
+struct History: SchedulerCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show a request's runs, newest first: start, end, result, why it stopped.")
+    static let command = "history"
+    @OptionGroup var options: ConnectionOptions
+    @Argument(help: "The request's identifier.") var identifier: String
+    @Option(help: "At most this many attempts.") var limit = 20
+    var arguments: [String] { [identifier, "\(limit)"] }
+}
+
+struct Run: SchedulerCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Start a run of a request now, whatever its plan and requirements say.")
+    static let command = "run"
+    @OptionGroup var options: ConnectionOptions
+    @Argument(help: "The request's identifier.") var identifier: String
+    var arguments: [String] { [identifier] }
+}
+
+struct Cancel: SchedulerCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Remove a request: no run starts for it any more (a run in progress is told to stop).")
+    static let command = "cancel"
+    @OptionGroup var options: ConnectionOptions
+    @Argument(help: "The request's identifier.") var identifier: String
+    var arguments: [String] { [identifier] }
 }
 
 /// Plain aligned columns.

@@ -3,49 +3,6 @@ import Overtime
 import OvertimeTestSupport
 import Testing
 
-/// Plays systemd: a datagram socket the daemon notifies.
-final class FakeSystemd: @unchecked Sendable {
-    let path: String
-    private let socket: Int32
-    let messages = Recorder<(String, ContinuousClock.Instant)>()
-
-    init() throws {
-        path = FileManager.default.temporaryDirectory.appendingPathComponent("notify-\(UUID().uuidString)").path
-        socket = makeUnixSocket(datagram: true)
-        let address = try #require(UnixSocketAddress(path))
-        let fd = socket
-        let bound = address.withSockAddr { bind(fd, $0, $1) }
-        try #require(bound == 0, "bind: \(errnoDescription())")
-        let messages = self.messages
-        Thread.detachNewThread {
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            while true {
-                let count = recv(fd, &buffer, buffer.count, 0)
-                if count <= 0 { break }
-                let datagram = String(decoding: buffer[0..<count], as: UTF8.self)
-                for line in datagram.split(separator: "\n") { messages.append((String(line), .now)) }
-            }
-        }
-    }
-
-    deinit {
-        shutdown(socket, Int32(SHUT_RDWR))
-        close(socket)
-        unlink(path)
-    }
-
-    var lines: [String] { messages.all.map(\.0) }
-
-    func waitFor(timeout: Duration = .seconds(20), _ match: (String) -> Bool) -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if lines.contains(where: match) { return true }
-            usleep(2000)
-        }
-        return false
-    }
-}
-
 @Suite("systemd notify protocol, against a fake systemd socket", .timeLimit(.minutes(2)))
 struct SystemdNotifyTests {
     @Test func readyStatusStoppingAndExtendTimeout() throws {

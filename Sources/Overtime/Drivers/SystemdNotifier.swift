@@ -71,6 +71,7 @@ final class SystemdNotifier {
         if watchdogInterval != nil { send("WATCHDOG=1") }
         rearm()
         context.onLifecycleEvent { [self] event in observe(event) }  // keeps it until shutdown
+        context.onStatusChange { [self] in send("STATUS=\(status())") }
     }
 
     /// Called for every lifecycle event, before observers see it.
@@ -127,6 +128,7 @@ final class SystemdNotifier {
             let left = max(deadline - snapshot.now, .zero)
             text += ", \(Double(left.clampedNanoseconds / 100_000_000) / 10) s left"
         }
+        for part in context.statusParts { text += "; " + part }
         return text
     }
 

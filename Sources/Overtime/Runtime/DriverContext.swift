@@ -110,6 +110,31 @@ package final class DriverContext: @unchecked Sendable {  // confined to the loo
         }
     }
 
+    /// Adds a part to the status line drivers show (systemd's `STATUS=`): `part` is asked
+    /// each time the line is made, `nil` leaving it out.
+    package func addStatusPart(_ part: @escaping () -> String?) {
+        core.assertOnLoop()
+        core.statusParts.append(part)
+    }
+
+    /// The parts added with ``addStatusPart(_:)``, as they read now.
+    package var statusParts: [String] {
+        core.assertOnLoop()
+        return core.statusParts.compactMap { $0() }
+    }
+
+    /// Calls `body` when a part of the status line has changed (``statusChanged()``).
+    package func onStatusChange(_ body: @escaping () -> Void) {
+        core.assertOnLoop()
+        core.statusHooks.append(body)
+    }
+
+    /// Tells the drivers showing the status line that a part has changed.
+    package func statusChanged() {
+        core.assertOnLoop()
+        for hook in core.statusHooks { hook() }
+    }
+
     /// Calls `body` when the runtime shuts down, before every remaining handle is closed.
     package func onShutdown(_ body: @escaping () -> Void) {
         core.assertOnLoop()

@@ -60,6 +60,10 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
     /// Drivers' hooks for a step of the wall clock, and what notices one (made on first use).
     var wallClockStepHooks: [() -> Void] = []
     var wallClockWatcher: WallClockStepWatcher?
+    /// Parts other modules add to the status line (the scheduler's next run), and the
+    /// drivers that show it again when a part changes.
+    var statusParts: [() -> String?] = []
+    var statusHooks: [() -> Void] = []
     private var isInTurn = false
     private var buffer: [InboundWork] = []
 
@@ -244,6 +248,8 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
         onShutdown = []
         eventHooks = []
         wallClockStepHooks = []
+        statusParts = []
+        statusHooks = []
         wallClockWatcher = nil
         loop.closeAllHandles()
     }

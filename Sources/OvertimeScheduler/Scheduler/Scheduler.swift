@@ -77,6 +77,8 @@ public final class Scheduler: Sendable {
         var abandoned = false
         /// The machine's conditions as last read.
         var conditions = SystemConditions()
+        /// The next run planned, as the status line shows it.
+        var nextRun: String?
     }
 
     /// Opens (creating) the store and recovers it. Nothing runs until ``start()``.
@@ -176,9 +178,11 @@ public final class Scheduler: Sendable {
             queue.async { self.conditionsChanged() }
         }
         state.withLock { $0.token = token }
+        addControlCommands()
         let context = runtime.driverContext
         runtime.execute { [weak self] in
             context.onWallClockStep { [weak self] in self?.wallClockStepped() }
+            context.addStatusPart { [weak self] in self?.state.withLock { $0.nextRun } }
         }
         queue.async { [self] in
             let read = conditions.read()
@@ -445,6 +449,7 @@ public final class Scheduler: Sendable {
         var current = state.withLock { $0.conditions }
         var conditionsRead = false
         var waitsOnPolledCondition = false
+        var nextIdentifier: String?
         let lifecycle = runtime.state
         for identifier in state.withLock({ $0.order }) {
             guard var stored = state.withLock({ $0.running[identifier] == nil ? $0.requests[identifier] : nil }) else {
@@ -457,7 +462,9 @@ public final class Scheduler: Sendable {
             }
             switch SchedulePlanner.next(stored.plan, stored.request, now: now) {
             case .finished: continue
-            case .waitUntil(let due): earliest = min(earliest ?? due, due)
+            case .waitUntil(let due):
+                if earliest.map({ due < $0 }) ?? true { nextIdentifier = identifier }
+                earliest = min(earliest ?? due, due)
             case .run:
                 let requirements = stored.request.requirements
                 if !conditionsRead, requirements.contains(where: \.isSystemCondition) {
@@ -474,6 +481,7 @@ public final class Scheduler: Sendable {
                 startable.append(identifier)
             }
         }
+        showNextRun(nextIdentifier.flatMap { identifier in earliest.map { "next run: \(identifier) at \($0)" } })
         if waitsOnPolledCondition {
             let recheck = now + configuration.conditionRecheckInterval
             earliest = min(earliest ?? recheck, recheck)
@@ -492,6 +500,17 @@ public final class Scheduler: Sendable {
             }
         }
         arm(earliest, now: now)
+    }
+
+    /// Updates the status line's part when it changed.
+    private func showNextRun(_ text: String?) {
+        let changed = state.withLock { state in
+            defer { state.nextRun = text }
+            return state.nextRun != text
+        }
+        guard changed else { return }
+        let context = runtime.driverContext
+        runtime.execute { context.statusChanged() }
     }
 
     /// One timer on the runtime's clock for the earliest due time.
@@ -549,6 +568,8 @@ public final class Scheduler: Sendable {
             state.withLock { $0.refusal = "\(refusal)" }
             return .failure(SchedulerError(code: .refused, message: "'\(identifier)': no grant: \(refusal)"))
         }
+        let due = SchedulePlanner.dueTime(stored.plan, stored.request)
+        if now >= due { SchedulerMetrics.recordLateness(identifier, now - due) }
         stored.plan = SchedulePlanner.started(stored.plan, stored.request, now: now)
         stored.currentRunID = runID
         let record = RunRecord(

@@ -119,6 +119,12 @@ enum SchedulerMetrics {
         .increment()
     }
 
+    /// How long after its due time a run started (`overtime_scheduler_lateness_seconds`).
+    static func recordLateness(_ identifier: String, _ lateness: Duration) {
+        Timer(label: "overtime_scheduler_lateness_seconds", dimensions: [("identifier", identifier)])
+            .recordNanoseconds(lateness.saturatingNanoseconds)
+    }
+
     static func countMisuse(_ kind: String) {
         Counter(label: "overtime_scheduler_misuse_total", dimensions: [("kind", kind)]).increment()
     }

@@ -9,7 +9,7 @@ import FoundationEssentials
 /// The control socket's commands: the built-in ones and those the program added. What
 /// each does runs on the loop thread, through the driver seam.
 final class ControlCommands: Sendable {
-    typealias Handler = @Sendable () -> Result<String, ControlCommandError>
+    typealias Handler = @Sendable ([String]) -> Result<String, ControlCommandError>
 
     /// Commands the program added (registered from any thread).
     private let added = Locked<[String: Handler]>([:])
@@ -55,7 +55,7 @@ final class ControlCommands: Sendable {
         default:
             let added = added.withLock { $0 }
             if let handler = added[request.command] {
-                switch handler() {
+                switch handler(request.arguments ?? []) {
                 case .success(let message): return ControlResponse(ok: true, message: message)
                 case .failure(let error): return .failure("\(request.command): \(error.message)")
                 }
@@ -103,6 +103,16 @@ extension Runtime {
     @discardableResult
     public func addControlCommand(
         _ name: String, handler: @escaping @Sendable () -> Result<String, ControlCommandError>
+    ) -> Bool {
+        controlCommands.add(name) { _ in handler() }
+    }
+
+    /// Adds `name` to the control socket's commands, with arguments: `overtimectl call NAME
+    /// A B` hands `["A", "B"]` to `handler` (on the loop thread, so it must be quick; its
+    /// message is the reply). Built-in commands cannot be replaced: `false` is returned.
+    @discardableResult
+    public func addControlCommand(
+        _ name: String, arguments handler: @escaping @Sendable ([String]) -> Result<String, ControlCommandError>
     ) -> Bool {
         controlCommands.add(name, handler: handler)
     }

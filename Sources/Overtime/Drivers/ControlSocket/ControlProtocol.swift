@@ -5,17 +5,21 @@ import FoundationEssentials
 /// `{"command":"status"}`, `{"command":"tasks"}`, `{"command":"background"}`,
 /// `{"command":"foreground"}`, `{"command":"terminate"}`, `{"command":"reload"}`,
 /// `{"command":"expire"}` (all) or `{"command":"expire","id":9223372036854775809}`, and
-/// any command the program added (``Runtime/addControlCommand(_:handler:)``).
+/// any command the program added (``Runtime/addControlCommand(_:handler:)``), with its
+/// arguments: `{"command":"history","arguments":["com.example.refresh"]}`.
 package struct ControlRequest: Codable, Sendable, Equatable {
     package var command: String
     package var id: UInt64?
     /// `terminate` only: expire every grant at once instead of waiting for them.
     package var now: Bool?
+    /// A command the program added: what follows its name (`overtimectl history ID`).
+    package var arguments: [String]?
 
-    package init(command: String, id: UInt64? = nil, now: Bool? = nil) {
+    package init(command: String, id: UInt64? = nil, now: Bool? = nil, arguments: [String]? = nil) {
         self.command = command
         self.id = id
         self.now = now
+        self.arguments = arguments
     }
 }
 

@@ -1,0 +1,77 @@
+import Foundation
+import OvertimeTestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The `periodic-report` example as an operator meets it: `overtimectl schedule`,
+/// `history`, `run`, `cancel` on its control socket, the next run in systemd's STATUS=,
+/// a kill -9 and a restart.
+@Suite("periodic-report daemon with overtimectl and systemd", .serialized, .timeLimit(.minutes(2)))
+struct PeriodicReportDaemonTests {
+    private func overtimectl(_ socket: String, _ arguments: [String]) throws -> ChildCommand {
+        let tool = ChildProcess.harnessURL.deletingLastPathComponent().appendingPathComponent("overtimectl").path
+        return try ChildCommand.run(tool, arguments + ["--socket", socket])
+    }
+
+    private func waitFor(_ condition: () throws -> Bool) rethrows -> Bool {
+        for _ in 0..<400 {
+            if try condition() { return true }
+            usleep(5000)
+        }
+        return false
+    }
+
+    @Test func anOperatorInspectsRunsRetriesAndCancelsThroughOvertimectl() async throws {
+        try await onOwnThread {
+            let folder = TemporaryDirectory("periodic-report")
+            defer { folder.remove() }
+            let systemd = try FakeSystemd()
+            let socket = folder.path + "/control.sock"
+            let arguments = [
+                "--state-directory", folder.path, "--every", "3600", "--fail-attempts", "1", "--retry-delay", "600",
+            ]
+            let daemon = try RunningChild(
+                arguments, environment: ["NOTIFY_SOCKET": systemd.path], executable: "periodic-report")
+            #expect(daemon.waitForLine { $0.contains("attempt 1: failing on purpose") } != nil)
+            #expect(systemd.waitFor { $0.hasPrefix("STATUS=") && $0.contains("next run: report at ") })
+
+            var schedule = try overtimectl(socket, ["schedule"])
+            #expect(schedule.status == 0, "\(schedule.output)")
+            #expect(schedule.output.contains("report") && schedule.output.contains("every 3600 s"))
+            #expect(try waitFor { try overtimectl(socket, ["schedule"]).output.contains("retry at") })
+            var history = try overtimectl(socket, ["history", "report"])
+            #expect(history.output.contains("failed"), "\(history.output)")
+
+            // The retry is ten minutes away: the operator runs it now.
+            let run = try overtimectl(socket, ["run", "report"])
+            #expect(run.status == 0 && run.output.contains("started run 1"), "\(run.output)")
+            #expect(daemon.waitForLine { $0 == "report run 1 attempt 2: written" } != nil)
+            #expect(try waitFor { try overtimectl(socket, ["history", "report"]).output.contains("succeeded") })
+            history = try overtimectl(socket, ["history", "report", "--json"])
+            #expect(history.output.contains("\"ok\":true"))
+            let unknown = try overtimectl(socket, ["run", "nothing"])
+            #expect(unknown.status == 1 && unknown.output.contains("no request 'nothing'"), "\(unknown.output)")
+
+            // Killed and restarted: the request is still there, the completed run not repeated.
+            daemon.send(SIGKILL)
+            _ = daemon.waitForExit()
+            let again = try RunningChild(arguments, executable: "periodic-report")
+            #expect(again.waitForLine { $0.hasPrefix("report: next run ") } != nil)
+            usleep(300_000)
+            #expect(!again.output.contains { $0.contains("written") }, "nothing due: nothing ran")
+            let reports = try String(contentsOfFile: folder.path + "/reports.log", encoding: .utf8)
+            #expect(reports.split(separator: "\n").count == 1, "one report for one run")
+
+            let cancel = try overtimectl(socket, ["cancel", "report"])
+            #expect(cancel.status == 0 && cancel.output.contains("cancelled 'report'"))
+            schedule = try overtimectl(socket, ["schedule"])
+            #expect(schedule.output.contains("no pending requests"))
+            #expect(try overtimectl(socket, ["history", "report"]).output.contains("succeeded"), "history stays")
+            again.send(SIGTERM)
+            #expect(again.waitForExit(timeout: .seconds(20)) == 0)
+        }
+    }
+}
