@@ -58,5 +58,29 @@ struct MetricSpec: Sendable {
             guard let overtime = values["overtime"], let ceiling = values["ceiling"] else { return nil }
             return overtime >= 0.8 * ceiling
         },
+        MetricSpec(
+            name: "scheduler_submit_per_sec", unit: "requests/s", higherIsBetter: true,
+            what: "durable submits to SQLite (FULL sync), on disk", target: "≥ 2,000 single, ≥ 100,000 batched"
+        ) { values in
+            guard let single = values["overtime_single"], let batched = values["overtime_batched"] else { return nil }
+            return single >= 2_000 && batched >= 100_000
+        },
+        MetricSpec(
+            name: "scheduler_runs_per_sec", unit: "runs/s", higherIsBetter: true,
+            what: "one-shots due at once, each a grant, start+end durable (size in results)",
+            target: "≥ 100,000 (at 1,000,000 due)"
+        ) { values in values["overtime"].map { $0 >= 100_000 } },
+        MetricSpec(
+            name: "scheduler_lateness_p99_us", unit: "µs", higherIsBetter: false,
+            what: "run start after earliest begin, real clock, many pending", target: "≤ 2,000 (at 100,000 pending)"
+        ) { values in values["overtime"].map { $0 <= 2_000 } },
+        MetricSpec(
+            name: "scheduler_idle_wakeups_per_sec", unit: "wake-ups/s", higherIsBetter: false,
+            what: "10,000 requests due in an hour", target: "0"
+        ) { values in values["overtime"].map { $0 == 0 } },
+        MetricSpec(
+            name: "scheduler_resident_mb", unit: "MB", higherIsBetter: false,
+            what: "resident growth with requests pending (size in results)", target: "≤ 100 (at 1,000,000 pending)"
+        ) { _ in nil },
     ]
 }

@@ -92,6 +92,50 @@ struct Scenarios {
                 ("overtime", { try UploadThroughput.overtime(baseURL: nginx, lines: s.uploadLines, scratch: scratch) }),
                 ("ceiling", { try UploadThroughput.ceiling(baseURL: nginx, lines: s.uploadLines, scratch: scratch) }),
             ]
+        case "scheduler_submit_per_sec":
+            let z = s.scheduler
+            return [
+                ("overtime_single", { try SchedulerScenarios.submitSingle(count: z.singleSubmits, scratch: scratch) }),
+                (
+                    "overtime_batched",
+                    { try SchedulerScenarios.submitBatched(count: z.batchedSubmits, batch: 1_000, scratch: scratch) }
+                ),
+            ]
+        case "scheduler_runs_per_sec":
+            let z = s.scheduler
+            notes.value.append("scheduler_runs_per_sec measured with \(z.runs) requests due at once")
+            return [("overtime", { try SchedulerScenarios.runs(count: z.runs, scratch: scratch) })]
+        case "scheduler_lateness_p99_us":
+            let z = s.scheduler
+            notes.value.append(
+                "scheduler_lateness_p99_us measured with \(z.latencyPending) pending, \(z.latencyDue) due over 5 s")
+            return [
+                (
+                    "overtime",
+                    {
+                        try SchedulerScenarios.lateness(
+                            pending: z.latencyPending, due: z.latencyDue, spread: 5, scratch: scratch)
+                    }
+                )
+            ]
+        case "scheduler_idle_wakeups_per_sec":
+            return [
+                (
+                    "overtime",
+                    {
+                        try SchedulerScenarios.idleWakeups(
+                            count: s.scheduler.idleRequests, seconds: s.idleSeconds, scratch: scratch)
+                    }
+                )
+            ]
+        case "scheduler_resident_mb":
+            notes.value.append("scheduler_resident_mb measured with \(s.scheduler.memoryPending) pending")
+            return [
+                (
+                    "overtime",
+                    { try SchedulerScenarios.residentMegabytes(count: s.scheduler.memoryPending, scratch: scratch) }
+                )
+            ]
         default:
             return []
         }

@@ -211,6 +211,13 @@ final class SQLiteScheduleStore: ScheduleStore {
         try Self.transaction(database, path) { db in try Self.upsert(stored, db) }
     }
 
+    func saveAll(_ requests: [StoredRequest]) throws(ScheduleStoreError) {
+        guard !requests.isEmpty else { return }
+        try Self.transaction(database, path) { db in
+            for stored in requests { try Self.upsert(stored, db) }
+        }
+    }
+
     func delete(identifier: String) throws(ScheduleStoreError) {
         try Self.transaction(database, path) { db in
             try db.execute(sql: "DELETE FROM requests WHERE identifier = ?", arguments: [identifier])
@@ -223,31 +230,33 @@ final class SQLiteScheduleStore: ScheduleStore {
 
     func nextRunID() throws(ScheduleStoreError) -> Int64 {
         try Self.transaction(database, path) { db in
-            try db.execute(sql: "UPDATE counters SET value = value + 1 WHERE name = 'run_id'")
-            return try Int64.fetchOne(db, sql: "SELECT value FROM counters WHERE name = 'run_id'") ?? 0
+            try db.cachedStatement(sql: "UPDATE counters SET value = value + 1 WHERE name = 'run_id'").execute()
+            return try Int64.fetchOne(db.cachedStatement(sql: "SELECT value FROM counters WHERE name = 'run_id'")) ?? 0
         }
     }
 
     func recordStart(_ record: RunRecord, plan: StoredRequest) throws(ScheduleStoreError) {
         try Self.transaction(database, path) { db in
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT OR REPLACE INTO runs (run_id, attempt, identifier, started_at, ended_at, result, stop_reason)
                     VALUES (?, ?, ?, ?, NULL, 'running', NULL)
-                    """,
-                arguments: [record.runID, record.attempt, record.identifier, record.startedAt.nanosecondsSinceEpoch])
+                    """
+            ).execute(arguments: [
+                record.runID, record.attempt, record.identifier, record.startedAt.nanosecondsSinceEpoch,
+            ])
             try Self.upsert(plan, db)
         }
     }
 
     func recordEnd(_ record: RunRecord, plan: StoredRequest?) throws(ScheduleStoreError) {
         try Self.transaction(database, path) { db in
-            try db.execute(
-                sql: "UPDATE runs SET ended_at = ?, result = ?, stop_reason = ? WHERE run_id = ? AND attempt = ?",
-                arguments: [
-                    record.endedAt?.nanosecondsSinceEpoch, record.result.description, record.stopReason,
-                    record.runID, record.attempt,
-                ])
+            try db.cachedStatement(
+                sql: "UPDATE runs SET ended_at = ?, result = ?, stop_reason = ? WHERE run_id = ? AND attempt = ?"
+            ).execute(arguments: [
+                record.endedAt?.nanosecondsSinceEpoch, record.result.description, record.stopReason,
+                record.runID, record.attempt,
+            ])
             if let plan { try Self.upsert(plan, db) }
         }
     }
@@ -273,15 +282,17 @@ final class SQLiteScheduleStore: ScheduleStore {
             case .none: ("none", 0)
             }
         let existing = try Int64.fetchOne(
-            db, sql: "SELECT sequence FROM requests WHERE identifier = ?", arguments: [request.identifier])
+            db.cachedStatement(sql: "SELECT sequence FROM requests WHERE identifier = ?"),
+            arguments: [request.identifier])
         let sequence: Int64
         if let existing {
             sequence = existing
         } else {
-            try db.execute(sql: "UPDATE counters SET value = value + 1 WHERE name = 'sequence'")
-            sequence = try Int64.fetchOne(db, sql: "SELECT value FROM counters WHERE name = 'sequence'") ?? 0
+            try db.cachedStatement(sql: "UPDATE counters SET value = value + 1 WHERE name = 'sequence'").execute()
+            sequence =
+                try Int64.fetchOne(db.cachedStatement(sql: "SELECT value FROM counters WHERE name = 'sequence'")) ?? 0
         }
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 INSERT OR REPLACE INTO requests (
                     identifier, submitted_at, earliest_begin, interval_ns, flex_ns, catch_up, catch_up_maximum,
@@ -289,19 +300,19 @@ final class SQLiteScheduleStore: ScheduleStore {
                     maximum_attempts, anchor, owed, retry_at, failed_attempts, finished, current_run_id, sequence,
                     requirements
                 ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
-            arguments: [
-                request.identifier, stored.submittedAt.nanosecondsSinceEpoch,
-                request.earliestBegin?.nanosecondsSinceEpoch,
-                request.repetition.map { $0.interval.saturatingNanoseconds },
-                request.repetition.map { $0.flex.saturatingNanoseconds },
-                catchUp.0, catchUp.1, request.randomizedDelay.saturatingNanoseconds,
-                request.maximumDuration.saturatingNanoseconds, request.retry.backoff.description,
-                request.retry.initialDelay.saturatingNanoseconds, request.retry.maximumDelay.saturatingNanoseconds,
-                request.retry.maximumAttempts, plan.anchor.nanosecondsSinceEpoch, plan.owed,
-                plan.retryAt?.nanosecondsSinceEpoch, plan.failedAttempts, plan.isFinished,
-                stored.currentRunID, sequence, request.requirements.sorted().map(\.description).joined(separator: ","),
-            ])
+                """
+        ).execute(arguments: [
+            request.identifier, stored.submittedAt.nanosecondsSinceEpoch,
+            request.earliestBegin?.nanosecondsSinceEpoch,
+            request.repetition.map { $0.interval.saturatingNanoseconds },
+            request.repetition.map { $0.flex.saturatingNanoseconds },
+            catchUp.0, catchUp.1, request.randomizedDelay.saturatingNanoseconds,
+            request.maximumDuration.saturatingNanoseconds, request.retry.backoff.description,
+            request.retry.initialDelay.saturatingNanoseconds, request.retry.maximumDelay.saturatingNanoseconds,
+            request.retry.maximumAttempts, plan.anchor.nanosecondsSinceEpoch, plan.owed,
+            plan.retryAt?.nanosecondsSinceEpoch, plan.failedAttempts, plan.isFinished,
+            stored.currentRunID, sequence, request.requirements.sorted().map(\.description).joined(separator: ","),
+        ])
     }
 
     private static func request(_ row: Row) -> StoredRequest {

@@ -17,6 +17,8 @@ protocol ScheduleStore: Sendable {
     func requests() throws(ScheduleStoreError) -> [StoredRequest]
     /// Inserts or replaces a request and its plan.
     func save(_ request: StoredRequest) throws(ScheduleStoreError)
+    /// Inserts or replaces requests and their plans, all in one transaction.
+    func saveAll(_ requests: [StoredRequest]) throws(ScheduleStoreError)
     /// Removes a request (its history stays).
     func delete(identifier: String) throws(ScheduleStoreError)
     /// Removes every request (their history stays).

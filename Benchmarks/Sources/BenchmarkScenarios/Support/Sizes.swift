@@ -10,17 +10,26 @@ public enum BenchmarkMode: String, Sendable, CaseIterable {
             Sizes(
                 openGrants: 1_000_000, pairSeconds: 2, crossThreadPairs: 4_000_000, latenessGrants: 100_000,
                 latenessSpreadSeconds: 10, memoryGrants: 1_000_000, idleGrants: 10_000, idleSeconds: 10,
-                observers: 1_000, transitions: 20_000, spoolLines: 2_000_000, uploadLines: 2_000_000)
+                observers: 1_000, transitions: 20_000, spoolLines: 2_000_000, uploadLines: 2_000_000,
+                scheduler: .init(
+                    singleSubmits: 2_000, batchedSubmits: 100_000, runs: 10_000, latencyPending: 10_000,
+                    latencyDue: 2_000, idleRequests: 10_000, memoryPending: 100_000))
         case .quick:
             Sizes(
                 openGrants: 1_000_000, pairSeconds: 0.5, crossThreadPairs: 2_000_000, latenessGrants: 100_000,
                 latenessSpreadSeconds: 10, memoryGrants: 1_000_000, idleGrants: 10_000, idleSeconds: 3,
-                observers: 1_000, transitions: 5_000, spoolLines: 1_000_000, uploadLines: 1_000_000)
+                observers: 1_000, transitions: 5_000, spoolLines: 1_000_000, uploadLines: 1_000_000,
+                scheduler: .init(
+                    singleSubmits: 1_000, batchedSubmits: 100_000, runs: 5_000, latencyPending: 10_000,
+                    latencyDue: 1_000, idleRequests: 10_000, memoryPending: 100_000))
         case .smoke:
             Sizes(
                 openGrants: 10_000, pairSeconds: 0.02, crossThreadPairs: 20_000, latenessGrants: 1_000,
                 latenessSpreadSeconds: 0.2, memoryGrants: 10_000, idleGrants: 1_000, idleSeconds: 0.2,
-                observers: 1_000, transitions: 20, spoolLines: 20_000, uploadLines: 20_000)
+                observers: 1_000, transitions: 20, spoolLines: 20_000, uploadLines: 20_000,
+                scheduler: .init(
+                    singleSubmits: 50, batchedSubmits: 1_000, runs: 100, latencyPending: 100, latencyDue: 20,
+                    idleRequests: 100, memoryPending: 1_000))
         }
     }
 }
@@ -51,4 +60,24 @@ public struct Sizes: Sendable {
     public var spoolLines: Int
     /// 200-byte lines uploaded to nginx.
     public var uploadLines: Int
+    /// The scheduler's rows.
+    public var scheduler: SchedulerSizes
+}
+
+/// Sizes of the scheduler's rows.
+public struct SchedulerSizes: Sendable {
+    /// Requests submitted one durable transaction each.
+    public var singleSubmits: Int
+    /// Requests submitted 1,000 to a transaction.
+    public var batchedSubmits: Int
+    /// One-shot requests due at once, run to completion.
+    public var runs: Int
+    /// Requests pending (a day away) while lateness is measured.
+    public var latencyPending: Int
+    /// Requests whose start lateness is measured, due over a few seconds.
+    public var latencyDue: Int
+    /// Requests due in an hour while the loop's wake-ups are counted.
+    public var idleRequests: Int
+    /// Requests pending while resident memory is measured.
+    public var memoryPending: Int
 }

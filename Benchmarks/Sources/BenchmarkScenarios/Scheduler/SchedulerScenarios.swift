@@ -1,0 +1,200 @@
+import Dispatch
+import Foundation
+import Logging
+import Overtime
+import OvertimeScheduler
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The scheduler's rows: durable submits, runs per second, lateness with many pending,
+/// idle wake-ups, resident memory per pending request. Stores live on disk in `scratch`
+/// (every transaction is fsynced: `synchronous = FULL`).
+public enum SchedulerScenarios {
+    /// A runtime and a scheduler whose handler completes every task at once and calls
+    /// `onRun` with the task.
+    static func make(
+        scratch: String, identifiers: [String], onRun: @escaping @Sendable (ScheduledTask) -> Void = { _ in }
+    ) throws -> (Runtime, Scheduler, String) {
+        let folder = scratch + "/scheduler-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let runtime = try BenchmarkRuntime.start()
+        var configuration = SchedulerConfiguration(storePath: folder + "/schedule.db")
+        configuration.startSpacing = .zero
+        configuration.maximumConcurrentRuns = 64
+        configuration.logger = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
+        let scheduler = try Scheduler(runtime: runtime, configuration: configuration)
+        for identifier in identifiers {
+            try scheduler.register(identifier) { task in
+                onRun(task)
+                task.setTaskCompleted(success: true)
+            }
+        }
+        return (runtime, scheduler, folder)
+    }
+
+    static func finish(_ runtime: Runtime, _ folder: String) {
+        BenchmarkRuntime.stop(runtime)
+        try? FileManager.default.removeItem(atPath: folder)
+    }
+
+    static func identifiers(_ count: Int) -> [String] { (0..<count).map { "job-\($0)" } }
+
+    /// `scheduler_submit_per_sec` single: one durable `submit` (one transaction) per request.
+    public static func submitSingle(count: Int, scratch: String) throws -> Double {
+        let names = identifiers(count)
+        let (runtime, scheduler, folder) = try make(scratch: scratch, identifiers: names)
+        defer { finish(runtime, folder) }
+        try scheduler.start()
+        let far = runtime.clock.wallClockNow + .seconds(86_400)
+        let start = ContinuousClock.now
+        for name in names {
+            var request = ScheduledTaskRequest(identifier: name)
+            request.earliestBegin = far
+            try scheduler.submit(request)
+        }
+        return Double(count) / seconds(ContinuousClock.now - start)
+    }
+
+    /// `scheduler_submit_per_sec` batched: `submit(contentsOf:)`, `batch` requests a transaction.
+    public static func submitBatched(count: Int, batch: Int, scratch: String) throws -> Double {
+        let names = identifiers(count)
+        let (runtime, scheduler, folder) = try make(scratch: scratch, identifiers: names)
+        defer { finish(runtime, folder) }
+        try scheduler.start()
+        let far = runtime.clock.wallClockNow + .seconds(86_400)
+        let requests = names.map { name -> ScheduledTaskRequest in
+            var request = ScheduledTaskRequest(identifier: name)
+            request.earliestBegin = far
+            return request
+        }
+        let start = ContinuousClock.now
+        var index = 0
+        while index < requests.count {
+            try scheduler.submit(contentsOf: Array(requests[index..<min(index + batch, requests.count)]))
+            index += batch
+        }
+        return Double(count) / seconds(ContinuousClock.now - start)
+    }
+
+    /// `scheduler_runs_per_sec`: `count` one-shot requests due at once, each run a grant
+    /// that completes at once, its start and end durable.
+    public static func runs(count: Int, scratch: String) throws -> Double {
+        let names = identifiers(count)
+        let done = Counter()
+        let (runtime, scheduler, folder) = try make(scratch: scratch, identifiers: names) { _ in done.add() }
+        defer { finish(runtime, folder) }
+        try scheduler.submit(contentsOf: names.map { ScheduledTaskRequest(identifier: $0) })
+        let start = ContinuousClock.now
+        try scheduler.start()
+        while scheduler.pendingRequests().count > 0 { usleep(20_000) }
+        return Double(count) / seconds(ContinuousClock.now - start)
+    }
+
+    /// `scheduler_lateness_p99_us`: `due` one-shots with earliest begins spread over
+    /// `spread` seconds among `pending` requests a day away; how late each run starts
+    /// after its earliest begin (wall clock), p99 in µs.
+    public static func lateness(pending: Int, due: Int, spread: Double, scratch: String) throws -> Double {
+        let waiting = identifiers(pending)
+        let timed = (0..<due).map { "due-\($0)" }
+        let late = Unprotected<[Double]>([])
+        let lock = NSLock()
+        let planned = Unprotected<[String: WallClockInstant]>([:])
+        let (runtime, scheduler, folder) = try make(scratch: scratch, identifiers: waiting + timed) { task in
+            guard let at = planned.value[task.identifier] else { return }
+            let lateness = seconds(SystemClock().wallClockNow - at) * 1e6
+            lock.lock()
+            late.value.append(lateness)
+            lock.unlock()
+        }
+        defer { finish(runtime, folder) }
+        let now = runtime.clock.wallClockNow
+        try scheduler.submit(
+            contentsOf: waiting.map { name in
+                var request = ScheduledTaskRequest(identifier: name)
+                request.earliestBegin = now + .seconds(86_400)
+                return request
+            })
+        try scheduler.start()
+        let first = runtime.clock.wallClockNow + .seconds(1)
+        var requests: [ScheduledTaskRequest] = []
+        for (index, name) in timed.enumerated() {
+            var request = ScheduledTaskRequest(identifier: name)
+            request.earliestBegin = first + .nanoseconds(Int64(spread * 1e9 * Double(index) / Double(due)))
+            planned.value[name] = request.earliestBegin
+            requests.append(request)
+        }
+        try scheduler.submit(contentsOf: requests)
+        let deadline = ContinuousClock.now + .seconds(spread + 30)
+        while ContinuousClock.now < deadline {
+            lock.lock()
+            let count = late.value.count
+            lock.unlock()
+            if count >= due { break }
+            usleep(50_000)
+        }
+        lock.lock()
+        let sorted = late.value.sorted()
+        lock.unlock()
+        guard !sorted.isEmpty else { throw ScenarioError("no run started") }
+        return sorted[min(sorted.count - 1, Int(Double(sorted.count) * 0.99))]
+    }
+
+    /// `scheduler_idle_wakeups_per_sec`: `count` requests due in an hour; the loop
+    /// thread's wake-ups per second while nothing is due.
+    public static func idleWakeups(count: Int, seconds: Double, scratch: String) throws -> Double {
+        let names = identifiers(count)
+        let (runtime, scheduler, folder) = try make(scratch: scratch, identifiers: names)
+        defer { finish(runtime, folder) }
+        let hour = runtime.clock.wallClockNow + .seconds(3600)
+        try scheduler.submit(
+            contentsOf: names.map { name in
+                var request = ScheduledTaskRequest(identifier: name)
+                request.earliestBegin = hour
+                return request
+            })
+        try scheduler.start()
+        _ = scheduler.pendingRequests()  // the first plan is made
+        let thread = BenchmarkRuntime.onLoop(runtime) { currentThreadID() }
+        return IdleWakeups.wakeupsPerSecond(thread: thread, seconds: seconds)
+    }
+
+    /// Resident memory with `count` requests pending, loaded by a started scheduler, in MB.
+    public static func residentMegabytes(count: Int, scratch: String) throws -> Double {
+        let names = identifiers(count)
+        let before = residentBytes()
+        let (runtime, scheduler, folder) = try make(scratch: scratch, identifiers: names)
+        defer { finish(runtime, folder) }
+        let hour = runtime.clock.wallClockNow + .seconds(3600)
+        var index = 0
+        while index < names.count {
+            try scheduler.submit(
+                contentsOf: names[index..<min(index + 10_000, names.count)].map { name in
+                    var request = ScheduledTaskRequest(identifier: name)
+                    request.earliestBegin = hour
+                    return request
+                })
+            index += 10_000
+        }
+        try scheduler.start()
+        _ = scheduler.pendingRequests()
+        return Double(residentBytes() - before) / 1_048_576
+    }
+}
+
+func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+}
+
+/// A count shared between threads.
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = 0
+
+    func add() {
+        lock.lock()
+        value += 1
+        lock.unlock()
+    }
+}
