@@ -79,7 +79,7 @@ struct Status: ParsableCommand {
         let response = try options.send(ControlRequest(command: "status"))
         guard !options.json, let status = response.status else { return }
         print(
-            Table.render(rows: [
+            TextTable.render([
                 ["state", status.state],
                 ["pid", "\(status.pid)"],
                 ["open tasks", "\(status.openBackgroundTasks)"],
@@ -107,7 +107,7 @@ struct Tasks: ParsableCommand {
                 $0.expired ? "yes" : "no", $0.callSite,
             ]
         }
-        print(Table.render(rows: [["ID", "NAME", "AGE", "LEFT", "EXPIRED", "BEGUN AT"]] + rows))
+        print(TextTable.render([["ID", "NAME", "AGE", "LEFT", "EXPIRED", "BEGUN AT"]] + rows))
     }
 }
 
@@ -251,19 +251,8 @@ struct Cancel: SchedulerCommand {
     var arguments: [String] { [identifier] }
 }
 
-/// Plain aligned columns.
+/// How overtimectl shows times.
 enum Table {
-    static func render(rows: [[String]]) -> String {
-        let widths = (0..<(rows.map(\.count).max() ?? 0)).map { column in
-            rows.map { column < $0.count ? $0[column].count : 0 }.max() ?? 0
-        }
-        return rows.map { row in
-            row.enumerated().map { index, cell in
-                index == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[index] + 2 - cell.count)
-            }.joined()
-        }.joined(separator: "\n")
-    }
-
     static func seconds(_ value: Double?) -> String {
         guard let value else { return "unlimited" }
         return "\(Double(Int((value * 10).rounded())) / 10) s"

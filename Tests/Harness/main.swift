@@ -179,17 +179,22 @@ func crashUploader(directory: String, url: String, drainOnly: Bool) throws {
     }
 }
 
-/// A scheduler daemon for the crash test: five one-shot requests and one repeating every
-/// 100 ms, in `<dir>/schedule.db`. Each run appends `START id run attempt`, works a random
-/// few milliseconds off the loop, appends `DONE id run attempt` (each line fsynced to
-/// `<dir>/effects.log`), then completes. Killed with -9 at random moments by the test.
-func schedulerCrash(directory: String) throws {
+/// A runtime and a scheduler on `<dir>/schedule.db`, runs due together started at once.
+func schedulerDaemon(directory: String) throws -> (Runtime, Scheduler) {
     var configuration = RuntimeConfiguration()
     configuration.watchdogTimeout = nil
     let runtime = try Runtime(configuration: configuration)
     var options = SchedulerConfiguration(storePath: directory + "/schedule.db")
     options.startSpacing = .zero
-    let scheduler = try Scheduler(runtime: runtime, configuration: options)
+    return (runtime, try Scheduler(runtime: runtime, configuration: options))
+}
+
+/// A scheduler daemon for the crash test: five one-shot requests and one repeating every
+/// 100 ms, in `<dir>/schedule.db`. Each run appends `START id run attempt`, works a random
+/// few milliseconds off the loop, appends `DONE id run attempt` (each line fsynced to
+/// `<dir>/effects.log`), then completes. Killed with -9 at random moments by the test.
+func schedulerCrash(directory: String) throws {
+    let (runtime, scheduler) = try schedulerDaemon(directory: directory)
     let effects = open(directory + "/effects.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
     @Sendable func effect(_ line: String) {
         _ = writeAll(effects, Array((line + "\n").utf8), to: .file)
@@ -224,12 +229,7 @@ func schedulerCrash(directory: String) throws {
 /// one request that needs the network. Each run says `RAN run attempt` and waits; told to
 /// stop it says `STOPPED run attempt` and completes unsuccessfully.
 func schedulerNetwork(directory: String) throws {
-    var configuration = RuntimeConfiguration()
-    configuration.watchdogTimeout = nil
-    let runtime = try Runtime(configuration: configuration)
-    var options = SchedulerConfiguration(storePath: directory + "/schedule.db")
-    options.startSpacing = .zero
-    let scheduler = try Scheduler(runtime: runtime, configuration: options)
+    let (runtime, scheduler) = try schedulerDaemon(directory: directory)
     try scheduler.register("upload") { task in
         say("RAN \(task.runID) \(task.attempt)")
         task.expirationHandler = {

@@ -6,36 +6,30 @@ import Overtime
 extension Scheduler {
     /// Adds the scheduler's commands to the runtime's control socket.
     func addControlCommands() {
-        runtime.addControlCommand("schedule") { [weak self] _ in
-            guard let self else { return .failure(ControlCommandError("the scheduler is gone")) }
-            return .success(Self.scheduleTable(pendingRequests()))
-        }
-        runtime.addControlCommand("history") { [weak self] arguments in
-            guard let self else { return .failure(ControlCommandError("the scheduler is gone")) }
-            guard let identifier = arguments.first else { return .failure(ControlCommandError("usage: history ID")) }
+        addCommand("schedule", usage: nil) { scheduler, _ in Self.scheduleTable(scheduler.pendingRequests()) }
+        addCommand("history", usage: "history ID [LIMIT]") { scheduler, arguments throws(SchedulerError) in
             let limit = arguments.dropFirst().first.flatMap { Int($0) } ?? 20
-            do throws(SchedulerError) {
-                return .success(Self.historyTable(try history(identifier, limit: max(1, limit))))
-            } catch {
-                return .failure(ControlCommandError(error.message))
-            }
+            return Self.historyTable(try scheduler.history(arguments[0], limit: max(1, limit)))
         }
-        runtime.addControlCommand("run") { [weak self] arguments in
-            guard let self else { return .failure(ControlCommandError("the scheduler is gone")) }
-            guard let identifier = arguments.first else { return .failure(ControlCommandError("usage: run ID")) }
-            do throws(SchedulerError) {
-                let runID = try runNow(identifier)
-                return .success("started run \(runID) of '\(identifier)'")
-            } catch {
-                return .failure(ControlCommandError(error.message))
-            }
+        addCommand("run", usage: "run ID") { scheduler, arguments throws(SchedulerError) in
+            "started run \(try scheduler.runNow(arguments[0])) of '\(arguments[0])'"
         }
-        runtime.addControlCommand("cancel") { [weak self] arguments in
+        addCommand("cancel", usage: "cancel ID") { scheduler, arguments throws(SchedulerError) in
+            try scheduler.cancel(arguments[0])
+            return "cancelled '\(arguments[0])'"
+        }
+    }
+
+    /// Adds `name`; with a `usage`, it needs an identifier as its first argument.
+    private func addCommand(
+        _ name: String, usage: String?,
+        _ body: @escaping @Sendable (Scheduler, [String]) throws(SchedulerError) -> String
+    ) {
+        runtime.addControlCommand(name) { [weak self] arguments in
             guard let self else { return .failure(ControlCommandError("the scheduler is gone")) }
-            guard let identifier = arguments.first else { return .failure(ControlCommandError("usage: cancel ID")) }
+            if let usage, arguments.isEmpty { return .failure(ControlCommandError("usage: \(usage)")) }
             do throws(SchedulerError) {
-                try cancel(identifier)
-                return .success("cancelled '\(identifier)'")
+                return .success(try body(self, arguments))
             } catch {
                 return .failure(ControlCommandError(error.message))
             }
@@ -65,19 +59,6 @@ extension Scheduler {
             ]
         }
         return TextTable.render([["RUN", "ATTEMPT", "STARTED", "ENDED", "RESULT", "WHY IT STOPPED"]] + rows)
-    }
-}
-
-/// Plain aligned columns, the last one unpadded.
-enum TextTable {
-    static func render(_ rows: [[String]]) -> String {
-        let columns = rows.map(\.count).max() ?? 0
-        let widths = (0..<columns).map { column in rows.map { column < $0.count ? $0[column].count : 0 }.max() ?? 0 }
-        return rows.map { row in
-            row.enumerated().map { index, cell in
-                index == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[index] + 2 - cell.count)
-            }.joined()
-        }.joined(separator: "\n")
     }
 }
 

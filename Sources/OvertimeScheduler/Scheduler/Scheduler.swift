@@ -190,7 +190,7 @@ public final class Scheduler: Sendable {
             let read = conditions.read()
             state.withLock { $0.conditions = read }
             retryInterruptedRuns()
-            replan()
+            replan(conditionsAreFresh: true)
         }
     }
 
@@ -499,14 +499,16 @@ public final class Scheduler: Sendable {
     }
 
     /// Decides what runs now and when to look again.
-    private func replan() {
+    ///
+    /// - Parameter conditionsAreFresh: the conditions were just read (no second read).
+    private func replan(conditionsAreFresh: Bool = false) {
         state.withLock { $0.replanQueued = false }
         guard state.withLock({ $0.started && !$0.abandoned }) else { return }
         let now = runtime.clock.wallClockNow
         var startable: [String] = []
         var earliest: WallClockInstant?
         var current = state.withLock { $0.conditions }
-        var conditionsRead = false
+        var conditionsRead = conditionsAreFresh
         var waitsOnPolledCondition = false
         var nextIdentifier: String?
         let lifecycle = runtime.state
@@ -740,7 +742,7 @@ public final class Scheduler: Sendable {
         }
         if read != previous { logger.info("conditions changed: \(read)") }
         stopRunsWhoseRequirementsFailed()
-        replan()
+        replan(conditionsAreFresh: true)
     }
 
     /// Tells each run whose request needs something that no longer holds to stop (its
