@@ -158,11 +158,14 @@ let package = Package(
             path: "Tests/Fuzz/SpoolParser",
             exclude: ["corpus"]
         ),
+        // The GNU spawn and pipe calls the tests' process spawner needs.
+        .target(name: "CSpawn", path: "Tests/CSpawn"),
         // What every test target shares: servers the tests start, child processes,
         // virtual runtimes, log and metric capture.
         .target(
             name: "OvertimeTestSupport",
             dependencies: [
+                "CSpawn",
                 "Overtime",
                 "OvertimeTesting",
                 .product(name: "Logging", package: "swift-log"),

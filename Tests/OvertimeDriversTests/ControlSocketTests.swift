@@ -7,23 +7,12 @@ import Testing
 /// Runs the built `overtimectl` and returns (status, stdout, stderr).
 private func overtimectl(_ arguments: [String], as uid: Int? = nil) throws -> (Int32, String, String) {
     let tool = ChildProcess.harnessURL.deletingLastPathComponent().appendingPathComponent("overtimectl").path
-    let process = Process()
-    if let uid {
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", tool] + arguments
-    } else {
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-    }
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    let output = ReadInBackground(out.fileHandleForReading)
-    let errors = ReadInBackground(err.fileHandleForReading)
-    process.waitUntilExit()
-    return (process.terminationStatus, output.text(), errors.text())
+    let command = (uid.map { ["/usr/bin/setpriv", "--reuid=\($0)", "--regid=\($0)", "--clear-groups"] } ?? []) + [tool]
+    let process = try SpawnedProcess(command[0], Array(command.dropFirst()) + arguments)
+    let output = ReadInBackground(process.outputPipe!)
+    let errors = ReadInBackground(process.errorPipe!)
+    let status = process.waitForExit() ?? -1
+    return (status, output.text(), errors.text())
 }
 
 @Suite("Control socket and overtimectl against a real daemon", .timeLimit(.minutes(2)))

@@ -145,7 +145,9 @@ struct DaemonHardeningTests {
         }
         usleep(300_000)
         child.send(SIGTERM)
-        #expect(child.waitForExit(timeout: .seconds(30)) == 0, "no crash, a clean stop")
+        #expect(
+            child.waitForExit(timeout: .seconds(30)) == 0,
+            "no crash, a clean stop: \(child.standardError.suffix(20).joined(separator: "\n"))")
         #expect(collected(folder).filter { $0.text.hasPrefix("held ") }.count == 200, "the drain ran")
     }
 

@@ -5,16 +5,11 @@ package struct ChildCommand {
     package let status: Int32
     package let output: String
 
+    /// Runs `executable` with `arguments`; standard output and error are collected together.
     package static func run(_ executable: String, _ arguments: [String]) throws -> ChildCommand {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return ChildCommand(status: process.terminationStatus, output: String(decoding: data, as: UTF8.self))
+        let process = try SpawnedProcess(executable, arguments, standardError: .standardOutput)
+        let output = ReadInBackground(process.outputPipe!)
+        let status = process.waitForExit(timeout: .seconds(120))
+        return ChildCommand(status: status ?? -1, output: output.text())
     }
 }

@@ -13,43 +13,20 @@ package struct ChildProcess {
             .deletingLastPathComponent().appendingPathComponent("OvertimeTestHarness")
     }
 
+    /// Runs the harness with `arguments` to its end; after `timeout` it is sent SIGTERM.
     package static func run(_ arguments: [String], timeout: Duration = .seconds(60)) throws -> ChildProcess {
-        let process = Process()
-        process.executableURL = harnessURL
-        process.arguments = arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
         let started = ContinuousClock.now
-        try process.run()
-        let deadline = started + timeout
+        let process = try SpawnedProcess(harnessURL.path, arguments)
         // Read while it runs so a full pipe cannot stall it.
-        let outData = ReadInBackground(out.fileHandleForReading)
-        let errData = ReadInBackground(err.fileHandleForReading)
-        while process.isRunning, ContinuousClock.now < deadline { usleep(5000) }
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-        return ChildProcess(
-            status: process.terminationStatus, standardOutput: outData.text(), standardError: errData.text(),
-            elapsed: ContinuousClock.now - started)
-    }
-}
-
-/// Collects a pipe's bytes on a background thread.
-package final class ReadInBackground: @unchecked Sendable {
-    private var data = Data()
-    private let done = DispatchSemaphore(value: 0)
-
-    package init(_ handle: FileHandle) {
-        DispatchQueue.global().async {
-            self.data = handle.readDataToEndOfFile()
-            self.done.signal()
+        let outData = ReadInBackground(process.outputPipe!)
+        let errData = ReadInBackground(process.errorPipe!)
+        var status = process.waitForExit(timeout: timeout)
+        if status == nil {
+            process.send(SIGTERM)
+            status = process.waitForExit()
         }
-    }
-
-    package func text() -> String {
-        done.wait()
-        return String(decoding: data, as: UTF8.self)
+        return ChildProcess(
+            status: status ?? -1, standardOutput: outData.text(), standardError: errData.text(),
+            elapsed: ContinuousClock.now - started)
     }
 }

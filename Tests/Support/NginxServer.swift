@@ -6,7 +6,7 @@ import Foundation
 package final class NginxServer: @unchecked Sendable {
     package let folder = TemporaryDirectory("nginx")
     package let port: Int
-    private let process = Process()
+    private let process: SpawnedProcess
 
     package var baseURL: String { "http://127.0.0.1:\(port)/logs" }
     package var dataPath: String { folder.path + "/data" }
@@ -56,8 +56,8 @@ package final class NginxServer: @unchecked Sendable {
             }
             """
         try configuration.write(toFile: folder.path + "/nginx.conf", atomically: true, encoding: .utf8)
-        try launchServer(
-            process, "/usr/sbin/nginx",
+        process = try launchServer(
+            "/usr/sbin/nginx",
             ["-c", folder.path + "/nginx.conf", "-p", folder.path, "-e", folder.path + "/error.log"], port: port)
     }
 
@@ -90,27 +90,21 @@ package final class NginxServer: @unchecked Sendable {
 }
 
 /// Starts a server process and waits until it accepts connections on `port`.
-package func launchServer(_ process: Process, _ executable: String, _ arguments: [String], port: Int) throws {
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    process.standardOutput = FileHandle.nullDevice
-    process.standardError = FileHandle.nullDevice
-    try process.run()
+package func launchServer(_ executable: String, _ arguments: [String], port: Int) throws -> SpawnedProcess {
+    let process = try SpawnedProcess(executable, arguments, standardOutput: .discard, standardError: .discard)
     for _ in 0..<500 {
-        if canConnect(port: port) { return }
+        if canConnect(port: port) { return process }
+        if !process.isRunning { break }
         usleep(10_000)
     }
     stopServer(process)
     throw NSError(domain: executable, code: 1, userInfo: [NSLocalizedDescriptionKey: "\(executable) did not start"])
 }
 
-/// SIGKILL: spawned from a thread that blocks signals, a server may never see SIGTERM,
-/// and a test server has nothing to save.
-package func stopServer(_ process: Process) {
-    if process.isRunning {
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
+/// kill -9: a test server has nothing to save.
+package func stopServer(_ process: SpawnedProcess) {
+    process.send(SIGKILL)
+    _ = process.waitForExit()
 }
 
 /// A port nothing listens on right now.

@@ -12,7 +12,7 @@ package final class RsyslogServer: @unchecked Sendable {
     package let folder = TemporaryDirectory("rsyslog")
     package let port: Int
     package let relpPort: Int
-    private let process = Locked<Process?>(nil)
+    private let process = Locked<SpawnedProcess?>(nil)
 
     package var output: String { folder.path + "/received.log" }
 
@@ -41,11 +41,10 @@ package final class RsyslogServer: @unchecked Sendable {
 
     /// Starts rsyslogd (again), waiting until both ports accept connections.
     package func restart() throws {
-        let started = Process()
         // A small descriptor limit: rsyslogd closes every possible descriptor at start, which
         // under the test runner's limit takes seconds.
-        try launchServer(
-            started, "/usr/bin/prlimit",
+        let started = try launchServer(
+            "/usr/bin/prlimit",
             [
                 "--nofile=1024", "/usr/sbin/rsyslogd", "-n", "-f", folder.path + "/rsyslog.conf", "-i",
                 folder.path + "/rsyslogd.pid",

@@ -1,13 +1,13 @@
 import Foundation
 
 /// A harness process that keeps running while a test talks to it: signals, lines.
-package final class RunningChild: @unchecked Sendable {
-    package let process = Process()
+package final class RunningChild: Sendable {
+    private let process: SpawnedProcess
     private let lines = Recorder<String>()
     private let errors = Recorder<String>()
 
     /// The write end of the child's standard input, when started with `standardInput: true`.
-    package let input: FileHandle?
+    package var input: FileHandle? { process.inputPipe }
 
     /// Starts `executable` (built beside the tests) with `arguments`; with `wrapper`, runs
     /// `wrapper[0] wrapper[1…] <executable's path> arguments` instead (e.g. `prlimit …`).
@@ -16,39 +16,22 @@ package final class RunningChild: @unchecked Sendable {
         standardInput: Bool = false, wrapper: [String] = []
     ) throws {
         let tool = ChildProcess.harnessURL.deletingLastPathComponent().appendingPathComponent(executable)
-        if let launcher = wrapper.first {
-            process.executableURL = URL(fileURLWithPath: launcher)
-            process.arguments = Array(wrapper.dropFirst()) + [tool.path] + arguments
-        } else {
-            process.executableURL = tool
-            process.arguments = arguments
-        }
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        if standardInput {
-            let pipe = Pipe()
-            process.standardInput = pipe
-            input = pipe.fileHandleForWriting
-        } else {
-            input = nil
-        }
-        try process.run()
-        Self.collectLines(from: out.fileHandleForReading, into: lines)
-        Self.collectLines(from: err.fileHandleForReading, into: errors)
+        let command = wrapper + [tool.path] + arguments
+        process = try SpawnedProcess(
+            command[0], Array(command.dropFirst()),
+            environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+            standardInput: standardInput)
+        Self.collectLines(from: process.outputPipe!, into: lines)
+        Self.collectLines(from: process.errorPipe!, into: errors)
     }
 
-    deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-    }
-
-    package var pid: Int32 { process.processIdentifier }
+    package var pid: Int32 { process.pid }
     package var output: [String] { lines.all }
     package var standardError: [String] { errors.all }
+    /// Whether the child still runs.
+    package var isRunning: Bool { process.isRunning }
 
-    package func send(_ signal: Int32) { kill(pid, signal) }
+    package func send(_ signal: Int32) { process.send(signal) }
 
     /// Waits until a line of standard output satisfies `match`; returns it, or nil after `timeout`.
     @discardableResult
@@ -63,11 +46,7 @@ package final class RunningChild: @unchecked Sendable {
 
     /// Waits for the process to exit and returns its status (nil after `timeout`).
     package func waitForExit(timeout: Duration = .seconds(30)) -> Int32? {
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning, ContinuousClock.now < deadline { usleep(2000) }
-        guard !process.isRunning else { return nil }
-        process.waitUntilExit()
-        return process.terminationStatus
+        process.waitForExit(timeout: timeout)
     }
 
     private static func collectLines(from handle: FileHandle, into recorder: Recorder<String>) {
