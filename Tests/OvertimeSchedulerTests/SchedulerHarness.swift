@@ -29,35 +29,40 @@ final class SchedulerHarness: Sendable {
     var now: WallClockInstant { env.clock.wallClockNow }
 
     init(
-        identifiers: [String] = ["job"], configure: (inout SchedulerConfiguration) -> Void = { _ in },
+        identifiers: [String] = ["job"], prefixes: [String] = [],
+        configure: (inout SchedulerConfiguration) -> Void = { _ in },
         folder: TemporaryDirectory? = nil, env: VirtualRuntime? = nil
     ) throws {
         self.env = try env ?? VirtualRuntime(budget: .seconds(3600), lead: .seconds(5))
         self.folder = folder ?? TemporaryDirectory("scheduler")
         script = Locked({ _ in .succeed })
         scheduler = Locked(nil)
-        try open(identifiers: identifiers, configure: configure)
+        try open(identifiers: identifiers, prefixes: prefixes, configure: configure)
     }
 
-    /// A new scheduler on the same store (what a restart of the program makes).
-    func open(identifiers: [String] = ["job"], configure: (inout SchedulerConfiguration) -> Void = { _ in }) throws {
+    /// A new scheduler on the same store (what a restart of the program makes); the
+    /// handler serves `identifiers` one by one and every identifier with one of `prefixes`.
+    func open(
+        identifiers: [String] = ["job"], prefixes: [String] = [],
+        configure: (inout SchedulerConfiguration) -> Void = { _ in }
+    ) throws {
         var configuration = SchedulerConfiguration(storePath: path)
         configuration.startSpacing = .zero
         configuration.logger = env.logs.logger
         configure(&configuration)
         scheduler.withLock { $0 }?.abandon()  // the previous process ends here
         let made = try Scheduler(runtime: env.runtime, configuration: configuration)
-        for identifier in identifiers {
-            try made.register(identifier) { [self] task in
-                let attempt = Attempt(identifier: task.identifier, runID: task.runID, attempt: task.attempt, at: now)
-                attempts.append(attempt)
-                switch script.withLock({ $0 })(attempt) {
-                case .succeed: task.setTaskCompleted(success: true)
-                case .fail: task.setTaskCompleted(success: false)
-                case .hang: hanging.append(task)
-                }
+        let handler: @Sendable (ScheduledTask) -> Void = { [self] task in
+            let attempt = Attempt(identifier: task.identifier, runID: task.runID, attempt: task.attempt, at: now)
+            attempts.append(attempt)
+            switch script.withLock({ $0 })(attempt) {
+            case .succeed: task.setTaskCompleted(success: true)
+            case .fail: task.setTaskCompleted(success: false)
+            case .hang: hanging.append(task)
             }
         }
+        for identifier in identifiers { try made.register(identifier, handler: handler) }
+        for prefix in prefixes { try made.register(prefix: prefix, handler: handler) }
         scheduler.withLock { $0 = made }
     }
 

@@ -210,6 +210,9 @@ struct SchedulerTests {
                 }
             }
             #expect(code { try h.current.register("job", handler: { _ in }) } == .alreadyRegistered)
+            #expect(code { try h.current.register(prefix: "", handler: { _ in }) } == .invalidRequest)
+            try h.current.register(prefix: "kind.", handler: { _ in })
+            #expect(code { try h.current.register(prefix: "kind.", handler: { _ in }) } == .alreadyRegistered)
             #expect(code { try h.current.submit(ScheduledTaskRequest(identifier: "nobody")) } == .notRegistered)
             var bad = hourly()
             bad.repetition = Repetition(every: .seconds(60), flex: .seconds(120))

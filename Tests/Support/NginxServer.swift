@@ -101,7 +101,7 @@ package func launchServer(_ executable: String, _ arguments: [String], port: Int
     throw NSError(domain: executable, code: 1, userInfo: [NSLocalizedDescriptionKey: "\(executable) did not start"])
 }
 
-/// kill -9: a test server has nothing to save.
+/// kill -9: a test server has nothing to save (and starts with SIGTERM blocked).
 package func stopServer(_ process: SpawnedProcess) {
     process.send(SIGKILL)
     _ = process.waitForExit()

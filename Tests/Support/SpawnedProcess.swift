@@ -12,6 +12,12 @@ import Overtime
 /// until an unrelated child ends, and every wait in the test process stalls behind it.
 /// Here the pipes are close-on-exec, everything above standard error is closed in the
 /// child, and each wait polls `waitpid(pid, WNOHANG)` for its own child only.
+///
+/// The child starts with the signals the tests send to daemons blocked, whichever test
+/// thread spawns it — as any child of a Dispatch worker thread starts. A daemon's runtime
+/// unblocks them on its loop thread, so one sent before it watches them waits instead of
+/// killing the process, and the loop thread is the one that takes them (ThreadSanitizer
+/// holds back a signal delivered to a thread blocked outside its interceptors).
 package final class SpawnedProcess: Sendable {
     /// Where a child's standard output or error goes.
     package enum Destination: Sendable {
@@ -34,9 +40,8 @@ package final class SpawnedProcess: Sendable {
     /// The status once reaped: the exit status, or the signal that ended it.
     private let reaped = Locked<Int32?>(nil)
 
-    /// Starts `executable` with `arguments`, in a process group of its own, with no
-    /// signals blocked (a test thread may block some) and `environment` (the test's own
-    /// when nil).
+    /// Starts `executable` with `arguments`, in a process group of its own, with
+    /// ``blockedSignals`` blocked and `environment` (the test's own when nil).
     package init(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
         standardInput: Bool = false, standardOutput: Destination = .pipe, standardError: Destination = .pipe
@@ -92,9 +97,10 @@ package final class SpawnedProcess: Sendable {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        var blocked = sigset_t()
+        sigemptyset(&blocked)
+        for signal in Self.blockedSignals { sigaddset(&blocked, signal) }
+        posix_spawnattr_setsigmask(&attributes, &blocked)
         posix_spawnattr_setpgroup(&attributes, 0)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP))
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
@@ -106,6 +112,9 @@ package final class SpawnedProcess: Sendable {
         guard status == 0 else { throw POSIXError(POSIXErrorCode(rawValue: status) ?? .EIO) }
         pid = child
     }
+
+    /// The signals a child starts with blocked.
+    package static let blockedSignals = [SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2]
 
     deinit {
         if isRunning {

@@ -103,8 +103,9 @@ struct Scenarios {
             ]
         case "scheduler_runs_per_sec":
             let z = s.scheduler
-            notes.value.append("scheduler_runs_per_sec measured with \(z.runs) requests due at once")
-            return [("overtime", { try SchedulerScenarios.runs(count: z.runs, scratch: scratch) })]
+            notes.value.append(
+                "scheduler_runs_per_sec measured with \(z.runs) requests due at once, at most 1,000 running at once")
+            return [("overtime", { try SchedulerScenarios.runs(count: z.runs, concurrent: 1_000, scratch: scratch) })]
         case "scheduler_lateness_p99_us":
             let z = s.scheduler
             notes.value.append(

@@ -54,6 +54,14 @@ enum SchedulePlanner {
         return due
     }
 
+    /// When the request's next run may start, as a store indexes it: `nil` when nothing
+    /// more runs; a catch-up run owed is due since the planned time it replaces.
+    static func nextStart(_ state: PlanState, _ request: ScheduledTaskRequest) -> WallClockInstant? {
+        if state.isFinished { return nil }
+        if state.owed > 0, state.retryAt == nil { return state.anchor - interval(request) }
+        return dueTime(state, request)
+    }
+
     /// What to do at `now` (the request is not running).
     static func next(_ state: PlanState, _ request: ScheduledTaskRequest, now: WallClockInstant) -> PlanAction {
         if state.isFinished { return .finished }

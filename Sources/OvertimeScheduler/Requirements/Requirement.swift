@@ -72,12 +72,36 @@ public struct Requirement: Sendable, Hashable, Comparable, CustomStringConvertib
     /// Whether a change of it is only noticed by looking again (no event announces free
     /// space; power changes are announced, but not by every kernel driver).
     var isPolled: Bool { kind == .storageNotLow || kind == .externalPower || kind == .batteryNotLow }
+
+    /// The bits of the requirements whose changes only looking again shows.
+    static let polledMask = all.filter(\.isPolled).reduce(0) { $0 | $1.bit }
+
+    /// Its bit in a stored requirement mask; fixed per requirement, never reused (stores
+    /// keep masks across versions).
+    var bit: Int64 {
+        switch kind {
+        case .network: 1
+        case .externalPower: 2
+        case .batteryNotLow: 4
+        case .storageNotLow: 8
+        case .background: 16
+        }
+    }
 }
 
 extension Set where Element == Requirement {
     /// The first of these (in ``Requirement/all``'s order) that does not hold, or `nil`.
     func firstUnmet(by conditions: SystemConditions, state: LifecycleState) -> Requirement? {
         sorted().first { !$0.isMet(by: conditions, state: state) }
+    }
+
+    /// Their bits together, as a store keeps them to select what can run.
+    var mask: Int64 { reduce(0) { $0 | $1.bit } }
+
+    /// The bits of every requirement that does not hold under `conditions` in `state`: a
+    /// request can run when its mask shares none of them.
+    static func unmetMask(by conditions: SystemConditions, state: LifecycleState) -> Int64 {
+        Requirement.all.filter { !$0.isMet(by: conditions, state: state) }.reduce(0) { $0 | $1.bit }
     }
 }
 

@@ -15,7 +15,7 @@ import Overtime
 /// ended while they ran) are marked interrupted.
 final class SQLiteScheduleStore: ScheduleStore {
     /// The schema this build writes and reads.
-    static let schemaVersion = 2
+    static let schemaVersion = 3
 
     let path: String
     let recovery: StoreRecovery
@@ -66,6 +66,7 @@ final class SQLiteScheduleStore: ScheduleStore {
             try db.execute(
                 sql: "UPDATE runs SET result = 'interrupted', ended_at = ?, stop_reason = ? WHERE result = 'running'",
                 arguments: [now.nanosecondsSinceEpoch, "the process ended while it ran"])
+            try db.execute(sql: "UPDATE requests SET running = 0 WHERE running != 0")
             return rows.map { Self.record($0, result: .interrupted, endedAt: now) }
         }
         self.recovery = recovery
@@ -191,6 +192,30 @@ final class SQLiteScheduleStore: ScheduleStore {
                     PRAGMA user_version = 2;
                     """)
         }
+        migrator.registerMigration("v3 due index") { db in
+            // The store becomes the index of due times: the scheduler keeps no request in
+            // memory, and asks for the earliest due ones it may run.
+            try db.execute(
+                sql: """
+                    ALTER TABLE requests ADD COLUMN due_at INTEGER;
+                    ALTER TABLE requests ADD COLUMN requirement_mask INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE requests ADD COLUMN running INTEGER NOT NULL DEFAULT 0;
+                    """)
+            for row in try Row.fetchAll(db, sql: "SELECT \(Self.requestColumns) FROM requests") {
+                let stored = Self.request(row)
+                try db.execute(
+                    sql: "UPDATE requests SET due_at = ?, requirement_mask = ? WHERE identifier = ?",
+                    arguments: [
+                        SchedulePlanner.nextStart(stored.plan, stored.request)?.nanosecondsSinceEpoch,
+                        stored.request.requirements.mask, stored.request.identifier,
+                    ])
+            }
+            try db.execute(
+                sql: """
+                    CREATE INDEX requests_due ON requests (due_at, sequence) WHERE running = 0 AND due_at IS NOT NULL;
+                    PRAGMA user_version = 3;
+                    """)
+        }
         return migrator
     }
 
@@ -201,64 +226,163 @@ final class SQLiteScheduleStore: ScheduleStore {
         lock.withLock { $0 = nil }
     }
 
-    func requests() throws(ScheduleStoreError) -> [StoredRequest] {
+    func request(_ identifier: String) throws(ScheduleStoreError) -> StoredRequest? {
         try Self.read(database, path) { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM requests ORDER BY sequence").map(Self.request)
+            try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT \(Self.requestColumns) FROM requests WHERE identifier = ?"),
+                arguments: [identifier]
+            ).map(Self.request)
         }
     }
 
-    func save(_ stored: StoredRequest) throws(ScheduleStoreError) {
-        try Self.transaction(database, path) { db in try Self.upsert(stored, db) }
-    }
-
-    func saveAll(_ requests: [StoredRequest]) throws(ScheduleStoreError) {
-        guard !requests.isEmpty else { return }
-        try Self.transaction(database, path) { db in
-            for stored in requests { try Self.upsert(stored, db) }
+    func pendingRequests() throws(ScheduleStoreError) -> [StoredRequest] {
+        try Self.read(database, path) { db in
+            try Row.fetchAll(
+                db, sql: "SELECT \(Self.requestColumns) FROM requests WHERE finished = 0 ORDER BY sequence"
+            ).map(Self.request)
         }
     }
 
-    func delete(identifier: String) throws(ScheduleStoreError) {
-        try Self.transaction(database, path) { db in
-            try db.execute(sql: "DELETE FROM requests WHERE identifier = ?", arguments: [identifier])
+    func pendingCount() throws(ScheduleStoreError) -> Int {
+        try Self.read(database, path) { db in
+            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM requests WHERE finished = 0") ?? 0
         }
     }
 
-    func deleteAll() throws(ScheduleStoreError) {
-        try Self.transaction(database, path) { db in try db.execute(sql: "DELETE FROM requests") }
-    }
-
-    func nextRunID() throws(ScheduleStoreError) -> Int64 {
-        try Self.transaction(database, path) { db in
-            try db.cachedStatement(sql: "UPDATE counters SET value = value + 1 WHERE name = 'run_id'").execute()
-            return try Int64.fetchOne(db.cachedStatement(sql: "SELECT value FROM counters WHERE name = 'run_id'")) ?? 0
+    func due(at now: WallClockInstant, unmet: Int64, limit: Int) throws(ScheduleStoreError) -> [StoredRequest] {
+        try Self.read(database, path) { db in
+            try Row.fetchAll(
+                db.cachedStatement(
+                    sql: """
+                        SELECT \(Self.requestColumns) FROM requests WHERE running = 0 AND due_at <= ? AND (requirement_mask & ?) = 0
+                        ORDER BY due_at, sequence LIMIT ?
+                        """), arguments: [now.nanosecondsSinceEpoch, unmet, limit]
+            ).map(Self.request)
         }
     }
 
-    func recordStart(_ record: RunRecord, plan: StoredRequest) throws(ScheduleStoreError) {
-        try Self.transaction(database, path) { db in
-            try db.cachedStatement(
+    func nextDue(after now: WallClockInstant) throws(ScheduleStoreError) -> (identifier: String, at: WallClockInstant)?
+    {
+        try Self.read(database, path) { db in
+            try Row.fetchOne(
+                db.cachedStatement(
+                    sql: """
+                        SELECT identifier, due_at FROM requests WHERE running = 0 AND due_at > ?
+                        ORDER BY due_at, sequence LIMIT 1
+                        """), arguments: [now.nanosecondsSinceEpoch]
+            ).map { row in (row["identifier"], WallClockInstant(nanosecondsSinceEpoch: row["due_at"])) }
+        }
+    }
+
+    func dueWaiting(at now: WallClockInstant, on requirements: Int64) throws(ScheduleStoreError) -> Bool {
+        try Self.read(database, path) { db in
+            try Bool.fetchOne(
+                db.cachedStatement(
+                    sql: """
+                        SELECT EXISTS (SELECT 1 FROM requests
+                            WHERE running = 0 AND due_at <= ? AND (requirement_mask & ?) != 0)
+                        """), arguments: [now.nanosecondsSinceEpoch, requirements]) ?? false
+        }
+    }
+
+    func plannedAheadOfClock(_ now: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest] {
+        try Self.read(database, path) { db in
+            try Row.fetchAll(
+                db,
                 sql: """
-                    INSERT OR REPLACE INTO runs (run_id, attempt, identifier, started_at, ended_at, result, stop_reason)
-                    VALUES (?, ?, ?, ?, NULL, 'running', NULL)
-                    """
-            ).execute(arguments: [
-                record.runID, record.attempt, record.identifier, record.startedAt.nanosecondsSinceEpoch,
-            ])
-            try Self.upsert(plan, db)
+                    SELECT \(Self.requestColumns) FROM requests WHERE finished = 0 AND interval_ns > 0
+                        AND anchor - interval_ns - MIN(flex_ns, interval_ns) > ? ORDER BY sequence
+                    """, arguments: [now.nanosecondsSinceEpoch]
+            ).map(Self.request)
         }
     }
 
-    func recordEnd(_ record: RunRecord, plan: StoredRequest?) throws(ScheduleStoreError) {
-        try Self.transaction(database, path) { db in
-            try db.cachedStatement(
-                sql: "UPDATE runs SET ended_at = ?, result = ?, stop_reason = ? WHERE run_id = ? AND attempt = ?"
-            ).execute(arguments: [
-                record.endedAt?.nanosecondsSinceEpoch, record.result.description, record.stopReason,
-                record.runID, record.attempt,
-            ])
-            if let plan { try Self.upsert(plan, db) }
+    func lastRunID() throws(ScheduleStoreError) -> Int64 {
+        try Self.read(database, path) { db in
+            max(
+                try Int64.fetchOne(db, sql: "SELECT value FROM counters WHERE name = 'run_id'") ?? 0,
+                try Int64.fetchOne(db, sql: "SELECT MAX(run_id) FROM runs") ?? 0)
         }
+    }
+
+    func commit(_ batch: ScheduleBatch, lastRunID: Int64) throws(ScheduleStoreError) {
+        guard !batch.isEmpty else { return }
+        try Self.transaction(database, path) { db in
+            if !batch.writes.isEmpty { try Self.write(batch.writes, db) }
+            for end in batch.ends {
+                let record = end.record
+                try db.cachedStatement(
+                    sql: "UPDATE runs SET ended_at = ?, result = ?, stop_reason = ? WHERE run_id = ? AND attempt = ?"
+                ).execute(arguments: [
+                    record.endedAt?.nanosecondsSinceEpoch, record.result.description, record.stopReason,
+                    record.runID, record.attempt,
+                ])
+                if let plan = end.plan {
+                    // An update submitted while it ran has already written the new request.
+                    try Self.updatePlan(plan, running: false, db)
+                } else {
+                    // Cancelled or replaced meanwhile: the identifier may run again.
+                    try db.cachedStatement(sql: "UPDATE requests SET running = 0 WHERE identifier = ?")
+                        .execute(arguments: [record.identifier])
+                }
+            }
+            for (record, plan) in batch.starts {
+                try db.cachedStatement(
+                    sql: """
+                        INSERT OR REPLACE INTO runs (run_id, attempt, identifier, started_at, ended_at, result, stop_reason)
+                        VALUES (?, ?, ?, ?, NULL, 'running', NULL)
+                        """
+                ).execute(arguments: [
+                    record.runID, record.attempt, record.identifier, record.startedAt.nanosecondsSinceEpoch,
+                ])
+                try Self.updatePlan(plan, running: true, db)
+            }
+            if !batch.starts.isEmpty {
+                try db.cachedStatement(sql: "UPDATE counters SET value = MAX(value, ?) WHERE name = 'run_id'")
+                    .execute(arguments: [lastRunID])
+            }
+        }
+    }
+
+    /// Request writes, new rows numbered in submission order.
+    private static func write(_ writes: [RequestWrite], _ db: Database) throws {
+        var sequence =
+            try Int64.fetchOne(db.cachedStatement(sql: "SELECT value FROM counters WHERE name = 'sequence'")) ?? 0
+        for write in writes {
+            switch write {
+            case .save(let stored):
+                sequence += 1
+                try upsert(stored, sequence: sequence, ifAbsent: false, db)
+            case .insertIfAbsent(let stored):
+                sequence += 1
+                try upsert(stored, sequence: sequence, ifAbsent: true, db)
+            case .delete(let identifier):
+                try db.cachedStatement(sql: "DELETE FROM requests WHERE identifier = ?").execute(arguments: [identifier]
+                )
+            case .deleteAll:
+                try db.execute(sql: "DELETE FROM requests")
+            }
+        }
+        try db.cachedStatement(sql: "UPDATE counters SET value = ? WHERE name = 'sequence'").execute(arguments: [
+            sequence
+        ])
+    }
+
+    /// Writes only where a request's schedule stands (a run's start or end changes
+    /// nothing else).
+    private static func updatePlan(_ stored: StoredRequest, running: Bool, _ db: Database) throws {
+        let plan = stored.plan
+        try db.cachedStatement(
+            sql: """
+                UPDATE requests SET anchor = ?, owed = ?, retry_at = ?, failed_attempts = ?, finished = ?,
+                    current_run_id = ?, due_at = ?, running = ? WHERE identifier = ?
+                """
+        ).execute(arguments: [
+            plan.anchor.nanosecondsSinceEpoch, plan.owed, plan.retryAt?.nanosecondsSinceEpoch, plan.failedAttempts,
+            plan.isFinished, stored.currentRunID,
+            SchedulePlanner.nextStart(plan, stored.request)?.nanosecondsSinceEpoch,
+            running, stored.request.identifier,
+        ])
     }
 
     func history(identifier: String, limit: Int) throws(ScheduleStoreError) -> [RunRecord] {
@@ -272,7 +396,9 @@ final class SQLiteScheduleStore: ScheduleStore {
 
     // MARK: Rows
 
-    private static func upsert(_ stored: StoredRequest, _ db: Database) throws {
+    /// Writes a request's row. A new row takes `sequence` (its submission order); an
+    /// existing one keeps its own. With `ifAbsent`, an existing row is left as it is.
+    private static func upsert(_ stored: StoredRequest, sequence: Int64, ifAbsent: Bool, _ db: Database) throws {
         let request = stored.request
         let plan = stored.plan
         let catchUp: (String, Int) =
@@ -281,27 +407,30 @@ final class SQLiteScheduleStore: ScheduleStore {
             case .every(let maximum): ("every", maximum)
             case .none: ("none", 0)
             }
-        let existing = try Int64.fetchOne(
-            db.cachedStatement(sql: "SELECT sequence FROM requests WHERE identifier = ?"),
-            arguments: [request.identifier])
-        let sequence: Int64
-        if let existing {
-            sequence = existing
-        } else {
-            try db.cachedStatement(sql: "UPDATE counters SET value = value + 1 WHERE name = 'sequence'").execute()
-            sequence =
-                try Int64.fetchOne(db.cachedStatement(sql: "SELECT value FROM counters WHERE name = 'sequence'")) ?? 0
-        }
-        try db.cachedStatement(
-            sql: """
-                INSERT OR REPLACE INTO requests (
-                    identifier, submitted_at, earliest_begin, interval_ns, flex_ns, catch_up, catch_up_maximum,
-                    randomized_delay_ns, maximum_duration_ns, backoff, initial_delay_ns, maximum_delay_ns,
-                    maximum_attempts, anchor, owed, retry_at, failed_attempts, finished, current_run_id, sequence,
-                    requirements
-                ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """
-        ).execute(arguments: [
+        let columns = """
+            identifier, submitted_at, earliest_begin, interval_ns, flex_ns, catch_up, catch_up_maximum,
+            randomized_delay_ns, maximum_duration_ns, backoff, initial_delay_ns, maximum_delay_ns,
+            maximum_attempts, anchor, owed, retry_at, failed_attempts, finished, current_run_id, requirements,
+            due_at, requirement_mask, running, sequence
+            """
+        let values = "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        let conflict =
+            ifAbsent
+            ? "ON CONFLICT (identifier) DO NOTHING"
+            : """
+            ON CONFLICT (identifier) DO UPDATE SET
+                submitted_at = excluded.submitted_at, earliest_begin = excluded.earliest_begin,
+                interval_ns = excluded.interval_ns, flex_ns = excluded.flex_ns, catch_up = excluded.catch_up,
+                catch_up_maximum = excluded.catch_up_maximum, randomized_delay_ns = excluded.randomized_delay_ns,
+                maximum_duration_ns = excluded.maximum_duration_ns, backoff = excluded.backoff,
+                initial_delay_ns = excluded.initial_delay_ns, maximum_delay_ns = excluded.maximum_delay_ns,
+                maximum_attempts = excluded.maximum_attempts, anchor = excluded.anchor, owed = excluded.owed,
+                retry_at = excluded.retry_at, failed_attempts = excluded.failed_attempts,
+                finished = excluded.finished, current_run_id = excluded.current_run_id,
+                requirements = excluded.requirements, due_at = excluded.due_at,
+                requirement_mask = excluded.requirement_mask, running = excluded.running
+            """
+        try db.cachedStatement(sql: "INSERT INTO requests (\(columns)) \(values) \(conflict)").execute(arguments: [
             request.identifier, stored.submittedAt.nanosecondsSinceEpoch,
             request.earliestBegin?.nanosecondsSinceEpoch,
             request.repetition.map { $0.interval.saturatingNanoseconds },
@@ -310,40 +439,49 @@ final class SQLiteScheduleStore: ScheduleStore {
             request.maximumDuration.saturatingNanoseconds, request.retry.backoff.description,
             request.retry.initialDelay.saturatingNanoseconds, request.retry.maximumDelay.saturatingNanoseconds,
             request.retry.maximumAttempts, plan.anchor.nanosecondsSinceEpoch, plan.owed,
-            plan.retryAt?.nanosecondsSinceEpoch, plan.failedAttempts, plan.isFinished,
-            stored.currentRunID, sequence, request.requirements.sorted().map(\.description).joined(separator: ","),
+            plan.retryAt?.nanosecondsSinceEpoch, plan.failedAttempts, plan.isFinished, stored.currentRunID,
+            request.requirements.sorted().map(\.description).joined(separator: ","),
+            SchedulePlanner.nextStart(plan, request)?.nanosecondsSinceEpoch, request.requirements.mask,
+            stored.isRunning, sequence,
         ])
     }
 
+    /// The columns a request is read from, in the order ``request(_:)`` decodes them by
+    /// position (looking columns up by name costs more than the rest of a read).
+    static let requestColumns = """
+        identifier, earliest_begin, interval_ns, flex_ns, catch_up, catch_up_maximum, randomized_delay_ns,
+        maximum_duration_ns, backoff, initial_delay_ns, maximum_delay_ns, maximum_attempts, requirements, anchor, owed,
+        retry_at, failed_attempts, finished, submitted_at, current_run_id, running
+        """
+
     private static func request(_ row: Row) -> StoredRequest {
-        var request = ScheduledTaskRequest(identifier: row["identifier"])
-        request.earliestBegin = (row["earliest_begin"] as Int64?).map(WallClockInstant.init(nanosecondsSinceEpoch:))
-        if let interval = row["interval_ns"] as Int64? {
-            request.repetition = Repetition(
-                every: .nanoseconds(interval), flex: .nanoseconds(row["flex_ns"] as Int64? ?? 0))
+        var request = ScheduledTaskRequest(identifier: row[0])
+        request.earliestBegin = (row[1] as Int64?).map(WallClockInstant.init(nanosecondsSinceEpoch:))
+        if let interval = row[2] as Int64? {
+            request.repetition = Repetition(every: .nanoseconds(interval), flex: .nanoseconds(row[3] as Int64? ?? 0))
         }
-        switch row["catch_up"] as String {
-        case "every": request.catchUp = .every(maximum: row["catch_up_maximum"])
+        switch row[4] as String {
+        case "every": request.catchUp = .every(maximum: row[5])
         case "none": request.catchUp = .none
         default: request.catchUp = .once
         }
-        request.randomizedDelay = .nanoseconds(row["randomized_delay_ns"] as Int64)
-        request.maximumDuration = .nanoseconds(row["maximum_duration_ns"] as Int64)
-        request.retry.backoff = (row["backoff"] as String) == "linear" ? .linear : .exponential
-        request.retry.initialDelay = .nanoseconds(row["initial_delay_ns"] as Int64)
-        request.retry.maximumDelay = .nanoseconds(row["maximum_delay_ns"] as Int64)
-        request.retry.maximumAttempts = row["maximum_attempts"]
-        request.requirements = Set(
-            (row["requirements"] as String).split(separator: ",").compactMap {
-                Requirement(named: String($0))
-            })
+        request.randomizedDelay = .nanoseconds(row[6] as Int64)
+        request.maximumDuration = .nanoseconds(row[7] as Int64)
+        request.retry.backoff = (row[8] as String) == "linear" ? .linear : .exponential
+        request.retry.initialDelay = .nanoseconds(row[9] as Int64)
+        request.retry.maximumDelay = .nanoseconds(row[10] as Int64)
+        request.retry.maximumAttempts = row[11]
+        let requirements = row[12] as String
+        if !requirements.isEmpty {
+            request.requirements = Set(requirements.split(separator: ",").compactMap { Requirement(named: String($0)) })
+        }
         let plan = PlanState(
-            anchor: WallClockInstant(nanosecondsSinceEpoch: row["anchor"]), owed: row["owed"],
-            retryAt: (row["retry_at"] as Int64?).map(WallClockInstant.init(nanosecondsSinceEpoch:)),
-            failedAttempts: row["failed_attempts"], isFinished: row["finished"])
+            anchor: WallClockInstant(nanosecondsSinceEpoch: row[13]), owed: row[14],
+            retryAt: (row[15] as Int64?).map(WallClockInstant.init(nanosecondsSinceEpoch:)), failedAttempts: row[16],
+            isFinished: row[17])
         return StoredRequest(
-            request: request, plan: plan, submittedAt: WallClockInstant(nanosecondsSinceEpoch: row["submitted_at"]),
-            currentRunID: row["current_run_id"])
+            request: request, plan: plan, submittedAt: WallClockInstant(nanosecondsSinceEpoch: row[18]),
+            currentRunID: row[19], isRunning: row[20])
     }
 
     private static func record(_ row: Row, result: RunResult?, endedAt: WallClockInstant?) -> RunRecord {

@@ -1,3 +1,5 @@
+// The storage seam: what a scheduler keeps and asks, whichever database keeps it.
+
 import Overtime
 
 /// One request as a store keeps it: what was submitted and where its schedule stands.
@@ -7,34 +9,75 @@ struct StoredRequest: Sendable, Hashable {
     var submittedAt: WallClockInstant
     /// The run in progress or being retried (its ID stays across attempts), or `nil`.
     var currentRunID: Int64?
+    /// A run of this identifier is in progress: it is not selected to run again.
+    var isRunning = false
 }
 
-/// Where a scheduler keeps its requests, plans and history. Every method is one
-/// transaction: what it returns from is durable. The SQLite store is the embedded
-/// default; a PostgreSQL store for fleets implements the same.
+/// What happens to a request a batch writes.
+enum RequestWrite: Sendable {
+    /// Inserted, or replaces the request of its identifier (its submission order stays).
+    case save(StoredRequest)
+    /// Inserted only when no request of its identifier exists.
+    case insertIfAbsent(StoredRequest)
+    /// Removed (its history stays).
+    case delete(String)
+    /// Every request removed (their history stays).
+    case deleteAll
+}
+
+/// An attempt's end as a batch records it.
+struct RunEnd: Sendable {
+    let record: RunRecord
+    /// The request's plan after the attempt; `nil` when the request was cancelled or
+    /// replaced meanwhile (only the attempt is recorded, and its identifier is free again).
+    let plan: StoredRequest?
+}
+
+/// Changes that become durable together, in one transaction: the scheduler's group
+/// commit (the ends of runs, the starts of new ones, submitted requests).
+struct ScheduleBatch: Sendable {
+    /// Request writes, in order.
+    var writes: [RequestWrite] = []
+    /// Attempts that ended, with their requests' plans.
+    var ends: [RunEnd] = []
+    /// Attempts that start, with their requests' plans (marked running).
+    var starts: [(record: RunRecord, plan: StoredRequest)] = []
+
+    var isEmpty: Bool { writes.isEmpty && ends.isEmpty && starts.isEmpty }
+}
+
+/// Where a scheduler keeps its requests, plans and history, and what it asks of them.
+/// Nothing is kept in memory but runs in progress: the store is the index of due times, so
+/// a million pending requests cost the program nothing until they come due. Every
+/// ``commit(_:)`` is one transaction, durable when it returns. The SQLite store is the
+/// embedded default; a PostgreSQL store for fleets implements the same.
 protocol ScheduleStore: Sendable {
-    /// Every request, in submission order.
-    func requests() throws(ScheduleStoreError) -> [StoredRequest]
-    /// Inserts or replaces a request and its plan.
-    func save(_ request: StoredRequest) throws(ScheduleStoreError)
-    /// Inserts or replaces requests and their plans, all in one transaction.
-    func saveAll(_ requests: [StoredRequest]) throws(ScheduleStoreError)
-    /// Removes a request (its history stays).
-    func delete(identifier: String) throws(ScheduleStoreError)
-    /// Removes every request (their history stays).
-    func deleteAll() throws(ScheduleStoreError)
-    /// A new run ID for `identifier`.
-    func nextRunID() throws(ScheduleStoreError) -> Int64
-    /// An attempt started: its record and the request's plan, together.
-    func recordStart(_ record: RunRecord, plan: StoredRequest) throws(ScheduleStoreError)
-    /// An attempt ended: its record and the request's plan (`nil`: the request is gone or
-    /// was replaced; only the attempt is recorded), together.
-    func recordEnd(_ record: RunRecord, plan: StoredRequest?) throws(ScheduleStoreError)
+    /// The request of `identifier`, or `nil`.
+    func request(_ identifier: String) throws(ScheduleStoreError) -> StoredRequest?
+    /// Every request not finished, in submission order.
+    func pendingRequests() throws(ScheduleStoreError) -> [StoredRequest]
+    /// How many requests are not finished.
+    func pendingCount() throws(ScheduleStoreError) -> Int
+    /// Requests not running whose next start is at or before `now` and whose
+    /// requirements share no bit with `unmet`, earliest first, at most `limit`.
+    func due(at now: WallClockInstant, unmet: Int64, limit: Int) throws(ScheduleStoreError) -> [StoredRequest]
+    /// The request not running with the earliest next start after `now`, and that time.
+    func nextDue(after now: WallClockInstant) throws(ScheduleStoreError) -> (identifier: String, at: WallClockInstant)?
+    /// Whether a request not running is due at `now` but needs one of `requirements` (a mask).
+    func dueWaiting(at now: WallClockInstant, on requirements: Int64) throws(ScheduleStoreError) -> Bool
+    /// Repeating requests whose previous planned window still lies after `now`: the wall
+    /// clock went back since they were planned.
+    func plannedAheadOfClock(_ now: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest]
+    /// The highest run ID given out so far.
+    func lastRunID() throws(ScheduleStoreError) -> Int64
+    /// Applies `batch` in one transaction, durable when it returns; `lastRunID` is the
+    /// highest run ID given out, recorded with it.
+    func commit(_ batch: ScheduleBatch, lastRunID: Int64) throws(ScheduleStoreError)
+    /// The attempts of `identifier`, newest first, at most `limit`.
+    func history(identifier: String, limit: Int) throws(ScheduleStoreError) -> [RunRecord]
     /// Closes the store and lets another process (or scheduler) open it; every later call
     /// fails.
     func close()
-    /// The attempts of `identifier`, newest first, at most `limit`.
-    func history(identifier: String, limit: Int) throws(ScheduleStoreError) -> [RunRecord]
 }
 
 /// Why the schedule store failed.

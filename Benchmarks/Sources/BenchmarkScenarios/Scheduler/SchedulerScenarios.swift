@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Overtime
 import OvertimeScheduler
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -12,21 +13,21 @@ import OvertimeScheduler
 /// idle wake-ups, resident memory per pending request. Stores live on disk in `scratch`
 /// (every transaction is fsynced: `synchronous = FULL`).
 public enum SchedulerScenarios {
-    /// A runtime and a scheduler whose handler completes every task at once and calls
-    /// `onRun` with the task.
+    /// A runtime and a scheduler whose one handler (for every identifier: `job-…`,
+    /// `due-…`) completes every task at once and calls `onRun` with the task.
     static func make(
-        scratch: String, identifiers: [String], onRun: @escaping @Sendable (ScheduledTask) -> Void = { _ in }
+        scratch: String, maximumConcurrentRuns: Int = 64, onRun: @escaping @Sendable (ScheduledTask) -> Void = { _ in }
     ) throws -> (Runtime, Scheduler, String) {
         let folder = scratch + "/scheduler-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let runtime = try BenchmarkRuntime.start()
         var configuration = SchedulerConfiguration(storePath: folder + "/schedule.db")
         configuration.startSpacing = .zero
-        configuration.maximumConcurrentRuns = 64
+        configuration.maximumConcurrentRuns = maximumConcurrentRuns
         configuration.logger = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
         let scheduler = try Scheduler(runtime: runtime, configuration: configuration)
-        for identifier in identifiers {
-            try scheduler.register(identifier) { task in
+        for prefix in ["job-", "due-"] {
+            try scheduler.register(prefix: prefix) { task in
                 onRun(task)
                 task.setTaskCompleted(success: true)
             }
@@ -44,7 +45,7 @@ public enum SchedulerScenarios {
     /// `scheduler_submit_per_sec` single: one durable `submit` (one transaction) per request.
     public static func submitSingle(count: Int, scratch: String) throws -> Double {
         let names = identifiers(count)
-        let (runtime, scheduler, folder) = try make(scratch: scratch, identifiers: names)
+        let (runtime, scheduler, folder) = try make(scratch: scratch)
         defer { finish(runtime, folder) }
         try scheduler.start()
         let far = runtime.clock.wallClockNow + .seconds(86_400)
@@ -60,7 +61,7 @@ public enum SchedulerScenarios {
     /// `scheduler_submit_per_sec` batched: `submit(contentsOf:)`, `batch` requests a transaction.
     public static func submitBatched(count: Int, batch: Int, scratch: String) throws -> Double {
         let names = identifiers(count)
-        let (runtime, scheduler, folder) = try make(scratch: scratch, identifiers: names)
+        let (runtime, scheduler, folder) = try make(scratch: scratch)
         defer { finish(runtime, folder) }
         try scheduler.start()
         let far = runtime.clock.wallClockNow + .seconds(86_400)
@@ -79,15 +80,26 @@ public enum SchedulerScenarios {
     }
 
     /// `scheduler_runs_per_sec`: `count` one-shot requests due at once, each run a grant
-    /// that completes at once, its start and end durable.
-    public static func runs(count: Int, scratch: String) throws -> Double {
+    /// that completes at once, its start and end durable; at most `concurrent` at once.
+    public static func runs(count: Int, concurrent: Int, scratch: String) throws -> Double {
         let names = identifiers(count)
-        let (runtime, scheduler, folder) = try make(scratch: scratch, identifiers: names)
+        let ran = Atomic<Int>(0)
+        let (runtime, scheduler, folder) = try make(scratch: scratch, maximumConcurrentRuns: concurrent) { _ in
+            ran.add(1, ordering: .relaxed)
+        }
         defer { finish(runtime, folder) }
-        try scheduler.submit(contentsOf: names.map { ScheduledTaskRequest(identifier: $0) })
+        var index = 0
+        while index < names.count {
+            try scheduler.submit(
+                contentsOf: names[index..<min(index + 10_000, names.count)].map { ScheduledTaskRequest(identifier: $0) }
+            )
+            index += 10_000
+        }
         let start = ContinuousClock.now
         try scheduler.start()
-        while scheduler.pendingRequests().count > 0 { usleep(20_000) }
+        while ran.load(ordering: .relaxed) < count { usleep(5_000) }
+        // Every end durable: nothing is left pending.
+        while try scheduler.pendingRequestCount() > 0 { usleep(1_000) }
         return Double(count) / seconds(ContinuousClock.now - start)
     }
 
@@ -100,7 +112,7 @@ public enum SchedulerScenarios {
         let late = Unprotected<[Double]>([])
         let lock = NSLock()
         let planned = Unprotected<[String: WallClockInstant]>([:])
-        let (runtime, scheduler, folder) = try make(scratch: scratch, identifiers: waiting + timed) { task in
+        let (runtime, scheduler, folder) = try make(scratch: scratch) { task in
             guard let at = planned.value[task.identifier] else { return }
             let lateness = seconds(SystemClock().wallClockNow - at) * 1e6
             lock.lock()
@@ -109,12 +121,16 @@ public enum SchedulerScenarios {
         }
         defer { finish(runtime, folder) }
         let now = runtime.clock.wallClockNow
-        try scheduler.submit(
-            contentsOf: waiting.map { name in
-                var request = ScheduledTaskRequest(identifier: name)
-                request.earliestBegin = now + .seconds(86_400)
-                return request
-            })
+        var index = 0
+        while index < waiting.count {
+            try scheduler.submit(
+                contentsOf: waiting[index..<min(index + 10_000, waiting.count)].map { name in
+                    var request = ScheduledTaskRequest(identifier: name)
+                    request.earliestBegin = now + .seconds(86_400)
+                    return request
+                })
+            index += 10_000
+        }
         try scheduler.start()
         let first = runtime.clock.wallClockNow + .seconds(1)
         var requests: [ScheduledTaskRequest] = []
@@ -144,7 +160,7 @@ public enum SchedulerScenarios {
     /// thread's wake-ups per second while nothing is due.
     public static func idleWakeups(count: Int, seconds: Double, scratch: String) throws -> Double {
         let names = identifiers(count)
-        let (runtime, scheduler, folder) = try make(scratch: scratch, identifiers: names)
+        let (runtime, scheduler, folder) = try make(scratch: scratch)
         defer { finish(runtime, folder) }
         let hour = runtime.clock.wallClockNow + .seconds(3600)
         try scheduler.submit(
@@ -163,7 +179,7 @@ public enum SchedulerScenarios {
     public static func residentMegabytes(count: Int, scratch: String) throws -> Double {
         let names = identifiers(count)
         let before = residentBytes()
-        let (runtime, scheduler, folder) = try make(scratch: scratch, identifiers: names)
+        let (runtime, scheduler, folder) = try make(scratch: scratch)
         defer { finish(runtime, folder) }
         let hour = runtime.clock.wallClockNow + .seconds(3600)
         var index = 0

@@ -12,16 +12,16 @@ public enum BenchmarkMode: String, Sendable, CaseIterable {
                 latenessSpreadSeconds: 10, memoryGrants: 1_000_000, idleGrants: 10_000, idleSeconds: 10,
                 observers: 1_000, transitions: 20_000, spoolLines: 2_000_000, uploadLines: 2_000_000,
                 scheduler: .init(
-                    singleSubmits: 2_000, batchedSubmits: 100_000, runs: 10_000, latencyPending: 10_000,
-                    latencyDue: 2_000, idleRequests: 10_000, memoryPending: 100_000))
+                    singleSubmits: 2_000, batchedSubmits: 200_000, runs: 1_000_000, latencyPending: 100_000,
+                    latencyDue: 2_000, idleRequests: 10_000, memoryPending: 1_000_000))
         case .quick:
             Sizes(
                 openGrants: 1_000_000, pairSeconds: 0.5, crossThreadPairs: 2_000_000, latenessGrants: 100_000,
                 latenessSpreadSeconds: 10, memoryGrants: 1_000_000, idleGrants: 10_000, idleSeconds: 3,
                 observers: 1_000, transitions: 5_000, spoolLines: 1_000_000, uploadLines: 1_000_000,
                 scheduler: .init(
-                    singleSubmits: 1_000, batchedSubmits: 100_000, runs: 5_000, latencyPending: 10_000,
-                    latencyDue: 1_000, idleRequests: 10_000, memoryPending: 100_000))
+                    singleSubmits: 1_000, batchedSubmits: 100_000, runs: 100_000, latencyPending: 100_000,
+                    latencyDue: 1_000, idleRequests: 10_000, memoryPending: 1_000_000))
         case .smoke:
             Sizes(
                 openGrants: 10_000, pairSeconds: 0.02, crossThreadPairs: 20_000, latenessGrants: 1_000,

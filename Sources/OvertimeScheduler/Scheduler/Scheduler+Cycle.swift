@@ -1,0 +1,506 @@
+// The scheduler's decision cycle, on its queue: record the runs that ended, pick the due
+// requests that may run, make both durable in one transaction, then start them.
+
+import Overtime
+
+extension Scheduler {
+    /// A run about to start: its grant is open, its start not yet durable.
+    struct Starting {
+        let task: ScheduledTask
+        let grant: BackgroundTaskID
+        let handler: Handler
+        let stored: StoredRequest
+        let record: RunRecord
+        let lateness: Duration?
+    }
+
+    /// Queues one cycle for however many changes come before it runs.
+    func cycleSoon() {
+        let queued = state.withLock { state in
+            defer { state.cycleQueued = true }
+            return state.cycleQueued
+        }
+        guard !queued else { return }
+        queue.async { [self] in cycle() }
+    }
+
+    /// Records what ended, starts what is due (as many as the limits allow), and arms the
+    /// timer for the next due time. Ends and starts share one transaction (group commit):
+    /// a run's grant ends only once its end is durable, and its handler runs only once its
+    /// start is.
+    ///
+    /// - Parameter conditionsAreFresh: the conditions were just read (no second read).
+    func cycle(conditionsAreFresh: Bool = false) {
+        state.withLock { $0.cycleQueued = false }
+        guard state.withLock({ $0.started && !$0.abandoned }) else { return }
+        let now = runtime.clock.wallClockNow
+        var batch = ScheduleBatch()
+        let (ending, running, refused, lastStart) = state.withLock { state in
+            (
+                state.running.values.compactMap { run -> RunEnd? in
+                    guard let ending = run.ending else { return nil }
+                    // Replaced or cancelled after it ended: only the attempt is recorded. Updated:
+                    // the plan goes on under the new request.
+                    guard !run.detached, var plan = ending.plan else { return RunEnd(record: ending.record, plan: nil) }
+                    plan.request = run.stored.request
+                    return RunEnd(record: ending.record, plan: plan)
+                },
+                state.running.count, state.refusal != nil || state.terminating, state.lastStart
+            )
+        }
+        batch.ends = ending
+        var wake: WallClockInstant?
+        var capacity = configuration.maximumConcurrentRuns - (running - ending.count)
+        let spacing = configuration.startSpacing
+        if spacing > .zero, capacity > 0 {
+            if let lastStart, now - lastStart < spacing {
+                wake = lastStart + spacing
+                capacity = 0
+            } else {
+                capacity = 1
+            }
+        }
+        var unmet: Int64 = 0
+        var starting: [Starting] = []
+        if capacity > 0, !refused {
+            let picked = pick(now: now, capacity: capacity, conditionsAreFresh: conditionsAreFresh)
+            starting = picked.starting
+            unmet = picked.unmet
+            if picked.moreDue, spacing > .zero { wake = min(wake ?? now + spacing, now + spacing) }
+        } else {
+            unmet = Set<Requirement>.unmetMask(by: state.withLock { $0.conditions }, state: runtime.state)
+        }
+        batch.starts = starting.map { ($0.record, $0.stored) }
+        do throws(SchedulerError) {
+            try commit(batch)
+        } catch {
+            // Nothing of it is durable: the new runs do not run; the ended ones keep their
+            // grants and are recorded by the next cycle.
+            logger.error("cannot record runs: \(error)")
+            for start in starting { runtime.endBackgroundTask(start.grant) }
+            arm(now + .seconds(1), now: now)
+            return
+        }
+        finishCommitted(ending, starting, now: now)
+        if !ending.isEmpty { cycleSoon() }  // their requests may be due again at once
+        armForNextDue(after: now, unmet: unmet, wake: wake)
+    }
+
+    /// The due requests that may start now, their grants begun, at most `capacity`.
+    private func pick(now: WallClockInstant, capacity: Int, conditionsAreFresh: Bool) -> (
+        starting: [Starting], unmet: Int64, moreDue: Bool
+    ) {
+        var current = state.withLock { $0.conditions }
+        var fresh = conditionsAreFresh
+        let lifecycle = runtime.state
+        var unmet = Set<Requirement>.unmetMask(by: current, state: lifecycle)
+        if !fresh, unmet & Requirement.polledMask != 0,
+            (try? store.dueWaiting(at: now, on: unmet & Requirement.polledMask)) == true
+        {
+            // A due request waits on what only looking again shows (free space, power).
+            current = conditions.read()
+            state.withLock { $0.conditions = current }
+            fresh = true
+            unmet = Set<Requirement>.unmetMask(by: current, state: lifecycle)
+        }
+        var starting: [Starting] = []
+        var chosen = Set<String>()
+        var moreDue = false
+        while starting.count < capacity {
+            let skip = state.withLock { $0.unhandled }.union(chosen)
+            let candidates: [StoredRequest]
+            do {
+                candidates = try store.due(at: now, unmet: unmet, limit: capacity - starting.count + skip.count + 1)
+                    .filter { !skip.contains($0.request.identifier) }
+            } catch {
+                logger.error("cannot read due requests: \(error)")
+                break
+            }
+            if candidates.isEmpty { break }
+            if !fresh, candidates.contains(where: { $0.request.requirements.contains(where: \.isSystemCondition) }) {
+                // Read afresh before a run that needs the machine: free space and power
+                // change without an event.
+                current = conditions.read()
+                state.withLock { $0.conditions = current }
+                fresh = true
+                let now = Set<Requirement>.unmetMask(by: current, state: lifecycle)
+                if now != unmet {
+                    unmet = now
+                    continue
+                }
+            }
+            var caughtUp: [RequestWrite] = []
+            var refused = false
+            for var stored in candidates {
+                guard starting.count < capacity else {
+                    moreDue = true
+                    break
+                }
+                let identifier = stored.request.identifier
+                let plan = SchedulePlanner.catchUp(stored.plan, stored.request, now: now)
+                if plan != stored.plan {
+                    stored.plan = plan
+                    guard case .run = SchedulePlanner.next(plan, stored.request, now: now) else {
+                        caughtUp.append(.save(stored))  // nothing owed: waits for its next time
+                        continue
+                    }
+                }
+                guard let handler = handler(for: identifier) else {
+                    logger.warning("a due request has no handler in this program", metadata: ["task": "\(identifier)"])
+                    state.withLock { _ = $0.unhandled.insert(identifier) }
+                    continue
+                }
+                guard let start = begin(stored, handler: handler, now: now) else {
+                    refused = true
+                    break
+                }
+                starting.append(start)
+                chosen.insert(identifier)
+            }
+            if !caughtUp.isEmpty {
+                do throws(SchedulerError) {
+                    try commit(ScheduleBatch(writes: caughtUp))
+                } catch {
+                    logger.error("cannot save a plan: \(error)")
+                    break
+                }
+                continue
+            }
+            if refused || moreDue { break }
+            if candidates.count < capacity - starting.count + 1 { break }
+        }
+        return (starting, unmet, moreDue)
+    }
+
+    /// Begins the grant of a run of `stored` at `now`; `nil` when the runtime refuses
+    /// (suspended or terminating: until the lifecycle changes).
+    private func begin(_ stored: StoredRequest, handler: Handler, now: WallClockInstant) -> Starting? {
+        let identifier = stored.request.identifier
+        let attempt = stored.plan.failedAttempts + 1
+        let runID =
+            stored.currentRunID
+            ?? state.withLock { state in
+                state.lastRunID += 1
+                return state.lastRunID
+            }
+        let task = ScheduledTask(identifier: identifier, runID: runID, attempt: attempt, logger: logger) {
+            [weak self] success, expired in
+            guard let self else { return }
+            queue.async { self.finish(identifier, runID: runID, attempt: attempt, success: success, expired: expired) }
+        }
+        let begun = runtime.begin(
+            name: identifier, maximumDuration: stored.request.maximumDuration,
+            callSite: CallSite(fileID: #fileID, line: #line), expirationHandler: { task.expire() },
+            endHandler: { [weak self] reason, report in
+                guard reason == .terminated, let self else { return }
+                queue.async { self.terminated(identifier, task: task, report: report) }
+            })
+        guard case .success(let grant) = begun else {
+            if case .failure(let refusal) = begun { state.withLock { $0.refusal = "\(refusal)" } }
+            return nil
+        }
+        let due = SchedulePlanner.dueTime(stored.plan, stored.request)
+        var started = stored
+        started.plan = SchedulePlanner.started(stored.plan, stored.request, now: now)
+        started.currentRunID = runID
+        started.isRunning = true
+        let record = RunRecord(
+            identifier: identifier, runID: runID, attempt: attempt, startedAt: now, endedAt: nil, result: .running,
+            stopReason: nil)
+        return Starting(
+            task: task, grant: grant, handler: handler, stored: started, record: record,
+            lateness: now >= due ? now - due : nil)
+    }
+
+    /// Starts a run of `stored` at once, durable on its own (``runNow(_:)``).
+    func startNow(_ stored: StoredRequest) throws(SchedulerError) -> Int64 {
+        let identifier = stored.request.identifier
+        guard let handler = handler(for: identifier) else {
+            throw SchedulerError(code: .notRegistered, message: "no handler is registered for '\(identifier)'")
+        }
+        let now = runtime.clock.wallClockNow
+        guard let start = begin(stored, handler: handler, now: now) else {
+            let refusal = state.withLock { $0.refusal } ?? "refused"
+            throw SchedulerError(code: .refused, message: "'\(identifier)': no grant: \(refusal)")
+        }
+        do throws(SchedulerError) {
+            try commit(ScheduleBatch(starts: [(start.record, start.stored)]))
+        } catch {
+            runtime.endBackgroundTask(start.grant)
+            throw error
+        }
+        finishCommitted([], [start], now: now)
+        return start.record.runID
+    }
+
+    /// What happens once a batch is durable: ended runs give up their grants, new runs
+    /// start their handlers (all of them in one turn of the loop).
+    private func finishCommitted(_ ended: [RunEnd], _ starting: [Starting], now: WallClockInstant) {
+        let grants = state.withLock { state -> [BackgroundTaskID] in
+            var grants: [BackgroundTaskID] = []
+            for end in ended {
+                guard let run = state.running.removeValue(forKey: end.record.identifier) else { continue }
+                if !run.grantEnded { grants.append(run.grant) }
+            }
+            for start in starting {
+                state.running[start.record.identifier] = ActiveRun(
+                    task: start.task, grant: start.grant, startedAt: now, stored: start.stored)
+            }
+            if !starting.isEmpty { state.lastStart = now }
+            return grants
+        }
+        for end in ended { SchedulerMetrics.countRun(end.record.identifier, result: end.record.result) }
+        for grant in grants { runtime.endBackgroundTask(grant) }
+        guard !starting.isEmpty else { return }
+        for start in starting {
+            if let lateness = start.lateness { SchedulerMetrics.recordLateness(start.record.identifier, lateness) }
+        }
+        runtime.execute {
+            for start in starting { Self.launch(start.handler, start.task) }
+        }
+    }
+
+    private static func launch(_ handler: Handler, _ task: ScheduledTask) {
+        switch handler {
+        case .synchronous(let body):
+            body(task)
+        case .asynchronous(let body):
+            let work = Task {
+                do {
+                    try await body(task)
+                    task.setTaskCompleted(success: !Task.isCancelled)
+                } catch {
+                    task.setTaskCompleted(success: false)
+                }
+            }
+            task.expirationHandler = { work.cancel() }
+        }
+    }
+
+    /// Arms the timer for the earliest next start after `now` (or `wake`, if sooner), and
+    /// for a look at polled conditions while a due request waits on one.
+    private func armForNextDue(after now: WallClockInstant, unmet: Int64, wake: WallClockInstant?) {
+        var wake = wake
+        var next: (identifier: String, at: WallClockInstant)?
+        do {
+            next = try store.nextDue(after: now)
+            let polled = unmet & Requirement.polledMask
+            if polled != 0, try store.dueWaiting(at: now, on: polled) {
+                let recheck = now + configuration.conditionRecheckInterval
+                wake = min(wake ?? recheck, recheck)
+            }
+        } catch {
+            logger.error("cannot read the next due time: \(error)")
+            wake = min(wake ?? now + .seconds(1), now + .seconds(1))
+        }
+        if let next { wake = min(wake ?? next.at, next.at) }
+        showNextRun(next.map { "next run: \($0.identifier) at \($0.at)" })
+        arm(wake, now: now)
+    }
+
+    // MARK: Runs ending
+
+    func finish(_ identifier: String, runID: Int64, attempt: Int, success: Bool, expired: Bool) {
+        guard let run = state.withLock({ $0.running[identifier] }), run.task.runID == runID,
+            run.task.attempt == attempt, run.ending == nil
+        else { return }
+        let result: RunResult
+        let reason: String?
+        if success {
+            (result, reason) = (.succeeded, nil)
+        } else if let requirement = run.stoppedBy {
+            (result, reason) = (.stopped, "requirement '\(requirement)' stopped holding")
+        } else if expired {
+            (result, reason) = (.expired, "the run's time was up")
+        } else {
+            (result, reason) = (.failed, nil)
+        }
+        end(identifier, run: run, result: result, reason: reason, grantEnded: false)
+    }
+
+    func terminated(_ identifier: String, task: ScheduledTask, report: TerminationReport?) {
+        guard let run = state.withLock({ $0.running[identifier] }), run.task === task, run.ending == nil else { return }
+        end(
+            identifier, run: run, result: .terminated, reason: report.map { "\($0)" } ?? "terminated at its deadline",
+            grantEnded: true)
+    }
+
+    /// Notes how the run ended; the next cycle makes it durable, then ends its grant.
+    private func end(_ identifier: String, run: ActiveRun, result: RunResult, reason: String?, grantEnded: Bool) {
+        guard !state.withLock({ $0.abandoned }) else { return }
+        let now = runtime.clock.wallClockNow
+        var stored = run.stored
+        let outcome: RunOutcome = result == .succeeded ? .succeeded : result == .stopped ? .stopped : .failed
+        stored.plan = SchedulePlanner.ended(stored.plan, stored.request, outcome: outcome, now: now)
+        if stored.plan.failedAttempts == 0 { stored.currentRunID = nil }  // the run is over (done, or failed for good)
+        stored.isRunning = false
+        let record = RunRecord(
+            identifier: identifier, runID: run.task.runID, attempt: run.task.attempt, startedAt: run.startedAt,
+            endedAt: now, result: result, stopReason: reason)
+        state.withLock { state in
+            state.running[identifier]?.ending = RunEnd(record: record, plan: stored)
+            state.running[identifier]?.grantEnded = grantEnded
+        }
+        cycleSoon()
+    }
+
+    // MARK: Re-planning
+
+    /// Runs a crash interrupted: each is retried once, at once (same run ID, next attempt);
+    /// interrupted twice in a row, it counts as a failed attempt.
+    func retryInterruptedRuns() {
+        let now = runtime.clock.wallClockNow
+        var batch = ScheduleBatch()
+        for record in recovery.interruptedRuns {
+            guard var stored = try? store.request(record.identifier), !stored.plan.isFinished else { continue }
+            let earlier = (try? store.history(identifier: record.identifier, limit: 2)) ?? []
+            let twice = earlier.contains {
+                $0.runID == record.runID && $0.attempt == record.attempt - 1 && $0.result == .interrupted
+            }
+            if twice {
+                stored.plan = SchedulePlanner.ended(stored.plan, stored.request, outcome: .failed, now: now)
+            } else {
+                stored.plan.failedAttempts = record.attempt
+                stored.plan.retryAt = now
+            }
+            stored.currentRunID = record.runID
+            logger.notice(
+                "run interrupted by the end of the process: \(twice ? "counted as failed" : "retried now")",
+                metadata: ["task": "\(record.identifier)", "run": "\(record.runID)", "attempt": "\(record.attempt)"])
+            batch.writes.append(.save(stored))
+        }
+        do throws(SchedulerError) {
+            try commit(batch)
+        } catch {
+            logger.error("cannot save the retries of interrupted runs: \(error)")
+        }
+    }
+
+    /// Repeating requests planned for a window that still lies ahead after the wall clock
+    /// went back are pulled back onto their grid (a run never waits longer than its
+    /// interval and flex). Plans behind the clock catch up when they are picked.
+    func pullBackPlansAheadOfClock() {
+        let now = runtime.clock.wallClockNow
+        do throws(SchedulerError) {
+            let ahead: [StoredRequest]
+            do {
+                ahead = try store.plannedAheadOfClock(now)
+            } catch {
+                throw .store(error)
+            }
+            let running = state.withLock { Set($0.running.keys) }
+            let writes = ahead.compactMap { stored -> RequestWrite? in
+                guard !running.contains(stored.request.identifier) else { return nil }
+                var moved = stored
+                moved.plan = SchedulePlanner.catchUp(stored.plan, stored.request, now: now)
+                return moved.plan == stored.plan ? nil : .save(moved)
+            }
+            try commit(ScheduleBatch(writes: writes))
+        } catch {
+            logger.error("cannot re-plan after the wall clock went back: \(error)")
+        }
+    }
+
+    /// Updates the status line's part when it changed.
+    private func showNextRun(_ text: String?) {
+        let changed = state.withLock { state in
+            defer { state.nextRun = text }
+            return state.nextRun != text
+        }
+        guard changed else { return }
+        let context = runtime.driverContext
+        runtime.execute { context.statusChanged() }
+    }
+
+    /// One timer on the runtime's clock for the earliest due time.
+    func arm(_ due: WallClockInstant?, now: WallClockInstant) {
+        let previous = state.withLock { state -> LoopTimer? in
+            defer { state.timer = nil }
+            return state.timer
+        }
+        previous?.cancel()
+        guard let due else { return }
+        let wait = max(due - now, .zero)
+        let timer = runtime.schedule(at: runtime.clock.now + wait) { [weak self] in
+            guard let self else { return }
+            queue.async { self.cycle() }
+        }
+        state.withLock { $0.timer = timer }
+    }
+
+    // MARK: Lifecycle, conditions, the wall clock
+
+    /// On the queue.
+    func lifecycleChanged() {
+        state.withLock { $0.refusal = nil }
+        stopRunsWhoseRequirementsFailed()
+        cycle()
+    }
+
+    func conditionsChanged() {
+        let read = conditions.read()
+        let previous = state.withLock { state in
+            defer { state.conditions = read }
+            return state.conditions
+        }
+        if read != previous { logger.info("conditions changed: \(read)") }
+        stopRunsWhoseRequirementsFailed()
+        cycle(conditionsAreFresh: true)
+    }
+
+    /// Tells each run whose request needs something that no longer holds to stop (its
+    /// expiration handler); its end is recorded as stopped and retried when they hold.
+    private func stopRunsWhoseRequirementsFailed() {
+        let lifecycle = runtime.state
+        let stopping = state.withLock { state -> [ActiveRun] in
+            var stopping: [ActiveRun] = []
+            for (identifier, run) in state.running where run.stoppedBy == nil && !run.detached && run.ending == nil {
+                guard let unmet = run.stored.request.requirements.firstUnmet(by: state.conditions, state: lifecycle)
+                else { continue }
+                state.running[identifier]?.stoppedBy = unmet
+                var stopped = run
+                stopped.stoppedBy = unmet
+                stopping.append(stopped)
+            }
+            return stopping
+        }
+        for run in stopping {
+            logger.notice(
+                "stopping a run: requirement '\(run.stoppedBy!)' stopped holding",
+                metadata: ["task": "\(run.task.identifier)", "run": "\(run.task.runID)"])
+            runtime.expireBackgroundTask(run.grant)
+        }
+    }
+
+    /// Termination waits for the grants open; new runs would keep it waiting until the
+    /// budget's end, so none starts (they are due at the next start, caught up per policy).
+    func stopStartingRuns() {
+        queue.async { [self] in
+            state.withLock { $0.terminating = true }
+            arm(nil, now: runtime.clock.wallClockNow)
+        }
+    }
+
+    func wallClockStepped() {
+        queue.async { [self] in
+            logger.notice("the wall clock was set: re-planning every request")
+            pullBackPlansAheadOfClock()
+            cycle()
+        }
+    }
+
+    func waitReason(_ stored: StoredRequest, state: State, now: WallClockInstant) -> PendingRequest.Reason {
+        let identifier = stored.request.identifier
+        if state.running[identifier] != nil { return .running }
+        if let retry = stored.plan.retryAt, retry > now { return .retry(at: retry) }
+        let due = SchedulePlanner.dueTime(stored.plan, stored.request)
+        if due > now { return .plannedTime(due) }
+        if let unmet = stored.request.requirements.firstUnmet(by: state.conditions, state: runtime.state) {
+            return .requirement(unmet)
+        }
+        if state.terminating { return .runtimeRefused("the program is terminating") }
+        if let refusal = state.refusal { return .runtimeRefused(refusal) }
+        if state.running.count >= configuration.maximumConcurrentRuns { return .concurrencyLimit }
+        return .startSpacing
+    }
+}

@@ -1,0 +1,132 @@
+import Foundation
+import GRDB
+import Overtime
+import OvertimeTestSupport
+import OvertimeTesting
+import Testing
+
+@testable import OvertimeScheduler
+
+/// Many requests of one kind: one handler for an identifier prefix, the store as the
+/// index of due times (nothing per request in memory), and stores made by the previous
+/// schema.
+@Suite("Scheduler with many requests: prefixes, the due index, migration", .serialized, .timeLimit(.minutes(5)))
+struct SchedulerManyRequestsTests {
+    @Test func oneHandlerServesEveryIdentifierOfAPrefixAndAnIdentifierOfItsOwnComesFirst() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness(identifiers: [], prefixes: ["thumb."])
+            defer { h.finish() }
+            let special = Recorder<String>()
+            try h.current.register("thumb.special") { task in
+                special.append(task.identifier)
+                task.setTaskCompleted(success: true)
+            }
+            try h.current.start()
+            try h.current.submit(
+                contentsOf: ["thumb.1", "thumb.2", "thumb.special"].map { ScheduledTaskRequest(identifier: $0) })
+            h.settle()
+            #expect(h.attempts.all.map(\.identifier).sorted() == ["thumb.1", "thumb.2"])
+            #expect(special.all == ["thumb.special"])
+            do throws(SchedulerError) {
+                try h.current.submit(ScheduledTaskRequest(identifier: "thumb"))
+                Issue.record("an identifier without a handler was accepted")
+            } catch {
+                #expect(error.code == .notRegistered, "the prefix is 'thumb.', not 'thumb'")
+            }
+        }
+    }
+
+    /// 2,000 one-shots due at once, at most 25 running: each runs exactly once, the limit
+    /// is never exceeded, and runs start in the order they fell due.
+    @Test func twoThousandDueTogetherRunOnceEachNeverOverTheLimit() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness(identifiers: [], prefixes: ["job-"]) { $0.maximumConcurrentRuns = 25 }
+            defer { h.finish() }
+            h.script.withLock { $0 = { _ in .hang } }
+            try h.current.start()
+            let start = h.now
+            let requests = (0..<2_000).map { index in
+                var request = ScheduledTaskRequest(identifier: "job-\(index)")
+                request.earliestBegin = start + .milliseconds(index)
+                return request
+            }
+            try h.current.submit(contentsOf: requests.shuffled())
+            h.advance(by: .seconds(3))
+            var completed = 0
+            for _ in 0..<200 where completed < 2_000 {
+                let open = h.hanging.all.dropFirst(completed)
+                #expect(open.count <= 25, "at most 25 at once")
+                guard !open.isEmpty else { break }
+                for task in open { task.setTaskCompleted(success: true) }
+                completed += open.count
+                h.settle()
+            }
+            let ran = h.attempts.all.map(\.identifier)
+            #expect(ran.count == 2_000 && Set(ran).count == 2_000, "each exactly once")
+            #expect(ran == requests.map(\.identifier), "in the order they fell due")
+            #expect(h.current.pendingRequests().isEmpty)
+            #expect(try h.current.history("job-1999").map(\.result) == [.succeeded])
+        }
+    }
+
+    /// A store the previous schema (2) wrote: opened, migrated, its plans kept — the next
+    /// run at its planned time, not at once and not lost.
+    @Test func aStoreOfThePreviousSchemaIsMigratedWithItsPlansKept() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness()
+            defer { h.finish() }
+            h.current.abandon()
+            try FileManager.default.removeItem(atPath: h.path)
+            let planned = h.now + .seconds(500)
+            let queue = try DatabaseQueue(path: h.path)
+            try queue.write { db in
+                try db.execute(sql: Self.schemaVersion2)
+                try db.execute(
+                    sql: """
+                        INSERT INTO requests VALUES ('job', ?, NULL, 3600000000000, 0, 'once', 1, 0, 600000000000,
+                            'exponential', 30000000000, 18000000000000, 3, ?, 0, NULL, 0, 0, NULL, 1, '');
+                        INSERT INTO runs VALUES (7, 1, 'job', ?, ?, 'succeeded', NULL);
+                        UPDATE counters SET value = 7 WHERE name = 'run_id';
+                        """,
+                    arguments: [
+                        h.now.nanosecondsSinceEpoch, planned.nanosecondsSinceEpoch,
+                        (h.now - .seconds(10)).nanosecondsSinceEpoch, (h.now - .seconds(9)).nanosecondsSinceEpoch,
+                    ])
+            }
+            try queue.close()
+            try h.open()
+            try h.current.start()
+            #expect(h.current.pendingRequests().map(\.nextRun) == [planned])
+            h.advance(to: planned - .nanoseconds(1))
+            #expect(h.attempts.count == 0, "not before its planned time")
+            h.advance(by: .nanoseconds(1))
+            #expect(h.attempts.all.map(\.at) == [planned])
+            #expect(h.attempts.all.first?.runID == 8, "run IDs go on from the old store's")
+            #expect(try h.current.history("job").map(\.result) == [.succeeded, .succeeded])
+        }
+    }
+
+    /// What schema version 2 created (kept here as a fixture: the store's migrations
+    /// must go on reading it).
+    static let schemaVersion2 = """
+        CREATE TABLE requests (
+            identifier TEXT PRIMARY KEY NOT NULL, submitted_at INTEGER NOT NULL, earliest_begin INTEGER,
+            interval_ns INTEGER, flex_ns INTEGER, catch_up TEXT NOT NULL, catch_up_maximum INTEGER NOT NULL,
+            randomized_delay_ns INTEGER NOT NULL, maximum_duration_ns INTEGER NOT NULL, backoff TEXT NOT NULL,
+            initial_delay_ns INTEGER NOT NULL, maximum_delay_ns INTEGER NOT NULL, maximum_attempts INTEGER NOT NULL,
+            anchor INTEGER NOT NULL, owed INTEGER NOT NULL, retry_at INTEGER, failed_attempts INTEGER NOT NULL,
+            finished INTEGER NOT NULL, current_run_id INTEGER, sequence INTEGER NOT NULL,
+            requirements TEXT NOT NULL DEFAULT ''
+        );
+        CREATE TABLE runs (
+            run_id INTEGER NOT NULL, attempt INTEGER NOT NULL, identifier TEXT NOT NULL, started_at INTEGER NOT NULL,
+            ended_at INTEGER, result TEXT NOT NULL, stop_reason TEXT, PRIMARY KEY (run_id, attempt)
+        );
+        CREATE INDEX runs_by_identifier ON runs (identifier, started_at);
+        CREATE TABLE counters (name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);
+        INSERT INTO counters VALUES ('run_id', 0), ('sequence', 1);
+        CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
+        INSERT INTO grdb_migrations VALUES ('v1'), ('v2 requirements');
+        PRAGMA user_version = 2;
+        """
+}
