@@ -108,14 +108,16 @@ extension Scheduler {
         var moreDue = false
         while starting.count < capacity {
             let skip = state.withLock { $0.unhandled }.union(chosen)
-            let candidates: [StoredRequest]
+            // One more than may start: whether more are due tells when to look again.
+            let limit = capacity - starting.count + skip.count + 1
+            let rows: [StoredRequest]
             do {
-                candidates = try store.due(at: now, unmet: unmet, limit: capacity - starting.count + skip.count + 1)
-                    .filter { !skip.contains($0.request.identifier) }
+                rows = try store.due(at: now, unmet: unmet, limit: limit)
             } catch {
                 logger.error("cannot read due requests: \(error)")
                 break
             }
+            let candidates = rows.filter { !skip.contains($0.request.identifier) }
             if candidates.isEmpty { break }
             if !fresh, candidates.contains(where: { $0.request.requirements.contains(where: \.isSystemCondition) }) {
                 // Read afresh before a run that needs the machine: free space and power
@@ -166,8 +168,7 @@ extension Scheduler {
                 }
                 continue
             }
-            if refused || moreDue { break }
-            if candidates.count < capacity - starting.count + 1 { break }
+            if refused || moreDue || rows.count < limit { break }
         }
         return (starting, unmet, moreDue)
     }
@@ -295,7 +296,8 @@ extension Scheduler {
         }
         if let next { wake = min(wake ?? next.at, next.at) }
         showNextRun(next.map { "next run: \($0.identifier) at \($0.at)" })
-        arm(wake, now: now)
+        // Terminating: nothing more starts, so nothing to wake for.
+        arm(state.withLock { $0.terminating } ? nil : wake, now: now)
     }
 
     // MARK: Runs ending
@@ -319,7 +321,12 @@ extension Scheduler {
     }
 
     func terminated(_ identifier: String, task: ScheduledTask, report: TerminationReport?) {
-        guard let run = state.withLock({ $0.running[identifier] }), run.task === task, run.ending == nil else { return }
+        guard let run = state.withLock({ $0.running[identifier] }), run.task === task else { return }
+        guard run.ending == nil else {
+            // Completed, its end not yet durable (the store is failing): nothing left to end.
+            state.withLock { $0.running[identifier]?.grantEnded = true }
+            return
+        }
         end(
             identifier, run: run, result: .terminated, reason: report.map { "\($0)" } ?? "terminated at its deadline",
             grantEnded: true)
