@@ -8,11 +8,8 @@ import Testing
 private func overtimectl(_ arguments: [String], as uid: Int? = nil) throws -> (Int32, String, String) {
     let tool = ChildProcess.harnessURL.deletingLastPathComponent().appendingPathComponent("overtimectl").path
     let command = (uid.map { ["/usr/bin/setpriv", "--reuid=\($0)", "--regid=\($0)", "--clear-groups"] } ?? []) + [tool]
-    let process = try SpawnedProcess(command[0], Array(command.dropFirst()) + arguments)
-    let output = ReadInBackground(process.outputPipe!)
-    let errors = ReadInBackground(process.errorPipe!)
-    let status = process.waitForExit() ?? -1
-    return (status, output.text(), errors.text())
+    let result = try SpawnedProcess.run(command[0], Array(command.dropFirst()) + arguments)
+    return (result.status, result.output, result.errors)
 }
 
 @Suite("Control socket and overtimectl against a real daemon", .timeLimit(.minutes(2)))

@@ -7,9 +7,7 @@ package struct ChildCommand {
 
     /// Runs `executable` with `arguments`; standard output and error are collected together.
     package static func run(_ executable: String, _ arguments: [String]) throws -> ChildCommand {
-        let process = try SpawnedProcess(executable, arguments, standardError: .standardOutput)
-        let output = ReadInBackground(process.outputPipe!)
-        let status = process.waitForExit(timeout: .seconds(120))
-        return ChildCommand(status: status ?? -1, output: output.text())
+        let result = try SpawnedProcess.run(executable, arguments, mergingErrors: true)
+        return ChildCommand(status: result.status, output: result.output)
     }
 }

@@ -16,17 +16,9 @@ package struct ChildProcess {
     /// Runs the harness with `arguments` to its end; after `timeout` it is sent SIGTERM.
     package static func run(_ arguments: [String], timeout: Duration = .seconds(60)) throws -> ChildProcess {
         let started = ContinuousClock.now
-        let process = try SpawnedProcess(harnessURL.path, arguments)
-        // Read while it runs so a full pipe cannot stall it.
-        let outData = ReadInBackground(process.outputPipe!)
-        let errData = ReadInBackground(process.errorPipe!)
-        var status = process.waitForExit(timeout: timeout)
-        if status == nil {
-            process.send(SIGTERM)
-            status = process.waitForExit()
-        }
+        let result = try SpawnedProcess.run(harnessURL.path, arguments, timeout: timeout)
         return ChildProcess(
-            status: status ?? -1, standardOutput: outData.text(), standardError: errData.text(),
+            status: result.status, standardOutput: result.output, standardError: result.errors,
             elapsed: ContinuousClock.now - started)
     }
 }

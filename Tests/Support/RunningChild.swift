@@ -28,8 +28,6 @@ package final class RunningChild: Sendable {
     package var pid: Int32 { process.pid }
     package var output: [String] { lines.all }
     package var standardError: [String] { errors.all }
-    /// Whether the child still runs.
-    package var isRunning: Bool { process.isRunning }
 
     package func send(_ signal: Int32) { process.send(signal) }
 

@@ -114,7 +114,7 @@ package final class SpawnedProcess: Sendable {
     }
 
     /// The signals a child starts with blocked.
-    package static let blockedSignals = [SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2]
+    static let blockedSignals = [SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2]
 
     deinit {
         if isRunning {
@@ -126,14 +126,29 @@ package final class SpawnedProcess: Sendable {
     /// Whether the child has not exited yet (reaping it if it has).
     package var isRunning: Bool { reap() == nil }
 
-    /// The exit status, or the number of the signal that ended the child; nil while it runs.
-    package var terminationStatus: Int32? { reap() }
-
     /// Sends `signal` to the child, unless it has been reaped (its PID may be reused).
     package func send(_ signal: Int32) {
         reaped.withLock { status in
             if status == nil { kill(pid, signal) }
         }
+    }
+
+    /// Runs `executable` to its end and collects what it printed (standard error into
+    /// `output` too with `mergingErrors`); after `timeout` it is sent SIGTERM.
+    package static func run(
+        _ executable: String, _ arguments: [String], mergingErrors: Bool = false, timeout: Duration = .seconds(120)
+    ) throws -> (status: Int32, output: String, errors: String) {
+        let process = try SpawnedProcess(
+            executable, arguments, standardError: mergingErrors ? .standardOutput : .pipe)
+        // Read while it runs so a full pipe cannot stall it.
+        let output = ReadInBackground(process.outputPipe!)
+        let errors = process.errorPipe.map(ReadInBackground.init)
+        var status = process.waitForExit(timeout: timeout)
+        if status == nil {
+            process.send(SIGTERM)
+            status = process.waitForExit()
+        }
+        return (status ?? -1, output.text(), errors?.text() ?? "")
     }
 
     /// Waits for the child to exit and returns its status; nil if it still runs after `timeout`.

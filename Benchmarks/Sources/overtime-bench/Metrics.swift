@@ -81,6 +81,6 @@ struct MetricSpec: Sendable {
         MetricSpec(
             name: "scheduler_resident_mb", unit: "MB", higherIsBetter: false,
             what: "resident growth with requests pending (size in results)", target: "≤ 100 (at 1,000,000 pending)"
-        ) { _ in nil },
+        ) { values in values["overtime"].map { $0 <= 100 } },
     ]
 }
