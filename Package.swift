@@ -122,6 +122,7 @@ let package = Package(
                 "Overtime",
                 "OvertimeLogUploader",
                 "OvertimeRELP",
+                "OvertimeScheduler",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -1,5 +1,7 @@
 // log-uploader: spools log lines durably and uploads them inside a background grant
-// when the program goes to the background (SIGUSR1) or is told to stop (SIGTERM).
+// when the program goes to the background (SIGUSR1) or is told to stop (SIGTERM), and
+// periodically as a scheduled request (OvertimeScheduler) that needs the network when
+// the sink is on one.
 //
 //   seq 1 1000 | swift run log-uploader --exit-on-eof        (or: scripts/run-example)
 import ArgumentParser
@@ -7,6 +9,7 @@ import Logging
 import Overtime
 import OvertimeLogUploader
 import OvertimeRELP
+import OvertimeScheduler
 
 #if canImport(Glibc)
     import Glibc
@@ -47,8 +50,14 @@ struct Run: ParsableCommand {
     @Option(help: "Also accept acknowledged batches on a Unix stream socket at this path (see README).")
     var ingestSocket: String?
     @Option(help: "Listen for overtimectl at this path.") var controlSocket: String?
-    @Option(help: "Also upload in the foreground every N seconds (0: only on background and stop).")
+    @Option(
+        help: """
+            Also upload every N seconds, as a scheduled request that waits for a default route \
+            when the sink is on the network (0: only on background and stop).
+            """)
     var uploadInterval = 30.0
+    @Option(help: "The schedule of the periodic upload (SQLite; default: schedule.db in the spool folder).")
+    var schedule: String?
     @Option(help: "Print a progress line every N seconds (0: only at the end).") var progressInterval = 1.0
     @Option(
         help: "HTTP statuses that dead-letter a segment, comma-separated (default 400,411,413,414,415,422).")
@@ -65,6 +74,9 @@ struct Run: ParsableCommand {
         }
         if quotaMb < 1 || segmentKb < 4 || budget <= 0 || lead < 0 || lead >= budget {
             throw ValidationError("need quota-mb ≥ 1, segment-kb ≥ 4, budget > 0 and 0 ≤ lead < budget")
+        }
+        if !(uploadInterval >= 0.001 || uploadInterval == 0) || uploadInterval > 86_400 * 365 {
+            throw ValidationError("--upload-interval is 0 or between 0.001 and 31536000 seconds")
         }
         if let permanentStatuses, parsedStatuses(permanentStatuses) == nil {
             throw ValidationError("--permanent-statuses takes HTTP statuses 400...599, comma-separated")
@@ -92,11 +104,9 @@ struct Run: ParsableCommand {
         configuration.expirationLeadTime = .milliseconds(Int(lead * 1000))
         configuration.controlSocketPath = controlSocket
         let runtime = try Runtime(configuration: configuration)
-        var uploaderOptions = UploaderConfiguration()
-        if uploadInterval > 0 { uploaderOptions.foregroundInterval = .milliseconds(Int(uploadInterval * 1000)) }
-        let uploader = LogUploader(
-            runtime: runtime, spool: store, sink: makeSink(runtime), configuration: uploaderOptions)
+        let uploader = LogUploader(runtime: runtime, spool: store, sink: makeSink(runtime))
         uploader.start()
+        let scheduler = uploadInterval > 0 ? try schedulePeriodicUpload(uploader, runtime) : nil
         runtime.addControlCommand("redrive") {
             do {
                 let count = try store.redriveDeadLetters()
@@ -131,6 +141,7 @@ struct Run: ParsableCommand {
         }
         runtime.run()  // until terminated: SIGTERM, or stdin closing with --exit-on-eof
         withExtendedLifetime(token) {}
+        withExtendedLifetime(scheduler) {}
         ingest?.stop()
         writer.flush()
         progress.print()
@@ -141,6 +152,40 @@ struct Run: ParsableCommand {
                     + "not uploaded; the next run uploads them")
             throw ExitCode(3)
         }
+    }
+
+    /// The periodic upload: one repeating request in the schedule at `--schedule` (by
+    /// default in the spool folder, whose lock already keeps it to one process), whose
+    /// run drains inside its own grant; a run that leaves segments behind fails and is
+    /// retried with the scheduler's backoff. One run catches up after downtime.
+    private func schedulePeriodicUpload(_ uploader: LogUploader, _ runtime: Runtime) throws -> Scheduler {
+        let opened = Result { () throws(SchedulerError) in
+            try Scheduler(
+                runtime: runtime, configuration: SchedulerConfiguration(storePath: schedule ?? spool + "/schedule.db"))
+        }
+        if case .failure(let error) = opened, error.code == .storeInUse {
+            FileOutput.standardError("log-uploader: \(error)")
+            throw ExitCode(75)
+        }
+        let scheduler = try opened.get()
+        if let aside = scheduler.recovery.movedAside {
+            print("the schedule was damaged: moved aside to \(aside)")
+        }
+        try scheduler.register("log-upload") { _ in
+            let left = await uploader.drain()
+            if left > 0 {
+                throw UploadLeftSegments(count: left, lastError: uploader.statistics.lastError)
+            }
+        }
+        try scheduler.start()
+        var request = ScheduledTaskRequest(identifier: "log-upload")
+        request.repetition = Repetition(every: .nanoseconds(Int64(uploadInterval * 1e9)))
+        request.catchUp = .once
+        // A folder needs no network; any other sink does.
+        if sink.contains("://") { request.requirements = [.network] }
+        // Update: a changed interval or sink takes effect; the plan and history stay.
+        try scheduler.submit(request, ifExists: .update)
+        return scheduler
     }
 
     private func makeSink(_ runtime: Runtime) -> any LogSink {
@@ -208,6 +253,13 @@ struct Redrive: ParsableCommand {
         let store = try openSpool(spool)
         print("\(try store.redriveDeadLetters()) dead-lettered segments queued for upload")
     }
+}
+
+/// A scheduled upload that could not store every sealed segment (it is retried).
+struct UploadLeftSegments: Error, CustomStringConvertible {
+    let count: Int
+    let lastError: String?
+    var description: String { "\(count) segments not uploaded" + (lastError.map { ": \($0)" } ?? "") }
 }
 
 /// Writes a line to standard error.

@@ -157,11 +157,17 @@ func crashUploader(directory: String, url: String, drainOnly: Bool) throws {
     var uploads = UploaderConfiguration()
     uploads.initialRetryDelay = .milliseconds(10)
     uploads.maximumRetryDelay = .milliseconds(50)
-    if !drainOnly { uploads.foregroundInterval = .milliseconds(20) }
     let uploader = LogUploader(
         runtime: runtime, spool: spool, sink: HTTPSink(baseURL: url, runtime: runtime), configuration: uploads)
     uploader.start()
     runtime.start()
+    if !drainOnly {
+        Task {
+            while (try? await runtime.sleep(for: .milliseconds(20))) != nil {
+                uploader.drainInGrant(reason: "interval")
+            }
+        }
+    }
     if drainOnly {
         while spool.pendingLines > 0 {
             uploader.drainInGrant(reason: "drain")
@@ -180,12 +186,15 @@ func crashUploader(directory: String, url: String, drainOnly: Bool) throws {
 }
 
 /// A runtime and a scheduler on `<dir>/schedule.db`, runs due together started at once.
-func schedulerDaemon(directory: String) throws -> (Runtime, Scheduler) {
+func schedulerDaemon(
+    directory: String, configure: (inout SchedulerConfiguration) -> Void = { _ in }
+) throws -> (Runtime, Scheduler) {
     var configuration = RuntimeConfiguration()
     configuration.watchdogTimeout = nil
     let runtime = try Runtime(configuration: configuration)
     var options = SchedulerConfiguration(storePath: directory + "/schedule.db")
     options.startSpacing = .zero
+    configure(&options)
     return (runtime, try Scheduler(runtime: runtime, configuration: options))
 }
 
@@ -229,21 +238,61 @@ func schedulerCrash(directory: String) throws {
 /// one request that needs the network. Each run says `RAN run attempt` and waits; told to
 /// stop it says `STOPPED run attempt` and completes unsuccessfully.
 func schedulerNetwork(directory: String) throws {
-    let (runtime, scheduler) = try schedulerDaemon(directory: directory)
-    try scheduler.register("upload") { task in
+    var request = ScheduledTaskRequest(identifier: "upload")
+    request.requirements = [.network]
+    try serveOneRequest(request, in: try schedulerDaemon(directory: directory)) { task in
         say("RAN \(task.runID) \(task.attempt)")
         task.expirationHandler = {
             say("STOPPED \(task.runID) \(task.attempt)")
             task.setTaskCompleted(success: false)
         }
     }
+}
+
+/// A scheduler daemon whose power supplies are read from `<dir>/power_supply` (laid out
+/// by the test) and announced by the kernel's device events only: nothing looks again
+/// for an hour. One request requires external power; prints `READY`, then `RAN <run>`.
+func schedulerPower(directory: String) throws {
+    let daemon = try schedulerDaemon(directory: directory) { options in
+        var sources = LinuxConditionSource.Configuration(storagePath: directory)
+        sources.powerSupplies = directory + "/power_supply"
+        options.conditions = LinuxConditionSource(configuration: sources)
+        options.conditionRecheckInterval = .seconds(3600)
+    }
+    var request = ScheduledTaskRequest(identifier: "charge")
+    request.requirements = [.externalPower]
+    try serveOneRequest(request, in: daemon, handler: sayRanAndSucceed)
+}
+
+/// A scheduler daemon for scripts/check-clock-steps: one one-shot request whose earliest
+/// begin is 120 s of wall-clock time away. Prints `READY`, then `RAN <run>` when it runs:
+/// at once when the wall clock is stepped past that time, not 120 s of waiting later.
+func schedulerClockStep(directory: String) throws {
+    let daemon = try schedulerDaemon(directory: directory)
+    var request = ScheduledTaskRequest(identifier: "stepped")
+    request.earliestBegin = daemon.0.clock.wallClockNow + .seconds(120)
+    try serveOneRequest(request, in: daemon, handler: sayRanAndSucceed)
+}
+
+/// Registers `handler` for `request`, starts both, submits it, prints `READY` and runs
+/// until terminated.
+func serveOneRequest(
+    _ request: ScheduledTaskRequest, in daemon: (Runtime, Scheduler),
+    handler: @escaping @Sendable (ScheduledTask) -> Void
+) throws {
+    let (runtime, scheduler) = daemon
+    try scheduler.register(request.identifier, handler: handler)
     runtime.start()
     try scheduler.start()
-    var request = ScheduledTaskRequest(identifier: "upload")
-    request.requirements = [.network]
     try scheduler.submit(request)
     say("READY")
     runtime.waitUntilTerminated()
+}
+
+/// Prints `RAN <run>` and completes the task successfully.
+@Sendable func sayRanAndSucceed(_ task: ScheduledTask) {
+    say("RAN \(task.runID)")
+    task.setTaskCompleted(success: true)
 }
 
 LoggingSystem.bootstrap(StreamLogHandler.standardError)
@@ -254,6 +303,8 @@ case "daemon": try daemon()
 case "spool-full-disk": try spoolFullDisk(CommandLine.arguments[2])
 case "scheduler-crash": try schedulerCrash(directory: CommandLine.arguments[2])
 case "scheduler-network": try schedulerNetwork(directory: CommandLine.arguments[2])
+case "scheduler-power": try schedulerPower(directory: CommandLine.arguments[2])
+case "scheduler-clock-step": try schedulerClockStep(directory: CommandLine.arguments[2])
 case "crash-uploader":
     try crashUploader(
         directory: CommandLine.arguments[2], url: CommandLine.arguments[3],

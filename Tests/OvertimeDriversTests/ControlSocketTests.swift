@@ -4,14 +4,6 @@ import Testing
 
 @testable import Overtime
 
-/// Runs the built `overtimectl` and returns (status, stdout, stderr).
-private func overtimectl(_ arguments: [String], as uid: Int? = nil) throws -> (Int32, String, String) {
-    let tool = ChildProcess.harnessURL.deletingLastPathComponent().appendingPathComponent("overtimectl").path
-    let command = (uid.map { ["/usr/bin/setpriv", "--reuid=\($0)", "--regid=\($0)", "--clear-groups"] } ?? []) + [tool]
-    let result = try SpawnedProcess.run(command[0], Array(command.dropFirst()) + arguments)
-    return (result.status, result.output, result.errors)
-}
-
 @Suite("Control socket and overtimectl against a real daemon", .timeLimit(.minutes(2)))
 struct ControlSocketTests {
     /// A daemon with two grants open from the start and one more begun in willTerminate

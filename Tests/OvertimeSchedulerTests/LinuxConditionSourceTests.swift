@@ -123,4 +123,62 @@ struct LinuxConditionSourceTests {
             _ = child.waitForExit()
         }
     }
+
+    /// A daemon whose power supplies are laid out by the test and announced only by the
+    /// kernel's device events (nothing looks again for an hour): plugging in changes the
+    /// files, and nothing runs until a power-supply uevent arrives on the real
+    /// `NETLINK_KOBJECT_UEVENT` socket — then the run needing external power starts. (This
+    /// machine has no power supply to plug in, so the test sends the event, in the
+    /// kernel's format, to the group the kernel announces on; it needs root.)
+    @Test func aPowerSupplyDeviceEventStartsARunNeedingExternalPower() async throws {
+        try await onOwnThread {
+            let folder = TemporaryDirectory("conditions-uevent")
+            defer { folder.remove() }
+            let root = folder.path + "/power_supply"
+            try write("Mains\n", root + "/AC/type")
+            try write("0\n", root + "/AC/online")
+            try write("Battery\n", root + "/BAT0/type")
+            try write("Discharging\n", root + "/BAT0/status")
+            let child = try RunningChild(["scheduler-power", folder.path])
+            defer {
+                child.send(SIGKILL)
+                _ = child.waitForExit()
+            }
+            try #require(child.waitForLine { $0 == "READY" } != nil, "\(child.standardError)")
+            try sendDeviceEvent("change", "/devices/virtual/power_supply/BAT0", subsystem: "power_supply")
+            usleep(300_000)
+            #expect(!child.output.contains { $0.hasPrefix("RAN") }, "announced, still on battery: no run")
+            try write("1\n", root + "/AC/online")
+            try write("Charging\n", root + "/BAT0/status")
+            try sendDeviceEvent("change", "/devices/virtual/block/loop0", subsystem: "block")
+            usleep(500_000)
+            #expect(
+                !child.output.contains { $0.hasPrefix("RAN") },
+                "plugged in, but nothing announced it (another subsystem's event does not count)")
+            try sendDeviceEvent("change", "/devices/virtual/power_supply/AC", subsystem: "power_supply")
+            #expect(child.waitForLine(timeout: .seconds(10)) { $0 == "RAN 1" } != nil, "announced: the run starts")
+        }
+    }
+
+    /// Sends a device event as the kernel formats it (`ACTION@DEVPATH`, then `KEY=value`
+    /// fields, each NUL-terminated) to the uevent multicast group the kernel uses.
+    private func sendDeviceEvent(_ action: String, _ path: String, subsystem: String) throws {
+        let descriptor = socket(AF_NETLINK, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 15)
+        try #require(descriptor >= 0, "socket(NETLINK_KOBJECT_UEVENT): \(String(cString: strerror(errno)))")
+        defer { close(descriptor) }
+        let fields = ["\(action)@\(path)", "ACTION=\(action)", "DEVPATH=\(path)", "SUBSYSTEM=\(subsystem)", "SEQNUM=1"]
+        let message = Array(fields.joined(separator: "\0").utf8) + [0]
+        // struct sockaddr_nl (Glibc's module leaves it out): family, padding, port ID 0, groups.
+        var address = [UInt8](repeating: 0, count: 12)
+        withUnsafeBytes(of: UInt16(AF_NETLINK)) { address.replaceSubrange(0..<2, with: $0) }
+        withUnsafeBytes(of: UInt32(1)) { address.replaceSubrange(8..<12, with: $0) }
+        let sent = address.withUnsafeBytes { target in
+            message.withUnsafeBytes {
+                sendto(
+                    descriptor, $0.baseAddress, $0.count, 0, target.baseAddress!.assumingMemoryBound(to: sockaddr.self),
+                    12)
+            }
+        }
+        try #require(sent == message.count, "sending a device event needs root: \(String(cString: strerror(errno)))")
+    }
 }

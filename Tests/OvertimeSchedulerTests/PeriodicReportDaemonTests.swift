@@ -11,9 +11,10 @@ import Testing
 /// a kill -9 and a restart.
 @Suite("periodic-report daemon with overtimectl and systemd", .serialized, .timeLimit(.minutes(2)))
 struct PeriodicReportDaemonTests {
-    private func overtimectl(_ socket: String, _ arguments: [String]) throws -> ChildCommand {
-        let tool = ChildProcess.harnessURL.deletingLastPathComponent().appendingPathComponent("overtimectl").path
-        return try ChildCommand.run(tool, arguments + ["--socket", socket])
+    private func overtimectl(_ socket: String, _ arguments: [String]) throws -> (
+        status: Int32, output: String, errors: String
+    ) {
+        try OvertimeTestSupport.overtimectl(arguments + ["--socket", socket])
     }
 
     private func waitFor(_ condition: () throws -> Bool) rethrows -> Bool {
@@ -53,7 +54,7 @@ struct PeriodicReportDaemonTests {
             history = try overtimectl(socket, ["history", "report", "--json"])
             #expect(history.output.contains("\"ok\":true"))
             let unknown = try overtimectl(socket, ["run", "nothing"])
-            #expect(unknown.status == 1 && unknown.output.contains("no request 'nothing'"), "\(unknown.output)")
+            #expect(unknown.status == 1 && unknown.errors.contains("no request 'nothing'"), "\(unknown.errors)")
 
             // Killed and restarted: the request is still there, the completed run not repeated.
             daemon.send(SIGKILL)

@@ -34,8 +34,11 @@ import Overtime
 /// told to terminate cuts any backoff short and retries at once (a foreground drain
 /// waiting out a long `Retry-After` must not starve the termination drain).
 ///
-/// All its time is the runtime's: backoffs and the foreground interval wait on the
-/// runtime's timer and estimates read its clock, so a `ManualClock` drives them.
+/// Uploading periodically in the foreground is a scheduled request's job (the
+/// `log-uploader` example's `OvertimeScheduler` request calls ``drain()``).
+///
+/// All its time is the runtime's: backoffs wait on the runtime's timer and estimates read
+/// its clock, so a `ManualClock` drives them.
 public final class LogUploader: Sendable {
     /// The runtime whose lifecycle drives uploads.
     public let runtime: Runtime
@@ -59,7 +62,6 @@ public final class LogUploader: Sendable {
         var draining: Task<Void, Never>?
         var estimate: Duration
         var token: ObservationToken?
-        var foregroundTimer: Task<Void, Never>?
         /// A drain was asked for while one ran: the running one seals again and goes on.
         var drainAgain = false
     }
@@ -78,7 +80,7 @@ public final class LogUploader: Sendable {
         state = Locked(State(estimate: configuration.initialUploadEstimate))
     }
 
-    /// Starts observing the lifecycle (and the foreground interval, if configured).
+    /// Starts observing the lifecycle.
     public func start() {
         let token = runtime.observe { [weak self] event in
             guard let self else { return }
@@ -90,21 +92,6 @@ public final class LogUploader: Sendable {
             }
         }
         state.withLock { $0.token = token }
-        if let interval = configuration.foregroundInterval {
-            let runtime = self.runtime
-            let task = Task { [weak self] in
-                while !Task.isCancelled {
-                    do {
-                        try await runtime.sleep(for: interval)
-                    } catch {
-                        return  // stopped, or the runtime terminated
-                    }
-                    guard let self, runtime.state == .active else { continue }
-                    self.drainInGrant(reason: "foreground interval")
-                }
-            }
-            state.withLock { $0.foregroundTimer = task }
-        }
     }
 
     /// Stops observing; a drain in progress goes on until its grant ends.
@@ -112,7 +99,6 @@ public final class LogUploader: Sendable {
         state.withLock { state in
             state.token?.cancel()
             state.token = nil
-            state.foregroundTimer?.cancel()
         }
     }
 
@@ -138,15 +124,45 @@ public final class LogUploader: Sendable {
             logger.warning("no grant for uploading logs", metadata: ["reason": "\(reason)"])
             return
         }
-        let started: Bool = state.withLock { current in
+        guard let task = startDrain(then: { [runtime] in runtime.endBackgroundTask(id) }) else {
+            runtime.endBackgroundTask(id)  // the running drain has its own grant
+            return
+        }
+        holder.withLock { $0 = task }
+    }
+
+    /// Drains inside the caller's grant (a scheduled run's, say) and returns the sealed
+    /// segments still in the spool afterwards: 0 when everything sealed was stored or
+    /// dead-lettered. Cancelling the calling task aborts the upload in flight, as an
+    /// expiration does. When a drain is already running, it goes round once more for
+    /// this call (as ``drainInGrant(reason:)`` asks) and this call waits for it without
+    /// cancelling it: that drain belongs to another grant.
+    @discardableResult
+    public func drain() async -> Int {
+        if let task = startDrain(then: {}) {
+            await withTaskCancellationHandler {
+                await task.value
+            } onCancel: {
+                task.cancel()
+            }
+        } else if let running = state.withLock({ $0.draining }) {
+            await running.value
+        }
+        return spool.sealedSegments.count
+    }
+
+    /// Starts a drain that calls `finished` when it is through; nil when one is running,
+    /// which is then asked to seal and go round once more.
+    private func startDrain(then finished: @escaping @Sendable () -> Void) -> Task<Void, Never>? {
+        state.withLock { current in
             guard current.draining == nil else {
                 current.drainAgain = true  // under the lock the running drain checks it with
-                return false
+                return nil
             }
             // Holding the lock: the task cannot clear `draining` before it is set.
             let task = Task { [self] in
                 while true {
-                    await drain()
+                    await drainOnce()
                     let again = state.withLock { state in
                         defer { state.drainAgain = false }
                         if state.drainAgain, !Task.isCancelled { return true }
@@ -155,14 +171,10 @@ public final class LogUploader: Sendable {
                     }
                     if !again { break }
                 }
-                runtime.endBackgroundTask(id)
+                finished()
             }
             current.draining = task
-            holder.withLock { $0 = task }
-            return true
-        }
-        if !started {
-            runtime.endBackgroundTask(id)  // the running drain has its own grant
+            return task
         }
     }
 
@@ -170,7 +182,7 @@ public final class LogUploader: Sendable {
     ///
     /// Acknowledgements (the checkpoint's fsyncs) run beside the uploads, coalesced by an
     /// ``Acknowledger``; every exit waits for them.
-    private func drain() async {
+    private func drainOnce() async {
         let acknowledger = Acknowledger(spool: spool) { [self] segments in
             uploaded.increment(by: Int64(segments.count))
             state.withLock { state in

@@ -8,9 +8,6 @@ public struct UploaderConfiguration: Sendable {
     /// The cap on a retry delay the uploader draws (a collector's `Retry-After` is
     /// honoured beyond it, but never past the grant's expiration point). Default 30 s.
     public var maximumRetryDelay: Duration = .seconds(30)
-    /// Also upload in the foreground, this often (`nil`, the default: only on background
-    /// and termination).
-    public var foregroundInterval: Duration?
 
     /// The defaults.
     public init() {}

@@ -40,7 +40,7 @@ extension Scheduler {
         guard !pending.isEmpty else { return "no pending requests" }
         let rows = pending.map { pending -> [String] in
             let request = pending.request
-            let repeats = request.repetition.map { "every \($0.interval.wholeSeconds) s" } ?? "once"
+            let repeats = request.repetition.map { "every \($0.interval.compactDescription)" } ?? "once"
             let requirements = request.requirements.sorted().map(\.description).joined(separator: ",")
             return [
                 request.identifier, "\(pending.nextRun)", "\(pending.attempt)", repeats,
@@ -63,5 +63,14 @@ extension Scheduler {
 }
 
 extension Duration {
-    fileprivate var wholeSeconds: Int64 { components.seconds }
+    /// `3600 s`, `200 ms`, `1500 µs`: the largest unit that states it exactly (an
+    /// interval under a second is not shown as `0 s`).
+    fileprivate var compactDescription: String {
+        let (seconds, attoseconds) = components
+        if attoseconds == 0 { return "\(seconds) s" }
+        let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        if nanoseconds % 1_000_000 == 0 { return "\(nanoseconds / 1_000_000) ms" }
+        if nanoseconds % 1_000 == 0 { return "\(nanoseconds / 1_000) µs" }
+        return "\(nanoseconds) ns"
+    }
 }

@@ -4,8 +4,8 @@ import Overtime
 
 /// How a ``Scheduler`` stores and starts runs.
 public struct SchedulerConfiguration: Sendable {
-    /// The SQLite file requests, plans and history live in (created if missing; its
-    /// folder must exist). One scheduler per file: `<storePath>.lock` is held while it is
+    /// The SQLite file requests, plans and history live in (created if missing, with
+    /// its folders). One scheduler per file: `<storePath>.lock` is held while it is
     /// open, and a second scheduler on the same file is refused
     /// (``SchedulerError/Code/storeInUse``).
     public var storePath: String

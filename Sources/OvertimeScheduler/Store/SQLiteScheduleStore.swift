@@ -6,7 +6,8 @@ import Logging
 import Overtime
 
 /// Requests, plans and history in one SQLite database in write-ahead-log mode; every
-/// change is one transaction, durable when it returns (`synchronous = FULL`).
+/// change is one transaction, durable when it returns (`synchronous = FULL`). The file's
+/// folder is created with its parents.
 ///
 /// Opening it checks the file (`PRAGMA quick_check`): a damaged store is moved aside
 /// (`<path>.corrupt-<time>`, with its `-wal` and `-shm`), reported at critical level and
@@ -25,6 +26,14 @@ final class SQLiteScheduleStore: ScheduleStore {
 
     init(path: String, now: WallClockInstant, logger: Logger) throws(ScheduleStoreError) {
         self.path = path
+        let parent = (path as NSString).deletingLastPathComponent
+        if !parent.isEmpty {
+            do {
+                try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
+            } catch {
+                throw ScheduleStoreError("cannot create the folder of the schedule store \(path): \(error)")
+            }
+        }
         let lock = try Self.lock(path)
         self.lock = Locked(lock)
         var recovery = StoreRecovery()

@@ -1,0 +1,112 @@
+import Foundation
+import OvertimeLogUploader
+import OvertimeTestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// log-uploader's periodic upload is a request in its schedule (`OvertimeScheduler`): it
+/// runs while the daemon stays in the foreground, shows in `overtimectl schedule` and
+/// `history`, and waits for a default route when the sink is on the network.
+@Suite("log-uploader's periodic upload as a scheduled request", .serialized, .timeLimit(.minutes(2)))
+struct ScheduledUploadTests {
+    private typealias Support = UploaderSafetyTests
+
+    /// log-uploader on `folder` uploading to `sink` every 200 ms, its ingestion and
+    /// control sockets in `folder`, and a client connected to the first.
+    private func startUploader(
+        _ folder: TemporaryDirectory, sink: String, wrapper: [String] = []
+    ) throws -> (RunningChild, SpoolIngestClient, control: String) {
+        let socket = folder.path + "/ingest.sock"
+        let control = folder.path + "/control.sock"
+        let child = try RunningChild(
+            [
+                "--spool", folder.path + "/spool", "--sink", sink, "--ingest-socket", socket, "--control-socket",
+                control, "--upload-interval", "0.2", "--progress-interval", "0",
+            ], executable: "log-uploader", wrapper: wrapper)
+        Support.waitForSocket(socket)
+        return (child, try SpoolIngestClient(path: socket), control)
+    }
+
+    @Test func aFolderSinkIsUploadedToPeriodicallyAndEachRunIsInTheHistory() async throws {
+        try await onOwnThread {
+            let folder = TemporaryDirectory("scheduled-upload")
+            defer { folder.remove() }
+            let collectedRoot = folder.path + "/collected"
+            let (child, client, control) = try startUploader(folder, sink: collectedRoot)
+            try client.send(Support.lines("first", 1...20))
+            func collected(_ prefix: String) -> Int {
+                Support.collected(collectedRoot).filter { $0.text.hasPrefix(prefix + " ") }.count
+            }
+            #expect(
+                Support.waitFor { collected("first") == 20 }, "uploaded without a signal: the scheduled run drained")
+            try client.send(Support.lines("second", 1...20))
+            #expect(Support.waitFor { collected("second") == 20 }, "and again, a period later")
+            let schedule = try overtimectl(["schedule", "--socket", control])
+            #expect(schedule.output.contains("log-upload"), "\(schedule.output)")
+            #expect(schedule.output.contains("every 200 ms"), "\(schedule.output)")
+            let history = try overtimectl(["history", "log-upload", "--socket", control])
+            let succeeded = history.output.split(separator: "\n").filter { $0.contains("succeeded") }
+            #expect(succeeded.count >= 2, "\(history.output)")
+            child.send(SIGTERM)
+            #expect(child.waitForExit() == 0)
+            #expect(collected("first") == 20 && collected("second") == 20, "each line once")
+            #expect(FileManager.default.fileExists(atPath: folder.path + "/spool/schedule.db"), "beside the spool")
+        }
+    }
+
+    /// The daemon in a network namespace of its own, at first with no route: lines wait in
+    /// the spool and the upload request waits for the network (no run in its history);
+    /// once a default route exists the next run delivers them to a collector in the
+    /// namespace.
+    @Test func aNetworkSinkWaitsForADefaultRouteThenUploads() async throws {
+        try await onOwnThread {
+            let folder = TemporaryDirectory("scheduled-upload-netns")
+            defer { folder.remove() }
+            let received = folder.path + "/received"
+            let (child, client, control) = try startUploader(
+                folder, sink: "syslog://127.0.0.1:5514", wrapper: ["/usr/bin/unshare", "--net"])
+            try client.send(Support.lines("routed", 1...30))
+            usleep(600_000)  // three periods
+            let waiting = try overtimectl(["schedule", "--socket", control]).output
+            #expect(waiting.contains("requirement 'network'"), "waiting for the network: \(waiting)")
+            let before = try overtimectl(["history", "log-upload", "--socket", control]).output
+            #expect(!before.contains("succeeded") && !before.contains("failed"), "no run without a route: \(before)")
+
+            func inNamespace(_ command: String) throws -> SpawnedProcess {
+                try SpawnedProcess("/usr/bin/nsenter", ["-t", "\(child.pid)", "-n", "/bin/sh", "-c", command])
+            }
+            // A collector inside the namespace: every byte it receives, appended to a file.
+            let collector = try inNamespace(
+                "ip link set lo up && exec python3 -c '"
+                    + "import socket,sys\n"
+                    + "s=socket.socket(); s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+                    + "s.bind((\"127.0.0.1\",5514)); s.listen(); print(\"LISTENING\",flush=True)\n"
+                    + "out=open(sys.argv[1],\"ab\",0)\n"
+                    + "while True:\n c,_=s.accept()\n while (d:=c.recv(65536)): out.write(d)\n' "
+                    + received)
+            defer {
+                collector.send(SIGKILL)
+                _ = collector.waitForExit()
+            }
+            let greeting = String(decoding: collector.outputPipe!.availableData, as: UTF8.self)
+            try #require(greeting.hasPrefix("LISTENING"), "the collector did not start: '\(greeting)'")
+            let route = try inNamespace(
+                "ip link add v0 type veth peer name v1 && ip addr add 10.9.0.2/24 dev v0 && ip link set v1 up"
+                    + " && ip link set v0 up && ip route add default via 10.9.0.1")
+            #expect(route.waitForExit() == 0)
+            #expect(
+                Support.waitFor {
+                    let bytes = (try? Data(contentsOf: URL(fileURLWithPath: received))) ?? Data()
+                    let text = String(decoding: bytes, as: UTF8.self)
+                    return (1...30).allSatisfy { text.contains("routed \($0) ") }
+                }, "every line delivered once the route exists")
+            let after = try overtimectl(["history", "log-upload", "--socket", control]).output
+            #expect(after.contains("succeeded"), "\(after)")
+            child.send(SIGTERM)
+            #expect(child.waitForExit() == 0)
+        }
+    }
+}
