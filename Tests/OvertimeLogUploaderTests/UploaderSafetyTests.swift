@@ -173,12 +173,14 @@ struct UploaderSafetyTests {
     @Test func linesAlreadyInTheStdinPipeAtSIGTERMAreUploadedBeforeExit() throws {
         let folder = TemporaryDirectory("stdin")
         defer { folder.remove() }
+        let systemd = try FakeSystemd()
         let child = try RunningChild(
             [
                 "--spool", folder.path + "/spool", "--sink", folder.path + "/collected", "--budget", "10",
                 "--lead", "2", "--progress-interval", "0",
-            ], executable: "log-uploader", standardInput: true)
-        usleep(300_000)
+            ], environment: ["NOTIFY_SOCKET": systemd.path], executable: "log-uploader", standardInput: true)
+        // Ready (its signals handled): a SIGTERM before that ends it as any program's would.
+        try #require(systemd.waitFor { $0.contains("READY=1") }, "never ready: \(child.standardError)")
         // More than one read's worth, written at once, then SIGTERM before the daemon read it all.
         let text = (1...3000).map { "piped \($0)\n" }.joined()
         try child.input!.write(contentsOf: Data(text.utf8))
