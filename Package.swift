@@ -28,7 +28,6 @@ let package = Package(
         // Only the bridge module uses it, so the core stays free of it.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         // Only the scheduler's SQLite store uses it (on the system's libsqlite3).
-        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // libuv from the system (Debian: libuv1-dev), found through pkg-config.
@@ -42,6 +41,12 @@ let package = Package(
             name: "CLibCurl",
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        // SQLite from the system (Debian: libsqlite3-dev), for the scheduler's store only.
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
         ),
         // librelp from the system (Debian: librelp-dev), for the RELP sink only.
         .systemLibrary(
@@ -80,13 +85,13 @@ let package = Package(
             dependencies: ["Overtime", "OvertimeLogUploader", "CLibRelp"]
         ),
         // The scheduler: deferred, periodic and constrained work, durable in SQLite. Its own
-        // module, so that programs without it link neither GRDB nor Foundation.
+        // module, so that programs without it link no SQLite.
         .target(
             name: "OvertimeScheduler",
             dependencies: [
                 "Overtime",
                 "CLibUV",
-                .product(name: "GRDB", package: "GRDB.swift"),
+                "CSQLite",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
@@ -238,7 +243,6 @@ let package = Package(
                 "OvertimeTestHarness",
                 "overtimectl",
                 "periodic-report",
-                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         .testTarget(

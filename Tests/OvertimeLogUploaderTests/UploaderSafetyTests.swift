@@ -197,8 +197,11 @@ struct UploaderSafetyTests {
         let arguments = [
             "--spool", folder.path + "/spool", "--sink", folder.path + "/collected", "--progress-interval", "0",
         ]
-        let first = try RunningChild(arguments, executable: "log-uploader")
-        #expect(Self.waitFor { FileManager.default.fileExists(atPath: folder.path + "/spool/checkpoint") })
+        let systemd = try FakeSystemd()
+        let first = try RunningChild(
+            arguments, environment: ["NOTIFY_SOCKET": systemd.path], executable: "log-uploader")
+        // Ready: its spool held and its signals handled (the SIGTERM below ends it cleanly).
+        try #require(systemd.waitFor { $0.contains("READY=1") }, "never ready: \(first.standardError)")
         let second = try RunningChild(arguments, executable: "log-uploader")
         #expect(second.waitForExit(timeout: .seconds(10)) == 75)
         #expect(second.standardError.contains { $0.contains("in use by process \(first.pid)") })

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import OvertimeTestSupport
 import Testing
 
@@ -14,6 +13,17 @@ struct SchedulerCrashTests {
         let runID: Int64
         let attempt: Int
         let result: String
+    }
+
+    /// The identifiers of the requests and every attempt, as the `sqlite3` shell reads them.
+    private static func read(_ store: String) throws -> (identifiers: [String], attempts: [Attempt]) {
+        let identifiers = try sqliteShell(store, "SELECT identifier FROM requests ORDER BY identifier").map { $0[0] }
+        let rows = try sqliteShell(
+            store, "SELECT identifier, run_id, attempt, result FROM runs ORDER BY run_id, attempt")
+        let attempts = rows.map {
+            Attempt(identifier: $0[0], runID: Int64($0[1]) ?? -1, attempt: Int($0[2]) ?? -1, result: $0[3])
+        }
+        return (identifiers, attempts)
     }
 
     @Test func requestsSurviveCompletedRunsNeverRepeatAndInterruptedRunsAreRetriedOnce() async throws {
@@ -36,17 +46,7 @@ struct SchedulerCrashTests {
             last.send(SIGTERM)
             #expect(last.waitForExit(timeout: .seconds(30)) == 0)
 
-            let database = try DatabaseQueue(path: folder.path + "/schedule.db")
-            let (identifiers, attempts) = try database.read { db in
-                (
-                    try String.fetchAll(db, sql: "SELECT identifier FROM requests ORDER BY identifier"),
-                    try Row.fetchAll(db, sql: "SELECT * FROM runs ORDER BY run_id, attempt").map {
-                        Attempt(
-                            identifier: $0["identifier"], runID: $0["run_id"], attempt: $0["attempt"],
-                            result: $0["result"])
-                    }
-                )
-            }
+            let (identifiers, attempts) = try Self.read(folder.path + "/schedule.db")
             #expect(
                 identifiers == ["once-1", "once-2", "once-3", "once-4", "once-5", "tick"],
                 "every request is still there")

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import Overtime
 import OvertimeTestSupport
 import OvertimeTesting
@@ -78,22 +77,17 @@ struct SchedulerManyRequestsTests {
             h.current.abandon()
             try FileManager.default.removeItem(atPath: h.path)
             let planned = h.now + .seconds(500)
-            let queue = try DatabaseQueue(path: h.path)
-            try queue.write { db in
-                try db.execute(sql: Self.schemaVersion2)
-                try db.execute(
-                    sql: """
-                        INSERT INTO requests VALUES ('job', ?, NULL, 3600000000000, 0, 'once', 1, 0, 600000000000,
-                            'exponential', 30000000000, 18000000000000, 3, ?, 0, NULL, 0, 0, NULL, 1, '');
-                        INSERT INTO runs VALUES (7, 1, 'job', ?, ?, 'succeeded', NULL);
-                        UPDATE counters SET value = 7 WHERE name = 'run_id';
-                        """,
-                    arguments: [
-                        h.now.nanosecondsSinceEpoch, planned.nanosecondsSinceEpoch,
-                        (h.now - .seconds(10)).nanosecondsSinceEpoch, (h.now - .seconds(9)).nanosecondsSinceEpoch,
-                    ])
-            }
-            try queue.close()
+            _ = try sqliteShell(
+                h.path,
+                Self.schemaVersion2
+                    + """
+                    INSERT INTO requests VALUES ('job', \(h.now.nanosecondsSinceEpoch), NULL, 3600000000000, 0, 'once',
+                        1, 0, 600000000000, 'exponential', 30000000000, 18000000000000, 3,
+                        \(planned.nanosecondsSinceEpoch), 0, NULL, 0, 0, NULL, 1, '');
+                    INSERT INTO runs VALUES (7, 1, 'job', \((h.now - .seconds(10)).nanosecondsSinceEpoch),
+                        \((h.now - .seconds(9)).nanosecondsSinceEpoch), 'succeeded', NULL);
+                    UPDATE counters SET value = 7 WHERE name = 'run_id';
+                    """)
             try h.open()
             try h.current.start()
             #expect(h.current.pendingRequests().map(\.nextRun) == [planned])
@@ -103,6 +97,46 @@ struct SchedulerManyRequestsTests {
             #expect(h.attempts.all.map(\.at) == [planned])
             #expect(h.attempts.all.first?.runID == 8, "run IDs go on from the old store's")
             #expect(try h.current.history("job").map(\.result) == [.succeeded, .succeeded])
+        }
+    }
+
+    /// A store of schema 3 (the last one before a run in progress moved into its request's
+    /// row) left by a process killed while a run ran: the run is found interrupted and
+    /// retried once at the next start, under its own run ID.
+    @Test func aRunInProgressInAStoreOfSchema3IsRetriedOnceAfterTheMigration() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness()
+            defer { h.finish() }
+            h.current.abandon()
+            try FileManager.default.removeItem(atPath: h.path)
+            let started = h.now - .seconds(30)
+            _ = try sqliteShell(
+                h.path,
+                Self.schemaVersion2
+                    + """
+                    ALTER TABLE requests ADD COLUMN due_at INTEGER;
+                    ALTER TABLE requests ADD COLUMN requirement_mask INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE requests ADD COLUMN running INTEGER NOT NULL DEFAULT 0;
+                    CREATE INDEX requests_due ON requests (due_at, sequence) WHERE running = 0 AND due_at IS NOT NULL;
+                    INSERT INTO requests VALUES ('job', \(started.nanosecondsSinceEpoch), NULL, NULL, NULL, 'once', 1, 0,
+                        600000000000, 'exponential', 30000000000, 18000000000000, 3,
+                        \(started.nanosecondsSinceEpoch), 1, NULL, 0, 0, 12, 1, '',
+                        \(started.nanosecondsSinceEpoch), 0, 1);
+                    INSERT INTO runs VALUES (12, 1, 'job', \(started.nanosecondsSinceEpoch), NULL, 'running', NULL);
+                    UPDATE counters SET value = 12 WHERE name = 'run_id';
+                    PRAGMA user_version = 3;
+                    """)
+            try h.open()
+            #expect(h.current.recovery.interruptedRuns.map(\.runID) == [12])
+            try h.current.start()
+            h.settle()
+            #expect(
+                h.attempts.all.map(\.runID) == [12] && h.attempts.all.map(\.attempt) == [2], "retried once, at once")
+            #expect(try h.current.history("job").map(\.result) == [.succeeded, .interrupted])
+            try h.open()
+            try h.current.start()
+            h.advance(by: .seconds(3600))
+            #expect(h.attempts.count == 1, "done: never again")
         }
     }
 

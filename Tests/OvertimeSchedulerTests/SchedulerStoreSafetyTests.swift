@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import Overtime
 import OvertimeTestSupport
 import Testing
@@ -82,9 +81,7 @@ struct SchedulerStoreSafetyTests {
             let folder = TemporaryDirectory("scheduler-newer")
             defer { folder.remove() }
             let newer = folder.path + "/newer.db"
-            let queue = try DatabaseQueue(path: newer)
-            try queue.write { try $0.execute(sql: "CREATE TABLE future (x); PRAGMA user_version = 7") }
-            try queue.close()
+            _ = try sqliteShell(newer, "CREATE TABLE future (x); PRAGMA user_version = 7;")
             let before = try Data(contentsOf: URL(fileURLWithPath: newer))
             let env = try VirtualRuntime()
             defer { env.shutDown() }

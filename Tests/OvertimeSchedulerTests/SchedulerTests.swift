@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import Overtime
 import OvertimeTestSupport
 import OvertimeTesting

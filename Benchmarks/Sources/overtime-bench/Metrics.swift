@@ -60,7 +60,7 @@ struct MetricSpec: Sendable {
         },
         MetricSpec(
             name: "scheduler_submit_per_sec", unit: "requests/s", higherIsBetter: true,
-            what: "durable submits to SQLite (FULL sync), on disk", target: "≥ 2,000 single, ≥ 100,000 batched"
+            what: "durable submits to SQLite, on disk when each returns", target: "≥ 2,000 single, ≥ 100,000 batched"
         ) { values in
             guard let single = values["overtime_single"], let batched = values["overtime_batched"] else { return nil }
             return single >= 2_000 && batched >= 100_000

@@ -27,15 +27,34 @@ final class SignalDriver {
         self.actions = handling.actions
     }
 
+    /// Blocks the signals of `handling` on the calling thread (the one creating the
+    /// runtime, and every thread it starts from then on), so that one arriving before the
+    /// loop runs waits, pending, for the watchers instead of ending the process; returns
+    /// the thread's mask before.
+    static func blockUntilWatched(_ handling: SignalHandling) -> sigset_t {
+        var handled = signalSet(handling.actions.keys)
+        var previous = sigset_t()
+        pthread_sigmask(SIG_BLOCK, &handled, &previous)
+        return previous
+    }
+
+    private static func signalSet(_ signals: some Sequence<Int32>) -> sigset_t {
+        var set = sigset_t()
+        sigemptyset(&set)
+        for signal in signals { sigaddset(&set, signal) }
+        return set
+    }
+
     /// Starts one watcher per signal. Runs on the thread that is about to run the loop.
     func start() {
-        // A process may start with these signals blocked (a parent that spawned it from a
-        // thread that blocks signals, as Dispatch's workers do; the mask is inherited).
-        // Blocked everywhere, a signal is never delivered: unblock ours on the loop thread.
-        var handled = sigset_t()
-        sigemptyset(&handled)
-        for signal in actions.keys { sigaddset(&handled, signal) }
-        pthread_sigmask(SIG_UNBLOCK, &handled, nil)
+        defer {
+            // Unblocked once watched (a signal pending since the runtime was made is
+            // delivered now, to the watcher). A process may also start with them blocked (a
+            // parent that spawned it from a thread that blocks signals, as Dispatch's
+            // workers do; the mask is inherited); blocked everywhere, one is never delivered.
+            var handled = Self.signalSet(actions.keys)
+            pthread_sigmask(SIG_UNBLOCK, &handled, nil)
+        }
         for signal in actions.keys.sorted() {
             var old = sigaction()
             if sigaction(signal, nil, &old) == 0 { previous.append((signal, old)) }

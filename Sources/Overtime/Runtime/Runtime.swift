@@ -47,6 +47,14 @@ public final class Runtime: Sendable {
     private let terminatedGroup = DispatchGroup()
     private let terminationWaiters = Locked<[CheckedContinuation<Void, Never>]?>([])
     private let nextObserverID = Atomic<UInt64>(0)
+    /// The thread that made the runtime, and its signal mask before the runtime blocked
+    /// the handled signals on it (see ``SignalDriver/blockUntilWatched(_:)``).
+    private let creatingThread: Locked<CreatingThread?>
+
+    private struct CreatingThread: @unchecked Sendable {  // pthread_t and sigset_t are plain values
+        let thread: pthread_t
+        let mask: sigset_t
+    }
 
     private enum RunState { case notStarted, running, finished }
 
@@ -97,6 +105,10 @@ public final class Runtime: Sendable {
                 logger: configuration.logger, onTrip: configuration.onWatchdogTrip)
         }
         terminatedGroup.enter()
+        creatingThread = Locked(
+            configuration.signalHandling.map {
+                CreatingThread(thread: pthread_self(), mask: SignalDriver.blockUntilWatched($0))
+            })
         // Unowned: the loop is owned by the core, which these closures would otherwise keep alive.
         let core = self.core
         loop.onWake = { [unowned core] in core.turn {} }
@@ -127,7 +139,12 @@ public final class Runtime: Sendable {
     /// embedded in a host program. ``waitUntilTerminated()`` waits for the end.
     public func start() {
         guard markRunning() else { return }
-        spawnThread(name: "overtime-loop") { [self] in runLoop() }
+        spawnThread(name: "overtime-loop") { [self] in runLoop() }  // inherits the blocked signals
+        // The host's thread gets its own mask back; the loop thread unblocks them once watched.
+        if let creator = creatingThread.withLock({ $0 }), pthread_equal(creator.thread, pthread_self()) != 0 {
+            var mask = creator.mask
+            pthread_sigmask(SIG_SETMASK, &mask, nil)
+        }
     }
 
     private func runLoop() {

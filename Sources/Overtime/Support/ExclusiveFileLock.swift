@@ -62,6 +62,9 @@ package final class ExclusiveFileLock: Sendable {
     private static let fieldSize = 16
 
     deinit {
-        close(fd)  // releases the lock
+        // Unlocked before the close: a child being spawned on another thread holds a copy of
+        // the descriptor until its exec, and the lock would live on in that copy.
+        flock(fd, LOCK_UN)
+        close(fd)
     }
 }

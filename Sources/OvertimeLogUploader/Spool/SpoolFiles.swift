@@ -16,11 +16,8 @@ enum SpoolFiles {
 
     /// `mkdir -p`: the folder and every missing parent (0700 for those it makes).
     static func makeDirectories(_ path: String) throws(SpoolError) {
-        var prefix = path.hasPrefix("/") ? "/" : ""
-        for component in path.split(separator: "/") {
-            prefix += component
-            try makeDirectory(prefix)
-            prefix += "/"
+        if let failure = Overtime.makeDirectories(path, mode: 0o700) {
+            throw .io(operation: "mkdir", path: failure.path, errno: failure.errno)
         }
     }
 

@@ -36,9 +36,10 @@ extension Scheduler {
         let now = runtime.clock.wallClockNow
         var batch = ScheduleBatch()
         let (ending, running, refused, lastStart) = state.withLock { state in
-            (
-                state.running.values.compactMap { run -> RunEnd? in
-                    guard let ending = run.ending else { return nil }
+            defer { state.ended = [] }
+            return (
+                state.ended.compactMap { identifier -> RunEnd? in
+                    guard let run = state.running[identifier], let ending = run.ending else { return nil }
                     // Replaced or cancelled after it ended: only the attempt is recorded. Updated:
                     // the plan goes on under the new request.
                     guard !run.detached, var plan = ending.plan else { return RunEnd(record: ending.record, plan: nil) }
@@ -72,16 +73,26 @@ extension Scheduler {
         }
         batch.starts = starting.map { ($0.record, $0.stored) }
         do throws(SchedulerError) {
-            try commit(batch)
+            try write(batch)
         } catch {
-            // Nothing of it is durable: the new runs do not run; the ended ones keep their
+            // Nothing of it is written: the new runs do not run; the ended ones keep their
             // grants and are recorded by the next cycle.
             logger.error("cannot record runs: \(error)")
+            state.withLock { $0.ended.append(contentsOf: ending.map(\.record.identifier)) }
             for start in starting { runtime.endBackgroundTask(start.grant) }
             arm(now + .seconds(1), now: now)
             return
         }
+        if configuration.waitsForDiskBeforeStarting, !starting.isEmpty {
+            do {
+                try store.sync()
+            } catch {
+                // Written, so a crash of the process cannot lose it; the next sync retries.
+                logger.error("cannot put run starts on disk: \(error)")
+            }
+        }
         finishCommitted(ending, starting, now: now)
+        syncSoon()
         if !ending.isEmpty { cycleSoon() }  // their requests may be due again at once
         armForNextDue(after: now, unmet: unmet, wake: wake)
     }
@@ -186,8 +197,7 @@ extension Scheduler {
             }
         let task = ScheduledTask(identifier: identifier, runID: runID, attempt: attempt, logger: logger) {
             [weak self] success, expired in
-            guard let self else { return }
-            queue.async { self.finish(identifier, runID: runID, attempt: attempt, success: success, expired: expired) }
+            self?.finish(identifier, runID: runID, attempt: attempt, success: success, expired: expired)
         }
         let begun = runtime.begin(
             name: identifier, maximumDuration: stored.request.maximumDuration,
@@ -234,24 +244,64 @@ extension Scheduler {
         return start.record.runID
     }
 
-    /// What happens once a batch is durable: ended runs give up their grants, new runs
-    /// start their handlers (all of them in one turn of the loop).
+    // MARK: Putting written batches on disk
+
+    /// Queues one sync of the store for however many batches are written before it runs.
+    func syncSoon() {
+        let queued = state.withLock { state in
+            defer { state.syncQueued = true }
+            return state.syncQueued
+        }
+        guard !queued else { return }
+        syncQueue.async { [self] in sync() }
+    }
+
+    /// On the sync queue: one `fsync` for every batch written so far, then the grants of
+    /// the runs whose ends it put on disk end. A failed sync is tried again a second later
+    /// (on the runtime's clock); the grants stay open meanwhile.
+    private func sync() {
+        let covered = state.withLock { state in
+            state.syncQueued = false
+            return state.abandoned ? nil : state.written
+        }
+        guard let covered else { return }
+        do {
+            try store.sync()
+        } catch {
+            logger.error("cannot put the schedule on disk: \(error)")
+            _ = runtime.schedule(after: .seconds(1)) { [weak self] in self?.syncSoon() }
+            return
+        }
+        queue.async { [self] in
+            let grants = state.withLock { state -> [BackgroundTaskID] in
+                var grants: [BackgroundTaskID] = []
+                state.awaitingDisk.removeAll { run in
+                    guard run.batch <= covered else { return false }
+                    if !run.grantEnded { grants.append(run.grant) }
+                    return true
+                }
+                return grants
+            }
+            for grant in grants { runtime.endBackgroundTask(grant) }
+        }
+    }
+
+    /// What happens once a batch is written: ended runs wait for the next sync to give up
+    /// their grants, new runs start their handlers (all of them in one turn of the loop).
     private func finishCommitted(_ ended: [RunEnd], _ starting: [Starting], now: WallClockInstant) {
-        let grants = state.withLock { state -> [BackgroundTaskID] in
-            var grants: [BackgroundTaskID] = []
+        state.withLock { state in
             for end in ended {
                 guard let run = state.running.removeValue(forKey: end.record.identifier) else { continue }
-                if !run.grantEnded { grants.append(run.grant) }
+                state.awaitingDisk.append(
+                    AwaitingDisk(task: run.task, grant: run.grant, batch: state.written, grantEnded: run.grantEnded))
             }
             for start in starting {
                 state.running[start.record.identifier] = ActiveRun(
                     task: start.task, grant: start.grant, startedAt: now, stored: start.stored)
             }
             if !starting.isEmpty { state.lastStart = now }
-            return grants
         }
         for end in ended { SchedulerMetrics.countRun(end.record.identifier, result: end.record.result) }
-        for grant in grants { runtime.endBackgroundTask(grant) }
         guard !starting.isEmpty else { return }
         for start in starting {
             if let lateness = start.lateness { SchedulerMetrics.recordLateness(start.record.identifier, lateness) }
@@ -302,53 +352,66 @@ extension Scheduler {
 
     // MARK: Runs ending
 
+    /// The handler completed the task: called where it did (the loop thread, an async
+    /// body's thread). Notes how the run ended; the next cycle writes it, the sync after
+    /// puts it on disk, then its grant ends.
     func finish(_ identifier: String, runID: Int64, attempt: Int, success: Bool, expired: Bool) {
-        guard let run = state.withLock({ $0.running[identifier] }), run.task.runID == runID,
-            run.task.attempt == attempt, run.ending == nil
-        else { return }
-        let result: RunResult
-        let reason: String?
-        if success {
-            (result, reason) = (.succeeded, nil)
-        } else if let requirement = run.stoppedBy {
-            (result, reason) = (.stopped, "requirement '\(requirement)' stopped holding")
-        } else if expired {
-            (result, reason) = (.expired, "the run's time was up")
-        } else {
-            (result, reason) = (.failed, nil)
+        end(identifier) { run in
+            guard run.task.runID == runID, run.task.attempt == attempt else { return nil }
+            if success { return (.succeeded, nil, false) }
+            if let requirement = run.stoppedBy {
+                return (.stopped, "requirement '\(requirement)' stopped holding", false)
+            }
+            return expired ? (.expired, "the run's time was up", false) : (.failed, nil, false)
         }
-        end(identifier, run: run, result: result, reason: reason, grantEnded: false)
     }
 
+    /// The runtime terminated the run's grant at its deadline (on the queue).
     func terminated(_ identifier: String, task: ScheduledTask, report: TerminationReport?) {
-        guard let run = state.withLock({ $0.running[identifier] }), run.task === task else { return }
-        guard run.ending == nil else {
-            // Completed, its end not yet durable (the store is failing): nothing left to end.
-            state.withLock { $0.running[identifier]?.grantEnded = true }
-            return
+        let ended = end(identifier) { run in
+            guard run.task === task else { return nil }
+            return (.terminated, report.map { "\($0)" } ?? "terminated at its deadline", true)
         }
-        end(
-            identifier, run: run, result: .terminated, reason: report.map { "\($0)" } ?? "terminated at its deadline",
-            grantEnded: true)
+        guard !ended else { return }
+        state.withLock { state in
+            if state.running[identifier]?.task === task {
+                // Completed, its end not yet written (the store is failing): no grant to end.
+                state.running[identifier]?.grantEnded = true
+            } else if let index = state.awaitingDisk.firstIndex(where: { $0.task === task }) {
+                // Its end written, not yet on disk: the sync has no grant left to end.
+                state.awaitingDisk[index].grantEnded = true
+            }
+        }
     }
 
-    /// Notes how the run ended; the next cycle makes it durable, then ends its grant.
-    private func end(_ identifier: String, run: ActiveRun, result: RunResult, reason: String?, grantEnded: Bool) {
-        guard !state.withLock({ $0.abandoned }) else { return }
+    /// Notes how the run of `identifier` ended, as `outcome` says of it (`nil`: not this
+    /// run), unless its end is noted already; returns whether it noted it.
+    @discardableResult
+    private func end(
+        _ identifier: String,
+        _ outcome: (ActiveRun) -> (result: RunResult, reason: String?, grantEnded: Bool)?
+    ) -> Bool {
         let now = runtime.clock.wallClockNow
-        var stored = run.stored
-        let outcome: RunOutcome = result == .succeeded ? .succeeded : result == .stopped ? .stopped : .failed
-        stored.plan = SchedulePlanner.ended(stored.plan, stored.request, outcome: outcome, now: now)
-        if stored.plan.failedAttempts == 0 { stored.currentRunID = nil }  // the run is over (done, or failed for good)
-        stored.isRunning = false
-        let record = RunRecord(
-            identifier: identifier, runID: run.task.runID, attempt: run.task.attempt, startedAt: run.startedAt,
-            endedAt: now, result: result, stopReason: reason)
-        state.withLock { state in
+        let noted = state.withLock { state -> Bool in
+            guard !state.abandoned, let run = state.running[identifier], run.ending == nil,
+                let (result, reason, grantEnded) = outcome(run)
+            else { return false }
+            var stored = run.stored
+            let planned: RunOutcome = result == .succeeded ? .succeeded : result == .stopped ? .stopped : .failed
+            stored.plan = SchedulePlanner.ended(stored.plan, stored.request, outcome: planned, now: now)
+            // No failed attempt left to retry: the run is over (done, or failed for good).
+            if stored.plan.failedAttempts == 0 { stored.currentRunID = nil }
+            stored.isRunning = false
+            let record = RunRecord(
+                identifier: identifier, runID: run.task.runID, attempt: run.task.attempt, startedAt: run.startedAt,
+                endedAt: now, result: result, stopReason: reason)
             state.running[identifier]?.ending = RunEnd(record: record, plan: stored)
             state.running[identifier]?.grantEnded = grantEnded
+            state.ended.append(identifier)
+            return true
         }
-        cycleSoon()
+        if noted { cycleSoon() }
+        return noted
     }
 
     // MARK: Re-planning

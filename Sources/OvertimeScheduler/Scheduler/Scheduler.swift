@@ -43,6 +43,8 @@ public final class Scheduler: Sendable {
     let conditions: any ConditionSource
     /// Owns every decision and store write, in order.
     let queue = DispatchQueue(label: "overtime.scheduler")
+    /// Where the store's commits are put on disk, beside the queue's decisions.
+    let syncQueue = DispatchQueue(label: "overtime.scheduler.sync")
     let state: Locked<State>
     var logger: Logger { configuration.logger }
 
@@ -66,6 +68,16 @@ public final class Scheduler: Sendable {
         var ending: RunEnd?
         /// The runtime ended the grant itself (terminated at its deadline).
         var grantEnded = false
+    }
+
+    /// A run whose end is written but not yet on disk: its grant ends after the next sync.
+    struct AwaitingDisk: Sendable {
+        let task: ScheduledTask
+        let grant: BackgroundTaskID
+        /// Written by this batch (``State/written``).
+        let batch: Int
+        /// The runtime ended the grant itself meanwhile (terminated at its deadline).
+        var grantEnded: Bool
     }
 
     struct State: Sendable {
@@ -94,6 +106,14 @@ public final class Scheduler: Sendable {
         var cycleQueued = false
         /// Due requests whose identifier has no handler in this program (warned once each).
         var unhandled: Set<String> = []
+        /// Batches written to the store so far (a sync covers those written before it began).
+        var written = 0
+        /// A sync of the store is queued: batches written before it runs share it.
+        var syncQueued = false
+        /// Identifiers of runs whose end is noted, for the next cycle to write.
+        var ended: [String] = []
+        /// Runs whose end is written, their grants open until a sync puts it on disk.
+        var awaitingDisk: [AwaitingDisk] = []
     }
 
     /// Opens (creating) the store and recovers it. Nothing runs until ``start()``.
@@ -393,6 +413,8 @@ public final class Scheduler: Sendable {
         for _ in 0..<4 {
             runtime.waitForQueuedRequests()
             queue.sync {}
+            syncQueue.sync {}  // a sync hands the grants it settled back to the queue
+            queue.sync {}
         }
     }
 
@@ -435,14 +457,26 @@ public final class Scheduler: Sendable {
         }
     }
 
-    /// Commits `batch`, naming the store in the error.
+    /// Commits `batch` and puts it on disk, naming the store in the error.
     func commit(_ batch: ScheduleBatch) throws(SchedulerError) {
+        try write(batch)
+        do {
+            try store.sync()
+        } catch {
+            throw .store(error)
+        }
+    }
+
+    /// Commits `batch`: a crash of the process cannot lose it, a power loss can until the
+    /// next sync.
+    func write(_ batch: ScheduleBatch) throws(SchedulerError) {
         let lastRunID = state.withLock { $0.lastRunID }
         do {
             try store.commit(batch, lastRunID: lastRunID)
         } catch {
             throw .store(error)
         }
+        state.withLock { $0.written += 1 }
     }
 
     private func validate(_ request: ScheduledTaskRequest) throws(SchedulerError) {

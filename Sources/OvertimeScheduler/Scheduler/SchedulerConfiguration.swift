@@ -20,6 +20,13 @@ public struct SchedulerConfiguration: Sendable {
     /// While a run waits on power or storage (which change without a reliable event), the
     /// conditions are read again this often. Default 60 s; nothing waiting, nothing read.
     public var conditionRecheckInterval: Duration = .seconds(60)
+    /// Whether each handler waits until its run's start is on disk (an `fsync` before the
+    /// handlers of every batch of starts). Default `false`: a start is written to the
+    /// store's log before its handler is called, so a crash of the process never loses it,
+    /// and reaches the disk within one sync (milliseconds, off the scheduler's thread); only
+    /// a power loss in between can run that attempt again, as if it had not started. A
+    /// run's end is always on disk before its grant ends, and a submit before it returns.
+    public var waitsForDiskBeforeStarting = false
     /// Where the scheduler logs.
     public var logger = Logger(label: "overtime.scheduler")
 

@@ -11,6 +11,9 @@ struct StoredRequest: Sendable, Hashable {
     var currentRunID: Int64?
     /// A run of this identifier is in progress: it is not selected to run again.
     var isRunning = false
+    /// The store's own key for the row it was read from, when it has one (SQLite's rowid):
+    /// writing the plan back finds the row without a search by identifier.
+    var rowID: Int64?
 }
 
 /// What happens to a request a batch writes.
@@ -49,7 +52,8 @@ struct ScheduleBatch: Sendable {
 /// Where a scheduler keeps its requests, plans and history, and what it asks of them.
 /// Nothing is kept in memory but runs in progress: the store is the index of due times, so
 /// a million pending requests cost the program nothing until they come due. Every
-/// ``commit(_:)`` is one transaction, durable when it returns. The SQLite store is the
+/// ``commit(_:lastRunID:)`` is one transaction that survives a crash of the process when
+/// it returns; ``sync()`` puts every commit so far on disk. The SQLite store is the
 /// embedded default; a PostgreSQL store for fleets implements the same.
 protocol ScheduleStore: Sendable {
     /// The request of `identifier`, or `nil`.
@@ -70,9 +74,13 @@ protocol ScheduleStore: Sendable {
     func plannedAheadOfClock(_ now: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest]
     /// The highest run ID given out so far.
     func lastRunID() throws(ScheduleStoreError) -> Int64
-    /// Applies `batch` in one transaction, durable when it returns; `lastRunID` is the
-    /// highest run ID given out, recorded with it.
+    /// Applies `batch` in one transaction, which a crash of the process cannot lose once
+    /// it returns (on disk once ``sync()`` returns); `lastRunID` is the highest run ID given
+    /// out, recorded with it.
     func commit(_ batch: ScheduleBatch, lastRunID: Int64) throws(ScheduleStoreError)
+    /// Puts every commit so far on disk (a power loss cannot lose them). Called from a
+    /// thread of its own, beside commits.
+    func sync() throws(ScheduleStoreError)
     /// The attempts of `identifier`, newest first, at most `limit`.
     func history(identifier: String, limit: Int) throws(ScheduleStoreError) -> [RunRecord]
     /// Closes the store and lets another process (or scheduler) open it; every later call

@@ -11,7 +11,7 @@ import Synchronization
 
 /// The scheduler's rows: durable submits, runs per second, lateness with many pending,
 /// idle wake-ups, resident memory per pending request. Stores live on disk in `scratch`
-/// (every transaction is fsynced: `synchronous = FULL`).
+/// (a submit is on disk when it returns, a run's end before its grant ends).
 public enum SchedulerScenarios {
     /// A runtime and a scheduler whose one handler (for every identifier: `job-…`,
     /// `due-…`) completes every task at once and calls `onRun` with the task.

@@ -1,0 +1,182 @@
+// One connection to a SQLite database through the system's library: statements prepared
+// once and kept, values bound and read by position without boxing.
+
+import CSQLite
+
+/// An error SQLite returned, with what was being done.
+struct SQLiteError: Error, Sendable, CustomStringConvertible {
+    /// SQLite's primary result code (`SQLITE_BUSY`, `SQLITE_NOTADB`, …).
+    let code: Int32
+    let message: String
+
+    var description: String { message }
+}
+
+/// A connection used by one owner at a time (the store holds it under its lock). Not
+/// `Sendable`: SQLite's statements belong to the connection that prepared them.
+final class SQLiteConnection {
+    private var handle: OpaquePointer?
+    private var statements: [String: SQLiteStatement] = [:]
+
+    /// Opens `path`, creating it unless `readOnly`; a busy database is waited for up to 5 s.
+    init(path: String, readOnly: Bool = false) throws(SQLiteError) {
+        let flags =
+            (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
+        var handle: OpaquePointer?
+        let code = sqlite3_open_v2(path, &handle, flags, nil)
+        guard code == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
+            sqlite3_close_v2(handle)
+            throw SQLiteError(code: code & 0xFF, message: "open: \(message)")
+        }
+        self.handle = handle
+        sqlite3_extended_result_codes(handle, 1)
+        sqlite3_busy_timeout(handle, 5_000)
+    }
+
+    deinit { close() }
+
+    /// Finalizes every statement and closes the connection; later calls fail.
+    func close() {
+        for statement in statements.values { statement.finalize() }
+        statements.removeAll()
+        sqlite3_close_v2(handle)
+        handle = nil
+    }
+
+    /// Runs `sql`, one or more statements without parameters.
+    func execute(_ sql: String) throws(SQLiteError) {
+        guard let handle else { throw SQLiteError(code: SQLITE_MISUSE, message: "the connection is closed") }
+        var error: UnsafeMutablePointer<CChar>?
+        let code = sqlite3_exec(handle, sql, nil, nil, &error)
+        guard code == SQLITE_OK else {
+            let message = error.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(code))
+            sqlite3_free(error)
+            throw SQLiteError(code: code & 0xFF, message: "\(message) (in: \(sql.prefix(80)))")
+        }
+    }
+
+    /// The prepared statement for `sql`, prepared on first use and kept; reset, its
+    /// bindings cleared.
+    func statement(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
+        if let statement = statements[sql] {
+            statement.reset()
+            return statement
+        }
+        guard let handle else { throw SQLiteError(code: SQLITE_MISUSE, message: "the connection is closed") }
+        var pointer: OpaquePointer?
+        let code = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &pointer, nil)
+        guard code == SQLITE_OK, let pointer else {
+            throw SQLiteError(code: code & 0xFF, message: "\(String(cString: sqlite3_errmsg(handle))) (in: \(sql))")
+        }
+        let statement = SQLiteStatement(pointer, connection: handle)
+        statements[sql] = statement
+        return statement
+    }
+
+    /// Runs `body` in one write transaction (`BEGIN IMMEDIATE`): committed when it returns,
+    /// rolled back when it throws.
+    func transaction<T>(_ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Every row of a statement without parameters, each read by `row`.
+    func rows<T>(_ sql: String, _ row: (SQLiteStatement) -> T) throws(SQLiteError) -> [T] {
+        let statement = try statement(sql)
+        var rows: [T] = []
+        while try statement.step() { rows.append(row(statement)) }
+        return rows
+    }
+
+    /// The first column of the first row of `sql`, or `nil` (no row, or NULL).
+    func integer(_ sql: String) throws(SQLiteError) -> Int64? {
+        let statement = try statement(sql)
+        guard try statement.step(), !statement.isNull(0) else { return nil }
+        return statement.int64(0)
+    }
+}
+
+/// A prepared statement: bind by 1-based position, step, read columns by 0-based position.
+final class SQLiteStatement {
+    private let pointer: OpaquePointer
+    private let connection: OpaquePointer
+
+    fileprivate init(_ pointer: OpaquePointer, connection: OpaquePointer) {
+        self.pointer = pointer
+        self.connection = connection
+    }
+
+    fileprivate func finalize() { sqlite3_finalize(pointer) }
+
+    fileprivate func reset() {
+        sqlite3_reset(pointer)
+        sqlite3_clear_bindings(pointer)
+    }
+
+    func bind(_ index: Int32, _ value: Int64?) {
+        if let value { sqlite3_bind_int64(pointer, index, value) } else { sqlite3_bind_null(pointer, index) }
+    }
+
+    func bind(_ index: Int32, _ value: Int?) { bind(index, value.map(Int64.init)) }
+
+    func bind(_ index: Int32, _ value: Bool) { sqlite3_bind_int64(pointer, index, value ? 1 : 0) }
+
+    func bind(_ index: Int32, _ value: String?) {
+        guard let value else {
+            sqlite3_bind_null(pointer, index)
+            return
+        }
+        var text = value
+        text.withUTF8 { bytes in
+            _ = bytes.withMemoryRebound(to: CChar.self) { characters in
+                sqlite3_bind_text(
+                    pointer, index, characters.baseAddress, Int32(characters.count), overtime_sqlite_transient())
+            }
+        }
+    }
+
+    /// Steps once: `true` while there is a row to read.
+    @discardableResult
+    func step() throws(SQLiteError) -> Bool {
+        switch sqlite3_step(pointer) {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE: return false
+        case let code:
+            let message = String(cString: sqlite3_errmsg(connection))
+            sqlite3_reset(pointer)
+            throw SQLiteError(code: code & 0xFF, message: "\(message) (in: \(String(cString: sqlite3_sql(pointer))))")
+        }
+    }
+
+    /// Steps to the end (a statement without rows, or whose rows are not wanted).
+    func run() throws(SQLiteError) {
+        while try step() {}
+    }
+
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(pointer, column) == SQLITE_NULL }
+
+    func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(pointer, column) }
+
+    func int(_ column: Int32) -> Int { Int(sqlite3_column_int64(pointer, column)) }
+
+    func bool(_ column: Int32) -> Bool { sqlite3_column_int64(pointer, column) != 0 }
+
+    func optionalInt64(_ column: Int32) -> Int64? { isNull(column) ? nil : int64(column) }
+
+    func text(_ column: Int32) -> String {
+        guard let text = sqlite3_column_text(pointer, column) else { return "" }
+        return String(
+            decoding: UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(pointer, column))), as: UTF8.self
+        )
+    }
+
+    func optionalText(_ column: Int32) -> String? { isNull(column) ? nil : text(column) }
+}
