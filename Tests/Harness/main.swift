@@ -65,6 +65,13 @@ func daemon() throws {
     configuration.expirationLeadTime = milliseconds("HARNESS_LEAD_MS", 5_000)
     configuration.onTermination = { say("REPORT \($0)") }
     configuration.controlSocketPath = text("OVERTIME_CONTROL_SOCKET")
+    let setup = milliseconds("HARNESS_SETUP_MS", 0)
+    if setup > .zero {
+        // Started as systemd starts a service: no signal blocked (the tests' spawner blocks some).
+        var none = sigset_t()
+        sigemptyset(&none)
+        pthread_sigmask(SIG_SETMASK, &none, nil)
+    }
     let runtime = try Runtime(configuration: configuration)
     for index in 0..<(Int(text("HARNESS_GRANTS") ?? "") ?? 0) {
         _ = runtime.beginBackgroundTask(name: "job-\(index)") { say("EXPIRED job-\(index)") }
@@ -91,6 +98,12 @@ func daemon() throws {
         }
     }
     runtime.execute { say("READY") }
+    if setup > .zero {
+        // Work between making the runtime and running it (opening stores, reading
+        // configuration), as real daemons do.
+        say("CREATED")
+        usleep(UInt32(setup.components.seconds * 1_000_000 + setup.components.attoseconds / 1_000_000_000_000))
+    }
     runtime.run()
     withExtendedLifetime(token) {}
     say("RUN RETURNED")

@@ -27,6 +27,18 @@ struct SignalDriverTests {
         #expect(child.output.last == "RUN RETURNED")
     }
 
+    /// A SIGTERM while the daemon still sets up (its runtime made, not yet running) waits
+    /// for the loop and terminates it as any other, instead of killing the process.
+    @Test func aSIGTERMBeforeTheLoopRunsTerminatesGracefullyOnceItDoes() throws {
+        let child = try RunningChild(["daemon"], environment: ["HARNESS_SETUP_MS": "700"])
+        #expect(child.waitForLine { $0 == "CREATED" } != nil)
+        child.send(SIGTERM)
+        child.send(SIGTERM)  // twice, as an impatient operator does: one termination
+        #expect(child.waitForExit() == 0)
+        #expect(events(child).last == "willTerminate")
+        #expect(child.output.last == "RUN RETURNED")
+    }
+
     @Test func sigintTerminatesGracefullyWaitingForTheFinalFlush() throws {
         let child = try RunningChild(["daemon"], environment: ["HARNESS_ON_TERMINATE": "flush:300"])
         #expect(child.waitForLine { $0 == "READY" } != nil)

@@ -32,7 +32,11 @@ public struct RuntimeConfiguration: Sendable {
     /// The metrics backend; `nil` uses the one bootstrapped in `MetricsSystem`.
     public var metricsFactory: (any MetricsFactory)?
     /// Which Unix signals move the lifecycle; `nil` leaves signals to the host program.
-    /// Default ``SignalHandling/default``. Watched only while the loop runs.
+    /// Default ``SignalHandling/default``. Watched while the loop runs; from the runtime's
+    /// creation until then they are blocked on the creating thread (and the threads it
+    /// starts meanwhile), so one sent while the program still sets up waits for the loop
+    /// instead of killing the process. ``Runtime/start()`` gives the creating thread its
+    /// own mask back.
     public var signalHandling: SignalHandling? = .default
     /// Whether to speak systemd's notify protocol when `NOTIFY_SOCKET` is set (READY,
     /// STATUS, STOPPING, EXTEND_TIMEOUT_USEC, and WATCHDOG when `WATCHDOG_USEC` is set).
