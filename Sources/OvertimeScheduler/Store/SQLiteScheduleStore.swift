@@ -449,8 +449,11 @@ final class SQLiteScheduleStore: ScheduleStore {
     func sync() throws(ScheduleStoreError) {
         try log.withLock { log throws(ScheduleStoreError) in
             guard log.descriptor >= 0 else { throw ScheduleStoreError("schedule store \(path): closed") }
-            guard fsync(log.descriptor) == 0 else {
-                throw ScheduleStoreError("schedule store \(path): fsync of the write-ahead log: \(errnoDescription())")
+            // fdatasync, as SQLite itself syncs: the data and the size needed to read it back,
+            // not the times of the file.
+            guard fdatasync(log.descriptor) == 0 else {
+                throw ScheduleStoreError(
+                    "schedule store \(path): fdatasync of the write-ahead log: \(errnoDescription())")
             }
             var status = stat()
             guard fstat(log.descriptor, &status) == 0, status.st_size > Self.checkpointBytes,
