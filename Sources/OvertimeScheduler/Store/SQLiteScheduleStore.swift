@@ -329,7 +329,7 @@ final class SQLiteScheduleStore: ScheduleStore {
 
     func request(_ identifier: String) throws(ScheduleStoreError) -> StoredRequest? {
         try using { connection throws(SQLiteError) in
-            let statement = try connection.statement("SELECT \(Self.requestColumns) FROM requests WHERE identifier = ?")
+            let statement = try connection.statement(Self.requestQuery)
             statement.bind(1, identifier)
             return try statement.step() ? Self.request(statement) : nil
         }
@@ -350,11 +350,7 @@ final class SQLiteScheduleStore: ScheduleStore {
 
     func due(at now: WallClockInstant, unmet: Int64, limit: Int) throws(ScheduleStoreError) -> [StoredRequest] {
         try using { connection throws(SQLiteError) in
-            let statement = try connection.statement(
-                """
-                SELECT \(Self.requestColumns) FROM requests WHERE running = 0 AND due_at <= ? AND (requirement_mask & ?) = 0
-                ORDER BY due_at, sequence LIMIT ?
-                """)
+            let statement = try connection.statement(Self.dueQuery)
             statement.bind(1, now.nanosecondsSinceEpoch)
             statement.bind(2, unmet)
             statement.bind(3, limit)
@@ -367,11 +363,7 @@ final class SQLiteScheduleStore: ScheduleStore {
     func nextDue(after now: WallClockInstant) throws(ScheduleStoreError) -> (identifier: String, at: WallClockInstant)?
     {
         try using { connection throws(SQLiteError) in
-            let statement = try connection.statement(
-                """
-                SELECT identifier, due_at FROM requests WHERE running = 0 AND due_at > ?
-                ORDER BY due_at, sequence LIMIT 1
-                """)
+            let statement = try connection.statement(Self.nextDueQuery)
             statement.bind(1, now.nanosecondsSinceEpoch)
             guard try statement.step() else { return nil }
             return (statement.text(0), WallClockInstant(nanosecondsSinceEpoch: statement.int64(1)))
@@ -380,11 +372,7 @@ final class SQLiteScheduleStore: ScheduleStore {
 
     func dueWaiting(at now: WallClockInstant, on requirements: Int64) throws(ScheduleStoreError) -> Bool {
         try using { connection throws(SQLiteError) in
-            let statement = try connection.statement(
-                """
-                SELECT EXISTS (SELECT 1 FROM requests
-                    WHERE running = 0 AND due_at <= ? AND (requirement_mask & ?) != 0)
-                """)
+            let statement = try connection.statement(Self.dueWaitingQuery)
             statement.bind(1, now.nanosecondsSinceEpoch)
             statement.bind(2, requirements)
             return try statement.step() && statement.bool(0)
@@ -426,19 +414,14 @@ final class SQLiteScheduleStore: ScheduleStore {
                         try Self.updatePlan(plan, start: nil, connection)
                     } else {
                         // Cancelled or replaced meanwhile: the identifier may run again.
-                        let statement = try connection.statement(
-                            """
-                            UPDATE requests SET running = 0, active_run_id = NULL, active_attempt = NULL,
-                                active_started_at = NULL WHERE identifier = ?
-                            """)
+                        let statement = try connection.statement(Self.endDetachedQuery)
                         statement.bind(1, end.record.identifier)
                         try statement.run()
                     }
                 }
                 for (record, plan) in batch.starts { try Self.updatePlan(plan, start: record, connection) }
                 if !batch.starts.isEmpty {
-                    let statement = try connection.statement(
-                        "UPDATE counters SET value = MAX(value, ?) WHERE name = 'run_id'")
+                    let statement = try connection.statement(Self.lastRunIDQuery)
                     statement.bind(1, lastRunID)
                     try statement.run()
                 }
@@ -471,7 +454,8 @@ final class SQLiteScheduleStore: ScheduleStore {
 
     /// Request writes, new rows numbered in submission order.
     private static func write(_ writes: [RequestWrite], _ connection: SQLiteConnection) throws(SQLiteError) {
-        var sequence = try connection.integer("SELECT value FROM counters WHERE name = 'sequence'") ?? 0
+        let read = try connection.statement(sequenceQuery)
+        var sequence = try read.step() ? read.int64(0) : 0
         for write in writes {
             switch write {
             case .save(let stored):
@@ -481,14 +465,14 @@ final class SQLiteScheduleStore: ScheduleStore {
                 sequence += 1
                 try upsert(stored, sequence: sequence, ifAbsent: true, connection)
             case .delete(let identifier):
-                let statement = try connection.statement("DELETE FROM requests WHERE identifier = ?")
+                let statement = try connection.statement(deleteQuery)
                 statement.bind(1, identifier)
                 try statement.run()
             case .deleteAll:
                 try connection.execute("DELETE FROM requests")
             }
         }
-        let statement = try connection.statement("UPDATE counters SET value = ? WHERE name = 'sequence'")
+        let statement = try connection.statement(setSequenceQuery)
         statement.bind(1, sequence)
         try statement.run()
     }
@@ -499,14 +483,7 @@ final class SQLiteScheduleStore: ScheduleStore {
         throws(SQLiteError)
     {
         let plan = stored.plan
-        // By rowid when read with one (the identifier checked on the row found, not
-        // searched for), else by identifier.
-        let statement = try connection.statement(
-            """
-            UPDATE requests SET anchor = ?, owed = ?, retry_at = ?, failed_attempts = ?, finished = ?,
-                current_run_id = ?, due_at = ?, running = ?, active_run_id = ?, active_attempt = ?,
-                active_started_at = ? WHERE
-            """ + (stored.rowID == nil ? " identifier = ?12" : " rowid = ?13 AND identifier = ?12"))
+        let statement = try connection.statement(stored.rowID == nil ? updatePlanQuery : updatePlanByRowQuery)
         bindPlan(stored, to: statement, at: 1)
         statement.bind(7, SchedulePlanner.nextStart(plan, stored.request)?.nanosecondsSinceEpoch)
         statement.bind(8, start != nil)
@@ -532,11 +509,7 @@ final class SQLiteScheduleStore: ScheduleStore {
 
     /// The history's row of an attempt that ended.
     private static func insertRun(_ record: RunRecord, _ connection: SQLiteConnection) throws(SQLiteError) {
-        let statement = try connection.statement(
-            """
-            INSERT OR REPLACE INTO runs (run_id, attempt, identifier, started_at, ended_at, result, stop_reason)
-            VALUES (?, ?, ?, ?, ?, ?, ?)
-            """)
+        let statement = try connection.statement(insertRunQuery)
         statement.bind(1, record.runID)
         statement.bind(2, record.attempt)
         statement.bind(3, record.identifier)
@@ -573,6 +546,48 @@ final class SQLiteScheduleStore: ScheduleStore {
         }
     }
 
+    // MARK: Statements run for every request or run
+
+    private static let requestQuery = SQLiteQuery("SELECT \(requestColumns) FROM requests WHERE identifier = ?")
+    private static let dueQuery = SQLiteQuery(
+        """
+        SELECT \(requestColumns) FROM requests WHERE running = 0 AND due_at <= ? AND (requirement_mask & ?) = 0
+        ORDER BY due_at, sequence LIMIT ?
+        """)
+    private static let nextDueQuery = SQLiteQuery(
+        """
+        SELECT identifier, due_at FROM requests WHERE running = 0 AND due_at > ?
+        ORDER BY due_at, sequence LIMIT 1
+        """)
+    private static let dueWaitingQuery = SQLiteQuery(
+        """
+        SELECT EXISTS (SELECT 1 FROM requests
+            WHERE running = 0 AND due_at <= ? AND (requirement_mask & ?) != 0)
+        """)
+    private static let updatePlanColumns = """
+        UPDATE requests SET anchor = ?, owed = ?, retry_at = ?, failed_attempts = ?, finished = ?,
+            current_run_id = ?, due_at = ?, running = ?, active_run_id = ?, active_attempt = ?,
+            active_started_at = ? WHERE
+        """
+    // By rowid when read with one (the identifier checked on the row found, not searched
+    // for), else by identifier.
+    private static let updatePlanQuery = SQLiteQuery(updatePlanColumns + " identifier = ?12")
+    private static let updatePlanByRowQuery = SQLiteQuery(updatePlanColumns + " rowid = ?13 AND identifier = ?12")
+    private static let endDetachedQuery = SQLiteQuery(
+        """
+        UPDATE requests SET running = 0, active_run_id = NULL, active_attempt = NULL,
+            active_started_at = NULL WHERE identifier = ?
+        """)
+    private static let insertRunQuery = SQLiteQuery(
+        """
+        INSERT OR REPLACE INTO runs (run_id, attempt, identifier, started_at, ended_at, result, stop_reason)
+        VALUES (?, ?, ?, ?, ?, ?, ?)
+        """)
+    private static let lastRunIDQuery = SQLiteQuery("UPDATE counters SET value = MAX(value, ?) WHERE name = 'run_id'")
+    private static let sequenceQuery = SQLiteQuery("SELECT value FROM counters WHERE name = 'sequence'")
+    private static let setSequenceQuery = SQLiteQuery("UPDATE counters SET value = ? WHERE name = 'sequence'")
+    private static let deleteQuery = SQLiteQuery("DELETE FROM requests WHERE identifier = ?")
+
     // MARK: Rows
 
     /// Writes a request's row. A new row takes `sequence` (its submission order); an
@@ -589,7 +604,7 @@ final class SQLiteScheduleStore: ScheduleStore {
             case .every(let maximum): ("every", maximum)
             case .none: ("none", 0)
             }
-        let statement = try connection.statement(ifAbsent ? insertIfAbsentSQL : saveSQL)
+        let statement = try connection.statement(ifAbsent ? insertIfAbsentQuery : saveQuery)
         statement.bind(1, request.identifier)
         statement.bind(2, stored.submittedAt.nanosecondsSinceEpoch)
         statement.bind(3, request.earliestBegin?.nanosecondsSinceEpoch)
@@ -619,8 +634,8 @@ final class SQLiteScheduleStore: ScheduleStore {
             due_at, requirement_mask, running, sequence)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
-    private static let insertIfAbsentSQL = insertColumns + " ON CONFLICT (identifier) DO NOTHING"
-    private static let saveSQL =
+    private static let insertIfAbsentQuery = SQLiteQuery(insertColumns + " ON CONFLICT (identifier) DO NOTHING")
+    private static let saveQuery = SQLiteQuery(
         insertColumns + """
              ON CONFLICT (identifier) DO UPDATE SET
                 submitted_at = excluded.submitted_at, earliest_begin = excluded.earliest_begin,
@@ -633,7 +648,7 @@ final class SQLiteScheduleStore: ScheduleStore {
                 finished = excluded.finished, current_run_id = excluded.current_run_id,
                 requirements = excluded.requirements, due_at = excluded.due_at,
                 requirement_mask = excluded.requirement_mask, running = excluded.running
-            """
+            """)
 
     /// The columns a request is read from, in the order ``request(_:)`` decodes them by
     /// position.
