@@ -27,7 +27,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         // Only the bridge module uses it, so the core stays free of it.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
-        // Only the scheduler's SQLite store uses it (on the system's libsqlite3).
     ],
     targets: [
         // libuv from the system (Debian: libuv1-dev), found through pkg-config.
@@ -36,12 +35,9 @@ let package = Package(
             pkgConfig: "libuv",
             providers: [.apt(["libuv1-dev"])]
         ),
-        // libcurl from the system (Debian: libcurl4-openssl-dev), for the HTTP sink only.
-        .systemLibrary(
-            name: "CLibCurl",
-            pkgConfig: "libcurl",
-            providers: [.apt(["libcurl4-openssl-dev"])]
-        ),
+        // libcurl from the system (Debian: libcurl4-openssl-dev's headers, libcurl4 at run
+        // time), for the HTTP sink only: loaded with dlopen when a sink first needs it.
+        .target(name: "CLibCurl", linkerSettings: [.linkedLibrary("dl")]),
         // SQLite from the system (Debian: libsqlite3-dev), for the scheduler's store only.
         .systemLibrary(
             name: "CSQLite",

@@ -12,6 +12,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
     ],
     targets: [
@@ -19,12 +20,15 @@ let package = Package(
         // keeps its own C modules internal).
         .systemLibrary(name: "CLibUVPeer", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
         .systemLibrary(name: "CCurlPeer", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // READY=1 on NOTIFY_SOCKET, for the programs the footprint rows start.
+        .target(name: "ReadyNotification"),
         // Every scenario, for Overtime and each peer, as plain functions.
         .target(
             name: "BenchmarkScenarios",
             dependencies: [
                 "CLibUVPeer",
                 "CCurlPeer",
+                "ReadyNotification",
                 .product(name: "Overtime", package: "Overtime"),
                 .product(name: "OvertimeLogUploader", package: "Overtime"),
                 .product(name: "OvertimeScheduler", package: "Overtime"),
@@ -39,6 +43,15 @@ let package = Package(
             dependencies: [
                 "BenchmarkScenarios",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        // The peer of sigterm_to_exit_ms: a minimal ServiceGroup program.
+        .executableTarget(
+            name: "service-lifecycle-peer",
+            dependencies: [
+                "ReadyNotification",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // package-benchmark micro-benchmarks (`swift package benchmark`): the begin+end

@@ -58,7 +58,12 @@ struct Run: ParsableCommand {
     var uploadInterval = 30.0
     @Option(help: "The schedule of the periodic upload (SQLite; default: schedule.db in the spool folder).")
     var schedule: String?
-    @Option(help: "Print a progress line every N seconds (0: only at the end).") var progressInterval = 1.0
+    @Option(
+        help: """
+            Print a progress line every N seconds (0: only at the end; default: 1 when stderr \
+            is a terminal, else 0, so a journal gets the final line and an idle daemon no wake-ups).
+            """)
+    var progressInterval: Double?
     @Option(
         help: "HTTP statuses that dead-letter a segment, comma-separated (default 400,411,413,414,415,422).")
     var permanentStatuses: String?
@@ -84,6 +89,10 @@ struct Run: ParsableCommand {
     }
 
     func run() throws {
+        if sink.hasPrefix("http://") || sink.hasPrefix("https://"), let unavailable = HTTPSink.libcurlUnavailable {
+            FileOutput.standardError("log-uploader: an HTTP sink needs libcurl (Debian: libcurl4): \(unavailable)")
+            throw ExitCode(69)  // EX_UNAVAILABLE
+        }
         var spoolOptions = SpoolConfiguration()
         spoolOptions.quotaBytes = quotaMb << 20
         spoolOptions.segmentBytes = segmentKb << 10
@@ -132,7 +141,8 @@ struct Run: ParsableCommand {
             }
         }
         let progress = Progress(runtime: runtime, spool: store, uploader: uploader, input: input)
-        if progressInterval > 0 { progress.every(seconds: progressInterval) }
+        let interval = progressInterval ?? (isatty(STDERR_FILENO) != 0 ? 1 : 0)
+        if interval > 0 { progress.every(seconds: interval) }
 
         if uploadInterval == 0 {
             logger.warning(

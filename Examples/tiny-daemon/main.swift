@@ -3,7 +3,6 @@
 //
 // Try it:  scripts/run-example   (or type commands into: swift run tiny-daemon)
 // Commands on stdin: "work" queues a job, "bg"/"fg" move the lifecycle, EOF terminates.
-import Dispatch
 import Overtime
 
 #if canImport(Glibc)
@@ -66,7 +65,9 @@ let token = runtime.observe { event in
     }
 }
 
-DispatchQueue.global().async {
+// Commands come on stdin, read on a thread of its own: a read blocked on a Dispatch worker
+// would start libdispatch's pool monitor, which wakes once a second for good.
+readOnOwnThread {
     while let line = readLine() {
         switch line {
         case "work": runtime.execute { jobs.assumeIsolated { $0.add() } }
@@ -81,3 +82,21 @@ DispatchQueue.global().async {
 runtime.run()  // until terminated
 print("terminated; loop closed cleanly: \(runtime.loopClosedCleanly ?? false)")
 withExtendedLifetime(token) {}
+
+/// Runs `body` on a new detached thread.
+func readOnOwnThread(_ body: @escaping @Sendable () -> Void) {
+    final class Body: Sendable {
+        let run: @Sendable () -> Void
+        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+    }
+    var thread = pthread_t()
+    let context = Unmanaged.passRetained(Body(body)).toOpaque()
+    let created = pthread_create(
+        &thread, nil,
+        { context in
+            Unmanaged<Body>.fromOpaque(context!).takeRetainedValue().run()
+            return nil
+        }, context)
+    guard created == 0 else { fatalError("cannot start the stdin reader: error \(created)") }
+    pthread_detach(thread)
+}

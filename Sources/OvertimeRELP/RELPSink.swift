@@ -1,7 +1,6 @@
 // Syslog delivery with application-level acknowledgements: RELP through librelp.
 
 import CLibRelp
-import Dispatch
 import Overtime
 import OvertimeLogUploader
 
@@ -36,7 +35,7 @@ public final class RELPSink: LogSink {
     /// How long librelp waits for an answer before the session counts as broken.
     public let timeout: Duration
     private let hostname = SyslogMessage.hostname
-    private let queue = DispatchQueue(label: "overtime.relp-sink")
+    private let queue = SerialWorkQueue(name: "overtime-relp")
 
     /// Sends to `host:port` as `appName`.
     public init(host: String, port: Int, appName: String = "overtime", timeout: Duration = .seconds(10)) {

@@ -67,6 +67,31 @@ struct LogUploaderDaemonTests {
         #expect(progress.contains("rejected=0 dropped=0 truncated=0 dead-lettered=0 state=terminated"))
     }
 
+    /// The embedded default loads nothing it does not use: no libcurl (loaded by the first
+    /// HTTP request only), and, with stderr not a terminal, no progress line but the last.
+    @Test func aFolderSinkNeverLoadsLibcurlAndADaemonPrintsOnlyTheFinalProgressLine() throws {
+        let folder = TemporaryDirectory("lean")
+        defer { folder.remove() }
+        let socket = folder.path + "/in.sock"
+        let child = try RunningChild(
+            ["--spool", folder.path + "/spool", "--sink", folder.path + "/collected", "--datagram-socket", socket],
+            executable: "log-uploader")
+        for _ in 0..<2000 where access(socket, F_OK) != 0 { usleep(5000) }
+        try sendDatagrams((1...20).map { "lean \($0)" }, to: socket)
+        usleep(300_000)
+        child.send(SIGUSR1)  // a drain to the folder
+        let leans = { try collected(folder).filter { $0.text.hasPrefix("lean ") }.count }
+        for _ in 0..<2000 where try leans() < 20 { usleep(5000) }
+        #expect(try leans() == 20)
+        usleep(1_500_000)  // more than a progress interval of a terminal
+        let maps = String(decoding: (try? readWholeFile("/proc/\(child.pid)/maps").get()) ?? [], as: UTF8.self)
+        #expect(maps.contains("log-uploader"), "the maps were read")
+        #expect(!maps.contains("libcurl"))
+        child.send(SIGTERM)
+        #expect(child.waitForExit() == 0)
+        #expect(child.standardError.filter { $0.hasPrefix("spooled=") }.count == 1)
+    }
+
     @Test func anUnknownSinkSchemeIsRefusedClearly() throws {
         let child = try RunningChild(["--sink", "ftp://127.0.0.1:9/logs"], executable: "log-uploader")
         #expect(child.waitForExit() == 64)

@@ -41,8 +41,13 @@ struct MetricSpec: Sendable {
         ) { values in values["overtime"].map { $0 <= 128 } },
         MetricSpec(
             name: "idle_wakeups_per_sec", unit: "wake-ups/s", higherIsBetter: false,
-            what: "10,000 open in the foreground, nothing due", target: "0"
-        ) { values in values["overtime"].map { $0 == 0 } },
+            what: "every thread of a process at rest (from 3 s after READY=1): the runtime with 10,000 open in the "
+                + "foreground (nothing due), and the shipped programs with their defaults",
+            target: "0 (overtime, log_uploader)"
+        ) { values in
+            guard let overtime = values["overtime"], let uploader = values["log_uploader"] else { return nil }
+            return overtime == 0 && uploader == 0
+        },
         MetricSpec(
             name: "transition_1000_observers_p99_us", unit: "µs", higherIsBetter: false,
             what: "background→foreground round trip, 1,000 observers", target: "≤ 100"
@@ -82,5 +87,41 @@ struct MetricSpec: Sendable {
             name: "scheduler_resident_mb", unit: "MB", higherIsBetter: false,
             what: "resident growth with requests pending (size in results)", target: "≤ 100 (at 1,000,000 pending)"
         ) { values in values["overtime"].map { $0 <= 100 } },
+        MetricSpec(
+            name: "start_to_ready_ms", unit: "ms", higherIsBetter: false,
+            what: "exec → READY=1 on a notify socket, static release build, warm state folder (median)",
+            target: "≤ 3 (tiny_daemon), ≤ 5 (log_uploader)"
+        ) { values in
+            guard let tiny = values["tiny_daemon"], let uploader = values["log_uploader"] else { return nil }
+            return tiny <= 3 && uploader <= 5
+        },
+        MetricSpec(
+            name: "sigterm_to_exit_ms", unit: "ms", higherIsBetter: false,
+            what: "SIGTERM → exit at rest (median); log_uploader ships its own stop's log line first",
+            target: "≤ 2 and below service_lifecycle_peer (tiny_daemon)"
+        ) { values in
+            guard let tiny = values["tiny_daemon"], let peer = values["service_lifecycle_peer"] else { return nil }
+            return tiny <= 2 && tiny < peer
+        },
+        MetricSpec(
+            name: "footprint_rss_mb", unit: "MB", higherIsBetter: false,
+            what: "resident memory at rest (3 s after READY=1), and log_uploader after lines on stdin",
+            target: "≤ 12 (log_uploader, both)"
+        ) { values in
+            guard let idle = values["log_uploader"], let fed = values["log_uploader_after_lines"] else { return nil }
+            return idle <= 12 && fed <= 12
+        },
+        MetricSpec(
+            name: "footprint_threads", unit: "threads", higherIsBetter: false,
+            what: "threads at rest", target: "(context)"
+        ) { _ in nil },
+        MetricSpec(
+            name: "footprint_shared_libraries", unit: "libraries", higherIsBetter: false,
+            what: "shared libraries mapped at rest", target: "(context)"
+        ) { _ in nil },
+        MetricSpec(
+            name: "binary_size_mb", unit: "MB", higherIsBetter: false,
+            what: "stripped, the Swift runtime linked statically", target: "(context)"
+        ) { _ in nil },
     ]
 }

@@ -6,7 +6,11 @@ struct Scenarios {
     let sizes: Sizes
     let nginx: String?
     let scratch: String
+    /// The folder of the shipped programs' static builds.
+    let programs: String
     let notes = Unprotected<[String]>([])
+    /// Each program measured once for every footprint row.
+    let figures = Unprotected<[String: ProgramFigures]>([:])
     /// Lateness p50 and p99 by implementation, measured once for both metrics.
     let latenessPercentiles = Unprotected<[String: [Double]]>([:])
 
@@ -59,10 +63,57 @@ struct Scenarios {
                 )
             }
         case "idle_wakeups_per_sec":
-            return [
-                ("overtime", { try IdleWakeups.overtime(grants: s.idleGrants, seconds: s.idleSeconds) }),
-                ("nio_scheduled", { try IdleWakeups.nioScheduled(grants: s.idleGrants, seconds: s.idleSeconds) }),
+            let children: [Row] = IdleWakeups.implementations.map { implementation in
+                (
+                    implementation,
+                    {
+                        try IdleWakeups.measureChild(
+                            executable: Self.selfPath, implementation: implementation, grants: s.idleGrants,
+                            seconds: s.idleSeconds)
+                    }
+                )
+            }
+            return children + [
+                ("log_uploader", { try program("log_uploader").wakeupsPerSecond }),
+                ("tiny_daemon", { try program("tiny_daemon").wakeupsPerSecond }),
             ]
+        case "start_to_ready_ms":
+            return ["tiny_daemon", "log_uploader"].map { name in
+                (name, { try program(name).startToReadyMilliseconds })
+            }
+        case "sigterm_to_exit_ms":
+            return ["tiny_daemon", "log_uploader", "service_lifecycle_peer"].map { name in
+                (name, { try program(name).sigtermToExitMilliseconds })
+            }
+        case "footprint_rss_mb":
+            return ["log_uploader", "tiny_daemon", "service_lifecycle_peer"].map { name in
+                (name, { try program(name).residentMegabytes })
+            } + [
+                (
+                    "log_uploader_after_lines",
+                    {
+                        notes.value.append(
+                            "footprint_rss_mb / log_uploader_after_lines: after \(s.footprintLines) lines on stdin")
+                        let (executable, arguments) = try programCommand("log_uploader")
+                        return try ProgramFootprint.residentAfterLines(executable, arguments, lines: s.footprintLines)
+                    }
+                )
+            ]
+        case "footprint_threads":
+            return ["log_uploader", "tiny_daemon", "service_lifecycle_peer"].map { name in
+                (name, { Double(try program(name).threads) })
+            }
+        case "footprint_shared_libraries":
+            return ["log_uploader", "tiny_daemon", "service_lifecycle_peer"].map { name in
+                (name, { Double(try program(name).sharedLibraries) })
+            }
+        case "binary_size_mb":
+            return ["log-uploader", "tiny-daemon", "overtimectl"].map { product in
+                (
+                    product.replacingOccurrences(of: "-", with: "_"),
+                    { try ProgramFootprint.strippedMegabytes(programs + "/" + product) }
+                )
+            }
         case "transition_1000_observers_p99_us":
             return [
                 ("overtime", { try ObserverTransition.overtime(observers: s.observers, roundTrips: s.transitions) })
@@ -140,6 +191,41 @@ struct Scenarios {
         default:
             return []
         }
+    }
+
+    /// This runner's own executable (children of it measure one implementation alone).
+    static var selfPath: String { ProcessInfo.processInfo.arguments[0] }
+
+    /// How each program is started: the shipped programs from their static builds, the
+    /// peer from this package's build.
+    func programCommand(_ name: String) throws -> (String, [String]) {
+        let command: (String, [String]) =
+            switch name {
+            case "tiny_daemon": (programs + "/tiny-daemon", [])
+            case "log_uploader": (programs + "/log-uploader", ["--spool", "@D/spool", "--sink", "@D/collected"])
+            case "service_lifecycle_peer":
+                (URL(fileURLWithPath: Self.selfPath).deletingLastPathComponent().path + "/service-lifecycle-peer", [])
+            default: throw ScenarioError("unknown program \(name)")
+            }
+        guard FileManager.default.isExecutableFile(atPath: command.0) else {
+            throw ScenarioError("\(command.0) is not built (Benchmarks/run builds it)")
+        }
+        return command
+    }
+
+    /// The figures of `name`, measured on first use.
+    func program(_ name: String) throws -> ProgramFigures {
+        if let measured = figures.value[name] { return measured }
+        let (executable, arguments) = try programCommand(name)
+        let measured = try ProgramFootprint.measure(
+            executable, arguments, starts: sizes.programStarts, restSeconds: sizes.idleSeconds)
+        figures.value[name] = measured
+        if !measured.wakeupsByThread.isEmpty {
+            let threads = measured.wakeupsByThread.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
+            notes.value.append(
+                "\(name) at rest, wake-ups in \(sizes.idleSeconds) s by thread: \(threads.joined(separator: ", "))")
+        }
+        return measured
     }
 
     /// Runs this executable again with `arguments`, to measure one implementation alone;

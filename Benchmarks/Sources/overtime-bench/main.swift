@@ -26,8 +26,14 @@ struct OvertimeBench: ParsableCommand {
     @Option(help: "Only these implementations (comma-separated names), e.g. for profiling one.")
     var implementations: String?
 
+    @Option(help: "The shipped programs' static release builds (scripts/check-static-binaries makes them).")
+    var programs: String = "../.build-static/release"
+
     @Option(help: .hidden)
     var childMemory: String?
+
+    @Option(help: .hidden)
+    var childIdle: String?
 
     @Option(help: .hidden)
     var childLateness: String?
@@ -43,6 +49,10 @@ struct OvertimeBench: ParsableCommand {
             // One row of bytes_per_open_grant, in a process of its own.
             print(try OpenGrantMemory.measure(implementation, count: count))
             return
+        }
+        if let implementation = childIdle {
+            // Rests with grants open until killed; measured from outside.
+            try IdleWakeups.restInChild(implementation, grants: count)
         }
         if let implementation = childLateness {
             // One implementation's lateness, in a process of its own: "p50 p99" in µs.
@@ -60,7 +70,7 @@ struct OvertimeBench: ParsableCommand {
         var report = Report(mode: mode)
         var failures = 0
         let sizes = mode.sizes
-        let scenarios = Scenarios(sizes: sizes, nginx: nginx, scratch: scratch)
+        let scenarios = Scenarios(sizes: sizes, nginx: nginx, scratch: scratch, programs: programs)
         for spec in MetricSpec.all where selected?.contains(spec.name) ?? true {
             let chosen = implementations.map { Set($0.split(separator: ",").map(String.init)) }
             for (implementation, measure) in scenarios.rows(for: spec.name)

@@ -72,9 +72,6 @@ public final class Runtime: Sendable {
         clock: any RuntimeClock = SystemClock()
     ) throws(RuntimeError) {
         try configuration.validate()
-        // Dispatch creates its event machinery (epoll, timers) on first use, and traps if
-        // descriptors have run out by then: have it made now, while there are some.
-        DispatchQueue.global().asyncAfter(deadline: .now()) {}
         if let path = configuration.controlSocketPath {
             // At start, not when the loop runs: a daemon must not run on without its control socket.
             let folder = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."

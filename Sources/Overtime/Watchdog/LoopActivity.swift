@@ -4,15 +4,29 @@ import Synchronization
 ///
 /// The loop stamps the start of every turn and of every user callback with the real
 /// monotonic time; the watchdog reads the stamp and the callback's description.
+///
+/// While the loop waits, nothing can hold it, so the watchdog sleeps without a timeout
+/// (``waitWhileIdle()``) and the loop's next turn wakes it: a process at rest has no
+/// thread waking up, and a busy loop pays one atomic load per turn.
 final class LoopActivity: Sendable {
     /// Real monotonic nanoseconds when the current stretch of work began; 0 when idle.
     private let busySince = Atomic<UInt64>(0)
     private let current = Locked<LoopCallback>(.runtimeWork)
+    /// The watchdog sleeps in ``waitWhileIdle()``.
+    private let watcherParked = Atomic<Bool>(false)
+    private let watcher = Locked(WatcherSignal())
+
+    private struct WatcherSignal: Sendable {
+        /// Bumped by each wake-up, so a waiter cannot miss one given before it waited.
+        var wakeups: UInt64 = 0
+        var released = false
+    }
 
     /// The loop entered a libuv callback.
     func beginTurn() {
         current.withLock { $0 = .runtimeWork }
-        busySince.store(SystemClock.monotonicNanoseconds(), ordering: .releasing)
+        busySince.store(SystemClock.monotonicNanoseconds(), ordering: .sequentiallyConsistent)
+        if watcherParked.load(ordering: .sequentiallyConsistent) { wakeWatcher() }
     }
 
     /// The loop returned to libuv to wait.
@@ -32,6 +46,33 @@ final class LoopActivity: Sendable {
             busySince.store(SystemClock.monotonicNanoseconds(), ordering: .releasing)
         }
         return try body()
+    }
+
+    /// On the watchdog's thread: returns at once while the loop works; while it waits,
+    /// sleeps until its next turn (or ``releaseWatcher()``).
+    func waitWhileIdle() {
+        let seen = watcher.withLock { $0.wakeups }
+        // Parked, then the stamp read (both sequentially consistent, as the loop's stamp
+        // then its read of `watcherParked`): either this read sees the turn's stamp, or
+        // that turn sees the watchdog parked and wakes it.
+        watcherParked.store(true, ordering: .sequentiallyConsistent)
+        guard busySince.load(ordering: .sequentiallyConsistent) == 0 else {
+            watcherParked.store(false, ordering: .relaxed)
+            return
+        }
+        watcher.withLock(waitingUntil: { $0.released || $0.wakeups != seen }) { _, _ in }
+    }
+
+    /// Ends every wait in ``waitWhileIdle()``, now and later (the watchdog stops).
+    func releaseWatcher() {
+        watcher.withLock { $0.released = true }
+        watcher.broadcast()
+    }
+
+    private func wakeWatcher() {
+        guard watcherParked.exchange(false, ordering: .sequentiallyConsistent) else { return }
+        watcher.withLock { $0.wakeups &+= 1 }
+        watcher.broadcast()
     }
 
     /// Since when the loop has been busy with `callback`, or `nil` when idle.

@@ -14,8 +14,9 @@ public struct WatchdogReport: Sendable, Hashable, CustomStringConvertible {
 /// A thread apart from the loop that checks the loop's heartbeat.
 ///
 /// Without it a callback that blocks the loop would make every deadline meaningless:
-/// no timer fires on a held loop. It checks four times per timeout and trips once per
-/// stretch of blocking.
+/// no timer fires on a held loop. While the loop works it checks four times per timeout,
+/// and trips once per stretch of blocking; while the loop waits it sleeps until the loop's
+/// next turn (``LoopActivity/waitWhileIdle()``).
 final class Watchdog: Sendable {
     private let timeout: Duration
     private let policy: WatchdogPolicy
@@ -49,13 +50,16 @@ final class Watchdog: Sendable {
     func stop() {
         running.withLock { $0 = false }
         running.broadcast()
+        activity.releaseWatcher()
     }
 
     private func watch() {
         let limit = timeout.clampedNanoseconds
         let period = Double(max(limit / 4, 1_000_000)) / 1e9
         var trippedStretch: UInt64 = 0
-        while running.withLock(waitingUntil: { !$0 }, timeout: period, { _, stopped in !stopped }) {
+        while true {
+            activity.waitWhileIdle()
+            guard running.withLock(waitingUntil: { !$0 }, timeout: period, { _, stopped in !stopped }) else { return }
             guard let (since, callback) = activity.snapshot(), since != trippedStretch else { continue }
             let held = SystemClock.monotonicNanoseconds() &- since
             guard held > limit else { continue }

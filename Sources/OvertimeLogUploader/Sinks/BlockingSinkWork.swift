@@ -1,6 +1,5 @@
 // The bridge from a sink's async `store` to blocking I/O on a queue of its own.
 
-import Dispatch
 import Overtime
 
 /// Runs `work` on `queue` and waits for it without blocking the caller's thread. `work`
@@ -8,7 +7,7 @@ import Overtime
 /// `onCancel` runs then too, from any thread, to unblock what `work` waits on (shut a
 /// socket down, raise librelp's stop flag).
 package func runBlockingSinkWork(
-    on queue: DispatchQueue,
+    on queue: SerialWorkQueue,
     _ work: @escaping @Sendable (_ isCancelled: @escaping @Sendable () -> Bool) -> Result<Void, SinkError>,
     onCancel: @escaping @Sendable () -> Void = {}
 ) async throws(SinkError) {

@@ -1,4 +1,3 @@
-import Dispatch
 import Overtime
 
 #if canImport(Glibc)
@@ -19,7 +18,7 @@ import Overtime
 public struct DirectorySink: LogSink {
     /// The folder segments are stored under.
     public let root: String
-    private let queue = DispatchQueue(label: "overtime.directory-sink")
+    private let queue = SerialWorkQueue(name: "overtime-dirsink")
 
     /// Stores under `root` (created if missing).
     public init(root: String) {

@@ -1,4 +1,3 @@
-import Dispatch
 import Overtime
 
 #if canImport(Glibc)
@@ -25,7 +24,7 @@ public final class SyslogSink: LogSink {
     /// APP-NAME in every message.
     public let appName: String
     private let hostname: String
-    private let queue = DispatchQueue(label: "overtime.syslog-sink")
+    private let queue = SerialWorkQueue(name: "overtime-syslog")
     private let connection = Locked<Int32>(-1)
 
     /// Sends to `host:port` as `appName`.

@@ -64,18 +64,9 @@ enum SpoolFiles {
     }
 
     static func readAll(_ path: String) throws(SpoolError) -> [UInt8] {
-        let fd = try open(path, flags: O_RDONLY)
-        defer { close(fd) }
-        var result: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let count = read(fd, &chunk, chunk.count)
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw .io(operation: "read", path: path, errno: errno)
-            }
-            if count == 0 { return result }
-            result += chunk[0..<count]
+        switch readWholeFile(path) {
+        case .success(let bytes): return bytes
+        case .failure(let failure): throw .io(operation: failure.operation, path: path, errno: failure.errno)
         }
     }
 
@@ -85,15 +76,9 @@ enum SpoolFiles {
     }
 
     static func list(_ directory: String) throws(SpoolError) -> [String] {
-        guard let handle = opendir(directory) else { throw .io(operation: "opendir", path: directory, errno: errno) }
-        defer { closedir(handle) }
-        var names: [String] = []
-        while let entry = readdir(handle) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            if name != "." && name != ".." { names.append(name) }
+        switch listDirectory(directory) {
+        case .success(let names): return names
+        case .failure(let failure): throw .io(operation: failure.operation, path: directory, errno: failure.errno)
         }
-        return names.sorted()
     }
 }

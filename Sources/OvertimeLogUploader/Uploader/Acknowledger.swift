@@ -1,4 +1,3 @@
-import Dispatch
 import Overtime
 
 /// Acknowledges stored segments to the spool off the upload path, coalescing: while one
@@ -11,7 +10,7 @@ final class Acknowledger: Sendable {
     private let spool: Spool
     private let onAcknowledged: @Sendable ([SealedSegment]) -> Void
     private let state = Locked(State())
-    private let queue = DispatchQueue(label: "overtime.uploader.acknowledge")
+    private let queue = SerialWorkQueue(name: "overtime-ack")
 
     private struct State {
         var waiting: [SealedSegment] = []

@@ -52,6 +52,10 @@ public final class LogUploader: Sendable {
     private let logger: Logger
     private let state: Locked<State>
     private let backoff: BackoffSleep
+    /// Where drains run (their nonisolated code): a thread of their own that sleeps
+    /// between drains, not Swift's global executor, whose Dispatch pool, once started,
+    /// wakes the process every second.
+    private let drainQueue = SerialWorkQueue(name: "overtime-drain")
     private let uploaded = Counter(label: "overtime_uploader_segments_total", dimensions: [("result", "stored")])
     private let deadLettered = Counter(
         label: "overtime_uploader_segments_total", dimensions: [("result", "dead_letter")])
@@ -160,7 +164,7 @@ public final class LogUploader: Sendable {
                 return nil
             }
             // Holding the lock: the task cannot clear `draining` before it is set.
-            let task = Task { [self] in
+            let task = Task(executorPreference: drainQueue) { [self] in
                 while true {
                     await drainOnce()
                     let again = state.withLock { state in

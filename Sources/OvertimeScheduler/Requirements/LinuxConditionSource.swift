@@ -1,8 +1,11 @@
 // The machine's conditions as Linux shows them: routes in /proc/net, power supplies in
 // sysfs, free space from statvfs; changes announced by netlink on the runtime's loop.
 
-import Foundation
 import Overtime
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Reads the conditions a run may require from Linux. Every root is injectable, so that a
 /// test can lay out its own `/proc/net` or `/sys/class/power_supply`.
@@ -92,11 +95,16 @@ public final class LinuxConditionSource: ConditionSource {
 
     // MARK: Reading
 
+    /// The text of a small file, or `nil` when it cannot be read.
+    private static func text(_ path: String) -> String? {
+        (try? readWholeFile(path).get()).map { String(decoding: $0, as: UTF8.self) }
+    }
+
     /// Whether a default route is up, IPv4 or IPv6.
     func hasDefaultRoute() -> Bool {
         let flagUp: UInt32 = 0x1
         let flagReject: UInt32 = 0x200
-        if let table = try? String(contentsOfFile: configuration.procNet + "/route", encoding: .utf8) {
+        if let table = Self.text(configuration.procNet + "/route") {
             for line in table.split(separator: "\n").dropFirst() {
                 let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
                 guard fields.count >= 8, fields[0] != "lo", fields[1] == "00000000", fields[7] == "00000000",
@@ -105,7 +113,7 @@ public final class LinuxConditionSource: ConditionSource {
                 return true
             }
         }
-        if let table = try? String(contentsOfFile: configuration.procNet + "/ipv6_route", encoding: .utf8) {
+        if let table = Self.text(configuration.procNet + "/ipv6_route") {
             for line in table.split(separator: "\n") {
                 let fields = line.split(separator: " ", omittingEmptySubsequences: true)
                 guard fields.count >= 10, fields[9] != "lo", fields[0].allSatisfy({ $0 == "0" }), fields[1] == "00",
@@ -120,15 +128,16 @@ public final class LinuxConditionSource: ConditionSource {
     /// Whether external power is connected and a battery is low.
     func readPower() -> (external: Bool, batteryLow: Bool) {
         let root = configuration.powerSupplies
-        let supplies = (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []
+        let supplies = (try? listDirectory(root).get()) ?? []
         func read(_ supply: String, _ name: String) -> String? {
-            (try? String(contentsOfFile: "\(root)/\(supply)/\(name)", encoding: .utf8))?
-                .trimmingCharacters(in: .whitespacesAndNewlines)
+            Self.text("\(root)/\(supply)/\(name)").map { text in
+                String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+            }
         }
         var sawSupply = false
         var external = false
         var batteryLow = false
-        for supply in supplies.sorted() {
+        for supply in supplies {
             guard let type = read(supply, "type") else { continue }
             sawSupply = true
             if type == "Battery" {

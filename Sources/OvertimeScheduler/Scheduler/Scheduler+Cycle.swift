@@ -306,17 +306,18 @@ extension Scheduler {
         for start in starting {
             if let lateness = start.lateness { SchedulerMetrics.recordLateness(start.record.identifier, lateness) }
         }
+        let handlerQueue = self.handlerQueue
         runtime.execute {
-            for start in starting { Self.launch(start.handler, start.task) }
+            for start in starting { Self.launch(start.handler, start.task, on: handlerQueue) }
         }
     }
 
-    private static func launch(_ handler: Handler, _ task: ScheduledTask) {
+    private static func launch(_ handler: Handler, _ task: ScheduledTask, on handlerQueue: SerialWorkQueue) {
         switch handler {
         case .synchronous(let body):
             body(task)
         case .asynchronous(let body):
-            let work = Task {
+            let work = Task(executorPreference: handlerQueue) {
                 do {
                     try await body(task)
                     task.setTaskCompleted(success: !Task.isCancelled)

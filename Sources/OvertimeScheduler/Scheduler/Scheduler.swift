@@ -1,4 +1,3 @@
-import Dispatch
 import Logging
 import Overtime
 
@@ -42,9 +41,11 @@ public final class Scheduler: Sendable {
     let store: any ScheduleStore
     let conditions: any ConditionSource
     /// Owns every decision and store write, in order.
-    let queue = DispatchQueue(label: "overtime.scheduler")
+    let queue = SerialWorkQueue(name: "overtime-sched")
     /// Where the store's commits are put on disk, beside the queue's decisions.
-    let syncQueue = DispatchQueue(label: "overtime.scheduler.sync")
+    let syncQueue = SerialWorkQueue(name: "overtime-sync")
+    /// Where the bodies of async handlers run (their nonisolated code).
+    let handlerQueue = SerialWorkQueue(name: "overtime-tasks")
     let state: Locked<State>
     var logger: Logger { configuration.logger }
 
@@ -158,6 +159,11 @@ public final class Scheduler: Sendable {
 
     /// Registers an async body for `identifier`, before ``start()``: returning completes
     /// the task successfully, throwing unsuccessfully; expiration cancels the body.
+    ///
+    /// The body's nonisolated code runs on the scheduler's task thread (one thread, asleep
+    /// while no body runs), not on Swift's global executor, whose Dispatch pool would wake
+    /// the process every second from then on. Bodies take turns on it between their
+    /// `await`s: hand CPU-heavy work to an executor of your own.
     public func register(
         _ identifier: String, body: @escaping @Sendable (ScheduledTask) async throws -> Void
     ) throws(SchedulerError) {
@@ -285,8 +291,7 @@ public final class Scheduler: Sendable {
             var batch = ScheduleBatch()
             var updates: [ScheduledTaskRequest] = []
             for request in requests {
-                let write = try prepare(request, policy: policy)
-                batch.writes.append(write)
+                if let write = try prepare(request, policy: policy) { batch.writes.append(write) }
                 if policy.kind == .update { updates.append(request) }
             }
             try commit(batch)
@@ -459,6 +464,7 @@ public final class Scheduler: Sendable {
 
     /// Commits `batch` and puts it on disk, naming the store in the error.
     func commit(_ batch: ScheduleBatch) throws(SchedulerError) {
+        guard !batch.isEmpty else { return }
         try write(batch)
         do {
             try store.sync()
@@ -500,8 +506,10 @@ public final class Scheduler: Sendable {
     }
 
     /// What submitting `request` under `policy` writes.
+    /// The write `request` takes under `policy`; `nil` when it changes nothing (an update
+    /// to the same request, as a program submits at every start).
     private func prepare(_ request: ScheduledTaskRequest, policy: ExistingRequestPolicy) throws(SchedulerError)
-        -> RequestWrite
+        -> RequestWrite?
     {
         let now = runtime.clock.wallClockNow
         let delay = Duration.nanoseconds(Int64.random(in: 0...max(0, request.randomizedDelay.saturatingNanoseconds)))
@@ -523,6 +531,7 @@ public final class Scheduler: Sendable {
                 existing = try fromStore { () throws(ScheduleStoreError) in try store.request(request.identifier) }
             }
             guard var updated = existing else { return .save(fresh) }
+            if updated.request == request { return nil }
             updated.request = request
             updated.isRunning = running != nil
             return .save(updated)

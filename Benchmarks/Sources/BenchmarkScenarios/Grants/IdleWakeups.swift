@@ -2,38 +2,57 @@ import Dispatch
 import NIOCore
 import NIOPosix
 import Overtime
+import ReadyNotification
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
 /// `idle_wakeups_per_sec`: grants (timers) open in the foreground with nothing due; how
-/// often the loop thread wakes up anyway (its voluntary context switches per second).
+/// often the process wakes up anyway, every thread of it counted (the watchdog's, the
+/// pool threads of whatever it uses), in a process of its own.
 public enum IdleWakeups {
-    /// Overtime: grants begun in the foreground have no deadline until the background.
-    public static func overtime(grants: Int, seconds: Double) throws -> Double {
-        let runtime = try BenchmarkRuntime.start()
-        defer { BenchmarkRuntime.stop(runtime) }
-        let (thread, ids) = BenchmarkRuntime.onLoop(runtime) {
-            (currentThreadID(), (0..<grants).map { _ in runtime.beginBackgroundTask(name: "idle") {} })
+    /// The implementations measured in a child process.
+    public static let implementations = ["overtime", "nio_scheduled"]
+
+    /// In the child: opens `grants` in `implementation`, says `READY=1` on `NOTIFY_SOCKET`,
+    /// and rests until killed.
+    public static func restInChild(_ implementation: String, grants: Int) throws -> Never {
+        switch implementation {
+        case "overtime":
+            let runtime = try BenchmarkRuntime.start()
+            let ids = BenchmarkRuntime.onLoop(runtime) {
+                (0..<grants).map { _ in runtime.beginBackgroundTask(name: "idle") {} }
+            }
+            withExtendedLifetime(ids) { notifyReadyAndRest() }
+        case "nio_scheduled":
+            let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+            let loop = group.next()
+            try loop.submit { for _ in 0..<grants { loop.scheduleTask(in: .hours(1)) {} } }.wait()
+            withExtendedLifetime(group) { notifyReadyAndRest() }
+        default:
+            throw ScenarioError("unknown implementation \(implementation)")
         }
-        let rate = wakeupsPerSecond(thread: thread, seconds: seconds)
-        BenchmarkRuntime.onLoop(runtime) { for id in ids { runtime.endBackgroundTask(id) } }
-        return rate
     }
 
-    /// SwiftNIO: tasks scheduled an hour away.
-    public static func nioScheduled(grants: Int, seconds: Double) throws -> Double {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        defer { try? group.syncShutdownGracefully() }
-        let loop = group.next()
-        let thread = try loop.submit {
-            for _ in 0..<grants { loop.scheduleTask(in: .hours(1)) {} }
-            return currentThreadID()
-        }.wait()
-        return wakeupsPerSecond(thread: thread, seconds: seconds)
+    /// Measures the child of `implementation` from outside: wake-ups per second of every
+    /// thread over `seconds`, 3 s after it said it is ready (the watchdog's last look).
+    public static func measureChild(
+        executable: String, implementation: String, grants: Int, seconds: Double
+    ) throws -> Double {
+        let process = try MeasuredProcess(executable, ["--child-idle", implementation, "--count", "\(grants)"])
+        _ = try process.waitForReady(timeout: 120)
+        usleep(3_000_000)
+        return process.wakeupsPerSecond(seconds: seconds).rate
     }
 
+    private static func notifyReadyAndRest() -> Never {
+        notifyReady()
+        while true { pause() }
+    }
+
+    /// One thread's voluntary context switches per second over `seconds` (the scheduler's
+    /// row counts its loop thread).
     static func wakeupsPerSecond(thread: Int32, seconds: Double) -> Double {
         usleep(50_000)  // let the loop finish the request that told us its thread
         let before = voluntaryContextSwitches(thread: thread)

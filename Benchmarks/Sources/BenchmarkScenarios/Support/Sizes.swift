@@ -62,6 +62,16 @@ public struct Sizes: Sendable {
     public var uploadLines: Int
     /// The scheduler's rows.
     public var scheduler: SchedulerSizes
+
+    /// Warm starts (and stops) of each program whose median is reported.
+    public var programStarts: Int {
+        spoolLines >= 1_000_000 ? 7 : 1
+    }
+
+    /// Lines fed to `log-uploader` before its resident memory is read again.
+    public var footprintLines: Int {
+        spoolLines >= 1_000_000 ? 1_000_000 : 10_000
+    }
 }
 
 /// Sizes of the scheduler's rows.

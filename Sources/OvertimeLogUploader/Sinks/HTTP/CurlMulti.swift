@@ -18,12 +18,9 @@ final class CurlMulti {
     private var transfers: [UnsafeMutableRawPointer: CurlTransfer] = [:]
     private var isShutDown = false
 
-    private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
-
     init(context: DriverContext) {
-        _ = Self.globalInit
         self.context = context
-        multi = curl_multi_init()
+        multi = overtime_curl_multi_init()
         timer = context.makeHandle(uv_timer_t.self)
         uv_timer_init(context.loop, timer)
         let unretained = Unmanaged.passUnretained(self).toOpaque()
@@ -50,10 +47,11 @@ final class CurlMulti {
             return
         }
         transfers[transfer.easy] = transfer
-        let status = curl_multi_add_handle(multi, transfer.easy)
+        let status = overtime_curl_multi_add_handle(multi, transfer.easy)
         if status != CURLM_OK {
             transfers.removeValue(forKey: transfer.easy)
-            transfer.finish(.failure(.retryable(String(cString: curl_multi_strerror(status)), retryAfter: nil)))
+            transfer.finish(
+                .failure(.retryable(String(cString: overtime_curl_multi_strerror(status)), retryAfter: nil)))
         }
     }
 
@@ -61,7 +59,7 @@ final class CurlMulti {
     func cancel(_ transfer: CurlTransfer) {
         context.assertOnLoop()
         guard transfers.removeValue(forKey: transfer.easy) != nil else { return }
-        curl_multi_remove_handle(multi, transfer.easy)
+        overtime_curl_multi_remove_handle(multi, transfer.easy)
         transfer.finish(.failure(.cancelled))
     }
 
@@ -73,7 +71,7 @@ final class CurlMulti {
                 uv_close(UnsafeMutableRawPointer(poll).assumingMemoryBound(to: uv_handle_t.self)) { handle in
                     UnsafeMutableRawPointer(handle!).deallocate()
                 }
-                curl_multi_assign(multi, socket, nil)
+                overtime_curl_multi_assign(multi, socket, nil)
             }
             return
         }
@@ -84,7 +82,7 @@ final class CurlMulti {
             poll = .allocate(capacity: 1)
             uv_poll_init_socket(context.loop, poll, socket)
             poll.pointee.data = Unmanaged.passUnretained(self).toOpaque()
-            curl_multi_assign(multi, socket, poll)
+            overtime_curl_multi_assign(multi, socket, poll)
         }
         var events: Int32 = 0
         if action & CURL_POLL_IN != 0 { events |= Int32(UV_READABLE.rawValue) }
@@ -116,12 +114,12 @@ final class CurlMulti {
 
     private func act(socket: curl_socket_t, flags: Int32) {
         var running: Int32 = 0
-        curl_multi_socket_action(multi, socket, flags, &running)
+        overtime_curl_multi_socket_action(multi, socket, flags, &running)
         var left: Int32 = 0
-        while let message = curl_multi_info_read(multi, &left) {
+        while let message = overtime_curl_multi_info_read(multi, &left) {
             guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
             let result = message.pointee.data.result
-            curl_multi_remove_handle(multi, easy)
+            overtime_curl_multi_remove_handle(multi, easy)
             guard let transfer = transfers.removeValue(forKey: easy) else { continue }
             transfer.completed(result)
         }
@@ -130,11 +128,11 @@ final class CurlMulti {
     private func shutDown() {
         isShutDown = true
         for transfer in transfers.values {
-            curl_multi_remove_handle(multi, transfer.easy)
+            overtime_curl_multi_remove_handle(multi, transfer.easy)
             transfer.finish(.failure(.retryable("the runtime shut down during the upload", retryAfter: nil)))
         }
         transfers = [:]
         uv_timer_stop(timer)
-        curl_multi_cleanup(multi)  // removes its sockets first, closing their polls
+        overtime_curl_multi_cleanup(multi)  // removes its sockets first, closing their polls
     }
 }

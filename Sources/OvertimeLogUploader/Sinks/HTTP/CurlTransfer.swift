@@ -48,12 +48,12 @@ final class CurlTransfer: @unchecked Sendable {  // confined to the loop thread
         continuation: CheckedContinuation<Result<HTTPResponse, SinkError>, Never>
     ) {
         context.assertOnLoop()
-        easy = curl_easy_init()
+        easy = overtime_curl_easy_init()
         self.context = context
         self.continuation = continuation
         let context = Unmanaged.passUnretained(self).toOpaque()
         overtime_easy_setopt_string(easy, CURLOPT_URL, url)
-        headers = curl_slist_append(nil, "Expect:")  // no "100-continue" round trip
+        headers = overtime_curl_slist_append(nil, "Expect:")  // no "100-continue" round trip
         switch method {
         case .put(let path, let bytes):
             file = fopen(path, "rb")
@@ -66,9 +66,9 @@ final class CurlTransfer: @unchecked Sendable {  // confined to the loop thread
             }
             // A segment in few large reads and sends (libcurl's default buffer is 64 KiB).
             overtime_easy_setopt_long(easy, CURLOPT_UPLOAD_BUFFERSIZE, 512 * 1024)
-            headers = curl_slist_append(headers, "Content-Type: application/octet-stream")
+            headers = overtime_curl_slist_append(headers, "Content-Type: application/octet-stream")
             // A collector that honours it refuses (412) to replace what it stores.
-            headers = curl_slist_append(headers, "If-None-Match: *")
+            headers = overtime_curl_slist_append(headers, "If-None-Match: *")
         case .head:
             overtime_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
         case .get(let limit):
@@ -99,8 +99,8 @@ final class CurlTransfer: @unchecked Sendable {  // confined to the loop thread
     }
 
     deinit {
-        curl_easy_cleanup(easy)
-        curl_slist_free_all(headers)
+        overtime_curl_easy_cleanup(easy)
+        overtime_curl_slist_free_all(headers)
         if let file { fclose(file) }
     }
 
@@ -119,7 +119,7 @@ final class CurlTransfer: @unchecked Sendable {  // confined to the loop thread
     /// curl finished the transfer: the collector's answer, or the transport's failure.
     func completed(_ result: CURLcode) {
         guard result == CURLE_OK else {
-            finish(.failure(.retryable(String(cString: curl_easy_strerror(result)), retryAfter: nil)))
+            finish(.failure(.retryable(String(cString: overtime_curl_easy_strerror(result)), retryAfter: nil)))
             return
         }
         var status = 0

@@ -1,3 +1,4 @@
+import CLibCurl
 import Overtime
 
 /// Stores segments with HTTP PUT under stable names, `<base>/<stream-id>/<segment>.log`,
@@ -45,6 +46,17 @@ public final class HTTPSink: LogSink {
 
     /// The base URL.
     public var description: String { baseURL }
+
+    /// Why libcurl cannot be loaded (it is loaded when the first request needs it, so a
+    /// program that never uploads over HTTP does not load it), or `nil` once it is. A
+    /// program may ask at start to fail early; until it loads, every upload is retried.
+    public static var libcurlUnavailable: String? { libcurlLoadFailure }
+
+    private static let libcurlLoadFailure: String? = {
+        var error = [CChar](repeating: 0, count: 256)
+        guard overtime_curl_load(&error, error.count) != 0 else { return nil }
+        return String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }()
 
     /// Uploads the segment's file unless the collector already stores it; returns once the
     /// collector holds exactly these bytes under the segment's name.
@@ -94,6 +106,7 @@ public final class HTTPSink: LogSink {
 
     /// One request on the loop's libcurl driver; cancelling the task aborts it.
     private func perform(_ url: String, _ method: CurlTransfer.Method) async throws(SinkError) -> HTTPResponse {
+        if let unavailable = Self.libcurlUnavailable { throw .retryable(unavailable, retryAfter: nil) }
         let pending = Locked<CurlTransfer?>(nil)
         let cancelled = Locked(false)
         let context = self.context
