@@ -37,19 +37,18 @@ let package = Package(
         ),
         // libcurl from the system (Debian: libcurl4-openssl-dev's headers, libcurl4 at run
         // time), for the HTTP sink only: loaded with dlopen when a sink first needs it.
-        .target(name: "CLibCurl", linkerSettings: [.linkedLibrary("dl")]),
+        .target(name: "CLibCurl", dependencies: ["CSharedLibrary"]),
         // SQLite from the system (Debian: libsqlite3-dev), for the scheduler's store only.
         .systemLibrary(
             name: "CSQLite",
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
-        // librelp from the system (Debian: librelp-dev), for the RELP sink only.
-        .systemLibrary(
-            name: "CLibRelp",
-            pkgConfig: "relp",
-            providers: [.apt(["librelp-dev"])]
-        ),
+        // librelp from the system (Debian: librelp-dev's headers, librelp0 at run time), for
+        // the RELP sink only: loaded with dlopen when a session first needs it.
+        .target(name: "CLibRelp", dependencies: ["CSharedLibrary"]),
+        // dlopen of a system library on first use, for the two above.
+        .target(name: "CSharedLibrary", linkerSettings: [.linkedLibrary("dl")]),
         .target(
             name: "Overtime",
             dependencies: [

@@ -93,6 +93,10 @@ struct Run: ParsableCommand {
             FileOutput.standardError("log-uploader: an HTTP sink needs libcurl (Debian: libcurl4): \(unavailable)")
             throw ExitCode(69)  // EX_UNAVAILABLE
         }
+        if sink.hasPrefix("relp://"), let unavailable = RELPSink.librelpUnavailable {
+            FileOutput.standardError("log-uploader: a RELP sink needs librelp (Debian: librelp0): \(unavailable)")
+            throw ExitCode(69)
+        }
         var spoolOptions = SpoolConfiguration()
         spoolOptions.quotaBytes = quotaMb << 20
         spoolOptions.segmentBytes = segmentKb << 10

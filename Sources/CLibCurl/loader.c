@@ -1,9 +1,8 @@
 // Loads libcurl.so.4 on first use and calls it through the pointers found (see the header).
 #include "CLibCurl.h"
-#include <dlfcn.h>
+#include <CSharedLibrary.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <string.h>
 
 static struct {
     CURLcode (*global_init)(long);
@@ -29,15 +28,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char failure[256];
 
 static void load(void) {
-    void *library = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
-    if (library == NULL) {
-        snprintf(failure, sizeof failure, "cannot load libcurl: %s", dlerror());
-        return;
-    }
-    struct {
-        const char *name;
-        void **slot;
-    } symbols[] = {
+    struct overtime_symbol symbols[] = {
         {"curl_global_init", (void **)&curl.global_init},
         {"curl_easy_init", (void **)&curl.easy_init},
         {"curl_easy_cleanup", (void **)&curl.easy_cleanup},
@@ -56,13 +47,8 @@ static void load(void) {
         {"curl_slist_append", (void **)&curl.slist_append},
         {"curl_slist_free_all", (void **)&curl.slist_free_all},
     };
-    for (size_t index = 0; index < sizeof symbols / sizeof symbols[0]; index++) {
-        *symbols[index].slot = dlsym(library, symbols[index].name);
-        if (*symbols[index].slot == NULL) {
-            snprintf(failure, sizeof failure, "libcurl.so.4 has no %s", symbols[index].name);
-            return;
-        }
-    }
+    size_t count = sizeof symbols / sizeof symbols[0];
+    if (overtime_load_library("libcurl.so.4", symbols, count, failure, sizeof failure) != 0) return;
     // Once, before any other thread can use it (curl_global_init is not thread-safe).
     CURLcode code = curl.global_init(CURL_GLOBAL_DEFAULT);
     if (code != CURLE_OK) snprintf(failure, sizeof failure, "curl_global_init: %s", curl.easy_strerror(code));
@@ -70,12 +56,7 @@ static void load(void) {
 
 int overtime_curl_load(char *error, size_t capacity) {
     pthread_once(&once, load);
-    if (failure[0] == '\0') return 0;
-    if (capacity > 0) {
-        strncpy(error, failure, capacity - 1);
-        error[capacity - 1] = '\0';
-    }
-    return -1;
+    return overtime_load_outcome(failure, error, capacity);
 }
 
 CURLcode overtime_curl_global_init(long flags) { return curl.global_init(flags); }

@@ -48,6 +48,18 @@ public final class RELPSink: LogSink {
     /// `relp://host:port`.
     public var description: String { "relp://\(host):\(port)" }
 
+    /// Why librelp cannot be loaded (it is loaded when the first session needs it, so a
+    /// program that never sends RELP does not load it nor its TLS libraries), or `nil`
+    /// once it is. A program may ask at start to fail early; until it loads, every
+    /// upload is retried.
+    public static var librelpUnavailable: String? { librelpLoadFailure }
+
+    private static let librelpLoadFailure: String? = {
+        var error = [CChar](repeating: 0, count: 256)
+        guard overtime_relp_load(&error, error.count) != 0 else { return nil }
+        return String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }()
+
     /// Sends every record of the segment in one RELP session; returns once all are acknowledged.
     public func store(_ segment: SealedSegment) async throws(SinkError) {
         let messages = try SyslogMessage.messages(of: segment, hostname: hostname, appName: appName)
@@ -72,42 +84,43 @@ public final class RELPSink: LogSink {
     }
 
     private func session(_ messages: [String], stop: StopFlag) -> Result<Void, SinkError> {
+        if let unavailable = Self.librelpUnavailable { return .failure(.retryable(unavailable, retryAfter: nil)) }
         let errors = ErrorLog()
         var engine: OpaquePointer?
-        guard relpEngineConstruct(&engine) == RELP_RET_OK, let engine else {
+        guard overtime_relp_engine_construct(&engine) == RELP_RET_OK, let engine else {
             return .failure(.retryable("librelp: cannot construct an engine", retryAfter: nil))
         }
         defer {
             var owned: OpaquePointer? = engine
-            relpEngineDestruct(&owned)
+            overtime_relp_engine_destruct(&owned)
         }
         overtime_relp_engine_silence(engine)
         var syslogCommand = Array("syslog".utf8CString).map { UInt8(bitPattern: $0) }
-        relpEngineSetEnableCmd(engine, &syslogCommand, eRelpCmdState_Required)
-        relpEngineSetShutdownImmdtPtr(engine, stop.pointer)
-        relpEngineSetOnErr(engine) { user, _, message, code in
+        overtime_relp_engine_set_enable_cmd(engine, &syslogCommand, eRelpCmdState_Required)
+        overtime_relp_engine_set_shutdown_immediate(engine, stop.pointer)
+        overtime_relp_engine_set_on_error(engine) { user, _, message, code in
             guard let user else { return }
             Unmanaged<ErrorLog>.fromOpaque(user).takeUnretainedValue()
                 .add(message.map { String(cString: $0) } ?? "error", code: code)
         }
         var client: OpaquePointer?
-        guard relpEngineCltConstruct(engine, &client) == RELP_RET_OK, var client else {
+        guard overtime_relp_engine_client_construct(engine, &client) == RELP_RET_OK, var client else {
             return .failure(.retryable("librelp: cannot construct a client", retryAfter: nil))
         }
         var destroyed = false
         defer {
             if !destroyed {
                 var owned: OpaquePointer? = client
-                relpEngineCltDestruct(engine, &owned)
+                overtime_relp_engine_client_destruct(engine, &owned)
             }
         }
         let seconds = UInt32(max(1, timeout.components.seconds))
-        relpCltSetTimeout(client, seconds)
-        relpCltSetConnTimeout(client, Int32(seconds))
-        relpCltSetUsrPtr(client, Unmanaged.passUnretained(errors).toOpaque())
+        overtime_relp_client_set_timeout(client, seconds)
+        overtime_relp_client_set_connect_timeout(client, Int32(seconds))
+        overtime_relp_client_set_user_pointer(client, Unmanaged.passUnretained(errors).toOpaque())
         let connected = String(port).withCString { port in
             host.withCString { host in
-                relpCltConnect(
+                overtime_relp_client_connect(
                     client, AF_UNSPEC,
                     UnsafeMutablePointer(mutating: port).withMemoryRebound(to: UInt8.self, capacity: 1) { $0 },
                     UnsafeMutablePointer(mutating: host).withMemoryRebound(to: UInt8.self, capacity: 1) { $0 })
@@ -122,7 +135,7 @@ public final class RELPSink: LogSink {
         // kernel's 200 ms cork timeout for its acknowledgements (4,000 lines took 6.2 s, 0.17 s without).
         for message in messages {
             var bytes = Array(message.utf8)
-            let sent = bytes.withUnsafeMutableBufferPointer { relpCltSendSyslog(client, $0.baseAddress, $0.count) }
+            let sent = bytes.withUnsafeMutableBufferPointer { overtime_relp_client_send_syslog(client, $0.baseAddress, $0.count) }
             if stop.isRaised { return .failure(.cancelled) }
             guard sent == RELP_RET_OK else {
                 return .failure(
@@ -131,7 +144,7 @@ public final class RELPSink: LogSink {
         }
         // The graceful close waits for the close response: every message before it is answered.
         var owned: OpaquePointer? = client
-        relpEngineCltDestruct(engine, &owned)
+        overtime_relp_engine_client_destruct(engine, &owned)
         destroyed = true
         client = engine  // not used again
         _ = client

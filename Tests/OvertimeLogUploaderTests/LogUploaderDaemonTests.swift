@@ -67,9 +67,10 @@ struct LogUploaderDaemonTests {
         #expect(progress.contains("rejected=0 dropped=0 truncated=0 dead-lettered=0 state=terminated"))
     }
 
-    /// The embedded default loads nothing it does not use: no libcurl (loaded by the first
-    /// HTTP request only), and, with stderr not a terminal, no progress line but the last.
-    @Test func aFolderSinkNeverLoadsLibcurlAndADaemonPrintsOnlyTheFinalProgressLine() throws {
+    /// The embedded default loads nothing it does not use: neither libcurl nor librelp
+    /// (each loaded by its sink's first request), and, with stderr not a terminal, no
+    /// progress line but the last.
+    @Test func aFolderSinkLoadsNeitherLibcurlNorLibrelpAndADaemonPrintsOnlyTheFinalProgressLine() throws {
         let folder = TemporaryDirectory("lean")
         defer { folder.remove() }
         let socket = folder.path + "/in.sock"
@@ -87,6 +88,8 @@ struct LogUploaderDaemonTests {
         let maps = String(decoding: (try? readWholeFile("/proc/\(child.pid)/maps").get()) ?? [], as: UTF8.self)
         #expect(maps.contains("log-uploader"), "the maps were read")
         #expect(!maps.contains("libcurl"))
+        #expect(!maps.contains("librelp"))
+        #expect(!maps.contains("libgnutls"))
         child.send(SIGTERM)
         #expect(child.waitForExit() == 0)
         #expect(child.standardError.filter { $0.hasPrefix("spooled=") }.count == 1)
