@@ -135,7 +135,9 @@ public final class RELPSink: LogSink {
         // kernel's 200 ms cork timeout for its acknowledgements (4,000 lines took 6.2 s, 0.17 s without).
         for message in messages {
             var bytes = Array(message.utf8)
-            let sent = bytes.withUnsafeMutableBufferPointer { overtime_relp_client_send_syslog(client, $0.baseAddress, $0.count) }
+            let sent = bytes.withUnsafeMutableBufferPointer {
+                overtime_relp_client_send_syslog(client, $0.baseAddress, $0.count)
+            }
             if stop.isRaised { return .failure(.cancelled) }
             guard sent == RELP_RET_OK else {
                 return .failure(

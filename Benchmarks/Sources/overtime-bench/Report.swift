@@ -65,10 +65,37 @@ struct Report {
             let met = spec.meetsTarget(Dictionary(rows, uniquingKeysWith: { $1 })).map { $0 ? "yes" : "**no**" } ?? "—"
             text += "| `\(spec.name)` (\(spec.unit)) | \(spec.what) | \(results) | \(spec.target) | \(met) |\n"
         }
+        text += footprintTable()
         if !notes.isEmpty {
             text += "\nNotes:\n\n" + notes.map { "- \($0)\n" }.joined()
         }
         return text
+    }
+
+    /// The shipped programs side by side, from the footprint rows of this run.
+    private func footprintTable() -> String {
+        let columns: [(title: String, metric: String, suffix: String)] = [
+            ("RSS at rest", "footprint_rss_mb", " MB"), ("threads", "footprint_threads", ""),
+            ("wake-ups/s at rest", "idle_wakeups_per_sec", ""), ("libraries", "footprint_shared_libraries", ""),
+            ("start → READY=1", "start_to_ready_ms", " ms"), ("SIGTERM → exit", "sigterm_to_exit_ms", " ms"),
+            ("stripped, static", "binary_size_mb", " MB"),
+        ]
+        let programs = ["log_uploader", "tiny_daemon", "service_lifecycle_peer"]
+        func value(_ metric: String, _ program: String) -> Double? {
+            values[metric]?.first { $0.0 == program }?.1
+        }
+        guard programs.contains(where: { program in columns.contains { value($0.metric, program) != nil } }) else {
+            return ""
+        }
+        var table = "\n### Footprint\n\n| program | " + columns.map(\.title).joined(separator: " | ") + " |\n"
+        table += "|---|" + columns.map { _ in "---|" }.joined() + "\n"
+        for program in programs {
+            let cells = columns.map { column in
+                value(column.metric, program).map { Self.format($0) + column.suffix } ?? "—"
+            }
+            table += "| `\(program)` | " + cells.joined(separator: " | ") + " |\n"
+        }
+        return table
     }
 
     func write(to folder: String) throws {

@@ -21,13 +21,22 @@ struct Scenarios {
         switch metric {
         case "grant_begin_end_pairs_per_sec":
             return [
-                ("overtime", { try GrantPairs.overtime(open: s.openGrants, seconds: s.pairSeconds) }),
-                ("libuv_timer", { GrantPairs.libuvTimer(open: s.openGrants, seconds: s.pairSeconds) }),
-                ("nio_scheduled", { try GrantPairs.nioScheduled(open: s.openGrants, seconds: s.pairSeconds) }),
-                ("dispatch_after", { GrantPairs.dispatchAfter(open: s.openGrants, seconds: s.pairSeconds) }),
+                ("overtime", { try GrantPairs.overtime(open: s.openGrants, .seconds(s.pairSeconds)) }),
+                ("libuv_timer", { GrantPairs.libuvTimer(open: s.openGrants, .seconds(s.pairSeconds)) }),
+                ("nio_scheduled", { try GrantPairs.nioScheduled(open: s.openGrants, .seconds(s.pairSeconds)) }),
+                ("dispatch_after", { GrantPairs.dispatchAfter(open: s.openGrants, .seconds(s.pairSeconds)) }),
                 ("task_sleep", { GrantPairs.taskSleep(open: s.openGrants, seconds: s.pairSeconds) }),
-                ("libuv_timer_reused", { GrantPairs.libuvTimerReused(open: s.openGrants, seconds: s.pairSeconds) }),
+                ("libuv_timer_reused", { GrantPairs.libuvTimerReused(open: s.openGrants, .seconds(s.pairSeconds)) }),
             ]
+        case "grant_pair_instructions":
+            return GrantPairs.countedImplementations.map { implementation in
+                (
+                    implementation,
+                    {
+                        try PairInstructions.count(implementation, executable: Self.selfPath, pairs: s.instructionPairs)
+                    }
+                )
+            }
         case "grant_begin_end_cross_thread_pairs_per_sec":
             return [
                 ("overtime", { try GrantPairs.overtimeCrossThread(open: s.openGrants, pairs: s.crossThreadPairs) })

@@ -36,6 +36,12 @@ struct OvertimeBench: ParsableCommand {
     var childIdle: String?
 
     @Option(help: .hidden)
+    var childPairs: String?
+
+    @Option(help: .hidden)
+    var open: Int = 0
+
+    @Option(help: .hidden)
     var childLateness: String?
 
     @Option(help: .hidden)
@@ -48,6 +54,11 @@ struct OvertimeBench: ParsableCommand {
         if let implementation = childMemory {
             // One row of bytes_per_open_grant, in a process of its own.
             print(try OpenGrantMemory.measure(implementation, count: count))
+            return
+        }
+        if let implementation = childPairs {
+            // Pairs for an instruction count taken from outside.
+            try GrantPairs.run(implementation, open: open, pairs: count)
             return
         }
         if let implementation = childIdle {

@@ -11,8 +11,28 @@ import Synchronization
 public enum GrantPairs {
     static let farAway: Int64 = 3_600
 
+    /// The implementations whose instructions per pair are counted (`task_sleep` is left
+    /// out: its pairs finish on the cooperative pool, after the count would stop).
+    public static let countedImplementations = [
+        "overtime", "libuv_timer", "libuv_timer_reused", "nio_scheduled", "dispatch_after",
+    ]
+
+    /// Runs `pairs` pairs of `implementation` with `open` open (in a child process that a
+    /// parent counts the instructions of).
+    public static func run(_ implementation: String, open: Int, pairs: Int) throws {
+        let run = PairRun.pairs(pairs)
+        switch implementation {
+        case "overtime": _ = try overtime(open: open, run)
+        case "libuv_timer": _ = libuvTimer(open: open, run)
+        case "libuv_timer_reused": _ = libuvTimerReused(open: open, run)
+        case "nio_scheduled": _ = try nioScheduled(open: open, run)
+        case "dispatch_after": _ = dispatchAfter(open: open, run)
+        default: throw ScenarioError("unknown implementation \(implementation)")
+        }
+    }
+
     /// Overtime on its loop thread: `beginBackgroundTask` + `endBackgroundTask`.
-    public static func overtime(open: Int, seconds: Double) throws -> Double {
+    public static func overtime(open: Int, _ run: PairRun) throws -> Double {
         let runtime = try BenchmarkRuntime.start()
         defer { BenchmarkRuntime.stop(runtime) }
         return BenchmarkRuntime.onLoop(runtime) {
@@ -20,7 +40,7 @@ public enum GrantPairs {
             var held: [BackgroundTaskID] = []
             held.reserveCapacity(open)
             for _ in 0..<open { held.append(runtime.beginBackgroundTask(name: "held", expirationHandler: handler)) }
-            let rate = operationsPerSecond(seconds: seconds) { count in
+            let rate = run.measure { count in
                 for _ in 0..<count {
                     let id = runtime.beginBackgroundTask(name: "pair", expirationHandler: handler)
                     runtime.endBackgroundTask(id)
@@ -56,22 +76,22 @@ public enum GrantPairs {
     /// Raw libuv, a timer per task as a program would use it: allocate and `uv_timer_init`
     /// a handle, `uv_timer_start`; to end it, `uv_timer_stop` and `uv_close`, the handle
     /// freed in its close callback (the loop runs once per chunk to call them).
-    public static func libuvTimer(open: Int, seconds: Double) -> Double {
+    public static func libuvTimer(open: Int, _ run: PairRun) -> Double {
         let timers = LibuvTimers(open: open)
         defer { timers.close() }
-        return operationsPerSecond(seconds: seconds) { count in timers.pairsWithOwnHandles(count) }
+        return run.measure { count in timers.pairsWithOwnHandles(count) }
     }
 
     /// Raw libuv at its cheapest: `uv_timer_start` + `uv_timer_stop` on one handle that
     /// already exists (a lower bound no program with a timer per task reaches).
-    public static func libuvTimerReused(open: Int, seconds: Double) -> Double {
+    public static func libuvTimerReused(open: Int, _ run: PairRun) -> Double {
         let timers = LibuvTimers(open: open)
         defer { timers.close() }
-        return operationsPerSecond(seconds: seconds) { count in timers.pairs(count) }
+        return run.measure { count in timers.pairs(count) }
     }
 
     /// SwiftNIO on its event loop: `scheduleTask(in:)` + `Scheduled.cancel()`.
-    public static func nioScheduled(open: Int, seconds: Double) throws -> Double {
+    public static func nioScheduled(open: Int, _ run: PairRun) throws -> Double {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { try? group.syncShutdownGracefully() }
         let loop = group.next()
@@ -79,7 +99,7 @@ public enum GrantPairs {
             var held: [Scheduled<Void>] = []
             held.reserveCapacity(open)
             for _ in 0..<open { held.append(loop.scheduleTask(in: .seconds(farAway)) {}) }
-            let rate = operationsPerSecond(seconds: seconds) { count in
+            let rate = run.measure { count in
                 for _ in 0..<count { loop.scheduleTask(in: .seconds(farAway)) {}.cancel() }
             }
             for scheduled in held { scheduled.cancel() }
@@ -88,7 +108,7 @@ public enum GrantPairs {
     }
 
     /// Dispatch: `asyncAfter` of a `DispatchWorkItem` + `cancel()`.
-    public static func dispatchAfter(open: Int, seconds: Double) -> Double {
+    public static func dispatchAfter(open: Int, _ run: PairRun) -> Double {
         let queue = DispatchQueue(label: "overtime-bench.dispatch")
         var held: [DispatchWorkItem] = []
         held.reserveCapacity(open)
@@ -97,7 +117,7 @@ public enum GrantPairs {
             queue.asyncAfter(deadline: .now() + .seconds(Int(farAway)), execute: item)
             held.append(item)
         }
-        let rate = operationsPerSecond(seconds: seconds) { count in
+        let rate = run.measure { count in
             for _ in 0..<count {
                 let item = DispatchWorkItem {}
                 queue.asyncAfter(deadline: .now() + .seconds(Int(farAway)), execute: item)
@@ -189,5 +209,22 @@ public final class LibuvTimers {
         uv_loop_close(loop)
         timers.deallocate()
         loop.deallocate()
+    }
+}
+
+/// How pairs are made: for a time (their rate per second is returned), or a fixed number
+/// of them (for an instruction count taken from outside; the number is returned).
+public enum PairRun: Sendable {
+    case seconds(Double)
+    case pairs(Int)
+
+    func measure(_ body: (Int) -> Void) -> Double {
+        switch self {
+        case .seconds(let seconds):
+            return operationsPerSecond(seconds: seconds, body)
+        case .pairs(let count):
+            body(count)
+            return Double(count)
+        }
     }
 }

@@ -68,6 +68,11 @@ public struct Sizes: Sendable {
         spoolLines >= 1_000_000 ? 7 : 1
     }
 
+    /// Begin+end pairs of the shorter of the two runs whose instructions are counted.
+    public var instructionPairs: Int {
+        spoolLines >= 1_000_000 ? 20_000 : 1_000
+    }
+
     /// Lines fed to `log-uploader` before its resident memory is read again.
     public var footprintLines: Int {
         spoolLines >= 1_000_000 ? 1_000_000 : 10_000
