@@ -50,7 +50,7 @@ struct MetricSpec: Sendable {
         MetricSpec(
             name: "idle_wakeups_per_sec", unit: "wake-ups/s", higherIsBetter: false,
             what: "every thread of a process at rest (from 3 s after READY=1): the runtime with 10,000 open in the "
-                + "foreground (nothing due), and the shipped programs with their defaults",
+                + "foreground (nothing due), the shipped programs with their defaults, and the ServiceGroup peer",
             target: "0 (overtime, log_uploader)"
         ) { values in
             guard let overtime = values["overtime"], let uploader = values["log_uploader"] else { return nil }

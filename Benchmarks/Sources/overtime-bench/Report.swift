@@ -75,8 +75,8 @@ struct Report {
     /// The shipped programs side by side, from the footprint rows of this run.
     private func footprintTable() -> String {
         let columns: [(title: String, metric: String, suffix: String)] = [
-            ("RSS at rest", "footprint_rss_mb", " MB"), ("threads", "footprint_threads", ""),
-            ("wake-ups/s at rest", "idle_wakeups_per_sec", ""), ("libraries", "footprint_shared_libraries", ""),
+            ("RSS at rest", "footprint_rss_mb", " MB"), ("threads", "footprint_threads", "#"),
+            ("wake-ups/s at rest", "idle_wakeups_per_sec", ""), ("libraries", "footprint_shared_libraries", "#"),
             ("start → READY=1", "start_to_ready_ms", " ms"), ("SIGTERM → exit", "sigterm_to_exit_ms", " ms"),
             ("stripped, static", "binary_size_mb", " MB"),
         ]

@@ -85,6 +85,7 @@ struct Scenarios {
             return children + [
                 ("log_uploader", { try program("log_uploader").wakeupsPerSecond }),
                 ("tiny_daemon", { try program("tiny_daemon").wakeupsPerSecond }),
+                ("service_lifecycle_peer", { try program("service_lifecycle_peer").wakeupsPerSecond }),
             ]
         case "start_to_ready_ms":
             return ["tiny_daemon", "log_uploader"].map { name in
