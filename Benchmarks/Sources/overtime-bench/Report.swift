@@ -90,8 +90,10 @@ struct Report {
         var table = "\n### Footprint\n\n| program | " + columns.map(\.title).joined(separator: " | ") + " |\n"
         table += "|---|" + columns.map { _ in "---|" }.joined() + "\n"
         for program in programs {
-            let cells = columns.map { column in
-                value(column.metric, program).map { Self.format($0) + column.suffix } ?? "—"
+            let cells = columns.map { column -> String in
+                guard let value = value(column.metric, program) else { return "—" }
+                // "#": a count, shown whole.
+                return column.suffix == "#" ? "\(Int(value))" : Self.format(value) + column.suffix
             }
             table += "| `\(program)` | " + cells.joined(separator: " | ") + " |\n"
         }
