@@ -47,7 +47,13 @@ let package = Package(
         // librelp from the system (Debian: librelp-dev's headers, librelp0 at run time), for
         // the RELP sink only: loaded with dlopen when a session first needs it.
         .target(name: "CLibRelp", dependencies: ["CSharedLibrary"]),
-        // dlopen of a system library on first use, for the two above.
+        // libcrypto from the system (OpenSSL 3, which Debian's libcurl4 already loads), for the
+        // S3 sink's SHA-256 and HMAC: loaded with dlopen when a sink first signs.
+        .target(name: "CLibCrypto", dependencies: ["CSharedLibrary"]),
+        // zstd and zlib from the system (Debian: libzstd-dev and zlib1g-dev's headers), for
+        // compressed uploads: each loaded with dlopen when a sink first compresses.
+        .target(name: "CCompression", dependencies: ["CSharedLibrary"]),
+        // dlopen of a system library on first use, for the ones above.
         .target(name: "CSharedLibrary", linkerSettings: [.linkedLibrary("dl")]),
         .target(
             name: "Overtime",
@@ -70,6 +76,8 @@ let package = Package(
                 "CCRC32C",
                 "CLibUV",
                 "CLibCurl",
+                "CLibCrypto",
+                "CCompression",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ]

@@ -38,9 +38,13 @@ struct Run: ParsableCommand {
     @Option(
         help: """
             Where segments go: a folder (the embedded default), an http:// URL (HTTP PUT), \
+            s3://bucket/prefix?endpoint=URL&region=R&addressing=path|virtual (S3 or an S3-compatible \
+            store; keys from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), \
             syslog://host:port (RFC 5424 over TCP) or relp://host:port (RELP, acknowledged).
             """)
     var sink = "log-uploader/collected"
+    @Option(help: "Compress segments sent to an http:// or s3:// sink: none, zstd or gzip (default none).")
+    var compression: String?
     @Option(help: "The most bytes the spool keeps, in MiB.") var quotaMb = 64
     @Option(help: "Seal a segment at this size, in KiB.") var segmentKb = 1024
     @Option(help: "The background budget, in seconds.") var budget = 30.0
@@ -70,9 +74,26 @@ struct Run: ParsableCommand {
     @Flag(help: "Terminate (and upload) when stdin closes.") var exitOnEof = false
 
     func validate() throws {
-        if sink.contains("://"), !["http://", "https://", "syslog://", "relp://"].contains(where: sink.hasPrefix) {
+        if sink.contains("://"),
+            !["http://", "https://", "s3://", "syslog://", "relp://"].contains(where: sink.hasPrefix)
+        {
             throw ValidationError(
-                "a sink is a folder, an http(s):// URL, syslog://host:port or relp://host:port; got '\(sink)'")
+                "a sink is a folder, an http(s):// or s3:// URL, syslog://host:port or relp://host:port; got '\(sink)'")
+        }
+        if sink.hasPrefix("s3://") {
+            do {
+                _ = try S3SinkConfiguration(url: sink, credentials: S3Credentials(accessKeyID: "", secretAccessKey: ""))
+            } catch {
+                throw ValidationError("\(error)")
+            }
+        }
+        if let compression {
+            guard SegmentEncoding(name: compression) != nil else {
+                throw ValidationError("--compression is none, zstd or gzip; got '\(compression)'")
+            }
+            guard ["http://", "https://", "s3://"].contains(where: sink.hasPrefix) else {
+                throw ValidationError("--compression applies to http(s):// and s3:// sinks")
+            }
         }
         if sink.hasPrefix("syslog://") || sink.hasPrefix("relp://"), hostAndPort() == nil {
             throw ValidationError("expected syslog://host:port or relp://host:port; got '\(sink)'")
@@ -93,6 +114,18 @@ struct Run: ParsableCommand {
             FileOutput.standardError("log-uploader: an HTTP sink needs libcurl (Debian: libcurl4): \(unavailable)")
             throw ExitCode(69)  // EX_UNAVAILABLE
         }
+        if sink.hasPrefix("s3://"), let unavailable = S3Sink.librariesUnavailable {
+            FileOutput.standardError(
+                "log-uploader: an S3 sink needs libcurl and libcrypto (Debian: libcurl4, libssl3): \(unavailable)")
+            throw ExitCode(69)
+        }
+        if let encoding = compression.flatMap(SegmentEncoding.init(name:)),
+            let unavailable = encoding.libraryUnavailable
+        {
+            FileOutput.standardError("log-uploader: --compression \(encoding) cannot load its library: \(unavailable)")
+            throw ExitCode(69)
+        }
+        let s3 = try sink.hasPrefix("s3://") ? s3Configuration() : nil
         if sink.hasPrefix("relp://"), let unavailable = RELPSink.librelpUnavailable {
             FileOutput.standardError("log-uploader: a RELP sink needs librelp (Debian: librelp0): \(unavailable)")
             throw ExitCode(69)
@@ -117,7 +150,7 @@ struct Run: ParsableCommand {
         configuration.expirationLeadTime = .milliseconds(Int(lead * 1000))
         configuration.controlSocketPath = controlSocket
         let runtime = try Runtime(configuration: configuration)
-        let uploader = LogUploader(runtime: runtime, spool: store, sink: makeSink(runtime))
+        let uploader = LogUploader(runtime: runtime, spool: store, sink: try makeSink(runtime, s3: s3))
         uploader.start()
         let scheduler = uploadInterval > 0 ? try schedulePeriodicUpload(uploader, runtime) : nil
         runtime.addControlCommand("redrive") {
@@ -202,7 +235,21 @@ struct Run: ParsableCommand {
         return scheduler
     }
 
-    private func makeSink(_ runtime: Runtime) -> any LogSink {
+    /// The S3 sink's configuration: the URL's, with keys from the environment and
+    /// `--compression` if given. Missing keys end the program with status 64, naming them.
+    private func s3Configuration() throws -> S3SinkConfiguration {
+        do {
+            var configuration = try S3SinkConfiguration(url: sink, credentials: S3Credentials.fromEnvironment())
+            if let encoding = compression.flatMap(SegmentEncoding.init(name:)) { configuration.encoding = encoding }
+            return configuration
+        } catch {
+            FileOutput.standardError("log-uploader: \(error)")
+            throw ExitCode(64)
+        }
+    }
+
+    private func makeSink(_ runtime: Runtime, s3: S3SinkConfiguration?) throws -> any LogSink {
+        if let s3 { return try S3Sink(configuration: s3, runtime: runtime) }
         if let (host, port) = hostAndPort() {
             return sink.hasPrefix("relp://")
                 ? RELPSink(host: host, port: port, appName: "log-uploader")
@@ -213,6 +260,7 @@ struct Run: ParsableCommand {
             if let permanentStatuses, let statuses = parsedStatuses(permanentStatuses) {
                 options.permanentStatuses = statuses
             }
+            if let encoding = compression.flatMap(SegmentEncoding.init(name:)) { options.encoding = encoding }
             return HTTPSink(baseURL: sink, runtime: runtime, configuration: options)
         }
         return DirectorySink(root: sink)

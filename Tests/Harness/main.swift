@@ -170,8 +170,13 @@ func crashUploader(directory: String, url: String, drainOnly: Bool) throws {
     var uploads = UploaderConfiguration()
     uploads.initialRetryDelay = .milliseconds(10)
     uploads.maximumRetryDelay = .milliseconds(50)
-    let uploader = LogUploader(
-        runtime: runtime, spool: spool, sink: HTTPSink(baseURL: url, runtime: runtime), configuration: uploads)
+    // An s3:// URL: an S3 sink with credentials from the environment; else an HTTP sink.
+    let sink: any LogSink =
+        url.hasPrefix("s3://")
+        ? try S3Sink(
+            configuration: S3SinkConfiguration(url: url, credentials: .fromEnvironment()), runtime: runtime)
+        : HTTPSink(baseURL: url, runtime: runtime)
+    let uploader = LogUploader(runtime: runtime, spool: spool, sink: sink, configuration: uploads)
     uploader.start()
     runtime.start()
     if !drainOnly {

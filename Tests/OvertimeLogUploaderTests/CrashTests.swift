@@ -5,11 +5,43 @@ import Testing
 @testable import OvertimeLogUploader
 
 @Suite(
-    "Crash safety: kill -9 while spooling and uploading to a real nginx, checkpoint damaged between runs",
+    "Crash safety: kill -9 while spooling and uploading to a real nginx and a real S3 store, checkpoint damaged between runs",
     .timeLimit(.minutes(5)))
 struct CrashTests {
     @Test func everyAcknowledgedLineIsOnTheServerExactlyOnceAfter100Kills() throws {
         let nginx = try NginxServer()
+        try killRepeatedly(url: nginx.baseURL) {
+            try nginx.storedFiles().map { file in
+                (file, Array(try Data(contentsOf: URL(fileURLWithPath: nginx.dataPath + "/logs/" + file))))
+            }
+        }
+    }
+
+    @Test func everyAcknowledgedLineIsInTheBucketExactlyOnceAfter100KillsAndAStoreKilledMidway() throws {
+        let store = try SeaweedFSServer()
+        let credentials = ["AWS_ACCESS_KEY_ID": store.accessKey, "AWS_SECRET_ACCESS_KEY": store.secretKey]
+        let url = "s3://\(store.bucket)/crash?endpoint=\(store.endpoint)&compression=zstd"
+        // The store is killed -9 during uploads and started again while the uploader retries.
+        try killRepeatedly(url: url, environment: credentials, midway: { try store.restart() }) {
+            let objects = try store.objects()
+            // The bucket is versioned: an overwritten object would have left a second version.
+            #expect(Set(objects.map(\.key)).count == objects.count, "no object was overwritten")
+            return objects.map { object in
+                #expect(object.key.hasPrefix("crash/") && object.key.hasSuffix(".log.zst"), "\(object.key)")
+                #expect(object.contentEncoding == "zstd")
+                return (String(object.key.dropFirst("crash/".count).dropLast(".zst".count)), object.content)
+            }
+        }
+    }
+
+    /// Kills an uploader to `url` 100 times at random moments while it appends and uploads
+    /// (damaging the checkpoint every tenth time, and calling `midway` while the 51st runs), drains
+    /// what is left, and checks what the collector holds (`stored`: each segment's name and
+    /// content): every acknowledged line exactly once, no gaps, one stream per damaged checkpoint.
+    private func killRepeatedly(
+        url: String, environment: [String: String] = [:], midway: (() throws -> Void)? = nil,
+        stored: () throws -> [(name: String, bytes: [UInt8])]
+    ) throws {
         let folder = TemporaryDirectory("crash")
         defer { folder.remove() }
         let spool = folder.path + "/spool"
@@ -18,9 +50,10 @@ struct CrashTests {
         var kills = 0
         var damaged = 0
         while kills < 100 {
-            let child = try RunningChild(["crash-uploader", spool, nginx.baseURL])
+            let child = try RunningChild(["crash-uploader", spool, url], environment: environment)
             // Let it run a random while: appends, seals, uploads, checkpoints all happen.
             usleep(UInt32(20_000 + generator.next() % 180_000))
+            if kills == 50 { try midway?() }  // while this uploader runs
             child.send(SIGKILL)
             _ = child.waitForExit()
             kills += 1
@@ -38,17 +71,17 @@ struct CrashTests {
         }
         // Uploads ran between the kills (not only in the final drain), so kills landed
         // during uploads and between a 2xx and its checkpoint as well as during appends.
-        let storedBeforeDrain = nginx.storedFiles().count
+        let storedBeforeDrain = try stored().count
         #expect(storedBeforeDrain > 20)
-        let drain = try RunningChild(["crash-uploader", spool, nginx.baseURL, "drain"])
+        let drain = try RunningChild(["crash-uploader", spool, url, "drain"], environment: environment)
         #expect(drain.waitForExit(timeout: .seconds(60)) == 0)
         #expect(acknowledged.values.reduce(0, +) > 500)
         // What the collector holds, per stream: every stored segment, parsed.
         var owner: [String: [UInt64: String]] = [:]
         var duplicates = 0
-        for file in nginx.storedFiles() {
-            let parsed = SegmentFormat.parse(
-                Array(try Data(contentsOf: URL(fileURLWithPath: nginx.dataPath + "/logs/" + file))))
+        let segments = try stored()
+        for (file, bytes) in segments {
+            let parsed = SegmentFormat.parse(bytes)
             #expect(parsed.problem == nil, "\(file): \(parsed.problem ?? "")")
             let stream = try #require(parsed.streamID).description
             #expect(file.hasPrefix(stream + "/"), "stored under its own stream's name")
@@ -69,9 +102,9 @@ struct CrashTests {
         }
         for stream in acknowledged.keys { #expect(owner[stream] != nil, "stream \(stream) reached the server") }
         print(
-            "crash test: \(kills) kills, \(damaged) damaged checkpoints, \(acknowledged.values.reduce(0, +)) lines "
-                + "acknowledged, \(storedLines) stored in \(nginx.storedFiles().count) segments "
-                + "(\(storedBeforeDrain) before the final drain)")
+            "crash test (\(url)): \(kills) kills, \(damaged) damaged checkpoints, "
+                + "\(acknowledged.values.reduce(0, +)) lines acknowledged, \(storedLines) stored in \(segments.count) "
+                + "segments (\(storedBeforeDrain) before the final drain)")
     }
 
     /// Damages a checkpoint file: emptied, both slots' segment numbers flipped, or removed.

@@ -9,21 +9,11 @@ import Testing
 @Suite("HTTPSink against a real nginx", .timeLimit(.minutes(2)))
 struct HTTPSinkTests {
     private func spoolWithSegments(_ folder: TemporaryDirectory, lines: Int = 200) throws -> Spool {
-        var options = SpoolConfiguration()
-        options.segmentBytes = 4096
-        let spool = try Spool(directory: folder.path, configuration: options)
-        for index in 0..<lines { try spool.append("http line \(index) " + String(repeating: "h", count: 50)) }
-        try spool.sealActiveSegment()
-        return spool
+        try spoolWithSealedSegments(folder, lines: lines, label: "http")
     }
 
-    private func runtime() throws -> Runtime {
-        var configuration = RuntimeConfiguration()
-        configuration.signalHandling = nil
-        configuration.logger = LogCapture().logger
-        let runtime = try Runtime(configuration: configuration)
-        runtime.start()
-        return runtime
+    private func runtime(clock: any RuntimeClock = SystemClock()) throws -> Runtime {
+        try startedSinkRuntime(clock: clock)
     }
 
     @Test func putStoresTheSegmentByteForByteAndARepeatIsIdempotent() async throws {

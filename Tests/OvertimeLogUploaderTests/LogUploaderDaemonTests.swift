@@ -5,7 +5,7 @@ import Testing
 
 @testable import OvertimeLogUploader
 
-@Suite("log-uploader daemon, end to end on the directory sink", .timeLimit(.minutes(2)))
+@Suite("log-uploader daemon, end to end on the directory sink and an S3 store", .timeLimit(.minutes(2)))
 struct LogUploaderDaemonTests {
     private func collected(_ folder: TemporaryDirectory) throws -> [SpoolRecord] {
         let root = folder.path + "/collected"
@@ -100,7 +100,46 @@ struct LogUploaderDaemonTests {
         #expect(child.waitForExit() == 64)
         #expect(
             child.standardError.contains {
-                $0.contains("a sink is a folder, an http(s):// URL, syslog://host:port or relp://host:port")
+                $0.contains("a sink is a folder, an http(s):// or s3:// URL, syslog://host:port or relp://host:port")
             })
+        for (arguments, words) in [
+            (["--sink", "s3://Bad_Bucket/x"], "a bucket name is 3 to 63 lowercase letters"),
+            (["--sink", "s3://bucket?endpoint=ftp://h"], "an endpoint is http(s)://host[:port]"),
+            (["--compression", "lz4", "--sink", "http://127.0.0.1:9/x"], "--compression is none, zstd or gzip"),
+            (["--compression", "zstd"], "--compression applies to http(s):// and s3:// sinks"),
+        ] {
+            let refused = try RunningChild(arguments, executable: "log-uploader")
+            #expect(refused.waitForExit() == 64)
+            #expect(refused.standardError.contains { $0.contains(words) }, "\(refused.standardError)")
+        }
+    }
+
+    @Test func anS3SinkTakesItsKeysFromTheEnvironmentAndStoresCompressedObjects() throws {
+        let store = try SeaweedFSServer()
+        let folder = TemporaryDirectory("daemon-s3")
+        defer { folder.remove() }
+        let sink = "s3://\(store.bucket)/daemons/a?endpoint=\(store.endpoint)"
+        let arguments = [
+            "--spool", folder.path + "/spool", "--sink", sink, "--compression", "zstd", "--exit-on-eof",
+            "--upload-interval", "0",
+        ]
+        // Without keys: a clear refusal naming what is missing, before anything is spooled.
+        let refused = try RunningChild(
+            arguments, environment: ["AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""], executable: "log-uploader")
+        #expect(refused.waitForExit() == 64)
+        #expect(refused.standardError.joined().contains("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY not set"))
+        let child = try RunningChild(
+            arguments, environment: ["AWS_ACCESS_KEY_ID": store.accessKey, "AWS_SECRET_ACCESS_KEY": store.secretKey],
+            executable: "log-uploader", standardInput: true)
+        try child.input!.write(contentsOf: Data((1...5000).map { "s3 daemon line \($0)\n" }.joined().utf8))
+        try child.input!.close()
+        #expect(child.waitForExit() == 0, "\(child.standardError)")
+        #expect(!child.standardError.joined().contains(store.secretKey))
+        let objects = try store.objects()
+        #expect(objects.allSatisfy { $0.key.hasPrefix("daemons/a/") && $0.key.hasSuffix(".log.zst") })
+        #expect(objects.allSatisfy { $0.contentEncoding == "zstd" })
+        let lines = objects.flatMap { SegmentFormat.parse($0.content).records.map(\.text) }
+            .filter { $0.hasPrefix("s3 daemon line ") }
+        #expect(lines.sorted() == (1...5000).map { "s3 daemon line \($0)" }.sorted())
     }
 }

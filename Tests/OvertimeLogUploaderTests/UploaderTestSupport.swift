@@ -48,6 +48,27 @@ final class ScriptedSink: LogSink, @unchecked Sendable {
     }
 }
 
+/// A spool in `folder` with 4 KiB segments holding `lines` lines `"<label> line N sss…"`,
+/// all sealed: what a sink's test stores.
+func spoolWithSealedSegments(_ folder: TemporaryDirectory, lines: Int, label: String) throws -> Spool {
+    var options = SpoolConfiguration()
+    options.segmentBytes = 4096
+    let spool = try Spool(directory: folder.path, configuration: options)
+    for index in 0..<lines { try spool.append("\(label) line \(index) " + String(repeating: "x", count: 45)) }
+    try spool.sealActiveSegment()
+    return spool
+}
+
+/// A started runtime on `clock` that handles no signals and logs into a capture.
+func startedSinkRuntime(clock: any RuntimeClock = SystemClock()) throws -> Runtime {
+    var configuration = RuntimeConfiguration()
+    configuration.signalHandling = nil
+    configuration.logger = LogCapture().logger
+    let runtime = try Runtime(configuration: configuration, clock: clock)
+    runtime.start()
+    return runtime
+}
+
 extension Array where Element: Hashable {
     func uniqued() -> [Element] {
         var seen = Set<Element>()

@@ -37,6 +37,16 @@ public struct SealedSegment: Sendable, Hashable {
         return parsed.records
     }
 
+    /// Its bytes (the first ``bytes`` of its file), for sinks that send from memory; a file
+    /// that cannot be read is a retryable failure.
+    func readBytes() throws(SinkError) -> [UInt8] {
+        do {
+            return Array(try SpoolFiles.readAll(path).prefix(bytes))
+        } catch {
+            throw .retryable("cannot read \(path): \(error)", retryAfter: nil)
+        }
+    }
+
     /// The stable name sinks store it under: `<stream-id>/<number>.log`.
     public var name: String { SegmentName.make(stream: stream, segment: number) }
     var resendFileName: String { SegmentName.resendFileName(stream: stream, segment: number) }

@@ -1,5 +1,5 @@
-// One HTTP request on libcurl's easy interface: PUT of a file, HEAD, or GET into memory.
-// The transfer only speaks HTTP; what a status means for a segment is `HTTPSink`'s call.
+// One HTTP request on libcurl's easy interface: any method, a body from a file or memory,
+// the answer into memory. The transfer only speaks HTTP; what a status means is the sink's call.
 
 import CLibCurl
 import Overtime
@@ -8,71 +8,65 @@ import Overtime
     import Glibc
 #endif
 
-/// What a collector answered.
-struct HTTPResponse: Sendable {
-    /// The status code.
-    let status: Int
-    /// `Retry-After` in seconds, if the collector sent one.
-    let retryAfter: Duration?
-    /// The body, for a GET (at most the request's limit plus one byte).
-    let body: [UInt8]
-}
-
 /// One request: the easy handle, the file a PUT reads from, and the continuation waiting
 /// for the answer. Finishes exactly once.
 ///
 /// Made, driven and finished on the loop thread (checked in debug builds); `Sendable` only
 /// so that a cancellation handler can carry it back to the loop.
 final class CurlTransfer: @unchecked Sendable {  // confined to the loop thread
-    /// What to ask.
-    enum Method {
-        /// Upload the file at `path` (`bytes` long), with `If-None-Match: *`.
-        case put(path: String, bytes: Int)
-        case head
-        /// Download at most `limit` bytes (one more marks "longer than expected").
-        case get(limit: Int)
-    }
-
     let easy: UnsafeMutableRawPointer
     private var file: UnsafeMutablePointer<FILE>?
+    private var upload: [UInt8] = []
+    private var uploaded = 0
     private var headers: UnsafeMutablePointer<curl_slist>?
     private var retryAfter: Duration?
     private var body: [UInt8] = []
-    private var bodyLimit = 0
+    private let bodyLimit: Int
     private var continuation: CheckedContinuation<Result<HTTPResponse, SinkError>, Never>?
     private let context: DriverContext
 
-    /// Prepares `method url`, on the loop thread.
+    /// Prepares `request`, on the loop thread.
     init(
-        url: String, method: Method, context: DriverContext,
+        _ request: HTTPRequest, context: DriverContext,
         continuation: CheckedContinuation<Result<HTTPResponse, SinkError>, Never>
     ) {
         context.assertOnLoop()
         easy = overtime_curl_easy_init()
         self.context = context
         self.continuation = continuation
+        bodyLimit = request.responseLimit
         let context = Unmanaged.passUnretained(self).toOpaque()
-        overtime_easy_setopt_string(easy, CURLOPT_URL, url)
+        overtime_easy_setopt_string(easy, CURLOPT_URL, request.url)
         headers = overtime_curl_slist_append(nil, "Expect:")  // no "100-continue" round trip
-        switch method {
-        case .put(let path, let bytes):
+        for line in request.headers { headers = overtime_curl_slist_append(headers, line) }
+        switch request.method {
+        case "HEAD": overtime_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
+        case "GET", "PUT": break
+        default: overtime_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, request.method)
+        }
+        let length: Int
+        switch request.body {
+        case .none:
+            length = request.method == "GET" || request.method == "HEAD" ? -1 : 0
+        case .file(let path, let bytes):
             file = fopen(path, "rb")
             if file == nil { cannotStart = .retryable("cannot read \(path): \(errnoDescription())", retryAfter: nil) }
+            length = bytes
+        case .bytes(let bytes):
+            upload = bytes
+            length = bytes.count
+        }
+        if length >= 0 {
+            // PUT semantics (a body of known length read by the callback); another method's
+            // name is sent instead when one was set above.
             overtime_easy_setopt_long(easy, CURLOPT_UPLOAD, 1)
-            overtime_easy_setopt_offset(easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(bytes))
-            overtime_easy_setopt_pointer(easy, CURLOPT_READDATA, UnsafeMutableRawPointer(file))
-            overtime_easy_setopt_read_function(easy) { buffer, size, count, file in
-                fread(buffer, size, count, file!.assumingMemoryBound(to: FILE.self))
+            overtime_easy_setopt_offset(easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(length))
+            overtime_easy_setopt_pointer(easy, CURLOPT_READDATA, context)
+            overtime_easy_setopt_read_function(easy) { buffer, size, count, context in
+                Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue().read(into: buffer!, size * count)
             }
             // A segment in few large reads and sends (libcurl's default buffer is 64 KiB).
             overtime_easy_setopt_long(easy, CURLOPT_UPLOAD_BUFFERSIZE, 512 * 1024)
-            headers = overtime_curl_slist_append(headers, "Content-Type: application/octet-stream")
-            // A collector that honours it refuses (412) to replace what it stores.
-            headers = overtime_curl_slist_append(headers, "If-None-Match: *")
-        case .head:
-            overtime_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
-        case .get(let limit):
-            bodyLimit = limit
         }
         // Small segments: no Nagle delay.
         overtime_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1)
@@ -96,6 +90,18 @@ final class CurlTransfer: @unchecked Sendable {  // confined to the loop thread
             transfer.body += UnsafeRawBufferPointer(start: data, count: min(size * count, room))
             return size * count
         }
+    }
+
+    /// The next part of the body into curl's buffer: how many bytes were written.
+    private func read(into buffer: UnsafeMutablePointer<CChar>, _ room: Int) -> Int {
+        if let file { return fread(buffer, 1, room, file) }
+        let count = min(room, upload.count - uploaded)
+        guard count > 0 else { return 0 }
+        upload.withUnsafeBytes { bytes in
+            UnsafeMutableRawPointer(buffer).copyMemory(from: bytes.baseAddress! + uploaded, byteCount: count)
+        }
+        uploaded += count
+        return count
     }
 
     deinit {

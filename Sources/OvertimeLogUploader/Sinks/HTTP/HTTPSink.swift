@@ -1,8 +1,9 @@
 import CLibCurl
 import Overtime
 
-/// Stores segments with HTTP PUT under stable names, `<base>/<stream-id>/<segment>.log`,
-/// through libcurl's multi-socket interface on the runtime's own loop.
+/// Stores segments with HTTP PUT under stable names, `<base>/<stream-id>/<segment>.log`
+/// (`.log.zst` or `.log.gz` with ``HTTPSinkConfiguration/encoding``), through libcurl's
+/// multi-socket interface on the runtime's own loop.
 ///
 /// **Never overwrites a stored segment with different bytes.** Every PUT carries
 /// `If-None-Match: *`; a collector that honours it answers 412 instead of replacing. Not
@@ -13,7 +14,7 @@ import Overtime
 /// an answer. A segment sealed in this run, on its first attempt, cannot be stored under
 /// a numbering the checkpoint proves, so it goes straight to the PUT (no extra round
 /// trip on the common path). Whenever a name is taken, the stored object is downloaded
-/// and compared: the same bytes count as stored (a retry after a crash), different bytes
+/// and compared (decoded first, when compressed): the same bytes count as stored (a retry after a crash), different bytes
 /// are refused for good and never overwritten (``SinkError/permanent(_:)``: the segment
 /// goes to the dead-letter folder, loudly). See ``HTTPSinkConfiguration/OverwriteProtection``.
 ///
@@ -29,8 +30,7 @@ public final class HTTPSink: LogSink {
     public let baseURL: String
     /// How statuses are read and overwrites prevented.
     public let configuration: HTTPSinkConfiguration
-    private let context: DriverContext
-    private let driver: LoopBound<CurlMulti?>
+    private let client: HTTPClient
     /// Names whose request went out without a known outcome: asked about before the next try.
     private let uncertain = Locked<Set<String>>([])
 
@@ -39,8 +39,7 @@ public final class HTTPSink: LogSink {
         var base = baseURL
         while base.hasSuffix("/") { base.removeLast() }
         self.baseURL = base
-        self.context = runtime.driverContext
-        self.driver = LoopBound(nil, context: runtime.driverContext)
+        self.client = HTTPClient(runtime: runtime)
         self.configuration = configuration
     }
 
@@ -50,51 +49,52 @@ public final class HTTPSink: LogSink {
     /// Why libcurl cannot be loaded (it is loaded when the first request needs it, so a
     /// program that never uploads over HTTP does not load it), or `nil` once it is. A
     /// program may ask at start to fail early; until it loads, every upload is retried.
-    public static var libcurlUnavailable: String? { libcurlLoadFailure }
-
-    private static let libcurlLoadFailure: String? = {
-        var error = [CChar](repeating: 0, count: 256)
-        guard overtime_curl_load(&error, error.count) != 0 else { return nil }
-        return String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }()
+    public static var libcurlUnavailable: String? { HTTPClient.libcurlUnavailable }
 
     /// Uploads the segment's file unless the collector already stores it; returns once the
     /// collector holds exactly these bytes under the segment's name.
     public func store(_ segment: SealedSegment) async throws(SinkError) {
-        let url = baseURL + "/" + segment.name
-        let mayBeTaken = segment.mayAlreadyBeStored || uncertain.withLock { $0.contains(segment.name) }
+        let encoding = configuration.encoding
+        let name = segment.name + encoding.fileExtension
+        let url = baseURL + "/" + name
+        let mayBeTaken = segment.mayAlreadyBeStored || uncertain.withLock { $0.contains(name) }
         if configuration.overwriteProtection == .checkBeforeUpload, mayBeTaken {
-            let head = try await perform(url, .head)
+            let head = try await client.perform(HTTPRequest(method: "HEAD", url: url))
             switch head.status {
-            case 200...299: return try await verifyStored(segment, url: url)
+            case 200...299: return try await verifyStored(segment, name: name, url: url)
             case 404, 410: break
             default: throw failure(head, asking: "HEAD")
             }
         }
-        uncertain.withLock { _ = $0.insert(segment.name) }
-        let put = try await perform(url, .put(path: segment.path, bytes: segment.bytes))
-        switch put.status {
-        case 200, 201, 204: uncertain.withLock { _ = $0.remove(segment.name) }
-        case 412: try await verifyStored(segment, url: url)  // the name is taken
-        default: throw failure(put, asking: "PUT")
+        var put = HTTPRequest(method: "PUT", url: url)
+        // A collector that honours it refuses (412) to replace what it stores.
+        put.headers = ["Content-Type: application/octet-stream", "If-None-Match: *"]
+        if let contentEncoding = encoding.contentEncoding {
+            put.headers.append("Content-Encoding: " + contentEncoding)
+            put.body = .bytes(try encoding.encode(try segment.readBytes()))
+        } else {
+            put.body = .file(path: segment.path, bytes: segment.bytes)
+        }
+        uncertain.withLock { _ = $0.insert(name) }
+        let answer = try await client.perform(put)
+        switch answer.status {
+        case 200, 201, 204: uncertain.withLock { _ = $0.remove(name) }
+        case 412: try await verifyStored(segment, name: name, url: url)  // the name is taken
+        default: throw failure(answer, asking: "PUT")
         }
     }
 
     /// The name is taken: stored when the object holds our bytes, refused for good otherwise.
-    private func verifyStored(_ segment: SealedSegment, url: String) async throws(SinkError) {
-        let get = try await perform(url, .get(limit: segment.bytes))
+    private func verifyStored(_ segment: SealedSegment, name: String, url: String) async throws(SinkError) {
+        var request = HTTPRequest(method: "GET", url: url)
+        request.responseLimit = configuration.encoding.largestObject(contentBytes: segment.bytes)
+        let get = try await client.perform(request)
         guard (200...299).contains(get.status) else { throw failure(get, asking: "GET") }
-        let local: [UInt8]
-        do {
-            local = try SpoolFiles.readAll(segment.path)
-        } catch {
-            throw .retryable("cannot read \(segment.path): \(error)", retryAfter: nil)
-        }
-        guard get.body == local else {
+        guard try configuration.encoding.object(get.body, holds: try segment.readBytes()) else {
             throw .permanent(
-                "a different object (\(get.body.count) bytes) is already stored as \(segment.name); not overwritten")
+                "a different object (\(get.body.count) bytes) is already stored as \(name); not overwritten")
         }
-        uncertain.withLock { _ = $0.remove(segment.name) }
+        uncertain.withLock { _ = $0.remove(name) }
     }
 
     private func failure(_ response: HTTPResponse, asking method: String) -> SinkError {
@@ -102,44 +102,6 @@ public final class HTTPSink: LogSink {
             return .permanent("\(method) answered HTTP \(response.status)")
         }
         return .retryable("\(method) answered HTTP \(response.status)", retryAfter: response.retryAfter)
-    }
-
-    /// One request on the loop's libcurl driver; cancelling the task aborts it.
-    private func perform(_ url: String, _ method: CurlTransfer.Method) async throws(SinkError) -> HTTPResponse {
-        if let unavailable = Self.libcurlUnavailable { throw .retryable(unavailable, retryAfter: nil) }
-        let pending = Locked<CurlTransfer?>(nil)
-        let cancelled = Locked(false)
-        let context = self.context
-        let outcome: Result<HTTPResponse, SinkError> = await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let queued = context.execute { [self] in
-                    guard !cancelled.withLock({ $0 }) else {
-                        return continuation.resume(returning: .failure(.cancelled))
-                    }
-                    let transfer = CurlTransfer(url: url, method: method, context: context, continuation: continuation)
-                    if let failure = transfer.cannotStart { return transfer.finish(.failure(failure)) }
-                    pending.withLock { $0 = transfer }
-                    multi().start(transfer)
-                }
-                if !queued {
-                    continuation.resume(returning: .failure(.retryable("the runtime has shut down", retryAfter: nil)))
-                }
-            }
-        } onCancel: {
-            cancelled.withLock { $0 = true }
-            _ = context.execute { [self] in
-                if let transfer = pending.withLock({ $0 }) { multi().cancel(transfer) }
-            }
-        }
-        return try outcome.get()
-    }
-
-    /// The driver, made on first use. Loop thread.
-    private func multi() -> CurlMulti {
-        if let made = driver.value { return made }
-        let made = CurlMulti(context: context)
-        driver.value = made
-        return made
     }
 }
 
@@ -173,6 +135,8 @@ public struct HTTPSinkConfiguration: Sendable {
     public var permanentStatuses: Set<Int> = [400, 411, 413, 414, 415, 422]
     /// Default ``OverwriteProtection/checkBeforeUpload``.
     public var overwriteProtection = OverwriteProtection.checkBeforeUpload
+    /// How segments are sent and named: default ``SegmentEncoding/identity``.
+    public var encoding = SegmentEncoding.identity
 
     /// The defaults.
     public init() {}

@@ -1,0 +1,173 @@
+import Foundation
+import Overtime
+import OvertimeTestSupport
+import OvertimeTesting
+import Testing
+
+@testable import OvertimeLogUploader
+
+@Suite("S3Sink against a real SeaweedFS that checks signatures, read back with boto3", .timeLimit(.minutes(3)))
+struct S3SinkTests {
+    private func spoolWithSegments(_ folder: TemporaryDirectory, lines: Int = 300) throws -> Spool {
+        try spoolWithSealedSegments(folder, lines: lines, label: "s3")
+    }
+
+    private func runtime(clock: any RuntimeClock = SystemClock()) throws -> Runtime {
+        try startedSinkRuntime(clock: clock)
+    }
+
+    private func configuration(
+        _ store: SeaweedFSServer, prefix: String = "fleet/device-7", secret: String? = nil
+    ) -> S3SinkConfiguration {
+        var configuration = S3SinkConfiguration(
+            bucket: store.bucket, prefix: prefix,
+            credentials: S3Credentials(accessKeyID: store.accessKey, secretAccessKey: secret ?? store.secretKey))
+        configuration.endpoint = store.endpoint
+        return configuration
+    }
+
+    private func stop(_ runtime: Runtime) async {
+        runtime.requestTermination()
+        await runtime.waitUntilTerminated()
+        #expect(runtime.loopClosedCleanly == true)
+    }
+
+    @Test(arguments: [SegmentEncoding.identity, .zstd, .gzip])
+    func eachSegmentIsOneObjectUnderItsNameAndARepeatIsIdempotent(_ encoding: SegmentEncoding) async throws {
+        let store = try SeaweedFSServer()
+        let folder = TemporaryDirectory("s3")
+        defer { folder.remove() }
+        let spool = try spoolWithSegments(folder)
+        let runtime = try runtime()
+        var options = configuration(store)
+        options.encoding = encoding
+        let sink = try S3Sink(configuration: options, runtime: runtime)
+        for segment in spool.sealedSegments {
+            try await sink.store(segment)
+            try await sink.store(segment)  // again, as after a crash before the checkpoint: 412, ours
+        }
+        let objects = try store.objects()
+        let expected = spool.sealedSegments.map { "fleet/device-7/\($0.name).log".dropLast(4) + encoding.fileExtension }
+        #expect(objects.map(\.key).sorted() == expected.map(String.init).sorted(), "one version of each, no more")
+        for segment in spool.sealedSegments {
+            let object = try #require(objects.first { $0.key == sink.objectKey(for: segment) })
+            #expect(object.content == Array(try Data(contentsOf: URL(fileURLWithPath: segment.path))))
+            #expect(object.contentEncoding == encoding.contentEncoding)
+            if encoding != .identity { #expect(object.size < segment.bytes / 2, "stored compressed") }
+        }
+        await stop(runtime)
+    }
+
+    @Test func aNameTakenByOtherBytesIsRefusedForGoodAndNeverOverwritten() async throws {
+        let store = try SeaweedFSServer()
+        let folder = TemporaryDirectory("s3")
+        defer { folder.remove() }
+        let spool = try spoolWithSegments(folder)
+        let segments = spool.sealedSegments
+        let runtime = try runtime()
+        let sink = try S3Sink(configuration: configuration(store), runtime: runtime)
+        // Another writer holds the first name; our own bytes are already under the second.
+        try store.put(sink.objectKey(for: segments[0]), Array("another writer's object".utf8))
+        try store.put(sink.objectKey(for: segments[1]), try segments[1].readBytes())
+        do {
+            try await sink.store(segments[0])
+            Issue.record("a different object was overwritten")
+        } catch {
+            #expect(error.code == .permanent, "\(error)")
+            #expect(error.reason.contains("not overwritten"), "\(error)")
+        }
+        try await sink.store(segments[1])  // the same content: counts as stored
+        let objects = try store.objects()
+        #expect(objects.count == 2, "no second version of either")
+        #expect(
+            objects.first { $0.key == sink.objectKey(for: segments[0]) }?.content
+                == Array("another writer's object".utf8))
+        await stop(runtime)
+    }
+
+    @Test func aWrongSecretOrKeyIsRefusedForGoodNamingTheStoresCodeAndNeverTheSecret() async throws {
+        let store = try SeaweedFSServer()
+        let folder = TemporaryDirectory("s3")
+        defer { folder.remove() }
+        let spool = try spoolWithSegments(folder, lines: 10)
+        let segment = try #require(spool.sealedSegments.first)
+        let runtime = try runtime()
+        let wrongSecret = try S3Sink(configuration: configuration(store, secret: "not-the-secret-42"), runtime: runtime)
+        var unknownKey = configuration(store)
+        unknownKey.credentials.accessKeyID = "AKIDNOSUCHKEY"
+        for (sink, code) in [
+            (wrongSecret, "SignatureDoesNotMatch"),
+            (try S3Sink(configuration: unknownKey, runtime: runtime), "InvalidAccessKeyId"),
+        ] {
+            do {
+                try await sink.store(segment)
+                Issue.record("stored with bad credentials")
+            } catch {
+                #expect(error.code == .permanent, "\(error)")
+                #expect(error.reason.contains("403 \(code)"), "\(error)")
+                #expect(!"\(error)".contains("not-the-secret-42") && !"\(error)".contains(store.secretKey))
+            }
+            #expect(!"\(sink)".contains("not-the-secret-42") && !"\(sink)".contains(store.secretKey))
+        }
+        #expect(try store.objects().isEmpty)
+        await stop(runtime)
+    }
+
+    @Test func aClockAnHourOffIsReportedAsSuchAndRetriedNotRefused() async throws {
+        let store = try SeaweedFSServer()
+        let folder = TemporaryDirectory("s3")
+        defer { folder.remove() }
+        let spool = try spoolWithSegments(folder, lines: 10)
+        let segment = try #require(spool.sealedSegments.first)
+        let skewed = try runtime(clock: SkewedClock(offset: .seconds(-3600)))
+        let sink = try S3Sink(configuration: configuration(store), runtime: skewed)
+        do {
+            try await sink.store(segment)
+            Issue.record("stored with a clock an hour off")
+        } catch {
+            #expect(error.code == .retryable, "the clock will be set; the segment waits")
+            #expect(error.reason.contains("RequestTimeTooSkewed") && error.reason.contains("clock"), "\(error)")
+        }
+        await stop(skewed)
+        // Once the clock is right, the same segment goes.
+        let runtime = try runtime()
+        try await S3Sink(configuration: configuration(store), runtime: runtime).store(segment)
+        #expect(try store.objects().count == 1)
+        await stop(runtime)
+    }
+
+    @Test func theUploaderRidesOutAStoreKilledMidUploadAndLosesNothing() async throws {
+        let store = try SeaweedFSServer()
+        let folder = TemporaryDirectory("s3")
+        defer { folder.remove() }
+        let spool = try spoolWithSegments(folder, lines: 3000)
+        let count = spool.sealedSegments.count
+        let runtime = try runtime()
+        var retries = UploaderConfiguration()
+        retries.initialRetryDelay = .milliseconds(20)
+        retries.maximumRetryDelay = .milliseconds(100)
+        let uploader = LogUploader(
+            runtime: runtime, spool: spool, sink: try S3Sink(configuration: configuration(store), runtime: runtime),
+            configuration: retries)
+        uploader.start()
+        let drained = Task { await uploader.drain() }
+        while spool.sealedSegments.count > count * 3 / 4 { try await Task.sleep(for: .milliseconds(2)) }
+        store.kill()  // mid-upload: requests in flight fail, the uploader retries
+        try await Task.sleep(for: .milliseconds(300))
+        try store.restart()
+        var left = await drained.value
+        while left > 0 { left = await uploader.drain() }
+        let objects = try store.objects()
+        #expect(Set(objects.map(\.key)).count == objects.count, "no object overwritten")
+        let lines = objects.flatMap { SegmentFormat.parse($0.content).records.map(\.sequence) }.sorted()
+        #expect(lines == Array(1...3000), "every line once")
+        await stop(runtime)
+    }
+}
+
+/// The system's clocks with the wall clock moved by `offset`: a machine whose clock is off.
+struct SkewedClock: RuntimeClock {
+    let offset: Duration
+    var now: MonotonicInstant { SystemClock().now }
+    var wallClockNow: WallClockInstant { SystemClock().wallClockNow + offset }
+}

