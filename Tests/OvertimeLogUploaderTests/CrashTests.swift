@@ -8,28 +8,32 @@ import Testing
     "Crash safety: kill -9 while spooling and uploading to a real nginx and a real S3 store, checkpoint damaged between runs",
     .timeLimit(.minutes(5)))
 struct CrashTests {
-    @Test func everyAcknowledgedLineIsOnTheServerExactlyOnceAfter100Kills() throws {
-        let nginx = try NginxServer()
-        try killRepeatedly(url: nginx.baseURL) {
-            try nginx.storedFiles().map { file in
-                (file, Array(try Data(contentsOf: URL(fileURLWithPath: nginx.dataPath + "/logs/" + file))))
+    @Test func everyAcknowledgedLineIsOnTheServerExactlyOnceAfter100Kills() async throws {
+        try await onOwnThread {
+            let nginx = try NginxServer()
+            try killRepeatedly(url: nginx.baseURL) {
+                try nginx.storedFiles().map { file in
+                    (file, Array(try Data(contentsOf: URL(fileURLWithPath: nginx.dataPath + "/logs/" + file))))
+                }
             }
         }
     }
 
-    @Test func everyAcknowledgedLineIsInTheBucketExactlyOnceAfter100KillsAndAStoreKilledMidway() throws {
-        let store = try SeaweedFSServer()
-        let credentials = ["AWS_ACCESS_KEY_ID": store.accessKey, "AWS_SECRET_ACCESS_KEY": store.secretKey]
-        let url = "s3://\(store.bucket)/crash?endpoint=\(store.endpoint)&compression=zstd"
-        // The store is killed -9 during uploads and started again while the uploader retries.
-        try killRepeatedly(url: url, environment: credentials, midway: { try store.restart() }) {
-            let objects = try store.objects()
-            // The bucket is versioned: an overwritten object would have left a second version.
-            #expect(Set(objects.map(\.key)).count == objects.count, "no object was overwritten")
-            return objects.map { object in
-                #expect(object.key.hasPrefix("crash/") && object.key.hasSuffix(".log.zst"), "\(object.key)")
-                #expect(object.contentEncoding == "zstd")
-                return (String(object.key.dropFirst("crash/".count).dropLast(".zst".count)), object.content)
+    @Test func everyAcknowledgedLineIsInTheBucketExactlyOnceAfter100KillsAndAStoreKilledMidway() async throws {
+        try await onOwnThread {
+            let store = try SeaweedFSServer()
+            let credentials = ["AWS_ACCESS_KEY_ID": store.accessKey, "AWS_SECRET_ACCESS_KEY": store.secretKey]
+            let url = "s3://\(store.bucket)/crash?endpoint=\(store.endpoint)&compression=zstd"
+            // The store is killed -9 during uploads and started again while the uploader retries.
+            try killRepeatedly(url: url, environment: credentials, midway: { try store.restart() }) {
+                let objects = try store.objects()
+                // The bucket is versioned: an overwritten object would have left a second version.
+                #expect(Set(objects.map(\.key)).count == objects.count, "no object was overwritten")
+                return objects.map { object in
+                    #expect(object.key.hasPrefix("crash/") && object.key.hasSuffix(".log.zst"), "\(object.key)")
+                    #expect(object.contentEncoding == "zstd")
+                    return (String(object.key.dropFirst("crash/".count).dropLast(".zst".count)), object.content)
+                }
             }
         }
     }
@@ -91,7 +95,12 @@ struct CrashTests {
             }
         }
         #expect(duplicates == 0, "no (stream, sequence) stored twice")
-        #expect(owner.count == damaged + 1, "one new stream per damaged checkpoint, no more")
+        // At most: a stream begun after a damage gets no line when every child until the next
+        // damage is killed while it still recovers a long backlog (a store that was down).
+        #expect(
+            owner.count <= damaged + 1,
+            "one new stream per damaged checkpoint, no more: stored \(owner.mapValues(\.count)), acknowledged \(acknowledged)"
+        )
         var storedLines = 0
         for (stream, records) in owner {
             let stored = records.keys.sorted()

@@ -114,32 +114,36 @@ struct LogUploaderDaemonTests {
         }
     }
 
-    @Test func anS3SinkTakesItsKeysFromTheEnvironmentAndStoresCompressedObjects() throws {
-        let store = try SeaweedFSServer()
-        let folder = TemporaryDirectory("daemon-s3")
-        defer { folder.remove() }
-        let sink = "s3://\(store.bucket)/daemons/a?endpoint=\(store.endpoint)"
-        let arguments = [
-            "--spool", folder.path + "/spool", "--sink", sink, "--compression", "zstd", "--exit-on-eof",
-            "--upload-interval", "0",
-        ]
-        // Without keys: a clear refusal naming what is missing, before anything is spooled.
-        let refused = try RunningChild(
-            arguments, environment: ["AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""], executable: "log-uploader")
-        #expect(refused.waitForExit() == 64)
-        #expect(refused.standardError.joined().contains("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY not set"))
-        let child = try RunningChild(
-            arguments, environment: ["AWS_ACCESS_KEY_ID": store.accessKey, "AWS_SECRET_ACCESS_KEY": store.secretKey],
-            executable: "log-uploader", standardInput: true)
-        try child.input!.write(contentsOf: Data((1...5000).map { "s3 daemon line \($0)\n" }.joined().utf8))
-        try child.input!.close()
-        #expect(child.waitForExit() == 0, "\(child.standardError)")
-        #expect(!child.standardError.joined().contains(store.secretKey))
-        let objects = try store.objects()
-        #expect(objects.allSatisfy { $0.key.hasPrefix("daemons/a/") && $0.key.hasSuffix(".log.zst") })
-        #expect(objects.allSatisfy { $0.contentEncoding == "zstd" })
-        let lines = objects.flatMap { SegmentFormat.parse($0.content).records.map(\.text) }
-            .filter { $0.hasPrefix("s3 daemon line ") }
-        #expect(lines.sorted() == (1...5000).map { "s3 daemon line \($0)" }.sorted())
+    @Test func anS3SinkTakesItsKeysFromTheEnvironmentAndStoresCompressedObjects() async throws {
+        try await onOwnThread {
+            let store = try SeaweedFSServer()
+            let folder = TemporaryDirectory("daemon-s3")
+            defer { folder.remove() }
+            let sink = "s3://\(store.bucket)/daemons/a?endpoint=\(store.endpoint)"
+            let arguments = [
+                "--spool", folder.path + "/spool", "--sink", sink, "--compression", "zstd", "--exit-on-eof",
+                "--upload-interval", "0",
+            ]
+            // Without keys: a clear refusal naming what is missing, before anything is spooled.
+            let refused = try RunningChild(
+                arguments, environment: ["AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""],
+                executable: "log-uploader")
+            #expect(refused.waitForExit() == 64)
+            #expect(refused.standardError.joined().contains("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY not set"))
+            let child = try RunningChild(
+                arguments,
+                environment: ["AWS_ACCESS_KEY_ID": store.accessKey, "AWS_SECRET_ACCESS_KEY": store.secretKey],
+                executable: "log-uploader", standardInput: true)
+            try child.input!.write(contentsOf: Data((1...5000).map { "s3 daemon line \($0)\n" }.joined().utf8))
+            try child.input!.close()
+            #expect(child.waitForExit() == 0, "\(child.standardError)")
+            #expect(!child.standardError.joined().contains(store.secretKey))
+            let objects = try store.objects()
+            #expect(objects.allSatisfy { $0.key.hasPrefix("daemons/a/") && $0.key.hasSuffix(".log.zst") })
+            #expect(objects.allSatisfy { $0.contentEncoding == "zstd" })
+            let lines = objects.flatMap { SegmentFormat.parse($0.content).records.map(\.text) }
+                .filter { $0.hasPrefix("s3 daemon line ") }
+            #expect(lines.sorted() == (1...5000).map { "s3 daemon line \($0)" }.sorted())
+        }
     }
 }

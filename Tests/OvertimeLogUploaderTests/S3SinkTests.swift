@@ -34,7 +34,7 @@ struct S3SinkTests {
 
     @Test(arguments: [SegmentEncoding.identity, .zstd, .gzip])
     func eachSegmentIsOneObjectUnderItsNameAndARepeatIsIdempotent(_ encoding: SegmentEncoding) async throws {
-        let store = try SeaweedFSServer()
+        let store = try await onOwnThread { try SeaweedFSServer() }
         let folder = TemporaryDirectory("s3")
         defer { folder.remove() }
         let spool = try spoolWithSegments(folder)
@@ -46,7 +46,7 @@ struct S3SinkTests {
             try await sink.store(segment)
             try await sink.store(segment)  // again, as after a crash before the checkpoint: 412, ours
         }
-        let objects = try store.objects()
+        let objects = try await onOwnThread { try store.objects() }
         let expected = spool.sealedSegments.map { "fleet/device-7/\($0.name).log".dropLast(4) + encoding.fileExtension }
         #expect(objects.map(\.key).sorted() == expected.map(String.init).sorted(), "one version of each, no more")
         for segment in spool.sealedSegments {
@@ -59,7 +59,7 @@ struct S3SinkTests {
     }
 
     @Test func aNameTakenByOtherBytesIsRefusedForGoodAndNeverOverwritten() async throws {
-        let store = try SeaweedFSServer()
+        let store = try await onOwnThread { try SeaweedFSServer() }
         let folder = TemporaryDirectory("s3")
         defer { folder.remove() }
         let spool = try spoolWithSegments(folder)
@@ -67,8 +67,8 @@ struct S3SinkTests {
         let runtime = try runtime()
         let sink = try S3Sink(configuration: configuration(store), runtime: runtime)
         // Another writer holds the first name; our own bytes are already under the second.
-        try store.put(sink.objectKey(for: segments[0]), Array("another writer's object".utf8))
-        try store.put(sink.objectKey(for: segments[1]), try segments[1].readBytes())
+        try await onOwnThread { try store.put(sink.objectKey(for: segments[0]), Array("another writer's object".utf8)) }
+        try await onOwnThread { try store.put(sink.objectKey(for: segments[1]), try segments[1].readBytes()) }
         do {
             try await sink.store(segments[0])
             Issue.record("a different object was overwritten")
@@ -77,7 +77,7 @@ struct S3SinkTests {
             #expect(error.reason.contains("not overwritten"), "\(error)")
         }
         try await sink.store(segments[1])  // the same content: counts as stored
-        let objects = try store.objects()
+        let objects = try await onOwnThread { try store.objects() }
         #expect(objects.count == 2, "no second version of either")
         #expect(
             objects.first { $0.key == sink.objectKey(for: segments[0]) }?.content
@@ -86,7 +86,7 @@ struct S3SinkTests {
     }
 
     @Test func aWrongSecretOrKeyIsRefusedForGoodNamingTheStoresCodeAndNeverTheSecret() async throws {
-        let store = try SeaweedFSServer()
+        let store = try await onOwnThread { try SeaweedFSServer() }
         let folder = TemporaryDirectory("s3")
         defer { folder.remove() }
         let spool = try spoolWithSegments(folder, lines: 10)
@@ -109,12 +109,12 @@ struct S3SinkTests {
             }
             #expect(!"\(sink)".contains("not-the-secret-42") && !"\(sink)".contains(store.secretKey))
         }
-        #expect(try store.objects().isEmpty)
+        #expect(try await onOwnThread { try store.objects() }.isEmpty)
         await stop(runtime)
     }
 
     @Test func aClockAnHourOffIsReportedAsSuchAndRetriedNotRefused() async throws {
-        let store = try SeaweedFSServer()
+        let store = try await onOwnThread { try SeaweedFSServer() }
         let folder = TemporaryDirectory("s3")
         defer { folder.remove() }
         let spool = try spoolWithSegments(folder, lines: 10)
@@ -132,12 +132,12 @@ struct S3SinkTests {
         // Once the clock is right, the same segment goes.
         let runtime = try runtime()
         try await S3Sink(configuration: configuration(store), runtime: runtime).store(segment)
-        #expect(try store.objects().count == 1)
+        #expect(try await onOwnThread { try store.objects() }.count == 1)
         await stop(runtime)
     }
 
     @Test func theUploaderRidesOutAStoreKilledMidUploadAndLosesNothing() async throws {
-        let store = try SeaweedFSServer()
+        let store = try await onOwnThread { try SeaweedFSServer() }
         let folder = TemporaryDirectory("s3")
         defer { folder.remove() }
         let spool = try spoolWithSegments(folder, lines: 3000)
@@ -152,12 +152,12 @@ struct S3SinkTests {
         uploader.start()
         let drained = Task { await uploader.drain() }
         while spool.sealedSegments.count > count * 3 / 4 { try await Task.sleep(for: .milliseconds(2)) }
-        store.kill()  // mid-upload: requests in flight fail, the uploader retries
+        try await onOwnThread { store.kill() }  // mid-upload: requests in flight fail, the uploader retries
         try await Task.sleep(for: .milliseconds(300))
-        try store.restart()
+        try await onOwnThread { try store.restart() }
         var left = await drained.value
         while left > 0 { left = await uploader.drain() }
-        let objects = try store.objects()
+        let objects = try await onOwnThread { try store.objects() }
         #expect(Set(objects.map(\.key)).count == objects.count, "no object overwritten")
         let lines = objects.flatMap { SegmentFormat.parse($0.content).records.map(\.sequence) }.sorted()
         #expect(lines == Array(1...3000), "every line once")

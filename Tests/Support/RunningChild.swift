@@ -1,10 +1,13 @@
 import Foundation
+import Overtime
 
 /// A harness process that keeps running while a test talks to it: signals, lines.
 package final class RunningChild: Sendable {
     private let process: SpawnedProcess
     private let lines = Recorder<String>()
     private let errors = Recorder<String>()
+    /// How many of the two pipes have been read to their end.
+    private let pipesRead = Locked(0)
 
     /// The write end of the child's standard input, when started with `standardInput: true`.
     package var input: FileHandle? { process.inputPipe }
@@ -21,8 +24,8 @@ package final class RunningChild: Sendable {
             command[0], Array(command.dropFirst()),
             environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
             standardInput: standardInput)
-        Self.collectLines(from: process.outputPipe!, into: lines)
-        Self.collectLines(from: process.errorPipe!, into: errors)
+        Self.collectLines(from: process.outputPipe!, into: lines, done: pipesRead)
+        Self.collectLines(from: process.errorPipe!, into: errors, done: pipesRead)
     }
 
     package var pid: Int32 { process.pid }
@@ -43,12 +46,19 @@ package final class RunningChild: Sendable {
     }
 
     /// Waits for the process to exit and returns its status (nil after `timeout`).
+    /// Once it exited, its last lines are read too (up to 2 s more, for a descendant that
+    /// still holds the pipes), so ``output`` and ``standardError`` are whole.
     package func waitForExit(timeout: Duration = .seconds(30)) -> Int32? {
-        process.waitForExit(timeout: timeout)
+        let status = process.waitForExit(timeout: timeout)
+        if status != nil {
+            for _ in 0..<2000 where pipesRead.withLock({ $0 }) < 2 { usleep(1000) }
+        }
+        return status
     }
 
-    private static func collectLines(from handle: FileHandle, into recorder: Recorder<String>) {
+    private static func collectLines(from handle: FileHandle, into recorder: Recorder<String>, done: Locked<Int>) {
         Thread.detachNewThread {
+            defer { done.withLock { $0 += 1 } }
             var pending = Data()
             while true {
                 let chunk = handle.availableData

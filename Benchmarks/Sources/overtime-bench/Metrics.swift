@@ -72,6 +72,10 @@ struct MetricSpec: Sendable {
             return overtime >= 0.8 * ceiling
         },
         MetricSpec(
+            name: "compressed_bytes_per_line", unit: "bytes/line", higherIsBetter: false,
+            what: "a device's mixed log lines as sinks send them: none, zstd, gzip", target: "reported"
+        ) { _ in nil },
+        MetricSpec(
             name: "scheduler_submit_per_sec", unit: "requests/s", higherIsBetter: true,
             what: "durable submits to SQLite, on disk when each returns", target: "≥ 2,000 single, ≥ 100,000 batched"
         ) { values in

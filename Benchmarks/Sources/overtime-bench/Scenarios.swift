@@ -153,6 +153,12 @@ struct Scenarios {
                 ("overtime", { try UploadThroughput.overtime(baseURL: nginx, lines: s.uploadLines, scratch: scratch) }),
                 ("ceiling", { try UploadThroughput.ceiling(baseURL: nginx, lines: s.uploadLines, scratch: scratch) }),
             ]
+        case "compressed_bytes_per_line":
+            let lines = max(10_000, s.uploadLines / 10)
+            notes.value.append("compressed_bytes_per_line over \(lines) corpus lines in sealed 1 MiB segments")
+            return ["none", "zstd", "gzip"].map { encoding in
+                (encoding, { try CompressedSize.bytesPerLine(encoding, lines: lines, scratch: scratch) })
+            }
         case "scheduler_submit_per_sec":
             let z = s.scheduler
             return [

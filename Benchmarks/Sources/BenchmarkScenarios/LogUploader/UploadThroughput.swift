@@ -14,12 +14,7 @@ import OvertimeLogUploader
 public enum UploadThroughput {
     /// Fills a spool with `lines` lines and seals it.
     static func filledSpool(lines: Int, scratch: String) throws -> Spool {
-        var configuration = SpoolConfiguration()
-        configuration.quotaBytes = 8 << 30
-        configuration.durability = .operatingSystemBuffer  // preparation, not measured
-        let spool = try Spool(
-            directory: scratch + "/upload-\(UUID().uuidString)", configuration: configuration,
-            logger: Logger(label: "overtime-bench") { _ in SwiftLogNoOpLogHandler() })
+        let spool = try emptySpool(scratch: scratch, name: "upload")
         let batch = [[UInt8]](repeating: SpoolIngest.line, count: 1_000)
         var written = 0
         while written < lines {
@@ -29,6 +24,17 @@ public enum UploadThroughput {
         try spool.sealActiveSegment()
         settleDisk()  // the spool was written without syncs: its writeback is not the upload's
         return spool
+    }
+
+    /// A new spool under `scratch` that syncs nothing (filling it is preparation, not
+    /// measured) and holds up to 8 GiB.
+    static func emptySpool(scratch: String, name: String) throws -> Spool {
+        var configuration = SpoolConfiguration()
+        configuration.quotaBytes = 8 << 30
+        configuration.durability = .operatingSystemBuffer
+        return try Spool(
+            directory: scratch + "/\(name)-\(UUID().uuidString)", configuration: configuration,
+            logger: Logger(label: "overtime-bench") { _ in SwiftLogNoOpLogHandler() })
     }
 
     /// The `LogUploader` with `HTTPSink`, from the background request until the spool is

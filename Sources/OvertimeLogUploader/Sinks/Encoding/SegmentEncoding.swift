@@ -97,8 +97,10 @@ public struct SegmentEncoding: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// The object's bytes for `segment`'s bytes.
-    func encode(_ bytes: [UInt8]) throws(SinkError) -> [UInt8] {
+    /// `bytes` encoded (for ``identity``, unchanged), as a sink sends them.
+    ///
+    /// - Throws: a retryable ``SinkError`` when the library cannot be loaded or fails.
+    public func encode(_ bytes: [UInt8]) throws(SinkError) -> [UInt8] {
         guard let codec else { return bytes }
         if let unavailable = libraryUnavailable { throw .retryable(unavailable, retryAfter: nil) }
         var output = [UInt8](repeating: 0, count: overtime_codec_bound(codec, bytes.count))
