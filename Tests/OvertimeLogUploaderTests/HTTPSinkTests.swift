@@ -37,6 +37,50 @@ struct HTTPSinkTests {
         #expect(runtime.loopClosedCleanly == true)
     }
 
+    @Test(arguments: [SegmentEncoding.zstd, .gzip])
+    func compressedSegmentsAreNamedByTheirEncodingAndATakenNameIsComparedDecoded(
+        _ encoding: SegmentEncoding
+    ) async throws {
+        let nginx = try NginxServer()
+        let folder = TemporaryDirectory("http")
+        defer { folder.remove() }
+        var spool: Spool! = try spoolWithSegments(folder)
+        let runtime = try runtime()
+        var options = HTTPSinkConfiguration()
+        options.encoding = encoding
+        let sink = HTTPSink(baseURL: nginx.baseURL, runtime: runtime, configuration: options)
+        for segment in spool.sealedSegments { try await sink.store(segment) }
+        let stored = { (segment: SealedSegment) in nginx.dataPath + "/logs/" + segment.name + encoding.fileExtension }
+        for segment in spool.sealedSegments {
+            let object = Array(try Data(contentsOf: URL(fileURLWithPath: stored(segment))))
+            #expect(object.count < segment.bytes / 2, "stored compressed")
+            #expect(try encoding.object(object, holds: try segment.readBytes()))
+            // The system's tool reads it as it is stored.
+            let tool = encoding == .zstd ? "/usr/bin/zstd" : "/usr/bin/gzip"
+            #expect(try SpawnedProcess.run(tool, ["-t", stored(segment)]).status == 0)
+        }
+        // Reopened: every segment may be stored already, so each name is asked about, found,
+        // downloaded and compared decoded — counted as stored, nothing rewritten.
+        spool = nil
+        spool = try Spool(directory: folder.path)
+        let segments = spool.sealedSegments
+        try #require(segments.count >= 2 && segments.allSatisfy(\.mayAlreadyBeStored))
+        let before = try segments.map { try Data(contentsOf: URL(fileURLWithPath: stored($0))) }
+        try Data("another writer's object".utf8).write(to: URL(fileURLWithPath: stored(segments[0])))
+        do {
+            try await sink.store(segments[0])
+            Issue.record("a different object was overwritten")
+        } catch {
+            #expect(error.code == .permanent && error.reason.contains("not overwritten"), "\(error)")
+        }
+        for segment in segments.dropFirst() { try await sink.store(segment) }
+        let after = try segments.map { try Data(contentsOf: URL(fileURLWithPath: stored($0))) }
+        #expect(Array(after.dropFirst()) == Array(before.dropFirst()))
+        #expect(after[0] == Data("another writer's object".utf8))
+        runtime.requestTermination()
+        await runtime.waitUntilTerminated()
+    }
+
     @Test func aSegmentFoundAtStartIsNeverOverwrittenOnACollectorThatIgnoresIfNoneMatch() async throws {
         let nginx = try NginxServer()
         let folder = TemporaryDirectory("http")
