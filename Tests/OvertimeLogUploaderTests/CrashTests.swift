@@ -25,7 +25,11 @@ struct CrashTests {
             let credentials = ["AWS_ACCESS_KEY_ID": store.accessKey, "AWS_SECRET_ACCESS_KEY": store.secretKey]
             let url = "s3://\(store.bucket)/crash?endpoint=\(store.endpoint)&compression=zstd"
             // The store is killed -9 during uploads and started again while the uploader retries.
-            try killRepeatedly(url: url, environment: credentials, midway: { try store.restart() }) {
+            // Fewer segments reach the store between kills than nginx takes (each child signs,
+            // compresses, and recovers a longer backlog; under ThreadSanitizer 14 were seen).
+            try killRepeatedly(
+                url: url, environment: credentials, storedBetweenKills: 5, midway: { try store.restart() }
+            ) {
                 let objects = try store.objects()
                 // The bucket is versioned: an overwritten object would have left a second version.
                 #expect(Set(objects.map(\.key)).count == objects.count, "no object was overwritten")
@@ -39,11 +43,13 @@ struct CrashTests {
     }
 
     /// Kills an uploader to `url` 100 times at random moments while it appends and uploads
-    /// (damaging the checkpoint every tenth time, and calling `midway` while the 51st runs), drains
+    /// (damaging the checkpoint every tenth time, and calling `midway` while the 51st runs),
+    /// checks more than `storedBetweenKills` segments were stored before the end, drains
     /// what is left, and checks what the collector holds (`stored`: each segment's name and
     /// content): every acknowledged line exactly once, no gaps, one stream per damaged checkpoint.
     private func killRepeatedly(
-        url: String, environment: [String: String] = [:], midway: (() throws -> Void)? = nil,
+        url: String, environment: [String: String] = [:], storedBetweenKills: Int = 20,
+        midway: (() throws -> Void)? = nil,
         stored: () throws -> [(name: String, bytes: [UInt8])]
     ) throws {
         let folder = TemporaryDirectory("crash")
@@ -76,7 +82,7 @@ struct CrashTests {
         // Uploads ran between the kills (not only in the final drain), so kills landed
         // during uploads and between a 2xx and its checkpoint as well as during appends.
         let storedBeforeDrain = try stored().count
-        #expect(storedBeforeDrain > 20)
+        #expect(storedBeforeDrain > storedBetweenKills)
         let drain = try RunningChild(["crash-uploader", spool, url, "drain"], environment: environment)
         #expect(drain.waitForExit(timeout: .seconds(60)) == 0)
         #expect(acknowledged.values.reduce(0, +) > 500)
