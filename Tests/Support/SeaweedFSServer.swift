@@ -168,8 +168,18 @@ package final class SeaweedFSServer: @unchecked Sendable {
                 for version in page.get("Versions", []):
                     if version["Key"] == ".ready":
                         continue
-                    got = s3.get_object(Bucket=bucket, Key=version["Key"], VersionId=version["VersionId"])
-                    body = got["Body"].read()
+                    # After a kill -9 the volume servers re-register their volumes over some
+                    # seconds; until then a read answers InternalError. A lost object stays so.
+                    deadline = time.time() + 60
+                    while True:
+                        try:
+                            got = s3.get_object(Bucket=bucket, Key=version["Key"], VersionId=version["VersionId"])
+                            body = got["Body"].read()
+                            break
+                        except botocore.exceptions.ClientError:
+                            if time.time() > deadline:
+                                raise
+                            time.sleep(0.2)
                     encoding = got.get("ContentEncoding")
                     content = body
                     if encoding == "zstd":
