@@ -15,7 +15,8 @@ package final class SeaweedFSServer: @unchecked Sendable {
     package let secretKey = "overtime/test+secret"
     package let bucket = "logs"
     private let arguments: [String]
-    private let grpcPorts: [Int]
+    /// Every port it listens on.
+    private let ports: [Int]
     private let process = Locked<SpawnedProcess?>(nil)
 
     package var endpoint: String { "http://127.0.0.1:\(port)" }
@@ -28,7 +29,7 @@ package final class SeaweedFSServer: @unchecked Sendable {
             if !ports.contains(port) { ports.append(port) }
         }
         port = ports[3]
-        grpcPorts = Array(ports[4...])
+        self.ports = ports
         try FileManager.default.createDirectory(atPath: folder.path + "/data", withIntermediateDirectories: true)
         let identities = """
             {"identities": [{"name": "tester", "credentials": [{"accessKey": "\(accessKey)", \
@@ -49,8 +50,16 @@ package final class SeaweedFSServer: @unchecked Sendable {
     deinit {
         kill()
         folder.remove()
-        // weed makes Unix sockets named by the gRPC ports in /tmp.
-        for port in grpcPorts { unlink("/tmp/seaweedfs-filer-grpc-\(port).sock") }
+    }
+
+    /// The Unix sockets weed makes in /tmp, named by the gRPC ports: a killed process leaves
+    /// them behind, and a restarted filer must not find its path taken.
+    private func removeSockets() {
+        for port in ports {
+            for part in ["filer", "filer-grpc", "master", "volume", "s3"] {
+                unlink("/tmp/seaweedfs-\(part)-\(port).sock")
+            }
+        }
     }
 
     /// Starts the store (again, after ``kill()``: same ports, same data).
@@ -58,7 +67,7 @@ package final class SeaweedFSServer: @unchecked Sendable {
         let started = try SpawnedProcess(
             Self.executable(), arguments, standardOutput: .discard, standardError: .discard)
         process.withLock { $0 = started }
-        for _ in 0..<1000 where !canConnect(port: port) {
+        for _ in 0..<6000 where !canConnect(port: port) {
             guard started.isRunning else { throw CocoaError(.executableLoad) }
             usleep(10_000)
         }
@@ -70,6 +79,7 @@ package final class SeaweedFSServer: @unchecked Sendable {
         running.send(SIGKILL)
         _ = running.waitForExit()
         process.withLock { $0 = nil }
+        removeSockets()
     }
 
     /// Kills the store and starts it again on the same data, then waits until it stores.
