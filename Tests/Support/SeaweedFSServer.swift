@@ -56,7 +56,7 @@ package final class SeaweedFSServer: @unchecked Sendable {
     /// them behind, and a restarted filer must not find its path taken.
     private func removeSockets() {
         for port in ports {
-            for part in ["filer", "filer-grpc", "master", "volume", "s3"] {
+            for part in ["filer", "filer-grpc", "master", "master-grpc", "volume", "volume-grpc", "s3", "s3-grpc"] {
                 unlink("/tmp/seaweedfs-\(part)-\(port).sock")
             }
         }
