@@ -10,32 +10,46 @@ import Overtime
 package final class SeaweedFSServer: @unchecked Sendable {
     package let folder = TemporaryDirectory("seaweedfs")
     /// The S3 API's port.
-    package let port: Int
+    package private(set) var port = 0
     package let accessKey = "AKIDOVERTIMETEST"
     package let secretKey = "overtime/test+secret"
     package let bucket = "logs"
-    private let arguments: [String]
+    private var arguments: [String] = []
     /// Every port it listens on.
-    private let ports: [Int]
+    private var ports: [Int] = []
     private let process = Locked<SpawnedProcess?>(nil)
 
     package var endpoint: String { "http://127.0.0.1:\(port)" }
 
     /// Starts the store and creates the bucket, versioned.
     package init() throws {
-        var ports: [Int] = []
-        while ports.count < 8 {
-            let port = try freeLoopbackPort()
-            if !ports.contains(port) { ports.append(port) }
-        }
-        port = ports[3]
-        self.ports = ports
         try FileManager.default.createDirectory(atPath: folder.path + "/data", withIntermediateDirectories: true)
         let identities = """
             {"identities": [{"name": "tester", "credentials": [{"accessKey": "\(accessKey)", \
             "secretKey": "\(secretKey)"}], "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}
             """
         try identities.write(toFile: folder.path + "/identities.json", atomically: true, encoding: .utf8)
+        // Ports are picked free, then bound by weed: another test may take one in between, and
+        // weed then exits at start. Three tries, each with fresh ports.
+        for attempt in 1...3 {
+            choosePorts()
+            do {
+                try start()
+                break
+            } catch  where attempt < 3 {
+                kill()
+            }
+        }
+        try boto3("ready")
+    }
+
+    private func choosePorts() {
+        ports = []
+        while ports.count < 8 {
+            guard let port = try? freeLoopbackPort() else { continue }
+            if !ports.contains(port) { ports.append(port) }
+        }
+        port = ports[3]
         arguments = [
             "server", "-dir=\(folder.path)/data", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
             "-master.port=\(ports[0])", "-volume.port=\(ports[1])", "-filer.port=\(ports[2])", "-s3",
@@ -43,8 +57,6 @@ package final class SeaweedFSServer: @unchecked Sendable {
             "-filer.port.grpc=\(ports[6])", "-s3.port.grpc=\(ports[7])", "-s3.config=\(folder.path)/identities.json",
             "-s3.port.iceberg=0", "-s3.port.lance=0", "-volume.max=100", "-master.volumeSizeLimitMB=64",
         ]
-        try start()
-        try boto3("ready")
     }
 
     deinit {
