@@ -249,7 +249,7 @@ struct Run: ParsableCommand {
     }
 
     private func makeSink(_ runtime: Runtime, s3: S3SinkConfiguration?) throws -> any LogSink {
-        if let s3 { return try S3Sink(configuration: s3, runtime: runtime) }
+        if let s3 { return try S3Sink(configuration: s3, runtime: runtime, logger: Logger(label: "log-uploader")) }
         if let (host, port) = hostAndPort() {
             return sink.hasPrefix("relp://")
                 ? RELPSink(host: host, port: port, appName: "log-uploader")

@@ -136,6 +136,99 @@ struct S3SinkTests {
         await stop(runtime)
     }
 
+    /// A spool whose one sealed segment holds about `bytes` of lines that do not compress.
+    private func spoolWithOneLargeSegment(_ folder: TemporaryDirectory, bytes: Int) throws -> Spool {
+        var options = SpoolConfiguration()
+        options.segmentBytes = 2 * bytes
+        options.quotaBytes = 4 * options.segmentBytes
+        options.durability = .operatingSystemBuffer
+        let spool = try Spool(directory: folder.path, configuration: options)
+        var state = UInt64.random(in: 1...UInt64.max)
+        let digits = Array("0123456789abcdef".utf8)
+        var written = 0
+        while written < bytes {
+            let batch = (0..<1_000).map { _ in
+                (0..<10).flatMap { _ in
+                    // xorshift64: cheap bytes that do not compress
+                    state ^= state << 13
+                    state ^= state >> 7
+                    state ^= state << 17
+                    return (0..<16).map { digits[Int(state >> ($0 * 4) & 15)] }
+                }
+            }
+            try spool.append(batch)
+            written += 160_000
+        }
+        try spool.sealActiveSegment()
+        return spool
+    }
+
+    @Test func aLargeSegmentGoesInPartsExactlyOnceAndIsNeverOverwritten() async throws {
+        let store = try await onOwnThread { try SeaweedFSServer() }
+        let folder = TemporaryDirectory("s3")
+        defer { folder.remove() }
+        let spool = try spoolWithOneLargeSegment(folder, bytes: 11 << 20)
+        let segment = try #require(spool.sealedSegments.first)
+        try #require(spool.sealedSegments.count == 1 && segment.bytes > 10 << 20)
+        let runtime = try runtime()
+        var options = configuration(store)
+        options.multipartThresholdBytes = 5 << 20
+        options.partBytes = 5 << 20
+        let sink = try S3Sink(configuration: options, runtime: runtime)
+        try await sink.store(segment)
+        // Again from a new sink, as after a crash before the checkpoint: the completion
+        // answers 412, the object is ours, the new upload is aborted.
+        try await S3Sink(configuration: options, runtime: runtime).store(segment)
+        var objects = try await onOwnThread { try store.objects() }
+        #expect(objects.count == 1, "one version")
+        #expect(objects.first?.etag.hasSuffix("-3\"") == true, "stored in 3 parts: \(objects.first?.etag ?? "")")
+        #expect(objects.first?.content == (try segment.readBytes()))
+        #expect(try await onOwnThread { try store.unfinishedUploads() }.isEmpty, "the repeat's upload was aborted")
+
+        // Another writer's object under the name: refused for good, kept, nothing left over.
+        options.prefix = "elsewhere"
+        let other = try S3Sink(configuration: options, runtime: runtime)
+        try await onOwnThread { try store.put(other.objectKey(for: segment), Array("another writer".utf8)) }
+        do {
+            try await other.store(segment)
+            Issue.record("a different object was overwritten")
+        } catch {
+            #expect(error.code == .permanent && error.reason.contains("not overwritten"), "\(error)")
+        }
+        objects = try await onOwnThread { try store.objects() }
+        #expect(objects.count == 2 && objects.contains { $0.content == Array("another writer".utf8) })
+        #expect(try await onOwnThread { try store.unfinishedUploads() }.isEmpty)
+        await stop(runtime)
+    }
+
+    @Test func unfinishedUploadsACrashLeftUnderTheStreamAreAbortedBeforeItsFirstSegmentAndNoOneElses() async throws {
+        let store = try await onOwnThread { try SeaweedFSServer() }
+        let folder = TemporaryDirectory("s3")
+        defer { folder.remove() }
+        let spool = try spoolWithSegments(folder, lines: 100)
+        let segments = spool.sealedSegments
+        let stream = segments[0].name.prefix { $0 != "/" }
+        let leftovers = ["fleet/device-7/\(stream)/00000000000000000900.log", "fleet/device-7/\(stream)/x.log.zst"]
+        let others = [
+            "fleet/device-7/0123456789abcdef0123456789abcdef/00000000000000000001.log",
+            "fleet/device-7/\(stream)0/00000000000000000001.log", "fleet/device-8/\(stream)/00000000000000000001.log",
+            "\(stream)/00000000000000000001.log",
+        ]
+        for key in leftovers + others { try await onOwnThread { try store.startUpload(key) } }
+        let runtime = try runtime()
+        let capture = LogCapture()
+        let sink = try S3Sink(configuration: configuration(store), runtime: runtime, logger: capture.logger)
+        try await sink.store(segments[0])
+        #expect(try await onOwnThread { try store.unfinishedUploads() }.map(\.key).sorted() == others.sorted())
+        #expect(
+            capture.messages(at: .notice).contains { $0.message.contains("aborted 2 unfinished multipart upload(s)") })
+        // Once per stream: an upload started since is the sink's business, not a leftover.
+        try await onOwnThread { try store.startUpload(leftovers[0]) }
+        try await sink.store(segments[1])
+        #expect(try await onOwnThread { try store.unfinishedUploads() }.count == others.count + 1)
+        await stop(runtime)
+    }
+
     @Test func theUploaderRidesOutAStoreKilledMidUploadAndLosesNothing() async throws {
         let store = try await onOwnThread { try SeaweedFSServer() }
         let folder = TemporaryDirectory("s3")

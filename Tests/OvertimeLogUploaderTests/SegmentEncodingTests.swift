@@ -77,6 +77,10 @@ struct S3SinkConfigurationTests {
         let unescaped = try S3SinkConfiguration(
             url: "s3://bucket/p?endpoint=https://s3.example:443/", credentials: keys)
         #expect(unescaped.endpoint == "https://s3.example:443/")
+        let parts = try S3SinkConfiguration(
+            url: "s3://bucket?multipart-threshold=67108864&part-size=16777216", credentials: keys)
+        #expect(parts.multipartThresholdBytes == 64 << 20 && parts.partBytes == 16 << 20)
+        #expect(plain.multipartThresholdBytes == 8 << 20 && plain.partBytes == 8 << 20)
     }
 
     @Test(arguments: [
@@ -86,6 +90,9 @@ struct S3SinkConfigurationTests {
         ("s3://bucket?endpoint=http://user@host", "endpoint"), ("s3://bucket?region=", "region"),
         ("s3://bucket?addressing=dns", "addressing"), ("s3://bucket?compression=lz4", "compression"),
         ("s3://bucket?colour=blue", "unknown S3 URL parameter"), ("s3://bucket?region=%zz", "%-escape"),
+        ("s3://bucket?part-size=1048576", "partBytes is 5 MiB"), ("s3://bucket?part-size=8M", "number of bytes"),
+        ("s3://bucket?multipart-threshold=-1", "number of bytes"),
+        ("s3://bucket?multipart-threshold=6000000000", "multipartThresholdBytes is 5 MiB"),
     ])
     func aBadURLIsAClearError(_ url: String, _ words: String) {
         #expect {

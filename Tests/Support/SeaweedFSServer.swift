@@ -106,6 +106,8 @@ package final class SeaweedFSServer: @unchecked Sendable {
     package struct StoredObject: Sendable {
         package let key: String
         package let versionID: String
+        /// The store's ETag: `"<hex>-<parts>"` for an object stored in parts.
+        package let etag: String
         package let contentEncoding: String?
         /// The object's bytes as stored.
         package let size: Int
@@ -120,6 +122,7 @@ package final class SeaweedFSServer: @unchecked Sendable {
         return rows.map { row in
             StoredObject(
                 key: row["key"] as? String ?? "", versionID: row["version"] as? String ?? "",
+                etag: row["etag"] as? String ?? "",
                 contentEncoding: row["encoding"] as? String, size: row["size"] as? Int ?? -1,
                 content: Array(Data(base64Encoded: row["content"] as? String ?? "") ?? Data()))
         }
@@ -130,6 +133,17 @@ package final class SeaweedFSServer: @unchecked Sendable {
         let file = folder.path + "/upload"
         try Data(bytes).write(to: URL(fileURLWithPath: file))
         try boto3("put", key, file)
+    }
+
+    /// The unfinished multipart uploads in the bucket, as (key, upload ID).
+    package func unfinishedUploads() throws -> [(key: String, uploadID: String)] {
+        let rows = try JSONSerialization.jsonObject(with: Data(try boto3("uploads").utf8)) as? [[String]] ?? []
+        return rows.map { ($0[0], $0[1]) }
+    }
+
+    /// Starts a multipart upload of `key` with boto3 and leaves it unfinished, as a crash would.
+    package func startUpload(_ key: String) throws {
+        try boto3("start-upload", key)
     }
 
     @discardableResult
@@ -209,8 +223,16 @@ package final class SeaweedFSServer: @unchecked Sendable {
                     elif encoding == "gzip":
                         content = gzip.decompress(body)
                     rows.append({"key": version["Key"], "version": version["VersionId"], "encoding": encoding,
+                                 "etag": version["ETag"],
                                  "size": len(body), "content": base64.b64encode(content).decode()})
             print(json.dumps(rows))
+        elif command == "uploads":
+            rows = []
+            for page in s3.get_paginator("list_multipart_uploads").paginate(Bucket=bucket):
+                rows += [[upload["Key"], upload["UploadId"]] for upload in page.get("Uploads", [])]
+            print(json.dumps(rows))
+        elif command == "start-upload":
+            s3.create_multipart_upload(Bucket=bucket, Key=sys.argv[6])
         elif command == "put":
             with open(sys.argv[7], "rb") as file:
                 s3.put_object(Bucket=bucket, Key=sys.argv[6], Body=file.read())

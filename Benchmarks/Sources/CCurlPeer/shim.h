@@ -16,6 +16,10 @@ static inline CURLcode bench_easy_setopt_write_function(
     CURL *handle, size_t (*function)(char *, size_t, size_t, void *)) {
     return curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, function);
 }
+static inline CURLcode bench_easy_setopt_read_function(
+    CURL *handle, size_t (*function)(char *, size_t, size_t, void *)) {
+    return curl_easy_setopt(handle, CURLOPT_READFUNCTION, function);
+}
 static inline CURLcode bench_easy_getinfo_response_code(CURL *handle, long *code) {
     return curl_easy_getinfo(handle, CURLINFO_RESPONSE_CODE, code);
 }

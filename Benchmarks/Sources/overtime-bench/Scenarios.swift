@@ -5,6 +5,7 @@ import Foundation
 struct Scenarios {
     let sizes: Sizes
     let nginx: String?
+    let s3: UploadThroughput.S3Store?
     let scratch: String
     /// The folder of the shipped programs' static builds.
     let programs: String
@@ -145,14 +146,36 @@ struct Scenarios {
                 ),
             ]
         case "upload_lines_per_sec":
-            guard let nginx else {
-                notes.value.append("upload_lines_per_sec not measured: no --nginx URL")
-                return []
+            var rows: [Row] = []
+            if let nginx {
+                rows += [
+                    (
+                        "overtime",
+                        { try UploadThroughput.overtime(baseURL: nginx, lines: s.uploadLines, scratch: scratch) }
+                    ),
+                    (
+                        "ceiling",
+                        { try UploadThroughput.ceiling(baseURL: nginx, lines: s.uploadLines, scratch: scratch) }
+                    ),
+                ]
+            } else {
+                notes.value.append("upload_lines_per_sec to nginx not measured: no --nginx URL")
             }
-            return [
-                ("overtime", { try UploadThroughput.overtime(baseURL: nginx, lines: s.uploadLines, scratch: scratch) }),
-                ("ceiling", { try UploadThroughput.ceiling(baseURL: nginx, lines: s.uploadLines, scratch: scratch) }),
-            ]
+            if let s3 {
+                rows += [
+                    (
+                        "s3_overtime",
+                        { try UploadThroughput.overtimeS3(store: s3, lines: s.uploadLines, scratch: scratch) }
+                    ),
+                    (
+                        "s3_ceiling",
+                        { try UploadThroughput.ceilingS3(store: s3, lines: s.uploadLines, scratch: scratch) }
+                    ),
+                ]
+            } else {
+                notes.value.append("upload_lines_per_sec to S3 not measured: no --s3 endpoint")
+            }
+            return rows
         case "compressed_bytes_per_line":
             let lines = max(10_000, s.uploadLines / 10)
             notes.value.append("compressed_bytes_per_line over \(lines) corpus lines in sealed 1 MiB segments")

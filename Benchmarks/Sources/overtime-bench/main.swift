@@ -17,6 +17,12 @@ struct OvertimeBench: ParsableCommand {
     @Option(help: "Base URL of a local nginx that stores PUTs (the upload rows need it).")
     var nginx: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Endpoint of a local S3 store with a bucket overtime-bench that takes the keys in AWS_ACCESS_KEY_ID "
+                + "and AWS_SECRET_ACCESS_KEY (the S3 upload rows need it)."))
+    var s3: String?
+
     @Option(help: "A folder on disk (not tmpfs) for spools.")
     var scratch: String = "/var/tmp"
 
@@ -81,7 +87,13 @@ struct OvertimeBench: ParsableCommand {
         var report = Report(mode: mode)
         var failures = 0
         let sizes = mode.sizes
-        let scenarios = Scenarios(sizes: sizes, nginx: nginx, scratch: scratch, programs: programs)
+        let store = try s3.map { endpoint in
+            guard let store = UploadThroughput.S3Store(endpoint: endpoint, bucket: "overtime-bench") else {
+                throw ValidationError("--s3 needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+            }
+            return store
+        }
+        let scenarios = Scenarios(sizes: sizes, nginx: nginx, s3: store, scratch: scratch, programs: programs)
         for spec in MetricSpec.all where selected?.contains(spec.name) ?? true {
             let chosen = implementations.map { Set($0.split(separator: ",").map(String.init)) }
             for (implementation, measure) in scenarios.rows(for: spec.name)

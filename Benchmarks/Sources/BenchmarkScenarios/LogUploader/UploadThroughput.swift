@@ -5,12 +5,13 @@ import Overtime
 import OvertimeLogUploader
 
 /// `upload_lines_per_sec`: a spool of 200-byte lines in sealed 1 MiB segments (the
-/// default size), uploaded with HTTP PUT to a local nginx. `overtime` is the
-/// `LogUploader` draining inside its grant after `requestBackground()` (best of three
-/// drains); `ceiling` is a
-/// plain libcurl loop PUTting the same segment files, read into memory beforehand, over
-/// one kept-alive connection, best of three passes: the most this nginx takes from one
-/// sender.
+/// default size), uploaded with HTTP PUT to a local nginx, and to a local SeaweedFS's S3
+/// API. `overtime` (`s3_overtime`) is the `LogUploader` with `HTTPSink` (`S3Sink`)
+/// draining inside its grant after `requestBackground()` (best of three drains);
+/// `ceiling` (`s3_ceiling`) is a plain libcurl loop PUTting the same segment files, read
+/// into memory beforehand, over one kept-alive connection (to S3 signed by libcurl's own
+/// SigV4 with an unsigned payload), best of three passes: the most this server takes
+/// from one sender.
 public enum UploadThroughput {
     /// Fills a spool with `lines` lines and seals it.
     static func filledSpool(lines: Int, scratch: String) throws -> Spool {
@@ -43,18 +44,58 @@ public enum UploadThroughput {
         var best = 0.0
         for _ in 0..<3 {
             // The same names each pass: nginx replaces the files instead of keeping every copy.
-            best = max(best, try drainOnce(baseURL: baseURL + "/overtime", lines: lines, scratch: scratch))
+            let rate = try drainOnce(lines: lines, scratch: scratch) { runtime in
+                HTTPSink(baseURL: baseURL + "/overtime", runtime: runtime)
+            }
+            best = max(best, rate)
         }
         return best
     }
 
-    private static func drainOnce(baseURL: String, lines: Int, scratch: String) throws -> Double {
+    /// The `LogUploader` with `S3Sink` (no compression) into `bucket` at `endpoint`; the
+    /// best of three drains, each a new stream, so each pass's keys are new.
+    public static func overtimeS3(store: S3Store, lines: Int, scratch: String) throws -> Double {
+        var best = 0.0
+        for _ in 0..<3 {
+            let rate = try drainOnce(lines: lines, scratch: scratch) { runtime in
+                var configuration = S3SinkConfiguration(
+                    bucket: store.bucket, prefix: "overtime", credentials: store.credentials)
+                configuration.endpoint = store.endpoint
+                return try S3Sink(configuration: configuration, runtime: runtime)
+            }
+            best = max(best, rate)
+        }
+        return best
+    }
+
+    /// A local S3 store: its endpoint, a bucket in it, and keys it takes.
+    public struct S3Store: Sendable {
+        /// `http://127.0.0.1:<port>`.
+        public var endpoint: String
+        /// A bucket that exists.
+        public var bucket: String
+        /// Keys the store takes.
+        public var credentials: S3Credentials
+
+        /// The store at `endpoint` with the keys in `AWS_ACCESS_KEY_ID` and
+        /// `AWS_SECRET_ACCESS_KEY`; nil without them.
+        public init?(endpoint: String, bucket: String) {
+            guard let credentials = try? S3Credentials.fromEnvironment() else { return nil }
+            self.endpoint = endpoint
+            self.bucket = bucket
+            self.credentials = credentials
+        }
+    }
+
+    private static func drainOnce(
+        lines: Int, scratch: String, sink makeSink: (Runtime) throws -> any LogSink
+    ) throws -> Double {
         let spool = try filledSpool(lines: lines, scratch: scratch)
         defer { try? FileManager.default.removeItem(atPath: spool.directory) }
         let runtime = try BenchmarkRuntime.start(lead: .seconds(5), budget: .seconds(600))
         defer { BenchmarkRuntime.stop(runtime) }
         let uploader = LogUploader(
-            runtime: runtime, spool: spool, sink: HTTPSink(baseURL: baseURL, runtime: runtime),
+            runtime: runtime, spool: spool, sink: try makeSink(runtime),
             logger: Logger(label: "overtime-bench") { _ in SwiftLogNoOpLogHandler() })
         uploader.start()
         defer { uploader.stop() }
@@ -72,8 +113,36 @@ public enum UploadThroughput {
         return Double(uploader.statistics.uploadedLines) * 1e9 / Double(elapsed)
     }
 
-    /// libcurl's easy interface PUTting pre-built bodies back to back.
+    /// libcurl's easy interface PUTting pre-built bodies back to back to nginx.
     public static func ceiling(baseURL: String, lines: Int, scratch: String) throws -> Double {
+        // No 100-continue round trip.
+        try ceiling(
+            lines: lines, scratch: scratch, url: baseURL + "/ceiling", headers: ["Expect:"], readCallback: false
+        ) { _ in }
+    }
+
+    /// libcurl's easy interface PUTting pre-built bodies back to back to S3, signed by libcurl.
+    public static func ceilingS3(store: S3Store, lines: Int, scratch: String) throws -> Double {
+        let keys = store.credentials.accessKeyID + ":" + store.credentials.secretAccessKey
+        // libcurl signs the method it would send without CURLOPT_CUSTOMREQUEST: the body
+        // goes by the read callback (a PUT), not as POST fields. It also signs an emptied
+        // "Expect:" it does not send (7.88): the 100-continue wait is cut to nothing instead.
+        let url = store.endpoint + "/" + store.bucket + "/ceiling"
+        return try ceiling(
+            lines: lines, scratch: scratch, url: url, headers: ["x-amz-content-sha256: UNSIGNED-PAYLOAD"],
+            readCallback: true
+        ) {
+            bench_easy_setopt_pointer($0, CURLOPT_AWS_SIGV4, "aws:amz:us-east-1:s3")
+            bench_easy_setopt_pointer($0, CURLOPT_USERPWD, keys)
+            bench_easy_setopt_long($0, CURLOPT_EXPECT_100_TIMEOUT_MS, 0)
+            bench_easy_setopt_long($0, CURLOPT_UPLOAD_BUFFERSIZE, 512 * 1024)  // as the sink reads
+        }
+    }
+
+    private static func ceiling(
+        lines: Int, scratch: String, url baseURL: String, headers headerLines: [String], readCallback: Bool,
+        configure: (UnsafeMutableRawPointer) -> Void
+    ) throws -> Double {
         let spool = try filledSpool(lines: lines, scratch: scratch)
         defer { try? FileManager.default.removeItem(atPath: spool.directory) }
         let segments = spool.sealedSegments
@@ -81,32 +150,48 @@ public enum UploadThroughput {
         settleDisk()
         guard let curl = curl_easy_init() else { throw ScenarioError("curl_easy_init failed") }
         defer { curl_easy_cleanup(curl) }
-        let headers = curl_slist_append(nil, "Expect:")  // no 100-continue round trip
+        let headers = headerLines.reduce(nil) { curl_slist_append($0, $1) }
         defer { curl_slist_free_all(headers) }
         bench_easy_setopt_pointer(curl, CURLOPT_HTTPHEADER, headers)
-        bench_easy_setopt_pointer(curl, CURLOPT_CUSTOMREQUEST, "PUT")
+        if !readCallback { bench_easy_setopt_pointer(curl, CURLOPT_CUSTOMREQUEST, "PUT") }
         bench_easy_setopt_long(curl, CURLOPT_TCP_NODELAY, 1)
         bench_easy_setopt_write_function(curl) { _, size, count, _ in size * count }
+        configure(curl)
         // The best of three passes: the most this nginx takes, not one pass's luck.
         var best = 0.0
         for _ in 0..<3 {
-            let rate = try putAll(bodies, curl: curl, baseURL: baseURL + "/ceiling")
+            let rate = try putAll(bodies, curl: curl, baseURL: baseURL, readCallback: readCallback)
             best = max(best, Double(segments.reduce(0) { $0 + $1.records }) * 1e9 / Double(rate))
         }
         return best
     }
 
-    /// PUTs every body in turn; returns the nanoseconds it took.
-    private static func putAll(_ bodies: [Data], curl: UnsafeMutableRawPointer, baseURL: String) throws -> Int64 {
+    /// PUTs every body in turn (as POST fields, or through the read callback); returns the
+    /// nanoseconds it took.
+    private static func putAll(
+        _ bodies: [Data], curl: UnsafeMutableRawPointer, baseURL: String, readCallback: Bool
+    ) throws -> Int64 {
         let start = monotonicNanoseconds()
         for (index, body) in bodies.enumerated() {
             let url = "\(baseURL)/\(index).log"
             let code = url.withCString { url in
                 body.withUnsafeBytes { bytes in
                     bench_easy_setopt_pointer(curl, CURLOPT_URL, url)
-                    bench_easy_setopt_pointer(curl, CURLOPT_POSTFIELDS, bytes.baseAddress)
-                    bench_easy_setopt_offset(curl, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count))
-                    return curl_easy_perform(curl)
+                    guard readCallback else {
+                        bench_easy_setopt_pointer(curl, CURLOPT_POSTFIELDS, bytes.baseAddress)
+                        bench_easy_setopt_offset(curl, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count))
+                        return curl_easy_perform(curl)
+                    }
+                    var reader = BodyReader(bytes: bytes)
+                    return withUnsafeMutablePointer(to: &reader) { reader in
+                        bench_easy_setopt_long(curl, CURLOPT_UPLOAD, 1)
+                        bench_easy_setopt_offset(curl, CURLOPT_INFILESIZE_LARGE, curl_off_t(bytes.count))
+                        bench_easy_setopt_pointer(curl, CURLOPT_READDATA, reader)
+                        bench_easy_setopt_read_function(curl) { buffer, size, count, context in
+                            context!.assumingMemoryBound(to: BodyReader.self).pointee.read(into: buffer!, size * count)
+                        }
+                        return curl_easy_perform(curl)
+                    }
                 }
             }
             var status = 0
@@ -116,5 +201,18 @@ public enum UploadThroughput {
             }
         }
         return monotonicNanoseconds() - start
+    }
+}
+
+/// A body in memory handed to libcurl's read callback piece by piece.
+private struct BodyReader {
+    let bytes: UnsafeRawBufferPointer
+    var offset = 0
+
+    mutating func read(into buffer: UnsafeMutablePointer<CChar>, _ room: Int) -> Int {
+        let count = min(room, bytes.count - offset)
+        UnsafeMutableRawPointer(buffer).copyMemory(from: bytes.baseAddress! + offset, byteCount: count)
+        offset += count
+        return count
     }
 }

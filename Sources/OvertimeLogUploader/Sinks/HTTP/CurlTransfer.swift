@@ -20,6 +20,7 @@ final class CurlTransfer: @unchecked Sendable {  // confined to the loop thread
     private var uploaded = 0
     private var headers: UnsafeMutablePointer<curl_slist>?
     private var retryAfter: Duration?
+    private var responseHeaders: [String: String] = [:]
     private var body: [UInt8] = []
     private let bodyLimit: Int
     private var continuation: CheckedContinuation<Result<HTTPResponse, SinkError>, Never>?
@@ -115,9 +116,15 @@ final class CurlTransfer: @unchecked Sendable {  // confined to the loop thread
 
     private func header(_ line: String) {
         let parts = line.split(separator: ":", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "retry-after",
-            let seconds = Int(parts[1].trimmingCharacters())
-        else { return }
+        guard parts.count == 2 else {
+            // A status line starts the headers of a response (again after an interim one).
+            if line.hasPrefix("HTTP/") { responseHeaders = [:] }
+            return
+        }
+        let name = parts[0].lowercased()
+        let value = parts[1].trimmingCharacters()
+        responseHeaders[name] = value
+        guard name == "retry-after", let seconds = Int(value) else { return }
         // A day at most: a number, not a way to park the uploader (it caps by its budget too).
         retryAfter = .seconds(max(0, min(seconds, 86_400)))
     }
@@ -130,7 +137,7 @@ final class CurlTransfer: @unchecked Sendable {  // confined to the loop thread
         }
         var status = 0
         overtime_easy_getinfo_response_code(easy, &status)
-        finish(.success(HTTPResponse(status: status, retryAfter: retryAfter, body: body)))
+        finish(.success(HTTPResponse(status: status, retryAfter: retryAfter, headers: responseHeaders, body: body)))
     }
 
     /// Resumes the waiting request, once.

@@ -31,6 +31,8 @@ struct HTTPResponse: Sendable {
     let status: Int
     /// `Retry-After` in seconds, if the collector sent one.
     let retryAfter: Duration?
+    /// The answer's headers by lowercased name (the last of a repeated name).
+    let headers: [String: String]
     /// The body, up to the request's limit plus one byte.
     let body: [UInt8]
 }

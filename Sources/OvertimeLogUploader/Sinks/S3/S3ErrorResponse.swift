@@ -9,13 +9,16 @@ struct S3ErrorResponse: Equatable {
     let code: String?
     /// The store's explanation, if the body had one.
     let message: String?
+    /// How long the store asked to wait (`Retry-After`), if it did.
+    let retryAfter: Duration?
 
     /// Reads the error document in `response`'s body (nothing is required of it).
     init(_ response: HTTPResponse) {
         status = response.status
-        let text = String(decoding: response.body, as: UTF8.self)
-        code = Self.element("Code", in: text)
-        message = Self.element("Message", in: text)
+        let text = String(decoding: response.body, as: UTF8.self)[...]
+        code = S3XML.value(of: "Code", in: text)
+        message = S3XML.value(of: "Message", in: text)
+        retryAfter = response.retryAfter
     }
 
     /// The failure for the segment: retried for 5xx, 404, 408, 409, 429, 3xx and any code in
@@ -32,31 +35,8 @@ struct S3ErrorResponse: Equatable {
         }
         let retried = !(400...499).contains(status) || [404, 408, 409, 429].contains(status)
         if retried || code.map(retryableCodes.contains) == true {
-            return .retryable(words, retryAfter: nil)
+            return .retryable(words, retryAfter: retryAfter)
         }
         return .permanent(words)
-    }
-
-    /// The text of the first `<name>…</name>`, entities decoded, or nil.
-    private static func element(_ name: String, in text: String) -> String? {
-        guard let open = text.range(of: "<\(name)>"), let close = text.range(of: "</\(name)>", range: open.upperBound)
-        else { return nil }
-        var value = String(text[open.upperBound..<close.lowerBound])
-        for (entity, character) in [("&lt;", "<"), ("&gt;", ">"), ("&quot;", "\""), ("&apos;", "'"), ("&amp;", "&")] {
-            value = value.replacing(entity, with: character)
-        }
-        return value.isEmpty ? nil : value
-    }
-}
-
-extension String {
-    /// The first range of `needle` at or after `start`.
-    fileprivate func range(of needle: String, range start: Index? = nil) -> Range<Index>? {
-        var index = start ?? startIndex
-        while index < endIndex {
-            if self[index...].hasPrefix(needle) { return index..<self.index(index, offsetBy: needle.count) }
-            index = self.index(after: index)
-        }
-        return nil
     }
 }

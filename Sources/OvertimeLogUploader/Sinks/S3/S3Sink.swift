@@ -1,3 +1,4 @@
+import Logging
 import Overtime
 
 /// Stores each sealed segment as one object, `<prefix>/<stream-id>/<segment>.log[.zst|.gz]`,
@@ -20,40 +21,34 @@ import Overtime
 /// with the store's code and message in the error. Cancelling the upload's task
 /// (expiration) aborts the transfer in flight.
 ///
+/// **Large objects in parts.** An object over ``S3SinkConfiguration/multipartThresholdBytes``
+/// goes in a multipart upload of ``S3SinkConfiguration/partBytes`` parts, each with its
+/// own CRC-32C, completed with `If-None-Match: *` — the same exactly-once rule. An upload
+/// that cannot complete is aborted. Unfinished uploads a crash left under a stream's keys
+/// (`<prefix>/<stream-id>/`, which only this spool's owner writes) are aborted before the
+/// sink's first segment of that stream; a store that refuses the listing only costs a
+/// warning (a bucket lifecycle rule `AbortIncompleteMultipartUpload` does the same job).
+///
 /// A segment is read into memory to be hashed and sent (segments are small: the spool
 /// seals at ``SpoolConfiguration/segmentBytes``).
 public final class S3Sink: LogSink {
     /// Where segments go.
     public let configuration: S3SinkConfiguration
-    private let client: HTTPClient
-    private let clock: any RuntimeClock
-    private let signer: SignatureV4
-    private let scheme: String
-    private let host: String
-    private let bucketPath: String
+    private let bucket: S3Bucket
+    private let logger: Logger
+    /// The streams whose leftover multipart uploads were looked for.
+    private let sweptStreams = Locked<Set<Substring>>([])
 
-    /// Stores under `configuration`, on `runtime`'s loop, signing with `runtime`'s wall clock.
+    /// Stores under `configuration`, on `runtime`'s loop, signing with `runtime`'s wall
+    /// clock; says on `logger` what it cleans up.
     ///
     /// - Throws: ``S3ConfigurationError`` when the configuration cannot work.
-    public init(configuration: S3SinkConfiguration, runtime: Runtime) throws(S3ConfigurationError) {
-        try configuration.validate()
+    public init(
+        configuration: S3SinkConfiguration, runtime: Runtime, logger: Logger = Logger(label: "overtime.s3-sink")
+    ) throws(S3ConfigurationError) {
+        bucket = try S3Bucket(configuration: configuration, runtime: runtime)
         self.configuration = configuration
-        client = HTTPClient(runtime: runtime)
-        clock = runtime.clock
-        signer = SignatureV4(credentials: configuration.credentials, region: configuration.region)
-        let endpoint = configuration.endpoint ?? "https://s3.\(configuration.region).amazonaws.com"
-        guard let (scheme, authority) = S3SinkConfiguration.split(endpoint: endpoint) else {
-            throw S3ConfigurationError("an endpoint is http(s)://host[:port] without a path; got '\(endpoint)'")
-        }
-        self.scheme = scheme
-        let addressing = configuration.addressing ?? (configuration.endpoint == nil ? .virtualHosted : .path)
-        if addressing == .virtualHosted {
-            host = configuration.bucket + "." + authority
-            bucketPath = ""
-        } else {
-            host = authority
-            bucketPath = "/" + configuration.bucket
-        }
+        self.logger = logger
     }
 
     /// The bucket, prefix and endpoint; never the secret.
@@ -65,61 +60,60 @@ public final class S3Sink: LogSink {
 
     /// The key `segment` is stored under.
     public func objectKey(for segment: SealedSegment) -> String {
-        let prefix = configuration.prefix
-        return (prefix.isEmpty ? "" : prefix + "/") + segment.name + configuration.encoding.fileExtension
+        keyPrefix + segment.name + configuration.encoding.fileExtension
     }
+
+    /// What every key starts with: the prefix and a slash, or nothing.
+    private var keyPrefix: String { configuration.prefix.isEmpty ? "" : configuration.prefix + "/" }
 
     /// Uploads the segment unless its name is taken by the same content; returns once the
     /// store holds it under ``objectKey(for:)``.
     public func store(_ segment: SealedSegment) async throws(SinkError) {
+        try await abortLeftoverUploads(of: segment)
         let key = objectKey(for: segment)
         let content = try segment.readBytes()
         let encoding = configuration.encoding
         let object = try encoding.encode(content)
-        var headers = [
-            (name: "Content-Type", value: "application/octet-stream"), (name: "If-None-Match", value: "*"),
-            (name: "x-amz-checksum-crc32c", value: Digests.crc32cHeaderValue(object)),
-        ]
+        var headers = [(name: "Content-Type", value: "application/octet-stream")]
         if let contentEncoding = encoding.contentEncoding { headers.append(("Content-Encoding", contentEncoding)) }
-        let put = try await send("PUT", key: key, headers: headers, body: object)
-        switch put.status {
-        case 200...299: return
-        case 412: try await verifyStored(content, key: key)  // the name is taken
-        default: throw failure(put, asking: "PUT", key: key)
+        let outcome =
+            object.count > configuration.multipartThresholdBytes
+            ? try await bucket.putInParts(object, key: key, headers: headers, partBytes: configuration.partBytes)
+            : try await bucket.put(object, key: key, headers: headers)
+        if outcome == .nameTaken { try await verifyStored(content, key: key) }
+    }
+
+    /// Once per stream, before its first upload here: aborts the multipart uploads a crash
+    /// left under the stream's keys. A failure is logged and tried again with the next
+    /// segment (or, refused for good, not again); it never holds the segment back.
+    private func abortLeftoverUploads(of segment: SealedSegment) async throws(SinkError) {
+        let stream = segment.name.prefix { $0 != "/" }
+        guard !sweptStreams.withLock({ $0.contains(stream) }) else { return }
+        let streamPrefix = keyPrefix + stream + "/"
+        do {
+            let aborted = try await bucket.abortUnfinishedUploads(under: streamPrefix)
+            sweptStreams.withLock { _ = $0.insert(stream) }
+            if aborted > 0 {
+                logger.notice(
+                    "aborted \(aborted) unfinished multipart upload(s) a previous run left under \(streamPrefix)")
+            }
+        } catch {
+            if error.code == .cancelled { throw error }
+            if error.code == .permanent { sweptStreams.withLock { _ = $0.insert(stream) } }
+            logger.warning("cannot look for unfinished multipart uploads under \(streamPrefix): \(error)")
         }
     }
 
     /// The name is taken: stored when the object holds our content, refused for good otherwise.
     private func verifyStored(_ content: [UInt8], key: String) async throws(SinkError) {
         let encoding = configuration.encoding
-        let get = try await send(
-            "GET", key: key, headers: [], body: [], responseLimit: encoding.largestObject(contentBytes: content.count))
-        guard (200...299).contains(get.status) else { throw failure(get, asking: "GET", key: key) }
+        let get = try await bucket.send(
+            "GET", key: key, responseLimit: encoding.largestObject(contentBytes: content.count))
+        guard (200...299).contains(get.status) else { throw bucket.failure(get, asking: "GET", key: key) }
         guard try encoding.object(get.body, holds: content) else {
             throw .permanent(
-                "a different object (\(get.body.count) bytes) is already stored as \(key) in \(configuration.bucket); "
+                "a different object (\(get.body.count) bytes) is already stored as \(key) in \(bucket.name); "
                     + "not overwritten")
         }
-    }
-
-    private func failure(_ response: HTTPResponse, asking method: String, key: String) -> SinkError {
-        S3ErrorResponse(response).failure(
-            asking: method, key: key, retryableCodes: configuration.retryableErrorCodes)
-    }
-
-    /// One signed request for `key`.
-    private func send(
-        _ method: String, key: String, headers: [(name: String, value: String)], body: [UInt8],
-        responseLimit: Int = 64 << 10
-    ) async throws(SinkError) -> HTTPResponse {
-        let path = bucketPath + "/" + SignatureV4.encode(key, keepingSlashes: true)
-        let signable = SignatureV4.Request(
-            method: method, host: host, encodedPath: path, headers: headers,
-            payloadHash: Digests.hex(try Digests.sha256(body)))
-        var request = HTTPRequest(method: method, url: scheme + "://" + host + path)
-        request.headers = try signer.headers(for: signable, at: clock.wallClockNow)
-        if method == "PUT" { request.body = .bytes(body) }
-        request.responseLimit = responseLimit
-        return try await client.perform(request)
     }
 }

@@ -39,6 +39,12 @@ public struct S3SinkConfiguration: Sendable, CustomStringConvertible {
     public var credentials: S3Credentials
     /// How segments are encoded and named: default ``SegmentEncoding/identity``.
     public var encoding = SegmentEncoding.identity
+    /// Objects larger than this many bytes (after compression) go in a multipart upload;
+    /// smaller ones in one PUT. Default 8 MiB; 5 MiB to 5 GiB.
+    public var multipartThresholdBytes = 8 << 20
+    /// The size of each part of a multipart upload but the last. Default 8 MiB; 5 MiB (S3's
+    /// smallest) to 5 GiB — more when an object would need over 10,000 parts.
+    public var partBytes = 8 << 20
     /// S3 error codes retried although their status would refuse the segment for good:
     /// a clock that steps back into line, a body damaged in transit, a token renewed.
     public var retryableErrorCodes: Set<String> = [
@@ -54,7 +60,8 @@ public struct S3SinkConfiguration: Sendable, CustomStringConvertible {
         self.credentials = credentials
     }
 
-    /// Reads `s3://bucket[/prefix][?endpoint=URL&region=R&addressing=path|virtual&compression=none|zstd|gzip]`.
+    /// Reads `s3://bucket[/prefix][?endpoint=URL&region=R&addressing=path|virtual&compression=none|zstd|gzip]`,
+    /// and `multipart-threshold=` and `part-size=` in bytes.
     ///
     /// - Throws: ``S3ConfigurationError`` naming what is wrong.
     public init(url: String, credentials: S3Credentials) throws(S3ConfigurationError) {
@@ -83,16 +90,20 @@ public struct S3SinkConfiguration: Sendable, CustomStringConvertible {
                         throw S3ConfigurationError("compression is none, zstd or gzip; got '\(value)'")
                     }
                     encoding = named
+                case "multipart-threshold":
+                    multipartThresholdBytes = try Self.byteCount(value, of: "multipart-threshold")
+                case "part-size": partBytes = try Self.byteCount(value, of: "part-size")
                 default:
                     throw S3ConfigurationError(
-                        "unknown S3 URL parameter '\(pair[0])' (endpoint, region, addressing, compression)")
+                        "unknown S3 URL parameter '\(pair[0])' (endpoint, region, addressing, compression, "
+                            + "multipart-threshold, part-size)")
                 }
             }
         }
         try validate()
     }
 
-    /// Checks the bucket, region and endpoint.
+    /// Checks the bucket, region, endpoint and part sizes.
     ///
     /// - Throws: ``S3ConfigurationError`` naming the first problem.
     public func validate() throws(S3ConfigurationError) {
@@ -108,6 +119,11 @@ public struct S3SinkConfiguration: Sendable, CustomStringConvertible {
         }
         guard !region.isEmpty, region.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "/") }) else {
             throw S3ConfigurationError("a region is a name such as us-east-1; got '\(region)'")
+        }
+        let partSizes = S3MultipartUpload.minimumPartBytes...S3MultipartUpload.maximumPartBytes
+        for (name, value) in [("multipartThresholdBytes", multipartThresholdBytes), ("partBytes", partBytes)]
+        where !partSizes.contains(value) {
+            throw S3ConfigurationError("\(name) is 5 MiB (5242880) to 5 GiB (5368709120) bytes; got \(value)")
         }
         if let endpoint, Self.split(endpoint: endpoint) == nil {
             throw S3ConfigurationError("an endpoint is http(s)://host[:port] without a path; got '\(endpoint)'")
@@ -134,6 +150,13 @@ public struct S3SinkConfiguration: Sendable, CustomStringConvertible {
             return (scheme, String(authority))
         }
         return nil
+    }
+
+    private static func byteCount(_ text: String, of name: String) throws(S3ConfigurationError) -> Int {
+        guard let count = Int(text), count >= 0 else {
+            throw S3ConfigurationError("\(name) is a number of bytes; got '\(text)'")
+        }
+        return count
     }
 
     private static func trimmedSlashes(_ text: String) -> String {
