@@ -120,6 +120,11 @@ let package = Package(
             ]
         ),
         .executableTarget(
+            name: "getting-started",
+            dependencies: ["Overtime"],
+            path: "Examples/getting-started"
+        ),
+        .executableTarget(
             name: "tiny-daemon",
             dependencies: ["Overtime"],
             path: "Examples/tiny-daemon"
@@ -206,6 +211,11 @@ let package = Package(
                 "overtimectl",
                 "tiny-daemon",
             ]
+        ),
+        // The documentation's code and the getting-started daemon it teaches.
+        .testTarget(
+            name: "OvertimeDocsTests",
+            dependencies: ["Overtime", "OvertimeTestSupport", "getting-started"]
         ),
         .testTarget(
             name: "OvertimeServiceLifecycleTests",

@@ -3,7 +3,7 @@
 import Overtime
 import OvertimeScheduler
 
-/// A ``ConditionSource`` whose conditions a test sets: each change is announced to the
+/// A `ConditionSource` (`OvertimeScheduler`) whose conditions a test sets: each change is announced to the
 /// scheduler at once, as a netlink event would be.
 ///
 /// ```swift

@@ -1,11 +1,11 @@
 import Overtime
 import ServiceLifecycle
 
-/// An Overtime ``Runtime`` as a swift-service-lifecycle `Service`, so a `ServiceGroup`
+/// An Overtime `Runtime` as a swift-service-lifecycle `Service`, so a `ServiceGroup`
 /// runs it beside the program's other services.
 ///
 /// The group's graceful shutdown (its signals, or `triggerGracefulShutdown()`) becomes
-/// ``Runtime/requestTermination()``: observers see `willTerminate`, grants get their
+/// `Runtime.requestTermination()`: observers see `willTerminate`, grants get their
 /// budget, and `run()` returns once the runtime has terminated. Cancelling the service
 /// expires every grant at once.
 ///

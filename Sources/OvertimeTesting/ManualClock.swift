@@ -1,6 +1,6 @@
 import Overtime
 
-/// Virtual time for testing code that uses a ``Runtime``: deadlines and timers fire when
+/// Virtual time for testing code that uses a `Runtime`: deadlines and timers fire when
 /// the test advances the clock, never by sleeping.
 ///
 /// ```swift

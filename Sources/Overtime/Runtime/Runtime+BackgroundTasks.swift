@@ -13,6 +13,8 @@ extension Runtime {
     /// - Parameters:
     ///   - name: Shown in logs, reports and ``openBackgroundTasks``.
     ///   - maximumDuration: An optional limit of the grant's own, longer than the lead time.
+    ///   - fileID: The file that begins the grant, for reports (leave the default).
+    ///   - line: The line that begins the grant, for reports (leave the default).
     ///   - expirationHandler: Stops the work and ends the grant. Runs on the loop thread.
     ///   - endHandler: Told why the grant ended. Runs on the loop thread (inside
     ///     ``endBackgroundTask(_:fileID:line:)`` when that is called there).

@@ -133,7 +133,7 @@ public final class Runtime: Sendable {
     }
 
     /// Runs the loop on a thread of its own and returns at once: for a library
-    /// embedded in a host program. ``waitUntilTerminated()`` waits for the end.
+    /// embedded in a host program. `waitUntilTerminated()` waits for the end (from a thread, or `await`ed).
     public func start() {
         guard markRunning() else { return }
         spawnThread(name: "overtime-loop") { [self] in runLoop() }  // inherits the blocked signals

@@ -13,7 +13,7 @@ import Overtime
 /// into a dead connection; after sending, the segment counts as stored only once the
 /// collector's TCP acknowledged every byte (the send queue is empty) and the connection is
 /// still up. What a collector acknowledged at TCP level but had not yet processed when it
-/// died is still lost: use ``RELPSink`` (application-level acknowledgements) where that
+/// died is still lost: use `RELPSink` (module `OvertimeRELP`) (application-level acknowledgements) where that
 /// matters. A retry after a partial send repeats messages; the structured data lets the
 /// collector drop those duplicates. Blocking socket I/O runs on a queue of its own.
 public final class SyslogSink: LogSink {

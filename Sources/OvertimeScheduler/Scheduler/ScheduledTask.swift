@@ -3,7 +3,7 @@ import Overtime
 import Synchronization
 
 /// One attempt of a run, handed to the handler registered for its identifier: it runs
-/// inside a grant of background time, and ends with ``setTaskCompleted(success:)``,
+/// inside a grant of background time, and ends with ``setTaskCompleted(success:fileID:line:)``,
 /// exactly once (BGTask's contract).
 ///
 /// ```swift

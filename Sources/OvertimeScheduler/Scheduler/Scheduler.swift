@@ -3,7 +3,7 @@ import Overtime
 
 /// Deferred and periodic background work that survives restarts: what BGTaskScheduler and
 /// WorkManager give mobile apps and systemd timers give units, for a program that embeds
-/// an Overtime ``Runtime``.
+/// an Overtime `Runtime`.
 ///
 /// ```swift
 /// let scheduler = try Scheduler(runtime: runtime, configuration: .init(storePath: "/var/lib/app/schedule.db"))
