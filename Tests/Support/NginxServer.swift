@@ -108,13 +108,26 @@ package func stopServer(_ process: SpawnedProcess) {
 }
 
 /// A port nothing listens on right now.
+/// A loopback port free now, for a server a test starts. Picked below the kernel's
+/// ephemeral range (32768–60999 here), where the tests' own client connections take their
+/// local ports: a port from that range could be taken by a client between this pick and
+/// the server's bind.
 package func freeLoopbackPort() throws -> Int {
+    for _ in 0..<200 {
+        let port = Int.random(in: 20_000..<32_768)
+        if (try? bindLoopback(port: port)) == port { return port }
+    }
+    return try bindLoopback(port: 0)  // everything tried was taken: any free port
+}
+
+/// Binds a socket to 127.0.0.1:`port` (0: any) and closes it; returns the port bound.
+private func bindLoopback(port: Int) throws -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
+    address.sin_port = UInt16(port).bigEndian
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     let bound = withUnsafeMutablePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Int32 in

@@ -30,17 +30,18 @@ package final class SeaweedFSServer: @unchecked Sendable {
             """
         try identities.write(toFile: folder.path + "/identities.json", atomically: true, encoding: .utf8)
         // Ports are picked free, then bound by weed: another test may take one in between, and
-        // weed then exits at start. Three tries, each with fresh ports.
+        // weed then exits at start, or later once one of its parts binds. Three tries, each
+        // with fresh ports, each until the bucket takes an object.
         for attempt in 1...3 {
             choosePorts()
             do {
                 try start()
+                try boto3("ready", attempt < 3 ? "30" : "60")
                 break
             } catch  where attempt < 3 {
                 kill()
             }
         }
-        try boto3("ready")
     }
 
     private func choosePorts() {
@@ -181,7 +182,7 @@ package final class SeaweedFSServer: @unchecked Sendable {
                           region_name="us-east-1",
                           config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
         if command == "ready":
-            deadline = time.time() + 60
+            deadline = time.time() + float(sys.argv[6] if len(sys.argv) > 6 else 60)
             while True:
                 try:
                     try:
