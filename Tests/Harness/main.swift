@@ -192,6 +192,11 @@ func crashUploader(directory: String, url: String, drainOnly: Bool) throws {
             while uploader.isDraining { usleep(1000) }
         }
         say("DRAINED \(spool.checkpoint.sequence)")
+        // Stop the runtime before exit: exit's handlers (libcrypto's cleanup among them)
+        // must not run under a loop thread that may still use them.
+        uploader.stop()
+        runtime.requestTermination()
+        runtime.waitUntilTerminated()
         return
     }
     var generator = SystemRandomNumberGenerator()

@@ -88,7 +88,8 @@ struct CrashTests {
         let storedBeforeDrain = try stored().count
         #expect(storedBeforeDrain > storedBetweenKills)
         let drain = try RunningChild(["crash-uploader", spool, url, "drain"], environment: environment)
-        #expect(drain.waitForExit(timeout: .seconds(60)) == 0)
+        let drained = drain.waitForExit(timeout: .seconds(60))
+        #expect(drained == 0, "the drain: \(drain.standardError.suffix(30).joined(separator: "\n"))")
         #expect(acknowledged.values.reduce(0, +) > 500)
         // What the collector holds, per stream: every stored segment, parsed.
         var owner: [String: [UInt64: String]] = [:]
