@@ -142,20 +142,23 @@ struct S3SinkTests {
         options.segmentBytes = 2 * bytes
         options.quotaBytes = 4 * options.segmentBytes
         options.durability = .operatingSystemBuffer
+        options.segmentAge = .seconds(3600)  // sealed by the test alone, however slow the machine
         let spool = try Spool(directory: folder.path, configuration: options)
         var state = UInt64.random(in: 1...UInt64.max)
         let digits = Array("0123456789abcdef".utf8)
+        // One batch of 1,000 random lines, appended as often as it takes: cheap to make even
+        // under ThreadSanitizer, and still incompressible as the test needs.
+        let batch = (0..<1_000).map { _ in
+            (0..<10).flatMap { _ in
+                // xorshift64: cheap bytes that do not compress
+                state ^= state << 13
+                state ^= state >> 7
+                state ^= state << 17
+                return (0..<16).map { digits[Int(state >> ($0 * 4) & 15)] }
+            }
+        }
         var written = 0
         while written < bytes {
-            let batch = (0..<1_000).map { _ in
-                (0..<10).flatMap { _ in
-                    // xorshift64: cheap bytes that do not compress
-                    state ^= state << 13
-                    state ^= state >> 7
-                    state ^= state << 17
-                    return (0..<16).map { digits[Int(state >> ($0 * 4) & 15)] }
-                }
-            }
             try spool.append(batch)
             written += 160_000
         }
