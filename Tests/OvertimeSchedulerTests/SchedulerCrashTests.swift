@@ -19,7 +19,7 @@ struct SchedulerCrashTests {
     private static func read(_ store: String) throws -> (identifiers: [String], attempts: [Attempt]) {
         let identifiers = try sqliteShell(store, "SELECT identifier FROM requests ORDER BY identifier").map { $0[0] }
         let rows = try sqliteShell(
-            store, "SELECT identifier, run_id, attempt, result FROM runs ORDER BY run_id, attempt")
+            store, "SELECT identifier, run_id, attempt, result FROM history ORDER BY run_id, attempt")
         let attempts = rows.map {
             Attempt(identifier: $0[0], runID: Int64($0[1]) ?? -1, attempt: Int($0[2]) ?? -1, result: $0[3])
         }

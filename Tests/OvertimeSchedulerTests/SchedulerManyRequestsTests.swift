@@ -74,12 +74,10 @@ struct SchedulerManyRequestsTests {
         try await onOwnThread {
             let h = try SchedulerHarness()
             defer { h.finish() }
-            h.current.abandon()
-            try FileManager.default.removeItem(atPath: h.path)
             let planned = h.now + .seconds(500)
-            _ = try sqliteShell(
-                h.path,
-                Self.schemaVersion2
+            try Self.replaceStore(
+                of: h,
+                with: Self.schemaVersion2
                     + """
                     INSERT INTO requests VALUES ('job', \(h.now.nanosecondsSinceEpoch), NULL, 3600000000000, 0, 'once',
                         1, 0, 600000000000, 'exponential', 30000000000, 18000000000000, 3,
@@ -107,17 +105,11 @@ struct SchedulerManyRequestsTests {
         try await onOwnThread {
             let h = try SchedulerHarness()
             defer { h.finish() }
-            h.current.abandon()
-            try FileManager.default.removeItem(atPath: h.path)
             let started = h.now - .seconds(30)
-            _ = try sqliteShell(
-                h.path,
-                Self.schemaVersion2
+            try Self.replaceStore(
+                of: h,
+                with: Self.schemaVersion2 + Self.schemaVersion3Additions
                     + """
-                    ALTER TABLE requests ADD COLUMN due_at INTEGER;
-                    ALTER TABLE requests ADD COLUMN requirement_mask INTEGER NOT NULL DEFAULT 0;
-                    ALTER TABLE requests ADD COLUMN running INTEGER NOT NULL DEFAULT 0;
-                    CREATE INDEX requests_due ON requests (due_at, sequence) WHERE running = 0 AND due_at IS NOT NULL;
                     INSERT INTO requests VALUES ('job', \(started.nanosecondsSinceEpoch), NULL, NULL, NULL, 'once', 1, 0,
                         600000000000, 'exponential', 30000000000, 18000000000000, 3,
                         \(started.nanosecondsSinceEpoch), 1, NULL, 0, 0, 12, 1, '',
@@ -139,6 +131,63 @@ struct SchedulerManyRequestsTests {
             #expect(h.attempts.count == 1, "done: never again")
         }
     }
+
+    /// A store of schema 4 (history in a rowid table with two indexes): its history is kept
+    /// and read newest run first, a run left 'running' without a request is interrupted,
+    /// and run IDs go on above every one it holds, even one its counter missed.
+    @Test func aStoreOfSchema4KeepsItsHistoryAndItsRunIDs() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness()
+            defer { h.finish() }
+            let planned = h.now + .seconds(500)
+            let earlier = h.now - .seconds(7200)
+            try Self.replaceStore(
+                of: h,
+                with: Self.schemaVersion2 + Self.schemaVersion3Additions
+                    + """
+                    ALTER TABLE requests ADD COLUMN active_run_id INTEGER;
+                    ALTER TABLE requests ADD COLUMN active_attempt INTEGER;
+                    ALTER TABLE requests ADD COLUMN active_started_at INTEGER;
+                    INSERT INTO requests VALUES ('job', \(earlier.nanosecondsSinceEpoch), NULL, 3600000000000, 0,
+                        'once', 1, 0, 600000000000, 'exponential', 30000000000, 18000000000000, 3,
+                        \(planned.nanosecondsSinceEpoch), 0, NULL, 0, 0, NULL, 1, '',
+                        \(planned.nanosecondsSinceEpoch), 0, 0, NULL, NULL, NULL);
+                    INSERT INTO runs VALUES (3, 1, 'job', \(earlier.nanosecondsSinceEpoch),
+                        \((earlier + .seconds(1)).nanosecondsSinceEpoch), 'failed', NULL);
+                    INSERT INTO runs VALUES (3, 2, 'job', \((earlier - .seconds(60)).nanosecondsSinceEpoch),
+                        \((earlier - .seconds(59)).nanosecondsSinceEpoch), 'succeeded', NULL);
+                    INSERT INTO runs VALUES (9, 1, 'gone', \(earlier.nanosecondsSinceEpoch), NULL, 'running', NULL);
+                    UPDATE counters SET value = 4 WHERE name = 'run_id';
+                    PRAGMA user_version = 4;
+                    """)
+            try h.open()
+            #expect(h.current.recovery.interruptedRuns.isEmpty, "no request of 'gone' is left to retry")
+            #expect(try h.current.history("gone").map(\.result) == [.interrupted])
+            // Attempt 2 started after attempt 1 although the wall clock had gone back.
+            #expect(try h.current.history("job").map(\.attempt) == [2, 1])
+            try h.current.start()
+            h.advance(to: planned)
+            #expect(h.attempts.all.map(\.runID) == [10], "above run 9, which the counter missed")
+            #expect(try h.current.history("job").map(\.runID) == [10, 3, 3])
+        }
+    }
+
+    /// Stops `h`'s scheduler and puts the store `sql` makes (with the `sqlite3` shell) in
+    /// its place, as an older build left it.
+    static func replaceStore(of h: SchedulerHarness, with sql: String) throws {
+        h.current.abandon()
+        try FileManager.default.removeItem(atPath: h.path)
+        _ = try sqliteShell(h.path, sql)
+    }
+
+    /// What schema version 3 added to version 2 (a fixture, as ``schemaVersion2``).
+    static let schemaVersion3Additions = """
+        ALTER TABLE requests ADD COLUMN due_at INTEGER;
+        ALTER TABLE requests ADD COLUMN requirement_mask INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE requests ADD COLUMN running INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX requests_due ON requests (due_at, sequence) WHERE running = 0 AND due_at IS NOT NULL;
+
+        """
 
     /// What schema version 2 created (kept here as a fixture: the store's migrations
     /// must go on reading it).

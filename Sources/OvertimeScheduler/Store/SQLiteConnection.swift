@@ -128,6 +128,9 @@ final class SQLiteConnection {
     /// The first column of the first row of `sql`, or `nil` (no row, or NULL).
     func integer(_ sql: String) throws(SQLiteError) -> Int64? {
         let statement = try statement(sql)
+        // Reset once read: a statement left stepping would hold its read open (and make
+        // a DROP TABLE on this connection fail as locked).
+        defer { statement.reset() }
         guard try statement.step(), !statement.isNull(0) else { return nil }
         return statement.int64(0)
     }

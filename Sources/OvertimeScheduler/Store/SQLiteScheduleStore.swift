@@ -26,7 +26,7 @@ import Overtime
 /// ended while they ran) are marked interrupted.
 final class SQLiteScheduleStore: ScheduleStore {
     /// The schema this build writes and reads.
-    static let schemaVersion = 4
+    static let schemaVersion = 5
     /// The log is checkpointed into the database once it is this large.
     static let checkpointBytes = 8 << 20
 
@@ -282,8 +282,42 @@ final class SQLiteScheduleStore: ScheduleStore {
                         """)
                 }
             ),
+            (
+                5,
+                { connection throws(SQLiteError) in
+                    // The history keyed by what it is read by (an identifier's runs, newest run
+                    // ID first): one B-tree written per ended attempt instead of a table and two
+                    // indexes. The highest run ID lives in its counter alone (no scan at open),
+                    // and a run the process left 'running' without a request is interrupted.
+                    try connection.execute(
+                        """
+                        UPDATE counters SET value = MAX(value, IFNULL((SELECT MAX(run_id) FROM runs), 0),
+                            IFNULL((SELECT MAX(active_run_id) FROM requests), 0)) WHERE name = 'run_id';
+                        CREATE TABLE history (
+                            identifier TEXT NOT NULL,
+                            run_id INTEGER NOT NULL,
+                            attempt INTEGER NOT NULL,
+                            started_at INTEGER NOT NULL,
+                            ended_at INTEGER,
+                            result TEXT NOT NULL,
+                            stop_reason TEXT,
+                            PRIMARY KEY (identifier, run_id, attempt)
+                        ) WITHOUT ROWID;
+                        INSERT OR REPLACE INTO history
+                            SELECT identifier, run_id, attempt, started_at,
+                                CASE result WHEN 'running' THEN started_at ELSE ended_at END,
+                                CASE result WHEN 'running' THEN 'interrupted' ELSE result END,
+                                CASE result WHEN 'running' THEN '\(interruptedReason)' ELSE stop_reason END
+                            FROM runs ORDER BY identifier, run_id, attempt;
+                        DROP TABLE runs;
+                        """)
+                }
+            ),
         ]
     }
+
+    /// Why a run found in progress at open ended.
+    private static let interruptedReason = "the process ended while it ran"
 
     /// Runs in progress when the process ended: recorded as interrupted, their requests
     /// free to run again.
@@ -294,13 +328,12 @@ final class SQLiteScheduleStore: ScheduleStore {
             """
             SELECT identifier, active_run_id, active_attempt, active_started_at FROM requests
                 WHERE active_run_id IS NOT NULL
-            UNION ALL SELECT identifier, run_id, attempt, started_at FROM runs WHERE result = 'running'
             """
         ) { row in
             RunRecord(
                 identifier: row.text(0), runID: row.int64(1), attempt: row.int(2),
                 startedAt: WallClockInstant(nanosecondsSinceEpoch: row.int64(3)), endedAt: now, result: .interrupted,
-                stopReason: "the process ended while it ran")
+                stopReason: interruptedReason)
         }
         for record in interrupted { try insertRun(record, connection) }
         try connection.execute(
@@ -395,10 +428,8 @@ final class SQLiteScheduleStore: ScheduleStore {
 
     func lastRunID() throws(ScheduleStoreError) -> Int64 {
         try using { connection throws(SQLiteError) in
-            max(
-                try connection.integer("SELECT value FROM counters WHERE name = 'run_id'") ?? 0,
-                try connection.integer("SELECT MAX(run_id) FROM runs") ?? 0,
-                try connection.integer("SELECT MAX(active_run_id) FROM requests") ?? 0)
+            // Raised in the transaction of every start, so no run ID above it exists.
+            try connection.integer("SELECT value FROM counters WHERE name = 'run_id'") ?? 0
         }
     }
 
@@ -525,11 +556,11 @@ final class SQLiteScheduleStore: ScheduleStore {
             // The attempt in progress lives in its request's row until it ends.
             let statement = try connection.statement(
                 """
-                SELECT identifier, run_id, attempt, started_at, ended_at, result, stop_reason FROM runs
+                SELECT identifier, run_id, attempt, started_at, ended_at, result, stop_reason FROM history
                     WHERE identifier = ?1
                 UNION ALL SELECT identifier, active_run_id, active_attempt, active_started_at, NULL, 'running', NULL
                     FROM requests WHERE identifier = ?1 AND active_run_id IS NOT NULL
-                ORDER BY 4 DESC, 3 DESC LIMIT ?2
+                ORDER BY 2 DESC, 3 DESC LIMIT ?2
                 """)
             statement.bind(1, identifier)
             statement.bind(2, limit)
@@ -580,7 +611,7 @@ final class SQLiteScheduleStore: ScheduleStore {
         """)
     private static let insertRunQuery = SQLiteQuery(
         """
-        INSERT OR REPLACE INTO runs (run_id, attempt, identifier, started_at, ended_at, result, stop_reason)
+        INSERT OR REPLACE INTO history (run_id, attempt, identifier, started_at, ended_at, result, stop_reason)
         VALUES (?, ?, ?, ?, ?, ?, ?)
         """)
     private static let lastRunIDQuery = SQLiteQuery("UPDATE counters SET value = MAX(value, ?) WHERE name = 'run_id'")
