@@ -45,6 +45,9 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // The footprint rows' floor: the smallest static Swift program that says READY=1
+        // and exits on SIGTERM.
+        .executableTarget(name: "swift-floor", dependencies: ["ReadyNotification"]),
         // The peer of sigterm_to_exit_ms: a minimal ServiceGroup program.
         .executableTarget(
             name: "service-lifecycle-peer",

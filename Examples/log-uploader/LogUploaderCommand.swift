@@ -25,6 +25,7 @@ struct LogUploaderCommand: ParsableCommand {
 
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "run",
         abstract: "Read lines from stdin (and sockets), spool them, upload on background and stop.",
         discussion: """
             SIGUSR1 sends the daemon to the background: it uploads what is spooled inside a grant.
@@ -303,6 +304,7 @@ extension Run {
 
 struct Redrive: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "redrive",
         abstract: "Queue the spool's dead-lettered segments for upload again (the daemon must be stopped).",
         discussion: """
             With the daemon running, use its control socket instead: overtimectl call redrive.
@@ -334,6 +336,8 @@ enum FileOutput {
 
 struct Dump: ParsableCommand {
     static let configuration = CommandConfiguration(
+        // Named here: a name derived from the type costs a reflection of it at every start.
+        commandName: "dump",
         abstract: "Print the records of segment files (spooled .seg or uploaded .log).")
 
     @Argument(help: "Segment files.") var files: [String]

@@ -5,5 +5,4 @@
 #include <unistd.h>
 
 // The kernel's ID of the calling thread, to read its counters in /proc/self/task.
-static inline int bench_gettid(void) { return (int)syscall(SYS_gettid); }
 #endif

@@ -96,7 +96,7 @@ struct MetricSpec: Sendable {
         ) { values in values["overtime"].map { $0 <= 2_000 } },
         MetricSpec(
             name: "scheduler_idle_wakeups_per_sec", unit: "wake-ups/s", higherIsBetter: false,
-            what: "10,000 requests due in an hour", target: "0"
+            what: "10,000 requests due in an hour, every thread of the process (a child of its own)", target: "0"
         ) { values in values["overtime"].map { $0 == 0 } },
         MetricSpec(
             name: "scheduler_resident_mb", unit: "MB", higherIsBetter: false,
@@ -104,7 +104,9 @@ struct MetricSpec: Sendable {
         ) { values in values["overtime"].map { $0 <= 100 } },
         MetricSpec(
             name: "start_to_ready_ms", unit: "ms", higherIsBetter: false,
-            what: "exec → READY=1 on a notify socket, static release build, warm state folder (median)",
+            what:
+                "exec → READY=1 on a notify socket, static release build, warm state folder (median); swift_floor: "
+                + "the smallest static Swift program that says READY=1",
             target: "≤ 3 (tiny_daemon), ≤ 5 (log_uploader)"
         ) { values in
             guard let tiny = values["tiny_daemon"], let uploader = values["log_uploader"] else { return nil }

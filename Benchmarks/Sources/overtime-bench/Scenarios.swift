@@ -9,6 +9,8 @@ struct Scenarios {
     let scratch: String
     /// The folder of the shipped programs' static builds.
     let programs: String
+    /// The floor program's static build: the smallest Swift daemon.
+    let floor: String
     let notes = Unprotected<[String]>([])
     /// Each program measured once for every footprint row.
     let figures = Unprotected<[String: ProgramFigures]>([:])
@@ -89,15 +91,15 @@ struct Scenarios {
                 ("service_lifecycle_peer", { try program("service_lifecycle_peer").wakeupsPerSecond }),
             ]
         case "start_to_ready_ms":
-            return ["tiny_daemon", "log_uploader"].map { name in
+            return ["tiny_daemon", "log_uploader", "swift_floor"].map { name in
                 (name, { try program(name).startToReadyMilliseconds })
             }
         case "sigterm_to_exit_ms":
-            return ["tiny_daemon", "log_uploader", "service_lifecycle_peer"].map { name in
+            return ["tiny_daemon", "log_uploader", "service_lifecycle_peer", "swift_floor"].map { name in
                 (name, { try program(name).sigtermToExitMilliseconds })
             }
         case "footprint_rss_mb":
-            return ["log_uploader", "tiny_daemon", "service_lifecycle_peer"].map { name in
+            return ["log_uploader", "tiny_daemon", "service_lifecycle_peer", "swift_floor"].map { name in
                 (name, { try program(name).residentMegabytes })
             } + [
                 (
@@ -214,8 +216,9 @@ struct Scenarios {
                 (
                     "overtime",
                     {
-                        try SchedulerScenarios.idleWakeups(
-                            count: s.scheduler.idleRequests, seconds: s.idleSeconds, scratch: scratch)
+                        try IdleWakeups.measureChild(
+                            executable: Self.selfPath, implementation: "scheduler", grants: s.scheduler.idleRequests,
+                            seconds: s.idleSeconds)
                     }
                 )
             ]
@@ -242,6 +245,7 @@ struct Scenarios {
             switch name {
             case "tiny_daemon": (programs + "/tiny-daemon", [])
             case "log_uploader": (programs + "/log-uploader", ["--spool", "@D/spool", "--sink", "@D/collected"])
+            case "swift_floor": (floor, [])
             case "service_lifecycle_peer":
                 (URL(fileURLWithPath: Self.selfPath).deletingLastPathComponent().path + "/service-lifecycle-peer", [])
             default: throw ScenarioError("unknown program \(name)")

@@ -35,6 +35,9 @@ struct OvertimeBench: ParsableCommand {
     @Option(help: "The shipped programs' static release builds (scripts/check-static-binaries makes them).")
     var programs: String = "../.build-static/release"
 
+    @Option(help: "The floor program's static release build (Benchmarks/run makes it with scripts/build-static).")
+    var floor: String = ".build-static/release/swift-floor"
+
     @Option(help: .hidden)
     var childMemory: String?
 
@@ -69,7 +72,7 @@ struct OvertimeBench: ParsableCommand {
         }
         if let implementation = childIdle {
             // Rests with grants open until killed; measured from outside.
-            try IdleWakeups.restInChild(implementation, grants: count)
+            try IdleWakeups.restInChild(implementation, grants: count, scratch: scratch)
         }
         if let implementation = childLateness {
             // One implementation's lateness, in a process of its own: "p50 p99" in µs.
@@ -93,7 +96,8 @@ struct OvertimeBench: ParsableCommand {
             }
             return store
         }
-        let scenarios = Scenarios(sizes: sizes, nginx: nginx, s3: store, scratch: scratch, programs: programs)
+        let scenarios = Scenarios(
+            sizes: sizes, nginx: nginx, s3: store, scratch: scratch, programs: programs, floor: floor)
         for spec in MetricSpec.all where selected?.contains(spec.name) ?? true {
             let chosen = implementations.map { Set($0.split(separator: ",").map(String.init)) }
             for (implementation, measure) in scenarios.rows(for: spec.name)

@@ -111,7 +111,9 @@ public final class Runtime: Sendable {
         loop.onWake = { [unowned core] in core.turn {} }
         loop.onTimer = { [unowned core] in core.turn { core.timerFired() } }
         if let watchdog { core.onShutdown.append { watchdog.stop() } }
-        if let driver = clock as? any VirtualTimeSource {
+        // The system clock first, by type: a cast to a protocol scans every conformance
+        // the program has (a tenth of a daemon's start), and daemons run on this clock.
+        if !(clock is SystemClock), let driver = clock as? any VirtualTimeSource {
             let timer = VirtualTimer(
                 fire: { [weak self] in self?.fireVirtualTimer() },
                 waitForQueuedRequests: { [weak self] in self?.waitForQueuedRequests() },

@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import NIOCore
 import NIOPosix
 import Overtime
@@ -15,9 +16,9 @@ public enum IdleWakeups {
     /// The implementations measured in a child process.
     public static let implementations = ["overtime", "nio_scheduled"]
 
-    /// In the child: opens `grants` in `implementation`, says `READY=1` on `NOTIFY_SOCKET`,
-    /// and rests until killed.
-    public static func restInChild(_ implementation: String, grants: Int) throws -> Never {
+    /// In the child: opens `grants` in `implementation` (the scheduler: requests, its store
+    /// in `scratch`), says `READY=1` on `NOTIFY_SOCKET`, and rests until killed.
+    public static func restInChild(_ implementation: String, grants: Int, scratch: String) throws -> Never {
         switch implementation {
         case "overtime":
             let runtime = try BenchmarkRuntime.start()
@@ -25,6 +26,10 @@ public enum IdleWakeups {
                 (0..<grants).map { _ in runtime.beginBackgroundTask(name: "idle") {} }
             }
             withExtendedLifetime(ids) { notifyReadyAndRest() }
+        case "scheduler":
+            // `grants` requests due in an hour, in a started scheduler on disk.
+            let held = try SchedulerScenarios.restingScheduler(count: grants, scratch: scratch)
+            withExtendedLifetime(held) { notifyReadyAndRest() }
         case "nio_scheduled":
             let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
             let loop = group.next()
@@ -40,24 +45,19 @@ public enum IdleWakeups {
     public static func measureChild(
         executable: String, implementation: String, grants: Int, seconds: Double
     ) throws -> Double {
-        let process = try MeasuredProcess(executable, ["--child-idle", implementation, "--count", "\(grants)"])
+        // @D: the child's own folder (the scheduler's store), removed after it.
+        let folder = try MeasuredProcess.temporaryFolder()
+        defer { _ = try? FileManager.default.removeItem(atPath: folder) }
+        let process = try MeasuredProcess(
+            executable, ["--child-idle", implementation, "--count", "\(grants)", "--scratch", "@D"], folder: folder)
         _ = try process.waitForReady(timeout: 120)
         usleep(3_000_000)
         return process.wakeupsPerSecond(seconds: seconds).rate
     }
 
-    private static func notifyReadyAndRest() -> Never {
+    static func notifyReadyAndRest() -> Never {
         notifyReady()
         while true { pause() }
     }
 
-    /// One thread's voluntary context switches per second over `seconds` (the scheduler's
-    /// row counts its loop thread).
-    static func wakeupsPerSecond(thread: Int32, seconds: Double) -> Double {
-        usleep(50_000)  // let the loop finish the request that told us its thread
-        let before = voluntaryContextSwitches(thread: thread)
-        usleep(UInt32(seconds * 1e6))
-        let after = voluntaryContextSwitches(thread: thread)
-        return Double(after - before) / seconds
-    }
 }

@@ -156,12 +156,12 @@ public enum SchedulerScenarios {
         return sorted[min(sorted.count - 1, Int(Double(sorted.count) * 0.99))]
     }
 
-    /// `scheduler_idle_wakeups_per_sec`: `count` requests due in an hour; the loop
-    /// thread's wake-ups per second while nothing is due.
-    public static func idleWakeups(count: Int, seconds: Double, scratch: String) throws -> Double {
+    /// `scheduler_idle_wakeups_per_sec`, in the child `IdleWakeups` measures from outside
+    /// (every thread): a started scheduler with `count` requests due in an hour, its first
+    /// plan made. Returns what must stay alive.
+    static func restingScheduler(count: Int, scratch: String) throws -> (Runtime, Scheduler) {
         let names = identifiers(count)
-        let (runtime, scheduler, folder) = try make(scratch: scratch)
-        defer { finish(runtime, folder) }
+        let (runtime, scheduler, _) = try make(scratch: scratch)
         let hour = runtime.clock.wallClockNow + .seconds(3600)
         try scheduler.submit(
             contentsOf: names.map { name in
@@ -171,8 +171,7 @@ public enum SchedulerScenarios {
             })
         try scheduler.start()
         _ = scheduler.pendingRequests()  // the first plan is made
-        let thread = BenchmarkRuntime.onLoop(runtime) { currentThreadID() }
-        return IdleWakeups.wakeupsPerSecond(thread: thread, seconds: seconds)
+        return (runtime, scheduler)
     }
 
     /// Resident memory with `count` requests pending, loaded by a started scheduler, in MB.

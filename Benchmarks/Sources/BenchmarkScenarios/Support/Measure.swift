@@ -25,21 +25,6 @@ public func residentBytes() -> Int {
     return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
 }
 
-/// The calling thread's kernel thread ID.
-public func currentThreadID() -> Int32 {
-    bench_gettid()
-}
-
-/// How many times a thread of this process gave up the CPU voluntarily (slept).
-public func voluntaryContextSwitches(thread: Int32) -> Int {
-    let path = "/proc/self/task/\(thread)/status"
-    guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return -1 }
-    for line in text.split(separator: "\n") where line.hasPrefix("voluntary_ctxt_switches:") {
-        return Int(line.split(separator: "\t").last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "") ?? -1
-    }
-    return -1
-}
-
 /// The value below which `fraction` of `values` fall (nearest rank).
 public func percentile(_ values: [Int64], _ fraction: Double) -> Int64 {
     guard !values.isEmpty else { return 0 }
