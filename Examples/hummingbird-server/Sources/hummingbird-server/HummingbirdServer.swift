@@ -55,15 +55,24 @@ struct HummingbirdServer {
     }
 
     /// One job: `seconds` of work on the runtime's timer, inside a grant. Expiration
-    /// cancels the body; the job stops and says so.
+    /// cancels the body; the job stops and says so. It says so inside the grant: once the
+    /// last grant ends the drain is over and the process may exit, so a line written after
+    /// the end could be lost.
     static func runJob(_ name: String, seconds: Int, on runtime: Runtime) async {
         do {
             try await runtime.withBackgroundTask(name: "job \(name)") {
-                try await runtime.sleep(for: .seconds(seconds))
+                do {
+                    try await runtime.sleep(for: .seconds(seconds))
+                    say("job \(name) finished")
+                } catch {
+                    say("job \(name) stopped: \(error)")
+                    throw error
+                }
             }
-            say("job \(name) finished")
+        } catch BackgroundTaskError.refused(let refusal) {
+            say("job \(name) refused: \(refusal)")
         } catch {
-            say("job \(name) stopped: \(error)")
+            // Said inside the grant.
         }
     }
 
