@@ -1,7 +1,7 @@
 import Overtime
 import Testing
 
-@testable import OvertimeScheduler
+@_spi(ScheduleStore) @testable import OvertimeScheduler
 
 @Suite("SchedulePlanner: planned times as transcripts")
 struct SchedulePlannerTests {

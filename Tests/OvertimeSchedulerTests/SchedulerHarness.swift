@@ -2,7 +2,7 @@ import Overtime
 import OvertimeTestSupport
 import OvertimeTesting
 
-@testable import OvertimeScheduler
+@_spi(ScheduleStore) @testable import OvertimeScheduler
 
 /// A scheduler on a virtual runtime, its store in a temporary folder, and a handler that
 /// records every attempt and completes it as the test scripts.

@@ -4,7 +4,7 @@ import OvertimeTestSupport
 import OvertimeTesting
 import Testing
 
-@testable import OvertimeScheduler
+@_spi(ScheduleStore) @testable import OvertimeScheduler
 
 /// Many requests of one kind: one handler for an identifier prefix, the store as the
 /// index of due times (nothing per request in memory), and stores made by the previous

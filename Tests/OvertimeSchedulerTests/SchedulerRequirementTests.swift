@@ -5,7 +5,7 @@ import OvertimeTestSupport
 import OvertimeTesting
 import Testing
 
-@testable import OvertimeScheduler
+@_spi(ScheduleStore) @testable import OvertimeScheduler
 
 /// Requirements gate runs and stop them, on virtual time with conditions set by hand.
 @Suite("Scheduler requirements on virtual time", .serialized, .timeLimit(.minutes(2)))

@@ -3,7 +3,7 @@ import Overtime
 import OvertimeTestSupport
 import Testing
 
-@testable import OvertimeScheduler
+@_spi(ScheduleStore) @testable import OvertimeScheduler
 
 #if canImport(Glibc)
     import Glibc

@@ -4,7 +4,7 @@ import OvertimeTestSupport
 import OvertimeTesting
 import Testing
 
-@testable import OvertimeScheduler
+@_spi(ScheduleStore) @testable import OvertimeScheduler
 
 @Suite("Scheduler on virtual time: when runs start, retries, restarts, misuse", .serialized, .timeLimit(.minutes(5)))
 struct SchedulerTests {

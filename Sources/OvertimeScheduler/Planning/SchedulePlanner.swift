@@ -3,18 +3,30 @@
 import Overtime
 
 /// Where one request stands in its schedule; persisted with the request.
-struct PlanState: Sendable, Hashable {
+@_spi(ScheduleStore) public struct PlanState: Sendable, Hashable {
     /// The next planned time on the request's grid: the end of the window in which the
     /// next regular run may start (a one-shot request's only time).
-    var anchor: WallClockInstant
+    public var anchor: WallClockInstant
     /// Catch-up runs still owed (missed planned times), started one after another.
-    var owed = 0
+    public var owed = 0
     /// A failed attempt's retry is due at this time (instead of the anchor).
-    var retryAt: WallClockInstant?
+    public var retryAt: WallClockInstant?
     /// Failed attempts of the run in progress (0: its first attempt is next).
-    var failedAttempts = 0
+    public var failedAttempts = 0
     /// A one-shot request has run to completion, or failed for good.
-    var isFinished = false
+    public var isFinished = false
+
+    /// A plan as a store wrote it.
+    public init(
+        anchor: WallClockInstant, owed: Int = 0, retryAt: WallClockInstant? = nil, failedAttempts: Int = 0,
+        isFinished: Bool = false
+    ) {
+        self.anchor = anchor
+        self.owed = owed
+        self.retryAt = retryAt
+        self.failedAttempts = failedAttempts
+        self.isFinished = isFinished
+    }
 }
 
 /// What the scheduler does next for one request.
@@ -39,7 +51,7 @@ enum RunOutcome: Sendable, Hashable {
 
 /// The rules of a request's schedule. Pure: the scheduler passes the time (and the random
 /// delay it drew), and performs the result. Tested as transcripts.
-enum SchedulePlanner {
+@_spi(ScheduleStore) public enum SchedulePlanner {
     /// The plan of a newly submitted request: its first planned time is its earliest
     /// begin (or `now`) plus the random delay drawn for it.
     static func initial(_ request: ScheduledTaskRequest, now: WallClockInstant, randomDelay: Duration) -> PlanState {
@@ -56,7 +68,9 @@ enum SchedulePlanner {
 
     /// When the request's next run may start, as a store indexes it: `nil` when nothing
     /// more runs; a catch-up run owed is due since the planned time it replaces.
-    static func nextStart(_ state: PlanState, _ request: ScheduledTaskRequest) -> WallClockInstant? {
+    @_spi(ScheduleStore) public static func nextStart(_ state: PlanState, _ request: ScheduledTaskRequest)
+        -> WallClockInstant?
+    {
         if state.isFinished { return nil }
         if state.owed > 0, state.retryAt == nil { return state.anchor - interval(request) }
         return dueTime(state, request)
@@ -107,6 +121,19 @@ enum SchedulePlanner {
                 state.retryAt = now + request.retry.delay(afterFailedAttempts: state.failedAttempts)
             }
         }
+        return state
+    }
+
+    /// An attempt that the end of its process (or of its claim, in a fleet) interrupted:
+    /// retried once, at once (same run, next attempt); interrupted twice in a row
+    /// (`twice`), it counts as a failed attempt and is retried per the policy.
+    @_spi(ScheduleStore) public static func interrupted(
+        _ state: PlanState, _ request: ScheduledTaskRequest, attempt: Int, twice: Bool, now: WallClockInstant
+    ) -> PlanState {
+        if twice { return ended(state, request, outcome: .failed, now: now) }
+        var state = state
+        state.failedAttempts = attempt
+        state.retryAt = now
         return state
     }
 

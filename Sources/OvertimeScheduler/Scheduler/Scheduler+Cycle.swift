@@ -73,7 +73,13 @@ extension Scheduler {
         }
         batch.starts = starting.map { ($0.record, $0.stored) }
         do throws(SchedulerError) {
-            try write(batch)
+            let refused = try write(batch).starts
+            if !refused.isEmpty {
+                // Another instance claimed them first: no handler runs here.
+                let lost = starting.filter { refused.contains($0.record.identifier) }
+                starting.removeAll { refused.contains($0.record.identifier) }
+                for start in lost { runtime.endBackgroundTask(start.grant) }
+            }
         } catch {
             // Nothing of it is written: the new runs do not run; the ended ones keep their
             // grants and are recorded by the next cycle.
@@ -235,7 +241,10 @@ extension Scheduler {
             throw SchedulerError(code: .refused, message: "'\(identifier)': no grant: \(refusal)")
         }
         do throws(SchedulerError) {
-            try commit(ScheduleBatch(starts: [(start.record, start.stored)]))
+            guard try commit(ScheduleBatch(starts: [(start.record, start.stored)])).starts.isEmpty else {
+                runtime.endBackgroundTask(start.grant)
+                throw SchedulerError(code: .alreadyRunning, message: "'\(identifier)' is running elsewhere")
+            }
         } catch {
             runtime.endBackgroundTask(start.grant)
             throw error
@@ -363,6 +372,7 @@ extension Scheduler {
             if let requirement = run.stoppedBy {
                 return (.stopped, "requirement '\(requirement)' stopped holding", false)
             }
+            if run.claimLapsing { return (.expired, "its claim on the store could not be renewed", false) }
             return expired ? (.expired, "the run's time was up", false) : (.failed, nil, false)
         }
     }
@@ -428,12 +438,8 @@ extension Scheduler {
             let twice = earlier.contains {
                 $0.runID == record.runID && $0.attempt == record.attempt - 1 && $0.result == .interrupted
             }
-            if twice {
-                stored.plan = SchedulePlanner.ended(stored.plan, stored.request, outcome: .failed, now: now)
-            } else {
-                stored.plan.failedAttempts = record.attempt
-                stored.plan.retryAt = now
-            }
+            stored.plan = SchedulePlanner.interrupted(
+                stored.plan, stored.request, attempt: record.attempt, twice: twice, now: now)
             stored.currentRunID = record.runID
             logger.notice(
                 "run interrupted by the end of the process: \(twice ? "counted as failed" : "retried now")",
@@ -540,6 +546,23 @@ extension Scheduler {
                 "stopping a run: requirement '\(run.stoppedBy!)' stopped holding",
                 metadata: ["task": "\(run.task.identifier)", "run": "\(run.task.runID)"])
             runtime.expireBackgroundTask(run.grant)
+        }
+    }
+
+    /// The store cannot renew the claims of these runs: each is told to stop (its
+    /// expiration handler) before the claim ends and another instance may take the run.
+    func claimsLapsing(_ identifiers: [String]) {
+        let stopping = state.withLock { state -> [(String, BackgroundTaskID)] in
+            identifiers.compactMap { identifier in
+                guard let run = state.running[identifier], run.ending == nil, !run.claimLapsing else { return nil }
+                state.running[identifier]?.claimLapsing = true
+                return (identifier, run.grant)
+            }
+        }
+        for (identifier, grant) in stopping {
+            logger.warning(
+                "stopping a run: its claim on the store could not be renewed", metadata: ["task": "\(identifier)"])
+            runtime.expireBackgroundTask(grant)
         }
     }
 

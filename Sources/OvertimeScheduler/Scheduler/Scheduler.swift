@@ -65,6 +65,9 @@ public final class Scheduler: Sendable {
         var detached = false
         /// A requirement stopped holding: the run was told to stop.
         var stoppedBy: Requirement?
+        /// Its claim on a shared store could not be renewed: the run was told to stop
+        /// before another instance takes it.
+        var claimLapsing = false
         /// It ended: what the next commit records. Its grant ends once that is durable.
         var ending: RunEnd?
         /// The runtime ended the grant itself (terminated at its deadline).
@@ -132,8 +135,9 @@ public final class Scheduler: Sendable {
             configuration.conditions
             ?? LinuxConditionSource(configuration: .init(storagePath: Self.folder(of: configuration.storePath)))
         do {
-            let store = try SQLiteScheduleStore(
-                path: configuration.storePath, now: runtime.clock.wallClockNow, logger: configuration.logger)
+            let database = configuration.database ?? .sqlite(path: configuration.storePath)
+            let store = try database.open(
+                ScheduleStoreContext(now: runtime.clock.wallClockNow, logger: configuration.logger))
             self.store = store
             self.recovery = store.recovery
             state = Locked(State(lastRunID: try store.lastRunID()))
@@ -245,6 +249,13 @@ public final class Scheduler: Sendable {
             queue.async { self.conditionsChanged() }
         }
         state.withLock { $0.token = token }
+        store.start(
+            ScheduleStoreEvents(
+                changed: { [weak self] in self?.cycleSoon() },
+                claimsLapsing: { [weak self] identifiers in
+                    guard let self else { return }
+                    queue.async { self.claimsLapsing(identifiers) }
+                }))
         addControlCommands()
         let context = runtime.driverContext
         runtime.execute { [weak self] in
@@ -462,27 +473,33 @@ public final class Scheduler: Sendable {
         }
     }
 
-    /// Commits `batch` and puts it on disk, naming the store in the error.
-    func commit(_ batch: ScheduleBatch) throws(SchedulerError) {
-        guard !batch.isEmpty else { return }
-        try write(batch)
+    /// Commits `batch` and puts it on disk, naming the store in the error. Returns the
+    /// starts another scheduler claimed first (a fleet's store).
+    @discardableResult
+    func commit(_ batch: ScheduleBatch) throws(SchedulerError) -> CommitRefusals {
+        guard !batch.isEmpty else { return CommitRefusals() }
+        let refusals = try write(batch)
         do {
             try store.sync()
         } catch {
             throw .store(error)
         }
+        return refusals
     }
 
     /// Commits `batch`: a crash of the process cannot lose it, a power loss can until the
-    /// next sync.
-    func write(_ batch: ScheduleBatch) throws(SchedulerError) {
+    /// next sync. Returns the starts another scheduler claimed first (a fleet's store).
+    @discardableResult
+    func write(_ batch: ScheduleBatch) throws(SchedulerError) -> CommitRefusals {
         let lastRunID = state.withLock { $0.lastRunID }
+        let refusals: CommitRefusals
         do {
-            try store.commit(batch, lastRunID: lastRunID)
+            refusals = try store.commit(batch, lastRunID: lastRunID)
         } catch {
             throw .store(error)
         }
         state.withLock { $0.written += 1 }
+        return refusals
     }
 
     private func validate(_ request: ScheduledTaskRequest) throws(SchedulerError) {

@@ -9,6 +9,10 @@ public struct SchedulerConfiguration: Sendable {
     /// open, and a second scheduler on the same file is refused
     /// (``SchedulerError/Code/storeInUse``).
     public var storePath: String
+    /// The database the schedule lives in, when not the SQLite file at ``storePath``
+    /// (`nil`, the default): e.g. a PostgreSQL database a fleet shares (`OvertimePostgres`).
+    /// ``storePath``'s folder is then only where the storage requirement is measured.
+    public var database: ScheduleDatabase?
     /// The most runs at once. Default 4.
     public var maximumConcurrentRuns = 4
     /// Runs that fell due together (after a restart, a resume, a clock step) start this far

@@ -433,8 +433,8 @@ final class SQLiteScheduleStore: ScheduleStore {
         }
     }
 
-    func commit(_ batch: ScheduleBatch, lastRunID: Int64) throws(ScheduleStoreError) {
-        guard !batch.isEmpty else { return }
+    func commit(_ batch: ScheduleBatch, lastRunID: Int64) throws(ScheduleStoreError) -> CommitRefusals {
+        guard !batch.isEmpty else { return CommitRefusals() }
         try using { connection throws(SQLiteError) in
             try connection.transaction { () throws(SQLiteError) in
                 if !batch.writes.isEmpty { try Self.write(batch.writes, connection) }
@@ -458,6 +458,8 @@ final class SQLiteScheduleStore: ScheduleStore {
                 }
             }
         }
+        // One scheduler owns the store: nothing else claims.
+        return CommitRefusals()
     }
 
     func sync() throws(ScheduleStoreError) {
@@ -627,33 +629,26 @@ final class SQLiteScheduleStore: ScheduleStore {
     private static func upsert(
         _ stored: StoredRequest, sequence: Int64, ifAbsent: Bool, _ connection: SQLiteConnection
     ) throws(SQLiteError) {
-        let request = stored.request
-        let plan = stored.plan
-        let catchUp: (String, Int) =
-            switch request.catchUp.kind {
-            case .once: ("once", 1)
-            case .every(let maximum): ("every", maximum)
-            case .none: ("none", 0)
-            }
+        let row = RequestColumns(stored)
         let statement = try connection.statement(ifAbsent ? insertIfAbsentQuery : saveQuery)
-        statement.bind(1, request.identifier)
-        statement.bind(2, stored.submittedAt.nanosecondsSinceEpoch)
-        statement.bind(3, request.earliestBegin?.nanosecondsSinceEpoch)
-        statement.bind(4, request.repetition.map { $0.interval.saturatingNanoseconds })
-        statement.bind(5, request.repetition.map { $0.flex.saturatingNanoseconds })
-        statement.bind(6, catchUp.0)
-        statement.bind(7, catchUp.1)
-        statement.bind(8, request.randomizedDelay.saturatingNanoseconds)
-        statement.bind(9, request.maximumDuration.saturatingNanoseconds)
-        statement.bind(10, request.retry.backoff.description)
-        statement.bind(11, request.retry.initialDelay.saturatingNanoseconds)
-        statement.bind(12, request.retry.maximumDelay.saturatingNanoseconds)
-        statement.bind(13, request.retry.maximumAttempts)
+        statement.bind(1, row.identifier)
+        statement.bind(2, row.submittedAt)
+        statement.bind(3, row.earliestBegin)
+        statement.bind(4, row.intervalNanoseconds)
+        statement.bind(5, row.flexNanoseconds)
+        statement.bind(6, row.catchUp)
+        statement.bind(7, row.catchUpMaximum)
+        statement.bind(8, row.randomizedDelayNanoseconds)
+        statement.bind(9, row.maximumDurationNanoseconds)
+        statement.bind(10, row.backoff)
+        statement.bind(11, row.initialDelayNanoseconds)
+        statement.bind(12, row.maximumDelayNanoseconds)
+        statement.bind(13, row.maximumAttempts)
         bindPlan(stored, to: statement, at: 14)
-        statement.bind(20, request.requirements.sorted().map(\.description).joined(separator: ","))
-        statement.bind(21, SchedulePlanner.nextStart(plan, request)?.nanosecondsSinceEpoch)
-        statement.bind(22, request.requirements.mask)
-        statement.bind(23, stored.isRunning)
+        statement.bind(20, row.requirements)
+        statement.bind(21, row.dueAt)
+        statement.bind(22, row.requirementMask)
+        statement.bind(23, row.running)
         statement.bind(24, sequence)
         try statement.run()
     }
@@ -690,34 +685,15 @@ final class SQLiteScheduleStore: ScheduleStore {
         """
 
     private static func request(_ row: SQLiteStatement) -> StoredRequest {
-        var request = ScheduledTaskRequest(identifier: row.text(0))
-        request.earliestBegin = row.optionalInt64(1).map(WallClockInstant.init(nanosecondsSinceEpoch:))
-        if let interval = row.optionalInt64(2) {
-            request.repetition = Repetition(
-                every: .nanoseconds(interval), flex: .nanoseconds(row.optionalInt64(3) ?? 0))
-        }
-        switch row.text(4) {
-        case "every": request.catchUp = .every(maximum: row.int(5))
-        case "none": request.catchUp = .none
-        default: request.catchUp = .once
-        }
-        request.randomizedDelay = .nanoseconds(row.int64(6))
-        request.maximumDuration = .nanoseconds(row.int64(7))
-        request.retry.backoff = row.text(8) == "linear" ? .linear : .exponential
-        request.retry.initialDelay = .nanoseconds(row.int64(9))
-        request.retry.maximumDelay = .nanoseconds(row.int64(10))
-        request.retry.maximumAttempts = row.int(11)
-        let requirements = row.text(12)
-        if !requirements.isEmpty {
-            request.requirements = Set(requirements.split(separator: ",").compactMap { Requirement(named: String($0)) })
-        }
-        let plan = PlanState(
-            anchor: WallClockInstant(nanosecondsSinceEpoch: row.int64(13)), owed: row.int(14),
-            retryAt: row.optionalInt64(15).map(WallClockInstant.init(nanosecondsSinceEpoch:)),
-            failedAttempts: row.int(16), isFinished: row.bool(17))
-        return StoredRequest(
-            request: request, plan: plan, submittedAt: WallClockInstant(nanosecondsSinceEpoch: row.int64(18)),
-            currentRunID: row.optionalInt64(19), isRunning: row.bool(20), rowID: row.int64(21))
+        RequestColumns(
+            identifier: row.text(0), earliestBegin: row.optionalInt64(1), intervalNanoseconds: row.optionalInt64(2),
+            flexNanoseconds: row.optionalInt64(3), catchUp: row.text(4), catchUpMaximum: row.int(5),
+            randomizedDelayNanoseconds: row.int64(6), maximumDurationNanoseconds: row.int64(7), backoff: row.text(8),
+            initialDelayNanoseconds: row.int64(9), maximumDelayNanoseconds: row.int64(10), maximumAttempts: row.int(11),
+            requirements: row.text(12), anchor: row.int64(13), owed: row.int(14), retryAt: row.optionalInt64(15),
+            failedAttempts: row.int(16), finished: row.bool(17), submittedAt: row.int64(18),
+            currentRunID: row.optionalInt64(19), running: row.bool(20)
+        ).stored(rowID: row.int64(21))
     }
 
     // MARK: Access

@@ -2,22 +2,44 @@
 
 import Overtime
 
+// A store outside this module (the PostgreSQL store for fleets) implements it through the
+// `ScheduleStore` SPI: `@_spi(ScheduleStore) import OvertimeScheduler`. The SPI is for store
+// implementations only; programs choose a store with ``ScheduleDatabase``.
+
 /// One request as a store keeps it: what was submitted and where its schedule stands.
-struct StoredRequest: Sendable, Hashable {
-    var request: ScheduledTaskRequest
-    var plan: PlanState
-    var submittedAt: WallClockInstant
-    /// The run in progress or being retried (its ID stays across attempts), or `nil`.
-    var currentRunID: Int64?
+@_spi(ScheduleStore) public struct StoredRequest: Sendable, Hashable {
+    /// The request as submitted (or updated).
+    public var request: ScheduledTaskRequest
+    /// Where its schedule stands.
+    public var plan: PlanState
+    /// When it was submitted (wall clock).
+    public var submittedAt: WallClockInstant
+    /// The run in progress or being retried (its ID stays across attempts), or `nil`. A
+    /// store that gives out run IDs itself (a fleet's) sets it on the requests
+    /// ``ScheduleStore/due(at:unmet:limit:)`` returns; the scheduler then uses it.
+    public var currentRunID: Int64?
     /// A run of this identifier is in progress: it is not selected to run again.
-    var isRunning = false
+    public var isRunning = false
     /// The store's own key for the row it was read from, when it has one (SQLite's rowid):
     /// writing the plan back finds the row without a search by identifier.
-    var rowID: Int64?
+    public var rowID: Int64?
+
+    /// A stored request.
+    public init(
+        request: ScheduledTaskRequest, plan: PlanState, submittedAt: WallClockInstant, currentRunID: Int64?,
+        isRunning: Bool = false, rowID: Int64? = nil
+    ) {
+        self.request = request
+        self.plan = plan
+        self.submittedAt = submittedAt
+        self.currentRunID = currentRunID
+        self.isRunning = isRunning
+        self.rowID = rowID
+    }
 }
 
 /// What happens to a request a batch writes.
-enum RequestWrite: Sendable {
+@_spi(ScheduleStore) public enum RequestWrite: Sendable {
     /// Inserted, or replaces the request of its identifier (its submission order stays).
     case save(StoredRequest)
     /// Inserted only when no request of its identifier exists.
@@ -29,24 +51,49 @@ enum RequestWrite: Sendable {
 }
 
 /// An attempt's end as a batch records it.
-struct RunEnd: Sendable {
-    let record: RunRecord
+@_spi(ScheduleStore) public struct RunEnd: Sendable {
+    /// The attempt, ended.
+    public let record: RunRecord
     /// The request's plan after the attempt; `nil` when the request was cancelled or
     /// replaced meanwhile (only the attempt is recorded, and its identifier is free again).
-    let plan: StoredRequest?
+    public let plan: StoredRequest?
 }
 
 /// Changes that become durable together, in one transaction: the scheduler's group
 /// commit (the ends of runs, the starts of new ones, submitted requests).
-struct ScheduleBatch: Sendable {
+@_spi(ScheduleStore) public struct ScheduleBatch: Sendable {
     /// Request writes, in order.
-    var writes: [RequestWrite] = []
+    public var writes: [RequestWrite] = []
     /// Attempts that ended, with their requests' plans.
-    var ends: [RunEnd] = []
+    public var ends: [RunEnd] = []
     /// Attempts that start, with their requests' plans (marked running).
-    var starts: [(record: RunRecord, plan: StoredRequest)] = []
+    public var starts: [(record: RunRecord, plan: StoredRequest)] = []
 
-    var isEmpty: Bool { writes.isEmpty && ends.isEmpty && starts.isEmpty }
+    /// Nothing to write.
+    public var isEmpty: Bool { writes.isEmpty && ends.isEmpty && starts.isEmpty }
+}
+
+/// What a commit could not do: starts another scheduler claimed first (a fleet's store),
+/// and ends of runs whose claim this scheduler no longer held. Empty for a store one
+/// scheduler owns.
+@_spi(ScheduleStore) public struct CommitRefusals: Sendable, Hashable {
+    /// Identifiers whose start was not written: their handlers must not run.
+    public var starts: Set<String> = []
+
+    /// Nothing refused.
+    public init(starts: Set<String> = []) {
+        self.starts = starts
+    }
+}
+
+/// What a store tells its scheduler between calls (a fleet's store: another instance
+/// changed the schedule, or a claim is about to lapse).
+@_spi(ScheduleStore) public struct ScheduleStoreEvents: Sendable {
+    /// The schedule changed elsewhere (a submit, a run's end): decide again.
+    public let changed: @Sendable () -> Void
+    /// The claims of these runs (identifiers) could not be renewed and are about to end:
+    /// the runs must stop (their expiration handlers) before another instance takes them.
+    public let claimsLapsing: @Sendable ([String]) -> Void
 }
 
 /// Where a scheduler keeps its requests, plans and history, and what it asks of them.
@@ -55,7 +102,7 @@ struct ScheduleBatch: Sendable {
 /// ``commit(_:lastRunID:)`` is one transaction that survives a crash of the process when
 /// it returns; ``sync()`` puts every commit so far on disk. The SQLite store is the
 /// embedded default; a PostgreSQL store for fleets implements the same.
-protocol ScheduleStore: Sendable {
+@_spi(ScheduleStore) public protocol ScheduleStore: Sendable {
     /// The request of `identifier`, or `nil`.
     func request(_ identifier: String) throws(ScheduleStoreError) -> StoredRequest?
     /// Every request not finished, in submission order.
@@ -76,8 +123,10 @@ protocol ScheduleStore: Sendable {
     func lastRunID() throws(ScheduleStoreError) -> Int64
     /// Applies `batch` in one transaction, which a crash of the process cannot lose once
     /// it returns (on disk once ``sync()`` returns); `lastRunID` is the highest run ID given
-    /// out, recorded with it.
-    func commit(_ batch: ScheduleBatch, lastRunID: Int64) throws(ScheduleStoreError)
+    /// out, recorded with it. Returns the starts it did not write (another scheduler
+    /// claimed them first); requests ``due(at:unmet:limit:)`` returned that the batch does
+    /// not start are free again for others once it returns.
+    func commit(_ batch: ScheduleBatch, lastRunID: Int64) throws(ScheduleStoreError) -> CommitRefusals
     /// Puts every commit so far on disk (a power loss cannot lose them). Called from a
     /// thread of its own, beside commits.
     func sync() throws(ScheduleStoreError)
@@ -86,6 +135,16 @@ protocol ScheduleStore: Sendable {
     /// Closes the store and lets another process (or scheduler) open it; every later call
     /// fails.
     func close()
+    /// Starts telling `events` what happens between calls. Called once, at the scheduler's
+    /// start.
+    func start(_ events: ScheduleStoreEvents)
+    /// What opening the store found and repaired.
+    var recovery: StoreRecovery { get }
+}
+
+extension ScheduleStore {
+    /// A store one scheduler owns has nothing to tell between calls.
+    public func start(_ events: ScheduleStoreEvents) {}
 }
 
 /// Why the schedule store failed.
@@ -95,7 +154,12 @@ public struct ScheduleStoreError: Error, Sendable, Hashable, CustomStringConvert
     /// Another process holds the store.
     let isLocked: Bool
 
-    init(_ message: String, isLocked: Bool = false) {
+    /// An error saying `message`.
+    @_spi(ScheduleStore) public init(_ message: String) {
+        self.init(message, isLocked: false)
+    }
+
+    init(_ message: String, isLocked: Bool) {
         self.message = message
         self.isLocked = isLocked
     }
@@ -113,6 +177,9 @@ public struct StoreRecovery: Sendable, Hashable {
     /// Runs that were in progress when the process last ended: marked interrupted, each
     /// retried once.
     public internal(set) var interruptedRuns: [RunRecord] = []
+
+    /// Nothing found.
+    @_spi(ScheduleStore) public init() {}
 
     /// Whether nothing needed repair.
     public var isClean: Bool { movedAside == nil && interruptedRuns.isEmpty }

@@ -1,0 +1,154 @@
+// A stored request as the plain column values every store writes and reads back.
+
+import Overtime
+
+/// A ``StoredRequest`` as plain column values (integers, text, flags), the one mapping
+/// every store uses: times are nanoseconds since 1970 on the wall clock, durations
+/// nanoseconds, policies and requirements their words.
+@_spi(ScheduleStore) public struct RequestColumns: Sendable, Hashable {
+    /// `identifier`.
+    public var identifier: String
+    /// `earliest_begin`.
+    public var earliestBegin: Int64?
+    /// `interval_ns`: `nil` for a one-shot request.
+    public var intervalNanoseconds: Int64?
+    /// `flex_ns`.
+    public var flexNanoseconds: Int64?
+    /// `catch_up`: `once`, `every` or `none`.
+    public var catchUp: String
+    /// `catch_up_maximum`.
+    public var catchUpMaximum: Int
+    /// `randomized_delay_ns`.
+    public var randomizedDelayNanoseconds: Int64
+    /// `maximum_duration_ns`.
+    public var maximumDurationNanoseconds: Int64
+    /// `backoff`: `linear` or `exponential`.
+    public var backoff: String
+    /// `initial_delay_ns`.
+    public var initialDelayNanoseconds: Int64
+    /// `maximum_delay_ns`.
+    public var maximumDelayNanoseconds: Int64
+    /// `maximum_attempts`.
+    public var maximumAttempts: Int
+    /// `requirements`: their names, comma-separated, sorted.
+    public var requirements: String
+    /// `anchor`.
+    public var anchor: Int64
+    /// `owed`.
+    public var owed: Int
+    /// `retry_at`.
+    public var retryAt: Int64?
+    /// `failed_attempts`.
+    public var failedAttempts: Int
+    /// `finished`.
+    public var finished: Bool
+    /// `submitted_at`.
+    public var submittedAt: Int64
+    /// `current_run_id`.
+    public var currentRunID: Int64?
+    /// `running`.
+    public var running: Bool
+
+    /// `due_at`, when the next run may start (`nil`: nothing more runs), which stores
+    /// index. Written, never read back (`nil` in columns read back).
+    public var dueAt: Int64?
+    /// `requirement_mask`, one bit per requirement, so that a store selects the requests
+    /// whose requirements hold with one `&`. Written, never read back (0 in columns read back).
+    public var requirementMask: Int64
+
+    /// The columns of `stored`.
+    public init(_ stored: StoredRequest) {
+        let request = stored.request
+        let plan = stored.plan
+        identifier = request.identifier
+        earliestBegin = request.earliestBegin?.nanosecondsSinceEpoch
+        intervalNanoseconds = request.repetition.map { $0.interval.saturatingNanoseconds }
+        flexNanoseconds = request.repetition.map { $0.flex.saturatingNanoseconds }
+        switch request.catchUp.kind {
+        case .once: (catchUp, catchUpMaximum) = ("once", 1)
+        case .every(let maximum): (catchUp, catchUpMaximum) = ("every", maximum)
+        case .none: (catchUp, catchUpMaximum) = ("none", 0)
+        }
+        randomizedDelayNanoseconds = request.randomizedDelay.saturatingNanoseconds
+        maximumDurationNanoseconds = request.maximumDuration.saturatingNanoseconds
+        backoff = request.retry.backoff.description
+        initialDelayNanoseconds = request.retry.initialDelay.saturatingNanoseconds
+        maximumDelayNanoseconds = request.retry.maximumDelay.saturatingNanoseconds
+        maximumAttempts = request.retry.maximumAttempts
+        requirements = request.requirements.sorted().map(\.description).joined(separator: ",")
+        anchor = plan.anchor.nanosecondsSinceEpoch
+        owed = plan.owed
+        retryAt = plan.retryAt?.nanosecondsSinceEpoch
+        failedAttempts = plan.failedAttempts
+        finished = plan.isFinished
+        submittedAt = stored.submittedAt.nanosecondsSinceEpoch
+        currentRunID = stored.currentRunID
+        running = stored.isRunning
+        dueAt = SchedulePlanner.nextStart(plan, request)?.nanosecondsSinceEpoch
+        requirementMask = request.requirements.mask
+    }
+
+    /// Columns read back from a store.
+    public init(
+        identifier: String, earliestBegin: Int64?, intervalNanoseconds: Int64?, flexNanoseconds: Int64?,
+        catchUp: String, catchUpMaximum: Int, randomizedDelayNanoseconds: Int64, maximumDurationNanoseconds: Int64,
+        backoff: String, initialDelayNanoseconds: Int64, maximumDelayNanoseconds: Int64, maximumAttempts: Int,
+        requirements: String, anchor: Int64, owed: Int, retryAt: Int64?, failedAttempts: Int, finished: Bool,
+        submittedAt: Int64, currentRunID: Int64?, running: Bool
+    ) {
+        self.identifier = identifier
+        self.earliestBegin = earliestBegin
+        self.intervalNanoseconds = intervalNanoseconds
+        self.flexNanoseconds = flexNanoseconds
+        self.catchUp = catchUp
+        self.catchUpMaximum = catchUpMaximum
+        self.randomizedDelayNanoseconds = randomizedDelayNanoseconds
+        self.maximumDurationNanoseconds = maximumDurationNanoseconds
+        self.backoff = backoff
+        self.initialDelayNanoseconds = initialDelayNanoseconds
+        self.maximumDelayNanoseconds = maximumDelayNanoseconds
+        self.maximumAttempts = maximumAttempts
+        self.requirements = requirements
+        self.anchor = anchor
+        self.owed = owed
+        self.retryAt = retryAt
+        self.failedAttempts = failedAttempts
+        self.finished = finished
+        self.submittedAt = submittedAt
+        self.currentRunID = currentRunID
+        self.running = running
+        dueAt = nil
+        requirementMask = 0
+    }
+
+    /// The stored request these columns hold; `rowID` is the store's own key for the row.
+    public func stored(rowID: Int64?) -> StoredRequest {
+        var request = ScheduledTaskRequest(identifier: identifier)
+        request.earliestBegin = earliestBegin.map(WallClockInstant.init(nanosecondsSinceEpoch:))
+        if let intervalNanoseconds {
+            request.repetition = Repetition(
+                every: .nanoseconds(intervalNanoseconds), flex: .nanoseconds(flexNanoseconds ?? 0))
+        }
+        switch catchUp {
+        case "every": request.catchUp = .every(maximum: catchUpMaximum)
+        case "none": request.catchUp = .none
+        default: request.catchUp = .once
+        }
+        request.randomizedDelay = .nanoseconds(randomizedDelayNanoseconds)
+        request.maximumDuration = .nanoseconds(maximumDurationNanoseconds)
+        request.retry.backoff = backoff == "linear" ? .linear : .exponential
+        request.retry.initialDelay = .nanoseconds(initialDelayNanoseconds)
+        request.retry.maximumDelay = .nanoseconds(maximumDelayNanoseconds)
+        request.retry.maximumAttempts = maximumAttempts
+        if !requirements.isEmpty {
+            request.requirements = Set(requirements.split(separator: ",").compactMap { Requirement(named: String($0)) })
+        }
+        let plan = PlanState(
+            anchor: WallClockInstant(nanosecondsSinceEpoch: anchor), owed: owed,
+            retryAt: retryAt.map(WallClockInstant.init(nanosecondsSinceEpoch:)), failedAttempts: failedAttempts,
+            isFinished: finished)
+        return StoredRequest(
+            request: request, plan: plan, submittedAt: WallClockInstant(nanosecondsSinceEpoch: submittedAt),
+            currentRunID: currentRunID, isRunning: running, rowID: rowID)
+    }
+}

@@ -1,0 +1,45 @@
+// Which database a scheduler keeps its schedule in: the one line a program changes to move
+// from one machine's SQLite file to a fleet's shared database.
+
+import Logging
+import Overtime
+
+/// Where a ``Scheduler`` keeps requests, plans and history. ``sqlite(path:)`` is the
+/// embedded default (one process per file); `OvertimePostgres` adds `.postgres(…)`, a
+/// database that many instances on many machines share.
+///
+/// ```swift
+/// var configuration = SchedulerConfiguration(storePath: "/var/lib/app/schedule.db")
+/// configuration.database = .postgres(try .init(url: "postgres://app@db/app"))  // a fleet
+/// ```
+public struct ScheduleDatabase: Sendable, CustomStringConvertible {
+    let open: @Sendable (ScheduleStoreContext) throws(ScheduleStoreError) -> any ScheduleStore
+
+    /// Names the database for logs: the file, or the server and database.
+    public let description: String
+
+    /// One SQLite file, created if missing with its folders; one scheduler per file
+    /// (`<path>.lock` is held while it is open).
+    public static func sqlite(path: String) -> ScheduleDatabase {
+        ScheduleDatabase(description: path) { context throws(ScheduleStoreError) in
+            try SQLiteScheduleStore(path: path, now: context.now, logger: context.logger)
+        }
+    }
+
+    /// A database whose store `open` makes, for store implementations.
+    @_spi(ScheduleStore) public init(
+        description: String,
+        open: @escaping @Sendable (ScheduleStoreContext) throws(ScheduleStoreError) -> any ScheduleStore
+    ) {
+        self.description = description
+        self.open = open
+    }
+}
+
+/// What a store is opened with.
+@_spi(ScheduleStore) public struct ScheduleStoreContext: Sendable {
+    /// The wall-clock time on the runtime's clock.
+    public let now: WallClockInstant
+    /// Where the scheduler logs.
+    public let logger: Logger
+}
