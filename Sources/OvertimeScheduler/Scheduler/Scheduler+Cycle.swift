@@ -33,7 +33,7 @@ extension Scheduler {
     func cycle(conditionsAreFresh: Bool = false) {
         state.withLock { $0.cycleQueued = false }
         guard state.withLock({ $0.started && !$0.abandoned }) else { return }
-        let now = runtime.clock.wallClockNow
+        let now = wallClockNow
         var batch = ScheduleBatch()
         let (ending, running, refused, lastStart) = state.withLock { state in
             defer { state.ended = [] }
@@ -191,12 +191,22 @@ extension Scheduler {
     }
 
     /// Begins the grant of a run of `stored` at `now`; `nil` when the runtime refuses
-    /// (suspended or terminating: until the lifecycle changes).
+    /// (suspended or terminating: until the lifecycle changes) or a shared store gives
+    /// no run ID.
     private func begin(_ stored: StoredRequest, handler: Handler, now: WallClockInstant) -> Starting? {
         let identifier = stored.request.identifier
         let attempt = stored.plan.failedAttempts + 1
+        var given = stored.currentRunID
+        if given == nil {
+            do {
+                given = try store.newRunID()
+            } catch {
+                logger.error("cannot get a run ID: \(error)", metadata: ["task": "\(identifier)"])
+                return nil
+            }
+        }
         let runID =
-            stored.currentRunID
+            given
             ?? state.withLock { state in
                 state.lastRunID += 1
                 return state.lastRunID
@@ -235,7 +245,7 @@ extension Scheduler {
         guard let handler = handler(for: identifier) else {
             throw SchedulerError(code: .notRegistered, message: "no handler is registered for '\(identifier)'")
         }
-        let now = runtime.clock.wallClockNow
+        let now = wallClockNow
         guard let start = begin(stored, handler: handler, now: now) else {
             let refusal = state.withLock { $0.refusal } ?? "refused"
             throw SchedulerError(code: .refused, message: "'\(identifier)': no grant: \(refusal)")
@@ -402,7 +412,7 @@ extension Scheduler {
         _ identifier: String,
         _ outcome: (ActiveRun) -> (result: RunResult, reason: String?, grantEnded: Bool)?
     ) -> Bool {
-        let now = runtime.clock.wallClockNow
+        let now = wallClockNow
         let noted = state.withLock { state -> Bool in
             guard !state.abandoned, let run = state.running[identifier], run.ending == nil,
                 let (result, reason, grantEnded) = outcome(run)
@@ -430,7 +440,7 @@ extension Scheduler {
     /// Runs a crash interrupted: each is retried once, at once (same run ID, next attempt);
     /// interrupted twice in a row, it counts as a failed attempt.
     func retryInterruptedRuns() {
-        let now = runtime.clock.wallClockNow
+        let now = wallClockNow
         var batch = ScheduleBatch()
         for record in recovery.interruptedRuns {
             guard var stored = try? store.request(record.identifier), !stored.plan.isFinished else { continue }
@@ -457,7 +467,7 @@ extension Scheduler {
     /// went back are pulled back onto their grid (a run never waits longer than its
     /// interval and flex). Plans behind the clock catch up when they are picked.
     func pullBackPlansAheadOfClock() {
-        let now = runtime.clock.wallClockNow
+        let now = wallClockNow
         do throws(SchedulerError) {
             let ahead: [StoredRequest]
             do {
@@ -571,7 +581,7 @@ extension Scheduler {
     func stopStartingRuns() {
         queue.async { [self] in
             state.withLock { $0.terminating = true }
-            arm(nil, now: runtime.clock.wallClockNow)
+            arm(nil, now: wallClockNow)
         }
     }
 

@@ -137,7 +137,9 @@ public final class Scheduler: Sendable {
         do {
             let database = configuration.database ?? .sqlite(path: configuration.storePath)
             let store = try database.open(
-                ScheduleStoreContext(now: runtime.clock.wallClockNow, logger: configuration.logger))
+                ScheduleStoreContext(
+                    now: runtime.clock.wallClockNow, wallClock: { [clock = runtime.clock] in clock.wallClockNow },
+                    logger: configuration.logger))
             self.store = store
             self.recovery = store.recovery
             state = Locked(State(lastRunID: try store.lastRunID()))
@@ -145,6 +147,10 @@ public final class Scheduler: Sendable {
             throw .store(error)
         }
     }
+
+    /// The wall-clock time as the store reckons it: the runtime's clock, or a shared
+    /// database's where the schedule is a fleet's (due times are compared on one clock).
+    var wallClockNow: WallClockInstant { store.wallClock(runtime.clock.wallClockNow) }
 
     private static func folder(of path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
@@ -347,7 +353,7 @@ public final class Scheduler: Sendable {
     /// Every request not finished, with its next planned time and what it waits for.
     public func pendingRequests() -> [PendingRequest] {
         queue.sync {
-            let now = runtime.clock.wallClockNow
+            let now = wallClockNow
             let stored: [StoredRequest]
             do {
                 stored = try store.pendingRequests()
@@ -528,7 +534,7 @@ public final class Scheduler: Sendable {
     private func prepare(_ request: ScheduledTaskRequest, policy: ExistingRequestPolicy) throws(SchedulerError)
         -> RequestWrite?
     {
-        let now = runtime.clock.wallClockNow
+        let now = wallClockNow
         let delay = Duration.nanoseconds(Int64.random(in: 0...max(0, request.randomizedDelay.saturatingNanoseconds)))
         let fresh = StoredRequest(
             request: request, plan: SchedulePlanner.initial(request, now: now, randomDelay: delay), submittedAt: now,

@@ -31,7 +31,7 @@ public struct RunResult: Sendable, Hashable, CustomStringConvertible {
 
 extension RunResult {
     /// The result a store wrote as `stored`, or `nil` for a word this build does not know.
-    init?(stored: String) {
+    @_spi(ScheduleStore) public init?(stored: String) {
         guard let kind = Kind(rawValue: stored) else { return nil }
         self.init(kind: kind)
     }
@@ -53,4 +53,18 @@ public struct RunRecord: Sendable, Hashable {
     public let result: RunResult
     /// Why it stopped, when something stopped it (expiration, a requirement, a crash).
     public let stopReason: String?
+
+    /// An attempt as a store recorded it.
+    @_spi(ScheduleStore) public init(
+        identifier: String, runID: Int64, attempt: Int, startedAt: WallClockInstant, endedAt: WallClockInstant?,
+        result: RunResult, stopReason: String?
+    ) {
+        self.identifier = identifier
+        self.runID = runID
+        self.attempt = attempt
+        self.startedAt = startedAt
+        self.endedAt = endedAt
+        self.result = result
+        self.stopReason = stopReason
+    }
 }

@@ -38,8 +38,10 @@ public struct ScheduleDatabase: Sendable, CustomStringConvertible {
 
 /// What a store is opened with.
 @_spi(ScheduleStore) public struct ScheduleStoreContext: Sendable {
-    /// The wall-clock time on the runtime's clock.
+    /// The wall-clock time on the runtime's clock when the store is opened.
     public let now: WallClockInstant
+    /// The runtime's wall clock, read.
+    public let wallClock: @Sendable () -> WallClockInstant
     /// Where the scheduler logs.
     public let logger: Logger
 }

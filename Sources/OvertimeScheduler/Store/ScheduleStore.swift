@@ -121,6 +121,9 @@ import Overtime
     func plannedAheadOfClock(_ now: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest]
     /// The highest run ID given out so far.
     func lastRunID() throws(ScheduleStoreError) -> Int64
+    /// A new run ID from the store, for a store many schedulers share; `nil`: the
+    /// scheduler counts on from ``lastRunID()`` itself.
+    func newRunID() throws(ScheduleStoreError) -> Int64?
     /// Applies `batch` in one transaction, which a crash of the process cannot lose once
     /// it returns (on disk once ``sync()`` returns); `lastRunID` is the highest run ID given
     /// out, recorded with it. Returns the starts it did not write (another scheduler
@@ -140,11 +143,21 @@ import Overtime
     func start(_ events: ScheduleStoreEvents)
     /// What opening the store found and repaired.
     var recovery: StoreRecovery { get }
+    /// The wall-clock time on the store's clock, given the runtime's (`local`): a store
+    /// many machines share compares due times on its own clock, so that a machine whose
+    /// clock is off runs nothing early.
+    func wallClock(_ local: WallClockInstant) -> WallClockInstant
 }
 
 extension ScheduleStore {
     /// A store one scheduler owns has nothing to tell between calls.
     public func start(_ events: ScheduleStoreEvents) {}
+
+    /// The scheduler counts run IDs itself.
+    public func newRunID() throws(ScheduleStoreError) -> Int64? { nil }
+
+    /// A store one machine owns keeps the runtime's clock.
+    public func wallClock(_ local: WallClockInstant) -> WallClockInstant { local }
 }
 
 /// Why the schedule store failed.
