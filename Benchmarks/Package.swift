@@ -9,6 +9,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [
         .package(name: "Overtime", path: ".."),
+        .package(name: "OvertimePostgres", path: "../Packages/OvertimePostgres"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -42,6 +43,16 @@ let package = Package(
             name: "overtime-bench",
             dependencies: [
                 "BenchmarkScenarios",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        // The fleet rows: workers on a PostgreSQL schedule, a program of its own so that the
+        // runner does not link postgres-nio.
+        .executableTarget(
+            name: "overtime-fleet-bench",
+            dependencies: [
+                "BenchmarkScenarios",
+                .product(name: "OvertimePostgres", package: "OvertimePostgres"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -8,13 +8,18 @@ struct DocumentationTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 
-    /// Every `.md` file of every DocC catalog.
+    /// Every `.md` file of every DocC catalog: this package's and those of the packages of
+    /// their own under `Packages/`.
     static func articles() throws -> [URL] {
-        let sources = root.appendingPathComponent("Sources")
-        guard let walker = FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil) else {
-            return []
+        ["Sources", "Packages"].flatMap { folder -> [URL] in
+            // Hidden folders skipped: a package's .build holds its dependencies' catalogs.
+            guard
+                let walker = FileManager.default.enumerator(
+                    at: root.appendingPathComponent(folder), includingPropertiesForKeys: nil,
+                    options: [.skipsHiddenFiles])
+            else { return [] }
+            return walker.compactMap { $0 as? URL }.filter { $0.pathExtension == "md" && $0.path.contains(".docc/") }
         }
-        return walker.compactMap { $0 as? URL }.filter { $0.pathExtension == "md" && $0.path.contains(".docc/") }
     }
 
     /// The ```swift blocks of `text`, each as its lines.
@@ -40,11 +45,11 @@ struct DocumentationTests {
         lines.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
     }
 
-    /// The lines of every Swift file that the package compiles for the documentation: the
-    /// examples and this target.
+    /// The lines of every Swift file that the packages compile for the documentation: the
+    /// examples, this target, and the fleet's test worker.
     static func compiledLines() throws -> [(path: String, lines: [String])] {
         var files: [(String, [String])] = []
-        for folder in ["Examples", "Tests/OvertimeDocsTests"] {
+        for folder in ["Examples", "Tests/OvertimeDocsTests", "Packages/OvertimePostgres/Tests/FleetWorker"] {
             let url = root.appendingPathComponent(folder)
             // Hidden folders skipped: an example package's .build holds its dependencies.
             guard
@@ -64,6 +69,7 @@ struct DocumentationTests {
         for article in [
             "GettingStarted.md", "Lifecycle.md", "BackgroundTaskGrants.md", "RunningUnderSystemd.md",
             "TestingExpiration.md", "EmbeddingInAServer.md", "LogUploaderGuarantees.md", "Design.md",
+            "RunningAFleet.md",
         ] {
             #expect(names.contains(article), "\(article) is missing")
         }

@@ -62,7 +62,10 @@ struct CrashTests {
         var damageDue = false
         while kills < 100 {
             let child = try RunningChild(["crash-uploader", spool, url], environment: environment)
-            // Let it run a random while: appends, seals, uploads, checkpoints all happen.
+            // Once it appends (recovery done: on a loaded machine or under ThreadSanitizer a
+            // start takes longer than the whole window below), let it run a random while:
+            // appends, seals, uploads, checkpoints all happen.
+            _ = child.waitForLine(timeout: .seconds(10)) { $0.hasPrefix("ACK ") }
             usleep(UInt32(20_000 + generator.next() % 180_000))
             if kills == 50 { try midway?() }  // while this uploader runs
             child.send(SIGKILL)

@@ -117,4 +117,25 @@ struct SchedulePlannerTests {
         retry.initialDelay = .seconds(1)  // below the minimum: 10 s
         #expect(retry.delay(afterFailedAttempts: 3) == .seconds(30))
     }
+
+    @Test func eachRunStandsForOnePlannedTimeCatchUpsForTheTimesTheyReplace() {
+        let request = hourly(catchUp: .every(maximum: 3))
+        var plan = SchedulePlanner.initial(request, now: at(0), randomDelay: .zero)
+        var transcript: [WallClockInstant] = []
+        // On time, then the program is down from 1:30 to 4:30: three missed hours are owed.
+        for now in [at(0), at(3600)] {
+            plan = SchedulePlanner.catchUp(plan, request, now: now)
+            transcript.append(SchedulePlanner.plannedTime(plan, request))
+            plan = SchedulePlanner.started(plan, request, now: now)
+            plan = SchedulePlanner.ended(plan, request, outcome: .succeeded, now: now + .seconds(60))
+        }
+        plan = SchedulePlanner.catchUp(plan, request, now: at(4 * 3600 + 1800))
+        while case .run = SchedulePlanner.next(plan, request, now: at(4 * 3600 + 1800)) {
+            transcript.append(SchedulePlanner.plannedTime(plan, request))
+            plan = SchedulePlanner.started(plan, request, now: at(4 * 3600 + 1800))
+            plan = SchedulePlanner.ended(plan, request, outcome: .succeeded, now: at(4 * 3600 + 1860))
+        }
+        #expect(transcript == [at(0), at(3600), at(2 * 3600), at(3 * 3600), at(4 * 3600)])
+        #expect(SchedulePlanner.next(plan, request, now: at(4 * 3600 + 1860)) == .waitUntil(at(5 * 3600)))
+    }
 }

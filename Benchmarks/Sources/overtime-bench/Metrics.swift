@@ -103,6 +103,20 @@ struct MetricSpec: Sendable {
             what: "resident growth with requests pending (size in results)", target: "≤ 100 (at 1,000,000 pending)"
         ) { values in values["overtime"].map { $0 <= 100 } },
         MetricSpec(
+            name: "fleet_runs_per_sec", unit: "runs/s", higherIsBetter: true,
+            what: "4 worker processes on one PostgreSQL schedule, one-shots due at once (size in results)",
+            target: "≥ 5,000"
+        ) { values in values["overtime"].map { $0 >= 5_000 } },
+        MetricSpec(
+            name: "fleet_claim_latency_p99_ms", unit: "ms", higherIsBetter: false,
+            what: "4 workers, one-shots due over seconds: due time (the database's clock) → handler start",
+            target: "≤ 20"
+        ) { values in values["overtime"].map { $0 <= 20 } },
+        MetricSpec(
+            name: "fleet_idle_wakeups_per_sec", unit: "wake-ups/s", higherIsBetter: false,
+            what: "4 workers at rest (nothing due), every thread, the busiest worker", target: "0"
+        ) { values in values["overtime"].map { $0 == 0 } },
+        MetricSpec(
             name: "start_to_ready_ms", unit: "ms", higherIsBetter: false,
             what:
                 "exec → READY=1 on a notify socket, static release build, warm state folder (median); swift_floor: "

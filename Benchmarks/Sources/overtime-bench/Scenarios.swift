@@ -16,6 +16,10 @@ struct Scenarios {
     let figures = Unprotected<[String: ProgramFigures]>([:])
     /// Lateness p50 and p99 by implementation, measured once for both metrics.
     let latenessPercentiles = Unprotected<[String: [Double]]>([:])
+    /// The fleet rows, from one run of `overtime-fleet-bench`.
+    let fleetFigures = Unprotected<[String: Double]?>(nil)
+    /// The run's mode (the fleet program sizes itself by it).
+    let mode: BenchmarkMode
 
     typealias Row = (String, () throws -> Double)
 
@@ -230,9 +234,43 @@ struct Scenarios {
                     { try SchedulerScenarios.residentMegabytes(count: s.scheduler.memoryPending, scratch: scratch) }
                 )
             ]
+        case "fleet_runs_per_sec", "fleet_claim_latency_p99_ms", "fleet_idle_wakeups_per_sec":
+            return [("overtime", { try fleetFigure(metric) })]
         default:
             return []
         }
+    }
+
+    /// One of the fleet rows: `overtime-fleet-bench` (built beside this runner) run once on
+    /// the PostgreSQL database the `PG*` variables name, for all three.
+    func fleetFigure(_ metric: String) throws -> Double {
+        if fleetFigures.value == nil {
+            guard ProcessInfo.processInfo.environment["PGPORT"] != nil else {
+                throw ScenarioError(
+                    "no PostgreSQL database: PGHOST, PGPORT and PGUSER name one (Benchmarks/run starts it)")
+            }
+            let program = URL(fileURLWithPath: Self.selfPath).deletingLastPathComponent()
+                .appendingPathComponent("overtime-fleet-bench").path
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: program)
+            process.arguments = ["--mode", mode.rawValue]
+            let output = Pipe()
+            process.standardOutput = output
+            try process.run()
+            let data = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            guard process.terminationStatus == 0,
+                let figures = try JSONSerialization.jsonObject(with: data) as? [String: Double]
+            else {
+                throw ScenarioError("overtime-fleet-bench: exit \(process.terminationStatus)")
+            }
+            fleetFigures.value = figures
+            notes.value.append(
+                "fleet rows: \(mode == .full ? "20,000" : mode == .quick ? "5,000" : "200") one-shots at once, "
+                    + "\(mode == .full ? "2,000" : mode == .quick ? "500" : "50") spread for the latency")
+        }
+        guard let value = fleetFigures.value?[metric] else { throw ScenarioError("no \(metric) from the fleet run") }
+        return value
     }
 
     /// This runner's own executable (children of it measure one implementation alone).

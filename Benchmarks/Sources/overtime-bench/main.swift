@@ -97,7 +97,7 @@ struct OvertimeBench: ParsableCommand {
             return store
         }
         let scenarios = Scenarios(
-            sizes: sizes, nginx: nginx, s3: store, scratch: scratch, programs: programs, floor: floor)
+            sizes: sizes, nginx: nginx, s3: store, scratch: scratch, programs: programs, floor: floor, mode: mode)
         for spec in MetricSpec.all where selected?.contains(spec.name) ?? true {
             let chosen = implementations.map { Set($0.split(separator: ",").map(String.init)) }
             for (implementation, measure) in scenarios.rows(for: spec.name)

@@ -76,6 +76,13 @@ enum RunOutcome: Sendable, Hashable {
         return dueTime(state, request)
     }
 
+    /// The planned time a run started now stands for: an owed catch-up run's missed time
+    /// (the oldest owed first), a retry's time, else the due time.
+    static func plannedTime(_ state: PlanState, _ request: ScheduledTaskRequest) -> WallClockInstant {
+        if state.owed > 0, state.retryAt == nil { return state.anchor - interval(request) * state.owed }
+        return dueTime(state, request)
+    }
+
     /// What to do at `now` (the request is not running).
     static func next(_ state: PlanState, _ request: ScheduledTaskRequest, now: WallClockInstant) -> PlanAction {
         if state.isFinished { return .finished }

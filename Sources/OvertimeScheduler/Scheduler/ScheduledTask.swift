@@ -20,6 +20,11 @@ public final class ScheduledTask: Sendable {
     public let runID: Int64
     /// 1 for the first attempt of the run.
     public let attempt: Int
+    /// When the run was due: the planned time a repeating request's run stands for (a
+    /// catch-up run's missed time; one run per planned time, across a fleet too), or when
+    /// a retry or a one-shot fell due. On the schedule's clock (the database's, for a
+    /// shared store).
+    public let dueTime: WallClockInstant
 
     private let completion: @Sendable (_ success: Bool, _ expired: Bool) -> Void
     private let logger: Logger
@@ -28,12 +33,13 @@ public final class ScheduledTask: Sendable {
     private let handler = Mutex<(@Sendable () -> Void)?>(nil)
 
     init(
-        identifier: String, runID: Int64, attempt: Int, logger: Logger,
+        identifier: String, runID: Int64, attempt: Int, dueTime: WallClockInstant, logger: Logger,
         completion: @escaping @Sendable (_ success: Bool, _ expired: Bool) -> Void
     ) {
         self.identifier = identifier
         self.runID = runID
         self.attempt = attempt
+        self.dueTime = dueTime
         self.logger = logger
         self.completion = completion
     }

@@ -44,7 +44,8 @@ extension Scheduler {
             let requirements = request.requirements.sorted().map(\.description).joined(separator: ",")
             return [
                 request.identifier, "\(pending.nextRun)", "\(pending.attempt)", repeats,
-                requirements.isEmpty ? "-" : requirements, "\(pending.waitingFor)",
+                requirements.isEmpty ? "-" : requirements,
+                pending.holder.map { "\(pending.waitingFor) on \($0)" } ?? "\(pending.waitingFor)",
             ]
         }
         return TextTable.render([["IDENTIFIER", "NEXT RUN", "ATTEMPT", "REPEATS", "REQUIRES", "WAITING FOR"]] + rows)

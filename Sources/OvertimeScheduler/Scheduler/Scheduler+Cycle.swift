@@ -211,7 +211,11 @@ extension Scheduler {
                 state.lastRunID += 1
                 return state.lastRunID
             }
-        let task = ScheduledTask(identifier: identifier, runID: runID, attempt: attempt, logger: logger) {
+        let due = SchedulePlanner.dueTime(stored.plan, stored.request)
+        let task = ScheduledTask(
+            identifier: identifier, runID: runID, attempt: attempt,
+            dueTime: SchedulePlanner.plannedTime(stored.plan, stored.request), logger: logger
+        ) {
             [weak self] success, expired in
             self?.finish(identifier, runID: runID, attempt: attempt, success: success, expired: expired)
         }
@@ -226,7 +230,6 @@ extension Scheduler {
             if case .failure(let refusal) = begun { state.withLock { $0.refusal = "\(refusal)" } }
             return nil
         }
-        let due = SchedulePlanner.dueTime(stored.plan, stored.request)
         var started = stored
         started.plan = SchedulePlanner.started(stored.plan, stored.request, now: now)
         started.currentRunID = runID
@@ -595,7 +598,7 @@ extension Scheduler {
 
     func waitReason(_ stored: StoredRequest, state: State, now: WallClockInstant) -> PendingRequest.Reason {
         let identifier = stored.request.identifier
-        if state.running[identifier] != nil { return .running }
+        if state.running[identifier] != nil || stored.isRunning { return .running }
         if let retry = stored.plan.retryAt, retry > now { return .retry(at: retry) }
         let due = SchedulePlanner.dueTime(stored.plan, stored.request)
         if due > now { return .plannedTime(due) }

@@ -367,7 +367,7 @@ public final class Scheduler: Sendable {
                     return PendingRequest(
                         request: current.request, nextRun: SchedulePlanner.dueTime(current.plan, current.request),
                         attempt: current.plan.failedAttempts + 1,
-                        waitingFor: waitReason(current, state: state, now: now))
+                        waitingFor: waitReason(current, state: state, now: now), holder: stored.holder)
                 }
             }
         }
@@ -618,4 +618,7 @@ public struct PendingRequest: Sendable, Hashable {
     public let attempt: Int
     /// What it waits for.
     public let waitingFor: Reason
+    /// In a fleet (a store instances share): the instance whose run is in progress, by the
+    /// name it has in the database (`host:pid` unless configured); `nil` otherwise.
+    public let holder: String?
 }

@@ -38,6 +38,13 @@ public struct SchedulerConfiguration: Sendable {
     public init(storePath: String) {
         self.storePath = storePath
     }
+
+    /// A scheduler on `database` (a fleet's shared one); the storage requirement is
+    /// measured in `storageFolder`.
+    public init(database: ScheduleDatabase, storageFolder: String = "/var/tmp") {
+        storePath = storageFolder + "/schedule"
+        self.database = database
+    }
 }
 
 /// What to do with a request submitted for an identifier that already has one.

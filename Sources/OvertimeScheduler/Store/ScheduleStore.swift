@@ -23,11 +23,14 @@ import Overtime
     /// The store's own key for the row it was read from, when it has one (SQLite's rowid):
     /// writing the plan back finds the row without a search by identifier.
     public var rowID: Int64?
+    /// In a store that instances share: the instance whose run is in progress (its name),
+    /// as ``ScheduleStore/pendingRequests()`` reads it.
+    public var holder: String?
 
     /// A stored request.
     public init(
         request: ScheduledTaskRequest, plan: PlanState, submittedAt: WallClockInstant, currentRunID: Int64?,
-        isRunning: Bool = false, rowID: Int64? = nil
+        isRunning: Bool = false, rowID: Int64? = nil, holder: String? = nil
     ) {
         self.request = request
         self.plan = plan
@@ -35,6 +38,7 @@ import Overtime
         self.currentRunID = currentRunID
         self.isRunning = isRunning
         self.rowID = rowID
+        self.holder = holder
     }
 }
 

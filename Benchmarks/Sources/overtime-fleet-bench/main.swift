@@ -1,0 +1,140 @@
+// The fleet rows: four worker processes on one PostgreSQL schedule (`OvertimePostgres`),
+// measured from a coordinator. Its own program, so that `overtime-bench` does not link
+// postgres-nio; `overtime-bench` runs it and reads the JSON it prints.
+//
+//   overtime-fleet-bench --mode full        (PGHOST, PGPORT, PGUSER name an empty database)
+//
+// fleet_runs_per_sec: one-shots all due at once, from the commit of their submission to
+// the last one recorded done. fleet_claim_latency_p99_ms: one-shots due over a spread of
+// seconds, from each due time (the database's clock) to its handler's start.
+// fleet_idle_wakeups_per_sec: afterwards, nothing due, each worker's threads' wake-ups.
+
+import ArgumentParser
+import BenchmarkScenarios
+import Foundation
+import Overtime
+import OvertimePostgres
+import OvertimeScheduler
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+struct FleetBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "overtime-fleet-bench", abstract: "The scheduler's fleet rows on a PostgreSQL database.")
+
+    @Option(help: "full, quick or smoke.")
+    var mode = "full"
+
+    @Option(help: "Worker processes.")
+    var workers = 4
+
+    @Option(help: .hidden)
+    var worker: String?
+
+    func run() throws {
+        if let log = worker { try Self.work(log: log) }
+        let (runs, due, spread, idleSeconds): (Int, Int, Double, Double) =
+            switch mode {
+            case "full": (20_000, 2_000, 20, 10)
+            case "quick": (5_000, 500, 5, 3)
+            case "smoke": (200, 50, 1, 1)
+            default: throw ValidationError("unknown mode \(mode): use full, quick or smoke")
+            }
+        let folder = try MeasuredProcess.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let latencies = folder + "/latencies"
+        let observer = try Self.observer()
+        let fleet = try (0..<workers).map { _ in
+            try MeasuredProcess(CommandLine.arguments[0], ["--worker", latencies])
+        }
+        for worker in fleet { _ = try worker.waitForReady(timeout: 60) }
+
+        // Throughput: all due at once.
+        try observer.submit(contentsOf: (0..<runs).map { ScheduledTaskRequest(identifier: "t.\($0)") })
+        let submitted = monotonicNanoseconds()
+        try Self.waitUntilDone(observer)
+        let runsPerSecond = Double(runs) / (Double(monotonicNanoseconds() - submitted) / 1e9)
+
+        // Latency: due one after another over `spread` seconds, starting 2 s from now.
+        let first = SystemClock().wallClockNow + .seconds(2)
+        try observer.submit(
+            contentsOf: (0..<due).map { index in
+                var request = ScheduledTaskRequest(identifier: "l.\(index)")
+                request.earliestBegin = first + .nanoseconds(Int64(spread * 1e9) * Int64(index) / Int64(due))
+                return request
+            })
+        try Self.waitUntilDone(observer)
+        let samples = try String(contentsOfFile: latencies, encoding: .utf8).split(separator: "\n").compactMap {
+            Int64($0)
+        }
+        guard samples.count == due else { throw ScenarioError("\(samples.count) latencies for \(due) runs") }
+
+        // At rest: nothing due; every thread of every worker counted.
+        usleep(3_000_000)
+        let wakeups = fleet.map { worker in
+            let measured = worker.wakeupsPerSecond(seconds: idleSeconds)
+            if !measured.byThread.isEmpty {
+                FileHandle.standardError.write(Data("worker \(worker.pid) woke: \(measured.byThread)\n".utf8))
+            }
+            return measured.rate
+        }
+        for worker in fleet { _ = try worker.terminate() }
+        let figures: [String: Double] = [
+            "fleet_runs_per_sec": runsPerSecond.rounded(),
+            "fleet_claim_latency_p99_ms": Double(percentile(samples, 0.99)) / 1e6,
+            "fleet_idle_wakeups_per_sec": wakeups.max() ?? 0,
+        ]
+        let json = try JSONSerialization.data(withJSONObject: figures, options: [.sortedKeys])
+        print(String(decoding: json, as: UTF8.self))
+        observer.runtime.requestTermination()
+    }
+
+    /// A scheduler that submits and counts, never started (it claims nothing).
+    static func observer() throws -> Scheduler {
+        var runtimeConfiguration = RuntimeConfiguration()
+        runtimeConfiguration.signalHandling = nil
+        runtimeConfiguration.systemdNotify = false
+        let runtime = try Runtime(configuration: runtimeConfiguration)
+        runtime.start()
+        var database = try PostgresScheduleConfiguration.environment()
+        database.instanceName = "bench-observer"
+        let scheduler = try Scheduler(
+            runtime: runtime, configuration: SchedulerConfiguration(database: .postgres(database)))
+        for prefix in ["t.", "l."] { try scheduler.register(prefix: prefix) { $0.setTaskCompleted(success: false) } }
+        return scheduler
+    }
+
+    static func waitUntilDone(_ observer: Scheduler) throws {
+        let deadline = monotonicNanoseconds() + 600_000_000_000
+        while try observer.pendingRequestCount() > 0 {
+            guard monotonicNanoseconds() < deadline else { throw ScenarioError("runs not done in 600 s") }
+            usleep(5_000)
+        }
+    }
+
+    /// A worker: runs every request it claims at once; a latency run appends its lateness
+    /// (nanoseconds from its due time, on the database's clock, to its start) to `log`.
+    static func work(log: String) throws -> Never {
+        let descriptor = open(log, O_WRONLY | O_APPEND | O_CREAT, 0o644)
+        guard descriptor >= 0 else { throw ScenarioError("cannot open \(log)") }
+        let runtime = try Runtime(configuration: RuntimeConfiguration())  // READY=1 to NOTIFY_SOCKET
+        var configuration = SchedulerConfiguration(database: .postgres(try .environment()))
+        configuration.maximumConcurrentRuns = 256
+        configuration.startSpacing = .zero
+        let scheduler = try Scheduler(runtime: runtime, configuration: configuration)
+        try scheduler.register(prefix: "t.") { $0.setTaskCompleted(success: true) }
+        try scheduler.register(prefix: "l.") { task in
+            // The runtime's wall clock is the database's on this machine (one clock).
+            var line = "\(runtime.clock.wallClockNow.nanosecondsSinceEpoch - task.dueTime.nanosecondsSinceEpoch)\n"
+            line.withUTF8 { _ = write(descriptor, $0.baseAddress, $0.count) }
+            task.setTaskCompleted(success: true)
+        }
+        try scheduler.start()
+        runtime.run()
+        Glibc.exit(0)
+    }
+}
+
+FleetBench.main()

@@ -1,0 +1,52 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// The scheduler on PostgreSQL, for fleets: a package of its own, so that neither the
+// Overtime core nor the SQLite scheduler pulls in SwiftNIO (postgres-nio's).
+let package = Package(
+    name: "OvertimePostgres",
+    products: [
+        .library(name: "OvertimePostgres", targets: ["OvertimePostgres"])
+    ],
+    dependencies: [
+        .package(name: "Overtime", path: "../.."),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+    ],
+    targets: [
+        .target(
+            name: "OvertimePostgres",
+            dependencies: [
+                .product(name: "Overtime", package: "Overtime"),
+                .product(name: "OvertimeScheduler", package: "Overtime"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
+        .executableTarget(
+            name: "overtime-fleet-worker",
+            dependencies: [
+                "OvertimePostgres",
+                .product(name: "Overtime", package: "Overtime"),
+                .product(name: "OvertimeScheduler", package: "Overtime"),
+            ],
+            path: "Tests/FleetWorker"
+        ),
+        .testTarget(
+            name: "OvertimePostgresTests",
+            dependencies: [
+                "OvertimePostgres",
+                "overtime-fleet-worker",
+                .product(name: "Overtime", package: "Overtime"),
+                .product(name: "OvertimeTesting", package: "Overtime"),
+                .product(name: "OvertimeScheduler", package: "Overtime"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ]
+        ),
+    ]
+)

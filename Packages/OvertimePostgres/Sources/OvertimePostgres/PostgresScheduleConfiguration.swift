@@ -1,0 +1,140 @@
+// Where the fleet's database is and how long a claim on a run lasts.
+
+import Foundation
+@_spi(ScheduleStore) import OvertimeScheduler
+import PostgresNIO
+
+/// How a scheduler reaches the PostgreSQL database a fleet shares, and how long its claims
+/// on runs last. Built from a URL (`postgres://user:password@host:port/database`), from
+/// the usual `PG*` environment variables (``environment(_:)``), or field by field.
+///
+/// TLS: set ``tls`` to one of postgres-nio's options (`.prefer(context)` or
+/// `.require(context)` with a `NIOSSLContext`); the default is none, for a database on
+/// the same host or a private network.
+public struct PostgresScheduleConfiguration: Sendable {
+    /// The server's host name or address.
+    public var host: String
+    /// The server's port. Default 5432.
+    public var port: Int
+    /// The role to connect as.
+    public var username: String
+    /// Its password, if the server asks for one.
+    public var password: String?
+    /// The database; `nil`: the server's default for the role (its name).
+    public var database: String?
+    /// TLS to the server (postgres-nio's options). Default none.
+    public var tls: PostgresConnection.Configuration.TLS = .disable
+    /// This instance's name in the database, shown beside the runs it holds. Default:
+    /// the host name and process ID, `host:pid`.
+    public var instanceName: String
+    /// How long a claim on a run lasts before it is renewed (every third of it while the
+    /// run lives). A worker that dies holds its runs this long at most; then another
+    /// instance takes them as interrupted. Default 30 s.
+    public var claimDuration: Duration = .seconds(30)
+    /// A run is told to stop (its expiration handler) this long before its claim would
+    /// end when it cannot be renewed (the database unreachable), so that no other
+    /// instance takes it while it still runs here. Default 5 s; less than the claim.
+    public var claimMargin: Duration = .seconds(5)
+    /// With no notification, the schedule is read again this often while the database
+    /// cannot be reached (notifications are lost with the connection). Default 5 s.
+    public var reconnectInterval: Duration = .seconds(5)
+
+    /// A call the database does not answer in this time fails (and its connection is
+    /// closed, to connect again): a server that crashed can leave a connection that never
+    /// answers. Default 10 s.
+    public var operationTimeout: Duration = .seconds(10)
+
+    /// A database at `host`.
+    public init(host: String, port: Int = 5432, username: String, password: String? = nil, database: String? = nil) {
+        self.host = host
+        self.port = port
+        self.username = username
+        self.password = password
+        self.database = database
+        instanceName = Self.defaultInstanceName()
+    }
+
+    /// A database named by a URL: `postgres://user:password@host:port/database` (or
+    /// `postgresql://`); the password, port and database may be left out.
+    ///
+    /// - Throws: ``PostgresScheduleConfigurationError`` naming what is wrong with it.
+    public init(url: String) throws(PostgresScheduleConfigurationError) {
+        guard let components = URLComponents(string: url), let scheme = components.scheme,
+            scheme == "postgres" || scheme == "postgresql"
+        else {
+            throw PostgresScheduleConfigurationError("'\(url)' is not a postgres:// URL")
+        }
+        guard let host = components.host, !host.isEmpty else {
+            throw PostgresScheduleConfigurationError("'\(url)' names no host")
+        }
+        guard let user = components.user, !user.isEmpty else {
+            throw PostgresScheduleConfigurationError("'\(url)' names no user")
+        }
+        let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        self.init(
+            host: host, port: components.port ?? 5432, username: user, password: components.password,
+            database: path.isEmpty ? nil : path)
+    }
+
+    /// A database named as `psql` finds it: `PGHOST` (default `localhost`), `PGPORT`,
+    /// `PGUSER` (default the login name), `PGPASSWORD` and `PGDATABASE`.
+    ///
+    /// - Throws: ``PostgresScheduleConfigurationError`` for a `PGPORT` that is not a port,
+    ///   or no user named anywhere.
+    public static func environment(_ variables: [String: String] = ProcessInfo.processInfo.environment)
+        throws(PostgresScheduleConfigurationError) -> PostgresScheduleConfiguration
+    {
+        var port = 5432
+        if let text = variables["PGPORT"] {
+            guard let value = Int(text), (1...65535).contains(value) else {
+                throw PostgresScheduleConfigurationError("PGPORT '\(text)' is not a port")
+            }
+            port = value
+        }
+        guard let user = variables["PGUSER"] ?? variables["USER"], !user.isEmpty else {
+            throw PostgresScheduleConfigurationError("no PGUSER (nor USER) names the role to connect as")
+        }
+        return PostgresScheduleConfiguration(
+            host: variables["PGHOST"] ?? "localhost", port: port, username: user, password: variables["PGPASSWORD"],
+            database: variables["PGDATABASE"])
+    }
+
+    /// `host:pid`.
+    static func defaultInstanceName() -> String {
+        "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier)"
+    }
+
+    /// postgres-nio's connection configuration.
+    var connection: PostgresConnection.Configuration {
+        PostgresConnection.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: tls)
+    }
+}
+
+/// What is wrong with a PostgreSQL configuration.
+public struct PostgresScheduleConfigurationError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// One sentence naming the value and what is wrong with it.
+    public let message: String
+
+    init(_ message: String) {
+        self.message = message
+    }
+
+    /// The message.
+    public var description: String { message }
+}
+
+extension ScheduleDatabase {
+    /// The PostgreSQL database `configuration` names, which many instances on many
+    /// machines share: each due run starts on one of them, claimed for a while and
+    /// renewed while it runs; due times are compared on the database's clock.
+    public static func postgres(_ configuration: PostgresScheduleConfiguration) -> ScheduleDatabase {
+        ScheduleDatabase(
+            description: "postgres://\(configuration.username)@\(configuration.host):\(configuration.port)"
+                + "/\(configuration.database ?? configuration.username)"
+        ) { context throws(ScheduleStoreError) in
+            try PostgresScheduleStore(
+                configuration: configuration, wallClock: context.wallClock, logger: context.logger)
+        }
+    }
+}

@@ -1,0 +1,825 @@
+// The schedule in a PostgreSQL database that a fleet shares: claims with a time limit,
+// due times on the database's clock, and notifications instead of polling.
+
+import Dispatch
+import Logging
+import Metrics
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import Overtime
+@_spi(ScheduleStore) import OvertimeScheduler
+import PostgresNIO
+
+/// Requests, plans and history in the `overtime` schema of a PostgreSQL database, shared
+/// by every instance that opens it.
+///
+/// - **Claims.** ``due(at:unmet:limit:)`` claims the due requests it returns in one
+///   transaction (`FOR UPDATE SKIP LOCKED`: two instances never get the same one); a claim
+///   not started by the next commit is released. A started run's claim lasts
+///   ``PostgresScheduleConfiguration/claimDuration`` and is renewed every third of it while
+///   the run lives; when it cannot be, the run is told to stop before the claim ends.
+///   A claim that ended (its instance died) is taken by the next instance that looks: the
+///   attempt is recorded as interrupted and retried (same run ID, next attempt).
+/// - **One clock.** Due times are compared on the database's clock; the scheduler's own
+///   times are the runtime's clock corrected by the offset measured at connection.
+/// - **No polling.** Submits, ends and released claims `NOTIFY overtime_schedule`; every
+///   other instance decides again when told.
+///
+/// Calls block the scheduler's queue (never the loop) on a connection of their own;
+/// renewals and notifications use a second one on the store's event loop.
+final class PostgresScheduleStore: ScheduleStore {
+    /// The schema this build writes and reads.
+    static let schemaVersion: Int64 = 1
+    /// The channel instances notify each other on.
+    static let channel = "overtime_schedule"
+
+    let configuration: PostgresScheduleConfiguration
+    let recovery = StoreRecovery()
+    /// This instance in the database: its name and a token unique to this opening (a
+    /// restarted process with the same PID is another instance).
+    let instance: String
+    private let logger: Logger
+    /// The runtime's wall clock, which the scheduler's times are on.
+    private let wallClock: @Sendable () -> WallClockInstant
+    private let group: MultiThreadedEventLoopGroup
+    /// The connection the scheduler's calls use, one call at a time; `nil` after a
+    /// failure (the next call connects again).
+    private let connection = NIOLockedValueBox<PostgresConnection?>(nil)
+    /// The database's clock minus the runtime's, in nanoseconds, measured at connection.
+    private let clockOffset = NIOLockedValueBox<Int64>(0)
+    private let background: NIOLockedValueBox<Background>
+    private var loop: any EventLoop { group.next() }
+    /// `overtime_fleet_held_runs{instance}`: the runs this instance holds claims on.
+    private let heldRuns: Gauge
+    /// `overtime_fleet_reclaimed_runs_total{instance}`: runs this instance took over from
+    /// instances that stopped renewing their claims.
+    private let reclaimedRuns: Counter
+    /// `overtime_fleet_lost_claims_total{instance}`: runs stopped here because their claims
+    /// could not be renewed or were taken.
+    private let lostClaims: Counter
+
+    /// What the event loop owns: the runs this instance holds, and the connection that
+    /// renews their claims and listens.
+    struct Background: Sendable {
+        var events: ScheduleStoreEvents?
+        var connection: PostgresConnection?
+        var connecting = false
+        /// Runs started here and not yet ended: identifier → when its claim was last
+        /// renewed (runtime's clock, nanoseconds since 1970).
+        var held: [String: Int64] = [:]
+        var renewal: RepeatedTask?
+        var closed = false
+    }
+
+    init(
+        configuration: PostgresScheduleConfiguration, wallClock: @escaping @Sendable () -> WallClockInstant,
+        logger: Logger
+    ) throws(ScheduleStoreError) {
+        guard (configuration.claimMargin < configuration.claimDuration) && (configuration.claimMargin > .zero) else {
+            throw ScheduleStoreError("the claim margin must be positive and shorter than the claim duration")
+        }
+        self.configuration = configuration
+        self.wallClock = wallClock
+        self.logger = logger
+        instance = "\(configuration.instanceName) \(UInt32.random(in: 0...UInt32.max))"
+        let dimensions = [("instance", configuration.instanceName)]
+        heldRuns = Gauge(label: "overtime_fleet_held_runs", dimensions: dimensions)
+        reclaimedRuns = Counter(label: "overtime_fleet_reclaimed_runs_total", dimensions: dimensions)
+        lostClaims = Counter(label: "overtime_fleet_lost_claims_total", dimensions: dimensions)
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        background = NIOLockedValueBox(Background())
+        do {
+            try migrate()
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    // MARK: Schema
+
+    private func migrate() throws(ScheduleStoreError) {
+        try transaction { connection in
+            // One instance migrates at a time; the others find it done.
+            _ = try run(connection, "SELECT pg_advisory_xact_lock(hashtext('overtime schema'))")
+            _ = try run(connection, "CREATE SCHEMA IF NOT EXISTS overtime")
+            _ = try run(
+                connection, "CREATE TABLE IF NOT EXISTS overtime.meta (name text PRIMARY KEY, value bigint NOT NULL)")
+            let rows = try run(connection, "SELECT value FROM overtime.meta WHERE name = 'schema_version'")
+            let version = try rows.first.map { try $0.decode(Int64.self) } ?? 0
+            if version > Self.schemaVersion {
+                throw ScheduleStoreError(
+                    "schedule database \(configuration.host): written by a newer Overtime (schema version \(version));"
+                        + " this build reads up to version \(Self.schemaVersion)")
+            }
+            if version < 1 {
+                for statement in Self.schemaVersion1 { _ = try run(connection, PostgresQuery(unsafeSQL: statement)) }
+            }
+            _ = try run(
+                connection,
+                """
+                INSERT INTO overtime.meta (name, value) VALUES ('schema_version', \(Self.schemaVersion))
+                ON CONFLICT (name) DO UPDATE SET value = excluded.value
+                """)
+        }
+    }
+
+    static let schemaVersion1 = [
+        "CREATE SEQUENCE overtime.run_ids",
+        "CREATE SEQUENCE overtime.submissions",
+        """
+        CREATE TABLE overtime.requests (
+            identifier text PRIMARY KEY, sequence bigint NOT NULL, submitted_at bigint NOT NULL,
+            earliest_begin bigint, interval_ns bigint, flex_ns bigint, catch_up text NOT NULL,
+            catch_up_maximum bigint NOT NULL, randomized_delay_ns bigint NOT NULL, maximum_duration_ns bigint NOT NULL,
+            backoff text NOT NULL, initial_delay_ns bigint NOT NULL, maximum_delay_ns bigint NOT NULL,
+            maximum_attempts bigint NOT NULL, requirements text NOT NULL, anchor bigint NOT NULL, owed bigint NOT NULL,
+            retry_at bigint, failed_attempts bigint NOT NULL, finished boolean NOT NULL, current_run_id bigint,
+            due_at bigint, requirement_mask bigint NOT NULL, running boolean NOT NULL DEFAULT false,
+            active_run_id bigint, active_attempt bigint, active_started_at bigint,
+            claimed_by text, claim_until timestamptz)
+        """,
+        "CREATE INDEX requests_due ON overtime.requests (due_at, sequence) WHERE due_at IS NOT NULL AND NOT running",
+        "CREATE INDEX requests_claims ON overtime.requests (claim_until) WHERE running",
+        "CREATE INDEX requests_claimed_by ON overtime.requests (claimed_by) WHERE claimed_by IS NOT NULL",
+        """
+        CREATE TABLE overtime.history (
+            identifier text NOT NULL, run_id bigint NOT NULL, attempt bigint NOT NULL, started_at bigint NOT NULL,
+            ended_at bigint, result text NOT NULL, stop_reason text, instance text,
+            PRIMARY KEY (identifier, run_id, attempt))
+        """,
+    ]
+
+    // MARK: Reading
+
+    /// The columns a request is read from, in the order ``request(_:)`` decodes them.
+    static let columns = """
+        identifier, earliest_begin, interval_ns, flex_ns, catch_up, catch_up_maximum, randomized_delay_ns,
+        maximum_duration_ns, backoff, initial_delay_ns, maximum_delay_ns, maximum_attempts, requirements, anchor, owed,
+        retry_at, failed_attempts, finished, submitted_at, current_run_id, running
+        """
+
+    private static func request(_ row: PostgresRow) throws -> StoredRequest {
+        let cells = row.makeRandomAccess()
+        return RequestColumns(
+            identifier: try cells[0].decode(String.self), earliestBegin: try cells[1].decode(Int64?.self),
+            intervalNanoseconds: try cells[2].decode(Int64?.self), flexNanoseconds: try cells[3].decode(Int64?.self),
+            catchUp: try cells[4].decode(String.self), catchUpMaximum: Int(try cells[5].decode(Int64.self)),
+            randomizedDelayNanoseconds: try cells[6].decode(Int64.self),
+            maximumDurationNanoseconds: try cells[7].decode(Int64.self), backoff: try cells[8].decode(String.self),
+            initialDelayNanoseconds: try cells[9].decode(Int64.self),
+            maximumDelayNanoseconds: try cells[10].decode(Int64.self),
+            maximumAttempts: Int(try cells[11].decode(Int64.self)), requirements: try cells[12].decode(String.self),
+            anchor: try cells[13].decode(Int64.self), owed: Int(try cells[14].decode(Int64.self)),
+            retryAt: try cells[15].decode(Int64?.self), failedAttempts: Int(try cells[16].decode(Int64.self)),
+            finished: try cells[17].decode(Bool.self), submittedAt: try cells[18].decode(Int64.self),
+            currentRunID: try cells[19].decode(Int64?.self), running: try cells[20].decode(Bool.self)
+        ).stored(rowID: nil)
+    }
+
+    /// The database's clock, in nanoseconds since 1970.
+    static let databaseNow = "(extract(epoch FROM clock_timestamp()) * 1000000000)::bigint"
+
+    func wallClock(_ local: WallClockInstant) -> WallClockInstant {
+        WallClockInstant(nanosecondsSinceEpoch: local.nanosecondsSinceEpoch &+ clockOffset.withLockedValue { $0 })
+    }
+
+    func request(_ identifier: String) throws(ScheduleStoreError) -> StoredRequest? {
+        try using { connection in
+            try run(
+                connection,
+                "SELECT \(unescaped: Self.columns) FROM overtime.requests WHERE identifier = \(identifier)"
+            ).first.map(Self.request)
+        }
+    }
+
+    /// With the instance holding each run in progress (its name, without the token).
+    func pendingRequests() throws(ScheduleStoreError) -> [StoredRequest] {
+        try using { connection in
+            try run(
+                connection,
+                """
+                SELECT \(unescaped: Self.columns),
+                    CASE WHEN running THEN regexp_replace(claimed_by, ' [0-9]+$', '') END
+                FROM overtime.requests WHERE NOT finished ORDER BY sequence
+                """
+            ).map { row in
+                var stored = try Self.request(row)
+                stored.holder = try row.makeRandomAccess()[21].decode(String?.self)
+                return stored
+            }
+        }
+    }
+
+    func pendingCount() throws(ScheduleStoreError) -> Int {
+        try using { connection in
+            Int(
+                try run(connection, "SELECT count(*) FROM overtime.requests WHERE NOT finished").first?.decode(
+                    Int64.self) ?? 0)
+        }
+    }
+
+    /// Claims them: first takes the runs whose instance stopped renewing their claims
+    /// (recorded as interrupted, retried), then the due requests no other instance claims,
+    /// on both clocks (the database's and the scheduler's `now`), earliest first.
+    func due(at now: WallClockInstant, unmet: Int64, limit: Int) throws(ScheduleStoreError) -> [StoredRequest] {
+        try transaction { connection in
+            try reclaimLapsedRuns(connection)
+            let rows = try run(
+                connection,
+                """
+                WITH due AS (
+                    SELECT identifier FROM overtime.requests
+                    WHERE due_at <= least(\(now.nanosecondsSinceEpoch), \(unescaped: Self.databaseNow)) AND NOT running
+                        AND (requirement_mask & \(unmet)) = 0
+                        AND (claimed_by IS NULL OR claimed_by = \(instance) OR claim_until < now())
+                    ORDER BY due_at, sequence LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                UPDATE overtime.requests AS r SET claimed_by = \(instance),
+                    claim_until = now() + make_interval(secs => \(claimSeconds)),
+                    current_run_id = coalesce(r.current_run_id, nextval('overtime.run_ids'))
+                FROM due WHERE r.identifier = due.identifier
+                RETURNING \(unescaped: Self.prefixed("r")), r.due_at, r.sequence
+                """)
+            var claimed: [(StoredRequest, Int64, Int64)] = []
+            for row in rows {
+                let cells = row.makeRandomAccess()
+                claimed.append(
+                    (try Self.request(row), try cells[21].decode(Int64.self), try cells[22].decode(Int64.self)))
+            }
+            return claimed.sorted { ($0.1, $0.2) < ($1.1, $1.2) }.map(\.0)
+        }
+    }
+
+    /// Runs whose claims ended without renewal (their instance died or lost the database):
+    /// each attempt is recorded as interrupted and retried as the planner says.
+    private func reclaimLapsedRuns(_ connection: PostgresConnection) throws {
+        let lapsed = try run(
+            connection,
+            """
+            SELECT \(unescaped: Self.columns), active_run_id, active_attempt, active_started_at, claimed_by,
+                \(unescaped: Self.databaseNow)
+            FROM overtime.requests WHERE running AND claim_until < now() LIMIT 100 FOR UPDATE SKIP LOCKED
+            """)
+        for row in lapsed {
+            let cells = row.makeRandomAccess()
+            var stored = try Self.request(row)
+            let identifier = stored.request.identifier
+            let holder = try cells[24].decode(String?.self) ?? "?"
+            let now = WallClockInstant(nanosecondsSinceEpoch: try cells[25].decode(Int64.self))
+            guard let runID = try cells[21].decode(Int64?.self), let attempt = try cells[22].decode(Int64?.self) else {
+                // Its request was replaced while it ran: only the identifier is freed.
+                _ = try run(
+                    connection,
+                    """
+                    UPDATE overtime.requests SET running = false, claimed_by = NULL, claim_until = NULL
+                    WHERE identifier = \(identifier)
+                    """)
+                continue
+            }
+            let twice =
+                try run(
+                    connection,
+                    """
+                    SELECT 1 FROM overtime.history WHERE identifier = \(identifier) AND run_id = \(runID)
+                        AND attempt = \(attempt - 1) AND result = 'interrupted'
+                    """
+                ).first != nil
+            let record = RunRecord(
+                identifier: identifier, runID: runID, attempt: Int(attempt),
+                startedAt: WallClockInstant(nanosecondsSinceEpoch: try cells[23].decode(Int64?.self) ?? 0),
+                endedAt: now, result: .interrupted, stopReason: "its claim ended: \(holder) stopped renewing it")
+            try insertHistory(record, instance: holder, connection)
+            reclaimedRuns.increment()
+            stored.plan = SchedulePlanner.interrupted(
+                stored.plan, stored.request, attempt: Int(attempt), twice: twice, now: now)
+            stored.currentRunID = runID
+            stored.isRunning = false
+            try writePlan(stored, start: nil, where: "identifier = $12", connection)
+            logger.notice(
+                "took over a run whose claim ended: \(twice ? "counted as failed" : "retried now")",
+                metadata: ["task": "\(identifier)", "run": "\(runID)", "attempt": "\(attempt)", "holder": "\(holder)"])
+        }
+    }
+
+    func nextDue(after now: WallClockInstant) throws(ScheduleStoreError) -> (identifier: String, at: WallClockInstant)?
+    {
+        try using { connection in
+            var next: (identifier: String, at: WallClockInstant)?
+            if let row = try run(
+                connection,
+                """
+                SELECT identifier, due_at FROM overtime.requests
+                WHERE NOT running AND due_at > least(\(now.nanosecondsSinceEpoch), \(unescaped: Self.databaseNow))
+                    AND (claimed_by IS NULL OR claimed_by = \(instance) OR claim_until < now())
+                ORDER BY due_at, sequence LIMIT 1
+                """
+            ).first {
+                let (identifier, at) = try row.decode((String, Int64).self)
+                next = (identifier, WallClockInstant(nanosecondsSinceEpoch: at))
+            }
+            // A claim held elsewhere ends then, unless renewed: look again, to take over.
+            if let row = try run(
+                connection,
+                """
+                SELECT identifier, (extract(epoch FROM claim_until) * 1000000000)::bigint FROM overtime.requests
+                WHERE running AND claimed_by <> \(instance) ORDER BY claim_until LIMIT 1
+                """
+            ).first {
+                let (identifier, at) = try row.decode((String, Int64).self)
+                if next == nil || at < next!.at.nanosecondsSinceEpoch {
+                    next = (identifier, WallClockInstant(nanosecondsSinceEpoch: at))
+                }
+            }
+            return next
+        }
+    }
+
+    func dueWaiting(at now: WallClockInstant, on requirements: Int64) throws(ScheduleStoreError) -> Bool {
+        try using { connection in
+            try run(
+                connection,
+                """
+                SELECT EXISTS (SELECT 1 FROM overtime.requests WHERE NOT running
+                    AND due_at <= \(now.nanosecondsSinceEpoch) AND (requirement_mask & \(requirements)) != 0)
+                """
+            ).first?.decode(Bool.self) ?? false
+        }
+    }
+
+    func plannedAheadOfClock(_ now: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest] {
+        try using { connection in
+            try run(
+                connection,
+                """
+                SELECT \(unescaped: Self.columns) FROM overtime.requests WHERE NOT finished AND interval_ns > 0
+                    AND anchor - interval_ns - least(flex_ns, interval_ns) > \(now.nanosecondsSinceEpoch)
+                ORDER BY sequence
+                """
+            ).map(Self.request)
+        }
+    }
+
+    /// Run IDs come from the database's sequence, with each claim.
+    func lastRunID() throws(ScheduleStoreError) -> Int64 { 0 }
+
+    func newRunID() throws(ScheduleStoreError) -> Int64? {
+        try using { connection in
+            try run(connection, "SELECT nextval('overtime.run_ids')").first?.decode(Int64.self)
+        }
+    }
+
+    func history(identifier: String, limit: Int) throws(ScheduleStoreError) -> [RunRecord] {
+        try using { connection in
+            try run(
+                connection,
+                """
+                SELECT identifier, run_id, attempt, started_at, ended_at, result, stop_reason FROM overtime.history
+                    WHERE identifier = \(identifier)
+                UNION ALL SELECT identifier, active_run_id, active_attempt, active_started_at, NULL, 'running', NULL
+                    FROM overtime.requests WHERE identifier = \(identifier) AND running AND active_run_id IS NOT NULL
+                ORDER BY 2 DESC, 3 DESC LIMIT \(limit)
+                """
+            ).map { row in
+                let (identifier, runID, attempt, started, ended, result, reason) = try row.decode(
+                    (String, Int64, Int64, Int64, Int64?, String, String?).self)
+                return RunRecord(
+                    identifier: identifier, runID: runID, attempt: Int(attempt),
+                    startedAt: WallClockInstant(nanosecondsSinceEpoch: started),
+                    endedAt: ended.map(WallClockInstant.init(nanosecondsSinceEpoch:)),
+                    result: RunResult(stored: result) ?? .failed, stopReason: reason)
+            }
+        }
+    }
+
+    // MARK: Writing
+
+    func commit(_ batch: ScheduleBatch, lastRunID: Int64) throws(ScheduleStoreError) -> CommitRefusals {
+        var refusals = CommitRefusals()
+        try transaction { connection in
+            var notify = !batch.writes.isEmpty
+            for write in batch.writes { try apply(write, connection) }
+            for end in batch.ends {
+                let record = end.record
+                try insertHistory(record, instance: instance, connection)
+                var written = false
+                if var plan = end.plan {
+                    plan.isRunning = false
+                    // Only while this instance still holds the run: a claim taken over
+                    // meanwhile has recorded the attempt as interrupted.
+                    written = try writePlan(
+                        plan, start: nil,
+                        where: "identifier = $12 AND running AND active_run_id = $14 AND active_attempt = $15"
+                            + " AND claimed_by = $16",
+                        extra: [record.runID, Int64(record.attempt), instance], connection)
+                }
+                if !written {
+                    // Replaced or cancelled meanwhile (here or elsewhere): the identifier is free.
+                    _ = try run(
+                        connection,
+                        """
+                        UPDATE overtime.requests SET running = false, active_run_id = NULL, active_attempt = NULL,
+                            active_started_at = NULL, claimed_by = NULL, claim_until = NULL
+                        WHERE identifier = \(record.identifier) AND running AND claimed_by = \(instance)
+                            AND (active_run_id IS NULL OR active_run_id = \(record.runID))
+                        """)
+                }
+                notify = true
+            }
+            for (record, stored) in batch.starts {
+                var plan = stored
+                plan.isRunning = true
+                // Only a claim this instance still holds becomes a run.
+                let started = try writePlan(
+                    plan, start: record, where: "identifier = $12 AND NOT running AND claimed_by = $14",
+                    extra: [instance], connection)
+                if !started { refusals.starts.insert(record.identifier) }
+            }
+            let released = try run(
+                connection,
+                """
+                UPDATE overtime.requests SET claimed_by = NULL, claim_until = NULL
+                WHERE claimed_by = \(instance) AND NOT running RETURNING 1
+                """)
+            if !released.rows.isEmpty { notify = true }
+            if notify { _ = try run(connection, "SELECT pg_notify(\(Self.channel), \(instance))") }
+        }
+        let now = localNanoseconds()
+        let holding = background.withLockedValue { background in
+            for end in batch.ends { background.held[end.record.identifier] = nil }
+            for (record, _) in batch.starts where !refusals.starts.contains(record.identifier) {
+                background.held[record.identifier] = now
+            }
+            if background.held.isEmpty {
+                // Nothing to renew: no timer either (an idle instance does not wake).
+                background.renewal?.cancel()
+                background.renewal = nil
+            }
+            return background.held.count
+        }
+        heldRuns.record(holding)
+        if holding > 0 { renewClaimsWhileHeld() }
+        return refusals
+    }
+
+    private func apply(_ write: RequestWrite, _ connection: PostgresConnection) throws {
+        switch write {
+        case .save(let stored): try upsert(stored, ifAbsent: false, connection)
+        case .insertIfAbsent(let stored): try upsert(stored, ifAbsent: true, connection)
+        case .delete(let identifier):
+            _ = try run(connection, "DELETE FROM overtime.requests WHERE identifier = \(identifier)")
+        case .deleteAll:
+            _ = try run(connection, "DELETE FROM overtime.requests")
+        }
+    }
+
+    /// Writes a request's row. A new row takes the next submission number; an existing
+    /// one keeps its own, and its run in progress — which a replacement (a new run ID)
+    /// detaches from the request.
+    private func upsert(_ stored: StoredRequest, ifAbsent: Bool, _ connection: PostgresConnection) throws {
+        let row = RequestColumns(stored)
+        let conflict =
+            ifAbsent
+            ? "DO NOTHING"
+            : """
+            DO UPDATE SET submitted_at = excluded.submitted_at, earliest_begin = excluded.earliest_begin,
+                interval_ns = excluded.interval_ns, flex_ns = excluded.flex_ns, catch_up = excluded.catch_up,
+                catch_up_maximum = excluded.catch_up_maximum, randomized_delay_ns = excluded.randomized_delay_ns,
+                maximum_duration_ns = excluded.maximum_duration_ns, backoff = excluded.backoff,
+                initial_delay_ns = excluded.initial_delay_ns, maximum_delay_ns = excluded.maximum_delay_ns,
+                maximum_attempts = excluded.maximum_attempts, requirements = excluded.requirements,
+                anchor = excluded.anchor, owed = excluded.owed, retry_at = excluded.retry_at,
+                failed_attempts = excluded.failed_attempts, finished = excluded.finished,
+                current_run_id = excluded.current_run_id, due_at = excluded.due_at,
+                requirement_mask = excluded.requirement_mask,
+                active_run_id = CASE WHEN excluded.current_run_id IS DISTINCT FROM requests.current_run_id
+                    THEN NULL ELSE requests.active_run_id END
+            """
+        _ = try run(
+            connection,
+            """
+            INSERT INTO overtime.requests AS requests (identifier, submitted_at, earliest_begin, interval_ns, flex_ns,
+                catch_up, catch_up_maximum, randomized_delay_ns, maximum_duration_ns, backoff, initial_delay_ns,
+                maximum_delay_ns, maximum_attempts, requirements, anchor, owed, retry_at, failed_attempts, finished,
+                current_run_id, due_at, requirement_mask, sequence)
+            VALUES (\(row.identifier), \(row.submittedAt), \(row.earliestBegin), \(row.intervalNanoseconds),
+                \(row.flexNanoseconds), \(row.catchUp), \(Int64(row.catchUpMaximum)), \(row.randomizedDelayNanoseconds),
+                \(row.maximumDurationNanoseconds), \(row.backoff), \(row.initialDelayNanoseconds),
+                \(row.maximumDelayNanoseconds), \(Int64(row.maximumAttempts)), \(row.requirements), \(row.anchor),
+                \(Int64(row.owed)), \(row.retryAt), \(Int64(row.failedAttempts)), \(row.finished), \(row.currentRunID),
+                \(row.dueAt), \(row.requirementMask), nextval('overtime.submissions'))
+            ON CONFLICT (identifier) \(unescaped: conflict)
+            """)
+    }
+
+    /// Writes where a request's schedule stands and its run in progress (`start`, or none)
+    /// on the row `condition` selects (parameters `$12`, and `$14`… from `extra`);
+    /// whether a row was written. A start claims the row until the claim's end.
+    @discardableResult
+    private func writePlan(
+        _ stored: StoredRequest, start: RunRecord?, where condition: String, extra: [(any Sendable)?] = [],
+        _ connection: PostgresConnection
+    ) throws -> Bool {
+        let row = RequestColumns(stored)
+        var bindings = PostgresBindings()
+        bindings.append(row.anchor)
+        bindings.append(Int64(row.owed))
+        bindings.append(row.retryAt)
+        bindings.append(Int64(row.failedAttempts))
+        bindings.append(row.finished)
+        bindings.append(row.currentRunID)
+        bindings.append(row.dueAt)
+        bindings.append(row.running)
+        bindings.append(start?.runID)
+        bindings.append(start.map { Int64($0.attempt) })
+        bindings.append(start?.startedAt.nanosecondsSinceEpoch)
+        bindings.append(row.identifier)
+        bindings.append(claimSeconds)
+        for value in extra {
+            switch value {
+            case let value as Int64: bindings.append(value)
+            case let value as String: bindings.append(value)
+            default: bindings.append(Int64?.none)
+            }
+        }
+        let claim =
+            start == nil ? "claimed_by = NULL, claim_until = NULL" : "claim_until = now() + make_interval(secs => $13)"
+        let sql = """
+            UPDATE overtime.requests SET anchor = $1, owed = $2, retry_at = $3, failed_attempts = $4, finished = $5,
+                current_run_id = $6, due_at = $7, running = $8, active_run_id = $9, active_attempt = $10,
+                active_started_at = $11, \(claim)
+            WHERE \(condition)
+            RETURNING 1
+            """
+        return !(try run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))).rows.isEmpty
+    }
+
+    private func insertHistory(_ record: RunRecord, instance: String, _ connection: PostgresConnection) throws {
+        _ = try run(
+            connection,
+            """
+            INSERT INTO overtime.history (identifier, run_id, attempt, started_at, ended_at, result, stop_reason, instance)
+            VALUES (\(record.identifier), \(record.runID), \(Int64(record.attempt)),
+                \(record.startedAt.nanosecondsSinceEpoch), \(record.endedAt?.nanosecondsSinceEpoch),
+                \(record.result.description), \(record.stopReason), \(instance))
+            ON CONFLICT (identifier, run_id, attempt) DO NOTHING
+            """)
+    }
+
+    /// Commits are durable when the database says so (`synchronous_commit`).
+    func sync() throws(ScheduleStoreError) {}
+
+    deinit { close() }
+
+    func close() {
+        let (renewal, listener, wasClosed) = background.withLockedValue { background in
+            defer { background.closed = true }
+            return (background.renewal, background.connection, background.closed)
+        }
+        guard !wasClosed else { return }
+        background.withLockedValue { background in
+            background.renewal = nil
+            background.connection = nil
+        }
+        renewal?.cancel()
+        let main = connection.withLockedValue { connection in
+            defer { connection = nil }
+            return connection
+        }
+        // Closed before the loop stops (postgres-nio asserts it); never waited for on the loop.
+        let closing: [EventLoopFuture<Void>] = [listener, main].compactMap { connection in
+            connection.map { $0.close() as EventLoopFuture<Void> }
+        }
+        if !loop.inEventLoop {
+            for future in closing { try? future.wait() }
+            try? group.syncShutdownGracefully()
+        } else {
+            group.shutdownGracefully { _ in }
+        }
+    }
+
+    // MARK: Renewing claims and hearing of changes (on the event loop)
+
+    func start(_ events: ScheduleStoreEvents) {
+        background.withLockedValue { $0.events = events }
+        connectBackground()
+    }
+
+    private var claimSeconds: Double { Self.seconds(configuration.claimDuration) }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    /// Connects the listening connection (again, after a loss, every reconnect interval).
+    private func connectBackground() {
+        let proceed = background.withLockedValue { background in
+            guard !background.closed, background.connection == nil, !background.connecting else { return false }
+            background.connecting = true
+            return true
+        }
+        guard proceed else { return }
+        let loop = self.loop
+        PostgresConnection.connect(
+            on: loop, configuration: configuration.connection, id: 2, logger: logger
+        ).whenComplete { [self] result in
+            switch result {
+            case .success(let connection):
+                let events = background.withLockedValue { background -> ScheduleStoreEvents? in
+                    background.connecting = false
+                    background.connection = connection
+                    return background.events
+                }
+                connection.addListener(channel: Self.channel) { [instance] _, notification in
+                    if notification.payload != instance { events?.changed() }
+                }
+                connection.closeFuture.whenComplete { [self] _ in
+                    background.withLockedValue { $0.connection = nil }
+                    logger.warning("lost the schedule database's notifications: connecting again")
+                    loop.scheduleTask(in: .nanoseconds(configuration.reconnectInterval.nanosecondsClamped)) {
+                        self.connectBackground()
+                    }
+                }
+                // Whatever was notified while not listening: decide again.
+                events?.changed()
+            case .failure(let error):
+                background.withLockedValue { $0.connecting = false }
+                logger.warning("cannot listen to the schedule database: \(Self.describe(error))")
+                let events = background.withLockedValue { $0.events }
+                loop.scheduleTask(in: .nanoseconds(configuration.reconnectInterval.nanosecondsClamped)) {
+                    events?.changed()  // the scheduler reads the schedule again meanwhile
+                    self.connectBackground()
+                }
+            }
+        }
+    }
+
+    /// Renews this instance's claims every third of their duration while it holds any;
+    /// runs whose claims could not be renewed in time are told to stop.
+    private func renewClaimsWhileHeld() {
+        let every = TimeAmount.nanoseconds(configuration.claimDuration.nanosecondsClamped / 3)
+        background.withLockedValue { background in
+            guard background.renewal == nil, !background.closed else { return }
+            background.renewal = loop.scheduleRepeatedAsyncTask(initialDelay: every, delay: every) { [self] _ in
+                renewClaims()
+            }
+        }
+    }
+
+    private func renewClaims() -> EventLoopFuture<Void> {
+        let loop = self.loop
+        let (connection, held) = background.withLockedValue { background in
+            if background.held.isEmpty {
+                background.renewal?.cancel()
+                background.renewal = nil
+            }
+            return (background.connection, background.held)
+        }
+        guard !held.isEmpty else { return loop.makeSucceededVoidFuture() }
+        guard let connection else {
+            stopRunsLosingClaims(held)
+            return loop.makeSucceededVoidFuture()
+        }
+        let asked = localNanoseconds()
+        let query: PostgresQuery = """
+            UPDATE overtime.requests SET claim_until = now() + make_interval(secs => \(claimSeconds))
+            WHERE running AND claimed_by = \(instance) RETURNING identifier
+            """
+        return connection.query(query, logger: logger).map { [self] result in
+            let renewed = Set(result.rows.compactMap { try? $0.decode(String.self) })
+            let lost = background.withLockedValue { background -> [String] in
+                var lost: [String] = []
+                for identifier in background.held.keys {
+                    if renewed.contains(identifier) {
+                        background.held[identifier] = asked
+                    } else if held[identifier] != nil {
+                        lost.append(identifier)
+                    }
+                }
+                return lost
+            }
+            if !lost.isEmpty {
+                lostClaims.increment(by: lost.count)
+                // Taken over or cancelled elsewhere: the run must not go on here.
+                background.withLockedValue { $0.events }?.claimsLapsing(lost)
+            }
+        }.flatMapErrorThrowing { [self] error in
+            logger.warning("cannot renew claims: \(Self.describe(error))")
+            stopRunsLosingClaims(held)
+        }
+    }
+
+    /// The runs whose claims end within the margin without a renewal are told to stop.
+    private func stopRunsLosingClaims(_ held: [String: Int64]) {
+        let now = localNanoseconds()
+        let deadline = configuration.claimDuration.nanosecondsClamped - configuration.claimMargin.nanosecondsClamped
+        let lapsing = held.filter { now - $0.value >= deadline }.map(\.key)
+        if !lapsing.isEmpty { lostClaims.increment(by: lapsing.count) }
+        if !lapsing.isEmpty { background.withLockedValue { $0.events }?.claimsLapsing(lapsing) }
+    }
+
+    // MARK: Access
+
+    /// Runs `body` with the connection (connected, and its clock offset measured, first).
+    private func using<T>(_ body: (PostgresConnection) throws -> T) throws(ScheduleStoreError) -> T {
+        do {
+            return try connection.withLockedValue { connection in
+                if connection == nil || connection!.isClosed {
+                    connection = nil
+                    let made = try answer(
+                        PostgresConnection.connect(
+                            on: loop, configuration: configuration.connection, id: 1, logger: logger),
+                        closing: nil)
+                    connection = made
+                    try measureClockOffset(made)
+                }
+                return try body(connection!)
+            }
+        } catch let error as ScheduleStoreError {
+            throw error
+        } catch {
+            throw ScheduleStoreError(
+                "schedule database \(configuration.host):\(configuration.port): \(Self.describe(error))")
+        }
+    }
+
+    /// Runs `body` in one transaction; rolled back if it throws.
+    private func transaction<T>(_ body: (PostgresConnection) throws -> T) throws(ScheduleStoreError) -> T {
+        try using { connection in
+            _ = try run(connection, "BEGIN")
+            do {
+                let result = try body(connection)
+                _ = try run(connection, "COMMIT")
+                return result
+            } catch {
+                if (try? run(connection, "ROLLBACK")) == nil { try? connection.close().wait() }
+                throw error
+            }
+        }
+    }
+
+    private func run(_ connection: PostgresConnection, _ query: PostgresQuery) throws -> PostgresQueryResult {
+        try answer(connection.query(query, logger: logger), closing: connection)
+    }
+
+    /// Waits for `future`, at most ``PostgresScheduleConfiguration/operationTimeout``: a
+    /// server that crashed can leave a connection that never answers, and the scheduler's
+    /// queue must not wait on it for good. On timeout `connection` is closed, so that the
+    /// next call connects again. (Waited for here, with no timer on the event loop: one
+    /// per call would wake an idle instance long after its last call.)
+    private func answer<T: Sendable>(_ future: EventLoopFuture<T>, closing connection: PostgresConnection?) throws -> T
+    {
+        let answered = DispatchSemaphore(value: 0)
+        let result = NIOLockedValueBox<Result<T, any Error>?>(nil)
+        future.whenComplete { outcome in
+            result.withLockedValue { $0 = outcome }
+            answered.signal()
+        }
+        let timeout = configuration.operationTimeout.nanosecondsClamped
+        guard answered.wait(timeout: .now() + .nanoseconds(Int(timeout))) == .success else {
+            connection?.close().whenComplete { _ in }
+            throw Unanswered(seconds: Self.seconds(configuration.operationTimeout))
+        }
+        return try result.withLockedValue { $0! }.get()
+    }
+
+    /// The database's clock against the runtime's, from the middle of one round trip.
+    private func measureClockOffset(_ connection: PostgresConnection) throws {
+        let before = localNanoseconds()
+        let database = try run(connection, "SELECT \(unescaped: Self.databaseNow)").first?.decode(Int64.self) ?? before
+        let after = localNanoseconds()
+        clockOffset.withLockedValue { $0 = database - (before / 2 + after / 2) }
+    }
+
+    private func localNanoseconds() -> Int64 { wallClock().nanosecondsSinceEpoch }
+
+    /// `r.identifier, r.earliest_begin, …`.
+    private static func prefixed(_ alias: String) -> String {
+        columns.split(separator: ",").map { "\(alias).\($0.trimmingCharacters(in: .whitespacesAndNewlines))" }
+            .joined(separator: ", ")
+    }
+
+    /// What the server said, or the error.
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? PSQLError {
+            if let message = error.serverInfo?[.message] { return message }
+            return "\(error.code)"
+        }
+        return "\(error)"
+    }
+}
+
+/// A call the database did not answer in time.
+private struct Unanswered: Error, CustomStringConvertible {
+    let seconds: Double
+    var description: String { "no answer in \(seconds) s" }
+}
+
+extension Duration {
+    /// Whole nanoseconds, clamped to `Int64`.
+    var nanosecondsClamped: Int64 {
+        let (seconds, attoseconds) = components
+        let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        return overflow ? (seconds < 0 ? .min : .max) : product &+ attoseconds / 1_000_000_000
+    }
+}

@@ -1,0 +1,90 @@
+// A worker of a test fleet: a scheduler on the PostgreSQL database the `PG*` environment
+// variables name, running every `one.*` and `tick.*` request it claims. Each run appends
+// a `start` line and an `end` line to the file `OVERTIME_FLEET_LOG` names, so that the
+// tests can check, across processes killed with SIGKILL, that no run executed in two
+// places at once and that each ran as often as it should.
+//
+// Environment: OVERTIME_FLEET_LOG (required), OVERTIME_FLEET_WORK_MS (a run's length,
+// default 20, drawn from half to one and a half of it), OVERTIME_FLEET_CLAIM_MS (the
+// claim's duration, default 3000), OVERTIME_FLEET_SKEW_MS (this worker's wall clock is
+// wrong by this much: its scheduler reads the system's shifted by it).
+
+import Dispatch
+import Foundation
+import Overtime
+import OvertimePostgres
+import OvertimeScheduler
+
+/// The system's clocks, the wall clock shifted: a machine whose clock is wrong.
+struct SkewedClock: RuntimeClock {
+    let skew: Int64
+    var now: MonotonicInstant { SystemClock().now }
+    var wallClockNow: WallClockInstant {
+        WallClockInstant(nanosecondsSinceEpoch: SystemClock().wallClockNow.nanosecondsSinceEpoch + skew)
+    }
+}
+
+/// Appends whole lines to the log with one `write(2)` each (O_APPEND: lines of several
+/// processes never interleave).
+final class RunLog: Sendable {
+    let descriptor: Int32
+
+    init(path: String) {
+        descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT, 0o644)
+        guard descriptor >= 0 else { fatalError("cannot open \(path)") }
+    }
+
+    func append(_ line: String) {
+        var line = line + "\n"
+        line.withUTF8 { bytes in _ = write(descriptor, bytes.baseAddress, bytes.count) }
+    }
+}
+
+func clockReadings() -> String {
+    var real = timespec()
+    var monotonic = timespec()
+    clock_gettime(CLOCK_REALTIME, &real)
+    clock_gettime(CLOCK_MONOTONIC, &monotonic)
+    return "\(Int64(real.tv_sec) * 1_000_000_000 + Int64(real.tv_nsec)) "
+        + "\(Int64(monotonic.tv_sec) * 1_000_000_000 + Int64(monotonic.tv_nsec))"
+}
+
+let environment = ProcessInfo.processInfo.environment
+guard let logPath = environment["OVERTIME_FLEET_LOG"] else { fatalError("OVERTIME_FLEET_LOG is not set") }
+let log = RunLog(path: logPath)
+let workMilliseconds = Int(environment["OVERTIME_FLEET_WORK_MS"] ?? "") ?? 20
+let pid = getpid()
+
+let claim = Duration.milliseconds(Int(environment["OVERTIME_FLEET_CLAIM_MS"] ?? "") ?? 3000)
+var runtimeConfiguration = RuntimeConfiguration()
+runtimeConfiguration.systemdNotify = false
+let skew = Int64(environment["OVERTIME_FLEET_SKEW_MS"] ?? "") ?? 0
+let runtime = try Runtime(configuration: runtimeConfiguration, clock: SkewedClock(skew: skew * 1_000_000))
+
+var database = try PostgresScheduleConfiguration.environment()  // PGHOST, PGPORT, PGUSER, …
+database.claimDuration = claim
+database.claimMargin = claim / 3
+var configuration = SchedulerConfiguration(database: .postgres(database))
+configuration.maximumConcurrentRuns = 64
+configuration.startSpacing = .zero
+let scheduler = try Scheduler(runtime: runtime, configuration: configuration)
+
+for prefix in ["one.", "tick."] {
+    try scheduler.register(prefix: prefix) { task in
+        let run = "\(task.identifier) \(task.runID) \(task.attempt)"
+        log.append("start \(run) \(task.dueTime.nanosecondsSinceEpoch) \(clockReadings()) \(pid)")
+        task.expirationHandler = {
+            log.append("end \(run) \(clockReadings()) \(pid) expired")
+            task.setTaskCompleted(success: false)
+        }
+        let work = Int.random(in: workMilliseconds / 2...workMilliseconds * 3 / 2)
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(work)) {
+            guard !task.isExpired else { return }
+            log.append("end \(run) \(clockReadings()) \(pid) ok")
+            task.setTaskCompleted(success: true)
+        }
+    }
+}
+try scheduler.start()
+log.append("ready \(pid)")
+runtime.run()

@@ -1,0 +1,180 @@
+import Foundation
+import Overtime
+import OvertimePostgres
+import OvertimeScheduler
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Fleets of worker processes on a real PostgreSQL 15: workers killed with SIGKILL, the
+/// database crashed and restarted, clocks that are wrong.
+@Suite("A fleet of worker processes sharing one schedule", .serialized)
+struct FleetTests {
+    /// A scheduler in the test process that submits and reads history; never started, so
+    /// it claims nothing (its handlers, which a submission needs, never run).
+    static func observer(_ server: PostgresServer) throws -> Scheduler {
+        let scheduler = try Scheduler(
+            runtime: try PostgresSchedulerTests.runtime(), configuration: PostgresSchedulerTests.configuration(server))
+        for prefix in ["one.", "tick."] {
+            try scheduler.register(prefix: prefix) { task in task.setTaskCompleted(success: false) }
+        }
+        return scheduler
+    }
+
+    /// One-shot requests `one.0`… due `spacing` apart from `start`, retried after 10 s.
+    static func oneShots(_ count: Int, from start: Int64, spacing: Duration) -> [ScheduledTaskRequest] {
+        (0..<count).map { index in
+            var request = ScheduledTaskRequest(identifier: "one.\(index)")
+            request.earliestBegin = WallClockInstant(
+                nanosecondsSinceEpoch: start + Int64(index) * Int64(spacing.components.attoseconds / 1_000_000_000))
+            request.retry.initialDelay = .seconds(10)
+            return request
+        }
+    }
+
+    /// Repeating requests `tick.0`… every second.
+    static func ticks(_ count: Int) -> [ScheduledTaskRequest] {
+        (0..<count).map { index in
+            var request = ScheduledTaskRequest(identifier: "tick.\(index)")
+            request.repetition = Repetition(every: .seconds(1))
+            request.retry.initialDelay = .seconds(10)
+            return request
+        }
+    }
+
+    /// Every one-shot succeeded once in the history; the problems found otherwise.
+    static func completedOnce(_ observer: Scheduler, count: Int) throws -> [String] {
+        var problems: [String] = []
+        var runIDs = Set<Int64>()
+        for index in 0..<count {
+            let history = try observer.history("one.\(index)")
+            let succeeded = history.filter { $0.result == .succeeded }
+            if succeeded.count != 1 { problems.append("one.\(index): \(history)") }
+            if let run = succeeded.first, !runIDs.insert(run.runID).inserted {
+                problems.append("one.\(index): run ID \(run.runID) is another request's too")
+            }
+        }
+        return problems
+    }
+
+    /// Repeating requests ran once per planned time: no due time under two run IDs.
+    static func oncePerPlannedTime(_ log: FleetLog) -> [String] {
+        var runsByDue: [String: Set<Int64>] = [:]
+        for execution in log.executions where execution.identifier.hasPrefix("tick.") {
+            runsByDue["\(execution.identifier) due \(execution.due)", default: []].insert(execution.runID)
+        }
+        return runsByDue.filter { $0.value.count > 1 }.map { "\($0.key) ran as runs \($0.value.sorted())" }
+    }
+
+    static func waitFor(_ seconds: Double, _ condition: () throws -> Bool) -> Bool {
+        PostgresSchedulerTests.eventually(seconds) { (try? condition()) ?? false }
+    }
+
+    @Test func fourWorkersKilledFiftyTimesRunEachOneShotOnceAndNothingInTwoPlaces() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let observer = try Self.observer(server)
+        let fleet = try Fleet(server: server, count: 4, environment: ["OVERTIME_FLEET_WORK_MS": "40"])
+        defer { fleet.removeFolder() }
+        let seed =
+            UInt64(ProcessInfo.processInfo.environment["OVERTIME_TEST_SEED"] ?? "") ?? UInt64.random(in: 1...1_000_000)
+        var random = SplitMix(seed: seed)
+        let start = Fleet.realNow() + 1_000_000_000
+        try observer.submit(contentsOf: Self.oneShots(1000, from: start, spacing: .milliseconds(40)) + Self.ticks(10))
+        // Fifty kills, 0.3 to 1.1 s apart, while the one-shots fall due over 40 s.
+        for _ in 0..<50 {
+            usleep(useconds_t(300_000 + random.next() % 800_000))
+            try fleet.killAndRestart(Int(random.next() % 4))
+        }
+        let drained = Self.waitFor(90) { try observer.pendingRequestCount() == 10 }
+        fleet.stop()
+        #expect(drained, "the one-shots ran within 90 s of the last kill (seed \(seed))\n\(fleet.output())")
+        let log = try FleetLog(path: fleet.logPath, killedAt: fleet.killedAt)
+        #expect(log.overlaps().isEmpty, "seed \(seed): \(log.overlaps().prefix(10))")
+        let problems = try Self.completedOnce(observer, count: 1000)
+        #expect(problems.isEmpty, "seed \(seed): \(problems.prefix(10))")
+        #expect(Self.oncePerPlannedTime(log).isEmpty, "seed \(seed): \(Self.oncePerPlannedTime(log).prefix(10))")
+        // The periodic requests went on through the kills: about one run a second each.
+        for index in 0..<10 {
+            let runs = Set(log.executions.filter { $0.identifier == "tick.\(index)" }.map(\.runID)).count
+            #expect(runs >= 20, "tick.\(index) ran \(runs) times")
+        }
+        #expect(fleet.killedAt.count == 50)
+        #expect(log.executions.contains { $0.outcome == "killed" }, "some kills hit runs in progress")
+        observer.runtime.requestTermination()
+    }
+
+    @Test func theDatabaseCrashingTwiceDuringRunsLosesNothingAndCompletesNothingTwice() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let observer = try Self.observer(server)
+        let fleet = try Fleet(
+            server: server, count: 2,
+            environment: ["OVERTIME_FLEET_WORK_MS": "200", "OVERTIME_FLEET_CLAIM_MS": "15000"])
+        defer { fleet.removeFolder() }
+        let start = Fleet.realNow() + 1_000_000_000
+        try observer.submit(contentsOf: Self.oneShots(300, from: start, spacing: .milliseconds(40)))
+        for pause: useconds_t in [4_000_000, 4_000_000] {
+            usleep(pause)
+            try server.restartImmediately()
+        }
+        let drained = Self.waitFor(90) { try observer.pendingRequestCount() == 0 }
+        fleet.stop()
+        #expect(drained, "the one-shots ran within 90 s\n\(fleet.output())")
+        let log = try FleetLog(path: fleet.logPath, killedAt: [:])
+        #expect(log.overlaps().isEmpty, "\(log.overlaps().prefix(10))")
+        #expect(try Self.completedOnce(observer, count: 300).isEmpty)
+        // Each handler completed once: none ran again because its end was not recorded.
+        let completions = log.count("ok")
+        let twice = completions.filter { $0.value != 1 }
+        #expect(completions.count == 300 && twice.isEmpty, "\(completions.count) completed; twice: \(twice)")
+        observer.runtime.requestTermination()
+    }
+
+    @Test(arguments: [600_000, -600_000])
+    func aWorkerWhoseClockIsWrongRunsNothingEarlyNorLate(skewMilliseconds: Int) throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let observer = try Self.observer(server)
+        let fleet = try Fleet(server: server, count: 1, environment: ["OVERTIME_FLEET_SKEW_MS": "\(skewMilliseconds)"])
+        defer { fleet.removeFolder() }
+        let start = Fleet.realNow() + 2_000_000_000
+        let requests = Self.oneShots(40, from: start, spacing: .milliseconds(50))
+        try observer.submit(contentsOf: requests + Self.ticks(2))
+        let drained = Self.waitFor(30) { try observer.pendingRequestCount() == 2 }
+        usleep(3_000_000)  // a few planned times of the repeating requests
+        fleet.stop()
+        #expect(drained, "\(fleet.output())")
+        let log = try FleetLog(path: fleet.logPath, killedAt: [:])
+        let dueAt = Dictionary(
+            uniqueKeysWithValues: requests.map { ($0.identifier, $0.earliestBegin!.nanosecondsSinceEpoch) })
+        for execution in log.executions {
+            // On this machine the database's clock is the real one.
+            let due = dueAt[execution.identifier] ?? execution.due
+            #expect(
+                execution.startedReal >= due,
+                "\(execution.identifier) started early by \(due - execution.startedReal) ns")
+            #expect(
+                execution.startedReal - due < 2_000_000_000,
+                "\(execution.identifier) started late by \(execution.startedReal - due) ns")
+        }
+        #expect(log.executions.filter { $0.identifier.hasPrefix("one.") }.count == 40)
+        #expect(log.executions.filter { $0.identifier.hasPrefix("tick.") }.count >= 4)
+        observer.runtime.requestTermination()
+    }
+}
+
+/// A seeded generator, so that a failing run can be repeated (`OVERTIME_TEST_SEED`).
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,171 @@
+import Foundation
+import Metrics
+import MetricsTestKit
+import NIOConcurrencyHelpers
+import Overtime
+import OvertimePostgres
+import OvertimeScheduler
+import Testing
+
+/// Schedulers on a real PostgreSQL 15 that the test starts: a shared schedule, claims taken
+/// over, a newer schema refused.
+@Suite("The scheduler on PostgreSQL, shared by several instances")
+struct PostgresSchedulerTests {
+    /// A runtime on the real clock, its loop on a thread of its own, without signal handling
+    /// (the test process owns signals).
+    static func runtime() throws -> Runtime {
+        var configuration = RuntimeConfiguration()
+        configuration.signalHandling = nil
+        configuration.systemdNotify = false
+        configuration.watchdogTimeout = nil
+        let runtime = try Runtime(configuration: configuration)
+        runtime.start()
+        return runtime
+    }
+
+    /// The metrics every store of this process reports to (bootstrapped before the first).
+    static let metrics: TestMetrics = {
+        let metrics = TestMetrics()
+        MetricsSystem.bootstrap(metrics)
+        return metrics
+    }()
+
+    static func configuration(_ server: PostgresServer, claim: Duration = .seconds(30), name: String? = nil)
+        -> SchedulerConfiguration
+    {
+        _ = metrics
+        var database = PostgresScheduleConfiguration(host: "127.0.0.1", port: server.port, username: "postgres")
+        if let name { database.instanceName = name }
+        database.claimDuration = claim
+        database.claimMargin = claim / 3
+        var configuration = SchedulerConfiguration(database: .postgres(database))
+        configuration.startSpacing = .zero
+        configuration.maximumConcurrentRuns = 16
+        return configuration
+    }
+
+    /// Waits up to `seconds` for `condition`.
+    static func eventually(_ seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
+        let end = Date().addingTimeInterval(seconds)
+        while Date() < end {
+            if try condition() { return true }
+            usleep(20_000)
+        }
+        return try condition()
+    }
+
+    @Test func twoInstancesShareOneScheduleAndRunEachOneShotExactlyOnce() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let runs = NIOLockedValueBox<[String: [String]]>([:])
+        var schedulers: [Scheduler] = []
+        for name in ["a", "b"] {
+            let scheduler = try Scheduler(runtime: try Self.runtime(), configuration: Self.configuration(server))
+            try scheduler.register(prefix: "job.") { task in
+                runs.withLockedValue { $0[task.identifier, default: []].append("\(name) run \(task.runID)") }
+                task.setTaskCompleted(success: true)
+            }
+            try scheduler.start()
+            schedulers.append(scheduler)
+        }
+        let identifiers = (0..<300).map { "job.\($0)" }
+        try schedulers[0].submit(contentsOf: identifiers.map { ScheduledTaskRequest(identifier: $0) })
+        let done = try Self.eventually(60) { try schedulers[1].pendingRequestCount() == 0 }
+        #expect(done, "every one-shot ran within 60 s")
+        let seen = runs.withLockedValue { $0 }
+        for identifier in identifiers {
+            #expect(seen[identifier]?.count == 1, "\(identifier): \(seen[identifier] ?? [])")
+            let history = try schedulers[0].history(identifier)
+            #expect(history.map(\.result) == [.succeeded], "\(identifier): \(history)")
+        }
+        let byInstance = Dictionary(grouping: seen.values.flatMap { $0 }, by: { $0.prefix(1) }).mapValues(\.count)
+        #expect(byInstance.values.reduce(0, +) == identifiers.count)
+        // Run IDs come from the database: unique across both instances.
+        let runIDs = try identifiers.map { try schedulers[0].history($0).first!.runID }
+        #expect(Set(runIDs).count == identifiers.count)
+        for scheduler in schedulers { scheduler.runtime.requestTermination() }
+    }
+
+    @Test func aRunWhoseClaimEndsIsTakenOverAsInterruptedAndRetriedWithTheSameRunID() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let started = NIOLockedValueBox<[String]>([])
+        let expired = NIOLockedValueBox<[String]>([])
+        // The first instance hangs in its run; the second completes.
+        let first = try Scheduler(
+            runtime: try Self.runtime(), configuration: Self.configuration(server, claim: .seconds(3), name: "first"))
+        try first.register("job") { task in
+            started.withLockedValue { $0.append("first \(task.runID)/\(task.attempt)") }
+            task.expirationHandler = {
+                expired.withLockedValue { $0.append("first \(task.runID)/\(task.attempt)") }
+                task.setTaskCompleted(success: false)
+            }
+        }
+        try first.start()
+        try first.submit(ScheduledTaskRequest(identifier: "job"))
+        #expect(Self.eventually(10) { !started.withLockedValue { $0 }.isEmpty })
+        // Which instance holds the run: in the API, the control socket's table and metrics.
+        let pending = first.pendingRequests()
+        #expect(pending.map(\.holder) == ["first"] && pending.map(\.waitingFor) == [.running], "\(pending)")
+        #expect(try Self.metrics.expectGauge("overtime_fleet_held_runs", [("instance", "first")]).lastValue == 1)
+
+        // Its claim ends as if its instance had died (the database says so).
+        try server.psql("UPDATE overtime.requests SET claim_until = now() - interval '1 second' WHERE running")
+        let second = try Scheduler(
+            runtime: try Self.runtime(), configuration: Self.configuration(server, claim: .seconds(3), name: "second"))
+        try second.register("job") { task in
+            started.withLockedValue { $0.append("second \(task.runID)/\(task.attempt)") }
+            task.setTaskCompleted(success: true)
+        }
+        try second.start()
+        #expect(Self.eventually(15) { started.withLockedValue { $0 }.count == 2 })
+        // The first instance finds its claim taken at its next renewal and stops its run.
+        #expect(Self.eventually(15) { !expired.withLockedValue { $0 }.isEmpty })
+        let runs = started.withLockedValue { $0 }
+        #expect(runs.count == 2 && runs[0].hasPrefix("first") && runs[1].hasPrefix("second"), "\(runs)")
+        let history = try second.history("job")
+        #expect(history.map(\.attempt) == [2, 1], "\(history)")
+        #expect(history.map(\.result) == [.succeeded, .interrupted], "\(history)")
+        #expect(Set(history.map(\.runID)).count == 1, "one run, two attempts: \(history)")
+        #expect(try second.pendingRequestCount() == 0)
+        #expect(
+            try Self.metrics.expectCounter("overtime_fleet_reclaimed_runs_total", [("instance", "second")]).totalValue
+                == 1)
+        #expect(
+            try Self.metrics.expectCounter("overtime_fleet_lost_claims_total", [("instance", "first")]).totalValue == 1)
+        first.runtime.requestTermination()
+        second.runtime.requestTermination()
+    }
+
+    @Test func aScheduleWrittenByANewerSchemaIsRefusedWithBothVersionsNamed() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        _ = try Scheduler(runtime: try Self.runtime(), configuration: Self.configuration(server))
+        try server.psql("UPDATE overtime.meta SET value = 99 WHERE name = 'schema_version'")
+        do {
+            _ = try Scheduler(runtime: try Self.runtime(), configuration: Self.configuration(server))
+            Issue.record("a newer schema was opened")
+        } catch let error as SchedulerError {
+            #expect(error.code == .store)
+            #expect(
+                error.message.contains("schema version 99") && error.message.contains("up to version 1"), "\(error)")
+        }
+    }
+
+    @Test func aURLAndTheEnvironmentNameTheDatabase() throws {
+        let url = try PostgresScheduleConfiguration(url: "postgres://app:secret@db.example:6543/fleet")
+        #expect(url.host == "db.example" && url.port == 6543 && url.username == "app")
+        #expect(url.password == "secret" && url.database == "fleet")
+        #expect(throws: PostgresScheduleConfigurationError.self) { try PostgresScheduleConfiguration(url: "http://x") }
+        #expect(throws: PostgresScheduleConfigurationError.self) {
+            try PostgresScheduleConfiguration(url: "postgres:///db")
+        }
+        let environment = try PostgresScheduleConfiguration.environment([
+            "PGHOST": "10.0.0.5", "PGPORT": "5433", "PGUSER": "worker", "PGDATABASE": "jobs",
+        ])
+        #expect(environment.host == "10.0.0.5" && environment.port == 5433 && environment.database == "jobs")
+        #expect(throws: PostgresScheduleConfigurationError.self) {
+            try PostgresScheduleConfiguration.environment(["PGPORT": "http", "PGUSER": "x"])
+        }
+    }
+}

@@ -1,0 +1,112 @@
+// A real PostgreSQL server for one test: initdb in a temporary folder, pg_ctl on a free
+// loopback port, stopped and removed at the end.
+
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A PostgreSQL server the test started, as the `postgres` user (the server refuses root).
+final class PostgresServer: Sendable {
+    let folder: String
+    let port: Int
+    let bin: String
+
+    init() throws {
+        bin = try Self.findBin()
+        folder = FileManager.default.temporaryDirectory.appendingPathComponent("overtime-pg-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try Self.run("/bin/chown", ["postgres:postgres", folder])
+        try Self.run("/bin/chmod", ["700", folder])
+        try Self.asPostgres(bin + "/initdb", ["-D", folder + "/data", "-A", "trust", "-U", "postgres", "--no-sync"])
+        port = try Self.freePort()
+        try pgctl("start")
+    }
+
+    /// `pg_ctl restart -m immediate`: the server's processes killed (a crash, to the
+    /// clients), started again on the same port, and recovered from its log.
+    func restartImmediately() throws {
+        try pgctl("restart -m immediate")
+    }
+
+    /// pg_ctl through the shell, waited for with waitpid: the server it leaves running
+    /// keeps what pg_ctl had open, which Foundation's Process would wait on for good.
+    private func pgctl(_ action: String) throws {
+        let command =
+            "/usr/sbin/runuser -u postgres -- \(bin)/pg_ctl -D \(folder)/data -l \(folder)/log -w"
+            + " -o '-p \(port) -k \(folder) -c listen_addresses=127.0.0.1 -c fsync=off' \(action) >/dev/null 2>&1"
+        guard system(command) == 0 else {
+            throw ServerError(
+                "pg_ctl \(action) failed: \((try? String(contentsOfFile: folder + "/log", encoding: .utf8)) ?? "")")
+        }
+    }
+
+    /// SQL run with psql, its output.
+    @discardableResult
+    func psql(_ sql: String) throws -> String {
+        try Self.asPostgres(bin + "/psql", ["-h", "127.0.0.1", "-p", "\(port)", "-U", "postgres", "-tA", "-c", sql])
+    }
+
+    /// `pg_ctl stop`, then the folder removed.
+    func stop() {
+        _ = system(
+            "/usr/sbin/runuser -u postgres -- \(bin)/pg_ctl -D \(folder)/data -m immediate -w stop >/dev/null 2>&1")
+        try? FileManager.default.removeItem(atPath: folder)
+    }
+
+    private static func findBin() throws -> String {
+        for candidate in ["/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin"]
+        where FileManager.default.isExecutableFile(atPath: candidate + "/pg_ctl") {
+            return candidate
+        }
+        throw ServerError("no PostgreSQL server binaries (scripts/setup installs them)")
+    }
+
+    @discardableResult
+    private static func asPostgres(_ program: String, _ arguments: [String]) throws -> String {
+        try run("/usr/sbin/runuser", ["-u", "postgres", "--", program] + arguments)
+    }
+
+    @discardableResult
+    private static func run(_ program: String, _ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: program)
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: "/")
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let text = String(decoding: data, as: UTF8.self)
+        guard process.terminationStatus == 0 else {
+            throw ServerError(
+                "\(program) \(arguments.joined(separator: " ")): exit \(process.terminationStatus): \(text)")
+        }
+        return text.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// A loopback port nothing listens on now.
+    private static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        guard bound else { throw ServerError("no free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+struct ServerError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
