@@ -52,6 +52,7 @@ let package = Package(
             name: "overtime-fleet-bench",
             dependencies: [
                 "BenchmarkScenarios",
+                "ReadyNotification",
                 .product(name: "OvertimePostgres", package: "OvertimePostgres"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]

@@ -232,4 +232,16 @@ struct SchedulerTests {
             #expect(h.env.logs.entries.all.contains { $0.message.contains("setTaskCompleted called again") })
         }
     }
+
+    @Test func theScheduleTableNamesTheInstanceHoldingARunInAFleet() {
+        let held = PendingRequest(
+            request: ScheduledTaskRequest(identifier: "report"), nextRun: WallClockInstant(secondsSinceEpoch: 0),
+            attempt: 1, waitingFor: .running, holder: "worker-7:4242")
+        let local = PendingRequest(
+            request: ScheduledTaskRequest(identifier: "sync"), nextRun: WallClockInstant(secondsSinceEpoch: 0),
+            attempt: 1, waitingFor: .running, holder: nil)
+        let table = Scheduler.scheduleTable([held, local]).split(separator: "\n")
+        #expect(table.count == 3 && table[1].hasSuffix("running on worker-7:4242"), "\(table)")
+        #expect(table[2].hasSuffix("running") && !table[2].contains(" on "), "\(table)")
+    }
 }

@@ -15,6 +15,7 @@ import Foundation
 import Overtime
 import OvertimePostgres
 import OvertimeScheduler
+import ReadyNotification
 
 #if canImport(Glibc)
     import Glibc
@@ -46,8 +47,10 @@ struct FleetBench: ParsableCommand {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let latencies = folder + "/latencies"
         let observer = try Self.observer()
-        let fleet = try (0..<workers).map { _ in
-            try MeasuredProcess(CommandLine.arguments[0], ["--worker", latencies])
+        let fleet = try (0..<workers).map { index in
+            let own = folder + "/worker-\(index)"
+            try FileManager.default.createDirectory(atPath: own, withIntermediateDirectories: true)
+            return try MeasuredProcess(CommandLine.arguments[0], ["--worker", latencies], folder: own)
         }
         for worker in fleet { _ = try worker.waitForReady(timeout: 60) }
 
@@ -65,7 +68,7 @@ struct FleetBench: ParsableCommand {
                 request.earliestBegin = first + .nanoseconds(Int64(spread * 1e9) * Int64(index) / Int64(due))
                 return request
             })
-        try Self.waitUntilDone(observer)
+        try Self.waitUntilDone(observer, every: 100_000)  // the handlers time these runs themselves
         let samples = try String(contentsOfFile: latencies, encoding: .utf8).split(separator: "\n").compactMap {
             Int64($0)
         }
@@ -106,11 +109,12 @@ struct FleetBench: ParsableCommand {
         return scheduler
     }
 
-    static func waitUntilDone(_ observer: Scheduler) throws {
+    /// Polls the count of pending requests every `every` µs until none is left.
+    static func waitUntilDone(_ observer: Scheduler, every: useconds_t = 5_000) throws {
         let deadline = monotonicNanoseconds() + 600_000_000_000
         while try observer.pendingRequestCount() > 0 {
             guard monotonicNanoseconds() < deadline else { throw ScenarioError("runs not done in 600 s") }
-            usleep(5_000)
+            usleep(every)
         }
     }
 
@@ -119,7 +123,11 @@ struct FleetBench: ParsableCommand {
     static func work(log: String) throws -> Never {
         let descriptor = open(log, O_WRONLY | O_APPEND | O_CREAT, 0o644)
         guard descriptor >= 0 else { throw ScenarioError("cannot open \(log)") }
-        let runtime = try Runtime(configuration: RuntimeConfiguration())  // READY=1 to NOTIFY_SOCKET
+        // READY=1 said once, below: the runtime's status lines would fill the socket the
+        // coordinator reads READY=1 from and stops reading.
+        var runtimeConfiguration = RuntimeConfiguration()
+        runtimeConfiguration.systemdNotify = false
+        let runtime = try Runtime(configuration: runtimeConfiguration)
         var configuration = SchedulerConfiguration(database: .postgres(try .environment()))
         configuration.maximumConcurrentRuns = 256
         configuration.startSpacing = .zero
@@ -132,6 +140,7 @@ struct FleetBench: ParsableCommand {
             task.setTaskCompleted(success: true)
         }
         try scheduler.start()
+        notifyReady()
         runtime.run()
         Glibc.exit(0)
     }

@@ -142,6 +142,8 @@ final class PostgresScheduleStore: ScheduleStore {
         """,
         "CREATE INDEX requests_due ON overtime.requests (due_at, sequence) WHERE due_at IS NOT NULL AND NOT running",
         "CREATE INDEX requests_claims ON overtime.requests (claim_until) WHERE running",
+        // pendingRequests and their count read only what is not finished (in submission order).
+        "CREATE INDEX requests_pending ON overtime.requests (sequence) WHERE NOT finished",
         "CREATE INDEX requests_claimed_by ON overtime.requests (claimed_by) WHERE claimed_by IS NOT NULL",
         """
         CREATE TABLE overtime.history (
@@ -289,13 +291,13 @@ final class PostgresScheduleStore: ScheduleStore {
                 identifier: identifier, runID: runID, attempt: Int(attempt),
                 startedAt: WallClockInstant(nanosecondsSinceEpoch: try cells[23].decode(Int64?.self) ?? 0),
                 endedAt: now, result: .interrupted, stopReason: "its claim ended: \(holder) stopped renewing it")
-            try insertHistory(record, instance: holder, connection)
+            try insertHistory([record], instance: holder, connection)
             reclaimedRuns.increment()
             stored.plan = SchedulePlanner.interrupted(
                 stored.plan, stored.request, attempt: Int(attempt), twice: twice, now: now)
             stored.currentRunID = runID
             stored.isRunning = false
-            try writePlan(stored, start: nil, where: "identifier = $12", connection)
+            _ = try writePlans([PlanWrite(stored: stored, start: nil, ending: nil)], .any, connection)
             logger.notice(
                 "took over a run whose claim ended: \(twice ? "counted as failed" : "retried now")",
                 metadata: ["task": "\(identifier)", "run": "\(runID)", "attempt": "\(attempt)", "holder": "\(holder)"])
@@ -399,41 +401,46 @@ final class PostgresScheduleStore: ScheduleStore {
         try transaction { connection in
             var notify = !batch.writes.isEmpty
             for write in batch.writes { try apply(write, connection) }
-            for end in batch.ends {
-                let record = end.record
-                try insertHistory(record, instance: instance, connection)
-                var written = false
-                if var plan = end.plan {
+            try insertHistory(batch.ends.map(\.record), instance: instance, connection)
+            // Only while this instance still holds the run: a claim taken over meanwhile has
+            // recorded the attempt as interrupted.
+            let planned = batch.ends.compactMap { end in
+                end.plan.map { plan -> PlanWrite in
+                    var plan = plan
                     plan.isRunning = false
-                    // Only while this instance still holds the run: a claim taken over
-                    // meanwhile has recorded the attempt as interrupted.
-                    written = try writePlan(
-                        plan, start: nil,
-                        where: "identifier = $12 AND running AND active_run_id = $14 AND active_attempt = $15"
-                            + " AND claimed_by = $16",
-                        extra: [record.runID, Int64(record.attempt), instance], connection)
+                    return PlanWrite(stored: plan, start: nil, ending: end.record)
                 }
-                if !written {
-                    // Replaced or cancelled meanwhile (here or elsewhere): the identifier is free.
-                    _ = try run(
-                        connection,
-                        """
-                        UPDATE overtime.requests SET running = false, active_run_id = NULL, active_attempt = NULL,
-                            active_started_at = NULL, claimed_by = NULL, claim_until = NULL
-                        WHERE identifier = \(record.identifier) AND running AND claimed_by = \(instance)
-                            AND (active_run_id IS NULL OR active_run_id = \(record.runID))
-                        """)
-                }
+            }
+            let written = try writePlans(planned, .ending, connection)
+            let freed = batch.ends.map(\.record).filter { !written.contains($0.identifier) }
+            if !freed.isEmpty {
+                // Replaced or cancelled meanwhile (here or elsewhere): the identifier is free.
+                _ = try run(
+                    connection,
+                    """
+                    UPDATE overtime.requests AS r SET running = false, active_run_id = NULL, active_attempt = NULL,
+                        active_started_at = NULL, claimed_by = NULL, claim_until = NULL
+                    FROM unnest(\(freed.map(\.identifier))::text[], \(freed.map(\.runID))::bigint[]) AS v(identifier, run)
+                    WHERE r.identifier = v.identifier AND r.running AND r.claimed_by = \(instance)
+                        AND (r.active_run_id IS NULL OR r.active_run_id = v.run)
+                    """)
+            }
+            // Others hear of an end only when it leaves something to run (a repeating
+            // request's next time, a retry, a replaced request): a finished one-shot wakes no one.
+            if !freed.isEmpty
+                || planned.contains(where: { SchedulePlanner.nextStart($0.stored.plan, $0.stored.request) != nil })
+            {
                 notify = true
             }
-            for (record, stored) in batch.starts {
+            // Only a claim this instance still holds becomes a run.
+            let starts = batch.starts.map { record, stored in
                 var plan = stored
                 plan.isRunning = true
-                // Only a claim this instance still holds becomes a run.
-                let started = try writePlan(
-                    plan, start: record, where: "identifier = $12 AND NOT running AND claimed_by = $14",
-                    extra: [instance], connection)
-                if !started { refusals.starts.insert(record.identifier) }
+                return PlanWrite(stored: plan, start: record, ending: nil)
+            }
+            let started = try writePlans(starts, .claimedHere, connection)
+            for (record, _) in batch.starts where !started.contains(record.identifier) {
+                refusals.starts.insert(record.identifier)
             }
             let released = try run(
                 connection,
@@ -512,56 +519,100 @@ final class PostgresScheduleStore: ScheduleStore {
             """)
     }
 
-    /// Writes where a request's schedule stands and its run in progress (`start`, or none)
-    /// on the row `condition` selects (parameters `$12`, and `$14`… from `extra`);
-    /// whether a row was written. A start claims the row until the claim's end.
-    @discardableResult
-    private func writePlan(
-        _ stored: StoredRequest, start: RunRecord?, where condition: String, extra: [(any Sendable)?] = [],
-        _ connection: PostgresConnection
-    ) throws -> Bool {
-        let row = RequestColumns(stored)
-        var bindings = PostgresBindings()
-        bindings.append(row.anchor)
-        bindings.append(Int64(row.owed))
-        bindings.append(row.retryAt)
-        bindings.append(Int64(row.failedAttempts))
-        bindings.append(row.finished)
-        bindings.append(row.currentRunID)
-        bindings.append(row.dueAt)
-        bindings.append(row.running)
-        bindings.append(start?.runID)
-        bindings.append(start.map { Int64($0.attempt) })
-        bindings.append(start?.startedAt.nanosecondsSinceEpoch)
-        bindings.append(row.identifier)
-        bindings.append(claimSeconds)
-        for value in extra {
-            switch value {
-            case let value as Int64: bindings.append(value)
-            case let value as String: bindings.append(value)
-            default: bindings.append(Int64?.none)
-            }
-        }
-        let claim =
-            start == nil ? "claimed_by = NULL, claim_until = NULL" : "claim_until = now() + make_interval(secs => $13)"
-        let sql = """
-            UPDATE overtime.requests SET anchor = $1, owed = $2, retry_at = $3, failed_attempts = $4, finished = $5,
-                current_run_id = $6, due_at = $7, running = $8, active_run_id = $9, active_attempt = $10,
-                active_started_at = $11, \(claim)
-            WHERE \(condition)
-            RETURNING 1
-            """
-        return !(try run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))).rows.isEmpty
+    /// A request's plan to write, with the run it starts (`start`) or the attempt whose end
+    /// it records (`ending`).
+    struct PlanWrite {
+        let stored: StoredRequest
+        let start: RunRecord?
+        let ending: RunRecord?
     }
 
-    private func insertHistory(_ record: RunRecord, instance: String, _ connection: PostgresConnection) throws {
+    /// Which rows a plan may be written to.
+    enum PlanCondition {
+        /// The row, whatever holds it (a lapsed claim taken over in the same transaction).
+        case any
+        /// Only while this instance holds the run whose end is recorded.
+        case ending
+        /// Only an idle row this instance claimed: the write starts a run and extends the claim.
+        case claimedHere
+    }
+
+    /// `NULL` in the arrays below: postgres-nio encodes arrays of non-optional values only.
+    private static let none = Int64.min
+
+    /// Writes where requests' schedules stand and their runs in progress, all in one
+    /// statement (arrays unnested), on the rows `condition` allows; the identifiers written.
+    private func writePlans(_ writes: [PlanWrite], _ condition: PlanCondition, _ connection: PostgresConnection)
+        throws -> Set<String>
+    {
+        guard !writes.isEmpty else { return [] }
+        let rows = writes.map { RequestColumns($0.stored) }
+        let none = Self.none
+        var bindings = PostgresBindings()
+        bindings.append(rows.map(\.identifier))
+        bindings.append(rows.map(\.anchor))
+        bindings.append(rows.map { Int64($0.owed) })
+        bindings.append(rows.map { $0.retryAt ?? none })
+        bindings.append(rows.map { Int64($0.failedAttempts) })
+        bindings.append(rows.map(\.finished))
+        bindings.append(rows.map { $0.currentRunID ?? none })
+        bindings.append(rows.map { $0.dueAt ?? none })
+        bindings.append(rows.map(\.running))
+        bindings.append(writes.map { $0.start?.runID ?? none })
+        bindings.append(writes.map { $0.start.map { Int64($0.attempt) } ?? none })
+        bindings.append(writes.map { $0.start?.startedAt.nanosecondsSinceEpoch ?? none })
+        bindings.append(writes.map { $0.ending?.runID ?? none })
+        bindings.append(writes.map { $0.ending.map { Int64($0.attempt) } ?? none })
+        bindings.append(none)
+        bindings.append(instance)
+        bindings.append(claimSeconds)
+        let (claim, rowCondition) =
+            switch condition {
+            case .any: ("claimed_by = NULL, claim_until = NULL", "true")
+            case .ending:
+                (
+                    "claimed_by = NULL, claim_until = NULL",
+                    "r.running AND r.active_run_id = v.ending_run AND r.active_attempt = v.ending_attempt"
+                        + " AND r.claimed_by = $16"
+                )
+            case .claimedHere:
+                ("claim_until = now() + make_interval(secs => $17)", "NOT r.running AND r.claimed_by = $16")
+            }
+        let sql = """
+            UPDATE overtime.requests AS r SET anchor = v.anchor, owed = v.owed, retry_at = NULLIF(v.retry_at, $15),
+                failed_attempts = v.failed_attempts, finished = v.finished,
+                current_run_id = NULLIF(v.current_run_id, $15), due_at = NULLIF(v.due_at, $15), running = v.running,
+                active_run_id = NULLIF(v.run, $15), active_attempt = NULLIF(v.attempt, $15),
+                active_started_at = NULLIF(v.started, $15), \(claim)
+            FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::boolean[],
+                $7::bigint[], $8::bigint[], $9::boolean[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[],
+                $14::bigint[])
+                AS v(identifier, anchor, owed, retry_at, failed_attempts, finished, current_run_id, due_at, running,
+                    run, attempt, started, ending_run, ending_attempt)
+            WHERE r.identifier = v.identifier AND \(rowCondition)
+            RETURNING r.identifier
+            """
+        let result = try run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))
+        return Set(try result.map { try $0.decode(String.self) })
+    }
+
+    /// Records ended attempts, all in one statement; an attempt already recorded (taken
+    /// over as interrupted by another instance) is left as it is.
+    private func insertHistory(_ records: [RunRecord], instance: String, _ connection: PostgresConnection) throws {
+        guard !records.isEmpty else { return }
+        let none = Self.none
         _ = try run(
             connection,
             """
             INSERT INTO overtime.history (identifier, run_id, attempt, started_at, ended_at, result, stop_reason, instance)
-            VALUES (\(record.identifier), \(record.runID), \(Int64(record.attempt)),
-                \(record.startedAt.nanosecondsSinceEpoch), \(record.endedAt?.nanosecondsSinceEpoch),
-                \(record.result.description), \(record.stopReason), \(instance))
+            SELECT identifier, run_id, attempt, started_at, NULLIF(ended_at, \(none)),
+                result, CASE WHEN has_reason THEN stop_reason END, \(instance)
+            FROM unnest(\(records.map(\.identifier))::text[], \(records.map(\.runID))::bigint[],
+                \(records.map { Int64($0.attempt) })::bigint[], \(records.map(\.startedAt.nanosecondsSinceEpoch))::bigint[],
+                \(records.map { $0.endedAt?.nanosecondsSinceEpoch ?? none })::bigint[],
+                \(records.map(\.result.description))::text[], \(records.map { $0.stopReason ?? "" })::text[],
+                \(records.map { $0.stopReason != nil })::boolean[])
+                AS v(identifier, run_id, attempt, started_at, ended_at, result, stop_reason, has_reason)
             ON CONFLICT (identifier, run_id, attempt) DO NOTHING
             """)
     }
