@@ -266,8 +266,8 @@ struct Scenarios {
             }
             fleetFigures.value = figures
             notes.value.append(
-                "fleet rows: \(mode == .full ? "20,000" : mode == .quick ? "5,000" : "200") one-shots at once, "
-                    + "\(mode == .full ? "2,000" : mode == .quick ? "500" : "50") spread for the latency")
+                "fleet rows: \(Int(figures["runs_at_once"] ?? 0)) one-shots at once, "
+                    + "\(Int(figures["runs_spread"] ?? 0)) spread for the latency")
         }
         guard let value = fleetFigures.value?[metric] else { throw ScenarioError("no \(metric) from the fleet run") }
         return value

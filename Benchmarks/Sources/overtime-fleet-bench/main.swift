@@ -88,6 +88,8 @@ struct FleetBench: ParsableCommand {
             "fleet_runs_per_sec": runsPerSecond.rounded(),
             "fleet_claim_latency_p99_ms": Double(percentile(samples, 0.99)) / 1e6,
             "fleet_idle_wakeups_per_sec": wakeups.max() ?? 0,
+            // The sizes, for the runner's notes.
+            "runs_at_once": Double(runs), "runs_spread": Double(due),
         ]
         let json = try JSONSerialization.data(withJSONObject: figures, options: [.sortedKeys])
         print(String(decoding: json, as: UTF8.self))

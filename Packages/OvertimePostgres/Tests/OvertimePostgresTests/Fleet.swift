@@ -152,13 +152,11 @@ struct FleetLog {
         for (identifier, runs) in Dictionary(grouping: executions, by: \.identifier) {
             let sorted = runs.sorted { $0.started < $1.started }
             for (earlier, later) in zip(sorted, sorted.dropFirst()) {
-                guard let end = earlier.ended, end <= later.started else {
-                    found.append(
-                        "\(identifier): run \(earlier.runID)/\(earlier.attempt) in \(earlier.pid) "
-                            + "(\(earlier.outcome ?? "never ended")) overlaps run \(later.runID)/\(later.attempt) "
-                            + "in \(later.pid)")
-                    continue
-                }
+                if let end = earlier.ended, end <= later.started { continue }
+                found.append(
+                    "\(identifier): run \(earlier.runID)/\(earlier.attempt) in \(earlier.pid) "
+                        + "(\(earlier.outcome ?? "never ended")) overlaps run \(later.runID)/\(later.attempt) "
+                        + "in \(later.pid)")
             }
         }
         return found
