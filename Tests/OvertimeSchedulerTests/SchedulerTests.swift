@@ -100,6 +100,13 @@ struct SchedulerTests {
             h.settle()
             #expect(h.attempts.count == 2 && h.attempts.all.last?.at == start + .seconds(1800))
             #expect(h.current.pendingRequests().first?.nextRun == start + .seconds(1800 + 7200))
+            // The scope (meaningful in a fleet's store) is kept like every other setting.
+            other.scope = .perInstance
+            try h.current.submit(other, ifExists: .update)
+            try h.open()
+            try h.current.start()
+            let reopened = try #require(h.current.pendingRequests().first)
+            #expect(reopened.request == other && reopened.nextRun == start + .seconds(1800 + 7200))
         }
     }
 

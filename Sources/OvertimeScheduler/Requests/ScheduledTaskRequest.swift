@@ -27,6 +27,9 @@ public struct ScheduledTaskRequest: Sendable, Hashable {
     public var retry = RetryPolicy()
     /// What runs need (network, power, storage, the background): none by default.
     public var requirements: Set<Requirement> = []
+    /// Where a store that several instances share keeps it: one schedule for the fleet
+    /// (the default) or one per instance. The same for a store one instance owns.
+    public var scope = RequestScope.shared
 
     /// A one-shot request due at once.
     public init(identifier: String) {
@@ -48,6 +51,29 @@ public struct Repetition: Sendable, Hashable {
         self.interval = interval
         self.flex = flex
     }
+}
+
+/// Whose schedule a request is in when several instances share a store (a fleet on
+/// PostgreSQL). A struct over a private enum, so that scopes can be added without breaking
+/// code that switches over them.
+public struct RequestScope: Sendable, Hashable, CustomStringConvertible {
+    enum Kind: Hashable {
+        case shared
+        case perInstance
+    }
+
+    let kind: Kind
+
+    /// One schedule for every instance: each planned time runs once, on whichever instance
+    /// claims it. The default.
+    public static let shared = RequestScope(kind: .shared)
+    /// A schedule of each instance's own, kept under its instance name: every instance that
+    /// submits the request runs it at each planned time (local work: its own logs, its own
+    /// cache). Other instances neither see nor take it.
+    public static let perInstance = RequestScope(kind: .perInstance)
+
+    /// `shared` or `perInstance`.
+    public var description: String { kind == .shared ? "shared" : "perInstance" }
 }
 
 /// What a repeating request does about runs that fell due while the program was not

@@ -32,7 +32,7 @@ extension Scheduler {
     /// - Parameter conditionsAreFresh: the conditions were just read (no second read).
     func cycle(conditionsAreFresh: Bool = false) {
         state.withLock { $0.cycleQueued = false }
-        guard state.withLock({ $0.started && !$0.abandoned }) else { return }
+        guard state.withLock({ $0.started && !$0.abandoned && !$0.runtimeShutDown }) else { return }
         let now = wallClockNow
         var batch = ScheduleBatch()
         let (ending, running, refused, lastStart) = state.withLock { state in

@@ -102,6 +102,9 @@ public final class Scheduler: Sendable {
         var terminating = false
         /// Closed as if the process had ended (tests of restarts): nothing more is done.
         var abandoned = false
+        /// The runtime shut down: its loop and timers are gone, so nothing more is decided
+        /// (a fleet's notifications may still arrive); the store stays readable.
+        var runtimeShutDown = false
         /// The machine's conditions as last read.
         var conditions = SystemConditions()
         /// The next run planned, as the status line shows it.
@@ -267,6 +270,7 @@ public final class Scheduler: Sendable {
         runtime.execute { [weak self] in
             context.onWallClockStep { [weak self] in self?.wallClockStepped() }
             context.addStatusPart { [weak self] in self?.state.withLock { $0.nextRun } }
+            context.onShutdown { [weak self] in self?.state.withLock { $0.runtimeShutDown = true } }
         }
         queue.async { [self] in
             let read = conditions.read()
@@ -618,7 +622,8 @@ public struct PendingRequest: Sendable, Hashable {
     public let attempt: Int
     /// What it waits for.
     public let waitingFor: Reason
-    /// In a fleet (a store instances share): the instance whose run is in progress, by the
-    /// name it has in the database (`host:pid` unless configured); `nil` otherwise.
+    /// In a fleet (a store instances share): the instance whose run is in progress, as
+    /// the store names it (the PostgreSQL store: `host:pid`, after the instance name when
+    /// one is configured); `nil` otherwise.
     public let holder: String?
 }

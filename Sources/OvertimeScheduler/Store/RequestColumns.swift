@@ -48,6 +48,8 @@ import Overtime
     public var currentRunID: Int64?
     /// `running`.
     public var running: Bool
+    /// `scope`: `shared` or `perInstance`.
+    public var scope: String
 
     /// `due_at`, when the next run may start (`nil`: nothing more runs), which stores
     /// index. Written, never read back (`nil` in columns read back).
@@ -84,6 +86,7 @@ import Overtime
         submittedAt = stored.submittedAt.nanosecondsSinceEpoch
         currentRunID = stored.currentRunID
         running = stored.isRunning
+        scope = request.scope.description
         dueAt = SchedulePlanner.nextStart(plan, request)?.nanosecondsSinceEpoch
         requirementMask = request.requirements.mask
     }
@@ -94,7 +97,7 @@ import Overtime
         catchUp: String, catchUpMaximum: Int, randomizedDelayNanoseconds: Int64, maximumDurationNanoseconds: Int64,
         backoff: String, initialDelayNanoseconds: Int64, maximumDelayNanoseconds: Int64, maximumAttempts: Int,
         requirements: String, anchor: Int64, owed: Int, retryAt: Int64?, failedAttempts: Int, finished: Bool,
-        submittedAt: Int64, currentRunID: Int64?, running: Bool
+        submittedAt: Int64, currentRunID: Int64?, running: Bool, scope: String
     ) {
         self.identifier = identifier
         self.earliestBegin = earliestBegin
@@ -117,6 +120,7 @@ import Overtime
         self.submittedAt = submittedAt
         self.currentRunID = currentRunID
         self.running = running
+        self.scope = scope
         dueAt = nil
         requirementMask = 0
     }
@@ -143,6 +147,7 @@ import Overtime
         if !requirements.isEmpty {
             request.requirements = Set(requirements.split(separator: ",").compactMap { Requirement(named: String($0)) })
         }
+        request.scope = scope == "perInstance" ? .perInstance : .shared
         let plan = PlanState(
             anchor: WallClockInstant(nanosecondsSinceEpoch: anchor), owed: owed,
             retryAt: retryAt.map(WallClockInstant.init(nanosecondsSinceEpoch:)), failedAttempts: failedAttempts,

@@ -26,7 +26,7 @@ import Overtime
 /// ended while they ran) are marked interrupted.
 final class SQLiteScheduleStore: ScheduleStore {
     /// The schema this build writes and reads.
-    static let schemaVersion = 5
+    static let schemaVersion = 6
     /// The log is checkpointed into the database once it is this large.
     static let checkpointBytes = 8 << 20
 
@@ -251,7 +251,9 @@ final class SQLiteScheduleStore: ScheduleStore {
                         ALTER TABLE requests ADD COLUMN requirement_mask INTEGER NOT NULL DEFAULT 0;
                         ALTER TABLE requests ADD COLUMN running INTEGER NOT NULL DEFAULT 0;
                         """)
-                    let stored = try connection.rows("SELECT \(requestColumns) FROM requests", request)
+                    // Read as the columns stood then (the scope came with version 6).
+                    let stored = try connection.rows(
+                        "SELECT \(requestColumnsBeforeScope), 'shared' FROM requests", request)
                     let update = "UPDATE requests SET due_at = ?, requirement_mask = ? WHERE identifier = ?"
                     for stored in stored {
                         let statement = try connection.statement(update)
@@ -311,6 +313,12 @@ final class SQLiteScheduleStore: ScheduleStore {
                             FROM runs ORDER BY identifier, run_id, attempt;
                         DROP TABLE runs;
                         """)
+                }
+            ),
+            (
+                6,
+                { connection throws(SQLiteError) in
+                    try connection.execute("ALTER TABLE requests ADD COLUMN scope TEXT NOT NULL DEFAULT 'shared'")
                 }
             ),
         ]
@@ -650,6 +658,7 @@ final class SQLiteScheduleStore: ScheduleStore {
         statement.bind(22, row.requirementMask)
         statement.bind(23, row.running)
         statement.bind(24, sequence)
+        statement.bind(25, row.scope)
         try statement.run()
     }
 
@@ -657,8 +666,8 @@ final class SQLiteScheduleStore: ScheduleStore {
         INSERT INTO requests (identifier, submitted_at, earliest_begin, interval_ns, flex_ns, catch_up,
             catch_up_maximum, randomized_delay_ns, maximum_duration_ns, backoff, initial_delay_ns, maximum_delay_ns,
             maximum_attempts, anchor, owed, retry_at, failed_attempts, finished, current_run_id, requirements,
-            due_at, requirement_mask, running, sequence)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            due_at, requirement_mask, running, sequence, scope)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
     private static let insertIfAbsentQuery = SQLiteQuery(insertColumns + " ON CONFLICT (identifier) DO NOTHING")
     private static let saveQuery = SQLiteQuery(
@@ -673,12 +682,15 @@ final class SQLiteScheduleStore: ScheduleStore {
                 retry_at = excluded.retry_at, failed_attempts = excluded.failed_attempts,
                 finished = excluded.finished, current_run_id = excluded.current_run_id,
                 requirements = excluded.requirements, due_at = excluded.due_at,
-                requirement_mask = excluded.requirement_mask, running = excluded.running
+                requirement_mask = excluded.requirement_mask, running = excluded.running, scope = excluded.scope
             """)
 
     /// The columns a request is read from, in the order ``request(_:)`` decodes them by
     /// position.
-    static let requestColumns = """
+    static let requestColumns = requestColumnsBeforeScope + ", scope"
+
+    /// The same without the scope, which stores before schema version 6 lack.
+    private static let requestColumnsBeforeScope = """
         identifier, earliest_begin, interval_ns, flex_ns, catch_up, catch_up_maximum, randomized_delay_ns,
         maximum_duration_ns, backoff, initial_delay_ns, maximum_delay_ns, maximum_attempts, requirements, anchor, owed,
         retry_at, failed_attempts, finished, submitted_at, current_run_id, running, rowid
@@ -692,7 +704,7 @@ final class SQLiteScheduleStore: ScheduleStore {
             initialDelayNanoseconds: row.int64(9), maximumDelayNanoseconds: row.int64(10), maximumAttempts: row.int(11),
             requirements: row.text(12), anchor: row.int64(13), owed: row.int(14), retryAt: row.optionalInt64(15),
             failedAttempts: row.int(16), finished: row.bool(17), submittedAt: row.int64(18),
-            currentRunID: row.optionalInt64(19), running: row.bool(20)
+            currentRunID: row.optionalInt64(19), running: row.bool(20), scope: row.text(22)
         ).stored(rowID: row.int64(21))
     }
 

@@ -24,8 +24,14 @@ public struct PostgresScheduleConfiguration: Sendable {
     public var database: String?
     /// TLS to the server (postgres-nio's options). Default none.
     public var tls: PostgresConnection.Configuration.TLS = .disable
-    /// This instance's name in the database, shown beside the runs it holds. Default:
-    /// the host name and process ID, `host:pid`.
+    /// This instance's name in the fleet: its per-instance requests
+    /// (`RequestScope.perInstance`) are kept under it, and it is shown
+    /// beside the runs it holds, with its host and process ID. It must stay the same across
+    /// restarts (a restarted instance finds its own requests again) and differ between
+    /// instances that each run their own. Default: the host name, which fits one instance
+    /// per machine; name instances that share a machine (`worker-1`, a systemd instance).
+    /// Two processes running at once under one name share its per-instance requests
+    /// (claims still keep their runs apart).
     public var instanceName: String
     /// How long a claim on a run lasts before it is renewed (every third of it while the
     /// run lives). A worker that dies holds its runs this long at most; then another
@@ -99,9 +105,15 @@ public struct PostgresScheduleConfiguration: Sendable {
             database: variables["PGDATABASE"])
     }
 
-    /// `host:pid`.
-    static func defaultInstanceName() -> String {
-        "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier)"
+    /// The host name.
+    static func defaultInstanceName() -> String { ProcessInfo.processInfo.hostName }
+
+    /// Who holds a run, as ``OvertimeScheduler/PendingRequest/holder`` shows it: `host:pid`,
+    /// after the instance name when that is not the host's.
+    var holderName: String {
+        let host = ProcessInfo.processInfo.hostName
+        let process = "\(host):\(ProcessInfo.processInfo.processIdentifier)"
+        return instanceName == host ? process : "\(instanceName) (\(process))"
     }
 
     /// postgres-nio's connection configuration.

@@ -30,15 +30,19 @@ import PostgresNIO
 /// renewals and notifications use a second one on the store's event loop.
 final class PostgresScheduleStore: ScheduleStore {
     /// The schema this build writes and reads.
-    static let schemaVersion: Int64 = 1
+    static let schemaVersion: Int64 = 2
     /// The channel instances notify each other on.
     static let channel = "overtime_schedule"
 
     let configuration: PostgresScheduleConfiguration
     let recovery = StoreRecovery()
-    /// This instance in the database: its name and a token unique to this opening (a
-    /// restarted process with the same PID is another instance).
+    /// This instance in the database, as claims name it: its name, host and PID, and a
+    /// token unique to this opening (a restarted process with the same PID is another
+    /// instance).
     let instance: String
+    /// The owner of this instance's per-instance requests: its configured name, which
+    /// stays across restarts.
+    private let owner: String
     private let logger: Logger
     /// The runtime's wall clock, which the scheduler's times are on.
     private let wallClock: @Sendable () -> WallClockInstant
@@ -82,7 +86,8 @@ final class PostgresScheduleStore: ScheduleStore {
         self.configuration = configuration
         self.wallClock = wallClock
         self.logger = logger
-        instance = "\(configuration.instanceName) \(UInt32.random(in: 0...UInt32.max))"
+        instance = "\(configuration.holderName) \(UInt32.random(in: 0...UInt32.max))"
+        owner = configuration.instanceName
         let dimensions = [("instance", configuration.instanceName)]
         heldRuns = Gauge(label: "overtime_fleet_held_runs", dimensions: dimensions)
         reclaimedRuns = Counter(label: "overtime_fleet_reclaimed_runs_total", dimensions: dimensions)
@@ -113,8 +118,8 @@ final class PostgresScheduleStore: ScheduleStore {
                     "schedule database \(configuration.host): written by a newer Overtime (schema version \(version));"
                         + " this build reads up to version \(Self.schemaVersion)")
             }
-            if version < 1 {
-                for statement in Self.schemaVersion1 { _ = try run(connection, PostgresQuery(unsafeSQL: statement)) }
+            for (target, statements) in [(1, Self.schemaVersion1), (2, Self.schemaVersion2)] where version < target {
+                for statement in statements { _ = try run(connection, PostgresQuery(unsafeSQL: statement)) }
             }
             _ = try run(
                 connection,
@@ -153,14 +158,24 @@ final class PostgresScheduleStore: ScheduleStore {
         """,
     ]
 
+    /// Per-instance requests: a row's owner is the instance name whose schedule it is in,
+    /// empty for the fleet's shared schedule. An instance sees the shared rows and its own.
+    static let schemaVersion2 = [
+        "ALTER TABLE overtime.requests ADD COLUMN owner text NOT NULL DEFAULT ''",
+        "ALTER TABLE overtime.requests DROP CONSTRAINT requests_pkey",
+        "ALTER TABLE overtime.requests ADD PRIMARY KEY (identifier, owner)",
+    ]
+
     // MARK: Reading
 
     /// The columns a request is read from, in the order ``request(_:)`` decodes them.
     static let columns = """
         identifier, earliest_begin, interval_ns, flex_ns, catch_up, catch_up_maximum, randomized_delay_ns,
         maximum_duration_ns, backoff, initial_delay_ns, maximum_delay_ns, maximum_attempts, requirements, anchor, owed,
-        retry_at, failed_attempts, finished, submitted_at, current_run_id, running
+        retry_at, failed_attempts, finished, submitted_at, current_run_id, running, owner
         """
+    /// How many ``columns`` there are: the position of the first column a query adds.
+    static let columnCount = 22
 
     private static func request(_ row: PostgresRow) throws -> StoredRequest {
         let cells = row.makeRandomAccess()
@@ -176,7 +191,8 @@ final class PostgresScheduleStore: ScheduleStore {
             anchor: try cells[13].decode(Int64.self), owed: Int(try cells[14].decode(Int64.self)),
             retryAt: try cells[15].decode(Int64?.self), failedAttempts: Int(try cells[16].decode(Int64.self)),
             finished: try cells[17].decode(Bool.self), submittedAt: try cells[18].decode(Int64.self),
-            currentRunID: try cells[19].decode(Int64?.self), running: try cells[20].decode(Bool.self)
+            currentRunID: try cells[19].decode(Int64?.self), running: try cells[20].decode(Bool.self),
+            scope: try cells[21].decode(String.self).isEmpty ? "shared" : "perInstance"
         ).stored(rowID: nil)
     }
 
@@ -191,7 +207,11 @@ final class PostgresScheduleStore: ScheduleStore {
         try using { connection in
             try run(
                 connection,
-                "SELECT \(unescaped: Self.columns) FROM overtime.requests WHERE identifier = \(identifier)"
+                """
+                SELECT \(unescaped: Self.columns) FROM overtime.requests
+                WHERE identifier = \(identifier) AND (owner = '' OR owner = \(owner))
+                ORDER BY owner DESC LIMIT 1
+                """
             ).first.map(Self.request)
         }
     }
@@ -204,11 +224,11 @@ final class PostgresScheduleStore: ScheduleStore {
                 """
                 SELECT \(unescaped: Self.columns),
                     CASE WHEN running THEN regexp_replace(claimed_by, ' [0-9]+$', '') END
-                FROM overtime.requests WHERE NOT finished ORDER BY sequence
+                FROM overtime.requests WHERE NOT finished AND (owner = '' OR owner = \(owner)) ORDER BY sequence
                 """
             ).map { row in
                 var stored = try Self.request(row)
-                stored.holder = try row.makeRandomAccess()[21].decode(String?.self)
+                stored.holder = try row.makeRandomAccess()[Self.columnCount].decode(String?.self)
                 return stored
             }
         }
@@ -217,8 +237,10 @@ final class PostgresScheduleStore: ScheduleStore {
     func pendingCount() throws(ScheduleStoreError) -> Int {
         try using { connection in
             Int(
-                try run(connection, "SELECT count(*) FROM overtime.requests WHERE NOT finished").first?.decode(
-                    Int64.self) ?? 0)
+                try run(
+                    connection,
+                    "SELECT count(*) FROM overtime.requests WHERE NOT finished AND (owner = '' OR owner = \(owner))"
+                ).first?.decode(Int64.self) ?? 0)
         }
     }
 
@@ -232,22 +254,25 @@ final class PostgresScheduleStore: ScheduleStore {
                 connection,
                 """
                 WITH due AS (
-                    SELECT identifier FROM overtime.requests
+                    SELECT identifier, owner FROM overtime.requests
                     WHERE due_at <= least(\(now.nanosecondsSinceEpoch), \(unescaped: Self.databaseNow)) AND NOT running
-                        AND (requirement_mask & \(unmet)) = 0
+                        AND (owner = '' OR owner = \(owner)) AND (requirement_mask & \(unmet)) = 0
                         AND (claimed_by IS NULL OR claimed_by = \(instance) OR claim_until < now())
                     ORDER BY due_at, sequence LIMIT \(limit) FOR UPDATE SKIP LOCKED)
                 UPDATE overtime.requests AS r SET claimed_by = \(instance),
                     claim_until = now() + make_interval(secs => \(claimSeconds)),
                     current_run_id = coalesce(r.current_run_id, nextval('overtime.run_ids'))
-                FROM due WHERE r.identifier = due.identifier
+                FROM due WHERE r.identifier = due.identifier AND r.owner = due.owner
                 RETURNING \(unescaped: Self.prefixed("r")), r.due_at, r.sequence
                 """)
             var claimed: [(StoredRequest, Int64, Int64)] = []
             for row in rows {
                 let cells = row.makeRandomAccess()
                 claimed.append(
-                    (try Self.request(row), try cells[21].decode(Int64.self), try cells[22].decode(Int64.self)))
+                    (
+                        try Self.request(row), try cells[Self.columnCount].decode(Int64.self),
+                        try cells[Self.columnCount + 1].decode(Int64.self)
+                    ))
             }
             return claimed.sorted { ($0.1, $0.2) < ($1.1, $1.2) }.map(\.0)
         }
@@ -261,21 +286,26 @@ final class PostgresScheduleStore: ScheduleStore {
             """
             SELECT \(unescaped: Self.columns), active_run_id, active_attempt, active_started_at, claimed_by,
                 \(unescaped: Self.databaseNow)
-            FROM overtime.requests WHERE running AND claim_until < now() LIMIT 100 FOR UPDATE SKIP LOCKED
+            FROM overtime.requests WHERE running AND claim_until < now() AND (owner = '' OR owner = \(owner))
+            LIMIT 100 FOR UPDATE SKIP LOCKED
             """)
         for row in lapsed {
             let cells = row.makeRandomAccess()
             var stored = try Self.request(row)
             let identifier = stored.request.identifier
-            let holder = try cells[24].decode(String?.self) ?? "?"
-            let now = WallClockInstant(nanosecondsSinceEpoch: try cells[25].decode(Int64.self))
-            guard let runID = try cells[21].decode(Int64?.self), let attempt = try cells[22].decode(Int64?.self) else {
+            let first = Self.columnCount
+            let holder = try cells[first + 3].decode(String?.self) ?? "?"
+            let now = WallClockInstant(nanosecondsSinceEpoch: try cells[first + 4].decode(Int64.self))
+            let rowOwner = try cells[21].decode(String.self)
+            guard let runID = try cells[first].decode(Int64?.self),
+                let attempt = try cells[first + 1].decode(Int64?.self)
+            else {
                 // Its request was replaced while it ran: only the identifier is freed.
                 _ = try run(
                     connection,
                     """
                     UPDATE overtime.requests SET running = false, claimed_by = NULL, claim_until = NULL
-                    WHERE identifier = \(identifier)
+                    WHERE identifier = \(identifier) AND owner = \(rowOwner)
                     """)
                 continue
             }
@@ -289,7 +319,7 @@ final class PostgresScheduleStore: ScheduleStore {
                 ).first != nil
             let record = RunRecord(
                 identifier: identifier, runID: runID, attempt: Int(attempt),
-                startedAt: WallClockInstant(nanosecondsSinceEpoch: try cells[23].decode(Int64?.self) ?? 0),
+                startedAt: WallClockInstant(nanosecondsSinceEpoch: try cells[first + 2].decode(Int64?.self) ?? 0),
                 endedAt: now, result: .interrupted, stopReason: "its claim ended: \(holder) stopped renewing it")
             try insertHistory([record], instance: holder, connection)
             reclaimedRuns.increment()
@@ -313,7 +343,7 @@ final class PostgresScheduleStore: ScheduleStore {
                 """
                 SELECT identifier, due_at FROM overtime.requests
                 WHERE NOT running AND due_at > least(\(now.nanosecondsSinceEpoch), \(unescaped: Self.databaseNow))
-                    AND (claimed_by IS NULL OR claimed_by = \(instance) OR claim_until < now())
+                    AND (owner = '' OR owner = \(owner)) AND (claimed_by IS NULL OR claimed_by = \(instance) OR claim_until < now())
                 ORDER BY due_at, sequence LIMIT 1
                 """
             ).first {
@@ -325,7 +355,8 @@ final class PostgresScheduleStore: ScheduleStore {
                 connection,
                 """
                 SELECT identifier, (extract(epoch FROM claim_until) * 1000000000)::bigint FROM overtime.requests
-                WHERE running AND claimed_by <> \(instance) ORDER BY claim_until LIMIT 1
+                WHERE running AND claimed_by <> \(instance) AND (owner = '' OR owner = \(owner))
+                ORDER BY claim_until LIMIT 1
                 """
             ).first {
                 let (identifier, at) = try row.decode((String, Int64).self)
@@ -342,7 +373,7 @@ final class PostgresScheduleStore: ScheduleStore {
             try run(
                 connection,
                 """
-                SELECT EXISTS (SELECT 1 FROM overtime.requests WHERE NOT running
+                SELECT EXISTS (SELECT 1 FROM overtime.requests WHERE NOT running AND (owner = '' OR owner = \(owner))
                     AND due_at <= \(now.nanosecondsSinceEpoch) AND (requirement_mask & \(requirements)) != 0)
                 """
             ).first?.decode(Bool.self) ?? false
@@ -355,7 +386,7 @@ final class PostgresScheduleStore: ScheduleStore {
                 connection,
                 """
                 SELECT \(unescaped: Self.columns) FROM overtime.requests WHERE NOT finished AND interval_ns > 0
-                    AND anchor - interval_ns - least(flex_ns, interval_ns) > \(now.nanosecondsSinceEpoch)
+                    AND (owner = '' OR owner = \(owner)) AND anchor - interval_ns - least(flex_ns, interval_ns) > \(now.nanosecondsSinceEpoch)
                 ORDER BY sequence
                 """
             ).map(Self.request)
@@ -422,7 +453,7 @@ final class PostgresScheduleStore: ScheduleStore {
                         active_started_at = NULL, claimed_by = NULL, claim_until = NULL
                     FROM unnest(\(freed.map(\.identifier))::text[], \(freed.map(\.runID))::bigint[]) AS v(identifier, run)
                     WHERE r.identifier = v.identifier AND r.running AND r.claimed_by = \(instance)
-                        AND (r.active_run_id IS NULL OR r.active_run_id = v.run)
+                        AND (r.owner = '' OR r.owner = \(owner)) AND (r.active_run_id IS NULL OR r.active_run_id = v.run)
                     """)
             }
             // Others hear of an end only when it leaves something to run (a repeating
@@ -474,17 +505,45 @@ final class PostgresScheduleStore: ScheduleStore {
         case .save(let stored): try upsert(stored, ifAbsent: false, connection)
         case .insertIfAbsent(let stored): try upsert(stored, ifAbsent: true, connection)
         case .delete(let identifier):
-            _ = try run(connection, "DELETE FROM overtime.requests WHERE identifier = \(identifier)")
+            _ = try run(
+                connection,
+                "DELETE FROM overtime.requests WHERE identifier = \(identifier) AND (owner = '' OR owner = \(owner))")
         case .deleteAll:
-            _ = try run(connection, "DELETE FROM overtime.requests")
+            _ = try run(connection, "DELETE FROM overtime.requests WHERE owner = '' OR owner = \(owner)")
         }
     }
 
     /// Writes a request's row. A new row takes the next submission number; an existing
     /// one keeps its own, and its run in progress — which a replacement (a new run ID)
     /// detaches from the request.
+    ///
+    /// An identifier is in one scope across the fleet, so that no instance sees two
+    /// requests of it: a shared request replaces every instance's own of that identifier,
+    /// a per-instance one the shared one. (Writes of one identifier take turns: two
+    /// instances submitting it in different scopes at once cannot both insert.)
     private func upsert(_ stored: StoredRequest, ifAbsent: Bool, _ connection: PostgresConnection) throws {
         let row = RequestColumns(stored)
+        let rowOwner = stored.request.scope == .perInstance ? owner : ""
+        _ = try run(
+            connection, "SELECT pg_advisory_xact_lock(hashtext('overtime request'), hashtext(\(row.identifier)))")
+        if ifAbsent {
+            // Kept: any request of the identifier this instance sees, or a shared one any other instance
+            // would see beside its own.
+            let existing = try run(
+                connection,
+                """
+                SELECT 1 FROM overtime.requests WHERE identifier = \(row.identifier)
+                    AND (owner = '' OR owner = \(owner) OR \(rowOwner) = '') LIMIT 1
+                """)
+            if !existing.rows.isEmpty { return }
+        } else {
+            _ = try run(
+                connection,
+                """
+                DELETE FROM overtime.requests WHERE identifier = \(row.identifier) AND owner <> \(rowOwner)
+                    AND (\(rowOwner) = '' OR owner = '')
+                """)
+        }
         let conflict =
             ifAbsent
             ? "DO NOTHING"
@@ -508,14 +567,14 @@ final class PostgresScheduleStore: ScheduleStore {
             INSERT INTO overtime.requests AS requests (identifier, submitted_at, earliest_begin, interval_ns, flex_ns,
                 catch_up, catch_up_maximum, randomized_delay_ns, maximum_duration_ns, backoff, initial_delay_ns,
                 maximum_delay_ns, maximum_attempts, requirements, anchor, owed, retry_at, failed_attempts, finished,
-                current_run_id, due_at, requirement_mask, sequence)
+                current_run_id, due_at, requirement_mask, sequence, owner)
             VALUES (\(row.identifier), \(row.submittedAt), \(row.earliestBegin), \(row.intervalNanoseconds),
                 \(row.flexNanoseconds), \(row.catchUp), \(Int64(row.catchUpMaximum)), \(row.randomizedDelayNanoseconds),
                 \(row.maximumDurationNanoseconds), \(row.backoff), \(row.initialDelayNanoseconds),
                 \(row.maximumDelayNanoseconds), \(Int64(row.maximumAttempts)), \(row.requirements), \(row.anchor),
                 \(Int64(row.owed)), \(row.retryAt), \(Int64(row.failedAttempts)), \(row.finished), \(row.currentRunID),
-                \(row.dueAt), \(row.requirementMask), nextval('overtime.submissions'))
-            ON CONFLICT (identifier) \(unescaped: conflict)
+                \(row.dueAt), \(row.requirementMask), nextval('overtime.submissions'), \(rowOwner))
+            ON CONFLICT (identifier, owner) \(unescaped: conflict)
             """)
     }
 
@@ -566,6 +625,7 @@ final class PostgresScheduleStore: ScheduleStore {
         bindings.append(none)
         bindings.append(instance)
         bindings.append(claimSeconds)
+        bindings.append(owner)
         let (claim, rowCondition) =
             switch condition {
             case .any: ("claimed_by = NULL, claim_until = NULL", "true")
@@ -589,7 +649,7 @@ final class PostgresScheduleStore: ScheduleStore {
                 $14::bigint[])
                 AS v(identifier, anchor, owed, retry_at, failed_attempts, finished, current_run_id, due_at, running,
                     run, attempt, started, ending_run, ending_attempt)
-            WHERE r.identifier = v.identifier AND \(rowCondition)
+            WHERE r.identifier = v.identifier AND (r.owner = '' OR r.owner = $18) AND \(rowCondition)
             RETURNING r.identifier
             """
         let result = try run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))

@@ -7,7 +7,9 @@
 // Environment: OVERTIME_FLEET_LOG (required), OVERTIME_FLEET_WORK_MS (a run's length,
 // default 20, drawn from half to one and a half of it), OVERTIME_FLEET_CLAIM_MS (the
 // claim's duration, default 3000), OVERTIME_FLEET_SKEW_MS (this worker's wall clock is
-// wrong by this much: its scheduler reads the system's shifted by it).
+// wrong by this much: its scheduler reads the system's shifted by it), OVERTIME_FLEET_NAME
+// (the instance name; with it the worker also submits its own `local.tick`, every second,
+// per instance, logged as `local.tick@NAME`).
 
 import Dispatch
 import Foundation
@@ -61,17 +63,23 @@ runtimeConfiguration.systemdNotify = false
 let skew = Int64(environment["OVERTIME_FLEET_SKEW_MS"] ?? "") ?? 0
 let runtime = try Runtime(configuration: runtimeConfiguration, clock: SkewedClock(skew: skew * 1_000_000))
 
+let name = environment["OVERTIME_FLEET_NAME"]
 var database = try PostgresScheduleConfiguration.environment()  // PGHOST, PGPORT, PGUSER, …
 database.claimDuration = claim
 database.claimMargin = claim / 3
 var configuration = SchedulerConfiguration(database: .postgres(database))
+if let name {  // a name of its own, kept across restarts: its per-instance requests are under it
+    database.instanceName = name
+    configuration = SchedulerConfiguration(database: .postgres(database))
+}
 configuration.maximumConcurrentRuns = 64
 configuration.startSpacing = .zero
 let scheduler = try Scheduler(runtime: runtime, configuration: configuration)
 
-for prefix in ["one.", "tick."] {
+for prefix in ["one.", "tick.", "local."] {
     try scheduler.register(prefix: prefix) { task in
-        let run = "\(task.identifier) \(task.runID) \(task.attempt)"
+        let identifier = prefix == "local." ? "\(task.identifier)@\(name ?? "")" : task.identifier
+        let run = "\(identifier) \(task.runID) \(task.attempt)"
         log.append("start \(run) \(task.dueTime.nanosecondsSinceEpoch) \(clockReadings()) \(pid)")
         task.expirationHandler = {
             log.append("end \(run) \(clockReadings()) \(pid) expired")
@@ -86,5 +94,11 @@ for prefix in ["one.", "tick."] {
     }
 }
 try scheduler.start()
+if name != nil {
+    var local = ScheduledTaskRequest(identifier: "local.tick")
+    local.repetition = Repetition(every: .seconds(1))
+    local.scope = .perInstance
+    try scheduler.submit(local)  // at every start: kept where it stood
+}
 log.append("ready \(pid)")
 runtime.run()

@@ -18,10 +18,14 @@ final class Fleet {
     private(set) var workers: [Process] = []
     /// When each killed worker died (`CLOCK_MONOTONIC`): its open runs ended then.
     private(set) var killedAt: [Int32: Int64] = [:]
+    /// Each worker has an instance name of its own, `worker-INDEX`, kept across restarts
+    /// (and runs its per-instance `local.tick`).
+    private let named: Bool
 
     /// Starts `count` workers; `environment` adds to (or overrides) what every worker gets.
-    init(server: PostgresServer, count: Int, environment: [String: String] = [:]) throws {
+    init(server: PostgresServer, count: Int, environment: [String: String] = [:], named: Bool = false) throws {
         self.server = server
+        self.named = named
         folder =
             FileManager.default.temporaryDirectory.appendingPathComponent("overtime-fleet-\(UUID().uuidString)")
             .path
@@ -42,6 +46,7 @@ final class Fleet {
         process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
             .deletingLastPathComponent().appendingPathComponent("overtime-fleet-worker")
         process.environment = environment.merging(extra) { $1 }
+        if named { process.environment?["OVERTIME_FLEET_NAME"] = "worker-\(index)" }
         let output = folder + "/worker-\(index).out"
         if !FileManager.default.fileExists(atPath: output) {
             _ = FileManager.default.createFile(atPath: output, contents: nil)

@@ -62,7 +62,7 @@ struct FleetTests {
     /// Repeating requests ran once per planned time: no due time under two run IDs.
     static func oncePerPlannedTime(_ log: FleetLog) -> [String] {
         var runsByDue: [String: Set<Int64>] = [:]
-        for execution in log.executions where execution.identifier.hasPrefix("tick.") {
+        for execution in log.executions where !execution.identifier.hasPrefix("one.") {
             runsByDue["\(execution.identifier) due \(execution.due)", default: []].insert(execution.runID)
         }
         return runsByDue.filter { $0.value.count > 1 }.map { "\($0.key) ran as runs \($0.value.sorted())" }
@@ -76,7 +76,7 @@ struct FleetTests {
         let server = try PostgresServer()
         defer { server.stop() }
         let observer = try Self.observer(server)
-        let fleet = try Fleet(server: server, count: 4, environment: ["OVERTIME_FLEET_WORK_MS": "40"])
+        let fleet = try Fleet(server: server, count: 4, environment: ["OVERTIME_FLEET_WORK_MS": "40"], named: true)
         defer { fleet.removeFolder() }
         let seed =
             UInt64(ProcessInfo.processInfo.environment["OVERTIME_TEST_SEED"] ?? "") ?? UInt64.random(in: 1...1_000_000)
@@ -100,6 +100,17 @@ struct FleetTests {
         for index in 0..<10 {
             let runs = Set(log.executions.filter { $0.identifier == "tick.\(index)" }.map(\.runID)).count
             #expect(runs >= 20, "tick.\(index) ran \(runs) times")
+        }
+        // Each worker's own request: one row per name however often its process was
+        // replaced, run on through the kills (a restarted process takes it on), each of its
+        // planned times once (checked above).
+        let owners = try server.psql(
+            "SELECT string_agg(owner, ',' ORDER BY owner) FROM overtime.requests WHERE identifier = 'local.tick'")
+        #expect(owners.trimmingCharacters(in: .whitespacesAndNewlines) == "worker-0,worker-1,worker-2,worker-3")
+        for index in 0..<4 {
+            let identifier = "local.tick@worker-\(index)"
+            let runs = Set(log.executions.filter { $0.identifier == identifier }.map(\.runID)).count
+            #expect(runs >= 10, "\(identifier) ran \(runs) times")
         }
         #expect(fleet.killedAt.count == 50)
         #expect(log.executions.contains { $0.outcome == "killed" }, "some kills hit runs in progress")

@@ -106,7 +106,8 @@ struct PostgresSchedulerTests {
         #expect(Self.eventually(10) { !started.withLockedValue { $0 }.isEmpty })
         // Which instance holds the run: in the API, the control socket's table and metrics.
         let pending = first.pendingRequests()
-        #expect(pending.map(\.holder) == ["first"] && pending.map(\.waitingFor) == [.running], "\(pending)")
+        let holder = "first (\(ProcessInfo.processInfo.hostName):\(getpid()))"
+        #expect(pending.map(\.holder) == [holder] && pending.map(\.waitingFor) == [.running], "\(pending)")
         #expect(try Self.metrics.expectGauge("overtime_fleet_held_runs", [("instance", "first")]).lastValue == 1)
 
         // Its claim ends as if its instance had died (the database says so).
@@ -137,6 +138,110 @@ struct PostgresSchedulerTests {
         second.runtime.requestTermination()
     }
 
+    @Test func aPerInstanceRequestRunsOnEveryInstanceAndASharedOneOncePerPeriodAcrossThem() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        struct Run: Sendable {
+            let instance: String
+            let identifier: String
+            let due: Int64
+        }
+        let runs = NIOLockedValueBox<[Run]>([])
+        var local = ScheduledTaskRequest(identifier: "local.rotate")
+        local.repetition = Repetition(every: .seconds(1))
+        local.scope = .perInstance
+        var shared = ScheduledTaskRequest(identifier: "fleet.tick")
+        shared.repetition = Repetition(every: .seconds(1))
+        // What each instance does at every start: register, start, submit (kept if there).
+        func instance(_ name: String) throws -> Scheduler {
+            let scheduler = try Scheduler(
+                runtime: try Self.runtime(), configuration: Self.configuration(server, claim: .seconds(3), name: name))
+            for identifier in [local.identifier, shared.identifier] {
+                try scheduler.register(identifier) { task in
+                    runs.withLockedValue {
+                        $0.append(
+                            Run(instance: name, identifier: task.identifier, due: task.dueTime.nanosecondsSinceEpoch))
+                    }
+                    task.setTaskCompleted(success: true)
+                }
+            }
+            try scheduler.start()
+            try scheduler.submit(contentsOf: [local, shared])
+            return scheduler
+        }
+        func count(_ name: String, _ identifier: String) -> Int {
+            runs.withLockedValue { $0.filter { $0.instance == name && $0.identifier == identifier }.count }
+        }
+        func rows() throws -> String {
+            try server.psql(
+                "SELECT string_agg(identifier || '@' || owner, ',' ORDER BY identifier, owner) FROM overtime.requests"
+            )
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let a = try instance("a")
+        let b = try instance("b")
+        #expect(Self.eventually(20) { count("a", local.identifier) >= 4 && count("b", local.identifier) >= 4 })
+        // One row per instance for the per-instance request, one for the fleet's.
+        #expect(try rows() == "fleet.tick@,local.rotate@a,local.rotate@b")
+        let seen = try #require(a.pendingRequests().first { $0.request.identifier == local.identifier })
+        #expect(seen.request.scope == .perInstance && a.pendingRequests().count == 2, "\(a.pendingRequests())")
+
+        // A restarted instance (same name) finds its own request where it stood, on its grid.
+        a.runtime.requestTermination()
+        let firstDue = try #require(
+            runs.withLockedValue { $0.first { $0.instance == "a" && $0.identifier == local.identifier } }
+        ).due
+        let before = count("a", local.identifier)
+        let again = try instance("a")
+        #expect(try rows() == "fleet.tick@,local.rotate@a,local.rotate@b", "submitted again: kept, not added")
+        #expect(Self.eventually(10) { count("a", local.identifier) >= before + 2 })
+        let dues = runs.withLockedValue { $0.filter { $0.identifier == local.identifier } }
+        for name in ["a", "b"] {
+            let mine = dues.filter { $0.instance == name }.map(\.due)
+            #expect(Set(mine).count == mine.count, "\(name) ran no planned time twice: \(mine)")
+        }
+        #expect(
+            dues.filter { $0.instance == "a" }.allSatisfy { ($0.due - firstDue) % 1_000_000_000 == 0 }, "on the grid")
+        let ticks = runs.withLockedValue { $0.filter { $0.identifier == shared.identifier }.map(\.due) }
+        #expect(ticks.count >= 4 && Set(ticks).count == ticks.count, "the fleet's request once per period: \(ticks)")
+
+        // Submitted as shared, the request becomes the fleet's: every instance's own is gone.
+        var fleetWide = local
+        fleetWide.scope = .shared
+        try b.submit(fleetWide, ifExists: .replace)
+        #expect(try rows() == "fleet.tick@,local.rotate@")
+        #expect(again.pendingRequests().first { $0.request.identifier == local.identifier }?.request.scope == .shared)
+        again.runtime.requestTermination()
+        b.runtime.requestTermination()
+    }
+
+    @Test func aScheduleOfSchemaVersion1IsMigratedWithItsRequestsKept() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let first = try Scheduler(runtime: try Self.runtime(), configuration: Self.configuration(server))
+        try first.register("hourly") { $0.setTaskCompleted(success: true) }
+        try first.start()
+        var hourly = ScheduledTaskRequest(identifier: "hourly")
+        hourly.repetition = Repetition(every: .seconds(3600))
+        hourly.earliestBegin = WallClockInstant(secondsSinceEpoch: Int64(Date().timeIntervalSince1970) + 600)
+        try first.submit(hourly)
+        let before = try #require(first.pendingRequests().first)
+        first.runtime.requestTermination()
+        // The table as version 1 made it: no owner column, the identifier alone the key.
+        try server.psql(
+            """
+            ALTER TABLE overtime.requests DROP COLUMN owner;
+            ALTER TABLE overtime.requests ADD PRIMARY KEY (identifier);
+            UPDATE overtime.meta SET value = 1 WHERE name = 'schema_version'
+            """)
+        let second = try Scheduler(runtime: try Self.runtime(), configuration: Self.configuration(server))
+        try second.register("hourly") { $0.setTaskCompleted(success: true) }
+        let after = try #require(second.pendingRequests().first)
+        #expect(after.request == hourly && after.nextRun == before.nextRun, "\(after) after \(before)")
+        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("2"))
+        second.runtime.requestTermination()
+    }
+
     @Test func aScheduleWrittenByANewerSchemaIsRefusedWithBothVersionsNamed() throws {
         let server = try PostgresServer()
         defer { server.stop() }
@@ -148,7 +253,7 @@ struct PostgresSchedulerTests {
         } catch let error as SchedulerError {
             #expect(error.code == .store)
             #expect(
-                error.message.contains("schema version 99") && error.message.contains("up to version 1"), "\(error)")
+                error.message.contains("schema version 99") && error.message.contains("up to version 2"), "\(error)")
         }
     }
 
