@@ -73,6 +73,10 @@ struct FleetBench: ParsableCommand {
             Int64($0)
         }
         guard samples.count == due else { throw ScenarioError("\(samples.count) latencies for \(due) runs") }
+        let spreadOfLatencies = [0.5, 0.9, 0.99, 1.0].map {
+            "p\($0 * 100): \(Double(percentile(samples, $0)) / 1e6) ms"
+        }
+        FileHandle.standardError.write(Data("claim latency \(spreadOfLatencies.joined(separator: ", "))\n".utf8))
 
         // At rest: nothing due; every thread of every worker counted.
         usleep(3_000_000)
@@ -111,8 +115,9 @@ struct FleetBench: ParsableCommand {
         return scheduler
     }
 
-    /// Polls the count of pending requests every `every` µs until none is left.
-    static func waitUntilDone(_ observer: Scheduler, every: useconds_t = 5_000) throws {
+    /// Polls the count of pending requests every `every` µs until none is left (not much
+    /// oftener: each count is a query that takes the server's CPU from the workers).
+    static func waitUntilDone(_ observer: Scheduler, every: useconds_t = 10_000) throws {
         let deadline = monotonicNanoseconds() + 600_000_000_000
         while try observer.pendingRequestCount() > 0 {
             guard monotonicNanoseconds() < deadline else { throw ScenarioError("runs not done in 600 s") }

@@ -63,17 +63,20 @@ extension Scheduler {
         }
         var unmet: Int64 = 0
         var starting: [Starting] = []
+        var claimed = false
         if capacity > 0, !refused {
             let picked = pick(now: now, capacity: capacity, conditionsAreFresh: conditionsAreFresh)
             starting = picked.starting
             unmet = picked.unmet
+            claimed = picked.claimed
             if picked.moreDue, spacing > .zero { wake = min(wake ?? now + spacing, now + spacing) }
         } else {
             unmet = Set<Requirement>.unmetMask(by: state.withLock { $0.conditions }, state: runtime.state)
         }
         batch.starts = starting.map { ($0.record, $0.stored) }
         do throws(SchedulerError) {
-            let refused = try write(batch).starts
+            // Nothing to write and nothing claimed to release: no transaction.
+            let refused = try batch.isEmpty && !claimed ? [] : write(batch).starts
             if !refused.isEmpty {
                 // Another instance claimed them first: no handler runs here.
                 let lost = starting.filter { refused.contains($0.record.identifier) }
@@ -86,7 +89,7 @@ extension Scheduler {
             logger.error("cannot record runs: \(error)")
             state.withLock { $0.ended.append(contentsOf: ending.map(\.record.identifier)) }
             for start in starting { runtime.endBackgroundTask(start.grant) }
-            arm(now + .seconds(1), now: now)
+            arm(now + .seconds(1))
             return
         }
         if configuration.waitsForDiskBeforeStarting, !starting.isEmpty {
@@ -104,8 +107,11 @@ extension Scheduler {
     }
 
     /// The due requests that may start now, their grants begun, at most `capacity`.
+    ///
+    /// - Returns: also whether the store returned any due request (a shared store's claims,
+    ///   which the next commit releases when they do not start).
     private func pick(now: WallClockInstant, capacity: Int, conditionsAreFresh: Bool) -> (
-        starting: [Starting], unmet: Int64, moreDue: Bool
+        starting: [Starting], unmet: Int64, moreDue: Bool, claimed: Bool
     ) {
         var current = state.withLock { $0.conditions }
         var fresh = conditionsAreFresh
@@ -123,6 +129,7 @@ extension Scheduler {
         var starting: [Starting] = []
         var chosen = Set<String>()
         var moreDue = false
+        var claimed = false
         while starting.count < capacity {
             let skip = state.withLock { $0.unhandled }.union(chosen)
             // One more than may start: whether more are due tells when to look again.
@@ -134,6 +141,7 @@ extension Scheduler {
                 logger.error("cannot read due requests: \(error)")
                 break
             }
+            if !rows.isEmpty { claimed = true }
             let candidates = rows.filter { !skip.contains($0.request.identifier) }
             if candidates.isEmpty { break }
             if !fresh, candidates.contains(where: { $0.request.requirements.contains(where: \.isSystemCondition) }) {
@@ -187,7 +195,7 @@ extension Scheduler {
             }
             if refused || moreDue || rows.count < limit { break }
         }
-        return (starting, unmet, moreDue)
+        return (starting, unmet, moreDue, claimed)
     }
 
     /// Begins the grant of a run of `stored` at `now`; `nil` when the runtime refuses
@@ -370,7 +378,7 @@ extension Scheduler {
         if let next { wake = min(wake ?? next.at, next.at) }
         showNextRun(next.map { "next run: \($0.identifier) at \($0.at)" })
         // Terminating: nothing more starts, so nothing to wake for.
-        arm(state.withLock { $0.terminating } ? nil : wake, now: now)
+        arm(state.withLock { $0.terminating } ? nil : wake)
     }
 
     // MARK: Runs ending
@@ -502,19 +510,22 @@ extension Scheduler {
         runtime.execute { context.statusChanged() }
     }
 
-    /// One timer on the runtime's clock for the earliest due time.
-    func arm(_ due: WallClockInstant?, now: WallClockInstant) {
+    /// One timer on the runtime's clock for the earliest due time, counted from the clock
+    /// as it reads now: a cycle takes time (a fleet's database calls), and a wait counted
+    /// from its start would wake that much late.
+    func arm(_ due: WallClockInstant?) {
         let previous = state.withLock { state -> LoopTimer? in
             defer { state.timer = nil }
             return state.timer
         }
         previous?.cancel()
         guard let due else { return }
-        let wait = max(due - now, .zero)
-        let timer = runtime.schedule(at: runtime.clock.now + wait) { [weak self] in
-            guard let self else { return }
-            queue.async { self.cycle() }
-        }
+        let wait = max(due - wallClockNow, .zero)
+        // Through cycleSoon: a cycle already queued (a run's end, a notification) serves
+        // the timer too. Queued each, cycles that take longer than the time between due
+        // runs piled up on the queue: every run waited behind them, and the queue went on
+        // cycling for seconds after the last one.
+        let timer = runtime.schedule(at: runtime.clock.now + wait) { [weak self] in self?.cycleSoon() }
         state.withLock { $0.timer = timer }
     }
 
@@ -584,7 +595,7 @@ extension Scheduler {
     func stopStartingRuns() {
         queue.async { [self] in
             state.withLock { $0.terminating = true }
-            arm(nil, now: wallClockNow)
+            arm(nil)
         }
     }
 

@@ -227,11 +227,13 @@ struct PostgresSchedulerTests {
         try first.submit(hourly)
         let before = try #require(first.pendingRequests().first)
         first.runtime.requestTermination()
-        // The table as version 1 made it: no owner column, the identifier alone the key.
+        // The table as version 1 made it: no owner column, the identifier alone the key, the
+        // pending index without the owner.
         try server.psql(
             """
             ALTER TABLE overtime.requests DROP COLUMN owner;
             ALTER TABLE overtime.requests ADD PRIMARY KEY (identifier);
+            CREATE INDEX IF NOT EXISTS requests_pending ON overtime.requests (sequence) WHERE NOT finished;
             UPDATE overtime.meta SET value = 1 WHERE name = 'schema_version'
             """)
         let second = try Scheduler(runtime: try Self.runtime(), configuration: Self.configuration(server))
