@@ -43,6 +43,10 @@ final class PostgresScheduleStore: ScheduleStore {
     /// The owner of this instance's per-instance requests: its configured name, which
     /// stays across restarts.
     private let owner: String
+    /// The rows this instance sees, as SQL: the shared requests (owner '') and its own.
+    private let visible: String
+    /// The same of the rows aliased `r`.
+    private let visibleR: String
     private let logger: Logger
     /// The runtime's wall clock, which the scheduler's times are on.
     private let wallClock: @Sendable () -> WallClockInstant
@@ -88,6 +92,7 @@ final class PostgresScheduleStore: ScheduleStore {
         self.logger = logger
         instance = "\(configuration.holderName) \(UInt32.random(in: 0...UInt32.max))"
         owner = configuration.instanceName
+        (visible, visibleR) = (Self.visibility(of: "owner", owner), Self.visibility(of: "r.owner", owner))
         let dimensions = [("instance", configuration.instanceName)]
         heldRuns = Gauge(label: "overtime_fleet_held_runs", dimensions: dimensions)
         reclaimedRuns = Counter(label: "overtime_fleet_reclaimed_runs_total", dimensions: dimensions)
@@ -199,10 +204,14 @@ final class PostgresScheduleStore: ScheduleStore {
         ).stored(rowID: nil)
     }
 
-    // An instance sees the shared requests (owner '') and its own: written
-    // `coalesce(nullif(owner, ''), me) = me`, which no index answers, because the planner
-    // took `owner = '' OR owner = me` for an index condition on the primary key's second
-    // column and read every row of it (10,000 entries for each claim).
+    /// `column` is empty or `owner`, written `coalesce(nullif(column, ''), owner) = owner`,
+    /// which no index answers: the planner took `column = '' OR column = owner` for an
+    /// index condition on the primary key's second column and read every row of it (10,000
+    /// entries for each claim). The name is a literal, quotes doubled.
+    private static func visibility(of column: String, _ owner: String) -> String {
+        let literal = "'" + owner.replacingOccurrences(of: "'", with: "''") + "'"
+        return "coalesce(nullif(\(column), ''), \(literal)) = \(literal)"
+    }
 
     /// The database's clock, in nanoseconds since 1970, when the transaction began (a
     /// statement outside one is its own). `now()`, not `clock_timestamp()`: a stable value
@@ -220,7 +229,7 @@ final class PostgresScheduleStore: ScheduleStore {
                 connection,
                 """
                 SELECT \(unescaped: Self.columns) FROM overtime.requests
-                WHERE identifier = \(identifier) AND coalesce(nullif(owner, ''), \(owner)) = \(owner)
+                WHERE identifier = \(identifier) AND \(unescaped: visible)
                 ORDER BY owner DESC LIMIT 1
                 """
             ).first.map(Self.request)
@@ -235,7 +244,7 @@ final class PostgresScheduleStore: ScheduleStore {
                 """
                 SELECT \(unescaped: Self.columns),
                     CASE WHEN running THEN regexp_replace(claimed_by, ' [0-9]+$', '') END
-                FROM overtime.requests WHERE NOT finished AND coalesce(nullif(owner, ''), \(owner)) = \(owner) ORDER BY sequence
+                FROM overtime.requests WHERE NOT finished AND \(unescaped: visible) ORDER BY sequence
                 """
             ).map { row in
                 var stored = try Self.request(row)
@@ -250,7 +259,7 @@ final class PostgresScheduleStore: ScheduleStore {
             Int(
                 try run(
                     connection,
-                    "SELECT count(*) FROM overtime.requests WHERE NOT finished AND coalesce(nullif(owner, ''), \(owner)) = \(owner)"
+                    "SELECT count(*) FROM overtime.requests WHERE NOT finished AND \(unescaped: visible)"
                 ).first?.decode(Int64.self) ?? 0)
         }
     }
@@ -272,7 +281,7 @@ final class PostgresScheduleStore: ScheduleStore {
                 WITH due AS (
                     SELECT identifier, owner FROM overtime.requests
                     WHERE due_at <= least(\(now.nanosecondsSinceEpoch), \(unescaped: Self.databaseNow)) AND NOT running
-                        AND coalesce(nullif(owner, ''), \(owner)) = \(owner) AND (requirement_mask & \(unmet)) = 0
+                        AND \(unescaped: visible) AND (requirement_mask & \(unmet)) = 0
                         AND (claimed_by IS NULL OR claimed_by = \(instance) OR claim_until < now())
                     ORDER BY due_at, sequence LIMIT \(limit) FOR UPDATE SKIP LOCKED)
                 UPDATE overtime.requests AS r SET claimed_by = \(instance),
@@ -302,7 +311,7 @@ final class PostgresScheduleStore: ScheduleStore {
             """
             SELECT \(unescaped: Self.columns), active_run_id, active_attempt, active_started_at, claimed_by,
                 \(unescaped: Self.databaseNow)
-            FROM overtime.requests WHERE running AND claim_until < now() AND coalesce(nullif(owner, ''), \(owner)) = \(owner)
+            FROM overtime.requests WHERE running AND claim_until < now() AND \(unescaped: visible)
             LIMIT 100 FOR UPDATE SKIP LOCKED
             """)
         for row in lapsed {
@@ -312,7 +321,7 @@ final class PostgresScheduleStore: ScheduleStore {
             let first = Self.columnCount
             let holder = try cells[first + 3].decode(String?.self) ?? "?"
             let now = WallClockInstant(nanosecondsSinceEpoch: try cells[first + 4].decode(Int64.self))
-            let rowOwner = try cells[21].decode(String.self)
+            let rowOwner = try cells[first - 1].decode(String.self)  // owner, the last of the columns
             guard let runID = try cells[first].decode(Int64?.self),
                 let attempt = try cells[first + 1].decode(Int64?.self)
             else {
@@ -359,7 +368,7 @@ final class PostgresScheduleStore: ScheduleStore {
                 """
                 SELECT identifier, due_at FROM overtime.requests
                 WHERE NOT running AND due_at > least(\(now.nanosecondsSinceEpoch), \(unescaped: Self.databaseNow))
-                    AND coalesce(nullif(owner, ''), \(owner)) = \(owner) AND (claimed_by IS NULL OR claimed_by = \(instance) OR claim_until < now())
+                    AND \(unescaped: visible) AND (claimed_by IS NULL OR claimed_by = \(instance) OR claim_until < now())
                 ORDER BY due_at, sequence LIMIT 1
                 """
             ).first {
@@ -371,7 +380,7 @@ final class PostgresScheduleStore: ScheduleStore {
                 connection,
                 """
                 SELECT identifier, (extract(epoch FROM claim_until) * 1000000000)::bigint FROM overtime.requests
-                WHERE running AND claimed_by <> \(instance) AND coalesce(nullif(owner, ''), \(owner)) = \(owner)
+                WHERE running AND claimed_by <> \(instance) AND \(unescaped: visible)
                 ORDER BY claim_until LIMIT 1
                 """
             ).first {
@@ -389,7 +398,7 @@ final class PostgresScheduleStore: ScheduleStore {
             try run(
                 connection,
                 """
-                SELECT EXISTS (SELECT 1 FROM overtime.requests WHERE NOT running AND coalesce(nullif(owner, ''), \(owner)) = \(owner)
+                SELECT EXISTS (SELECT 1 FROM overtime.requests WHERE NOT running AND \(unescaped: visible)
                     AND due_at <= \(now.nanosecondsSinceEpoch) AND (requirement_mask & \(requirements)) != 0)
                 """
             ).first?.decode(Bool.self) ?? false
@@ -402,7 +411,7 @@ final class PostgresScheduleStore: ScheduleStore {
                 connection,
                 """
                 SELECT \(unescaped: Self.columns) FROM overtime.requests WHERE NOT finished AND interval_ns > 0
-                    AND coalesce(nullif(owner, ''), \(owner)) = \(owner) AND anchor - interval_ns - least(flex_ns, interval_ns) > \(now.nanosecondsSinceEpoch)
+                    AND \(unescaped: visible) AND anchor - interval_ns - least(flex_ns, interval_ns) > \(now.nanosecondsSinceEpoch)
                 ORDER BY sequence
                 """
             ).map(Self.request)
@@ -476,7 +485,7 @@ final class PostgresScheduleStore: ScheduleStore {
                         active_started_at = NULL, claimed_by = NULL, claim_until = NULL
                     FROM unnest(\(freed.map(\.identifier))::text[], \(freed.map(\.runID))::bigint[]) AS v(identifier, run)
                     WHERE r.identifier = v.identifier AND r.running AND r.claimed_by = \(instance)
-                        AND coalesce(nullif(r.owner, ''), \(owner)) = \(owner) AND (r.active_run_id IS NULL OR r.active_run_id = v.run)
+                        AND \(unescaped: visibleR) AND (r.active_run_id IS NULL OR r.active_run_id = v.run)
                     """)
             }
             // Others hear of an end only when it leaves something to run (a repeating
@@ -530,11 +539,11 @@ final class PostgresScheduleStore: ScheduleStore {
         case .delete(let identifier):
             _ = try run(
                 connection,
-                "DELETE FROM overtime.requests WHERE identifier = \(identifier) AND coalesce(nullif(owner, ''), \(owner)) = \(owner)"
+                "DELETE FROM overtime.requests WHERE identifier = \(identifier) AND \(unescaped: visible)"
             )
         case .deleteAll:
             _ = try run(
-                connection, "DELETE FROM overtime.requests WHERE coalesce(nullif(owner, ''), \(owner)) = \(owner)")
+                connection, "DELETE FROM overtime.requests WHERE \(unescaped: visible)")
         }
     }
 
@@ -590,7 +599,7 @@ final class PostgresScheduleStore: ScheduleStore {
             -- Kept: a request of the identifier this instance sees, or a shared one another
             -- instance would see beside its own.
             WHERE \(!ifAbsent) OR NOT EXISTS (SELECT 1 FROM overtime.requests WHERE identifier = \(row.identifier)
-                AND (owner = '' OR owner = \(owner) OR \(rowOwner) = ''))
+                AND (\(unescaped: visible) OR \(rowOwner) = ''))
             ON CONFLICT (identifier, owner) \(unescaped: conflict)
             """)
     }
@@ -642,7 +651,6 @@ final class PostgresScheduleStore: ScheduleStore {
         bindings.append(none)
         bindings.append(instance)
         bindings.append(claimSeconds)
-        bindings.append(owner)
         let (claim, rowCondition) =
             switch condition {
             case .any: ("claimed_by = NULL, claim_until = NULL", "true")
@@ -666,7 +674,7 @@ final class PostgresScheduleStore: ScheduleStore {
                 $14::bigint[])
                 AS v(identifier, anchor, owed, retry_at, failed_attempts, finished, current_run_id, due_at, running,
                     run, attempt, started, ending_run, ending_attempt)
-            WHERE r.identifier = v.identifier AND coalesce(nullif(r.owner, ''), $18) = $18 AND \(rowCondition)
+            WHERE r.identifier = v.identifier AND \(visibleR) AND \(rowCondition)
             RETURNING r.identifier
             """
         let result = try run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))

@@ -179,10 +179,10 @@ struct PostgresSchedulerTests {
             .trimmingCharacters(in: .whitespacesAndNewlines)
         }
         let a = try instance("a")
-        let b = try instance("b")
-        #expect(Self.eventually(20) { count("a", local.identifier) >= 4 && count("b", local.identifier) >= 4 })
+        let b = try instance("b's")  // a quote in the name: kept a literal
+        #expect(Self.eventually(20) { count("a", local.identifier) >= 4 && count("b's", local.identifier) >= 4 })
         // One row per instance for the per-instance request, one for the fleet's.
-        #expect(try rows() == "fleet.tick@,local.rotate@a,local.rotate@b")
+        #expect(try rows() == "fleet.tick@,local.rotate@a,local.rotate@b's")
         let seen = try #require(a.pendingRequests().first { $0.request.identifier == local.identifier })
         #expect(seen.request.scope == .perInstance && a.pendingRequests().count == 2, "\(a.pendingRequests())")
 
@@ -193,10 +193,10 @@ struct PostgresSchedulerTests {
         ).due
         let before = count("a", local.identifier)
         let again = try instance("a")
-        #expect(try rows() == "fleet.tick@,local.rotate@a,local.rotate@b", "submitted again: kept, not added")
+        #expect(try rows() == "fleet.tick@,local.rotate@a,local.rotate@b's", "submitted again: kept, not added")
         #expect(Self.eventually(10) { count("a", local.identifier) >= before + 2 })
         let dues = runs.withLockedValue { $0.filter { $0.identifier == local.identifier } }
-        for name in ["a", "b"] {
+        for name in ["a", "b's"] {
             let mine = dues.filter { $0.instance == name }.map(\.due)
             #expect(Set(mine).count == mine.count, "\(name) ran no planned time twice: \(mine)")
         }
