@@ -557,7 +557,7 @@ final class PostgresScheduleStore: ScheduleStore {
     /// submitting one identifier in different scopes at once cannot both insert it.)
     private func upsert(_ stored: StoredRequest, ifAbsent: Bool, _ connection: PostgresConnection) throws {
         let row = RequestColumns(stored)
-        let rowOwner = stored.request.scope == .perInstance ? owner : ""
+        let rowOwner = rowOwner(of: stored)
         if !ifAbsent {
             _ = try run(
                 connection,
@@ -602,6 +602,12 @@ final class PostgresScheduleStore: ScheduleStore {
                 AND (\(unescaped: visible) OR \(rowOwner) = ''))
             ON CONFLICT (identifier, owner) \(unescaped: conflict)
             """)
+    }
+
+    /// The owner column of a request's row: this instance's name for a per-instance
+    /// request, empty for a shared one.
+    private func rowOwner(of stored: StoredRequest) -> String {
+        stored.request.scope == .perInstance ? owner : ""
     }
 
     /// A request's plan to write, with the run it starts (`start`) or the attempt whose end
@@ -656,7 +662,7 @@ final class PostgresScheduleStore: ScheduleStore {
         bindings.append(none)
         bindings.append(instance)
         bindings.append(claimSeconds)
-        bindings.append(writes.map { $0.stored.request.scope == .perInstance ? owner : "" })
+        bindings.append(writes.map { rowOwner(of: $0.stored) })
         let (claim, rowCondition) =
             switch condition {
             case .any: ("claimed_by = NULL, claim_until = NULL", "true")
