@@ -120,7 +120,9 @@ struct FleetTests {
         for index in 0..<4 {
             let identifier = "local.tick@worker-\(index)"
             let runs = Set(log.executions.filter { $0.identifier == identifier }.map(\.runID)).count
-            #expect(runs >= 10, "\(identifier) ran \(runs) times")
+            // Only while its worker lives: each kill of that worker costs its restart and the
+            // dead process's claim (up to 3 s); a worker killed a dozen times loses most of 40 s.
+            #expect(runs >= 3, "\(identifier) ran \(runs) times (seed \(seed))")
         }
         #expect(fleet.killedAt.count == 50)
         #expect(log.executions.contains { $0.outcome == "killed" }, "some kills hit runs in progress")
