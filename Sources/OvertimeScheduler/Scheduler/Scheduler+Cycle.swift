@@ -42,9 +42,11 @@ extension Scheduler {
                     guard let run = state.running[identifier], let ending = run.ending else { return nil }
                     // Replaced or cancelled after it ended: only the attempt is recorded. Updated:
                     // the plan goes on under the new request.
-                    guard !run.detached, var plan = ending.plan else { return RunEnd(record: ending.record, plan: nil) }
+                    guard !run.detached, var plan = ending.plan else {
+                        return RunEnd(record: ending.record, plan: nil, scope: run.stored.request.scope)
+                    }
                     plan.request = run.stored.request
-                    return RunEnd(record: ending.record, plan: plan)
+                    return RunEnd(record: ending.record, plan: plan, scope: plan.request.scope)
                 },
                 state.running.count, state.refusal != nil || state.terminating, state.lastStart
             )
@@ -437,7 +439,7 @@ extension Scheduler {
             let record = RunRecord(
                 identifier: identifier, runID: run.task.runID, attempt: run.task.attempt, startedAt: run.startedAt,
                 endedAt: now, result: result, stopReason: reason)
-            state.running[identifier]?.ending = RunEnd(record: record, plan: stored)
+            state.running[identifier]?.ending = RunEnd(record: record, plan: stored, scope: stored.request.scope)
             state.running[identifier]?.grantEnded = grantEnded
             state.ended.append(identifier)
             return true

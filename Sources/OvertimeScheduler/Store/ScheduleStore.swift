@@ -61,6 +61,8 @@ import Overtime
     /// The request's plan after the attempt; `nil` when the request was cancelled or
     /// replaced meanwhile (only the attempt is recorded, and its identifier is free again).
     public let plan: StoredRequest?
+    /// The scope of the request the attempt ran for: whose history records it.
+    public let scope: RequestScope
 }
 
 /// Changes that become durable together, in one transaction: the scheduler's group

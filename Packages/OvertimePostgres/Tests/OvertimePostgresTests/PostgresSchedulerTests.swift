@@ -202,6 +202,18 @@ struct PostgresSchedulerTests {
         }
         #expect(
             dues.filter { $0.instance == "a" }.allSatisfy { ($0.due - firstDue) % 1_000_000_000 == 0 }, "on the grid")
+        // Each instance's history of its own request lists its own attempts only.
+        let histories = try [("a", again), ("b's", b)].map { name, scheduler in
+            (name, try scheduler.history(local.identifier).filter { $0.result != .running })
+        }
+        for (name, history) in histories {
+            #expect(
+                !history.isEmpty && history.count <= count(name, local.identifier),
+                "\(name): \(history.count) attempts in its history, \(count(name, local.identifier)) runs")
+        }
+        #expect(
+            Set(histories[0].1.map(\.runID)).isDisjoint(with: histories[1].1.map(\.runID)),
+            "no attempt in both instances' histories")
         let ticks = runs.withLockedValue { $0.filter { $0.identifier == shared.identifier }.map(\.due) }
         #expect(ticks.count >= 4 && Set(ticks).count == ticks.count, "the fleet's request once per period: \(ticks)")
 
@@ -227,10 +239,11 @@ struct PostgresSchedulerTests {
         try first.submit(hourly)
         let before = try #require(first.pendingRequests().first)
         first.runtime.requestTermination()
-        // The table as version 1 made it: no owner column, the identifier alone the key, the
-        // pending index without the owner.
+        // The tables as version 1 made them: no owner columns, the identifier alone the key,
+        // the pending index without the owner.
         try server.psql(
             """
+            ALTER TABLE overtime.history DROP COLUMN owner;
             ALTER TABLE overtime.requests DROP COLUMN owner;
             ALTER TABLE overtime.requests ADD PRIMARY KEY (identifier);
             CREATE INDEX IF NOT EXISTS requests_pending ON overtime.requests (sequence) WHERE NOT finished;
@@ -240,7 +253,7 @@ struct PostgresSchedulerTests {
         try second.register("hourly") { $0.setTaskCompleted(success: true) }
         let after = try #require(second.pendingRequests().first)
         #expect(after.request == hourly && after.nextRun == before.nextRun, "\(after) after \(before)")
-        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("2"))
+        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("3"))
         second.runtime.requestTermination()
     }
 
@@ -255,7 +268,7 @@ struct PostgresSchedulerTests {
         } catch let error as SchedulerError {
             #expect(error.code == .store)
             #expect(
-                error.message.contains("schema version 99") && error.message.contains("up to version 2"), "\(error)")
+                error.message.contains("schema version 99") && error.message.contains("up to version 3"), "\(error)")
         }
     }
 
