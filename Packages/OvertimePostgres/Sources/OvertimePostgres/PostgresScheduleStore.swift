@@ -510,7 +510,9 @@ final class PostgresScheduleStore: ScheduleStore {
         let endsLeaveRuns = planned.contains { SchedulePlanner.nextStart($0.stored.plan, $0.stored.request) != nil }
         let started =
             batch.writes.isEmpty
-            ? try recordRuns(batch.ends, planned, starts, notifying: endsLeaveRuns)
+            ? try using { connection in
+                try recordRuns(batch.ends, planned, starts, notifying: endsLeaveRuns, connection)
+            }
             : try commitWithWrites(batch, planned, starts)
         var refusals = CommitRefusals()
         for (record, _) in batch.starts where !started.contains(record.identifier) {
@@ -537,12 +539,14 @@ final class PostgresScheduleStore: ScheduleStore {
     /// How many request writes in one batch make its commit analyse the table.
     static let manyWrites = 1_000
 
-    /// Ends and starts of runs, without a request written: one statement (one round trip,
-    /// on the way from a due time to its start), atomic as any statement. Returns the
-    /// identifiers whose runs started.
+    /// Records ends and starts of runs in one statement (one round trip, on the way from a
+    /// due time to its start), atomic as any statement, and notifies the other instances
+    /// when `notifying` or when it freed or released something. Returns the identifiers
+    /// whose runs started.
     private func recordRuns(
-        _ ends: [RunEnd], _ planned: [PlanWrite], _ starts: [PlanWrite], notifying: Bool
-    ) throws(ScheduleStoreError) -> Set<String> {
+        _ ends: [RunEnd], _ planned: [PlanWrite], _ starts: [PlanWrite], notifying: Bool,
+        _ connection: PostgresConnection
+    ) throws -> Set<String> {
         var bindings = PostgresBindings()
         var steps: [String] = []
         if !ends.isEmpty {
@@ -585,10 +589,8 @@ final class PostgresScheduleStore: ScheduleStore {
             SELECT NULL FROM (SELECT pg_notify($\(base + 5), $\(base + 3))
                 WHERE $\(base + 4) OR EXISTS (SELECT 1 FROM freed) OR EXISTS (SELECT 1 FROM released)) AS notified
             """
-        return try using { connection in
-            let rows = try run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))
-            return Set(try rows.compactMap { try $0.decode(String?.self) })
-        }
+        let rows = try run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))
+        return Set(try rows.compactMap { try $0.decode(String?.self) })
     }
 
     /// A batch that writes requests: in one transaction, under the fleet's submission lock.
@@ -608,33 +610,8 @@ final class PostgresScheduleStore: ScheduleStore {
                 // more): taken here, in the submitting transaction.
                 _ = try run(connection, "ANALYZE overtime.requests")
             }
-            try insertHistory(
-                batch.ends.map(\.record), owners: batch.ends.map { owner(of: $0.scope) }, instance: instance, connection
-            )
-            let written = try writePlans(planned, .ending, connection)
-            let freed = batch.ends.map(\.record).filter { !written.contains($0.identifier) }
-            if !freed.isEmpty {
-                // Replaced or cancelled meanwhile (here or elsewhere): the identifier is free.
-                _ = try run(
-                    connection,
-                    """
-                    UPDATE overtime.requests AS r SET running = false, active_run_id = NULL, active_attempt = NULL,
-                        active_started_at = NULL, claimed_by = NULL, claim_until = NULL
-                    FROM unnest(\(freed.map(\.identifier))::text[], \(freed.map(\.runID))::bigint[]) AS v(identifier, run)
-                    WHERE r.identifier = v.identifier AND r.running AND r.claimed_by = \(instance)
-                        AND \(unescaped: visibleR) AND (r.active_run_id IS NULL OR r.active_run_id = v.run)
-                    """)
-            }
-            let started = try writePlans(starts, .claimedHere, connection)
-            _ = try run(
-                connection,
-                """
-                UPDATE overtime.requests SET claimed_by = NULL, claim_until = NULL
-                WHERE claimed_by = \(instance) AND NOT running
-                """)
             // Written requests are news to every instance.
-            _ = try run(connection, "SELECT pg_notify(\(Self.channel), \(instance))")
-            return started
+            return try recordRuns(batch.ends, planned, starts, notifying: true, connection)
         }
     }
 
