@@ -367,7 +367,7 @@ extension Scheduler {
         var wake = wake
         var next: (identifier: String, at: WallClockInstant)?
         do {
-            next = try store.nextDue(after: now)
+            next = try store.nextDue(after: now, unmet: unmet)
             let polled = unmet & Requirement.polledMask
             if polled != 0, try store.dueWaiting(at: now, on: polled) {
                 let recheck = now + configuration.conditionRecheckInterval

@@ -401,8 +401,9 @@ final class SQLiteScheduleStore: ScheduleStore {
         }
     }
 
-    func nextDue(after now: WallClockInstant) throws(ScheduleStoreError) -> (identifier: String, at: WallClockInstant)?
-    {
+    func nextDue(after now: WallClockInstant, unmet: Int64) throws(ScheduleStoreError) -> (
+        identifier: String, at: WallClockInstant
+    )? {
         try using { connection throws(SQLiteError) in
             let statement = try connection.statement(Self.nextDueQuery)
             statement.bind(1, now.nanosecondsSinceEpoch)

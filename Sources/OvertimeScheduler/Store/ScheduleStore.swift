@@ -119,7 +119,12 @@ import Overtime
     /// requirements share no bit with `unmet`, earliest first, at most `limit`.
     func due(at now: WallClockInstant, unmet: Int64, limit: Int) throws(ScheduleStoreError) -> [StoredRequest]
     /// The request not running with the earliest next start after `now`, and that time.
-    func nextDue(after now: WallClockInstant) throws(ScheduleStoreError) -> (identifier: String, at: WallClockInstant)?
+    /// (A fleet's store may return an earlier time to look again: when a claim held
+    /// elsewhere may end. `unmet` is the requirements that do not hold here, as for
+    /// ``due(at:unmet:limit:)``.)
+    func nextDue(after now: WallClockInstant, unmet: Int64) throws(ScheduleStoreError) -> (
+        identifier: String, at: WallClockInstant
+    )?
     /// Whether a request not running is due at `now` but needs one of `requirements` (a mask).
     func dueWaiting(at now: WallClockInstant, on requirements: Int64) throws(ScheduleStoreError) -> Bool
     /// Repeating requests whose previous planned window still lies after `now`: the wall

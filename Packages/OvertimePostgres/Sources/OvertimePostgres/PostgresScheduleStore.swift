@@ -23,8 +23,10 @@ import PostgresNIO
 ///   attempt is recorded as interrupted and retried (same run ID, next attempt).
 /// - **One clock.** Due times are compared on the database's clock; the scheduler's own
 ///   times are the runtime's clock corrected by the offset measured at connection.
-/// - **No polling.** Submits, ends and released claims `NOTIFY overtime_schedule`; every
-///   other instance decides again when told.
+/// - **No polling.** Submits, ends that leave something to run, an instance's last run
+///   ending and released claims `NOTIFY overtime_schedule`; every other instance decides
+///   again when told, and otherwise wakes only when something is due or a claim held
+///   elsewhere may end (``nextDue(after:unmet:)``).
 ///
 /// Calls block the scheduler's queue (never the loop) on a connection of their own;
 /// renewals and notifications use a second one on the store's event loop.
@@ -63,7 +65,7 @@ final class PostgresScheduleStore: ScheduleStore {
     /// The database's clock minus the runtime's, in nanoseconds, measured at connection.
     private let clockOffset = NIOLockedValueBox<Int64>(0)
     /// When the earliest claim held by another instance ends (the database's clock,
-    /// nanoseconds; `Int64.max`: none), as ``nextDue(after:)`` last saw it; `nil` when not
+    /// nanoseconds; `Int64.max`: none), as ``nextDue(after:unmet:)`` last saw it; `nil` when not
     /// known. Lapsed claims are looked for only from then.
     private let foreignClaimEnd = NIOLockedValueBox<Int64?>(nil)
     private let background: NIOLockedValueBox<Background>
@@ -294,16 +296,9 @@ final class PostgresScheduleStore: ScheduleStore {
     ///
     /// The claim is one statement (one round trip on the way from due time to start); the
     /// lapsed claims are looked for only once one may have ended, as the last
-    /// ``nextDue(after:)`` saw the claims held elsewhere.
+    /// ``nextDue(after:unmet:)`` saw the claims held elsewhere.
     func due(at now: WallClockInstant, unmet: Int64, limit: Int) throws(ScheduleStoreError) -> [StoredRequest] {
-        if foreignClaimEnd.withLockedValue({ $0.map { $0 <= now.nanosecondsSinceEpoch } ?? true }) {
-            try transaction { connection in
-                _ = try run(connection, "SET LOCAL synchronous_commit TO OFF")  // as the claim below
-                try reclaimLapsedRuns(connection)
-            }
-            // Claims taken meanwhile are seen by the next look for the next due time.
-            foreignClaimEnd.withLockedValue { $0 = nil }
-        }
+        try reclaimLapsedRunsIfAnyMayHaveEnded(now)
         return try using { connection in
             // A claim need not survive a crash of the database: a start is written only
             // where the claim is still this instance's, so a claim lost is a start refused
@@ -338,6 +333,18 @@ final class PostgresScheduleStore: ScheduleStore {
             }
             return claimed.sorted { ($0.1, $0.2) < ($1.1, $1.2) }.map(\.0)
         }
+    }
+
+    /// Takes over the runs whose claims ended, once the earliest claim held elsewhere may
+    /// have ended (as ``nextDue(after:unmet:)`` last saw them, or when not known).
+    private func reclaimLapsedRunsIfAnyMayHaveEnded(_ now: WallClockInstant) throws(ScheduleStoreError) {
+        guard foreignClaimEnd.withLockedValue({ $0.map { $0 <= now.nanosecondsSinceEpoch } ?? true }) else { return }
+        try transaction { connection in
+            _ = try run(connection, "SET LOCAL synchronous_commit TO OFF")  // as a claim
+            try reclaimLapsedRuns(connection)
+        }
+        // Claims taken meanwhile are seen by the next look for the next due time.
+        foreignClaimEnd.withLockedValue { $0 = nil }
     }
 
     /// Runs whose claims ended without renewal (their instance died or lost the database):
@@ -396,12 +403,24 @@ final class PostgresScheduleStore: ScheduleStore {
         }
     }
 
-    /// The next due request and, in the same statement, the end of the earliest claim held
-    /// elsewhere: a claim that ends unrenewed is taken over then (so the earlier of the
-    /// two is returned), and ``due(at:unmet:limit:)`` looks for lapsed claims from then on.
-    func nextDue(after now: WallClockInstant) throws(ScheduleStoreError) -> (identifier: String, at: WallClockInstant)?
-    {
-        try using { connection in
+    /// The next due request and, in the same statement, when a claim held elsewhere may
+    /// end (the earlier of the two is returned): the claim is taken over then if its holder
+    /// stopped renewing it, and ``due(at:unmet:limit:)`` looks for lapsed claims from then on.
+    ///
+    /// Such a time must come no later than every claim held elsewhere, also those this read
+    /// does not see yet: nothing tells of a start, and a run whose worker died unseen would be
+    /// left until the next change. A request due now that this instance could run but did
+    /// not claim is claimed elsewhere (maybe not yet visible: its lock skipped) or will be, and
+    /// such a claim ends no sooner than a claim's duration from now (give or take the moments
+    /// between a claim and this read). The due index is walked in order (with a plain
+    /// `LIMIT 1` the planner read the table from its start: 20 ms past a burst's dead rows).
+    func nextDue(after now: WallClockInstant, unmet: Int64) throws(ScheduleStoreError) -> (
+        identifier: String, at: WallClockInstant
+    )? {
+        // Also here, not only before a claim: an instance that claims nothing (at its limit)
+        // still takes over what dead instances held.
+        try reclaimLapsedRunsIfAnyMayHaveEnded(now)
+        return try using { connection in
             let rows = try run(
                 connection,
                 """
@@ -414,12 +433,20 @@ final class PostgresScheduleStore: ScheduleStore {
                 (SELECT true, identifier, (extract(epoch FROM claim_until) * 1000000000)::bigint FROM overtime.requests
                     WHERE running AND claimed_by <> \(instance) AND \(unescaped: visible)
                     ORDER BY claim_until LIMIT 1)
+                UNION ALL
+                (SELECT true, identifier, \(unescaped: Self.databaseNow) + \(configuration.claimDuration.nanosecondsClamped)
+                    FROM overtime.requests
+                    WHERE NOT running AND due_at <= least(\(now.nanosecondsSinceEpoch), \(unescaped: Self.databaseNow))
+                        AND \(unescaped: visibleInDueOrder)
+                        AND (requirement_mask = 0 OR (requirement_mask & \(unmet)) = 0)
+                        AND claimed_by IS DISTINCT FROM \(instance)
+                    ORDER BY due_at, sequence LIMIT 1)
                 """)
             var next: (identifier: String, at: WallClockInstant)?
             var claimEnd = Int64.max
             for row in rows {
                 let (heldElsewhere, identifier, at) = try row.decode((Bool, String, Int64).self)
-                if heldElsewhere { claimEnd = at }
+                if heldElsewhere { claimEnd = min(claimEnd, at) }
                 if next == nil || at < next!.at.nanosecondsSinceEpoch {
                     next = (identifier, WallClockInstant(nanosecondsSinceEpoch: at))
                 }
@@ -562,6 +589,8 @@ final class PostgresScheduleStore: ScheduleStore {
         bindings.append(instance)
         bindings.append(notifying)
         bindings.append(Self.channel)
+        bindings.append(ends.filter { $0.scope == .shared }.map(\.record.identifier))
+        bindings.append(configuration.claimDuration.nanosecondsClamped)
         // Each step sees the rows as they were before the statement: an end not written (the
         // request replaced or cancelled meanwhile) frees the identifier, and the claims not
         // started are released, leaving out the rows the steps above wrote.
@@ -582,12 +611,27 @@ final class PostgresScheduleStore: ScheduleStore {
                     AND (identifier, owner) NOT IN (SELECT identifier, owner FROM started)
                 RETURNING 1)
             """)
+        // The other instances wake when the earliest claim held elsewhere may end, as they
+        // last read the claims (``nextDue(after:unmet:)``), to take its run over if its
+        // holder died. When this instance's last shared run ends with nothing shared due
+        // within a claim's duration, they are told to read again: else each would wake at
+        // rest, when that claim would have ended, for nothing. (Whether this instance holds
+        // another, not whether any instance does: two last ends at once would each see the
+        // other's run and neither tell.)
+        let lastEnd = """
+            cardinality($\(base + 6)::text[]) > 0 AND NOT EXISTS (SELECT 1 FROM started WHERE owner = '')
+                AND NOT EXISTS (SELECT 1 FROM overtime.requests WHERE running AND owner = ''
+                    AND claimed_by = $\(base + 3) AND identifier <> ALL($\(base + 6)::text[]))
+                AND coalesce((SELECT due_at FROM overtime.requests WHERE due_at IS NOT NULL AND NOT running
+                    AND owner = '' ORDER BY due_at, sequence LIMIT 1) > \(Self.databaseNow) + $\(base + 7), true)
+            """
         let sql = """
             WITH \(steps.joined(separator: ",\n"))
             SELECT identifier FROM started
             UNION ALL
             SELECT NULL FROM (SELECT pg_notify($\(base + 5), $\(base + 3))
-                WHERE $\(base + 4) OR EXISTS (SELECT 1 FROM freed) OR EXISTS (SELECT 1 FROM released)) AS notified
+                WHERE $\(base + 4) OR EXISTS (SELECT 1 FROM freed) OR EXISTS (SELECT 1 FROM released)
+                    OR (\(lastEnd))) AS notified
             """
         let rows = try run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))
         return Set(try rows.compactMap { try $0.decode(String?.self) })

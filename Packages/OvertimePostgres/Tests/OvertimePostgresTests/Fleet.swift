@@ -66,11 +66,16 @@ final class Fleet {
 
     /// Kills worker `index` with SIGKILL, waits for its end, and starts another in its place.
     func killAndRestart(_ index: Int) throws {
+        killForGood(index)
+        workers[index] = try spawn(index, extra: [:])
+    }
+
+    /// Kills worker `index` with SIGKILL and waits for its end: a machine that died.
+    func killForGood(_ index: Int) {
         let process = workers[index]
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
         killedAt[process.processIdentifier] = Self.monotonicNow()
-        workers[index] = try spawn(index, extra: [:])
     }
 
     /// SIGTERM to every worker, waited for; then the folder removed.

@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import Overtime
 import OvertimePostgres
 import OvertimeScheduler
@@ -154,6 +155,51 @@ struct FleetTests {
         let twice = completions.filter { $0.value != 1 }
         #expect(completions.count == 300 && twice.isEmpty, "\(completions.count) completed; twice: \(twice)")
         observer.runtime.requestTermination()
+    }
+
+    /// The rest of the fleet reads the schedule no more when a worker starts a run and then
+    /// dies: they must have learnt of the run's claim (or that it was being claimed) when
+    /// they last read, to take the run over when the claim ends.
+    @Test func aRunStartedWhileTheRestOfTheFleetReadsNothingIsTakenOverWhenItsWorkerDies() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        // In this process, an instance busy with a run of its own (its limit is one), so
+        // that it cannot claim the next request itself; then it hears of nothing more.
+        var configuration = PostgresSchedulerTests.configuration(server, claim: .seconds(3), name: "watcher")
+        configuration.maximumConcurrentRuns = 1
+        let watcher = try Scheduler(runtime: try PostgresSchedulerTests.runtime(), configuration: configuration)
+        let busy = NIOLockedValueBox<ScheduledTask?>(nil)
+        let ran = NIOLockedValueBox<[String]>([])
+        try watcher.register(prefix: "one.") { task in
+            if task.identifier == "one.busy" {
+                busy.withLockedValue { $0 = task }
+                return
+            }
+            ran.withLockedValue { $0.append("\(task.identifier) \(task.runID)/\(task.attempt)") }
+            task.setTaskCompleted(success: true)
+        }
+        try watcher.start()
+        try watcher.submit(ScheduledTaskRequest(identifier: "one.busy"))
+        #expect(Self.waitFor(30) { busy.withLockedValue { $0 } != nil })
+        // A worker whose runs last ten minutes claims the next request.
+        let fleet = try Fleet(server: server, count: 1, environment: ["OVERTIME_FLEET_WORK_MS": "600000"])
+        defer { fleet.removeFolder() }
+        let logText = { (try? String(contentsOfFile: fleet.logPath, encoding: .utf8)) ?? "" }
+        #expect(Self.waitFor(30) { logText().contains("ready") }, "\(fleet.output())")
+        try watcher.submit(ScheduledTaskRequest(identifier: "one.0"))
+        #expect(Self.waitFor(30) { logText().contains("start one.0") }, "\(fleet.output())")
+        fleet.killForGood(0)
+        // Its claim ends within 3 s: the watcher records the attempt as interrupted.
+        let takenOver = Self.waitFor(15) { try watcher.history("one.0").contains { $0.result == .interrupted } }
+        #expect(takenOver, "history: \((try? watcher.history("one.0")) ?? [])")
+        // Its own run done, the watcher runs the retry: the same run, attempt 2.
+        busy.withLockedValue { $0 }?.setTaskCompleted(success: true)
+        #expect(Self.waitFor(15) { ran.withLockedValue { $0 }.count == 1 })
+        let history = try watcher.history("one.0")
+        #expect(history.map(\.result) == [.succeeded, .interrupted], "\(history)")
+        #expect(ran.withLockedValue { $0 }.first?.hasSuffix("/2") == true, "\(ran.withLockedValue { $0 })")
+        fleet.stop()
+        watcher.runtime.requestTermination()
     }
 
     @Test(arguments: [600_000, -600_000])
