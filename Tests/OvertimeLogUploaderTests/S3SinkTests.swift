@@ -26,6 +26,23 @@ struct S3SinkTests {
         return configuration
     }
 
+    /// Stores `segment` as the uploader would: an answer the sink calls retryable is tried
+    /// again, a few times (SeaweedFS answered one PUT `500 InternalError` under
+    /// ThreadSanitizer's load); any other error fails the test.
+    private func storeRetrying(_ sink: S3Sink, _ segment: SealedSegment) async throws {
+        for attempt in 1...5 {
+            let failure: SinkError
+            do {
+                try await sink.store(segment)
+                return
+            } catch {
+                failure = error
+            }
+            guard failure.code == .retryable, attempt < 5 else { throw failure }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+    }
+
     private func stop(_ runtime: Runtime) async {
         runtime.requestTermination()
         await runtime.waitUntilTerminated()
@@ -43,8 +60,8 @@ struct S3SinkTests {
         options.encoding = encoding
         let sink = try S3Sink(configuration: options, runtime: runtime)
         for segment in spool.sealedSegments {
-            try await sink.store(segment)
-            try await sink.store(segment)  // again, as after a crash before the checkpoint: 412, ours
+            try await storeRetrying(sink, segment)
+            try await storeRetrying(sink, segment)  // again, as after a crash before the checkpoint: 412, ours
         }
         let objects = try await onOwnThread { try store.objects() }
         let expected = spool.sealedSegments.map { "fleet/device-7/\($0.name).log".dropLast(4) + encoding.fileExtension }
@@ -76,7 +93,7 @@ struct S3SinkTests {
             #expect(error.code == .permanent, "\(error)")
             #expect(error.reason.contains("not overwritten"), "\(error)")
         }
-        try await sink.store(segments[1])  // the same content: counts as stored
+        try await storeRetrying(sink, segments[1])  // the same content: counts as stored
         let objects = try await onOwnThread { try store.objects() }
         #expect(objects.count == 2, "no second version of either")
         #expect(
@@ -178,10 +195,10 @@ struct S3SinkTests {
         options.multipartThresholdBytes = 5 << 20
         options.partBytes = 5 << 20
         let sink = try S3Sink(configuration: options, runtime: runtime)
-        try await sink.store(segment)
+        try await storeRetrying(sink, segment)
         // Again from a new sink, as after a crash before the checkpoint: the completion
         // answers 412, the object is ours, the new upload is aborted.
-        try await S3Sink(configuration: options, runtime: runtime).store(segment)
+        try await storeRetrying(S3Sink(configuration: options, runtime: runtime), segment)
         var objects = try await onOwnThread { try store.objects() }
         #expect(objects.count == 1, "one version")
         #expect(objects.first?.etag.hasSuffix("-3\"") == true, "stored in 3 parts: \(objects.first?.etag ?? "")")
@@ -221,13 +238,13 @@ struct S3SinkTests {
         let runtime = try runtime()
         let capture = LogCapture()
         let sink = try S3Sink(configuration: configuration(store), runtime: runtime, logger: capture.logger)
-        try await sink.store(segments[0])
+        try await storeRetrying(sink, segments[0])
         #expect(try await onOwnThread { try store.unfinishedUploads() }.map(\.key).sorted() == others.sorted())
         #expect(
             capture.messages(at: .notice).contains { $0.message.contains("aborted 2 unfinished multipart upload(s)") })
         // Once per stream: an upload started since is the sink's business, not a leftover.
         try await onOwnThread { try store.startUpload(leftovers[0]) }
-        try await sink.store(segments[1])
+        try await storeRetrying(sink, segments[1])
         #expect(try await onOwnThread { try store.unfinishedUploads() }.count == others.count + 1)
         await stop(runtime)
     }
