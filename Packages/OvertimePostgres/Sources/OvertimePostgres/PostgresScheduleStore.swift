@@ -343,8 +343,9 @@ final class PostgresScheduleStore: ScheduleStore {
             _ = try run(connection, "SET LOCAL synchronous_commit TO OFF")  // as a claim
             try reclaimLapsedRuns(connection)
         }
-        // Claims taken meanwhile are seen by the next look for the next due time.
-        foreignClaimEnd.withLockedValue { $0 = nil }
+        // Not looked for again until the next look for the next due time, which follows in
+        // the same cycle and reads the claims held elsewhere, also those taken meanwhile.
+        foreignClaimEnd.withLockedValue { $0 = .max }
     }
 
     /// Runs whose claims ended without renewal (their instance died or lost the database):
@@ -551,11 +552,7 @@ final class PostgresScheduleStore: ScheduleStore {
             for (record, _) in batch.starts where !refusals.starts.contains(record.identifier) {
                 background.held[record.identifier] = now
             }
-            if background.held.isEmpty {
-                // Nothing to renew: no timer either (an idle instance does not wake).
-                background.renewal?.cancel()
-                background.renewal = nil
-            }
+            if background.held.isEmpty { stopRenewing(&background) }
             return background.held.count
         }
         heldRuns.record(holding)
@@ -988,13 +985,23 @@ final class PostgresScheduleStore: ScheduleStore {
         }
     }
 
+    /// Nothing to renew: no timer either, so that an idle instance does not wake.
+    ///
+    /// NIO's epoll selector leaves its timerfd set for a cancelled task (it sets it again
+    /// only for an earlier deadline), so the loop would still wake, at rest, when the
+    /// renewal was due. A task that does nothing, due in a few milliseconds, moves the
+    /// timerfd there; it fires while the instance is still busy, and then nothing is set.
+    private func stopRenewing(_ background: inout Background) {
+        guard let renewal = background.renewal else { return }
+        renewal.cancel()
+        background.renewal = nil
+        loop.scheduleTask(in: .milliseconds(5)) {}
+    }
+
     private func renewClaims() -> EventLoopFuture<Void> {
         let loop = self.loop
         let (connection, held) = background.withLockedValue { background in
-            if background.held.isEmpty {
-                background.renewal?.cancel()
-                background.renewal = nil
-            }
+            if background.held.isEmpty { stopRenewing(&background) }
             return (background.connection, background.held)
         }
         guard !held.isEmpty else { return loop.makeSucceededVoidFuture() }

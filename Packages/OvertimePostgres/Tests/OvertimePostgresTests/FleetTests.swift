@@ -195,6 +195,8 @@ struct FleetTests {
         // Its own run done, the watcher runs the retry: the same run, attempt 2.
         busy.withLockedValue { $0 }?.setTaskCompleted(success: true)
         #expect(Self.waitFor(15) { ran.withLockedValue { $0 }.count == 1 })
+        // Its end is written by the scheduler's next cycle, after the handler returns.
+        #expect(Self.waitFor(15) { try watcher.history("one.0").first?.result == .succeeded })
         let history = try watcher.history("one.0")
         #expect(history.map(\.result) == [.succeeded, .interrupted], "\(history)")
         #expect(ran.withLockedValue { $0 }.first?.hasSuffix("/2") == true, "\(ran.withLockedValue { $0 })")
