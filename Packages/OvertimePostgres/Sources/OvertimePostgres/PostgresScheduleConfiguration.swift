@@ -8,9 +8,10 @@ import PostgresNIO
 /// on runs last. Built from a URL (`postgres://user:password@host:port/database`), from
 /// the usual `PG*` environment variables (``environment(_:)``), or field by field.
 ///
-/// TLS: set ``tls`` to one of postgres-nio's options (`.prefer(context)` or
-/// `.require(context)` with a `NIOSSLContext`); the default is none, for a database on
-/// the same host or a private network.
+/// TLS: libpq's `sslmode`, `sslrootcert`, `sslcert` and `sslkey` in the URL's query or the
+/// environment, or ``secure(_:)`` with ``PostgresTLSOptions``, or postgres-nio's own
+/// setting in ``tls``. With none of them named, the connection is not encrypted (for a
+/// database on the same host or a private network).
 public struct PostgresScheduleConfiguration: Sendable {
     /// The server's host name or address.
     public var host: String
@@ -61,32 +62,47 @@ public struct PostgresScheduleConfiguration: Sendable {
     }
 
     /// A database named by a URL: `postgres://user:password@host:port/database` (or
-    /// `postgresql://`); the password, port and database may be left out.
+    /// `postgresql://`); the password, port and database may be left out. Its query may
+    /// name TLS as libpq does: `sslmode` (`disable`, `prefer`, `require`, `verify-ca`,
+    /// `verify-full`), `sslrootcert`, `sslcert` and `sslkey` (see ``PostgresTLSOptions``).
     ///
-    /// - Throws: ``PostgresScheduleConfigurationError`` naming what is wrong with it.
+    /// - Throws: ``PostgresScheduleConfigurationError`` naming what is wrong with it,
+    ///   without repeating the URL (it may hold a password). A parameter this does not
+    ///   understand is an error: a misspelt `sslmode` must not leave the connection in the
+    ///   clear.
     public init(url: String) throws(PostgresScheduleConfigurationError) {
         guard let components = URLComponents(string: url), let scheme = components.scheme,
             scheme == "postgres" || scheme == "postgresql"
         else {
-            throw PostgresScheduleConfigurationError("'\(url)' is not a postgres:// URL")
+            throw PostgresScheduleConfigurationError("the database URL is not a postgres:// URL")
         }
         guard let host = components.host, !host.isEmpty else {
-            throw PostgresScheduleConfigurationError("'\(url)' names no host")
+            throw PostgresScheduleConfigurationError("the database URL names no host")
         }
         guard let user = components.user, !user.isEmpty else {
-            throw PostgresScheduleConfigurationError("'\(url)' names no user")
+            throw PostgresScheduleConfigurationError("the database URL names no user")
         }
         let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
         self.init(
             host: host, port: components.port ?? 5432, username: user, password: components.password,
             database: path.isEmpty ? nil : path)
+        let query = components.queryItems ?? []
+        let understood = ["sslmode", "sslrootcert", "sslcert", "sslkey"]
+        if let unknown = query.first(where: { !understood.contains($0.name) }) {
+            throw PostgresScheduleConfigurationError(
+                "the database URL's parameter '\(unknown.name)' is not understood here (only"
+                    + " \(understood.joined(separator: ", ")))")
+        }
+        let options = try Self.tlsOptions({ name in query.last { $0.name == name }?.value }, naming: { $0 })
+        if let options { tls = try options.connectionTLS(home: nil) }
     }
 
     /// A database named as `psql` finds it: `PGHOST` (default `localhost`), `PGPORT`,
-    /// `PGUSER` (default the login name), `PGPASSWORD` and `PGDATABASE`.
+    /// `PGUSER` (default the login name), `PGPASSWORD` and `PGDATABASE`; TLS from
+    /// `PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT` and `PGSSLKEY` (see ``PostgresTLSOptions``).
     ///
     /// - Throws: ``PostgresScheduleConfigurationError`` for a `PGPORT` that is not a port,
-    ///   or no user named anywhere.
+    ///   no user named anywhere, or TLS settings that cannot be used.
     public static func environment(_ variables: [String: String] = ProcessInfo.processInfo.environment)
         throws(PostgresScheduleConfigurationError) -> PostgresScheduleConfiguration
     {
@@ -100,9 +116,12 @@ public struct PostgresScheduleConfiguration: Sendable {
         guard let user = variables["PGUSER"] ?? variables["USER"], !user.isEmpty else {
             throw PostgresScheduleConfigurationError("no PGUSER (nor USER) names the role to connect as")
         }
-        return PostgresScheduleConfiguration(
+        var configuration = PostgresScheduleConfiguration(
             host: variables["PGHOST"] ?? "localhost", port: port, username: user, password: variables["PGPASSWORD"],
             database: variables["PGDATABASE"])
+        let options = try tlsOptions({ variables["PG" + $0.uppercased()] }, naming: { "PG" + $0.uppercased() })
+        if let options { configuration.tls = try options.connectionTLS(home: variables["HOME"]) }
+        return configuration
     }
 
     /// The host name.

@@ -1132,6 +1132,9 @@ final class PostgresScheduleStore: ScheduleStore {
     static func describe(_ error: any Error) -> String {
         if let error = error as? PSQLError {
             if let message = error.serverInfo?[.message] { return message }
+            if error.code == .sslUnsupported { return "the server does not offer TLS, which sslmode requires" }
+            // A refused certificate or handshake is the underlying error.
+            if let underlying = error.underlying { return "\(error.code): \(underlying)" }
             return "\(error.code)"
         }
         return "\(error)"

@@ -12,16 +12,41 @@ final class PostgresServer: Sendable {
     let folder: String
     let port: Int
     let bin: String
+    /// The server's certificates and a client's, when it takes TLS connections only.
+    let tls: Certificates?
 
-    init() throws {
+    /// A server on loopback; with `tls`, its TCP connections must use TLS and
+    /// authenticate by a client certificate its authority signed (`hostssl … cert`).
+    init(tls: Bool = false) throws {
         bin = try Self.findBin()
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("overtime-pg-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         try Self.run("/bin/chown", ["postgres:postgres", folder])
         try Self.run("/bin/chmod", ["700", folder])
         try Self.asPostgres(bin + "/initdb", ["-D", folder + "/data", "-A", "trust", "-U", "postgres", "--no-sync"])
+        if tls {
+            let certificates = try Certificates(in: folder + "/tls")
+            try Self.demandTLS(certificates, data: folder + "/data")
+            // Made by root: the server reads them as `postgres`.
+            try Self.run("/bin/chown", ["-R", "postgres:postgres", folder])
+            self.tls = certificates
+        } else {
+            self.tls = nil
+        }
         port = try Self.freePort()
         try pgctl("start")
+    }
+
+    /// Has the server in `data` take TLS connections only, with `certificates`' server
+    /// certificate, from clients that show one their authority signed.
+    private static func demandTLS(_ certificates: Certificates, data: String) throws {
+        let settings =
+            "ssl = on\nssl_cert_file = '\(certificates.serverCertificate)'\n"
+            + "ssl_key_file = '\(certificates.serverKey)'\nssl_ca_file = '\(certificates.authority)'\n"
+        let configuration = try String(contentsOfFile: data + "/postgresql.conf", encoding: .utf8)
+        try (configuration + settings).write(toFile: data + "/postgresql.conf", atomically: true, encoding: .utf8)
+        try "local all all trust\nhostssl all all 127.0.0.0/8 cert\n".write(
+            toFile: data + "/pg_hba.conf", atomically: true, encoding: .utf8)
     }
 
     /// `pg_ctl restart -m immediate`: the server's processes killed (a crash, to the
@@ -35,17 +60,17 @@ final class PostgresServer: Sendable {
     private func pgctl(_ action: String) throws {
         let command =
             "/usr/sbin/runuser -u postgres -- \(bin)/pg_ctl -D \(folder)/data -l \(folder)/log -w"
-            + " -o '-p \(port) -k \(folder) -c listen_addresses=127.0.0.1 -c fsync=off' \(action) >/dev/null 2>&1"
+            + " -o '-p \(port) -k \(folder) -c listen_addresses=127.0.0.1,127.0.0.2 -c fsync=off' \(action) >/dev/null 2>&1"
         guard system(command) == 0 else {
             throw ServerError(
                 "pg_ctl \(action) failed: \((try? String(contentsOfFile: folder + "/log", encoding: .utf8)) ?? "")")
         }
     }
 
-    /// SQL run with psql, its output.
+    /// SQL run with psql (through the server's Unix socket), its output.
     @discardableResult
     func psql(_ sql: String) throws -> String {
-        try Self.asPostgres(bin + "/psql", ["-h", "127.0.0.1", "-p", "\(port)", "-U", "postgres", "-tA", "-c", sql])
+        try Self.asPostgres(bin + "/psql", ["-h", folder, "-p", "\(port)", "-U", "postgres", "-tA", "-c", sql])
     }
 
     /// `pg_ctl stop`, then the folder removed.
@@ -69,7 +94,7 @@ final class PostgresServer: Sendable {
     }
 
     @discardableResult
-    private static func run(_ program: String, _ arguments: [String]) throws -> String {
+    static func run(_ program: String, _ arguments: [String]) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: program)
         process.arguments = arguments
@@ -103,6 +128,46 @@ final class PostgresServer: Sendable {
         }
         guard bound else { throw ServerError("no free port") }
         return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+/// Certificates made with openssl in a folder: a certificate authority, a server's
+/// certificate for 127.0.0.1 and a client's for the role `postgres`, both signed by it, and
+/// an authority that signed neither.
+struct Certificates: Sendable {
+    let authority: String
+    let serverCertificate: String
+    let serverKey: String
+    let clientCertificate: String
+    let clientKey: String
+    let strangerAuthority: String
+
+    init(in folder: String) throws {
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        func openssl(_ arguments: String) throws {
+            try PostgresServer.run("/bin/sh", ["-c", "cd '\(folder)' && openssl \(arguments) 2>&1"])
+        }
+        let key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+        for authority in ["ca", "stranger"] {
+            try openssl(
+                "req -x509 \(key) -days 2 -subj '/CN=Overtime test \(authority)' -keyout \(authority).key"
+                    + " -out \(authority).pem")
+        }
+        try "subjectAltName=IP:127.0.0.1\n".write(toFile: folder + "/server.ext", atomically: true, encoding: .utf8)
+        for (name, subject, extensions) in [("server", "127.0.0.1", "-extfile server.ext"), ("client", "postgres", "")]
+        {
+            try openssl("req \(key) -subj '/CN=\(subject)' -keyout \(name).key -out \(name).csr")
+            try openssl(
+                "x509 -req -in \(name).csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out \(name).pem"
+                    + " \(extensions)")
+        }
+        try PostgresServer.run("/bin/chmod", ["600", folder + "/server.key", folder + "/client.key"])
+        authority = folder + "/ca.pem"
+        serverCertificate = folder + "/server.pem"
+        serverKey = folder + "/server.key"
+        clientCertificate = folder + "/client.pem"
+        clientKey = folder + "/client.key"
+        strangerAuthority = folder + "/stranger.pem"
     }
 }
 
