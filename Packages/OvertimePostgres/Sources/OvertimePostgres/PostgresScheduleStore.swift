@@ -939,35 +939,51 @@ final class PostgresScheduleStore: ScheduleStore {
         }
         guard proceed else { return }
         let loop = self.loop
+        let reconnectInterval = TimeAmount.nanoseconds(configuration.reconnectInterval.nanosecondsClamped)
+        // Weakly held from the loop's callbacks: a store nobody holds any more closes (its
+        // deinit), instead of listening and reconnecting for good from its own loop.
         PostgresConnection.connect(
             on: loop, configuration: configuration.connection, id: 2, logger: logger
-        ).whenComplete { [self] result in
+        ).whenComplete { [weak self] result in
             switch result {
             case .success(let connection):
+                guard let self else {
+                    connection.close().whenComplete { _ in }
+                    return
+                }
                 let events = background.withLockedValue { background -> ScheduleStoreEvents? in
                     background.connecting = false
+                    // Closed while connecting: this connection is nobody's.
+                    guard !background.closed else { return nil }
                     background.connection = connection
                     return background.events
                 }
-                connection.addListener(channel: Self.channel) { [instance] _, notification in
-                    if notification.payload != instance { events?.changed() }
+                guard let events else {
+                    connection.close().whenComplete { _ in }
+                    return
                 }
-                connection.closeFuture.whenComplete { [self] _ in
+                connection.addListener(channel: Self.channel) { [instance] _, notification in
+                    if notification.payload != instance { events.changed() }
+                }
+                connection.closeFuture.whenComplete { [weak self] _ in
+                    guard let self, background.withLockedValue({ !$0.closed }) else { return }
                     background.withLockedValue { $0.connection = nil }
                     logger.warning("lost the schedule database's notifications: connecting again")
-                    loop.scheduleTask(in: .nanoseconds(configuration.reconnectInterval.nanosecondsClamped)) {
-                        self.connectBackground()
-                    }
+                    loop.scheduleTask(in: reconnectInterval) { [weak self] in self?.connectBackground() }
                 }
                 // Whatever was notified while not listening: decide again.
-                events?.changed()
+                events.changed()
             case .failure(let error):
-                background.withLockedValue { $0.connecting = false }
+                guard let self else { return }
+                let events = background.withLockedValue { background in
+                    background.connecting = false
+                    return background.closed ? nil : background.events
+                }
+                guard let events else { return }
                 logger.warning("cannot listen to the schedule database: \(Self.describe(error))")
-                let events = background.withLockedValue { $0.events }
-                loop.scheduleTask(in: .nanoseconds(configuration.reconnectInterval.nanosecondsClamped)) {
-                    events?.changed()  // the scheduler reads the schedule again meanwhile
-                    self.connectBackground()
+                loop.scheduleTask(in: reconnectInterval) { [weak self] in
+                    events.changed()  // the scheduler reads the schedule again meanwhile
+                    self?.connectBackground()
                 }
             }
         }
@@ -979,8 +995,9 @@ final class PostgresScheduleStore: ScheduleStore {
         let every = TimeAmount.nanoseconds(configuration.claimDuration.nanosecondsClamped / 3)
         background.withLockedValue { background in
             guard background.renewal == nil, !background.closed else { return }
-            background.renewal = loop.scheduleRepeatedAsyncTask(initialDelay: every, delay: every) { [self] _ in
-                renewClaims()
+            background.renewal = loop.scheduleRepeatedAsyncTask(initialDelay: every, delay: every) {
+                [weak self, loop] _ in
+                self?.renewClaims() ?? loop.makeSucceededVoidFuture()
             }
         }
     }

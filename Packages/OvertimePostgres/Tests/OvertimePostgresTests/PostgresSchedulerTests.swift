@@ -272,6 +272,27 @@ struct PostgresSchedulerTests {
         }
     }
 
+    @Test func aSchedulerLetGoClosesItsConnectionsToTheDatabase() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let clients =
+            "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        do {
+            let scheduler = try Scheduler(runtime: try Self.runtime(), configuration: Self.configuration(server))
+            try scheduler.register("nothing") { $0.setTaskCompleted(success: true) }
+            try scheduler.start()
+            // Its connection for calls and its listening one.
+            let listening = try Self.eventually(10) { try server.psql(clients) == "2" }
+            #expect(listening, "client connections: \((try? server.psql(clients)) ?? "?")")
+            scheduler.runtime.requestTermination()
+        }
+        // Nothing holds it any more: both connections end, and it does not listen again.
+        let closed = try Self.eventually(10) { try server.psql(clients) == "0" }
+        #expect(closed, "client connections: \((try? server.psql(clients)) ?? "?")")
+        usleep(300_000)
+        #expect(try server.psql(clients) == "0")
+    }
+
     @Test func aURLAndTheEnvironmentNameTheDatabase() throws {
         let url = try PostgresScheduleConfiguration(url: "postgres://app:secret@db.example:6543/fleet")
         #expect(url.host == "db.example" && url.port == 6543 && url.username == "app")
