@@ -137,8 +137,23 @@ public struct PostgresScheduleConfiguration: Sendable {
 
     /// postgres-nio's connection configuration.
     var connection: PostgresConnection.Configuration {
-        PostgresConnection.Configuration(
+        var configuration = PostgresConnection.Configuration(
             host: host, port: port, username: username, password: password, database: database, tls: tls)
+        configuration.options.additionalStartupParameters = [("application_name", applicationName)]
+        return configuration
+    }
+
+    /// How this instance's connections are named on the server (`pg_stat_activity`):
+    /// `overtime ` and the instance name, in printable ASCII (`?` for anything else, as
+    /// the server would) and cut to the 63 bytes the server keeps.
+    var applicationName: String { Self.applicationName(of: instanceName) }
+
+    /// The application name of the connections of instance `name`.
+    static func applicationName(of name: String) -> String {
+        let bytes = "overtime \(name)".unicodeScalars.prefix(63).map {
+            $0.isASCII && $0.value >= 32 && $0.value < 127 ? UInt8($0.value) : UInt8(ascii: "?")
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }
 

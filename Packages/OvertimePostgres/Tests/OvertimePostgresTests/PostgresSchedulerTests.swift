@@ -293,6 +293,79 @@ struct PostgresSchedulerTests {
         #expect(try server.psql(clients) == "0")
     }
 
+    @Test func anOperatorSeesTheInstancesAndRetiresOnlyOneThatIsGone() async throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let clients = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'overtime %@'"
+        func connections(_ name: String) -> String {
+            (try? server.psql(clients.replacingOccurrences(of: "%@", with: name))) ?? "?"
+        }
+        var operatorDatabase = PostgresScheduleConfiguration(host: "127.0.0.1", port: server.port, username: "postgres")
+        operatorDatabase.instanceName = "operator"
+        do {
+            _ = try await operatorDatabase.fleetInstances()
+            Issue.record("a database without a schedule was read")
+        } catch {
+            #expect(error.message.contains("holds no Overtime schedule"), "\(error)")
+        }
+        var hourly = ScheduledTaskRequest(identifier: "local.tick")
+        hourly.repetition = Repetition(every: .seconds(3600))
+        hourly.scope = .perInstance
+        var schedulers: [String: Scheduler] = [:]
+        for name in ["worker-a", "worker-b"] {
+            let scheduler = try Scheduler(
+                runtime: try Self.runtime(), configuration: Self.configuration(server, name: name))
+            try scheduler.register("local.tick") { $0.setTaskCompleted(success: true) }
+            try scheduler.start()
+            try scheduler.submit(hourly)
+            schedulers[name] = scheduler
+        }
+        let ran = try Self.eventually(30) {
+            try schedulers.values.allSatisfy { try $0.history("local.tick").map(\.result) == [.succeeded] }
+        }
+        #expect(ran, "each instance ran its own request once")
+        #expect(Self.eventually(10) { connections("worker-a") == "2" && connections("worker-b") == "2" })
+        let instances = try await operatorDatabase.fleetInstances()
+        #expect(instances.map(\.name) == ["worker-a", "worker-b"], "\(instances)")
+        for instance in instances {
+            #expect(instance.pendingRequests == 1 && instance.heldRuns == 0 && instance.connections == 2, "\(instance)")
+            #expect(instance.lastRunEnded != nil, "\(instance)")
+        }
+        // Running: refused, nothing removed.
+        await #expect(throws: ScheduleStoreError.self) { try await operatorDatabase.retireInstance("worker-a") }
+        do {
+            try await operatorDatabase.retireInstance("worker-a")
+        } catch {
+            #expect(error.message.contains("instance 'worker-a' is running: 2 connections"), "\(error)")
+        }
+        await #expect(throws: ScheduleStoreError.self) { try await operatorDatabase.retireInstance("") }
+        #expect(try server.psql("SELECT count(*) FROM overtime.requests WHERE owner = 'worker-a'") == "1")
+
+        for name in ["worker-a", "worker-b"] { schedulers[name]?.runtime.requestTermination() }
+        schedulers = [:]
+        #expect(Self.eventually(10) { connections("worker-a") == "0" && connections("worker-b") == "0" })
+        #expect(try await operatorDatabase.retireInstance("worker-a") == 1)
+        #expect(try await operatorDatabase.fleetInstances().map(\.name) == ["worker-b"])
+        // Its history stays.
+        #expect(try server.psql("SELECT count(*) FROM overtime.history WHERE owner = 'worker-a'") == "1")
+        // A process that has just died still holds its run's claim: refused until it ends.
+        try server.psql(
+            "UPDATE overtime.requests SET running = true, claimed_by = 'ghost:1', claim_until = now() + interval '1 minute'"
+                + " WHERE owner = 'worker-b'")
+        do {
+            try await operatorDatabase.retireInstance("worker-b")
+            Issue.record("an instance holding a claim was retired")
+        } catch {
+            #expect(error.message.contains("'local.tick' by ghost:1"), "\(error)")
+        }
+        #expect(try await operatorDatabase.fleetInstances().map(\.heldRuns) == [1])
+        try server.psql(
+            "UPDATE overtime.requests SET claim_until = now() - interval '1 second' WHERE owner = 'worker-b'")
+        #expect(try await operatorDatabase.retireInstance("worker-b") == 1)
+        #expect(try await operatorDatabase.retireInstance("nobody") == 0)
+        #expect(try await operatorDatabase.fleetInstances().isEmpty)
+    }
+
     @Test func aURLAndTheEnvironmentNameTheDatabase() throws {
         let url = try PostgresScheduleConfiguration(url: "postgres://app:secret@db.example:6543/fleet")
         #expect(url.host == "db.example" && url.port == 6543 && url.username == "app")
