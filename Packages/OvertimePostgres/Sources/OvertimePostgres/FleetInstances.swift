@@ -50,7 +50,7 @@ extension PostgresScheduleConfiguration {
             }
             let named = Set(instances.values.map { Self.applicationName(of: $0.name) })
             for (application, count) in connected where !named.contains(application) {
-                let name = String(application.dropFirst("overtime ".count))
+                let name = String(application.dropFirst(Self.applicationNamePrefix.count))
                 instances[name] = FleetInstance(
                     name: name, pendingRequests: 0, heldRuns: 0, connections: count, lastRunEnded: nil)
             }
@@ -119,7 +119,8 @@ extension PostgresScheduleConfiguration {
         let rows = try await connection.query(
             """
             SELECT application_name, count(*) FROM pg_stat_activity
-            WHERE application_name LIKE 'overtime %' AND pid <> pg_backend_pid() GROUP BY application_name
+            WHERE starts_with(application_name, \(applicationNamePrefix)) AND pid <> pg_backend_pid()
+            GROUP BY application_name
             """, logger: quietLogger)
         var connected: [String: Int] = [:]
         for try await (name, count) in rows.decode((String, Int64).self) { connected[name] = Int(count) }

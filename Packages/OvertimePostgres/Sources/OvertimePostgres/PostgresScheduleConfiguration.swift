@@ -148,9 +148,12 @@ public struct PostgresScheduleConfiguration: Sendable {
     /// the server would) and cut to the 63 bytes the server keeps.
     var applicationName: String { Self.applicationName(of: instanceName) }
 
+    /// What every instance's application name starts with.
+    static let applicationNamePrefix = "overtime "
+
     /// The application name of the connections of instance `name`.
     static func applicationName(of name: String) -> String {
-        let bytes = "overtime \(name)".unicodeScalars.prefix(63).map {
+        let bytes = (applicationNamePrefix + name).unicodeScalars.prefix(63).map {
             $0.isASCII && $0.value >= 32 && $0.value < 127 ? UInt8($0.value) : UInt8(ascii: "?")
         }
         return String(decoding: bytes, as: UTF8.self)

@@ -966,8 +966,12 @@ final class PostgresScheduleStore: ScheduleStore {
                     if notification.payload != instance { events.changed() }
                 }
                 connection.closeFuture.whenComplete { [weak self] _ in
-                    guard let self, background.withLockedValue({ !$0.closed }) else { return }
-                    background.withLockedValue { $0.connection = nil }
+                    guard let self else { return }
+                    let closed = background.withLockedValue { background in
+                        background.connection = nil
+                        return background.closed
+                    }
+                    guard !closed else { return }
                     logger.warning("lost the schedule database's notifications: connecting again")
                     loop.scheduleTask(in: reconnectInterval) { [weak self] in self?.connectBackground() }
                 }

@@ -183,8 +183,8 @@ extension PostgresScheduleConfiguration {
         let files = (value("sslrootcert"), value("sslcert"), value("sslkey"))
         guard let modeName = value("sslmode") else {
             guard files == (nil, nil, nil) else {
-                // libpq's default mode (prefer) would not check the server at all: a root
-                // certificate named without a mode most likely means verification was meant.
+                // Files named without a mode most likely mean a checked connection was
+                // meant, which libpq's default (prefer) gives up for a server without TLS.
                 throw PostgresScheduleConfigurationError(
                     "certificate files are named without \(names("sslmode")): name the mode (require, verify-ca,"
                         + " verify-full)")
