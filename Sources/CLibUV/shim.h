@@ -20,4 +20,9 @@ static inline int overtime_peer_uid(int fd, unsigned int *uid) {
     *uid = credentials.uid;
     return 0;
 }
+/// `accept4`: Swift's Glibc module lacks it (it needs _GNU_SOURCE), and `accept` plus
+/// `fcntl` would leave a moment in which a child spawned by another thread inherits the
+/// client. Declared under its own name, bound to the C library's symbol, so it never
+/// clashes with the _GNU_SOURCE prototype.
+extern int overtime_accept4(int fd, void *address, void *length, int flags) __asm__("accept4");
 #endif

@@ -9,16 +9,41 @@ import Testing
 /// signals, a spool left with work.
 @Suite("Daemon hardening: sockets, bounds, repeated signals", .serialized, .timeLimit(.minutes(3)))
 struct DaemonHardeningTests {
-    private func daemon(_ folder: TemporaryDirectory, _ extra: [String], standardInput: Bool = false) throws
-        -> RunningChild
-    {
+    private func daemon(
+        _ folder: TemporaryDirectory, _ extra: [String], standardInput: Bool = false, wrapper: [String] = []
+    ) throws -> RunningChild {
         try RunningChild(
             ["--spool", folder.path + "/spool", "--sink", folder.path + "/collected", "--progress-interval", "0"]
-                + extra, executable: "log-uploader", standardInput: standardInput)
+                + extra, executable: "log-uploader", standardInput: standardInput, wrapper: wrapper)
+    }
+
+    /// A daemon with a control and an ingest socket and 4 KiB segments, which has
+    /// acknowledged 200 lines starting with `prefix`.
+    private func socketDaemon(_ folder: TemporaryDirectory, storing prefix: String, wrapper: [String] = []) throws
+        -> (RunningChild, control: String, ingest: String)
+    {
+        let control = folder.path + "/control.sock"
+        let ingest = folder.path + "/ingest.sock"
+        let child = try daemon(
+            folder, ["--control-socket", control, "--ingest-socket", ingest, "--segment-kb", "4"], wrapper: wrapper)
+        UploaderSafetyTests.waitForSocket(ingest)
+        UploaderSafetyTests.waitForSocket(control)
+        try SpoolIngestClient(path: ingest).send(UploaderSafetyTests.lines(prefix, 1...200))
+        return (child, control, ingest)
     }
 
     private func collected(_ folder: TemporaryDirectory) -> [SpoolRecord] {
         UploaderSafetyTests.collected(folder.path + "/collected")
+    }
+
+    /// Up to `count` connected clients of `address` (a connect can fail while the backlog is full).
+    private func connections(_ count: Int, to address: UnixSocketAddress) -> [Int32] {
+        (0..<count).compactMap { _ in
+            let fd = makeUnixSocket(datagram: false)
+            if address.withSockAddr({ connect(fd, $0, $1) }) == 0 { return fd }
+            close(fd)
+            return nil
+        }
     }
 
     private func residentMegabytes(_ pid: Int32) -> Int {
@@ -77,12 +102,8 @@ struct DaemonHardeningTests {
         let child = try daemon(folder, ["--control-socket", control])
         UploaderSafetyTests.waitForSocket(control)
         let address = try #require(UnixSocketAddress(control))
-        var held: [Int32] = []
+        var held = connections(100, to: address)
         defer { for fd in held { close(fd) } }
-        for _ in 0..<100 {
-            let fd = makeUnixSocket(datagram: false)
-            if address.withSockAddr({ connect(fd, $0, $1) }) == 0 { held.append(fd) } else { close(fd) }
-        }
         // The 65th and later are told so and closed. (Under load a connect can fail while
         // the backlog is full, and the readiness probe may still hold a place: what counts
         // is that no more than 64 are kept.)
@@ -124,24 +145,13 @@ struct DaemonHardeningTests {
     @Test func connectionsHeldUpToTheDescriptorLimitNeverStopTheDrain() throws {
         let folder = TemporaryDirectory("emfile")
         defer { folder.remove() }
-        let control = folder.path + "/control.sock"
-        let ingest = folder.path + "/ingest.sock"
-        let child = try RunningChild(
-            [
-                "--spool", folder.path + "/spool", "--sink", folder.path + "/collected", "--control-socket", control,
-                "--ingest-socket", ingest, "--segment-kb", "4", "--progress-interval", "0",
-            ], executable: "log-uploader", wrapper: ["/usr/bin/prlimit", "--nofile=64"])
-        UploaderSafetyTests.waitForSocket(ingest)
-        try SpoolIngestClient(path: ingest).send(UploaderSafetyTests.lines("held", 1...200))
+        let (child, control, ingest) = try socketDaemon(
+            folder, storing: "held", wrapper: ["/usr/bin/prlimit", "--nofile=64"])
         // Far more connections than the daemon has descriptors, on both sockets, held open.
         var held: [Int32] = []
         defer { for fd in held { close(fd) } }
         for path in [control, ingest] {
-            let address = try #require(UnixSocketAddress(path))
-            for _ in 0..<100 {
-                let fd = makeUnixSocket(datagram: false)
-                if address.withSockAddr({ connect(fd, $0, $1) }) == 0 { held.append(fd) } else { close(fd) }
-            }
+            held += connections(100, to: try #require(UnixSocketAddress(path)))
         }
         usleep(300_000)
         child.send(SIGTERM)
@@ -149,6 +159,48 @@ struct DaemonHardeningTests {
             child.waitForExit(timeout: .seconds(30)) == 0,
             "no crash, a clean stop: \(child.standardError.suffix(20).joined(separator: "\n"))")
         #expect(collected(folder).filter { $0.text.hasPrefix("held ") }.count == 200, "the drain ran")
+    }
+
+    /// The daemon's limit is cut below the descriptors it holds (`prlimit --pid`), so every
+    /// open, socket and accept fails and the reserve cannot be taken back: waiting clients
+    /// must not spin the loop or the ingest thread, and a segment sealed meanwhile (its
+    /// folder cannot be opened to sync) must stay queued. Given descriptors again, it drains.
+    @Test func runningOutOfDescriptorsNeverSpinsAndTheDrainRunsOnceTheyReturn() throws {
+        let folder = TemporaryDirectory("exhausted")
+        defer { folder.remove() }
+        let (child, control, ingest) = try socketDaemon(folder, storing: "kept")
+        let limit = try ChildCommand.run("/usr/bin/prlimit", ["--pid", "\(child.pid)", "--nofile=8:"])
+        #expect(limit.status == 0, "\(limit.output)")
+        defer { _ = try? ChildCommand.run("/usr/bin/prlimit", ["--pid", "\(child.pid)", "--nofile=1024:"]) }
+        var waiting: [Int32] = []
+        defer { for fd in waiting { close(fd) } }
+        for path in [control, ingest] {
+            waiting += connections(10, to: try #require(UnixSocketAddress(path)))
+        }
+        #expect(!waiting.isEmpty)
+        usleep(300_000)  // the clients are seen and the first refusals are made
+        let before = cpuTicks(child.pid)
+        sleep(1)
+        let spent = cpuTicks(child.pid) - before
+        // A spinning loop or thread spends ~100 ticks a second; an idle daemon a few.
+        #expect(spent < 40, "\(spent) ticks of CPU in one second while out of descriptors")
+        #expect(try ChildCommand.run("/usr/bin/prlimit", ["--pid", "\(child.pid)", "--nofile=1024:"]).status == 0)
+        for fd in waiting { close(fd) }
+        waiting = []
+        child.send(SIGTERM)
+        #expect(
+            child.waitForExit(timeout: .seconds(30)) == 0,
+            "a clean stop: \(child.standardError.suffix(20).joined(separator: "\n"))")
+        #expect(collected(folder).filter { $0.text.hasPrefix("kept ") }.count == 200, "the drain ran")
+    }
+
+    /// User plus system CPU time of every thread of `pid`, in clock ticks.
+    private func cpuTicks(_ pid: Int32) -> Int {
+        let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+        // Fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
+        guard let end = stat.lastIndex(of: ")") else { return 0 }
+        let fields = stat[stat.index(after: end)...].split(separator: " ")
+        return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
     }
 
     @Test func hugeLinesAndDatagramsAreCutCountedAndTheNextLineIsIntact() throws {

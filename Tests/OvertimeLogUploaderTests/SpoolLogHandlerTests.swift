@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Logging
+import Overtime
 import OvertimeTestSupport
 import Testing
 
@@ -30,5 +31,41 @@ struct SpoolLogHandlerTests {
         #expect(sample.contains(" info worker: request 7 second line index=7 thread=2"))
         #expect(sample.hasPrefix("20") && sample.dropFirst(10).hasPrefix("T"))  // ISO 8601, UTC
         #expect(!lines.contains { $0.contains("below the level") })
+    }
+
+    /// A daemon that bootstraps swift-log first logs the spool's own failures through the
+    /// spool: each failed write would report itself into the next write, for ever.
+    @Test func theSpoolsReportOfItsOwnFailedWriteIsNotWrittenBackIntoIt() throws {
+        let folder = TemporaryDirectory("handler-loop")
+        defer { folder.remove() }
+        let writerBox = Locked<SpoolLogWriter?>(nil)
+        let logs = LogCapture()
+        let spool = try Spool(
+            directory: folder.path,
+            logger: logs.logger(label: "overtime.spool") { event in
+                guard let writer = writerBox.withLock({ $0 }) else { return }
+                SpoolLogHandler(label: "overtime.spool", writer: writer).log(event: event)
+            })
+        let writer = SpoolLogWriter(spool: spool)
+        writerBox.withLock { $0 = writer }
+        // No folder for the next segment: every write fails until it is back.
+        try FileManager.default.removeItem(atPath: folder.path + "/segments")
+        writer.submit(Array("the first line".utf8))
+        var waited = 0
+        let failures = { logs.entries.all.filter { $0.message.hasPrefix("spool write failed") } }
+        while failures().isEmpty, waited < 500 {
+            usleep(10_000)
+            waited += 1
+        }
+        usleep(300_000)  // a loop would have reported thousands of failures by now
+        #expect(failures().count == 1, "\(failures().count) failure reports")
+        try FileManager.default.createDirectory(atPath: folder.path + "/segments", withIntermediateDirectories: false)
+        writer.submit(Array("after the folder is back".utf8))
+        writer.flush()
+        try spool.sealActiveSegment()
+        let lines = try spool.sealedSegments.flatMap {
+            SegmentFormat.parse(Array(try Data(contentsOf: URL(fileURLWithPath: $0.path)))).records
+        }.map(\.text)
+        #expect(lines == ["after the folder is back"])
     }
 }

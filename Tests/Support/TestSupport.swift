@@ -28,13 +28,20 @@ package final class LogCapture: Sendable {
     package init() {}
 
     package var logger: Logger {
-        Logger(label: "test") { _ in CaptureHandler(capture: self) }
+        Logger(label: "test") { _ in CaptureHandler(capture: self, forward: nil) }
+    }
+
+    /// A logger labelled `label` that captures each record and also hands it to `forward`,
+    /// as a bootstrapped `MultiplexLogHandler` would hand it to a second handler.
+    package func logger(label: String, forwardingTo forward: @escaping @Sendable (LogEvent) -> Void) -> Logger {
+        Logger(label: label) { _ in CaptureHandler(capture: self, forward: forward) }
     }
 
     package func messages(at level: Logger.Level) -> [Entry] { entries.all.filter { $0.level == level } }
 
     private struct CaptureHandler: LogHandler {
         let capture: LogCapture
+        let forward: (@Sendable (LogEvent) -> Void)?
         var metadata: Logger.Metadata = [:]
         var logLevel: Logger.Level = .trace
 
@@ -47,6 +54,7 @@ package final class LogCapture: Sendable {
             var flat: [String: String] = [:]
             for (key, value) in event.metadata ?? [:] { flat[key] = "\(value)" }
             capture.entries.append(Entry(level: event.level, message: "\(event.message)", metadata: flat))
+            forward?(event)
         }
     }
 }

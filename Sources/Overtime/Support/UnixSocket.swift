@@ -38,13 +38,20 @@ package struct UnixSocketAddress: Sendable {
 /// `socket(AF_UNIX, type | SOCK_CLOEXEC, 0)`; -1 with `errno` set on failure.
 package func makeUnixSocket(datagram: Bool, nonBlocking: Bool = false) -> Int32 {
     #if canImport(Glibc)
-        var type = Int32(datagram ? SOCK_DGRAM.rawValue : SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
-        if nonBlocking { type |= Int32(SOCK_NONBLOCK.rawValue) }
+        let type = Int32(datagram ? SOCK_DGRAM.rawValue : SOCK_STREAM.rawValue)
     #else
-        var type = (datagram ? SOCK_DGRAM : SOCK_STREAM) | SOCK_CLOEXEC
-        if nonBlocking { type |= SOCK_NONBLOCK }
+        let type = datagram ? SOCK_DGRAM : SOCK_STREAM
     #endif
-    return socket(AF_UNIX, type, 0)
+    return socket(AF_UNIX, type | socketFlags(nonBlocking: nonBlocking), 0)
+}
+
+/// `SOCK_CLOEXEC`, with `SOCK_NONBLOCK` when `nonBlocking`: for `socket` and `accept4`.
+package func socketFlags(nonBlocking: Bool) -> Int32 {
+    #if canImport(Glibc)
+        Int32(SOCK_CLOEXEC.rawValue) | (nonBlocking ? Int32(SOCK_NONBLOCK.rawValue) : 0)
+    #else
+        SOCK_CLOEXEC | (nonBlocking ? SOCK_NONBLOCK : 0)
+    #endif
 }
 
 /// The text of the current `errno`.

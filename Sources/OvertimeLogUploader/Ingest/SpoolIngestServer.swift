@@ -19,13 +19,10 @@ public final class SpoolIngestServer: Sendable {
     /// The socket's path.
     public let path: String
     private let spool: Spool
-    private let listener: Int32
+    private let listener: ListeningSocket
     /// A pipe: `stop()` writes a byte, the serving thread's poll wakes.
     private let wakeup: (read: Int32, write: Int32)
     private let stopped = DispatchSemaphore(value: 0)
-    /// A descriptor held in reserve, released to turn a client away when the process has
-    /// none left (libuv's answer to EMFILE); used by the serving thread only.
-    private let reserve = Locked<Int32>(open("/dev/null", O_RDONLY | O_CLOEXEC))
     private let counters = Locked(Counts())
 
     private struct Counts {
@@ -41,26 +38,20 @@ public final class SpoolIngestServer: Sendable {
     /// Binds `path` (mode `mode`, 0600 by default: the daemon's user only) and starts
     /// serving. Refuses a path that is anything but a stale socket of an earlier run.
     public init(path: String, spool: Spool, mode: mode_t = 0o600) throws(SpoolError) {
-        if let refusal = claimSocketPath(path, datagram: false) {
-            throw .socketUnavailable(path: path, reason: refusal)
-        }
-        guard let address = UnixSocketAddress(path) else {
-            throw .socketUnavailable(path: path, reason: "the path is too long for a socket address")
-        }
-        let fd = makeUnixSocket(datagram: false, nonBlocking: true)
-        guard fd >= 0 else { throw .io(operation: "socket", path: path, errno: errno) }
-        guard address.withSockAddr({ bind(fd, $0, $1) }) == 0, chmod(path, mode) == 0, listen(fd, 64) == 0 else {
-            let code = errno
-            close(fd)
-            throw .io(operation: "bind", path: path, errno: code)
+        do throws(ListeningSocket.Failure) {
+            listener = try ListeningSocket(path: path, mode: mode, backlog: 64)
+        } catch {
+            switch error {
+            case .unavailable(let refusal): throw .socketUnavailable(path: path, reason: refusal)
+            case .system(let operation, let code): throw .io(operation: operation, path: path, errno: code)
+            }
         }
         self.path = path
         self.spool = spool
-        listener = fd
         var ends: [Int32] = [-1, -1]
         guard pipe(&ends) == 0 else {
             let code = errno
-            close(fd)
+            listener.closeAndRemove()
             throw .io(operation: "pipe", path: path, errno: code)
         }
         for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
@@ -101,17 +92,24 @@ public final class SpoolIngestServer: Sendable {
     private func serve() {
         var connections: [Connection] = []
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        /// While out of descriptors with none in reserve, the listener is not watched until then.
+        var pausedUntil: ContinuousClock.Instant?
         while true {
             let stopping = counters.withLock { $0.stopping }
+            if let until = pausedUntil, ContinuousClock.now >= until { pausedUntil = nil }
+            let watching = !stopping && pausedUntil == nil
             var fds = [pollfd(fd: wakeup.read, events: Int16(POLLIN), revents: 0)]
-            if !stopping { fds.append(pollfd(fd: listener, events: Int16(POLLIN), revents: 0)) }
+            if watching { fds.append(pollfd(fd: listener.fd, events: Int16(POLLIN), revents: 0)) }
             for connection in connections {
                 let events = POLLIN | (connection.replies.isEmpty ? 0 : POLLOUT)
                 fds.append(pollfd(fd: connection.fd, events: Int16(events), revents: 0))
             }
             // Stopping: one last pass over what is readable now, without waiting.
-            if poll(&fds, nfds_t(fds.count), stopping ? 0 : -1) < 0, errno != EINTR { break }
-            if !stopping, fds[1].revents != 0 { acceptAll(&connections) }
+            let timeout: Int32 = stopping ? 0 : pausedUntil == nil ? -1 : 100
+            if poll(&fds, nfds_t(fds.count), timeout) < 0, errno != EINTR { break }
+            if watching, fds[1].revents != 0, !acceptAll(&connections) {
+                pausedUntil = .now + .milliseconds(100)
+            }
             for connection in connections {
                 read(connection, into: &buffer)
                 flushReplies(connection)
@@ -123,43 +121,28 @@ public final class SpoolIngestServer: Sendable {
             if stopping { break }
         }
         for connection in connections { close(connection.fd) }
-        close(listener)
-        unlink(path)
+        listener.closeAndRemove()
         close(wakeup.read)
         close(wakeup.write)
-        close(reserve.withLock { $0 })
         stopped.signal()
     }
 
-    private func acceptAll(_ connections: inout [Connection]) {
+    /// Accepts every waiting client; false when out of descriptors with none in reserve.
+    private func acceptAll(_ connections: inout [Connection]) -> Bool {
+        let outOfDescriptors = IngestProtocol.encode(.refused("the spool's process is out of file descriptors"))
         while true {
-            var fd = accept(listener, nil, nil)
-            if fd < 0, errno == EMFILE || errno == ENFILE {
-                // Out of descriptors: the waiting client would keep the listener readable and
-                // the poll spinning. Give up the reserve for a moment to take it and tell it so.
-                close(reserve.withLock { $0 })
-                fd = accept(listener, nil, nil)
-                if fd >= 0 {
+            switch listener.accept(refusal: outOfDescriptors) {
+            case .none: return true
+            case .exhausted: return false
+            case .turnedAway: counters.withLock { $0.refusedConnections += 1 }
+            case .connection(let fd):
+                guard connections.count < IngestProtocol.maximumConnections else {
                     counters.withLock { $0.refusedConnections += 1 }
-                    let reply = IngestProtocol.encode(.refused("the spool's process is out of file descriptors"))
-                    _ = send(fd, reply, reply.count, Int32(MSG_NOSIGNAL))
-                    close(fd)
+                    ListeningSocket.refuse(fd, IngestProtocol.encode(.refused("too many connections")))
+                    continue
                 }
-                reserve.withLock { $0 = open("/dev/null", O_RDONLY | O_CLOEXEC) }
-                if fd < 0 { return }  // not even the reserve helped: the next poll tries again
-                continue
+                connections.append(Connection(fd: fd))
             }
-            guard fd >= 0 else { return }  // EAGAIN: nothing more waiting
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-            guard connections.count < IngestProtocol.maximumConnections else {
-                counters.withLock { $0.refusedConnections += 1 }
-                let reply = IngestProtocol.encode(.refused("too many connections"))
-                _ = send(fd, reply, reply.count, Int32(MSG_NOSIGNAL))
-                close(fd)
-                continue
-            }
-            connections.append(Connection(fd: fd))
         }
     }
 

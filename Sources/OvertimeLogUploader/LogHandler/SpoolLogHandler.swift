@@ -70,6 +70,8 @@ public final class SpoolLogWriter: Sendable {
         var queue: [[UInt8]] = []
         var dropped = 0
         var inFlight = false
+        /// The writer thread, once it runs.
+        var writerThread: pthread_t?
     }
 
     private let state = Locked(State())
@@ -82,9 +84,12 @@ public final class SpoolLogWriter: Sendable {
         spawnWriterThread()
     }
 
-    /// Queues a line; never blocks on I/O.
+    /// Queues a line; never blocks on I/O. A line logged by the writer's own append (the
+    /// spool reporting that it cannot write) is not queued: it would fail the same way and
+    /// be reported again, a loop that never ends. Other handlers (stderr) still have it.
     public func submit(_ line: [UInt8]) {
         let accepted = state.withLock { state -> Bool in
+            if let writer = state.writerThread, pthread_equal(writer, pthread_self()) != 0 { return true }
             guard state.queue.count < capacity else {
                 state.dropped += 1
                 return false
@@ -107,6 +112,10 @@ public final class SpoolLogWriter: Sendable {
     private func spawnWriterThread() {
         let thread = WriterThread(writer: self)
         spawnThread(name: "spool-writer") { thread.run() }
+    }
+
+    fileprivate func writerStarted() {
+        state.withLock { $0.writerThread = pthread_self() }
     }
 
     fileprivate func nextBatch() -> [[UInt8]] {
@@ -136,6 +145,7 @@ private final class WriterThread: Sendable {
     }
 
     func run() {
+        writer.writerStarted()
         while true {
             let batch = writer.nextBatch()
             do throws(SpoolError) {

@@ -47,9 +47,16 @@ extension Spool {
         let folder = directory + "/dead-letter"
         return try retiring.withLock { (_) throws(SpoolError) -> Int in
             var moved: [SealedSegment] = []
+            var failure: SpoolError?
             for name in try SpoolFiles.list(folder) where name.hasSuffix(".seg") {
                 let path = folder + "/" + name
-                let parsed = SegmentFormat.parse(try SpoolFiles.readAll(path))
+                let parsed: ParsedSegment
+                do throws(SpoolError) {
+                    parsed = SegmentFormat.parse(try SpoolFiles.readAll(path))
+                } catch {
+                    failure = error
+                    break
+                }
                 let target = parsed.streamID.flatMap { stream in
                     parsed.segment.map {
                         directory + "/resend/" + SegmentName.resendFileName(stream: stream, segment: $0)
@@ -62,17 +69,23 @@ extension Spool {
                     continue
                 }
                 guard SpoolFiles.size(target) == nil else { continue }  // already queued
-                if rename(path, target) != 0 { throw .io(operation: "rename", path: path, errno: errno) }
+                if rename(path, target) != 0 {
+                    failure = .io(operation: "rename", path: path, errno: errno)
+                    break
+                }
                 moved.append(segment)
             }
-            guard !moved.isEmpty else { return 0 }
-            try SpoolFiles.syncDirectory(directory + "/resend")
-            state.withLock { state in
-                state.resend += moved
-                state.storedBytes += moved.reduce(0) { $0 + $1.bytes }
+            // Those moved are queued whatever fails next: the files are in `resend/` now.
+            if !moved.isEmpty {
+                state.withLock { state in
+                    state.resend += moved
+                    state.storedBytes += moved.reduce(0) { $0 + $1.bytes }
+                }
+                counters.redriven.increment(by: Int64(moved.count))
+                logger.notice("dead letters redriven", metadata: ["segments": "\(moved.count)"])
             }
-            counters.redriven.increment(by: Int64(moved.count))
-            logger.notice("dead letters redriven", metadata: ["segments": "\(moved.count)"])
+            if let failure { throw failure }
+            if !moved.isEmpty { try SpoolFiles.syncDirectory(directory + "/resend") }
             return moved.count
         }
     }
@@ -81,6 +94,20 @@ extension Spool {
         // One retirement at a time, and the checkpoint's fsyncs outside the state lock:
         // appends go on while it is made durable.
         try retiring.withLock { (retiring: inout Retiring) throws(SpoolError) in
+            // A refused segment moves before the checkpoint passes it: recovery takes a file
+            // the checkpoint has passed for stored, and deletes it.
+            if let destination {
+                try state.withLock { (state) throws(SpoolError) in
+                    for segment in segments
+                    where state.resend.contains(where: { $0.path == segment.path })
+                        || state.sealed.contains(where: { $0.path == segment.path })
+                    {
+                        if rename(segment.path, destination) != 0 {
+                            throw .io(operation: "rename", path: segment.path, errno: errno)
+                        }
+                    }
+                }
+            }
             let checkpoint: Checkpoint? = state.withLock { state in
                 // Dropped by the quota meanwhile: nothing left to do for those. Segments to
                 // send again are outside the numbering: they never move the checkpoint.
@@ -90,12 +117,20 @@ extension Spool {
                     segment: max(state.acknowledged.segment, present.map(\.number).max()!),
                     sequence: max(state.acknowledged.sequence, present.map(\.lastSequence).max()!))
             }
+            var failure: SpoolError?
             if let checkpoint {
-                try retiring.checkpoint.write(checkpoint)
-                retiring.writes += 1
+                do throws(SpoolError) {
+                    try retiring.checkpoint.write(checkpoint)
+                    retiring.writes += 1
+                } catch {
+                    failure = error
+                }
             }
-            try state.withLock { (state) throws(SpoolError) in
-                if let checkpoint { state.acknowledged = checkpoint }
+            // Stored but not acknowledged: they stay queued and are sent again. Moved: they
+            // leave the queue whatever the checkpoint says.
+            if let failure, destination == nil { throw failure }
+            state.withLock { state in
+                if let checkpoint, failure == nil { state.acknowledged = checkpoint }
                 for segment in segments {
                     // The quota may have dropped (and deleted) it while the checkpoint was written.
                     if let index = state.resend.firstIndex(where: { $0.path == segment.path }) {
@@ -106,17 +141,12 @@ extension Spool {
                     } else {
                         continue
                     }
-                    if let destination {
-                        if rename(segment.path, destination) != 0 {
-                            throw .io(operation: "rename", path: segment.path, errno: errno)
-                        }
-                    } else {
-                        unlink(segment.path)
-                    }
+                    if destination == nil { unlink(segment.path) }
                     state.storedBytes -= segment.bytes
                 }
                 self.state.broadcast()  // a writer may be waiting for room
             }
+            if let failure { throw failure }
         }
     }
 }

@@ -60,12 +60,14 @@ extension Spool {
         if rename(active.path, sealedPath) != 0 { throw .io(operation: "rename", path: active.path, errno: errno) }
         close(active.fd)
         state.active = nil
-        try SpoolFiles.syncDirectory(segmentsDirectory)
+        // Listed before the directory is synced: its records are durable already, and a
+        // failed sync (out of descriptors) must not leave it on disk but out of the queue.
         state.sealed.append(
             SealedSegment(
                 stream: streamID, number: active.number, path: sealedPath, bytes: active.size,
                 records: active.records, firstSequence: active.firstSequence, lastSequence: active.lastSequence,
                 mayAlreadyBeStored: false))
         counters.sealed.increment()
+        try SpoolFiles.syncDirectory(segmentsDirectory)
     }
 }

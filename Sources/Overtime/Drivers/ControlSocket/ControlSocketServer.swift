@@ -17,8 +17,9 @@ import Logging
 /// the descriptors a drain needs — more are told so and closed; a connection idle for
 /// ``idleTimeout`` is closed, and a client that does not read its answers is disconnected
 /// once ``maximumUnreadBytes`` of them wait. Each is
-/// counted (`overtime_control_errors_total{kind}`). A failed accept (EMFILE, ENFILE) is
-/// logged and counted, never fatal.
+/// counted (`overtime_control_errors_total{kind}`). Out of descriptors (EMFILE, ENFILE),
+/// a waiting client is told so and closed, counted, never fatal, and the loop never spins
+/// on the listener (`ListeningSocket`).
 final class ControlSocketServer {
     static let maximumConnections = connectionLimit(preferred: 64)
     static let idleTimeout: Duration = .seconds(60)
@@ -27,7 +28,11 @@ final class ControlSocketServer {
     private let context: DriverContext
     private let commands: ControlCommands
     let path: String
-    private var server: UnsafeMutablePointer<uv_pipe_t>?
+    private var listener: ListeningSocket?
+    /// Watches the listener for clients.
+    private var watcher: UnsafeMutablePointer<uv_poll_t>?
+    /// Watches the listener again after a pause for want of descriptors.
+    private var resumer: UnsafeMutablePointer<uv_timer_t>?
     fileprivate var connections: [UnsafeMutableRawPointer: ControlConnection] = [:]
     /// Closes idle connections; runs only while there are connections, so an idle daemon
     /// is never woken by it.
@@ -41,32 +46,33 @@ final class ControlSocketServer {
 
     /// Binds and listens. Failure is logged, not thrown: a daemon keeps running without it.
     func start() {
-        if let refusal = claimSocketPath(path, datagram: false) {
-            context.logger.error("control socket: \(refusal)")
+        let socket: ListeningSocket
+        do throws(ListeningSocket.Failure) {
+            // Owner only; the peer check below is the real gate, this closes the door too.
+            socket = try ListeningSocket(path: path, mode: 0o600, backlog: 16)
+        } catch {
+            switch error {
+            case .unavailable(let refusal): context.logger.error("control socket: \(refusal)")
+            case .system(let operation, let code):
+                context.logger.error(
+                    "control socket: cannot listen on \(path): \(operation): \(errnoDescription(code))")
+            }
             return
         }
+        listener = socket
         let sweep = context.makeHandle(uv_timer_t.self)
         uv_timer_init(context.loop, sweep)
         sweep.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         sweeper = sweep
-        let handle = context.makeHandle(uv_pipe_t.self)
-        uv_pipe_init(context.loop, handle, 0)
-        handle.pointee.data = Unmanaged.passUnretained(self).toOpaque()
-        var status = uv_pipe_bind(handle, path)
-        if status == 0 {
-            // Owner only; the peer check below is the real gate, this closes the door too.
-            chmod(path, 0o600)
-            status = uv_listen(asStream(handle), 16) { server, status in
-                Unmanaged<ControlSocketServer>.fromOpaque(server!.pointee.data).takeUnretainedValue()
-                    .accept(status: status)
-            }
-        }
-        guard status == 0 else {
-            context.logger.error("control socket: cannot listen on \(path): \(String(cString: uv_strerror(status)))")
-            uv_close(asHandle(handle), nil)
-            return
-        }
-        server = handle
+        let pause = context.makeHandle(uv_timer_t.self)
+        uv_timer_init(context.loop, pause)
+        pause.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        resumer = pause
+        let poll = context.makeHandle(uv_poll_t.self)
+        uv_poll_init(context.loop, poll, socket.fd)
+        poll.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        watcher = poll
+        watchListener()
         context.onShutdown { [self] in stop() }
         context.logger.info("control socket listening", metadata: ["path": "\(path)"])
     }
@@ -75,52 +81,82 @@ final class ControlSocketServer {
     func stop() {
         for connection in connections.values { connection.close() }
         if let sweeper { uv_timer_stop(sweeper) }
-        if let server, uv_is_closing(asHandle(server)) == 0 {
-            uv_close(asHandle(server), nil)
-            unlink(path)
+        if let resumer { uv_timer_stop(resumer) }
+        if let watcher, let listener, uv_is_closing(asHandle(watcher)) == 0 {
+            uv_close(asHandle(watcher), nil)  // stops the poll now; the descriptor may close
+            listener.closeAndRemove()
         }
-        server = nil
+        listener = nil
     }
 
-    private func accept(status: Int32) {
-        guard let server else { return }
-        guard status == 0 else {
-            // EMFILE/ENFILE: libuv has already turned the waiting client away; we go on serving.
-            context.countControlError("accept_failed")
-            context.logger.error("control socket: accept failed: \(String(cString: uv_strerror(status)))")
+    private func watchListener() {
+        guard let watcher else { return }
+        uv_poll_start(watcher, Int32(UV_READABLE.rawValue)) { poll, _, _ in
+            let server = Unmanaged<ControlSocketServer>.fromOpaque(poll!.pointee.data).takeUnretainedValue()
+            server.context.turn { server.acceptWaiting() }
+        }
+    }
+
+    private func acceptWaiting() {
+        guard let listener else { return }
+        let outOfDescriptors = ControlProtocol.encode(
+            .failure("the daemon is out of file descriptors; try again later"))
+        while true {
+            switch listener.accept(refusal: outOfDescriptors) {
+            case .connection(let fd): admit(fd)
+            case .turnedAway: context.countControlError("accept_failed")
+            case .none: return
+            case .exhausted:
+                // Not even the reserve is left: stop watching for a moment, or the loop spins.
+                context.countControlError("accept_failed")
+                context.logger.error("control socket: out of file descriptors; not accepting for 100 ms")
+                if let watcher, let resumer {
+                    uv_poll_stop(watcher)
+                    uv_timer_start(
+                        resumer,
+                        { timer in
+                            Unmanaged<ControlSocketServer>.fromOpaque(timer!.pointee.data).takeUnretainedValue()
+                                .watchListener()
+                        }, 100, 0)
+                }
+                return
+            }
+        }
+    }
+
+    /// Takes an accepted client, or turns it away at once (over the limit, or a peer
+    /// that is neither the owner nor root) without holding its descriptor.
+    private func admit(_ fd: Int32) {
+        guard connections.count < Self.maximumConnections else {
+            context.countControlError("too_many_connections")
+            ListeningSocket.refuse(
+                fd,
+                ControlProtocol.encode(
+                    .failure("too many connections (at most \(Self.maximumConnections)); try again later")))
             return
         }
-        context.turn {
-            let connection = ControlConnection(server: self, context: context, commands: commands)
-            let accepted = uv_accept(asStream(server), asStream(connection.pipe))
-            guard accepted == 0 else {
-                context.countControlError("accept_failed")
-                context.logger.error("control socket: accept failed: \(String(cString: uv_strerror(accepted)))")
-                connection.close()
-                return
-            }
-            connections[UnsafeMutableRawPointer(connection.pipe)] = connection
-            guard connections.count <= Self.maximumConnections else {
-                context.countControlError("too_many_connections")
-                connection.send(
-                    .failure("too many connections (at most \(Self.maximumConnections)); try again later"),
-                    thenClose: true)
-                return
-            }
-            armSweeper()
-            var fd: uv_os_fd_t = -1
-            var uid: UInt32 = .max
-            uv_fileno(asHandle(connection.pipe), &fd)
-            if overtime_peer_uid(fd, &uid) != 0 || (uid != geteuid() && uid != 0) {
-                context.countControlError("peer_refused")
-                context.logger.warning("control socket: refused a peer", metadata: ["peer_uid": "\(uid)"])
-                connection.send(
-                    .failure("permission denied: uid \(uid) is neither the daemon's owner (\(geteuid())) nor root"),
-                    thenClose: true)
-                return
-            }
-            connection.startReading()
+        var uid: UInt32 = .max
+        if overtime_peer_uid(fd, &uid) != 0 || (uid != geteuid() && uid != 0) {
+            context.countControlError("peer_refused")
+            context.logger.warning("control socket: refused a peer", metadata: ["peer_uid": "\(uid)"])
+            ListeningSocket.refuse(
+                fd,
+                ControlProtocol.encode(
+                    .failure("permission denied: uid \(uid) is neither the daemon's owner (\(geteuid())) nor root")))
+            return
         }
+        let connection = ControlConnection(server: self, context: context, commands: commands)
+        let opened = uv_pipe_open(connection.pipe, fd)
+        guard opened == 0 else {
+            context.countControlError("accept_failed")
+            context.logger.error("control socket: accept failed: \(String(cString: uv_strerror(opened)))")
+            close(fd)
+            connection.close()
+            return
+        }
+        connections[UnsafeMutableRawPointer(connection.pipe)] = connection
+        armSweeper()
+        connection.startReading()
     }
 
     fileprivate func forget(_ connection: ControlConnection) {
@@ -284,6 +320,6 @@ private func asStream(_ pipe: UnsafeMutablePointer<uv_pipe_t>) -> UnsafeMutableP
     UnsafeMutableRawPointer(pipe).assumingMemoryBound(to: uv_stream_t.self)
 }
 
-private func asHandle(_ pipe: UnsafeMutablePointer<uv_pipe_t>) -> UnsafeMutablePointer<uv_handle_t> {
-    UnsafeMutableRawPointer(pipe).assumingMemoryBound(to: uv_handle_t.self)
+private func asHandle<Handle>(_ handle: UnsafeMutablePointer<Handle>) -> UnsafeMutablePointer<uv_handle_t> {
+    UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_handle_t.self)
 }

@@ -1,0 +1,118 @@
+// A listening Unix stream socket whose accepting never spins when descriptors run out.
+
+import CLibUV
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A bound, listening, non-blocking Unix stream socket, accepted from by one thread.
+///
+/// When the process is out of descriptors (EMFILE, ENFILE) a waiting client keeps the
+/// listener readable, and a poll on it returns at once, forever: the loop spins and
+/// nothing else runs (libuv's own accept loop does exactly that once its reserve is
+/// gone). So one descriptor is held in reserve and given up for a moment to take the
+/// waiting client and tell it why it is turned away; if even that fails, ``accept(refusal:)``
+/// says ``Accepted/exhausted`` and the caller stops watching the listener for a while.
+package final class ListeningSocket: Sendable {
+    /// The listening descriptor.
+    package let fd: Int32
+    /// The socket file.
+    package let path: String
+    private let reserve: Locked<Int32>
+
+    /// Why the socket could not be made.
+    package enum Failure: Error, Sendable {
+        /// The path is not free for us: anything but a stale socket of an earlier run, or too long.
+        case unavailable(String)
+        /// A system call failed.
+        case system(operation: String, errno: Int32)
+    }
+
+    /// What one ``accept(refusal:)`` gave.
+    package enum Accepted: Sendable {
+        /// A client, non-blocking and close-on-exec: the caller owns the descriptor.
+        case connection(Int32)
+        /// A client turned away for want of descriptors, told so and closed.
+        case turnedAway
+        /// Nobody is waiting.
+        case none
+        /// Out of descriptors with none in reserve: stop watching the listener for a while,
+        /// or the poll spins.
+        case exhausted
+    }
+
+    /// Claims `path` (a stale socket of ours is replaced; anything else is refused), binds
+    /// it with mode `mode` and listens.
+    package init(path: String, mode: mode_t, backlog: Int32) throws(Failure) {
+        if let refusal = claimSocketPath(path, datagram: false) { throw .unavailable(refusal) }
+        guard let address = UnixSocketAddress(path) else {
+            throw .unavailable("\(path) is too long for a socket address")
+        }
+        let fd = makeUnixSocket(datagram: false, nonBlocking: true)
+        guard fd >= 0 else { throw .system(operation: "socket", errno: errno) }
+        guard address.withSockAddr({ bind(fd, $0, $1) }) == 0 else {
+            let code = errno
+            close(fd)
+            throw .system(operation: "bind", errno: code)
+        }
+        // Mode before listen: no client connects through a wider one in between.
+        guard chmod(path, mode) == 0, listen(fd, backlog) == 0 else {
+            let code = errno
+            close(fd)
+            unlink(path)
+            throw .system(operation: "listen", errno: code)
+        }
+        self.fd = fd
+        self.path = path
+        reserve = Locked(Self.openReserve())
+    }
+
+    /// Accepts the next waiting client. `refusal` is what a client turned away for want
+    /// of descriptors is sent before it is closed.
+    package func accept(refusal: [UInt8]) -> Accepted {
+        reserve.withLock { reserve in
+            if reserve < 0 { reserve = Self.openReserve() }
+            let client = acceptOne()
+            if client >= 0 { return .connection(client) }
+            guard errno == EMFILE || errno == ENFILE else { return .none }  // EAGAIN, or a client gone already
+            guard reserve >= 0 else { return .exhausted }
+            close(reserve)
+            let waiting = acceptOne()
+            if waiting >= 0 { Self.refuse(waiting, refusal) }
+            reserve = Self.openReserve()
+            return waiting >= 0 ? .turnedAway : .none
+        }
+    }
+
+    /// Sends `message` without waiting (it is short and the socket new: it fits) and
+    /// closes `client` at once, so a crowd of refused clients never holds descriptors.
+    package static func refuse(_ client: Int32, _ message: [UInt8]) {
+        _ = message.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+        close(client)
+    }
+
+    /// Closes the listener and the reserve and removes the socket file.
+    package func closeAndRemove() {
+        close(fd)
+        unlink(path)
+        reserve.withLock { reserve in
+            if reserve >= 0 { close(reserve) }
+            reserve = -1
+        }
+    }
+
+    private func acceptOne() -> Int32 {
+        var client: Int32
+        repeat {
+            client = overtime_accept4(fd, nil, nil, socketFlags(nonBlocking: true))
+        } while client < 0 && errno == EINTR
+        return client
+    }
+
+    private static func openReserve() -> Int32 {
+        open("/dev/null", O_RDONLY | O_CLOEXEC)
+    }
+}
