@@ -150,6 +150,35 @@ struct SpoolTests {
         #expect(try reopened.append("continues") == 201)
     }
 
+    /// Recovery takes a segment the checkpoint has passed for stored and deletes it: a
+    /// refused segment that cannot be moved aside must not be passed.
+    @Test func aDeadLetterThatCannotBeMovedStaysQueuedAndTheCheckpointStaysBehindIt() throws {
+        let folder = TemporaryDirectory()
+        defer { folder.remove() }
+        var spool: Spool? = try Spool(directory: folder.path, configuration: configuration())
+        for chunk in 0..<10 { try spool!.append((1...10).map { Array("line \(chunk * 10 + $0) \(padding)".utf8) }) }
+        try spool!.sealActiveSegment()
+        let refused = try #require(spool!.sealedSegments.first)
+        let before = spool!.checkpoint
+        // The dead-letter folder is a file now: the move fails (ENOTDIR).
+        try FileManager.default.removeItem(atPath: folder.path + "/dead-letter")
+        try Data("not a folder".utf8).write(to: URL(fileURLWithPath: folder.path + "/dead-letter"))
+        #expect(throws: SpoolError.self) { try spool!.deadLetter(refused, reason: "refused for good") }
+        #expect(spool!.checkpoint == before)
+        #expect(spool!.sealedSegments.first?.path == refused.path)
+        spool = nil
+        try FileManager.default.removeItem(atPath: folder.path + "/dead-letter")
+        let reopened = try Spool(directory: folder.path, configuration: configuration())
+        let records = try readAll(reopened)
+        #expect(records.count == 100, "every line is still there after a restart")
+        // Once it can be moved, it is: out of the queue, into the folder, the checkpoint past it.
+        let again = try #require(reopened.sealedSegments.first { $0.number == refused.number })
+        try reopened.deadLetter(again, reason: "refused for good")
+        #expect(reopened.deadLetterCount == 1)
+        #expect(!reopened.sealedSegments.contains { $0.number == refused.number })
+        #expect(reopened.checkpoint.segment >= refused.number)
+    }
+
     @Test func dropOldestQuotaDeletesWholeSegmentsAndCountsTheLines() throws {
         let folder = TemporaryDirectory()
         defer { folder.remove() }
