@@ -1,4 +1,3 @@
-import FoundationEssentials
 import Overtime
 
 #if canImport(Glibc)
@@ -44,8 +43,7 @@ struct ControlClient {
                 description: "cannot connect to \(path): \(errnoDescription(code))\(hint)",
                 exitStatus: code == EACCES || code == EPERM ? 77 : 69)
         }
-        var line = (try? Array(JSONEncoder().encode(request))) ?? []
-        line.append(UInt8(ascii: "\n"))
+        let line = ControlProtocol.encode(request)
         var writeError: ControlClientError?
         let failure = writeAll(fd, line, to: .socket)
         if failure != 0 {
@@ -68,8 +66,12 @@ struct ControlClient {
             received += buffer[0..<count]
         }
         let answer = received.prefix { $0 != UInt8(ascii: "\n") }
-        guard let response = try? JSONDecoder().decode(ControlResponse.self, from: Data(answer)) else {
-            throw ControlClientError(description: "the daemon's answer is not valid JSON", exitStatus: 76)
+        let response: ControlResponse
+        do {
+            response = try ControlResponse(json: Array(answer))
+        } catch {
+            throw ControlClientError(
+                description: "the daemon's answer is not what it should be: \(error)", exitStatus: 76)
         }
         if waitForClose, response.ok {
             var forever = timeval(tv_sec: 0, tv_usec: 0)

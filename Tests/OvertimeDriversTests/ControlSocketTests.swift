@@ -39,7 +39,7 @@ struct ControlSocketTests {
 
         #expect(try overtimectl(["background", "--socket", path]).0 == 0)
         let (_, json, _) = try overtimectl(["status", "--json", "--socket", path])
-        let response = try JSONDecoder().decode(ControlResponse.self, from: Data(json.utf8))
+        let response = try ControlResponse(json: Array(json.utf8))
         #expect(response.status?.state == "background")
         #expect((response.status?.backgroundTimeRemaining ?? 0) > 25)
 

@@ -1,5 +1,3 @@
-import FoundationEssentials
-
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -25,9 +23,9 @@ final class ControlCommands: Sendable {
     func handle(_ line: [UInt8], context: DriverContext) -> ControlResponse {
         let request: ControlRequest
         do {
-            request = try JSONDecoder().decode(ControlRequest.self, from: Data(line))
+            request = try ControlRequest(json: line)
         } catch {
-            return .failure("malformed request: expected one JSON object like {\"command\":\"status\"}")
+            return .failure("malformed request (\(error)): expected one JSON object like {\"command\":\"status\"}")
         }
         let source = "control socket"
         switch request.command {

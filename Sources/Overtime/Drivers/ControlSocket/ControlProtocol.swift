@@ -1,5 +1,3 @@
-import FoundationEssentials
-
 /// One request on the control socket: a JSON object on one line.
 ///
 /// `{"command":"status"}`, `{"command":"tasks"}`, `{"command":"background"}`,
@@ -7,7 +5,7 @@ import FoundationEssentials
 /// `{"command":"expire"}` (all) or `{"command":"expire","id":9223372036854775809}`, and
 /// any command the program added (``Runtime/addControlCommand(_:handler:)``), with its
 /// arguments: `{"command":"history","arguments":["com.example.refresh"]}`.
-package struct ControlRequest: Codable, Sendable, Equatable {
+package struct ControlRequest: Sendable, Equatable {
     package var command: String
     package var id: UInt64?
     /// `terminate` only: expire every grant at once instead of waiting for them.
@@ -24,7 +22,7 @@ package struct ControlRequest: Codable, Sendable, Equatable {
 }
 
 /// One response: `{"ok":true,…}` or `{"ok":false,"error":"…"}`, on one line.
-package struct ControlResponse: Codable, Sendable, Equatable {
+package struct ControlResponse: Sendable, Equatable {
     package var ok: Bool
     package var error: String?
     package var status: ControlStatus?
@@ -48,7 +46,7 @@ package struct ControlResponse: Codable, Sendable, Equatable {
 }
 
 /// The runtime's state as `status` reports it.
-package struct ControlStatus: Codable, Sendable, Equatable {
+package struct ControlStatus: Sendable, Equatable {
     package var state: String
     package var pid: Int32
     package var openBackgroundTasks: Int
@@ -58,7 +56,7 @@ package struct ControlStatus: Codable, Sendable, Equatable {
 }
 
 /// An open grant as `tasks` lists it.
-package struct ControlTask: Codable, Sendable, Equatable {
+package struct ControlTask: Sendable, Equatable {
     package var id: UInt64
     package var displayID: String
     package var name: String
@@ -76,11 +74,109 @@ package enum ControlProtocol {
         "status", "tasks", "background", "foreground", "terminate", "reload", "expire",
     ]
 
+    /// A response as one line: compact JSON, members sorted, then a newline.
     package static func encode(_ response: ControlResponse) -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        var bytes = (try? Array(encoder.encode(response))) ?? Array(#"{"ok":false,"error":"encoding failed"}"#.utf8)
-        bytes.append(UInt8(ascii: "\n"))
-        return bytes
+        response.json.serialized + [UInt8(ascii: "\n")]
+    }
+
+    /// A request as one line.
+    package static func encode(_ request: ControlRequest) -> [UInt8] {
+        request.json.serialized + [UInt8(ascii: "\n")]
+    }
+}
+
+// MARK: As JSON
+
+extension ControlRequest {
+    /// The request a JSON text holds; unknown members are ignored.
+    package init(json bytes: [UInt8]) throws(JSONError) {
+        let members = try JSONValue(parsing: bytes).members("a request")
+        self.init(
+            command: try members.required("command", \.stringValue, "a string"),
+            id: try members.optional("id", { $0.integer(UInt64.self) }, "a task ID (a whole number from 0)"),
+            now: try members.optional("now", \.boolValue, "true or false"),
+            arguments: try members.optional("arguments", { $0.array(of: \.stringValue) }, "an array of strings"))
+    }
+
+    /// The request as JSON, absent members left out.
+    package var json: JSONValue {
+        var members: [String: JSONValue] = ["command": .string(command)]
+        if let id { members["id"] = JSONValue(id) }
+        if let now { members["now"] = .bool(now) }
+        if let arguments { members["arguments"] = .array(arguments.map(JSONValue.string)) }
+        return .object(members)
+    }
+}
+
+extension ControlResponse {
+    /// The response a JSON text holds; unknown members are ignored.
+    package init(json bytes: [UInt8]) throws(JSONError) {
+        let members = try JSONValue(parsing: bytes).members("a response")
+        var status: ControlStatus?
+        if let value = members["status"], value != .null { status = try ControlStatus(json: value) }
+        self.init(
+            ok: try members.required("ok", \.boolValue, "true or false"),
+            error: try members.optional("error", \.stringValue, "a string"),
+            status: status,
+            tasks: try members.optional("tasks", { $0.array(of: { try? ControlTask(json: $0) }) }, "an array of tasks"),
+            message: try members.optional("message", \.stringValue, "a string"))
+    }
+
+    /// The response as JSON, absent members left out.
+    package var json: JSONValue {
+        var members: [String: JSONValue] = ["ok": .bool(ok)]
+        if let error { members["error"] = .string(error) }
+        if let status { members["status"] = status.json }
+        if let tasks { members["tasks"] = .array(tasks.map(\.json)) }
+        if let message { members["message"] = .string(message) }
+        return .object(members)
+    }
+}
+
+extension ControlStatus {
+    /// The status a response's `status` member holds.
+    init(json: JSONValue) throws(JSONError) {
+        let members = try json.members("'status'")
+        self.init(
+            state: try members.required("state", \.stringValue, "a string"),
+            pid: try members.required("pid", { $0.integer(Int32.self) }, "a process ID"),
+            openBackgroundTasks: try members.required("openBackgroundTasks", { $0.integer(Int.self) }, "a count"),
+            backgroundTimeRemaining: try members.optional("backgroundTimeRemaining", \.doubleValue, "a number"),
+            terminating: try members.required("terminating", \.boolValue, "true or false"))
+    }
+
+    /// The status as JSON, absent members left out.
+    var json: JSONValue {
+        var members: [String: JSONValue] = [
+            "state": .string(state), "pid": JSONValue(pid), "openBackgroundTasks": JSONValue(openBackgroundTasks),
+            "terminating": .bool(terminating),
+        ]
+        if let backgroundTimeRemaining { members["backgroundTimeRemaining"] = JSONValue(backgroundTimeRemaining) }
+        return .object(members)
+    }
+}
+
+extension ControlTask {
+    /// The task an element of a response's `tasks` member holds.
+    init(json: JSONValue) throws(JSONError) {
+        let members = try json.members("a task")
+        self.init(
+            id: try members.required("id", { $0.integer(UInt64.self) }, "a task ID"),
+            displayID: try members.required("displayID", \.stringValue, "a string"),
+            name: try members.required("name", \.stringValue, "a string"),
+            callSite: try members.required("callSite", \.stringValue, "a string"),
+            ageSeconds: try members.required("ageSeconds", \.doubleValue, "a number"),
+            remainingSeconds: try members.optional("remainingSeconds", \.doubleValue, "a number"),
+            expired: try members.required("expired", \.boolValue, "true or false"))
+    }
+
+    /// The task as JSON, absent members left out.
+    var json: JSONValue {
+        var members: [String: JSONValue] = [
+            "id": JSONValue(id), "displayID": .string(displayID), "name": .string(name), "callSite": .string(callSite),
+            "ageSeconds": JSONValue(ageSeconds), "expired": .bool(expired),
+        ]
+        if let remainingSeconds { members["remainingSeconds"] = JSONValue(remainingSeconds) }
+        return .object(members)
     }
 }
