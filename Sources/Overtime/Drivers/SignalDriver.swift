@@ -89,7 +89,9 @@ final class SignalDriver {
     private func received(_ signal: Int32) {
         guard let action = actions[signal] else { return }
         context.turn {
-            context.logger.info("received \(signalName(signal))", metadata: ["action": "\(action)"])
+            // The action in the message, not as metadata: this line is on the way to exit,
+            // and formatting a first metadata dictionary was most of the stop's own work.
+            context.logger.info("received \(signalName(signal)): \(action)")
             context.request(action.request, from: signalName(signal))
         }
     }
