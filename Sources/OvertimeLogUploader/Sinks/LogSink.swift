@@ -7,4 +7,13 @@
 public protocol LogSink: Sendable, CustomStringConvertible {
     /// Stores `segment` (the file at `segment.path`, byte for byte) under `segment.name`.
     func store(_ segment: SealedSegment) async throws(SinkError)
+
+    /// How many ``store(_:)`` calls it takes at once; the uploader starts at most this
+    /// many (and at most ``UploaderConfiguration/maximumUploadsInFlight``).
+    var concurrentStores: Int { get }
+}
+
+extension LogSink {
+    /// One store at a time, unless the sink says otherwise.
+    public var concurrentStores: Int { 1 }
 }

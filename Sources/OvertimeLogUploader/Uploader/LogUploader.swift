@@ -6,7 +6,7 @@
 //   drain task (cooperative pool, inside a grant) ── seals, picks the oldest segment,
 //        │             waits out backoffs on the runtime's timer
 //        ▼
-//   sink: HTTPSink ── a libcurl transfer on the runtime's loop thread
+//   sink: HTTPSink, S3Sink ── libcurl transfers on the runtime's loop thread, several at once
 //         DirectorySink / SyslogSink / RELPSink ── their own queue (blocking I/O)
 //        ▼
 //   Acknowledger queue ── checkpoint write + two fdatasyncs, coalesced, beside the next
@@ -23,10 +23,13 @@ import Overtime
 ///
 /// On `didEnterBackground` and on `willTerminate` it begins a grant (in the observer, so
 /// the program does not suspend first), seals the active segment and uploads sealed
-/// segments oldest first, moving the checkpoint after each acknowledgement. It stops
-/// starting uploads when the time left before expiration is below its estimate of one
-/// upload. On expiration it cancels the upload in flight, leaves the checkpoint where it
-/// is and ends the grant. Failed uploads are retried with backoff inside the grant while
+/// segments oldest first, moving the checkpoint after each acknowledgement. Up to
+/// ``UploaderConfiguration/maximumUploadsInFlight`` uploads run at once where the sink
+/// takes them (``LogSink/concurrentStores``); a segment is acknowledged only after every
+/// older one, so the checkpoint never passes a segment the collector does not hold. It
+/// stops starting uploads when the time left before expiration is below its estimate of
+/// one upload. On expiration it cancels the uploads in flight, leaves the checkpoint where
+/// it is and ends the grant. Failed uploads are retried with backoff inside the grant while
 /// time allows; a segment refused for good goes to the dead-letter folder.
 ///
 /// A backoff never outlasts the grant's time: a `Retry-After` is honoured up to the last
@@ -122,7 +125,7 @@ public final class LogUploader: Sendable {
     public func drainInGrant(reason: String) {
         let holder = Locked<Task<Void, Never>?>(nil)
         let id = runtime.beginBackgroundTask(name: "log-upload") {
-            holder.withLock { $0?.cancel() }  // expiration: abort the upload in flight
+            holder.withLock { $0?.cancel() }  // expiration: abort the uploads in flight
         }
         guard !id.isInvalid else {
             logger.warning("no grant for uploading logs", metadata: ["reason": "\(reason)"])
@@ -137,7 +140,7 @@ public final class LogUploader: Sendable {
 
     /// Drains inside the caller's grant (a scheduled run's, say) and returns the sealed
     /// segments still in the spool afterwards: 0 when everything sealed was stored or
-    /// dead-lettered. Cancelling the calling task aborts the upload in flight, as an
+    /// dead-lettered. Cancelling the calling task aborts the uploads in flight, as an
     /// expiration does. When a drain is already running, it goes round once more for
     /// this call (as ``drainInGrant(reason:)`` asks) and this call waits for it without
     /// cancelling it: that drain belongs to another grant.
@@ -200,58 +203,131 @@ public final class LogUploader: Sendable {
         }
     }
 
+    /// How one upload ended: stored (and how long it took), or the sink's error.
+    private enum UploadOutcome: Sendable {
+        case stored(took: Duration)
+        case failed(SinkError)
+    }
+
+    /// Uploads sealed segments oldest first, up to ``UploaderConfiguration/maximumUploadsInFlight``
+    /// undecided at once (as many as the sink takes), and decides on each in spool order:
+    /// the checkpoint is a high-water mark, so a segment is acknowledged only once every
+    /// older one was (or was dead-lettered). A younger segment stored while an older one
+    /// waits out a backoff keeps its outcome until the older one is through; one still in
+    /// flight or undecided when the drain stops is sent again next time (sinks are
+    /// idempotent).
     private func drainSegments(_ acknowledger: Acknowledger) async {
         do {
             try spool.sealActiveSegment()
         } catch {
             logger.error("cannot seal the active segment: \(error)")
         }
-        var generator = SystemRandomNumberGenerator()
-        let retry = RetryPolicy(initial: configuration.initialRetryDelay, cap: configuration.maximumRetryDelay)
-        var attempt = 0
-        var finished = Set<String>()  // paths stored or dead-lettered in this drain
-        while let segment = spool.sealedSegments.first(where: { !finished.contains($0.path) }) {
-            if Task.isCancelled { return noteExpired() }
-            guard enoughTime(for: estimate) else { return noteStoppedForTime() }
-            // The checkpoint could not be written: stop; what is not acknowledged is sent again.
-            if acknowledger.failure != nil { return }
-            let started = runtime.clock.now
-            do {
-                try await sink.store(segment)
-                acknowledger.submit(segment)
-                finished.insert(segment.path)
-                record(took: runtime.clock.now - started)
-                attempt = 0
-            } catch {
-                switch error.code {
-                case .cancelled:
-                    return noteExpired()
-                case .permanent:
-                    finished.insert(segment.path)
-                    do throws(SpoolError) {
-                        try spool.deadLetter(segment, reason: error.reason)
-                    } catch {
-                        noteFailure(error, segment: segment)
-                        continue  // still in the spool: sent again next drain
+        let window = max(1, min(configuration.maximumUploadsInFlight, sink.concurrentStores))
+        await withTaskGroup(of: (SealedSegment, UploadOutcome).self) { uploads in
+            // Whatever stops this drain, no upload outlives it.
+            defer { uploads.cancelAll() }
+            var generator = SystemRandomNumberGenerator()
+            let retry = RetryPolicy(initial: configuration.initialRetryDelay, cap: configuration.maximumRetryDelay)
+            var attempt = 0
+            var finished = Set<String>()  // paths stored or dead-lettered in this drain
+            var inFlight = Set<String>()
+            var stored: [String: Duration] = [:]  // younger ones stored, each with how long it took
+            // Younger ones that failed: sent again when they are the oldest, so that the
+            // backoff of the oldest paces every retry.
+            var retryLater = Set<String>()
+            var outOfTime = false
+            while true {
+                if Task.isCancelled { return noteExpired() }
+                // The checkpoint could not be written: stop; what is not acknowledged is sent again.
+                if acknowledger.failure != nil { return }
+                let waiting = spool.sealedSegments.filter { !finished.contains($0.path) }
+                guard let oldest = waiting.first else { return }
+                // What the quota dropped meanwhile holds no place in the window.
+                let present = Set(waiting.map(\.path))
+                stored = stored.filter { present.contains($0.key) }
+                retryLater.formIntersection(present)
+                retryLater.remove(oldest.path)
+                for segment in waiting where !outOfTime {
+                    let path = segment.path
+                    if inFlight.contains(path) || stored[path] != nil || retryLater.contains(path) { continue }
+                    // The window counts every upload not yet decided on, so that no more than
+                    // it are sent again after a crash; the oldest always goes, as it decides.
+                    guard path == oldest.path || inFlight.count + stored.count + retryLater.count < window else {
+                        break
                     }
-                    deadLettered.increment()
-                    state.withLock {
-                        $0.statistics.deadLetteredSegments += 1
-                        $0.statistics.deadLetteredLines += segment.records
-                        $0.statistics.lastError = "\(error)"
+                    guard enoughTime(for: estimate) else {
+                        outOfTime = true
+                        break
                     }
-                default:  // retryable, and any code added later
-                    noteFailure(error, segment: segment)
-                    var delay = retry.delay(attempt: attempt, retryAfter: error.retryAfter, using: &generator)
-                    attempt += 1
-                    // Never wait past the last moment one more upload still fits.
-                    if let left = timeBeforeExpiration() {
-                        guard left > estimate else { return noteStoppedForTime() }
-                        delay = min(delay, left - estimate)
+                    inFlight.insert(path)
+                    uploads.addTask { [sink, runtime] in
+                        let started = runtime.clock.now
+                        do throws(SinkError) {
+                            try await sink.store(segment)
+                            return (segment, .stored(took: runtime.clock.now - started))
+                        } catch {
+                            return (segment, .failed(error))
+                        }
                     }
-                    if await backoff.sleep(for: delay) {
-                        if Task.isCancelled { return noteExpired() }
-                        attempt = 0  // woken by a lifecycle change: the collector may be back
+                }
+                guard inFlight.contains(oldest.path) || stored[oldest.path] != nil else {
+                    return noteStoppedForTime()  // not started: too little time left
+                }
+                // Uploads end in any order; the oldest's outcome decides.
+                var decided: UploadOutcome?
+                if let took = stored.removeValue(forKey: oldest.path) { decided = .stored(took: took) }
+                while decided == nil, let (segment, outcome) = await uploads.next() {
+                    inFlight.remove(segment.path)
+                    if segment.path == oldest.path {
+                        decided = outcome
+                    } else if case .stored(let took) = outcome {
+                        stored[segment.path] = took
+                    } else {
+                        retryLater.insert(segment.path)
+                        if case .failed(let error) = outcome, error.code != .cancelled {
+                            noteFailure(error, segment: segment)
+                        }
+                    }
+                }
+                guard let outcome = decided else { return }  // unreachable: the oldest was in flight
+                switch outcome {
+                case .stored(let took):
+                    acknowledger.submit(oldest)
+                    finished.insert(oldest.path)
+                    record(took: took)
+                    attempt = 0
+                case .failed(let error):
+                    switch error.code {
+                    case .cancelled:
+                        return noteExpired()
+                    case .permanent:
+                        finished.insert(oldest.path)
+                        do throws(SpoolError) {
+                            try spool.deadLetter(oldest, reason: error.reason)
+                        } catch {
+                            noteFailure(error, segment: oldest)
+                            continue  // still in the spool: sent again next drain
+                        }
+                        deadLettered.increment()
+                        state.withLock {
+                            $0.statistics.deadLetteredSegments += 1
+                            $0.statistics.deadLetteredLines += oldest.records
+                            $0.statistics.lastError = "\(error)"
+                        }
+                    default:  // retryable, and any code added later
+                        noteFailure(error, segment: oldest)
+                        var delay = retry.delay(attempt: attempt, retryAfter: error.retryAfter, using: &generator)
+                        attempt += 1
+                        // Never wait past the last moment one more upload still fits.
+                        if let left = timeBeforeExpiration() {
+                            guard left > estimate else { return noteStoppedForTime() }
+                            delay = min(delay, left - estimate)
+                        }
+                        // Younger uploads go on meanwhile; they are decided after this one.
+                        if await backoff.sleep(for: delay) {
+                            if Task.isCancelled { return noteExpired() }
+                            attempt = 0  // woken by a lifecycle change: the collector may be back
+                        }
                     }
                 }
             }

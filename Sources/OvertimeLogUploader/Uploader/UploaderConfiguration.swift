@@ -8,6 +8,13 @@ public struct UploaderConfiguration: Sendable {
     /// The cap on a retry delay the uploader draws (a collector's `Retry-After` is
     /// honoured beyond it, but never past the grant's expiration point). Default 30 s.
     public var maximumRetryDelay: Duration = .seconds(30)
+    /// How many segments are uploaded at once, for sinks that take more than one
+    /// (``LogSink/concurrentStores``: HTTP and S3; the folder, syslog and RELP sinks take
+    /// one). A segment is still acknowledged only after every older one, so the checkpoint
+    /// never passes a segment the collector does not hold, and after a crash at most this
+    /// many are sent again (under the same names). Default 4: uploads travel while the
+    /// collector answers earlier ones.
+    public var maximumUploadsInFlight = 4
 
     /// The defaults.
     public init() {}

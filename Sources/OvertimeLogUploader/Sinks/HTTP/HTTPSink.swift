@@ -46,6 +46,10 @@ public final class HTTPSink: LogSink {
     /// The base URL.
     public var description: String { baseURL }
 
+    /// Any number: each store is a transfer of its own on libcurl's multi handle, on the
+    /// runtime's loop (the uploader's ``UploaderConfiguration/maximumUploadsInFlight`` limits).
+    public var concurrentStores: Int { .max }
+
     /// Why libcurl cannot be loaded (it is loaded when the first request needs it, so a
     /// program that never uploads over HTTP does not load it), or `nil` once it is. A
     /// program may ask at start to fail early; until it loads, every upload is retried.

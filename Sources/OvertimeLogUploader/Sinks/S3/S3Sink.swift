@@ -36,8 +36,9 @@ public final class S3Sink: LogSink {
     public let configuration: S3SinkConfiguration
     private let bucket: S3Bucket
     private let logger: Logger
-    /// The streams whose leftover multipart uploads were looked for.
-    private let sweptStreams = Locked<Set<Substring>>([])
+    /// Each stream's sweep of leftover multipart uploads, once begun (shared by the stores
+    /// that wait for it).
+    private let sweeps = Locked<[Substring: Task<Bool, Never>]>([:])
 
     /// Stores under `configuration`, on `runtime`'s loop, signing with `runtime`'s wall
     /// clock; says on `logger` what it cleans up.
@@ -53,6 +54,10 @@ public final class S3Sink: LogSink {
 
     /// The bucket, prefix and endpoint; never the secret.
     public var description: String { configuration.description }
+
+    /// Any number: each store is a transfer of its own on libcurl's multi handle, on the
+    /// runtime's loop (the uploader's ``UploaderConfiguration/maximumUploadsInFlight`` limits).
+    public var concurrentStores: Int { .max }
 
     /// Why the libraries the sink needs (libcurl, libcrypto) cannot be loaded, or `nil` once
     /// they are. A program may ask at start to fail early; until they load, uploads are retried.
@@ -86,21 +91,45 @@ public final class S3Sink: LogSink {
     /// Once per stream, before its first upload here: aborts the multipart uploads a crash
     /// left under the stream's keys. A failure is logged and tried again with the next
     /// segment (or, refused for good, not again); it never holds the segment back.
+    /// Stores that run at once share one sweep: a second sweep listing the first store's
+    /// multipart upload would abort it.
     private func abortLeftoverUploads(of segment: SealedSegment) async throws(SinkError) {
         let stream = segment.name.prefix { $0 != "/" }
-        guard !sweptStreams.withLock({ $0.contains(stream) }) else { return }
+        let sweep = sweeps.withLock { sweeps in
+            if let shared = sweeps[stream] { return shared }
+            let started = Task { await self.sweep(stream) }
+            sweeps[stream] = started
+            return started
+        }
+        let done = await withTaskCancellationHandler {
+            await sweep.value
+        } onCancel: {
+            sweep.cancel()
+        }
+        if !done {
+            // Tried again with the next segment.
+            sweeps.withLock { sweeps in
+                if sweeps[stream] == sweep { sweeps[stream] = nil }
+            }
+        }
+        if Task.isCancelled { throw .cancelled }
+    }
+
+    /// Aborts what a previous run left under `stream`'s keys; whether the stream needs no
+    /// other sweep (done, or refused for good).
+    private func sweep(_ stream: Substring) async -> Bool {
         let streamPrefix = keyPrefix + stream + "/"
         do {
             let aborted = try await bucket.abortUnfinishedUploads(under: streamPrefix)
-            sweptStreams.withLock { _ = $0.insert(stream) }
             if aborted > 0 {
                 logger.notice(
                     "aborted \(aborted) unfinished multipart upload(s) a previous run left under \(streamPrefix)")
             }
+            return true
         } catch {
-            if error.code == .cancelled { throw error }
-            if error.code == .permanent { sweptStreams.withLock { _ = $0.insert(stream) } }
+            if error.code == .cancelled { return false }
             logger.warning("cannot look for unfinished multipart uploads under \(streamPrefix): \(error)")
+            return error.code == .permanent
         }
     }
 
