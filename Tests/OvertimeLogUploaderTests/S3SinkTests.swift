@@ -252,6 +252,37 @@ struct S3SinkTests {
         await stop(runtime)
     }
 
+    @Test func storesMadeAtOnceShareTheStreamsOneSweepAndAbortNoneOfEachOther() async throws {
+        let store = try await onOwnThread { try SeaweedFSServer() }
+        let folder = TemporaryDirectory("s3")
+        defer { folder.remove() }
+        let spool = try spoolWithSegments(folder, lines: 300)
+        let segments = Array(spool.sealedSegments.prefix(4))
+        #expect(segments.count == 4)
+        let stream = segments[0].name.prefix { $0 != "/" }
+        let leftovers = ["fleet/device-7/\(stream)/00000000000000000900.log", "fleet/device-7/\(stream)/x.log"]
+        for key in leftovers { try await onOwnThread { try store.startUpload(key) } }
+        let runtime = try runtime()
+        let capture = LogCapture()
+        let sink = try S3Sink(configuration: configuration(store), runtime: runtime, logger: capture.logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for segment in segments { group.addTask { try await self.storeRetrying(sink, segment) } }
+            try await group.waitForAll()
+        }
+        let sweeps = capture.messages(at: .notice).filter { $0.message.contains("unfinished multipart upload(s)") }
+        #expect(
+            sweeps.map(\.message) == [
+                "aborted 2 unfinished multipart upload(s) a previous run left under fleet/device-7/\(stream)/"
+            ])
+        #expect(try await onOwnThread { try store.unfinishedUploads() }.isEmpty)
+        let stored = try await onOwnThread { try store.objects() }
+        for segment in segments {
+            let object = stored.first { $0.key == sink.objectKey(for: segment) }
+            #expect(object?.content == (try segment.readBytes()))
+        }
+        await stop(runtime)
+    }
+
     @Test func theUploaderRidesOutAStoreKilledMidUploadAndLosesNothing() async throws {
         let store = try await onOwnThread { try SeaweedFSServer() }
         let folder = TemporaryDirectory("s3")

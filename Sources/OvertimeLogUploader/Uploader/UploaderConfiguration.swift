@@ -13,7 +13,7 @@ public struct UploaderConfiguration: Sendable {
     /// one). A segment is still acknowledged only after every older one, so the checkpoint
     /// never passes a segment the collector does not hold, and after a crash at most this
     /// many are sent again (under the same names). Default 4: uploads travel while the
-    /// collector answers earlier ones.
+    /// collector answers earlier ones. Values below 1 count as 1.
     public var maximumUploadsInFlight = 4
 
     /// The defaults.

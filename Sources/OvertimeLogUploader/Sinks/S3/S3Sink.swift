@@ -36,9 +36,14 @@ public final class S3Sink: LogSink {
     public let configuration: S3SinkConfiguration
     private let bucket: S3Bucket
     private let logger: Logger
-    /// Each stream's sweep of leftover multipart uploads, once begun (shared by the stores
-    /// that wait for it).
-    private let sweeps = Locked<[Substring: Task<Bool, Never>]>([:])
+    /// Each stream's sweep of leftover multipart uploads, once begun.
+    private let sweeps = Locked<[Substring: Sweep]>([:])
+
+    /// Where a stream's sweep stands: being made (other stores wait for it), or done.
+    private enum Sweep: Sendable {
+        case running(waiting: [CheckedContinuation<Void, Never>])
+        case done
+    }
 
     /// Stores under `configuration`, on `runtime`'s loop, signing with `runtime`'s wall
     /// clock; says on `logger` what it cleans up.
@@ -91,25 +96,33 @@ public final class S3Sink: LogSink {
     /// Once per stream, before its first upload here: aborts the multipart uploads a crash
     /// left under the stream's keys. A failure is logged and tried again with the next
     /// segment (or, refused for good, not again); it never holds the segment back.
-    /// Stores that run at once share one sweep: a second sweep listing the first store's
-    /// multipart upload would abort it.
+    /// Stores that run at once share one sweep, made by the first of them (in its own task:
+    /// no task of the global executor, whose threads would wake an idle daemon): a second
+    /// sweep listing the first store's multipart upload would abort it.
     private func abortLeftoverUploads(of segment: SealedSegment) async throws(SinkError) {
         let stream = segment.name.prefix { $0 != "/" }
-        let sweep = sweeps.withLock { sweeps in
-            if let shared = sweeps[stream] { return shared }
-            let started = Task { await self.sweep(stream) }
-            sweeps[stream] = started
-            return started
+        let first = sweeps.withLock { sweeps in
+            guard sweeps[stream] == nil else { return false }
+            sweeps[stream] = .running(waiting: [])
+            return true
         }
-        let done = await withTaskCancellationHandler {
-            await sweep.value
-        } onCancel: {
-            sweep.cancel()
-        }
-        if !done {
-            // Tried again with the next segment.
-            sweeps.withLock { sweeps in
-                if sweeps[stream] == sweep { sweeps[stream] = nil }
+        if first {
+            let done = await sweep(stream)
+            let waiting = sweeps.withLock { sweeps -> [CheckedContinuation<Void, Never>] in
+                defer { sweeps[stream] = done ? .done : nil }  // nil: tried again with the next segment
+                if case .running(let waiting) = sweeps[stream] { return waiting }
+                return []
+            }
+            for waiter in waiting { waiter.resume() }
+        } else {
+            await withCheckedContinuation { continuation in
+                let running = sweeps.withLock { sweeps in
+                    guard case .running(var waiting) = sweeps[stream] else { return false }
+                    waiting.append(continuation)
+                    sweeps[stream] = .running(waiting: waiting)
+                    return true
+                }
+                if !running { continuation.resume() }
             }
         }
         if Task.isCancelled { throw .cancelled }
