@@ -247,3 +247,59 @@ struct UploadWindowTests {
         }
     }
 }
+
+/// The window's bookkeeping alone, as transcripts: what may start, what an ended upload
+/// means, what is decided on.
+@Suite("UploadWindow: which uploads run and which is decided on")
+struct UploadWindowBookkeepingTests {
+    private let unavailable = SinkError.retryable("503 Service Unavailable", retryAfter: nil)
+
+    /// Starts what the window lets start of `waiting` (the oldest first); their names.
+    private func startWhatMay(_ window: inout UploadWindow, _ waiting: [String]) -> [String] {
+        window.align(waitingPaths: Set(waiting), oldest: waiting[0])
+        let started = window.toStart(waiting) { $0 }
+        for path in started { window.started(path) }
+        return started
+    }
+
+    @Test func youngerOutcomesWaitTheirTurnAndTheWindowCountsThemAll() {
+        var window = UploadWindow(size: 3)
+        #expect(startWhatMay(&window, ["a", "b", "c", "d", "e"]) == ["a", "b", "c"])
+        #expect(window.ended("c", .stored(took: .milliseconds(3)), oldest: "a") == .kept)
+        #expect(window.ended("b", .failed(unavailable), oldest: "a") == .later(unavailable))
+        // Three undecided (one in flight, one stored, one to send again): nothing more starts.
+        #expect(startWhatMay(&window, ["a", "b", "c", "d", "e"]) == [])
+        #expect(
+            window.ended("a", .stored(took: .milliseconds(5)), oldest: "a") == .decide(.stored(took: .milliseconds(5))))
+        // "a" decided: "b" is the oldest and goes again; "c" keeps its outcome; room for "d".
+        #expect(startWhatMay(&window, ["b", "c", "d", "e"]) == ["b", "d"])
+        #expect(window.takeStored("b") == nil)
+        #expect(window.ended("d", .failed(.cancelled), oldest: "b") == .later(nil))  // cancelled: nothing to report
+        #expect(
+            window.ended("b", .stored(took: .milliseconds(4)), oldest: "b") == .decide(.stored(took: .milliseconds(4))))
+        // "c" stored earlier: decided at once, without a second upload.
+        #expect(startWhatMay(&window, ["c", "d", "e"]) == ["e"])
+        #expect(window.takeStored("c") == .stored(took: .milliseconds(3)))
+        #expect(window.inFlight == ["e"])
+    }
+
+    @Test func theOldestAlwaysGoesAndWhatLeftTheSpoolHoldsNoPlace() {
+        var window = UploadWindow(size: 2)
+        #expect(startWhatMay(&window, ["a", "b", "c"]) == ["a", "b"])
+        #expect(window.ended("b", .stored(took: .zero), oldest: "a") == .kept)
+        #expect(window.ended("a", .failed(unavailable), oldest: "a") == .decide(.failed(unavailable)))
+        // After its backoff the oldest goes again although the window is full ("b" stored).
+        #expect(startWhatMay(&window, ["a", "b", "c"]) == ["a"])
+        // The quota dropped "b": its place is free.
+        #expect(startWhatMay(&window, ["a", "c"]) == ["c"])
+        #expect(window.takeStored("b") == nil)
+    }
+
+    @Test func aWindowOfLessThanOneIsOne() {
+        for size in [0, -3, 1] {
+            var window = UploadWindow(size: size)
+            #expect(window.size == 1)
+            #expect(startWhatMay(&window, ["a", "b"]) == ["a"])
+        }
+    }
+}

@@ -203,26 +203,17 @@ public final class LogUploader: Sendable {
         }
     }
 
-    /// How one upload ended: stored (and how long it took), or the sink's error.
-    private enum UploadOutcome: Sendable {
-        case stored(took: Duration)
-        case failed(SinkError)
-    }
-
     /// Uploads sealed segments oldest first, up to ``UploaderConfiguration/maximumUploadsInFlight``
-    /// undecided at once (as many as the sink takes), and decides on each in spool order:
-    /// the checkpoint is a high-water mark, so a segment is acknowledged only once every
-    /// older one was (or was dead-lettered). A younger segment stored while an older one
-    /// waits out a backoff keeps its outcome until the older one is through; one still in
-    /// flight or undecided when the drain stops is sent again next time (sinks are
-    /// idempotent).
+    /// undecided at once (as many as the sink takes), deciding on each in spool order
+    /// (``UploadWindow`` keeps that account). One still in flight or undecided when the
+    /// drain stops is sent again next time (sinks are idempotent).
     private func drainSegments(_ acknowledger: Acknowledger) async {
         do {
             try spool.sealActiveSegment()
         } catch {
             logger.error("cannot seal the active segment: \(error)")
         }
-        let window = max(1, min(configuration.maximumUploadsInFlight, sink.concurrentStores))
+        var window = UploadWindow(size: min(configuration.maximumUploadsInFlight, sink.concurrentStores))
         await withTaskGroup(of: (SealedSegment, UploadOutcome).self) { uploads in
             // Whatever stops this drain, no upload outlives it.
             defer { uploads.cancelAll() }
@@ -230,11 +221,6 @@ public final class LogUploader: Sendable {
             let retry = RetryPolicy(initial: configuration.initialRetryDelay, cap: configuration.maximumRetryDelay)
             var attempt = 0
             var finished = Set<String>()  // paths stored or dead-lettered in this drain
-            var inFlight = Set<String>()
-            var stored: [String: Duration] = [:]  // younger ones stored, each with how long it took
-            // Younger ones that failed: sent again when they are the oldest, so that the
-            // backoff of the oldest paces every retry.
-            var retryLater = Set<String>()
             var outOfTime = false
             while true {
                 if Task.isCancelled { return noteExpired() }
@@ -242,24 +228,13 @@ public final class LogUploader: Sendable {
                 if acknowledger.failure != nil { return }
                 let waiting = spool.sealedSegments.filter { !finished.contains($0.path) }
                 guard let oldest = waiting.first else { return }
-                // What the quota dropped meanwhile holds no place in the window.
-                let present = Set(waiting.map(\.path))
-                stored = stored.filter { present.contains($0.key) }
-                retryLater.formIntersection(present)
-                retryLater.remove(oldest.path)
-                for segment in waiting where !outOfTime {
-                    let path = segment.path
-                    if inFlight.contains(path) || stored[path] != nil || retryLater.contains(path) { continue }
-                    // The window counts every upload not yet decided on, so that no more than
-                    // it are sent again after a crash; the oldest always goes, as it decides.
-                    guard path == oldest.path || inFlight.count + stored.count + retryLater.count < window else {
-                        break
-                    }
+                window.align(waitingPaths: Set(waiting.map(\.path)), oldest: oldest.path)
+                for segment in window.toStart(waiting, path: \.path) where !outOfTime {
                     guard enoughTime(for: estimate) else {
                         outOfTime = true
                         break
                     }
-                    inFlight.insert(path)
+                    window.started(segment.path)
                     uploads.addTask { [sink, runtime] in
                         let started = runtime.clock.now
                         do throws(SinkError) {
@@ -270,23 +245,16 @@ public final class LogUploader: Sendable {
                         }
                     }
                 }
-                guard inFlight.contains(oldest.path) || stored[oldest.path] != nil else {
+                var decided = window.takeStored(oldest.path)
+                if decided == nil, !window.inFlight.contains(oldest.path) {
                     return noteStoppedForTime()  // not started: too little time left
                 }
                 // Uploads end in any order; the oldest's outcome decides.
-                var decided: UploadOutcome?
-                if let took = stored.removeValue(forKey: oldest.path) { decided = .stored(took: took) }
                 while decided == nil, let (segment, outcome) = await uploads.next() {
-                    inFlight.remove(segment.path)
-                    if segment.path == oldest.path {
-                        decided = outcome
-                    } else if case .stored(let took) = outcome {
-                        stored[segment.path] = took
-                    } else {
-                        retryLater.insert(segment.path)
-                        if case .failed(let error) = outcome, error.code != .cancelled {
-                            noteFailure(error, segment: segment)
-                        }
+                    switch window.ended(segment.path, outcome, oldest: oldest.path) {
+                    case .decide(let outcome): decided = outcome
+                    case .kept, .later(nil): break
+                    case .later(let error?): noteFailure(error, segment: segment)
                     }
                 }
                 guard let outcome = decided else { return }  // unreachable: the oldest was in flight
