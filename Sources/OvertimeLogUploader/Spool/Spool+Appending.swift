@@ -35,8 +35,6 @@ extension Spool {
         if let long = lines.first(where: { $0.count > SegmentFormat.maximumLineBytes }) {
             throw .lineTooLong(bytes: long.count)
         }
-        var encoded: [UInt8] = []
-        encoded.reserveCapacity(lines.reduce(0) { $0 + $1.count + SegmentFormat.frameSize + 16 })
         let time = UInt64(clamping: clock.wallClockNow.nanosecondsSinceEpoch)
         let needed = lines.reduce(0) { $0 + $1.count + SegmentFormat.frameSize + SegmentFormat.bodyPrefixSize }
         let quota = configuration.quotaBytes
@@ -50,13 +48,17 @@ extension Spool {
         ) { (state, _) throws(SpoolError) in
             try makeRoom(&state, needed: needed)
             let first = state.nextSequence
+            // Encoded straight into the batch: a burst then holds its bytes once, not twice.
+            let start = state.pending.count
+            if state.pending.capacity < start + needed {
+                state.pending.reserveCapacity(max(start + needed, 2 * state.pending.capacity))
+            }
             for line in lines {
-                SegmentFormat.appendRecord(sequence: state.nextSequence, time: time, line: line, to: &encoded)
+                SegmentFormat.appendRecord(sequence: state.nextSequence, time: time, line: line, to: &state.pending)
                 state.nextSequence += 1
             }
-            state.pending += encoded
             state.pendingRecords += lines.count
-            state.storedBytes += encoded.count
+            state.storedBytes += state.pending.count - start
             let lead = !state.writing
             state.writing = true
             return (first...(state.nextSequence - 1), state.issuedTicket + 1, lead)
