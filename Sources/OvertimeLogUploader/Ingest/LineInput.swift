@@ -14,6 +14,10 @@ import Overtime
 /// (stdin up to what `FIONREAD` reports, datagrams until `EAGAIN`) before the final drain,
 /// so lines a producer already wrote are not left in a pipe when the process exits.
 ///
+/// After a burst (a full buffer or more read), a reader gives the allocator's free memory
+/// back to the system at the first moment its input is quiet, so a daemon's size after a
+/// burst is its size before it.
+///
 /// Counted: `overtime_ingest_rejected_lines_total` (the spool refused them: a full disk or
 /// quota) and `overtime_ingest_truncated_lines_total` (cut to the line limit).
 public final class LineInput: Sendable {
@@ -51,6 +55,7 @@ public final class LineInput: Sendable {
         spawnThread(name: "stdin-reader") { [self] in
             var splitter = LineSplitter()
             var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            var burst = BurstMemoryPolicy(threshold: buffer.count)
             var stopping = false
             var atEnd = false
             while !atEnd {
@@ -59,6 +64,8 @@ public final class LineInput: Sendable {
                         pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0),
                         pollfd(fd: stopPipe.read, events: Int16(POLLIN), revents: 0),
                     ]
+                    // Only after a burst: one more poll, that does not wait, to see quiet.
+                    if burst.isDue, poll(&fds, 2, 0) == 0, burst.quiet() { AllocatorMemory.returnFreeMemory() }
                     if poll(&fds, 2, -1) < 0 { continue }
                     stopping = fds[1].revents != 0
                     if stopping, fds[0].revents == 0 { break }
@@ -71,7 +78,10 @@ public final class LineInput: Sendable {
                 let count = read(STDIN_FILENO, &buffer, min(buffer.count, Int(available)))
                 if count < 0, errno == EINTR { continue }
                 atEnd = count <= 0
-                if count > 0 { append(splitter.split(buffer[0..<count])) }
+                if count > 0 {
+                    append(splitter.split(buffer[0..<count]))
+                    burst.read(count)
+                }
                 let newlyTruncated = counts.withLock { counts in
                     defer { counts.truncated = splitter.truncatedLines }
                     return splitter.truncatedLines - counts.truncated
@@ -79,6 +89,7 @@ public final class LineInput: Sendable {
                 if newlyTruncated > 0 { truncatedLines.increment(by: Int64(newlyTruncated)) }
             }
             if let last = splitter.finish() { append([last]) }
+            if burst.quiet() { AllocatorMemory.returnFreeMemory() }  // the input is over: quiet for good
             readers.leave()
             if atEnd { onEnd() }
         }
@@ -105,6 +116,7 @@ public final class LineInput: Sendable {
         readers.enter()
         spawnThread(name: "dgram-reader") { [self] in
             var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            var burst = BurstMemoryPolicy(threshold: buffer.count)
             var stopping = false
             while true {
                 if !stopping {
@@ -118,9 +130,12 @@ public final class LineInput: Sendable {
                 // MSG_TRUNC: the datagram's real length, so a longer one is seen, not cut silently.
                 let count = recv(socket, &buffer, buffer.count, Int32(MSG_DONTWAIT | MSG_TRUNC))
                 if count < 0 {
-                    if errno == EINTR || (errno == EAGAIN && !stopping) { continue }
+                    let code = errno
+                    if code == EAGAIN, !stopping, burst.quiet() { AllocatorMemory.returnFreeMemory() }
+                    if code == EINTR || (code == EAGAIN && !stopping) { continue }
                     break
                 }
+                burst.read(count)
                 if count > buffer.count {
                     counts.withLock { $0.truncatedDatagrams += 1 }
                     truncatedLines.increment()
