@@ -63,14 +63,16 @@ struct DeadlineSchedule {
         return next
     }
 
-    /// Removes and returns the heap entries due at `now`, earliest first.
-    mutating func popDue(now: MonotonicInstant) -> [Entry] {
-        var due: [Entry] = []
-        while let top = heap.first, top.at <= now {
-            due.append(top)
-            removeTop()
-        }
-        return due
+    /// Removes and returns the earliest heap entry due at `now`, if any.
+    ///
+    /// One at a time, with no array of what is due: the loop takes them as they come. An
+    /// array that grows past a kilobyte when many are due at once is a large allocation,
+    /// and glibc answers the first one after many small frees (each ended grant's record)
+    /// by consolidating all of them at once: one 10 ms stall in 100,000 expirations.
+    mutating func popNextDue(now: MonotonicInstant) -> Entry? {
+        guard let top = heap.first, top.at <= now else { return nil }
+        removeTop()
+        return top
     }
 
     /// A grant with `count` entries still in the heap ended: they are stale now.

@@ -153,16 +153,13 @@ extension RuntimeCore {
     /// checks, the budget's deadline, in that order.
     func processDeadlines(now: MonotonicInstant) {
         var terminated = perform(decisions.atBudgetExpirationPoint(deadlines.budget, now: now), now: now)
-        var due = deadlines.popDue(now: now)
-        while !due.isEmpty {
-            for entry in due where grants.isOpen(slot: entry.slot, generation: entry.generation) {
-                grants[entry.slot].extended?.heapEntries -= 1
-                let ownDeadline = grants[entry.slot].extended?.ownDeadline
-                terminated += perform(
-                    decisions.atOwnCheck(ownDeadline: ownDeadline, now: now), slot: entry.slot,
-                    generation: entry.generation, now: now)
-            }
-            due = deadlines.popDue(now: now)
+        while let entry = deadlines.popNextDue(now: now) {
+            guard grants.isOpen(slot: entry.slot, generation: entry.generation) else { continue }
+            grants[entry.slot].extended?.heapEntries -= 1
+            let ownDeadline = grants[entry.slot].extended?.ownDeadline
+            terminated += perform(
+                decisions.atOwnCheck(ownDeadline: ownDeadline, now: now), slot: entry.slot,
+                generation: entry.generation, now: now)
         }
         terminated += perform(decisions.atBudgetDeadline(deadlines.budget, now: now), now: now)
         deadlines.compact { grants.isOpen(slot: $0.slot, generation: $0.generation) }

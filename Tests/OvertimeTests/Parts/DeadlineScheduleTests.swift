@@ -44,3 +44,12 @@ struct DeadlineScheduleTests {
         #expect(remaining.map(\.slot) == remaining.map(\.slot).sorted())
     }
 }
+
+extension DeadlineSchedule {
+    /// Every entry due at `now`, earliest first, as the loop takes them one by one.
+    fileprivate mutating func popDue(now: MonotonicInstant) -> [Entry] {
+        var due: [Entry] = []
+        while let entry = popNextDue(now: now) { due.append(entry) }
+        return due
+    }
+}
