@@ -39,6 +39,8 @@ package final class SeaweedFSServer: @unchecked Sendable {
                 try boto3("ready", attempt < 3 ? "30" : "60")
                 break
             } catch  where attempt < 3 {
+                // Said, so that a slow test shows where its time went.
+                FileHandle.standardError.write(Data("SeaweedFS start \(attempt) of 3 failed (\(error)); again\n".utf8))
                 kill()
             }
         }
