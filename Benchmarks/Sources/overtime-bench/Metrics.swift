@@ -10,6 +10,11 @@ struct MetricSpec: Sendable {
     let target: String
     let meetsTarget: @Sendable ([String: Double]) -> Bool?
 
+    /// A row reported beside others, with no target of its own.
+    static func context(name: String, unit: String, what: String, target: String) -> MetricSpec {
+        MetricSpec(name: name, unit: unit, higherIsBetter: false, what: what, target: target) { _ in nil }
+    }
+
     static let all: [MetricSpec] = [
         MetricSpec(
             name: "grant_begin_end_pairs_per_sec", unit: "pairs/s", higherIsBetter: true,
@@ -39,10 +44,19 @@ struct MetricSpec: Sendable {
             let peers = [values["nio_scheduled"], values["dispatch_after"]].compactMap { $0 }
             return overtime <= 1_000 && peers.allSatisfy { overtime <= $0 }
         },
-        MetricSpec(
-            name: "expiration_lateness_p50_us", unit: "µs", higherIsBetter: false,
-            what: "the same run's median", target: "(context for the p99)"
-        ) { _ in nil },
+        .context(
+            name: "expiration_lateness_p50_us", unit: "µs", what: "the same run's median",
+            target: "(context for the p99)"),
+        .context(
+            name: "expiration_lateness_p999_us", unit: "µs", what: "the same run's 99.9th percentile",
+            target: "(context for the p99)"),
+        .context(
+            name: "expiration_lateness_max_us", unit: "µs", what: "the same run's latest handler",
+            target: "(context for the p99)"),
+        .context(
+            name: "expiration_lateness_steal_percent", unit: "%",
+            what: "the machine's steal time during each implementation's run (/proc/stat): a VM's tail",
+            target: "(context for the p99)"),
         MetricSpec(
             name: "bytes_per_open_grant", unit: "bytes", higherIsBetter: false,
             what: "resident growth / 1,000,000 open", target: "≤ 128"
@@ -62,8 +76,8 @@ struct MetricSpec: Sendable {
         ) { values in values["overtime"].map { $0 <= 100 } },
         MetricSpec(
             name: "spool_ingest_lines_per_sec", unit: "lines/s", higherIsBetter: true,
-            what: "200-byte lines, fdatasync per group commit", target: "≥ 1,000,000 (overtime_append)"
-        ) { values in values["overtime_append"].map { $0 >= 1_000_000 } },
+            what: "200-byte lines, fdatasync per group commit", target: "≥ 1,500,000 (overtime_append)"
+        ) { values in values["overtime_append"].map { $0 >= 1_500_000 } },
         MetricSpec(
             name: "upload_lines_per_sec", unit: "lines/s", higherIsBetter: true,
             what: "HTTP PUT to a local nginx; S3 PUT (SigV4, If-None-Match, CRC-32C) to a local SeaweedFS",
@@ -74,10 +88,9 @@ struct MetricSpec: Sendable {
             }
             return pairs.isEmpty ? nil : pairs.allSatisfy { $0.0 >= 0.9 * $0.1 }
         },
-        MetricSpec(
-            name: "compressed_bytes_per_line", unit: "bytes/line", higherIsBetter: false,
-            what: "a device's mixed log lines as sinks send them: none, zstd, gzip", target: "reported"
-        ) { _ in nil },
+        .context(
+            name: "compressed_bytes_per_line", unit: "bytes/line",
+            what: "a device's mixed log lines as sinks send them: none, zstd, gzip", target: "reported"),
         MetricSpec(
             name: "scheduler_submit_per_sec", unit: "requests/s", higherIsBetter: true,
             what: "durable submits to SQLite, on disk when each returns", target: "≥ 2,000 single, ≥ 100,000 batched"
@@ -142,17 +155,12 @@ struct MetricSpec: Sendable {
             guard let idle = values["log_uploader"], let fed = values["log_uploader_after_lines"] else { return nil }
             return idle <= 12 && fed <= 12
         },
-        MetricSpec(
-            name: "footprint_threads", unit: "threads", higherIsBetter: false,
-            what: "threads at rest", target: "(context)"
-        ) { _ in nil },
-        MetricSpec(
-            name: "footprint_shared_libraries", unit: "libraries", higherIsBetter: false,
-            what: "shared libraries mapped at rest", target: "(context)"
-        ) { _ in nil },
-        MetricSpec(
-            name: "binary_size_mb", unit: "MB", higherIsBetter: false,
-            what: "stripped, the Swift runtime linked statically", target: "(context)"
-        ) { _ in nil },
+        .context(name: "footprint_threads", unit: "threads", what: "threads at rest", target: "(context)"),
+        .context(
+            name: "footprint_shared_libraries", unit: "libraries", what: "shared libraries mapped at rest",
+            target: "(context)"),
+        .context(
+            name: "binary_size_mb", unit: "MB", what: "stripped, the Swift runtime linked statically",
+            target: "(context)"),
     ]
 }

@@ -75,9 +75,13 @@ struct OvertimeBench: ParsableCommand {
             try IdleWakeups.restInChild(implementation, grants: count, scratch: scratch)
         }
         if let implementation = childLateness {
-            // One implementation's lateness, in a process of its own: "p50 p99" in µs.
+            // One implementation's lateness, in a process of its own: "p50 p99 p99.9 max" in µs,
+            // then the machine's steal time over the measurement, in percent.
+            let before = CPUTimes.now()
             let samples = try ExpirationLateness.measure(implementation, count: count, spreadSeconds: spread)
-            print(Double(percentile(samples, 0.5)) / 1_000, Double(percentile(samples, 0.99)) / 1_000)
+            let steal = CPUTimes.now().stealPercent(since: before)
+            let figures = [0.5, 0.99, 0.999, 1].map { Double(percentile(samples, $0)) / 1_000 }
+            print(figures.map { "\($0)" }.joined(separator: " "), steal)
             return
         }
         guard let mode = BenchmarkMode(rawValue: mode) else {
