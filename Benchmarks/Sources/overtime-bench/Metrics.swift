@@ -149,7 +149,9 @@ struct MetricSpec: Sendable {
         },
         MetricSpec(
             name: "footprint_rss_mb", unit: "MB", higherIsBetter: false,
-            what: "resident memory at rest (3 s after READY=1), and log_uploader after lines on stdin",
+            what:
+                "resident memory at rest (3 s after READY=1, a warm state folder), and log_uploader after lines on stdin "
+                + "(warm; _first_start: an empty folder)",
             target: "≤ 12 (log_uploader, both)"
         ) { values in
             guard let idle = values["log_uploader"], let fed = values["log_uploader_after_lines"] else { return nil }

@@ -114,11 +114,21 @@ struct Scenarios {
                     "log_uploader_after_lines",
                     {
                         notes.value.append(
-                            "footprint_rss_mb / log_uploader_after_lines: after \(s.footprintLines) lines on stdin")
+                            "footprint_rss_mb / log_uploader_after_lines: after \(s.footprintLines) lines on stdin, "
+                                + "a warm state folder as at rest; _first_start: the same in an empty folder")
                         let (executable, arguments) = try programCommand("log_uploader")
-                        return try ProgramFootprint.residentAfterLines(executable, arguments, lines: s.footprintLines)
+                        return try ProgramFootprint.residentAfterLines(
+                            executable, arguments, lines: s.footprintLines, warm: true)
                     }
-                )
+                ),
+                (
+                    "log_uploader_after_lines_first_start",
+                    {
+                        let (executable, arguments) = try programCommand("log_uploader")
+                        return try ProgramFootprint.residentAfterLines(
+                            executable, arguments, lines: s.footprintLines, warm: false)
+                    }
+                ),
             ]
         case "footprint_threads":
             return ["log_uploader", "tiny_daemon", "service_lifecycle_peer"].map { name in

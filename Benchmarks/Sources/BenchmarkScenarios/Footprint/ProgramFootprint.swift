@@ -69,10 +69,22 @@ public enum ProgramFootprint {
     }
 
     /// Resident memory (MB) of `log-uploader` after `lines` lines came in on stdin and it
-    /// spooled them (and settled for a second).
-    public static func residentAfterLines(_ executable: String, _ arguments: [String], lines: Int) throws -> Double {
+    /// spooled them (and settled for a second). `warm`: in a state folder an earlier start
+    /// made, as the figures at rest are; else the first start, which also makes its state
+    /// (the schedule's tables among it), in an empty folder.
+    public static func residentAfterLines(
+        _ executable: String, _ arguments: [String], lines: Int, warm: Bool
+    ) throws -> Double {
         let folder = try MeasuredProcess.temporaryFolder()
         defer { _ = try? FileManager.default.removeItem(atPath: folder) }
+        if warm {
+            let first = try MeasuredProcess(executable, arguments, folder: folder)
+            _ = try first.waitForReady()
+            let (_, status) = try first.terminate()
+            guard status == 0 else {
+                throw ScenarioError("exited with status \(status): \(first.standardError.suffix(400))")
+            }
+        }
         let process = try MeasuredProcess(executable, arguments, folder: folder)
         _ = try process.waitForReady()
         var batch: [UInt8] = []
