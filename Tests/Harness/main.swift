@@ -54,7 +54,8 @@ func watchdog() throws {
 /// Environment: HARNESS_BUDGET_MS, HARNESS_LEAD_MS; HARNESS_ON_TERMINATE=hold (a grant
 /// never ended) or flush:<ms> (a grant ended after <ms>); HARNESS_RELOAD_BLOCK_MS (a
 /// reload observer holds the loop that long); HARNESS_GRANTS (that many grants begun at
-/// start, never ended); OVERTIME_CONTROL_SOCKET.
+/// start, never ended); HARNESS_SELF_TERMINATE (the program asks for its own termination
+/// once ready); OVERTIME_CONTROL_SOCKET.
 func daemon() throws {
     func milliseconds(_ name: String, _ fallback: Int) -> Duration {
         .milliseconds(getenv(name).flatMap { Int(String(cString: $0)) } ?? fallback)
@@ -97,7 +98,11 @@ func daemon() throws {
             }
         }
     }
-    runtime.execute { say("READY") }
+    let selfTerminate = text("HARNESS_SELF_TERMINATE") != nil
+    runtime.execute {
+        say("READY")
+        if selfTerminate { runtime.requestTermination() }
+    }
     if setup > .zero {
         // Work between making the runtime and running it (opening stores, reading
         // configuration), as real daemons do.

@@ -69,6 +69,28 @@ struct SignalDriverTests {
         #expect(child.output.contains { $0.hasPrefix("REPORT background task 'final-flush'") })
     }
 
+    /// The grace counts from the first request, whoever made it: a program that asked for
+    /// its own termination and then gets a SIGTERM within the grace (a supervisor stopping
+    /// it at the same moment) goes on terminating gracefully; a SIGTERM after the grace
+    /// expires everything.
+    @Test func aSIGTERMSoonAfterTheProgramsOwnRequestIsTheSameRequest() throws {
+        let child = try RunningChild(
+            ["daemon"],
+            environment: [
+                "HARNESS_ON_TERMINATE": "hold", "HARNESS_BUDGET_MS": "60000", "HARNESS_LEAD_MS": "500",
+                "HARNESS_SELF_TERMINATE": "1",
+            ])
+        #expect(child.waitForLine { $0.hasPrefix("EVENT willTerminate") } != nil)
+        child.send(SIGTERM)  // well within the grace of the program's own request
+        usleep(1_100_000)
+        #expect(!child.output.contains("EXPIRED final-flush"), "a SIGTERM within the grace expired every grant")
+        let second = ContinuousClock.now
+        child.send(SIGTERM)
+        #expect(child.waitForLine { $0 == "EXPIRED final-flush" } != nil)
+        #expect(child.waitForExit() == 0)
+        #expect(ContinuousClock.now - second < .seconds(10))
+    }
+
     @Test func aStormOfAlternatingSignalsLeavesAValidEventOrder() throws {
         let child = try RunningChild(["daemon"])
         #expect(child.waitForLine { $0 == "READY" } != nil)

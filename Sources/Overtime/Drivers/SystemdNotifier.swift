@@ -122,7 +122,7 @@ final class SystemdNotifier {
         let open = snapshot.openBackgroundTasks
         // Termination passes through the background: say where it is going from the start.
         var text =
-            (snapshot.terminationRequested ? "terminating (\(snapshot.state))" : "\(snapshot.state)")
+            (snapshot.isTerminating ? "terminating (\(snapshot.state))" : "\(snapshot.state)")
             + ", \(open) background task\(open == 1 ? "" : "s") open"
         if let deadline = snapshot.budgetDeadline {
             let left = max(deadline - snapshot.now, .zero)

@@ -4,6 +4,11 @@
 /// (emitting each event to every observer before the next action), then calls
 /// ``settle(hasOpenGrants:)``, which decides whether the program suspends or finishes
 /// terminating. Keeping the decision here lets it be tested without a loop.
+///
+/// Termination is final, and its first request's time is kept: a second request within
+/// `repeatedTerminationGrace` of the first is the same request whatever asked for either
+/// (the program, a signal, the control socket — `timeout` signals a process and its
+/// group), and an operator's request after it expires every grant now.
 struct LifecycleMachine {
     /// One step the runtime performs.
     enum Action: Equatable {
@@ -15,6 +20,8 @@ struct LifecycleMachine {
         case startBudget
         /// Clear the background deadline.
         case clearBudget
+        /// Run every open grant's expiration handler now: termination was asked again.
+        case expireAllGrants
         /// Termination is complete: close the loop.
         case finishTermination
     }
@@ -25,15 +32,36 @@ struct LifecycleMachine {
         case alreadyThere
         /// The program is terminating or terminated; only termination is final.
         case terminating
+        /// Termination asked again within the grace of its first request.
+        case sameTermination
     }
 
     private(set) var state: LifecycleState = .active
-    /// Set once termination was requested; never cleared.
-    private(set) var isTerminating = false
+    /// When termination was first requested; set once, never cleared.
+    private(set) var terminationRequestedAt: MonotonicInstant?
+    /// A second request for termination within this time of the first is the same one.
+    let repeatedTerminationGrace: Duration
 
-    /// The actions for `request`, or why it is ignored.
-    mutating func handle(_ request: LifecycleRequest) -> Result<[Action], IgnoredRequest> {
-        if isTerminating || state == .terminated { return .failure(IgnoredRequest(.terminating)) }
+    init(repeatedTerminationGrace: Duration = .seconds(1)) {
+        self.repeatedTerminationGrace = repeatedTerminationGrace
+    }
+
+    /// Termination was requested and is under way (or done).
+    var isTerminating: Bool { terminationRequestedAt != nil }
+
+    /// The actions for `request` made at `now`, or why it is ignored.
+    mutating func handle(_ request: LifecycleRequest, now: MonotonicInstant) -> Result<[Action], IgnoredRequest> {
+        if let first = terminationRequestedAt {
+            switch request {
+            case .termination, .terminationFromOutside:
+                if now - first < repeatedTerminationGrace { return .failure(IgnoredRequest(.sameTermination)) }
+                if request == .terminationFromOutside, state != .terminated { return .success([.expireAllGrants]) }
+                return .failure(IgnoredRequest(.terminating))
+            case .background, .foreground:
+                return .failure(IgnoredRequest(.terminating))
+            }
+        }
+        if state == .terminated { return .failure(IgnoredRequest(.terminating)) }
         switch (request, state) {
         case (.background, .active), (.background, .inactive):
             return .success(enterBackground())
@@ -47,18 +75,19 @@ struct LifecycleMachine {
             ])
         case (.foreground, _):
             return .failure(IgnoredRequest(.alreadyThere))
-        case (.termination, .active), (.termination, .inactive):
-            isTerminating = true
+        case (.termination, .active), (.termination, .inactive),
+            (.terminationFromOutside, .active), (.terminationFromOutside, .inactive):
+            terminationRequestedAt = now
             return .success(enterBackground() + [.emit(.willTerminate)])
-        case (.termination, .background):
-            isTerminating = true
+        case (.termination, .background), (.terminationFromOutside, .background):
+            terminationRequestedAt = now
             return .success([.emit(.willTerminate)])
-        case (.termination, .suspended):
+        case (.termination, .suspended), (.terminationFromOutside, .suspended):
             // Woken from suspension to terminate: a fresh budget for the last work.
-            isTerminating = true
+            terminationRequestedAt = now
             state = .background
             return .success([.enter(.background), .startBudget, .emit(.willTerminate)])
-        case (.termination, .terminated):
+        case (.termination, .terminated), (.terminationFromOutside, .terminated):
             return .failure(IgnoredRequest(.terminating))
         }
     }

@@ -63,5 +63,10 @@ public enum LifecycleEvent: Sendable, Hashable, CustomStringConvertible {
 enum LifecycleRequest: Sendable, Hashable {
     case background
     case foreground
+    /// The program's own request (``Runtime/requestTermination()``, a service group): a
+    /// repeat is the same request.
     case termination
+    /// An operator's request (a signal, the control socket): a repeat past the grace
+    /// expires every grant now, as a second Ctrl-C does.
+    case terminationFromOutside
 }

@@ -54,8 +54,8 @@ enum InboundWork: Sendable {
     case begin(QueuedBegin)
     /// `endBackgroundTask` called off the loop.
     case end(BackgroundTaskID, CallSite)
-    /// A lifecycle request.
-    case lifecycle(LifecycleRequest)
+    /// A lifecycle request, and who made it (for the logs).
+    case lifecycle(LifecycleRequest, source: String)
     /// A job of the loop's executor (an actor or task isolated to the loop).
     case job(UnownedJob)
     /// Anything rarer: a closure run on the loop.

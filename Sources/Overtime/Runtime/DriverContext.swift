@@ -47,7 +47,6 @@ package final class DriverContext: @unchecked Sendable {  // confined to the loo
         core.assertOnLoop()
         return RuntimeSnapshot(
             state: core.lifecycle.state, isTerminating: core.lifecycle.isTerminating,
-            terminationRequested: core.terminationRequestedAt != nil || core.lifecycle.isTerminating,
             openBackgroundTasks: core.grants.openCount, budgetDeadline: core.deadlines.budget?.deadline,
             now: core.now)
     }
@@ -148,8 +147,6 @@ package struct RuntimeSnapshot: Sendable, Equatable {
     package var state: LifecycleState
     /// Termination was requested and is under way (or done).
     package var isTerminating: Bool
-    /// Termination was asked for, even if its request is still queued.
-    package var terminationRequested: Bool
     /// Grants open now.
     package var openBackgroundTasks: Int
     /// The background budget's deadline, when one runs.

@@ -28,8 +28,13 @@ final class PublishedState: Sendable {
     /// Grants begun off the loop whose begin the loop has not applied yet.
     private let queuedReservations = Atomic<Int>(0)
     /// The grant table's open count, as the loop last stored it (a plain store per
-    /// begin and end: the loop's own begins need no read-modify-write).
+    /// begin and end — a releasing store is a plain one on x86 — so the loop's own begins
+    /// need no read-modify-write).
     private let openOnLoop = Atomic<Int>(0)
+    /// Ends asked for off the loop that the loop has not applied yet. The cap counts what
+    /// the owners hold: a grant whose owner ended it no longer takes a place, even before
+    /// the loop has removed it from the table.
+    private let queuedEnds = Atomic<Int>(0)
     /// The counter behind IDs handed out off the loop.
     let lastQueuedNumber = Atomic<UInt64>(0)
     /// Whether begins off the loop are admitted (see the type's documentation).
@@ -66,7 +71,7 @@ final class PublishedState: Sendable {
     /// After a ``BackgroundTaskRefusal/tooManyOpenTasks(limit:)`` the loop may have put off
     /// suspending because of this reservation: the caller asks it to settle again.
     func reserveQueuedGrant(limit: Int) -> BackgroundTaskRefusal? {
-        let queued = queuedReservations.wrappingAdd(1, ordering: .sequentiallyConsistent).newValue
+        queuedReservations.wrappingAdd(1, ordering: .sequentiallyConsistent)
         var gate = admission.load(ordering: .sequentiallyConsistent)
         var spins = 0
         while gate == Admission.closing.rawValue {
@@ -78,7 +83,7 @@ final class PublishedState: Sendable {
             queuedReservations.wrappingSubtract(1, ordering: .sequentiallyConsistent)
             return gate == Admission.closedTerminated.rawValue ? .terminated : .suspended
         }
-        if queued + openOnLoop.load(ordering: .relaxed) > limit {
+        if heldCount() > limit {
             queuedReservations.wrappingSubtract(1, ordering: .sequentiallyConsistent)
             return .tooManyOpenTasks(limit: limit)
         }
@@ -105,18 +110,47 @@ final class PublishedState: Sendable {
     }
 
     /// A reserved queued grant was applied (it is in the table now) or refused.
+    ///
+    /// When applying, the loop releases the reservation before it publishes the table's
+    /// new count: a begin racing the two stores then sees one place too many for a moment,
+    /// never one too few, so no begin is refused while its owner holds fewer than the cap.
     func releaseQueuedGrant() {
         queuedReservations.wrappingSubtract(1, ordering: .sequentiallyConsistent)
     }
 
+    /// Off the loop: an end is queued for the loop; its grant stops counting against the
+    /// cap now.
+    func noteQueuedEnd() {
+        queuedEnds.wrappingAdd(1, ordering: .sequentiallyConsistent)
+    }
+
+    /// On the loop: a queued end was applied (after the table's count was published) or
+    /// dropped.
+    func releaseQueuedEnd() {
+        queuedEnds.wrappingSubtract(1, ordering: .releasing)
+    }
+
+    /// Off the loop: the grants their owners hold, this thread's reservation included.
+    ///
+    /// The loop moves a grant from the reservations to the table (releasing, then
+    /// publishing the count) and out of the table when a queued end is applied
+    /// (publishing, then releasing the end). Reading in the opposite order — queued ends,
+    /// the table's count, the reservations — can count a moving grant twice as gone, for a
+    /// moment, but never twice as held: a begin is never refused below the cap.
+    private func heldCount() -> Int {
+        let ends = queuedEnds.load(ordering: .acquiring)
+        let open = openOnLoop.load(ordering: .acquiring)
+        return queuedReservations.load(ordering: .sequentiallyConsistent) + open - ends
+    }
+
     /// On the loop: whether one more grant fits beside `open` grants in the table and
-    /// the queued ones reserved.
+    /// the queued ones reserved, less those whose owners already ended them.
     func hasRoom(open: Int, limit: Int) -> Bool {
-        open + queuedReservations.load(ordering: .relaxed) < limit
+        open + queuedReservations.load(ordering: .relaxed) - queuedEnds.load(ordering: .relaxed) < limit
     }
 
     /// On the loop: publishes the table's open count.
     func setOpenOnLoop(_ open: Int) {
-        openOnLoop.store(open, ordering: .relaxed)
+        openOnLoop.store(open, ordering: .releasing)
     }
 }

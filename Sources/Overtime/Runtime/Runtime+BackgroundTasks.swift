@@ -49,9 +49,13 @@ extension Runtime {
                 metadata: ["id": "\(id)", "call_site": "\(callSite)"])
         } else if isOnLoopThread {
             core.end(id, callSite: callSite)
-        } else if !queue.enqueue(.end(id, callSite)) {
-            // After termination every grant has already ended.
-            configuration.logger.debug("endBackgroundTask after termination", metadata: ["id": "\(id)"])
+        } else {
+            published.noteQueuedEnd()
+            if !queue.enqueue(.end(id, callSite)) {
+                published.releaseQueuedEnd()
+                // After termination every grant has already ended.
+                configuration.logger.debug("endBackgroundTask after termination", metadata: ["id": "\(id)"])
+            }
         }
     }
 

@@ -238,7 +238,7 @@ public final class Runtime: Sendable {
     private func request(_ request: LifecycleRequest) {
         // Always queued, even on the loop thread: every observer sees an event before
         // the next transition starts.
-        if !queue.enqueue(.lifecycle(request)) {
+        if !queue.enqueue(.lifecycle(request, source: "the program's request")) {
             configuration.logger.debug(
                 "lifecycle request after termination ignored", metadata: ["request": "\(request)"])
         }

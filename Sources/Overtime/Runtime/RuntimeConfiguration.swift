@@ -17,7 +17,8 @@ public struct RuntimeConfiguration: Sendable {
     /// How long before a deadline the expiration handlers run. Default 5 s; must be
     /// shorter than the budget.
     public var expirationLeadTime: Duration = .seconds(5)
-    /// The cap on open grants; a begin beyond it is refused. Default 100,000.
+    /// The cap on open grants; a begin beyond it is refused. It counts grants begun and not
+    /// yet ended by their owners, on every thread. Default 100,000.
     public var maximumOpenBackgroundTasks: Int = 100_000
     /// What happens to a grant still open at its deadline. Default ``TerminationPolicy/endTask``.
     public var terminationPolicy: TerminationPolicy = .endTask
@@ -46,9 +47,11 @@ public struct RuntimeConfiguration: Sendable {
     /// `nil` (the default) opens no socket. Creating the runtime fails when the path is
     /// taken by anything but a stale socket (a file, a symlink, a socket that answers).
     public var controlSocketPath: String?
-    /// A termination request repeated within this long of the first (`timeout` signalling
-    /// both a process and its group, an impatient double Ctrl-C) is the same request; one
-    /// after it means "stop now": every grant expires at once. Default 1 s.
+    /// A termination request repeated within this long of the first, whatever made either
+    /// (the program's own ``Runtime/requestTermination()``, a signal, the control socket;
+    /// `timeout` signalling both a process and its group, an impatient double Ctrl-C), is
+    /// the same request; a signal or control command after it means "stop now": every
+    /// grant expires at once. Default 1 s.
     public var repeatedTerminationGrace: Duration = .seconds(1)
     /// Called on the loop thread with each termination report, before the policy acts.
     public var onTermination: (@Sendable (TerminationReport) -> Void)?

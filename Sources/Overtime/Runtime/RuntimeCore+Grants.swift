@@ -57,11 +57,12 @@ extension RuntimeCore {
     /// Applies a grant begun off the loop. It was admitted there, and its reservation kept
     /// the program from suspending or terminating since, so it is never refused here.
     func applyQueuedBegin(_ request: QueuedBegin) {
+        // Released before the table counts it (see `PublishedState.releaseQueuedGrant`).
+        published.releaseQueuedGrant()
         let slot = store(
             name: request.name, callSite: request.callSite, begunAt: request.begunAt,
             maximumDuration: request.maximumDuration, expirationHandler: request.expirationHandler,
             endHandler: request.endHandler, queuedID: request.id)
-        published.releaseQueuedGrant()  // counted in the table now
         if let callSite = earlyQueuedEnds.removeValue(forKey: request.id.rawValue),
             grants.isOpen(slot: slot, generation: grants.generation(ofSlot: slot))
         {

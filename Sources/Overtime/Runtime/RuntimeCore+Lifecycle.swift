@@ -2,15 +2,26 @@ import Logging
 
 /// Performing lifecycle transitions: the machine decides, the core acts.
 extension RuntimeCore {
-    func apply(_ request: LifecycleRequest) {
-        switch lifecycle.handle(request) {
+    func apply(_ request: LifecycleRequest, from source: String) {
+        switch lifecycle.handle(request, now: now) {
         case .failure(let ignored):
-            if ignored.reason == .terminating {
+            switch ignored.reason {
+            case .terminating:
                 logger.notice(
                     "lifecycle request ignored: the program is terminating",
-                    metadata: ["request": "\(request)"])
+                    metadata: ["request": "\(request)", "source": "\(source)"])
+            case .sameTermination:
+                logger.info(
+                    "\(source): termination asked again within \(configuration.repeatedTerminationGrace) of the first request: the same request"
+                )
+            case .alreadyThere:
+                break
             }
         case .success(let actions):
+            if actions.contains(.expireAllGrants) {
+                logger.notice(
+                    "\(source): termination asked again while terminating: expiring every background task now")
+            }
             transitionDepth += 1
             perform(actions)
             transitionDepth -= 1
@@ -59,6 +70,8 @@ extension RuntimeCore {
             case .clearBudget:
                 deadlines.clearBudget()
                 published.setDeadline(nil)
+            case .expireAllGrants:
+                forceExpire(nil)
             case .finishTermination:
                 shutDown()
             }

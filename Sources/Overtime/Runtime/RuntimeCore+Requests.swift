@@ -6,23 +6,14 @@ extension RuntimeCore {
     func perform(_ request: RuntimeRequest, from source: String) -> Bool {
         switch request {
         case .terminate:
-            if lifecycle.isTerminating || lifecycle.state == .terminated {
-                if let first = terminationRequestedAt, now - first < configuration.repeatedTerminationGrace {
-                    logger.info("\(source) again within \(configuration.repeatedTerminationGrace): the same request")
-                    return true
-                }
-                logger.notice("\(source) again while terminating: expiring every background task now")
-                forceExpire(nil)
-            } else if terminationRequestedAt == nil {
-                terminationRequestedAt = now
-                _ = queue.enqueue(.lifecycle(.termination))
-            }
+            // The lifecycle machine decides what a repeat means (see `LifecycleMachine`).
+            _ = queue.enqueue(.lifecycle(.terminationFromOutside, source: source))
         case .terminateNow:
-            _ = perform(.terminate, from: source)
+            _ = queue.enqueue(.lifecycle(.terminationFromOutside, source: source))
             logger.notice("\(source): terminate now: expiring every background task")
             forceExpire(nil)
-        case .background: _ = queue.enqueue(.lifecycle(.background))
-        case .foreground: _ = queue.enqueue(.lifecycle(.foreground))
+        case .background: _ = queue.enqueue(.lifecycle(.background, source: source))
+        case .foreground: _ = queue.enqueue(.lifecycle(.foreground, source: source))
         case .reload: _ = queue.enqueue(.run { [unowned self] in emitReload() })
         case .expireAll: forceExpire(nil)
         case .expire(let id): return forceExpire(id)

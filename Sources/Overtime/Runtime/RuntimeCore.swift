@@ -35,7 +35,7 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
     // (copy out, call the handler, write back), because a handler may begin or end
     // grants and so touch the same storage.
     @exclusivity(unchecked) var metrics: RuntimeMetrics
-    @exclusivity(unchecked) var lifecycle = LifecycleMachine()
+    @exclusivity(unchecked) var lifecycle: LifecycleMachine
     let grants = GrantTable()
     @exclusivity(unchecked) var deadlines: DeadlineSchedule
     @exclusivity(unchecked) var observers = ObserverRegistry()
@@ -49,8 +49,6 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
     /// A lifecycle decision to take once the current transition is over.
     var needsSettle = false
     var transitionDepth = 0
-    /// When a driver first asked for termination (repeats within the grace are the same request).
-    var terminationRequestedAt: MonotonicInstant?
     @exclusivity(unchecked) var wakeup: WakeupTimer
     /// Threads waiting until the loop has applied everything queued.
     var quiescenceWaiters: [DispatchSemaphore] = []
@@ -81,6 +79,7 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
         self.executor = executor
         self.metrics = RuntimeMetrics(factory: configuration.metricsFactory)
         self.deadlines = DeadlineSchedule(leadTime: configuration.expirationLeadTime)
+        self.lifecycle = LifecycleMachine(repeatedTerminationGrace: configuration.repeatedTerminationGrace)
         self.decisions = GrantDecisions(
             leadTime: configuration.expirationLeadTime, terminationPolicy: configuration.terminationPolicy)
     }
@@ -155,8 +154,10 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
     private func process(_ item: InboundWork) {
         switch item {
         case .begin(let request): applyQueuedBegin(request)
-        case .end(let id, let callSite): end(id, callSite: callSite)
-        case .lifecycle(let request): apply(request)
+        case .end(let id, let callSite):
+            end(id, callSite: callSite)
+            published.releaseQueuedEnd()  // after the table's count moved
+        case .lifecycle(let request, let source): apply(request, from: source)
         case .job(let job):
             refreshLoopTime()
             activity.run(.executorJob) { executor.run(job) }
@@ -238,7 +239,9 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
                 logger.error("a job was enqueued on the loop executor after termination; it is dropped")
             case .run(let body):
                 body()
-            case .end, .lifecycle:
+            case .end:
+                published.releaseQueuedEnd()
+            case .lifecycle:
                 break
             }
         }
