@@ -168,6 +168,9 @@ struct Run: ParsableCommand {
         input.readStandardInput { if exitOnEof { runtime.requestTermination() } }
         if let datagramSocket { try input.readDatagrams(at: datagramSocket) }
         let ingest = try ingestSocket.map { path in try SpoolIngestServer(path: path, spool: store) }
+        if let warning = ingestSocket.flatMap(SocketPathClaim.sharedFolderWarning(for:)) {
+            logger.warning("ingest socket: \(warning)")
+        }
         // On termination: what the inputs already hold goes into the spool, and into the final drain.
         let token = runtime.observe { event in
             guard event == .willTerminate else { return }

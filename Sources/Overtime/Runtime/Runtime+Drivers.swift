@@ -20,8 +20,8 @@ extension Runtime {
         {
             notifier.start()
         }
-        if let path = configuration.controlSocketPath {
-            ControlSocketServer(context: drivers, path: path, commands: controlCommands).start()
+        if let controlListener {
+            ControlSocketServer(context: drivers, listener: controlListener, commands: controlCommands).start()
         }
     }
 }

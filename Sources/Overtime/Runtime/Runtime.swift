@@ -41,6 +41,8 @@ public final class Runtime: Sendable {
     let core: RuntimeCore
     let drivers: DriverContext
     let controlCommands = ControlCommands()
+    /// The control socket, in place from `init` on (see ``SocketPathClaim``).
+    let controlListener: ListeningSocket?
     private let sharedMetrics: SharedMetrics
     private let watchdog: Watchdog?
     private let runState = Locked(RunState.notStarted)
@@ -73,16 +75,32 @@ public final class Runtime: Sendable {
     ) throws(RuntimeError) {
         try configuration.validate()
         if let path = configuration.controlSocketPath {
-            // At start, not when the loop runs: a daemon must not run on without its control socket.
+            // At start, not when the loop runs: a daemon must not run on without its control
+            // socket, and the socket is in place (with its final mode) before `run()`.
             let folder = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
             var info = stat()
             if !folder.isEmpty, stat(folder, &info) != 0 {
                 throw .invalidConfiguration(
                     field: "controlSocketPath", reason: "cannot use the folder '\(folder)': \(errnoDescription())")
             }
-            if let refusal = claimSocketPath(path, datagram: false) {
-                throw .invalidConfiguration(field: "controlSocketPath", reason: refusal)
+            do throws(ListeningSocket.Failure) {
+                // Owner only; the server's peer check is the real gate, this closes the door too.
+                controlListener = try ListeningSocket(path: path, mode: 0o600, backlog: 16)
+            } catch {
+                switch error {
+                case .unavailable(let refusal):
+                    throw .invalidConfiguration(field: "controlSocketPath", reason: refusal)
+                case .system(let operation, let code):
+                    throw .invalidConfiguration(
+                        field: "controlSocketPath",
+                        reason: "cannot listen on \(path): \(operation): \(errnoDescription(code))")
+                }
             }
+            if let warning = SocketPathClaim.sharedFolderWarning(for: path) {
+                configuration.logger.warning("control socket: \(warning)")
+            }
+        } else {
+            controlListener = nil
         }
         self.configuration = configuration
         self.clock = clock

@@ -43,9 +43,13 @@ public struct RuntimeConfiguration: Sendable {
     /// STATUS, STOPPING, EXTEND_TIMEOUT_USEC, and WATCHDOG when `WATCHDOG_USEC` is set).
     /// Default `true`; nothing is sent without `NOTIFY_SOCKET`.
     public var systemdNotify = true
-    /// Where to listen for `overtimectl` (a Unix socket, mode 0600, owner or root only);
-    /// `nil` (the default) opens no socket. Creating the runtime fails when the path is
-    /// taken by anything but a stale socket (a file, a symlink, a socket that answers).
+    /// Where to listen for `overtimectl` (a Unix socket, mode 0600, owner or root only; at
+    /// most 103 bytes); `nil` (the default) opens no socket. Creating the runtime claims
+    /// the path race-free — a lock file `<path>.lock` held for the runtime's life, the
+    /// socket renamed into place with its final mode — and fails when the path is taken:
+    /// another runtime holds its lock, or it is anything but a stale socket (a file, a
+    /// symlink, a socket that answers). Prefer a folder of the daemon's own: a path in a
+    /// folder every user may write to (`/tmp`) is warned about.
     public var controlSocketPath: String?
     /// A termination request repeated within this long of the first, whatever made either
     /// (the program's own ``Runtime/requestTermination()``, a signal, the control socket;
@@ -85,8 +89,13 @@ public struct RuntimeConfiguration: Sendable {
         if repeatedTerminationGrace < .zero {
             throw fail("repeatedTerminationGrace", "must not be negative, got \(repeatedTerminationGrace)")
         }
-        if let controlSocketPath, UnixSocketAddress(controlSocketPath) == nil || controlSocketPath.hasPrefix("@") {
-            throw fail("controlSocketPath", "must be a file path of at most 107 bytes, got '\(controlSocketPath)'")
+        if let controlSocketPath,
+            controlSocketPath.isEmpty || controlSocketPath.utf8.count > SocketPathClaim.maximumPathBytes
+                || controlSocketPath.hasPrefix("@")
+        {
+            throw fail(
+                "controlSocketPath",
+                "must be a file path of at most \(SocketPathClaim.maximumPathBytes) bytes, got '\(controlSocketPath)'")
         }
     }
 }

@@ -1,6 +1,7 @@
 // A listening Unix stream socket whose accepting never spins when descriptors run out.
 
 import CLibUV
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -20,8 +21,11 @@ package final class ListeningSocket: Sendable {
     /// The listening descriptor.
     package let fd: Int32
     /// The socket file.
-    package let path: String
+    package var path: String { claim.path }
+    private let claim: SocketPathClaim
+    /// The reserve descriptor (-1 while given up), and whether the listener was closed.
     private let reserve: Locked<Int32>
+    private let closed = Atomic<Bool>(false)
 
     /// Why the socket could not be made.
     package enum Failure: Error, Sendable {
@@ -44,31 +48,25 @@ package final class ListeningSocket: Sendable {
         case exhausted
     }
 
-    /// Claims `path` (a stale socket of ours is replaced; anything else is refused), binds
-    /// it with mode `mode` and listens.
+    /// Claims `path` (see ``SocketPathClaim``: a stale socket of ours is replaced, anything
+    /// else is refused) and puts a socket there with mode `mode`, already listening.
     package init(path: String, mode: mode_t, backlog: Int32) throws(Failure) {
-        if let refusal = claimSocketPath(path, datagram: false) { throw .unavailable(refusal) }
-        guard let address = UnixSocketAddress(path) else {
-            throw .unavailable("\(path) is too long for a socket address")
-        }
+        let claim = try SocketPathClaim(path: path, datagram: false)
         let fd = makeUnixSocket(datagram: false, nonBlocking: true)
         guard fd >= 0 else { throw .system(operation: "socket", errno: errno) }
-        guard address.withSockAddr({ bind(fd, $0, $1) }) == 0 else {
-            let code = errno
+        do throws(Failure) {
+            try claim.place(fd, mode: mode) { listen($0, backlog) }
+        } catch {
             close(fd)
-            throw .system(operation: "bind", errno: code)
-        }
-        // Mode before listen: no client connects through a wider one in between.
-        guard chmod(path, mode) == 0, listen(fd, backlog) == 0 else {
-            let code = errno
-            close(fd)
-            unlink(path)
-            throw .system(operation: "listen", errno: code)
+            throw error
         }
         self.fd = fd
-        self.path = path
+        self.claim = claim
         reserve = Locked(Self.openReserve())
     }
+
+    /// Whether the path still names this socket (`false` once anyone removed or replaced it).
+    package var isIntact: Bool { claim.isIntact }
 
     /// Accepts the next waiting client. `refusal` is what a client turned away for want
     /// of descriptors is sent before it is closed.
@@ -94,14 +92,19 @@ package final class ListeningSocket: Sendable {
         close(client)
     }
 
-    /// Closes the listener and the reserve and removes the socket file.
+    /// Closes the listener and the reserve and removes the socket file (if it is still ours).
     package func closeAndRemove() {
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        claim.remove()
         close(fd)
-        unlink(path)
         reserve.withLock { reserve in
             if reserve >= 0 { close(reserve) }
             reserve = -1
         }
+    }
+
+    deinit {
+        closeAndRemove()
     }
 
     private func acceptOne() -> Int32 {

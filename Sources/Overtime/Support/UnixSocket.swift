@@ -58,29 +58,3 @@ package func socketFlags(nonBlocking: Bool) -> Int32 {
 package func errnoDescription(_ code: Int32 = errno) -> String {
     "\(String(cString: strerror(code))) (errno \(code))"
 }
-
-/// Makes `path` free for binding a Unix socket of ours, or says why it cannot be.
-///
-/// Nothing at `path`: free. A socket nobody answers on (`connect` refused: its process is
-/// gone): stale, removed. A socket that answers: in use, left alone. Anything else (a
-/// file, a folder, a symlink — never followed): not ours, left alone.
-package func claimSocketPath(_ path: String, datagram: Bool) -> String? {
-    var info = stat()
-    guard lstat(path, &info) == 0 else {
-        return errno == ENOENT ? nil : "cannot inspect \(path): \(errnoDescription())"
-    }
-    guard info.st_mode & S_IFMT == S_IFSOCK else {
-        let kind = info.st_mode & S_IFMT == S_IFLNK ? "a symbolic link" : "not a socket"
-        return "\(path) exists and is \(kind); not replacing it"
-    }
-    guard let address = UnixSocketAddress(path) else { return "\(path) is too long for a socket address" }
-    let probe = makeUnixSocket(datagram: datagram)
-    guard probe >= 0 else { return "socket: \(errnoDescription())" }
-    defer { close(probe) }
-    if address.withSockAddr({ connect(probe, $0, $1) }) == 0 {
-        return "\(path) is in use: another process answers on it"
-    }
-    guard errno == ECONNREFUSED else { return "cannot probe \(path): \(errnoDescription())" }
-    unlink(path)  // a stale socket from an earlier run
-    return nil
-}

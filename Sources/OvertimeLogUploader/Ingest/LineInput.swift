@@ -96,23 +96,29 @@ public final class LineInput: Sendable {
     }
 
     /// Reads datagrams at `path` (each a batch of lines; at most 64 KiB: longer ones are
-    /// truncated, counted and reported). Refuses a path that is anything but a stale
-    /// socket of an earlier run; the socket is removed by ``readToEnd(then:)``.
+    /// truncated, counted and reported). The path is claimed as the runtime's control
+    /// socket is (a lock beside it for the socket's life, the socket renamed into place
+    /// with mode `mode` — 0600 by default: only the daemon's user may send): a path that
+    /// is anything but a stale socket of an earlier run is refused. The socket is removed
+    /// by ``readToEnd(then:)``, if the path still names it.
     ///
     /// - Throws: ``SpoolError/socketUnavailable(path:reason:)`` for a path that is taken,
     ///   or an I/O error when the socket cannot be made or bound.
-    public func readDatagrams(at path: String) throws(SpoolError) {
+    public func readDatagrams(at path: String, mode: mode_t = 0o600) throws(SpoolError) {
+        let claim: SocketPathClaim
         let socket = makeUnixSocket(datagram: true)
         guard socket >= 0 else { throw .io(operation: "socket", path: path, errno: errno) }
-        if let refusal = claimSocketPath(path, datagram: true) {
+        do throws(ListeningSocket.Failure) {
+            claim = try SocketPathClaim(path: path, datagram: true)
+            try claim.place(socket, mode: mode)
+        } catch {
             close(socket)
-            throw .socketUnavailable(path: path, reason: refusal)
+            switch error {
+            case .unavailable(let refusal): throw .socketUnavailable(path: path, reason: refusal)
+            case .system(let operation, let code): throw .io(operation: operation, path: path, errno: code)
+            }
         }
-        guard let address = UnixSocketAddress(path), address.withSockAddr({ bind(socket, $0, $1) }) == 0 else {
-            let code = errno
-            close(socket)
-            throw .io(operation: "bind", path: path, errno: code)
-        }
+        if let warning = SocketPathClaim.sharedFolderWarning(for: path) { report(warning) }
         readers.enter()
         spawnThread(name: "dgram-reader") { [self] in
             var buffer = [UInt8](repeating: 0, count: 1 << 16)
@@ -146,8 +152,8 @@ public final class LineInput: Sendable {
                 if let last = splitter.finish() { lines.append(last) }
                 append(lines)
             }
+            claim.remove()
             close(socket)
-            unlink(path)
             readers.leave()
         }
     }

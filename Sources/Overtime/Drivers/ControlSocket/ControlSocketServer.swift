@@ -20,6 +20,10 @@ import Logging
 /// counted (`overtime_control_errors_total{kind}`). Out of descriptors (EMFILE, ENFILE),
 /// a waiting client is told so and closed, counted, never fatal, and the loop never spins
 /// on the listener (`ListeningSocket`).
+///
+/// The socket's path is watched (inotify, through libuv: no wake-ups while nothing
+/// happens): when anyone removes or replaces it, `overtimectl` can no longer reach this
+/// daemon, and that is logged at critical level and counted (`socket_lost`) at once.
 final class ControlSocketServer {
     static let maximumConnections = connectionLimit(preferred: 64)
     static let idleTimeout: Duration = .seconds(60)
@@ -29,6 +33,8 @@ final class ControlSocketServer {
     private let commands: ControlCommands
     let path: String
     private var listener: ListeningSocket?
+    /// Watches the socket's path for its removal or replacement.
+    private var pathWatcher: UnsafeMutablePointer<uv_fs_event_t>?
     /// Watches the listener for clients.
     private var watcher: UnsafeMutablePointer<uv_poll_t>?
     /// Watches the listener again after a pause for want of descriptors.
@@ -38,28 +44,16 @@ final class ControlSocketServer {
     /// is never woken by it.
     private var sweeper: UnsafeMutablePointer<uv_timer_t>?
 
-    init(context: DriverContext, path: String, commands: ControlCommands) {
+    init(context: DriverContext, listener: ListeningSocket, commands: ControlCommands) {
         self.context = context
-        self.path = path
+        self.path = listener.path
+        self.listener = listener
         self.commands = commands
     }
 
-    /// Binds and listens. Failure is logged, not thrown: a daemon keeps running without it.
+    /// Serves the listener the runtime made (and claimed) at its creation.
     func start() {
-        let socket: ListeningSocket
-        do throws(ListeningSocket.Failure) {
-            // Owner only; the peer check below is the real gate, this closes the door too.
-            socket = try ListeningSocket(path: path, mode: 0o600, backlog: 16)
-        } catch {
-            switch error {
-            case .unavailable(let refusal): context.logger.error("control socket: \(refusal)")
-            case .system(let operation, let code):
-                context.logger.error(
-                    "control socket: cannot listen on \(path): \(operation): \(errnoDescription(code))")
-            }
-            return
-        }
-        listener = socket
+        guard let socket = listener else { return }
         let sweep = context.makeHandle(uv_timer_t.self)
         uv_timer_init(context.loop, sweep)
         sweep.pointee.data = Unmanaged.passUnretained(self).toOpaque()
@@ -73,6 +67,7 @@ final class ControlSocketServer {
         poll.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         watcher = poll
         watchListener()
+        watchPath()
         context.onShutdown { [self] in stop() }
         context.logger.info("control socket listening", metadata: ["path": "\(path)"])
     }
@@ -82,11 +77,40 @@ final class ControlSocketServer {
         for connection in connections.values { connection.close() }
         if let sweeper { uv_timer_stop(sweeper) }
         if let resumer { uv_timer_stop(resumer) }
+        if let pathWatcher { uv_fs_event_stop(pathWatcher) }
         if let watcher, let listener, uv_is_closing(asHandle(watcher)) == 0 {
             uv_close(asHandle(watcher), nil)  // stops the poll now; the descriptor may close
             listener.closeAndRemove()
         }
         listener = nil
+    }
+
+    /// Any change to the socket file (an unlink or a rename over it changes its link
+    /// count) is checked against the socket this server listens on.
+    private func watchPath() {
+        let watcher = context.makeHandle(uv_fs_event_t.self)
+        uv_fs_event_init(context.loop, watcher)
+        watcher.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        pathWatcher = watcher
+        let status = uv_fs_event_start(
+            watcher,
+            { handle, _, _, _ in
+                let server = Unmanaged<ControlSocketServer>.fromOpaque(handle!.pointee.data).takeUnretainedValue()
+                server.context.turn { server.checkPath() }
+            }, path, 0)
+        if status != 0 {
+            context.logger.warning(
+                "control socket: cannot watch \(path) for removal: \(String(cString: uv_strerror(status)))")
+        }
+    }
+
+    private func checkPath() {
+        guard let listener, !listener.isIntact else { return }
+        if let pathWatcher { uv_fs_event_stop(pathWatcher) }  // said once
+        context.countControlError("socket_lost")
+        context.logger.critical(
+            "control socket: \(path) was removed or replaced by something else; overtimectl can no longer reach this daemon (restart it to make the socket again)"
+        )
     }
 
     private func watchListener() {
