@@ -2,6 +2,7 @@ import Foundation
 import Overtime
 import OvertimeLogUploader
 import OvertimeTestSupport
+import Synchronization
 import Testing
 
 /// The log-uploader daemon under the faults an operator meets: a spool that fills its
@@ -150,6 +151,7 @@ struct UploaderSafetyTests {
                 "--lead", "2", "--progress-interval", "0",
             ], executable: "log-uploader")
         Self.waitForSocket(control)
+        Self.waitForSocket(socket)  // made after the control socket, which the runtime makes
         client = try SpoolIngestClient(path: socket)
         for batch in 0..<5 { try client.send(Self.lines("refused \(batch)", 1...30)) }
         child.send(SIGUSR1)
@@ -188,6 +190,68 @@ struct UploaderSafetyTests {
         #expect(child.waitForExit(timeout: .seconds(20)) == 0)
         let stored = Self.collected(folder.path + "/collected").filter { $0.text.hasPrefix("piped ") }.map(\.text)
         #expect(stored == (1...3000).map { "piped \($0)" })
+        try? child.input!.close()
+    }
+
+    /// A line the stop cuts (its newline never read) reaches the collector marked as cut
+    /// and counted in `truncated=`, never as a whole line: once with a partial line
+    /// waiting, then with stdin kept full by a writer while SIGTERM arrives.
+    @Test(arguments: [false, true])
+    func aLineCutByTheStopIsStoredMarkedAsCut(keptFull: Bool) throws {
+        let folder = TemporaryDirectory("cut")
+        defer { folder.remove() }
+        let systemd = try FakeSystemd()
+        let child = try RunningChild(
+            [
+                "--spool", folder.path + "/spool", "--sink", folder.path + "/collected", "--budget", "10",
+                "--lead", "2", "--progress-interval", "0",
+            ], environment: ["NOTIFY_SOCKET": systemd.path], executable: "log-uploader", standardInput: true)
+        try #require(systemd.waitFor { $0.contains("READY=1") }, "never ready: \(child.standardError)")
+        let body = String(repeating: "x", count: 300)
+        let writing = Atomic<Bool>(true)
+        let writer = child.input!.fileDescriptor
+        if keptFull {
+            // Writes whole lines in pieces that rarely end at a newline, until the pipe closes.
+            Thread {
+                // EPIPE once the daemon is gone; the SIGPIPE stays with this thread and ends with it.
+                var pipeSignal = sigset_t()
+                sigemptyset(&pipeSignal)
+                sigaddset(&pipeSignal, SIGPIPE)
+                pthread_sigmask(SIG_BLOCK, &pipeSignal, nil)
+                var number = 0
+                var pending: [UInt8] = []
+                while writing.load(ordering: .relaxed) {
+                    while pending.count < 4096 {
+                        number += 1
+                        pending += Array("full \(number) \(body)\n".utf8)
+                    }
+                    let count = pending.withUnsafeBytes { write(writer, $0.baseAddress, 1000) }
+                    if count <= 0 { break }
+                    pending.removeFirst(count)
+                }
+            }.start()
+            usleep(300_000)
+        } else {
+            try child.input!.write(contentsOf: Data("whole line\npartial line without its end".utf8))
+            usleep(300_000)  // read, and the partial held back waiting for its newline
+        }
+        child.send(SIGTERM)
+        #expect(child.waitForExit(timeout: .seconds(20)) == 0)
+        writing.store(false, ordering: .relaxed)
+        let stored = Self.collected(folder.path + "/collected").map(\.text).filter {
+            $0.hasPrefix("full ") || $0.hasPrefix("whole") || $0.hasPrefix("partial")
+        }
+        let cut = stored.filter { $0.hasSuffix(LineInput.cutMarker) }
+        let whole = stored.filter { !$0.hasSuffix(LineInput.cutMarker) }
+        if keptFull {
+            #expect(whole.allSatisfy { $0.hasSuffix(" " + body) }, "a cut line passed off as whole")
+            #expect(cut.count <= 1)
+        } else {
+            #expect(whole == ["whole line"])
+            #expect(cut == ["partial line without its end" + LineInput.cutMarker])
+        }
+        let progress = try #require(child.standardError.last { $0.hasPrefix("spooled=") })
+        #expect(progress.contains("truncated=\(cut.count) "), "\(progress)")
         try? child.input!.close()
     }
 

@@ -18,8 +18,13 @@ import Overtime
 /// back to the system at the first moment its input is quiet, so a daemon's size after a
 /// burst is its size before it.
 ///
+/// A line standard input had not finished when the reader was stopped (a producer cut off
+/// mid-line by the stop) is stored with ``cutMarker`` after its bytes and counted as
+/// truncated: never passed off as whole. At the end of the input (EOF) a last line without
+/// a newline is whole, as in any text file.
+///
 /// Counted: `overtime_ingest_rejected_lines_total` (the spool refused them: a full disk or
-/// quota) and `overtime_ingest_truncated_lines_total` (cut to the line limit).
+/// quota) and `overtime_ingest_truncated_lines_total` (cut to the line limit, or at stop).
 public final class LineInput: Sendable {
     /// The spool lines go to.
     public let spool: Spool
@@ -33,7 +38,12 @@ public final class LineInput: Sendable {
         var rejected = 0
         var truncated = 0
         var truncatedDatagrams = 0
+        var cutAtStop = 0
     }
+
+    /// What follows the bytes of a line cut by the stop, so a collector can tell it from a
+    /// whole one.
+    public static let cutMarker = " [cut: log-uploader stopped before this line ended]"
 
     /// Reads into `spool`; nothing is read until a `read…` method is called.
     public init(spool: Spool) {
@@ -45,8 +55,8 @@ public final class LineInput: Sendable {
 
     /// Lines the spool refused (a full disk or quota); each batch is reported on stderr.
     public var rejected: Int { counts.withLock { $0.rejected } }
-    /// Lines cut to the spool's line limit (1 MiB).
-    public var truncated: Int { counts.withLock { $0.truncated + $0.truncatedDatagrams } }
+    /// Lines cut to the spool's line limit (1 MiB), or cut by the stop.
+    public var truncated: Int { counts.withLock { $0.truncated + $0.truncatedDatagrams + $0.cutAtStop } }
 
     /// Reads lines from standard input until it ends (then calls `onEnd`, on the reader's
     /// thread) or ``readToEnd(then:)`` is called.
@@ -57,6 +67,7 @@ public final class LineInput: Sendable {
             var buffer = [UInt8](repeating: 0, count: 1 << 16)
             var burst = BurstMemoryPolicy(threshold: buffer.count)
             var stopping = false
+            var leftAtStop: Int?
             var atEnd = false
             while !atEnd {
                 if !stopping {
@@ -70,12 +81,15 @@ public final class LineInput: Sendable {
                     stopping = fds[1].revents != 0
                     if stopping, fds[0].revents == 0 { break }
                 }
-                // Stopping: only what is buffered now, so the read never blocks.
-                var available: Int32 = Int32(buffer.count)
-                if stopping {
-                    guard ioctl(STDIN_FILENO, UInt(FIONREAD), &available) == 0, available > 0 else { break }
+                // Stopping: only what was buffered when the stop came, so the read never
+                // blocks and a producer that keeps writing cannot hold the stop.
+                if stopping, leftAtStop == nil {
+                    var available: Int32 = 0
+                    leftAtStop = ioctl(STDIN_FILENO, UInt(FIONREAD), &available) == 0 ? Int(available) : 0
                 }
-                let count = read(STDIN_FILENO, &buffer, min(buffer.count, Int(available)))
+                if let left = leftAtStop, left <= 0 { break }
+                let count = read(STDIN_FILENO, &buffer, min(buffer.count, leftAtStop ?? buffer.count))
+                if count > 0, let left = leftAtStop { leftAtStop = left - count }
                 if count < 0, errno == EINTR { continue }
                 atEnd = count <= 0
                 if count > 0 {
@@ -88,7 +102,18 @@ public final class LineInput: Sendable {
                 }
                 if newlyTruncated > 0 { truncatedLines.increment(by: Int64(newlyTruncated)) }
             }
-            if let last = splitter.finish() { append([last]) }
+            if let last = splitter.finish() {
+                if atEnd {
+                    append([last])
+                } else {
+                    // Stopped mid-line: the rest never comes, so it is stored marked as cut.
+                    let marker = Array(Self.cutMarker.utf8)
+                    append([last.prefix(splitter.maximumLineBytes - marker.count) + marker])
+                    counts.withLock { $0.cutAtStop += 1 }
+                    truncatedLines.increment()
+                    report("the line being read when the input was stopped was cut; stored marked as cut")
+                }
+            }
             if burst.quiet() { AllocatorMemory.returnFreeMemory() }  // the input is over: quiet for good
             readers.leave()
             if atEnd { onEnd() }
