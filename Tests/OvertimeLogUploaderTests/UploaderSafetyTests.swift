@@ -92,7 +92,11 @@ struct UploaderSafetyTests {
         #expect(acknowledged.count > 10)
     }
 
-    @Test func terminationCutsALongRetryAfterShortAndDrainsInsideTheBudget() throws {
+    /// A foreground drain met `503` with `Retry-After: 20`; the stop comes with a 6 s
+    /// budget. The collector's wait ends past the last moment an upload fits, so the stop
+    /// does not sit out its budget: it exits at once with every line kept, and the next
+    /// run uploads them all, exactly once.
+    @Test func terminationDuringALongRetryAfterStopsAtOnceAndTheNextRunUploads() throws {
         let nginx = try NginxServer()
         let folder = TemporaryDirectory("retry-after")
         defer { folder.remove() }
@@ -111,10 +115,22 @@ struct UploaderSafetyTests {
         nginx.setFlaky(nil)
         let started = ContinuousClock.now
         child.send(SIGTERM)
-        #expect(child.waitForExit(timeout: .seconds(15)) == 0)
-        #expect(ContinuousClock.now - started < .seconds(6), "inside the budget")
-        let stored = Self.collected(nginx.dataPath + "/logs").filter { $0.text.hasPrefix("retry ") }
-        #expect(stored.count == 8 * 30, "every line uploaded in the termination drain")
+        #expect(child.waitForExit(timeout: .seconds(15)) == 3, "stopped with segments kept")
+        #expect(ContinuousClock.now - started < .seconds(3), "the stop waited for nothing")
+        let stored = { Self.collected(nginx.dataPath + "/logs").filter { $0.text.hasPrefix("retry ") } }
+        #expect(stored().isEmpty, "no upload before the time the collector named")
+        #expect(child.standardError.contains { $0.contains("Retry-After") })
+
+        let next = try RunningChild(
+            [
+                "--spool", folder.path + "/spool", "--sink", nginx.flakyURL, "--segment-kb", "4", "--budget", "6",
+                "--lead", "1", "--progress-interval", "0",
+            ], executable: "log-uploader")
+        usleep(300_000)
+        next.send(SIGTERM)
+        #expect(next.waitForExit(timeout: .seconds(15)) == 0)
+        let texts = stored().map(\.text)
+        #expect(texts.count == 8 * 30 && Set(texts).count == 8 * 30, "every line once, in the next run")
     }
 
     @Test func aBrief404DeadLettersNothingByDefaultAndRedriveResendsWhatAStricterSetRefused() throws {

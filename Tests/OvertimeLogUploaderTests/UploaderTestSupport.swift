@@ -13,16 +13,25 @@ final class ScriptedSink: LogSink, @unchecked Sendable {
     private let fallback: Answer
     let stored = Recorder<String>()
     let attempts = Recorder<String>()
+    /// When each attempt began, on the clock given to ``timeAttempts(on:)``.
+    let attemptTimes = Recorder<MonotonicInstant>()
+    private let clock = Locked<(any RuntimeClock)?>(nil)
 
     init(_ answers: [Answer], then fallback: Answer = .store) {
         self.answers = Locked(answers)
         self.fallback = fallback
     }
 
+    /// Records each attempt's time on `clock` from now on.
+    func timeAttempts(on clock: any RuntimeClock) {
+        self.clock.withLock { $0 = clock }
+    }
+
     var description: String { "scripted" }
 
     func store(_ segment: SealedSegment) async throws(SinkError) {
         attempts.append(segment.name)
+        if let clock = clock.withLock({ $0 }) { attemptTimes.append(clock.now) }
         let answer = answers.withLock { $0.isEmpty ? fallback : $0.removeFirst() }
         switch answer {
         case .store: stored.append(segment.name)

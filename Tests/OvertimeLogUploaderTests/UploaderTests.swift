@@ -14,8 +14,11 @@ struct UploaderTests {
         let spool: Spool
         let uploader: LogUploader
 
-        init(sink: (TemporaryDirectory) -> any LogSink, lines: Int = 300, budget: Duration = .seconds(30)) throws {
-            env = try VirtualRuntime(budget: budget, lead: .seconds(5))
+        init(
+            sink: (TemporaryDirectory) -> any LogSink, lines: Int = 300, budget: Duration = .seconds(30),
+            lead: Duration = .seconds(5)
+        ) throws {
+            env = try VirtualRuntime(budget: budget, lead: lead)
             folder = TemporaryDirectory("uploader")
             var options = SpoolConfiguration()
             options.segmentBytes = 4096
@@ -24,7 +27,9 @@ struct UploaderTests {
             var configuration = UploaderConfiguration()
             configuration.initialRetryDelay = .milliseconds(5)
             configuration.maximumRetryDelay = .milliseconds(20)
-            uploader = LogUploader(runtime: env.runtime, spool: spool, sink: sink(folder), configuration: configuration)
+            uploader = LogUploader(
+                runtime: env.runtime, spool: spool, sink: sink(folder), configuration: configuration,
+                logger: env.logs.logger)
             uploader.start()
         }
 
@@ -120,6 +125,63 @@ struct UploaderTests {
         #expect(second.statistics.uploadedLines == 300)
         #expect(setup.spool.checkpoint.sequence == 300)
         setup.finish()
+    }
+
+    /// A `Retry-After` in the first answer of a stop drain is waited out: the retry comes
+    /// no sooner than the collector asked, though the stop woke every backoff.
+    @Test func aRetryAfterInAStopDrainsFirstAnswerIsHonoured() async throws {
+        let sink = ScriptedSink([.fail(.retryable("503", retryAfter: .seconds(2)))])
+        let setup = try Setup(sink: { _ in sink })
+        sink.timeAttempts(on: setup.env.clock)
+        setup.env.runtime.requestTermination()
+        await setup.uploader.drive(setup.env.clock) { setup.env.runtime.state == .terminated }
+        let times = sink.attemptTimes.all
+        #expect(times.count >= 2)
+        #expect(times[1] - times[0] >= .seconds(2), "retried \(times[1] - times[0]) after Retry-After: 2")
+        #expect(setup.uploader.statistics.uploadedLines == 300)
+        setup.folder.remove()
+    }
+
+    /// A foreground drain's `Retry-After` still holds in the stop drain that follows: the
+    /// stop waits out what is left of it, not retrying at once.
+    @Test func aRetryAfterFromAnEarlierDrainHoldsInTheStopDrain() async throws {
+        let sink = ScriptedSink([.fail(.retryable("503", retryAfter: .seconds(3)))])
+        let setup = try Setup(sink: { _ in sink })
+        sink.timeAttempts(on: setup.env.clock)
+        setup.uploader.drainInGrant(reason: "foreground")
+        await setup.uploader.drive(setup.env.clock) { setup.uploader.isBackingOff }
+        setup.env.clock.advance(by: .seconds(1))
+        setup.env.runtime.requestTermination()
+        await setup.uploader.drive(setup.env.clock) { setup.env.runtime.state == .terminated }
+        let times = sink.attemptTimes.all
+        #expect(times.count >= 2)
+        #expect(times[1] - times[0] >= .seconds(3))
+        #expect(setup.uploader.statistics.uploadedLines == 300)
+        setup.folder.remove()
+    }
+
+    /// A `Retry-After` that ends past the last moment an upload fits stops the drain at
+    /// once, the segments kept: the stop does not sit out its budget for nothing. Also
+    /// when a foreground drain was waiting it out when the stop came.
+    @Test(arguments: [false, true])
+    func aRetryAfterPastTheLastUsefulMomentStopsAtOnce(waitingInTheForeground: Bool) async throws {
+        let sink = ScriptedSink([.fail(.retryable("503", retryAfter: .seconds(60)))])
+        let setup = try Setup(sink: { _ in sink }, budget: .seconds(10), lead: .seconds(2))
+        sink.timeAttempts(on: setup.env.clock)
+        if waitingInTheForeground {
+            setup.uploader.drainInGrant(reason: "foreground")
+            await setup.uploader.drive(setup.env.clock) { setup.uploader.isBackingOff }
+            setup.env.clock.advance(by: .seconds(1))
+        }
+        let stop = setup.env.clock.now
+        setup.env.runtime.requestTermination()
+        await setup.uploader.drive(setup.env.clock) { setup.env.runtime.state == .terminated }
+        #expect(setup.env.clock.now - stop < .milliseconds(100), "the stop waited for nothing")
+        #expect(sink.attempts.count == 1)
+        #expect(setup.spool.pendingLines == 300, "every line kept for the next run")
+        #expect(setup.uploader.statistics.stoppedForTime >= 1)
+        #expect(setup.env.logs.messages(at: .notice).contains { $0.message.contains("Retry-After") })
+        setup.folder.remove()
     }
 
     @Test func tooLittleTimeLeftBeforeExpirationStartsNoUpload() async throws {

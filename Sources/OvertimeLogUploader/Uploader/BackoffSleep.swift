@@ -19,8 +19,9 @@ final class BackoffSleep: Sendable {
         self.runtime = runtime
     }
 
-    /// Whether a sleep is under way (its timer is on the runtime's loop).
-    var isSleeping: Bool { state.withLock { $0.sleeper != nil } }
+    /// Whether a sleep is under way with its timer handed to the runtime (so that, once
+    /// the runtime has applied what is queued, the timer is the clock's to fire).
+    var isSleeping: Bool { state.withLock { $0.sleeper?.timer != nil } }
 
     /// Sleeps for `duration` on the runtime's clock; returns `true` when woken (or
     /// cancelled, or the runtime shut down) before it passed.

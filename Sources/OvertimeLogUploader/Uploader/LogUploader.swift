@@ -32,10 +32,13 @@ import Overtime
 /// it is and ends the grant. Failed uploads are retried with backoff inside the grant while
 /// time allows; a segment refused for good goes to the dead-letter folder.
 ///
-/// A backoff never outlasts the grant's time: a `Retry-After` is honoured up to the last
-/// moment one more upload fits before expiration, and entering the background or being
-/// told to terminate cuts any backoff short and retries at once (a foreground drain
-/// waiting out a long `Retry-After` must not starve the termination drain).
+/// A collector's `Retry-After` is honoured from its first answer, across drains: no upload
+/// starts before the time it named. When that time falls past the last moment one more
+/// upload fits before expiration, the drain stops at once with the segments kept (waiting
+/// would spend the budget for nothing); entering the background or being told to
+/// terminate makes a waiting drain look again against the new budget. The uploader's own
+/// backoff (no `Retry-After`) never outlasts the grant's time either, and a lifecycle
+/// change cuts it short: the collector may be back.
 ///
 /// Uploading periodically in the foreground is a scheduled request's job (the
 /// `log-uploader` example's `OvertimeScheduler` request calls ``drain()``).
@@ -71,6 +74,15 @@ public final class LogUploader: Sendable {
         var token: ObservationToken?
         /// A drain was asked for while one ran: the running one seals again and goes on.
         var drainAgain = false
+        /// No upload starts before this: the collector's last `Retry-After`.
+        var retryNotBefore: MonotonicInstant?
+    }
+
+    /// Why a drain stops before the spool is empty.
+    private enum Stop {
+        case expired
+        case outOfTime
+        case retryAfterPastTheBudget(Duration)
     }
 
     /// Creates an uploader; nothing happens until ``start()``.
@@ -226,6 +238,12 @@ public final class LogUploader: Sendable {
                 if Task.isCancelled { return noteExpired() }
                 // The checkpoint could not be written: stop; what is not acknowledged is sent again.
                 if acknowledger.failure != nil { return }
+                switch await waitOutRetryAfter() {
+                case nil: break
+                case .expired: return noteExpired()
+                case .outOfTime: return noteStoppedForTime()
+                case .retryAfterPastTheBudget(let wait): return noteStoppedForRetryAfter(wait)
+                }
                 let waiting = spool.sealedSegments.filter { !finished.contains($0.path) }
                 guard let oldest = waiting.first else { return }
                 window.align(waitingPaths: Set(waiting.map(\.path)), oldest: oldest.path)
@@ -284,7 +302,13 @@ public final class LogUploader: Sendable {
                         }
                     default:  // retryable, and any code added later
                         noteFailure(error, segment: oldest)
-                        var delay = retry.delay(attempt: attempt, retryAfter: error.retryAfter, using: &generator)
+                        if let retryAfter = error.retryAfter {
+                            // Waited out at the top of the loop, against whatever budget then runs.
+                            let notBefore = runtime.clock.now + retryAfter
+                            state.withLock { $0.retryNotBefore = max($0.retryNotBefore ?? notBefore, notBefore) }
+                            continue
+                        }
+                        var delay = retry.delay(attempt: attempt, using: &generator)
                         attempt += 1
                         // Never wait past the last moment one more upload still fits.
                         if let left = timeBeforeExpiration() {
@@ -303,6 +327,26 @@ public final class LogUploader: Sendable {
     }
 
     private var estimate: Duration { state.withLock { $0.estimate } }
+
+    /// Waits until the collector's `Retry-After` has passed; `nil` then (or when none is
+    /// pending). Stops instead when it ends past the last moment one more upload fits, or
+    /// the grant expired. Woken early by a lifecycle change, it looks again against the
+    /// budget that now runs.
+    private func waitOutRetryAfter() async -> Stop? {
+        while let notBefore = state.withLock({ $0.retryNotBefore }) {
+            let wait = notBefore - runtime.clock.now
+            guard wait > .zero else {
+                state.withLock { if $0.retryNotBefore == notBefore { $0.retryNotBefore = nil } }
+                return nil
+            }
+            if let left = timeBeforeExpiration() {
+                guard left > estimate else { return .outOfTime }
+                if wait > left - estimate { return .retryAfterPastTheBudget(wait) }
+            }
+            if await backoff.sleep(for: wait), Task.isCancelled { return .expired }
+        }
+        return nil
+    }
 
     /// Whether `needed` fits before the expiration point of the current budget.
     private func enoughTime(for needed: Duration) -> Bool {
@@ -337,6 +381,15 @@ public final class LogUploader: Sendable {
         logger.notice(
             "not starting another upload: too little time left",
             metadata: ["left": "\(runtime.backgroundTimeRemaining)", "estimate": "\(estimate)"])
+        state.withLock { $0.statistics.stoppedForTime += 1 }
+    }
+
+    private func noteStoppedForRetryAfter(_ wait: Duration) {
+        logger.notice(
+            "not starting another upload: the collector asked to wait past the last moment one fits (Retry-After); the segments stay for the next drain",
+            metadata: [
+                "wait": "\(wait)", "left": "\(runtime.backgroundTimeRemaining)", "estimate": "\(estimate)",
+            ])
         state.withLock { $0.statistics.stoppedForTime += 1 }
     }
 

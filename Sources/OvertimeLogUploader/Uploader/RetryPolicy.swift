@@ -1,13 +1,11 @@
 /// Exponential backoff with full jitter: the delay before retry `attempt` (0-based) is
-/// uniform in [0, min(cap, initial × 2^attempt)], unless the collector named a delay.
+/// uniform in [0, min(cap, initial × 2^attempt)]. (A collector's `Retry-After` is not a
+/// draw: the uploader waits it out as named.)
 struct RetryPolicy {
     let initial: Duration
     let cap: Duration
 
-    func delay(
-        attempt: Int, retryAfter: Duration?, using generator: inout some RandomNumberGenerator
-    ) -> Duration {
-        if let retryAfter { return retryAfter }
+    func delay(attempt: Int, using generator: inout some RandomNumberGenerator) -> Duration {
         let ceiling = min(cap, initial * (1 << min(attempt, 30)))
         let nanoseconds = ceiling.clampedNanoseconds
         return .nanoseconds(Int64(nanoseconds == 0 ? 0 : UInt64.random(in: 0...nanoseconds, using: &generator)))

@@ -5,8 +5,9 @@ public struct UploaderConfiguration: Sendable {
     /// First retry delay; each retry doubles it, up to ``maximumRetryDelay``, and the
     /// actual delay is drawn uniformly from zero to that (full jitter). Default 0.5 s.
     public var initialRetryDelay: Duration = .milliseconds(500)
-    /// The cap on a retry delay the uploader draws (a collector's `Retry-After` is
-    /// honoured beyond it, but never past the grant's expiration point). Default 30 s.
+    /// The cap on a retry delay the uploader draws. A collector's `Retry-After` is honoured
+    /// beyond it; one that ends past the last moment an upload fits before the grant's
+    /// expiration point stops the drain at once, the segments kept. Default 30 s.
     public var maximumRetryDelay: Duration = .seconds(30)
     /// How many segments are uploaded at once, for sinks that take more than one
     /// (``LogSink/concurrentStores``: HTTP and S3; the folder, syslog and RELP sinks take
