@@ -29,18 +29,46 @@ struct CheckpointTests {
             for bit in 0..<(56 * 8) {
                 var damaged = file
                 damaged[slot * 4096 + bit / 8] ^= UInt8(1 << (bit % 8))
-                #expect(CheckpointFormat.read(damaged) == .oneSlotDamaged(good, damagedSlot: slot))
+                #expect(
+                    CheckpointFormat.read(damaged) == .partlyDamaged(good, problem: "slot \(slot) fails its checksum"))
             }
         }
     }
 
-    @Test func bothSlotsDamagedTruncatedOrLegacyAreNeverTrusted() {
+    /// A file cut short (or grown) still holds whole slots: every intact one is used,
+    /// wherever the cut falls.
+    @Test func aSlotIntactInATruncatedOrGrownFileIsUsed() {
+        let good = record(7, segment: 9, sequence: 912)
+        let file = CheckpointFormat.encodeFile(good)
+        for length in [64, 100, 4095, 4096, 4159] {
+            guard case .partlyDamaged(let used, let problem) = CheckpointFormat.read(Array(file.prefix(length))) else {
+                Issue.record("cut to \(length) bytes: slot A is intact and must be used")
+                continue
+            }
+            #expect(used == good)
+            #expect(problem.contains("\(length) bytes") && problem.contains("slot 1 is missing"))
+        }
+        guard case .partlyDamaged(let used, _) = CheckpointFormat.read(Array(file.prefix(4160))) else {
+            Issue.record("both slots whole in a short file")
+            return
+        }
+        #expect(used == good)
+        guard case .partlyDamaged(let grown, _) = CheckpointFormat.read(file + [0, 0, 0]) else {
+            Issue.record("grown")
+            return
+        }
+        #expect(grown == good)
+        guard case .damaged = CheckpointFormat.read(Array(file.prefix(63))) else {
+            Issue.record("no whole slot"); return
+        }
+    }
+
+    @Test func bothSlotsDamagedEmptyOrLegacyAreNeverTrusted() {
         var file = CheckpointFormat.encodeFile(record(3, segment: 2, sequence: 200))
         file[40] ^= 1
         file[4096 + 33] ^= 0x80
         guard case .damaged = CheckpointFormat.read(file) else { Issue.record("both slots damaged"); return }
         guard case .damaged = CheckpointFormat.read([]) else { Issue.record("empty file"); return }
-        guard case .damaged = CheckpointFormat.read(Array(file.prefix(100))) else { Issue.record("short"); return }
         guard case .damaged(let reason) = CheckpointFormat.read(Array("segment=9\nsequence=912\n".utf8)) else {
             Issue.record("legacy text"); return
         }
@@ -87,6 +115,54 @@ struct CheckpointTests {
         #expect(!uploaded.map(\.name).contains(next.name))
         // The damaged file is kept for the operator, not deleted.
         #expect(FileManager.default.fileExists(atPath: folder.path + "/quarantine/checkpoint"))
+    }
+
+    /// A checkpoint cut short with slot A intact keeps the stream and its numbering, and
+    /// the damage is reported.
+    @Test func aCheckpointTruncatedWithAnIntactSlotKeepsTheStream() throws {
+        let folder = TemporaryDirectory()
+        defer { folder.remove() }
+        var spool: Spool! = try filledSpool(folder, segments: 3)
+        let stream = spool.streamID
+        try spool.acknowledge(Array(spool.sealedSegments.prefix(2)))
+        let checkpoint = spool.checkpoint
+        spool = nil
+        try damage(folder) { $0 = Array($0.prefix(4096)) }
+        let reopened = try Spool(directory: folder.path)
+        #expect(!reopened.recovery.startedNewStream)
+        #expect(reopened.streamID == stream)
+        #expect(reopened.checkpoint == checkpoint)
+        #expect(reopened.recovery.checkpointDamage?.contains("4096 bytes") == true)
+        // The next acknowledgement rewrites both slots: whole again.
+        try reopened.acknowledge(reopened.sealedSegments)
+        #expect(SpoolFiles.size(folder.path + "/checkpoint") == CheckpointFormat.fileSize)
+    }
+
+    /// A checkpoint deleted from a spool that was drained (nothing pending, so nothing
+    /// else shows the spool was used) is a stream change, and is reported as one.
+    @Test func aCheckpointDeletedFromADrainedSpoolIsReportedAsANewStream() throws {
+        let folder = TemporaryDirectory()
+        defer { folder.remove() }
+        var spool: Spool! = try filledSpool(folder, segments: 2)
+        let first = spool.streamID
+        try spool.acknowledge(spool.sealedSegments)
+        #expect(spool.pendingLines == 0)
+        spool = nil
+        #expect(unlink(folder.path + "/checkpoint") == 0)
+        let logs = LogCapture()
+        let reopened = try Spool(directory: folder.path, logger: logs.logger)
+        #expect(reopened.recovery.startedNewStream)
+        #expect(reopened.recovery.checkpointDamage?.contains("missing") == true)
+        #expect(!reopened.recovery.isClean)
+        #expect(reopened.streamID != first)
+        #expect(logs.messages(at: .critical).contains { $0.message.contains("started a new stream") })
+        // A brand-new spool is not reported.
+        let fresh = TemporaryDirectory()
+        defer { fresh.remove() }
+        let freshLogs = LogCapture()
+        let new = try Spool(directory: fresh.path, logger: freshLogs.logger)
+        #expect(new.recovery.isClean && !new.recovery.startedNewStream)
+        #expect(freshLogs.messages(at: .critical).isEmpty)
     }
 
     @Test func oneDamagedSlotKeepsTheStreamAndTheNumbering() throws {

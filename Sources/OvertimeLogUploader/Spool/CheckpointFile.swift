@@ -73,28 +73,37 @@ enum CheckpointFormat {
     enum Reading: Equatable {
         /// Both slots valid (the newer generation wins: a crash between the two writes).
         case valid(CheckpointRecord)
-        /// One slot damaged; the other is trusted (see the file's header for why that is safe).
-        case oneSlotDamaged(CheckpointRecord, damagedSlot: Int)
+        /// A slot damaged or missing, or the file cut short or grown, with at least one slot
+        /// intact: the intact slot is trusted (see the file's header for why that is safe).
+        case partlyDamaged(CheckpointRecord, problem: String)
         /// Neither slot valid: the numbering cannot be proven.
         case damaged(reason: String)
     }
 
+    /// Reads whatever slots the bytes hold whole, whatever the file's length: a slot that
+    /// is intact is used, even in a file cut short.
     static func read(_ bytes: [UInt8]) -> Reading {
-        guard bytes.count == fileSize else {
-            let legacy = bytes.starts(with: Array("segment=".utf8))
-            return .damaged(
-                reason: legacy
-                    ? "a checkpoint of the earlier text format, which has no checksum"
-                    : "\(bytes.count) bytes instead of \(fileSize)")
+        if bytes.starts(with: Array("segment=".utf8)) {
+            return .damaged(reason: "a checkpoint of the earlier text format, which has no checksum")
         }
-        let slots = slotOffsets.map { decodeSlot(bytes[$0..<($0 + slotSize)]) }
-        switch (slots[0], slots[1]) {
-        case (let first?, let second?):
-            return .valid(first.generation >= second.generation ? first : second)
-        case (let first?, nil): return .oneSlotDamaged(first, damagedSlot: 1)
-        case (nil, let second?): return .oneSlotDamaged(second, damagedSlot: 0)
-        case (nil, nil): return .damaged(reason: "both slots fail their checksum")
+        var problems: [String] = []
+        if bytes.count != fileSize { problems.append("the file has \(bytes.count) bytes instead of \(fileSize)") }
+        var intact: [CheckpointRecord] = []
+        for (index, offset) in slotOffsets.enumerated() {
+            guard bytes.count >= offset + slotSize else {
+                problems.append("slot \(index) is missing")
+                continue
+            }
+            if let record = decodeSlot(bytes[offset..<(offset + slotSize)]) {
+                intact.append(record)
+            } else {
+                problems.append("slot \(index) fails its checksum")
+            }
         }
+        guard let newest = intact.max(by: { $0.generation < $1.generation }) else {
+            return .damaged(reason: problems.joined(separator: "; "))
+        }
+        return problems.isEmpty ? .valid(newest) : .partlyDamaged(newest, problem: problems.joined(separator: "; "))
     }
 }
 
@@ -122,6 +131,15 @@ final class CheckpointFile: @unchecked Sendable {  // guarded by Spool's `retiri
         let record = CheckpointRecord(generation: 1, stream: stream, checkpoint: Checkpoint(segment: 0, sequence: 0))
         try SpoolFiles.replaceAtomically(path, with: CheckpointFormat.encodeFile(record), directory: directory)
         return try CheckpointFile(path: path, record: record)
+    }
+
+    /// Makes a partly damaged file whole again: its length (a hole, needing no free block)
+    /// and both slots, holding the record that was trusted.
+    func repair() throws(SpoolError) {
+        guard ftruncate(fd, off_t(CheckpointFormat.fileSize)) == 0 else {
+            throw .io(operation: "ftruncate", path: path, errno: errno)
+        }
+        try write(record.checkpoint)
     }
 
     /// Writes `checkpoint` into both slots in place, each made durable before the next.

@@ -68,11 +68,14 @@ public final class Spool: Sendable {
         self.counters = SpoolCounters()
         try SpoolFiles.makeDirectories(directory)
         lock = try SpoolLock(directory: directory)
-        for folder in ["segments", "resend", "dead-letter", "quarantine"] {
+        let folders = ["segments", "resend", "dead-letter", "quarantine"]
+        let foldersExisted = folders.contains { SpoolFiles.size(directory + "/" + $0) != nil }
+        for folder in folders {
             try SpoolFiles.makeDirectory(directory + "/" + folder)
         }
         var report = RecoveryReport()
-        let recovered = try SpoolRecovery(directory: directory, logger: logger).run(&report)
+        let recovered = try SpoolRecovery(directory: directory, logger: logger).run(
+            &report, usedBefore: lock.wasHeldBefore || foldersExisted)
         recovery = report
         streamID = recovered.stream
         retiring = Locked(Retiring(checkpoint: recovered.checkpoint))

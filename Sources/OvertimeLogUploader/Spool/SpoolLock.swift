@@ -11,6 +11,9 @@ import Overtime
 final class SpoolLock: Sendable {
     private let lock: ExclusiveFileLock
 
+    /// The lock file named a holder before this one: the spool was opened before.
+    var wasHeldBefore: Bool { lock.wasHeldBefore }
+
     /// Takes the lock or throws ``SpoolError/locked(path:holder:)`` at once.
     init(directory: String) throws(SpoolError) {
         let path = directory + "/lock"

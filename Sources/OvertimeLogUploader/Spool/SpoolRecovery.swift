@@ -39,17 +39,21 @@ struct SpoolRecovery {
         var stream: StreamID { checkpoint.record.stream }
     }
 
-    func run(_ report: inout RecoveryReport) throws(SpoolError) -> Result {
+    /// `usedBefore`: the spool folder was used before this open (its lock file named a
+    /// holder, or its folders existed): a checkpoint missing then is a stream change, not
+    /// a new spool.
+    func run(_ report: inout RecoveryReport, usedBefore: Bool) throws(SpoolError) -> Result {
         let checkpointPath = directory + "/checkpoint"
         let legacyStreamPath = directory + "/stream-id"
         var record: CheckpointRecord?
-        if SpoolFiles.size(checkpointPath) != nil {
+        let hasCheckpoint = SpoolFiles.size(checkpointPath) != nil
+        if hasCheckpoint {
             switch CheckpointFormat.read(try SpoolFiles.readAll(checkpointPath)) {
             case .valid(let valid):
                 record = valid
-            case .oneSlotDamaged(let valid, let slot):
+            case .partlyDamaged(let valid, let problem):
                 record = valid
-                report.checkpointDamage = "checkpoint slot \(slot) failed its checksum; the other slot was used"
+                report.checkpointDamage = "checkpoint damaged (\(problem)); its intact slot was used"
                 logger.error("\(report.checkpointDamage!)", metadata: ["path": "\(checkpointPath)"])
             case .damaged(let reason):
                 report.checkpointDamage = "checkpoint unusable: \(reason)"
@@ -61,12 +65,23 @@ struct SpoolRecovery {
         let checkpoint: CheckpointFile
         if let record {
             checkpoint = try CheckpointFile(path: checkpointPath, record: record)
+            if report.checkpointDamage != nil {
+                do {
+                    try checkpoint.repair()
+                } catch {
+                    // A full disk, say: the intact slot still holds; the next acknowledgement writes both.
+                    logger.error("cannot repair the checkpoint now: \(error)", metadata: ["path": "\(checkpointPath)"])
+                }
+            }
         } else {
             let previous = SpoolFiles.size(legacyStreamPath) != nil
             let segmentFiles = try SpoolFiles.list(segmentsFolder)
             let resendFiles = try SpoolFiles.list(resendFolder)
             let leftovers = !segmentFiles.isEmpty || !resendFiles.isEmpty
             checkpoint = try CheckpointFile.create(path: checkpointPath, stream: .random(), directory: directory)
+            if !hasCheckpoint, usedBefore || previous || leftovers {
+                report.checkpointDamage = "checkpoint missing from a spool used before"
+            }
             if report.checkpointDamage != nil || previous || leftovers {
                 report.startedNewStream = true
                 logger.critical(
