@@ -57,6 +57,36 @@ struct ScheduledUploadTests {
         }
     }
 
+    /// After one SIGUSR1 the daemon uploads and suspends; the periodic run due then resumes
+    /// it into the background for that run (a background launch) instead of being refused
+    /// for the suspension, run after run, with no SIGUSR2 or SIGTERM needed.
+    @Test func aPeriodicRunWhileSuspendedResumesTheDaemonIntoTheBackground() async throws {
+        try await onOwnThread {
+            let folder = TemporaryDirectory("launch")
+            defer { folder.remove() }
+            let collectedRoot = folder.path + "/collected"
+            let (child, client, control) = try startUploader(folder, sink: collectedRoot)
+            func collected(_ prefix: String) -> Int {
+                Support.collected(collectedRoot).filter { $0.text.hasPrefix(prefix + " ") }.count
+            }
+            child.send(SIGUSR1)
+            #expect(
+                Support.waitFor {
+                    (try? overtimectl(["status", "--socket", control]).output)?.contains("suspended") == true
+                },
+                "suspended after the background drain")
+            for round in 1...2 {
+                try client.send(Support.lines("suspended-\(round)", 1...20))
+                #expect(Support.waitFor { collected("suspended-\(round)") == 20 }, "uploaded by a launched run")
+            }
+            let history = try overtimectl(["history", "log-upload", "--socket", control])
+            #expect(!history.output.contains("suspended"), "\(history.output)")
+            #expect(!child.standardError.contains { $0.contains("the program is suspended") })
+            child.send(SIGTERM)
+            #expect(child.waitForExit() == 0)
+        }
+    }
+
     /// The daemon in a network namespace of its own, at first with no route: lines wait in
     /// the spool and the upload request waits for the network (no run in its history);
     /// once a default route exists the next run delivers them to a collector in the

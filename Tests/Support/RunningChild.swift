@@ -82,6 +82,7 @@ package func lifecycleOrderProblems(_ events: [String]) -> [String] {
         case ("active", "willResignActive"): state = "resigning"
         case ("resigning", "didEnterBackground"): state = "background"
         case ("background", "didSuspend"): state = "suspended"
+        case ("suspended", "didEnterBackground"): state = "background"  // a background launch
         case ("suspended", "willEnterForeground"), ("background", "willEnterForeground"): state = "entering"
         case ("entering", "didBecomeActive"): state = "active"
         case ("background", "willTerminate"), ("suspended", "willTerminate"): state = "terminating"

@@ -57,7 +57,7 @@ struct LifecycleMachine {
                 if now - first < repeatedTerminationGrace { return .failure(IgnoredRequest(.sameTermination)) }
                 if request == .terminationFromOutside, state != .terminated { return .success([.expireAllGrants]) }
                 return .failure(IgnoredRequest(.terminating))
-            case .background, .foreground:
+            case .background, .foreground, .backgroundLaunch:
                 return .failure(IgnoredRequest(.terminating))
             }
         }
@@ -74,6 +74,12 @@ struct LifecycleMachine {
                 .enter(.active), .emit(.didBecomeActive),
             ])
         case (.foreground, _):
+            return .failure(IgnoredRequest(.alreadyThere))
+        case (.backgroundLaunch, .suspended):
+            // No willResignActive: the program was not active. A fresh budget for the work.
+            state = .background
+            return .success([.enter(.background), .startBudget, .emit(.didEnterBackground)])
+        case (.backgroundLaunch, _):
             return .failure(IgnoredRequest(.alreadyThere))
         case (.termination, .active), (.termination, .inactive),
             (.terminationFromOutside, .active), (.terminationFromOutside, .inactive):

@@ -69,4 +69,7 @@ enum LifecycleRequest: Sendable, Hashable {
     /// An operator's request (a signal, the control socket): a repeat past the grace
     /// expires every grant now, as a second Ctrl-C does.
     case terminationFromOutside
+    /// Work launched while suspended (a scheduled run): back into the background with a
+    /// fresh budget for it, as iOS resumes a suspended app for a background refresh.
+    case backgroundLaunch
 }

@@ -66,11 +66,13 @@ final class PublishedState: Sendable {
     }
 
     /// Off the loop: takes one place under `limit` for a grant not yet applied, unless the
-    /// program has suspended or terminated. `nil` when reserved; the refusal otherwise.
+    /// program has terminated, or suspended and the grant does not `resume` it (a
+    /// background launch: the loop resumes the program when it applies the grant). `nil`
+    /// when reserved; the refusal otherwise.
     ///
     /// After a ``BackgroundTaskRefusal/tooManyOpenTasks(limit:)`` the loop may have put off
     /// suspending because of this reservation: the caller asks it to settle again.
-    func reserveQueuedGrant(limit: Int) -> BackgroundTaskRefusal? {
+    func reserveQueuedGrant(limit: Int, resuming: Bool = false) -> BackgroundTaskRefusal? {
         queuedReservations.wrappingAdd(1, ordering: .sequentiallyConsistent)
         var gate = admission.load(ordering: .sequentiallyConsistent)
         var spins = 0
@@ -79,7 +81,7 @@ final class PublishedState: Sendable {
             if spins > 64 { sched_yield() }  // the loop thread may be descheduled mid-decision
             gate = admission.load(ordering: .sequentiallyConsistent)
         }
-        if gate != Admission.open.rawValue {
+        if gate != Admission.open.rawValue, !(resuming && gate == Admission.closedSuspended.rawValue) {
             queuedReservations.wrappingSubtract(1, ordering: .sequentiallyConsistent)
             return gate == Admission.closedTerminated.rawValue ? .terminated : .suspended
         }

@@ -95,21 +95,28 @@ extension Runtime {
     /// Begins a grant on the loop directly, or reserves it and queues it from another thread.
     /// Package-level for drivers that need the refusal and the termination report (the
     /// scheduler records both in a run's history).
+    ///
+    /// `launching`: work the program did not start itself (a scheduled run). While the
+    /// program is suspended it is not refused: the loop resumes the program into the
+    /// background for it (`didEnterBackground`, a fresh budget), and it suspends again once
+    /// no grant is open — as iOS resumes a suspended app for a background refresh.
     @inline(__always)
     package func begin(
         name: String, maximumDuration: Duration?, callSite: CallSite,
-        expirationHandler: (@Sendable () -> Void)?, endHandler: GrantEndHandler?
+        expirationHandler: (@Sendable () -> Void)?, endHandler: GrantEndHandler?, launching: Bool = false
     ) -> Result<BackgroundTaskID, BackgroundTaskRefusal> {
         let result: Result<BackgroundTaskID, BackgroundTaskRefusal>
-        if isOnLoopThread {
+        if isOnLoopThread, !launching || published.state != .suspended {
             result = core.beginLocal(
                 name: name, maximumDuration: maximumDuration, callSite: callSite,
                 expirationHandler: expirationHandler, endHandler: endHandler)
         } else {
+            // Queued on the loop thread too when it launches: the resume is a transition of its own.
             result = beginQueued(
                 QueuedBegin(
                     id: .invalid, name: name, callSite: callSite, begunAt: clock.now,
-                    maximumDuration: maximumDuration, expirationHandler: expirationHandler, endHandler: endHandler))
+                    maximumDuration: maximumDuration, expirationHandler: expirationHandler, endHandler: endHandler,
+                    launches: launching))
         }
         if case .failure(let refusal) = result {
             metrics.countRefusal(refusal)
@@ -121,11 +128,16 @@ extension Runtime {
     }
 
     private func beginQueued(_ draft: QueuedBegin) -> Result<BackgroundTaskID, BackgroundTaskRefusal> {
-        let view = GrantDecisions.View(state: published.state, budgetDeadline: published.deadline)
+        var view = GrantDecisions.View(state: published.state, budgetDeadline: published.deadline)
+        if draft.launches, view.state == .suspended {
+            view = GrantDecisions.View(state: .background, budgetDeadline: nil)  // a fresh budget is coming
+        }
         if let refusal = core.decisions.refusal(view, now: draft.begunAt, maximumDuration: draft.maximumDuration) {
             return .failure(refusal)
         }
-        if let refusal = published.reserveQueuedGrant(limit: configuration.maximumOpenBackgroundTasks) {
+        if let refusal = published.reserveQueuedGrant(
+            limit: configuration.maximumOpenBackgroundTasks, resuming: draft.launches)
+        {
             if case .tooManyOpenTasks = refusal {
                 // The loop may have put off suspending for this reservation: let it look again.
                 let core = self.core
@@ -137,7 +149,7 @@ extension Runtime {
         let request = QueuedBegin(
             id: id, name: draft.name, callSite: draft.callSite, begunAt: draft.begunAt,
             maximumDuration: draft.maximumDuration, expirationHandler: draft.expirationHandler,
-            endHandler: draft.endHandler)
+            endHandler: draft.endHandler, launches: draft.launches)
         guard queue.enqueue(.begin(request)) else {
             published.releaseQueuedGrant()
             return .failure(.terminated)

@@ -10,6 +10,8 @@ struct QueuedBegin: Sendable {
     let maximumDuration: Duration?
     let expirationHandler: (@Sendable () -> Void)?
     let endHandler: GrantEndHandler?
+    /// Admitted while suspended: the loop resumes the program into the background first.
+    var launches = false
 }
 
 /// How the runtime tells a grant's owner that it ended; the report is set for
@@ -57,6 +59,10 @@ extension RuntimeCore {
     /// Applies a grant begun off the loop. It was admitted there, and its reservation kept
     /// the program from suspending or terminating since, so it is never refused here.
     func applyQueuedBegin(_ request: QueuedBegin) {
+        if request.launches, lifecycle.state == .suspended {
+            // Still holding its reservation, so the transition's settling does not suspend again.
+            apply(.backgroundLaunch, from: "a background launch for '\(request.name)'")
+        }
         // Released before the table counts it (see `PublishedState.releaseQueuedGrant`).
         published.releaseQueuedGrant()
         let slot = store(

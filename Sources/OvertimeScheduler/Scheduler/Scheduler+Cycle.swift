@@ -201,8 +201,8 @@ extension Scheduler {
     }
 
     /// Begins the grant of a run of `stored` at `now`; `nil` when the runtime refuses
-    /// (suspended or terminating: until the lifecycle changes) or a shared store gives
-    /// no run ID.
+    /// (terminating) or a shared store gives no run ID. A run due while the program is
+    /// suspended resumes it into the background for the run (a background launch).
     private func begin(_ stored: StoredRequest, handler: Handler, now: WallClockInstant) -> Starting? {
         let identifier = stored.request.identifier
         let attempt = stored.plan.failedAttempts + 1
@@ -235,7 +235,7 @@ extension Scheduler {
             endHandler: { [weak self] reason, report in
                 guard reason == .terminated, let self else { return }
                 queue.async { self.terminated(identifier, task: task, report: report) }
-            })
+            }, launching: true)
         guard case .success(let grant) = begun else {
             if case .failure(let refusal) = begun { state.withLock { $0.refusal = "\(refusal)" } }
             return nil
