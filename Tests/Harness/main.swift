@@ -333,6 +333,16 @@ case "scheduler-crash": try schedulerCrash(directory: CommandLine.arguments[2])
 case "scheduler-network": try schedulerNetwork(directory: CommandLine.arguments[2])
 case "scheduler-power": try schedulerPower(directory: CommandLine.arguments[2])
 case "scheduler-clock-step": try schedulerClockStep(directory: CommandLine.arguments[2])
+case "append-batches":
+    // Batches of 1 to 3,000 lines, each line naming its batch and size; "ACK b" once stored.
+    let spool = try Spool(directory: CommandLine.arguments[2])
+    var generator = SystemRandomNumberGenerator()
+    for batch in 1... {
+        let count = Int.random(in: 1...3_000, using: &generator)
+        _ = try spool.append(
+            (0..<count).map { Array("batch \(batch) of \(count) line \($0) ".utf8) + Array(repeating: 120, count: 60) })
+        say("ACK \(batch)")
+    }
 case "crash-uploader":
     try crashUploader(
         directory: CommandLine.arguments[2], url: CommandLine.arguments[3],

@@ -8,6 +8,46 @@ import Testing
     "Crash safety: kill -9 while spooling and uploading to a real nginx and a real S3 store, checkpoint damaged between runs",
     .serialized, .timeLimit(.minutes(5)))
 struct CrashTests {
+    /// Batches of up to 3,000 lines appended in a loop and killed -9 at random moments,
+    /// 40 times: after each restart every batch is in the spool whole or not at all, and
+    /// every acknowledged batch is there.
+    @Test func everyBatchIsStoredWholeOrNotAtAllAcross40Kills() async throws {
+        try await onOwnThread {
+            let folder = TemporaryDirectory("batches")
+            defer { folder.remove() }
+            var generator = SystemRandomNumberGenerator()
+            var batchesSeen = 0
+            for round in 0..<40 {
+                let child = try RunningChild(["append-batches", folder.path + "/spool-\(round)"])
+                _ = child.waitForLine { $0.hasPrefix("ACK ") }
+                usleep(UInt32.random(in: 0...40_000, using: &generator))
+                child.send(SIGKILL)
+                _ = child.waitForExit()
+                let acknowledged = Set(child.output.compactMap { $0.hasPrefix("ACK ") ? Int($0.dropFirst(4)) : nil })
+                let spool = try Spool(directory: folder.path + "/spool-\(round)")
+                var lines: [Int: (count: Int, size: Int)] = [:]
+                for segment in spool.sealedSegments {
+                    let records = SegmentFormat.parse(Array(try Data(contentsOf: URL(fileURLWithPath: segment.path))))
+                        .records
+                    for record in records {
+                        let words = record.text.split(separator: " ")
+                        guard let batch = Int(words[1]), let size = Int(words[3]) else { continue }
+                        lines[batch, default: (0, size)].count += 1
+                    }
+                }
+                for (batch, seen) in lines where seen.count != seen.size {
+                    Issue.record("round \(round): batch \(batch) stored in part: \(seen.count) of \(seen.size)")
+                }
+                for batch in acknowledged where lines[batch] == nil {
+                    Issue.record("round \(round): acknowledged batch \(batch) is missing")
+                }
+                batchesSeen += lines.count
+                withExtendedLifetime(spool) {}
+            }
+            #expect(batchesSeen > 40)
+        }
+    }
+
     @Test func everyAcknowledgedLineIsOnTheServerExactlyOnceAfter100Kills() async throws {
         try await onOwnThread {
             let nginx = try NginxServer()

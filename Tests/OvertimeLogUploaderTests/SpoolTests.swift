@@ -234,6 +234,45 @@ struct SpoolTests {
         }
     }
 
+    /// The segment being written when the process died, cut anywhere inside its last
+    /// append — at a record boundary too — keeps every whole append and none of the cut
+    /// one: a batch is stored whole or not at all.
+    @Test func anAppendCutShortByACrashIsDroppedWhole() throws {
+        for cutRecords in [1, 2, 3] {
+            for midRecord in [false, true] {
+                let folder = TemporaryDirectory("atomic")
+                defer { folder.remove() }
+                do {
+                    let spool = try Spool(directory: folder.path, configuration: configuration())
+                    try spool.append((1...3).map { "first \($0)" }.map { Array($0.utf8) })
+                    try spool.append((1...4).map { "second \($0)" }.map { Array($0.utf8) })
+                }
+                let open = try #require(
+                    FileManager.default.contentsOfDirectory(atPath: folder.path + "/segments").first {
+                        $0.hasSuffix(".open")
+                    })
+                let path = folder.path + "/segments/" + open
+                let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+                // The second append's last `cutRecords` records are lost, or half of the first of them.
+                let records = SegmentFormat.parse(bytes).records
+                let kept = records.dropLast(cutRecords)
+                var length = kept.reduce(SegmentFormat.headerSize) {
+                    $0 + SegmentFormat.frameSize + SegmentFormat.bodyPrefixSize + $1.line.count
+                }
+                if midRecord { length += 10 }
+                try Data(bytes.prefix(length)).write(to: URL(fileURLWithPath: path))
+                let reopened = try Spool(directory: folder.path, configuration: configuration())
+                let texts = try reopened.sealedSegments.flatMap {
+                    SegmentFormat.parse(Array(try Data(contentsOf: URL(fileURLWithPath: $0.path)))).records
+                }.map(\.text)
+                #expect(
+                    texts == ["first 1", "first 2", "first 3"], "cut \(cutRecords) records, mid-record \(midRecord)")
+                #expect(!reopened.recovery.isClean)
+                #expect(try reopened.append("next") == 4, "the dropped append's numbers are given out again")
+            }
+        }
+    }
+
     @Test func theParserNeverTrapsOnArbitraryBytes() {
         var generator = SplitMix64(seed: 42)
         var valid: [UInt8] = SegmentFormat.header(streamID: StreamID.random(), segment: 1)

@@ -9,6 +9,12 @@
 /// The stream ID is in the header, so every record of a segment belongs to that stream;
 /// with its sequence number a collector sees gaps and duplicates. A sealed segment is
 /// uploaded byte for byte under the name ``SegmentName``, so a retry sends the same bytes.
+///
+/// The time's lowest bit marks the last record of each append (one call of
+/// ``Spool/append(_:)``, one ingestion batch): recovery drops an append a crash cut short
+/// whole, even when the cut fell on a record boundary, so a batch is stored whole or not
+/// at all. (A nanosecond is below any clock's meaning, and readers of the format need not
+/// know the bit.)
 public enum SegmentFormat {
     /// The first eight bytes of every segment.
     package static let magic: [UInt8] = Array("OTSEG001".utf8)
@@ -29,14 +35,17 @@ public enum SegmentFormat {
         return bytes
     }
 
-    /// Appends one framed record to `buffer`.
-    static func appendRecord(sequence: UInt64, time: UInt64, line: some Collection<UInt8>, to buffer: inout [UInt8]) {
+    /// Appends one framed record to `buffer`; `endsAppend` for the last record of an append.
+    static func appendRecord(
+        sequence: UInt64, time: UInt64, line: some Collection<UInt8>, endsAppend: Bool = true,
+        to buffer: inout [UInt8]
+    ) {
         let bodyLength = bodyPrefixSize + line.count
         let start = buffer.count
         buffer.appendLittleEndian(UInt32(bodyLength))
         buffer.appendLittleEndian(UInt32(0))  // checksum, filled in below
         buffer.appendLittleEndian(sequence)
-        buffer.appendLittleEndian(time)
+        buffer.appendLittleEndian(endsAppend ? time | 1 : time & ~1)
         // Contiguous lines (arrays, most callers) are copied with one memcpy; the generic
         // path walks an iterator byte by byte, unspecialized across the module boundary.
         if line.withContiguousStorageIfAvailable({ buffer.append(contentsOf: $0) }) == nil {
@@ -95,6 +104,28 @@ public enum SegmentFormat {
     }
 }
 
+extension SegmentFormat {
+    /// `parsed` without an append a crash cut short: the records after the last one that
+    /// ends an append (see the type's documentation). For the segment being written when
+    /// the process died; a sealed segment holds whole appends only.
+    static func wholeAppends(_ parsed: ParsedSegment) -> ParsedSegment {
+        guard let lastEnd = parsed.records.lastIndex(where: { $0.time & 1 == 1 }) else {
+            guard !parsed.records.isEmpty else { return parsed }
+            return ParsedSegment(
+                streamID: parsed.streamID, segment: parsed.segment, records: [], validLength: headerSize,
+                problem: "an append cut short by the crash: its \(parsed.records.count) records dropped")
+        }
+        let dropped = parsed.records.count - lastEnd - 1
+        guard dropped > 0 else { return parsed }
+        let kept = Array(parsed.records[...lastEnd])
+        let length = kept.reduce(headerSize) { $0 + frameSize + bodyPrefixSize + $1.line.count }
+        return ParsedSegment(
+            streamID: parsed.streamID, segment: parsed.segment, records: kept, validLength: length,
+            problem: "an append cut short by the crash: its \(dropped) records dropped"
+                + (parsed.problem.map { "; then \($0)" } ?? ""))
+    }
+}
+
 /// A segment as read back: its records up to the first problem, if any.
 public struct ParsedSegment: Sendable, Equatable {
     /// The stream ID from the header; `nil` without a valid header.
@@ -113,7 +144,8 @@ public struct ParsedSegment: Sendable, Equatable {
 public struct SpoolRecord: Sendable, Equatable {
     /// Its number in the stream, from 1, without gaps.
     public let sequence: UInt64
-    /// Wall-clock time it was spooled, nanoseconds since 1970 (for people; deadlines never use it).
+    /// Wall-clock time it was spooled, nanoseconds since 1970 (for people; deadlines never
+    /// use it). Its lowest bit marks the last line of an append.
     public let time: UInt64
     /// The line, UTF-8, without a trailing newline.
     public let line: [UInt8]

@@ -53,8 +53,10 @@ extension Spool {
             if state.pending.capacity < start + needed {
                 state.pending.reserveCapacity(max(start + needed, 2 * state.pending.capacity))
             }
-            for line in lines {
-                SegmentFormat.appendRecord(sequence: state.nextSequence, time: time, line: line, to: &state.pending)
+            for (index, line) in lines.enumerated() {
+                SegmentFormat.appendRecord(
+                    sequence: state.nextSequence, time: time, line: line, endsAppend: index == lines.count - 1,
+                    to: &state.pending)
                 state.nextSequence += 1
             }
             state.pendingRecords += lines.count

@@ -134,10 +134,12 @@ struct SpoolRecovery {
             return quarantine(path, name: name, &report)
         }
         let bytes = try SpoolFiles.readAll(path)
-        let parsed = SegmentFormat.parse(bytes)
+        var parsed = SegmentFormat.parse(bytes)
         guard let stream = parsed.streamID, parsed.segment == number else {
             return quarantine(path, name: name, &report)
         }
+        // The segment being written when the process died: an append it cut short goes whole.
+        if isOpen { parsed = SegmentFormat.wholeAppends(parsed) }
         if stream != result.stream {
             // An earlier stream's segment: sealed as it is, and sent again under its own name.
             let target = directory + "/resend/" + SegmentName.resendFileName(stream: stream, segment: number)
