@@ -99,11 +99,24 @@ struct Run: ParsableCommand {
         if sink.hasPrefix("syslog://") || sink.hasPrefix("relp://"), hostAndPort() == nil {
             throw ValidationError("expected syslog://host:port or relp://host:port; got '\(sink)'")
         }
-        if quotaMb < 1 || segmentKb < 4 || budget <= 0 || lead < 0 || lead >= budget {
-            throw ValidationError("need quota-mb ≥ 1, segment-kb ≥ 4, budget > 0 and 0 ≤ lead < budget")
+        // Written so that NaN fails each test: every comparison with it is false.
+        let year = 86_400.0 * 365
+        if !(budget > 0 && budget <= year) {
+            throw ValidationError("--budget is a number of seconds above 0, at most \(Int(year)); got \(budget)")
         }
-        if !(uploadInterval >= 0.001 || uploadInterval == 0) || uploadInterval > 86_400 * 365 {
-            throw ValidationError("--upload-interval is 0 or between 0.001 and 31536000 seconds")
+        if !(lead >= 0 && lead < budget) {
+            throw ValidationError("--lead is a number of seconds from 0 to below --budget (\(budget)); got \(lead)")
+        }
+        if quotaMb < 1 || segmentKb < 4 {
+            throw ValidationError("need quota-mb ≥ 1 and segment-kb ≥ 4")
+        }
+        if !(uploadInterval == 0 || (uploadInterval >= 0.1 && uploadInterval <= year)) {
+            throw ValidationError(
+                "--upload-interval is 0 or between 0.1 (the scheduler's shortest interval) and \(Int(year)) seconds; got \(uploadInterval)"
+            )
+        }
+        if let progressInterval, !(progressInterval >= 0 && progressInterval <= 86_400) {
+            throw ValidationError("--progress-interval is between 0 and 86400 seconds; got \(progressInterval)")
         }
         if let permanentStatuses, parsedStatuses(permanentStatuses) == nil {
             throw ValidationError("--permanent-statuses takes HTTP statuses 400...599, comma-separated")

@@ -290,4 +290,20 @@ struct DaemonHardeningTests {
         #expect(nested.standardError.contains { $0.contains("No such file or directory") }, "\(nested.standardError)")
         #expect(FileManager.default.fileExists(atPath: folder.path + "/a/b/c/spool/checkpoint"))
     }
+
+    /// Numbers that are not numbers, or out of range, exit 64 naming the option: they
+    /// crashed (SIGILL, nothing printed).
+    @Test(arguments: [
+        ["--budget", "nan"], ["--budget", "inf"], ["--budget", "1e16"], ["--budget", "-1"], ["--lead", "nan"],
+        ["--lead", "30"], ["--upload-interval", "nan"], ["--upload-interval", "0.001"],
+        ["--progress-interval", "inf"], ["--progress-interval", "nan"],
+    ])
+    func numericOptionsOutOfRangeExit64NamingTheOption(_ option: [String]) throws {
+        let folder = TemporaryDirectory("numbers")
+        defer { folder.remove() }
+        let child = try RunningChild(
+            ["--spool", folder.path + "/spool", "--sink", folder.path + "/out"] + option, executable: "log-uploader")
+        #expect(child.waitForExit(timeout: .seconds(10)) == 64)
+        #expect(child.standardError.contains { $0.contains(option[0]) }, "\(child.standardError)")
+    }
 }

@@ -240,6 +240,53 @@ struct SchedulerTests {
         }
     }
 
+    /// Every duration is range-checked at submission, naming the field and the range:
+    /// intervals that overflowed a plan (and ran every 0.5 s) or that no store could keep
+    /// up with are refused, and nothing is stored.
+    @Test func durationsOutOfRangeAreRefusedNamingTheField() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness()
+            defer { h.finish() }
+            let years250 = Duration.seconds(250 * 365 * 86_400)
+            let cases: [(String, (inout ScheduledTaskRequest) -> Void)] = [
+                ("repetition.interval", { $0.repetition = Repetition(every: .seconds(Int64.max)) }),
+                ("repetition.interval", { $0.repetition = Repetition(every: years250, flex: years250) }),
+                ("repetition.interval", { $0.repetition = Repetition(every: .nanoseconds(1)) }),
+                ("repetition.interval", { $0.repetition = Repetition(every: .zero) }),
+                ("repetition.flex", { $0.repetition = Repetition(every: .seconds(60), flex: .seconds(-1)) }),
+                ("randomizedDelay", { $0.randomizedDelay = years250 }),
+                ("randomizedDelay", { $0.randomizedDelay = .seconds(-1) }),
+                ("maximumDuration", { $0.maximumDuration = .seconds(Int64.max) }),
+                ("maximumDuration", { $0.maximumDuration = .seconds(1) }),
+                ("retry.initialDelay", { $0.retry.initialDelay = .seconds(-5) }),
+                ("retry.maximumDelay", { $0.retry.maximumDelay = years250 }),
+                ("retry.maximumAttempts", { $0.retry.maximumAttempts = 0 }),
+            ]
+            for (field, change) in cases {
+                var request = ScheduledTaskRequest(identifier: "job")
+                change(&request)
+                do throws(SchedulerError) {
+                    try h.current.submit(request)
+                    Issue.record("\(field) out of range was accepted")
+                } catch {
+                    #expect(error.code == .invalidRequest)
+                    #expect(error.field == field, "\(error)")
+                    #expect(error.message.contains(field) && error.message.contains("between"), "\(error)")
+                }
+            }
+            try h.current.start()
+            h.clock.advance(by: .seconds(1800))
+            h.settle()
+            #expect(h.attempts.count == 0, "nothing refused was stored or run")
+            var shortest = ScheduledTaskRequest(identifier: "job")
+            shortest.repetition = Repetition(every: ScheduleLimits.minimumInterval)
+            try h.current.submit(shortest)
+            var configuration = SchedulerConfiguration(storePath: h.folder.path + "/other.db")
+            configuration.startSpacing = .seconds(-1)
+            #expect(throws: SchedulerError.self) { try Scheduler(runtime: h.env.runtime, configuration: configuration) }
+        }
+    }
+
     @Test func theScheduleTableNamesTheInstanceHoldingARunInAFleet() {
         let held = PendingRequest(
             request: ScheduledTaskRequest(identifier: "report"), nextRun: WallClockInstant(secondsSinceEpoch: 0),

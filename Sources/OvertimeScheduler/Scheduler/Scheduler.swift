@@ -130,8 +130,14 @@ public final class Scheduler: Sendable {
     ///   configuration.
     public init(runtime: Runtime, configuration: SchedulerConfiguration) throws(SchedulerError) {
         guard configuration.maximumConcurrentRuns >= 1 else {
-            throw SchedulerError(code: .invalidRequest, message: "maximumConcurrentRuns must be at least 1")
+            throw SchedulerError(
+                code: .invalidRequest, message: "maximumConcurrentRuns must be at least 1",
+                field: "maximumConcurrentRuns")
         }
+        try ScheduleLimits.check("startSpacing", configuration.startSpacing, in: .zero...ScheduleLimits.maximumDuration)
+        try ScheduleLimits.check(
+            "conditionRecheckInterval", configuration.conditionRecheckInterval,
+            in: ScheduleLimits.minimumInterval...ScheduleLimits.maximumDuration)
         self.runtime = runtime
         self.configuration = configuration
         conditions =
@@ -516,20 +522,32 @@ public final class Scheduler: Sendable {
         guard handler(for: request.identifier) != nil else {
             throw SchedulerError(code: .notRegistered, message: "no handler is registered for '\(request.identifier)'")
         }
-        func invalid(_ message: String) -> SchedulerError {
-            SchedulerError(code: .invalidRequest, message: "'\(request.identifier)': \(message)")
-        }
+        let identifier = request.identifier
+        let longest = ScheduleLimits.maximumDuration
         if let repetition = request.repetition {
-            if repetition.interval <= .zero { throw invalid("the repetition interval must be positive") }
-            if repetition.flex < .zero || repetition.flex > repetition.interval {
-                throw invalid("the flex must be between zero and the interval")
-            }
+            try ScheduleLimits.check(
+                "repetition.interval", repetition.interval, in: ScheduleLimits.minimumInterval...longest,
+                identifier: identifier)
+            try ScheduleLimits.check(
+                "repetition.flex", repetition.flex, in: .zero...repetition.interval, identifier: identifier)
         }
-        if request.randomizedDelay < .zero { throw invalid("the randomized delay must not be negative") }
-        if request.maximumDuration <= runtime.configuration.expirationLeadTime {
-            throw invalid("the maximum duration must be longer than the runtime's expiration lead time")
+        try ScheduleLimits.check(
+            "randomizedDelay", request.randomizedDelay, in: .zero...longest, identifier: identifier)
+        let lead = runtime.configuration.expirationLeadTime
+        try ScheduleLimits.check(
+            "maximumDuration", request.maximumDuration, in: (lead + .nanoseconds(1))...max(longest, lead + .seconds(1)),
+            identifier: identifier)
+        try ScheduleLimits.check(
+            "retry.initialDelay", request.retry.initialDelay, in: .zero...longest, identifier: identifier)
+        try ScheduleLimits.check(
+            "retry.maximumDelay", request.retry.maximumDelay, in: .zero...longest, identifier: identifier)
+        guard (1...ScheduleLimits.maximumAttempts).contains(request.retry.maximumAttempts) else {
+            throw SchedulerError(
+                code: .invalidRequest,
+                message:
+                    "'\(identifier)': retry.maximumAttempts must be between 1 and \(ScheduleLimits.maximumAttempts), got \(request.retry.maximumAttempts)",
+                field: "retry.maximumAttempts")
         }
-        if request.retry.maximumAttempts < 1 { throw invalid("maximumAttempts must be at least 1") }
     }
 
     /// What submitting `request` under `policy` writes.

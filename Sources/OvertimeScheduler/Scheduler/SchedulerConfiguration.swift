@@ -114,13 +114,16 @@ public struct SchedulerError: Error, Sendable, Hashable, CustomStringConvertible
     public let code: Code
     /// One sentence naming the identifier or the field and the cause.
     public let message: String
+    /// The field out of range (`repetition.interval`, say), for ``Code/invalidRequest``.
+    public let field: String?
 
     /// The message.
     public var description: String { message }
 
-    package init(code: Code, message: String) {
+    package init(code: Code, message: String, field: String? = nil) {
         self.code = code
         self.message = message
+        self.field = field
     }
 
     static func store(_ error: ScheduleStoreError) -> SchedulerError {
