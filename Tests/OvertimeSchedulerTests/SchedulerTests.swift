@@ -287,6 +287,30 @@ struct SchedulerTests {
         }
     }
 
+    /// The scheduler's metrics go to the runtime's metrics factory, labelled by the
+    /// handler that serves the run (its identifier or its prefix), so a million
+    /// `thumbnail.N` one-shots are one series, not a million.
+    @Test func metricsGoToTheRuntimesFactoryLabelledByHandler() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness(identifiers: ["job"], prefixes: ["thumbnail."])
+            defer { h.finish() }
+            try h.current.start()
+            for identifier in ["job", "thumbnail.4711", "thumbnail.4712", "thumbnail.4713"] {
+                try h.current.submit(ScheduledTaskRequest(identifier: identifier))
+            }
+            h.settle()
+            h.clock.advance(by: .seconds(5))
+            h.settle()
+            #expect(h.attempts.count == 4)
+            let runs = "overtime_scheduler_runs_total"
+            #expect(h.env.counter(runs, [("handler", "thumbnail."), ("result", "succeeded")]) == 3)
+            #expect(h.env.counter(runs, [("handler", "job"), ("result", "succeeded")]) == 1)
+            let series = h.env.metrics.counters.filter { $0.label == runs }
+            #expect(series.count == 2, "one series per handler and result: \(series.map(\.dimensions))")
+            #expect(!series.contains { $0.dimensions.contains { $0.1.hasPrefix("thumbnail.47") } })
+        }
+    }
+
     @Test func theScheduleTableNamesTheInstanceHoldingARunInAFleet() {
         let held = PendingRequest(
             request: ScheduledTaskRequest(identifier: "report"), nextRun: WallClockInstant(secondsSinceEpoch: 0),

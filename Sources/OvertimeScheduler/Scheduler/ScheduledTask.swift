@@ -28,14 +28,16 @@ public final class ScheduledTask: Sendable {
 
     private let completion: @Sendable (_ success: Bool, _ expired: Bool) -> Void
     private let logger: Logger
+    private let metrics: SchedulerMetrics
     private let completed = Atomic<Bool>(false)
     private let expired = Atomic<Bool>(false)
     private let handler = Mutex<(@Sendable () -> Void)?>(nil)
 
     init(
         identifier: String, runID: Int64, attempt: Int, dueTime: WallClockInstant, logger: Logger,
-        completion: @escaping @Sendable (_ success: Bool, _ expired: Bool) -> Void
+        metrics: SchedulerMetrics, completion: @escaping @Sendable (_ success: Bool, _ expired: Bool) -> Void
     ) {
+        self.metrics = metrics
         self.identifier = identifier
         self.runID = runID
         self.attempt = attempt
@@ -58,7 +60,7 @@ public final class ScheduledTask: Sendable {
     /// second call is logged with its call site and counted, and does nothing else.
     public func setTaskCompleted(success: Bool, fileID: StaticString = #fileID, line: UInt = #line) {
         guard !completed.exchange(true, ordering: .acquiringAndReleasing) else {
-            SchedulerMetrics.countMisuse("completed_twice")
+            metrics.countMisuse("completed_twice")
             logger.warning(
                 "setTaskCompleted called again for a task already completed",
                 metadata: [

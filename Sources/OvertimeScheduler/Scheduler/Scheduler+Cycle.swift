@@ -224,7 +224,7 @@ extension Scheduler {
         let due = SchedulePlanner.dueTime(stored.plan, stored.request)
         let task = ScheduledTask(
             identifier: identifier, runID: runID, attempt: attempt,
-            dueTime: SchedulePlanner.plannedTime(stored.plan, stored.request), logger: logger
+            dueTime: SchedulePlanner.plannedTime(stored.plan, stored.request), logger: logger, metrics: metrics
         ) {
             [weak self] success, expired in
             self?.finish(identifier, runID: runID, attempt: attempt, success: success, expired: expired)
@@ -333,10 +333,14 @@ extension Scheduler {
             }
             if !starting.isEmpty { state.lastStart = now }
         }
-        for end in ended { SchedulerMetrics.countRun(end.record.identifier, result: end.record.result) }
+        for end in ended {
+            metrics.countRun(handler: handlerName(for: end.record.identifier), result: end.record.result)
+        }
         guard !starting.isEmpty else { return }
         for start in starting {
-            if let lateness = start.lateness { SchedulerMetrics.recordLateness(start.record.identifier, lateness) }
+            if let lateness = start.lateness {
+                metrics.recordLateness(handler: handlerName(for: start.record.identifier), lateness)
+            }
         }
         let handlerQueue = self.handlerQueue
         runtime.execute {

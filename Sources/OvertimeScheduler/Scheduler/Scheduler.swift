@@ -47,6 +47,8 @@ public final class Scheduler: Sendable {
     /// Where the bodies of async handlers run (their nonisolated code).
     let handlerQueue = SerialWorkQueue(name: "overtime-tasks")
     let state: Locked<State>
+    /// Into the runtime's metrics factory.
+    let metrics: SchedulerMetrics
     var logger: Logger { configuration.logger }
 
     enum Handler: Sendable {
@@ -140,6 +142,7 @@ public final class Scheduler: Sendable {
             in: ScheduleLimits.minimumInterval...ScheduleLimits.maximumDuration)
         self.runtime = runtime
         self.configuration = configuration
+        metrics = SchedulerMetrics(factory: runtime.configuration.metricsFactory)
         conditions =
             configuration.conditions
             ?? LinuxConditionSource(configuration: .init(storagePath: Self.folder(of: configuration.storePath)))
@@ -234,6 +237,15 @@ public final class Scheduler: Sendable {
     func handler(for identifier: String) -> Handler? {
         state.withLock { state in
             state.handlers[identifier] ?? state.prefixHandlers.first { identifier.hasPrefix($0.prefix) }?.handler
+        }
+    }
+
+    /// The name of the handler that serves `identifier`: the identifier itself, or the
+    /// prefix it is served under (what metrics are labelled by).
+    func handlerName(for identifier: String) -> String {
+        state.withLock { state in
+            state.handlers[identifier] != nil
+                ? identifier : state.prefixHandlers.first { identifier.hasPrefix($0.prefix) }?.prefix ?? identifier
         }
     }
 

@@ -130,23 +130,3 @@ public struct SchedulerError: Error, Sendable, Hashable, CustomStringConvertible
         SchedulerError(code: error.isLocked ? .storeInUse : .store, message: error.message)
     }
 }
-
-/// The scheduler's counters (swift-metrics).
-enum SchedulerMetrics {
-    static func countRun(_ identifier: String, result: RunResult) {
-        Counter(
-            label: "overtime_scheduler_runs_total", dimensions: [("identifier", identifier), ("result", "\(result)")]
-        )
-        .increment()
-    }
-
-    /// How long after its due time a run started (`overtime_scheduler_lateness_seconds`).
-    static func recordLateness(_ identifier: String, _ lateness: Duration) {
-        Timer(label: "overtime_scheduler_lateness_seconds", dimensions: [("identifier", identifier)])
-            .recordNanoseconds(lateness.saturatingNanoseconds)
-    }
-
-    static func countMisuse(_ kind: String) {
-        Counter(label: "overtime_scheduler_misuse_total", dimensions: [("kind", kind)]).increment()
-    }
-}

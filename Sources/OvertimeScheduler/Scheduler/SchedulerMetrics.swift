@@ -1,0 +1,40 @@
+// The scheduler's counters: into the runtime's metrics factory, labelled by handler.
+
+import CoreMetrics
+
+/// The scheduler's metrics (swift-metrics), made through the runtime's factory
+/// (`RuntimeConfiguration.metricsFactory`, else the bootstrapped system), like the
+/// runtime's own. Runs are labelled by the handler that serves them — its identifier, or
+/// its prefix for identifiers served by prefix — never by a free-form identifier, so the
+/// number of series stays that of the handlers registered (`thumbnail.4711` counts under
+/// `thumbnail.`).
+///
+/// | metric | type | dimensions |
+/// |---|---|---|
+/// | `overtime_scheduler_runs_total` | counter | `handler`, `result` |
+/// | `overtime_scheduler_lateness_seconds` | timer | `handler` |
+/// | `overtime_scheduler_misuse_total` | counter | `kind` |
+struct SchedulerMetrics: Sendable {
+    let factory: any MetricsFactory
+
+    init(factory: (any MetricsFactory)?) {
+        self.factory = factory ?? MetricsSystem.factory
+    }
+
+    func countRun(handler: String, result: RunResult) {
+        Counter(
+            label: "overtime_scheduler_runs_total", dimensions: [("handler", handler), ("result", "\(result)")],
+            factory: factory
+        ).increment()
+    }
+
+    /// How long after its due time a run started.
+    func recordLateness(handler: String, _ lateness: Duration) {
+        Timer(label: "overtime_scheduler_lateness_seconds", dimensions: [("handler", handler)], factory: factory)
+            .recordNanoseconds(lateness.saturatingNanoseconds)
+    }
+
+    func countMisuse(_ kind: String) {
+        Counter(label: "overtime_scheduler_misuse_total", dimensions: [("kind", kind)], factory: factory).increment()
+    }
+}
