@@ -21,6 +21,15 @@ import Synchronization
 /// loop sees the reservation (admission reopens and the program stays in the background
 /// until that grant ends) or the begin sees the gate closing (it waits the few
 /// instructions until the loop has decided, then is refused up front).
+///
+/// **The cap counts what owners hold**, on any thread: the table's count
+/// (``openOnLoop``) plus ``heldOffLoop`` — begins admitted off the loop and not yet
+/// applied, less ends asked for off the loop and not yet applied. Threads change
+/// ``heldOffLoop`` with one read-modify-write each, so one thread's end and then begin
+/// are seen in that order by every other thread. The loop moves a grant between the two
+/// counters (applying a queued begin or end) inside a sequence lock (``transfers``, odd
+/// while a move is half done), and a begin reads both under it, so a moving grant is
+/// counted once: no begin is refused while the owners hold fewer than the cap.
 final class PublishedState: Sendable {
     private let stateValue = Atomic<UInt8>(LifecycleState.active.rawValue)
     /// Nanoseconds of the background deadline, 0 when none.
@@ -31,10 +40,11 @@ final class PublishedState: Sendable {
     /// begin and end — a releasing store is a plain one on x86 — so the loop's own begins
     /// need no read-modify-write).
     private let openOnLoop = Atomic<Int>(0)
-    /// Ends asked for off the loop that the loop has not applied yet. The cap counts what
-    /// the owners hold: a grant whose owner ended it no longer takes a place, even before
-    /// the loop has removed it from the table.
-    private let queuedEnds = Atomic<Int>(0)
+    /// Begins admitted off the loop not yet applied, less ends asked off the loop not yet
+    /// applied (see the type's documentation).
+    private let heldOffLoop = Atomic<Int>(0)
+    /// The loop's moves between ``heldOffLoop`` and ``openOnLoop``: odd while one is half done.
+    private let transfers = Atomic<UInt64>(0)
     /// The counter behind IDs handed out off the loop.
     let lastQueuedNumber = Atomic<UInt64>(0)
     /// Whether begins off the loop are admitted (see the type's documentation).
@@ -85,8 +95,9 @@ final class PublishedState: Sendable {
             queuedReservations.wrappingSubtract(1, ordering: .sequentiallyConsistent)
             return gate == Admission.closedTerminated.rawValue ? .terminated : .suspended
         }
+        heldOffLoop.wrappingAdd(1, ordering: .sequentiallyConsistent)
         if heldCount() > limit {
-            queuedReservations.wrappingSubtract(1, ordering: .sequentiallyConsistent)
+            releaseQueuedGrant()
             return .tooManyOpenTasks(limit: limit)
         }
         return nil
@@ -111,44 +122,66 @@ final class PublishedState: Sendable {
         admission.store(Admission.open.rawValue, ordering: .sequentiallyConsistent)
     }
 
-    /// A reserved queued grant was applied (it is in the table now) or refused.
-    ///
-    /// When applying, the loop releases the reservation before it publishes the table's
-    /// new count: a begin racing the two stores then sees one place too many for a moment,
-    /// never one too few, so no begin is refused while its owner holds fewer than the cap.
+    /// A reserved queued grant was refused, or dropped at termination: it holds nothing.
     func releaseQueuedGrant() {
+        heldOffLoop.wrappingSubtract(1, ordering: .sequentiallyConsistent)
         queuedReservations.wrappingSubtract(1, ordering: .sequentiallyConsistent)
+    }
+
+    /// On the loop: a reserved queued grant is being applied; its reservation no longer
+    /// keeps the program from suspending (its place moves with ``transferIn(open:)``).
+    func releaseReservation() {
+        queuedReservations.wrappingSubtract(1, ordering: .sequentiallyConsistent)
+    }
+
+    /// On the loop: a queued begin is in the table now, whose open count is `open`.
+    func transferIn(open: Int) {
+        transfer(heldChange: -1, open: open)
+    }
+
+    /// On the loop: a queued end took its grant out of the table, whose open count is `open`.
+    func transferOut(open: Int) {
+        transfer(heldChange: 1, open: open)
     }
 
     /// Off the loop: an end is queued for the loop; its grant stops counting against the
     /// cap now.
     func noteQueuedEnd() {
-        queuedEnds.wrappingAdd(1, ordering: .sequentiallyConsistent)
+        heldOffLoop.wrappingSubtract(1, ordering: .sequentiallyConsistent)
     }
 
-    /// On the loop: a queued end was applied (after the table's count was published) or
-    /// dropped.
-    func releaseQueuedEnd() {
-        queuedEnds.wrappingSubtract(1, ordering: .releasing)
+    /// A queued end that ended nothing (an unknown ID) or was dropped: it frees no place.
+    func restoreQueuedEnd() {
+        heldOffLoop.wrappingAdd(1, ordering: .sequentiallyConsistent)
     }
 
-    /// Off the loop: the grants their owners hold, this thread's reservation included.
-    ///
-    /// The loop moves a grant from the reservations to the table (releasing, then
-    /// publishing the count) and out of the table when a queued end is applied
-    /// (publishing, then releasing the end). Reading in the opposite order — queued ends,
-    /// the table's count, the reservations — can count a moving grant twice as gone, for a
-    /// moment, but never twice as held: a begin is never refused below the cap.
+    private func transfer(heldChange: Int, open: Int) {
+        transfers.wrappingAdd(1, ordering: .sequentiallyConsistent)
+        heldOffLoop.wrappingAdd(heldChange, ordering: .sequentiallyConsistent)
+        openOnLoop.store(open, ordering: .sequentiallyConsistent)
+        transfers.wrappingAdd(1, ordering: .sequentiallyConsistent)
+    }
+
+    /// Off the loop: the grants their owners hold, this thread's reservation included,
+    /// read under the loop's sequence lock (see the type's documentation).
     private func heldCount() -> Int {
-        let ends = queuedEnds.load(ordering: .acquiring)
-        let open = openOnLoop.load(ordering: .acquiring)
-        return queuedReservations.load(ordering: .sequentiallyConsistent) + open - ends
+        var spins = 0
+        while true {
+            let before = transfers.load(ordering: .sequentiallyConsistent)
+            if before & 1 == 0 {
+                let held = heldOffLoop.load(ordering: .sequentiallyConsistent)
+                let open = openOnLoop.load(ordering: .sequentiallyConsistent)
+                if transfers.load(ordering: .sequentiallyConsistent) == before { return held + open }
+            }
+            spins += 1
+            if spins > 64 { sched_yield() }  // the loop thread may be descheduled mid-move
+        }
     }
 
     /// On the loop: whether one more grant fits beside `open` grants in the table and
-    /// the queued ones reserved, less those whose owners already ended them.
+    /// what is held off the loop.
     func hasRoom(open: Int, limit: Int) -> Bool {
-        open + queuedReservations.load(ordering: .relaxed) - queuedEnds.load(ordering: .relaxed) < limit
+        open + heldOffLoop.load(ordering: .relaxed) < limit
     }
 
     /// On the loop: publishes the table's open count.

@@ -52,7 +52,7 @@ extension Runtime {
         } else {
             published.noteQueuedEnd()
             if !queue.enqueue(.end(id, callSite)) {
-                published.releaseQueuedEnd()
+                published.restoreQueuedEnd()
                 // After termination every grant has already ended.
                 configuration.logger.debug("endBackgroundTask after termination", metadata: ["id": "\(id)"])
             }

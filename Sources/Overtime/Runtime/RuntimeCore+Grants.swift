@@ -63,16 +63,15 @@ extension RuntimeCore {
             // Still holding its reservation, so the transition's settling does not suspend again.
             apply(.backgroundLaunch, from: "a background launch for '\(request.name)'")
         }
-        // Released before the table counts it (see `PublishedState.releaseQueuedGrant`).
-        published.releaseQueuedGrant()
+        published.releaseReservation()  // its place moves into the table with `store`
         let slot = store(
             name: request.name, callSite: request.callSite, begunAt: request.begunAt,
             maximumDuration: request.maximumDuration, expirationHandler: request.expirationHandler,
             endHandler: request.endHandler, queuedID: request.id)
-        if let callSite = earlyQueuedEnds.removeValue(forKey: request.id.rawValue),
+        if let early = earlyQueuedEnds.removeValue(forKey: request.id.rawValue),
             grants.isOpen(slot: slot, generation: grants.generation(ofSlot: slot))
         {
-            finish(slot: slot, callSite: callSite)
+            finish(slot: slot, callSite: early.callSite, queued: early.queued)
         }
     }
 
@@ -90,7 +89,11 @@ extension RuntimeCore {
         let slot = grants.insert(
             name: name, callSite: callSite, begunAt: begunAt, queuedID: queuedID,
             expirationHandler: expirationHandler, extended: extended)
-        published.setOpenOnLoop(grants.openCount)
+        if queuedID.isInvalid {
+            published.setOpenOnLoop(grants.openCount)
+        } else {
+            published.transferIn(open: grants.openCount)  // its place was held off the loop
+        }
         metrics.pendingBegun += 1
         let budgetExpirationDone = deadlines.budget?.expirationDone ?? false
         if ownDeadline != nil || budgetExpirationDone {
@@ -101,28 +104,34 @@ extension RuntimeCore {
         return slot
     }
 
-    /// `endBackgroundTask` on the loop thread, or applied from the queue.
+    /// `endBackgroundTask` on the loop thread, or applied from the queue (`queued`: its
+    /// place was already given up off the loop).
     @inline(__always)
-    func end(_ id: BackgroundTaskID, callSite: CallSite) {
+    func end(_ id: BackgroundTaskID, callSite: CallSite, queued: Bool = false) {
         assertOnLoop()
         guard let slot = grants.slot(for: id) else {
             if id.isQueued, earlyQueuedEnds[id.rawValue] == nil {
                 // Possibly begun on another thread and still queued: decided at turn end.
-                earlyQueuedEnds[id.rawValue] = callSite
+                earlyQueuedEnds[id.rawValue] = (callSite, queued)
             } else {
+                if queued { published.restoreQueuedEnd() }
                 reportMisuse(id: id, callSite: callSite)
             }
             return
         }
-        finish(slot: slot, callSite: callSite)
+        finish(slot: slot, callSite: callSite, queued: queued)
     }
 
     /// Ends the grant in `slot` at its owner's request.
     @inline(__always)
-    private func finish(slot: Int32, callSite: CallSite) {
+    private func finish(slot: Int32, callSite: CallSite, queued: Bool) {
         let id = grants.id(ofSlot: slot)  // before the slot's generation moves on
         let record = grants.remove(slot: slot)
-        published.setOpenOnLoop(grants.openCount)
+        if queued {
+            published.transferOut(open: grants.openCount)
+        } else {
+            published.setOpenOnLoop(grants.openCount)
+        }
         if let stale = record.extended?.heapEntries, stale > 0 { deadlines.noteEntriesStale(stale) }
         let reason: BackgroundTaskEndReason = record.phase == .open ? .completed : .expired
         if reason == .completed { metrics.pendingCompleted += 1 } else { metrics.pendingExpiredEnds += 1 }
@@ -141,7 +150,10 @@ extension RuntimeCore {
         guard !earlyQueuedEnds.isEmpty else { return }
         let unknown = earlyQueuedEnds
         earlyQueuedEnds = [:]
-        for (raw, callSite) in unknown { reportMisuse(id: BackgroundTaskID(rawValue: raw), callSite: callSite) }
+        for (raw, early) in unknown {
+            if early.queued { published.restoreQueuedEnd() }
+            reportMisuse(id: BackgroundTaskID(rawValue: raw), callSite: early.callSite)
+        }
     }
 
     func reportMisuse(id: BackgroundTaskID, callSite: CallSite) {

@@ -45,7 +45,7 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
     @exclusivity(unchecked) private(set) var loopTime = MonotonicInstant.zero
 
     /// Queued IDs ended on the loop before their begin was applied (see `end`).
-    @exclusivity(unchecked) var earlyQueuedEnds: [UInt64: CallSite] = [:]
+    @exclusivity(unchecked) var earlyQueuedEnds: [UInt64: (callSite: CallSite, queued: Bool)] = [:]
     /// A lifecycle decision to take once the current transition is over.
     var needsSettle = false
     var transitionDepth = 0
@@ -154,9 +154,7 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
     private func process(_ item: InboundWork) {
         switch item {
         case .begin(let request): applyQueuedBegin(request)
-        case .end(let id, let callSite):
-            end(id, callSite: callSite)
-            published.releaseQueuedEnd()  // after the table's count moved
+        case .end(let id, let callSite): end(id, callSite: callSite, queued: true)
         case .lifecycle(let request, let source): apply(request, from: source)
         case .job(let job):
             refreshLoopTime()
@@ -240,7 +238,7 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
             case .run(let body):
                 body()
             case .end:
-                published.releaseQueuedEnd()
+                published.restoreQueuedEnd()
             case .lifecycle:
                 break
             }
