@@ -273,6 +273,31 @@ struct SpoolTests {
         }
     }
 
+    /// A spool folder is ours to take only when it is empty or a spool: a folder holding
+    /// another program's files, or a symbolic link, is refused and left as it was.
+    @Test func aFolderThatIsNotASpoolOrALinkIsRefusedAndLeftAsItWas() throws {
+        let folder = TemporaryDirectory("foreign-spool")
+        defer { folder.remove() }
+        let theirs = folder.path + "/etc-like"
+        try FileManager.default.createDirectory(atPath: theirs, withIntermediateDirectories: true)
+        try Data("key=value\n".utf8).write(to: URL(fileURLWithPath: theirs + "/app.conf"))
+        #expect(throws: SpoolError.self) { try Spool(directory: theirs) }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: theirs) == ["app.conf"], "nothing added")
+        let link = folder.path + "/link"
+        #expect(symlink(folder.path + "/real", link) == 0)
+        do {
+            _ = try Spool(directory: link)
+            Issue.record("a spool opened through a symbolic link")
+        } catch {
+            #expect("\(error)".contains("symbolic link"))
+        }
+        #expect(!FileManager.default.fileExists(atPath: folder.path + "/real"))
+        // An empty folder and an existing spool open.
+        try FileManager.default.createDirectory(atPath: folder.path + "/empty", withIntermediateDirectories: true)
+        do { _ = try Spool(directory: folder.path + "/empty") }
+        _ = try Spool(directory: folder.path + "/empty")
+    }
+
     @Test func theParserNeverTrapsOnArbitraryBytes() {
         var generator = SplitMix64(seed: 42)
         var valid: [UInt8] = SegmentFormat.header(streamID: StreamID.random(), segment: 1)

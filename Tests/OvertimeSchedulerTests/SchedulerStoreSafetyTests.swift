@@ -76,12 +76,129 @@ struct SchedulerStoreSafetyTests {
         }
     }
 
+    /// Another program's SQLite database is refused and left byte for byte as it was (no
+    /// table added, not switched to WAL, no version set), damaged or not; a store of an
+    /// earlier build (no marker, only this schema's tables) is adopted.
+    @Test func anotherProgramsDatabaseIsRefusedAndLeftByteForByte() async throws {
+        try await onOwnThread {
+            let folder = TemporaryDirectory("scheduler-theirs")
+            defer { folder.remove() }
+            let theirs = folder.path + "/app.db"
+            _ = try sqliteShell(
+                theirs,
+                "CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO accounts VALUES (1, 'a');")
+            let before = try Data(contentsOf: URL(fileURLWithPath: theirs))
+            let env = try VirtualRuntime()
+            defer { env.shutDown() }
+            do throws(SchedulerError) {
+                _ = try Scheduler(runtime: env.runtime, configuration: SchedulerConfiguration(storePath: theirs))
+                Issue.record("another program's database was taken")
+            } catch {
+                #expect(error.message.contains("not an Overtime schedule store"), "\(error)")
+            }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: theirs)) == before, "left byte for byte")
+            #expect(!FileManager.default.fileExists(atPath: theirs + "-wal"))
+            // Damaged too: still not moved aside.
+            let handle = try #require(FileHandle(forUpdatingAtPath: theirs))
+            try handle.seek(toOffset: 100)
+            try handle.write(contentsOf: Data(repeating: 0x5A, count: 3000))
+            try handle.close()
+            let damaged = try Data(contentsOf: URL(fileURLWithPath: theirs))
+            #expect(throws: SchedulerError.self) {
+                _ = try Scheduler(runtime: env.runtime, configuration: SchedulerConfiguration(storePath: theirs))
+            }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: theirs)) == damaged)
+            #expect(
+                !(try FileManager.default.contentsOfDirectory(atPath: folder.path)).contains { $0.contains("corrupt") })
+
+            // An earlier build's store: no marker, our tables. Adopted, and marked.
+            let earlier = folder.path + "/earlier.db"
+            do {
+                let made = try Scheduler(
+                    runtime: env.runtime, configuration: SchedulerConfiguration(storePath: earlier))
+                made.abandon()
+            }
+            _ = try sqliteShell(earlier, "PRAGMA application_id = 0;")
+            let adopted = try Scheduler(runtime: env.runtime, configuration: SchedulerConfiguration(storePath: earlier))
+            adopted.abandon()
+            #expect(try sqliteShell(earlier, "PRAGMA application_id;") == [["\(SQLiteScheduleStore.applicationID)"]])
+        }
+    }
+
+    /// A symbolic link at the store's path is never followed — to another program's file
+    /// or dangling (a root daemon would create a file where another user chose) — and a
+    /// new store is owner-only, its log too.
+    @Test func symbolicLinksAreNotFollowedAndANewStoreIsOwnerOnly() async throws {
+        try await onOwnThread {
+            let folder = TemporaryDirectory("scheduler-links")
+            defer { folder.remove() }
+            let env = try VirtualRuntime()
+            defer { env.shutDown() }
+            let target = folder.path + "/elsewhere.db"
+            let link = folder.path + "/schedule.db"
+            #expect(symlink(target, link) == 0)
+            #expect(throws: SchedulerError.self) {
+                _ = try Scheduler(runtime: env.runtime, configuration: SchedulerConfiguration(storePath: link))
+            }
+            #expect(!FileManager.default.fileExists(atPath: target), "nothing made through the dangling link")
+            _ = try sqliteShell(target, "CREATE TABLE requests (x);")
+            let before = try Data(contentsOf: URL(fileURLWithPath: target))
+            do throws(SchedulerError) {
+                _ = try Scheduler(runtime: env.runtime, configuration: SchedulerConfiguration(storePath: link))
+                Issue.record("opened through a symbolic link")
+            } catch {
+                #expect(error.message.contains("symbolic link"), "\(error)")
+            }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == before)
+            unlink(link)
+            let store = try Scheduler(runtime: env.runtime, configuration: SchedulerConfiguration(storePath: link))
+            try store.start()
+            for suffix in ["", "-wal"] {
+                var info = stat()
+                #expect(lstat(link + suffix, &info) == 0)
+                #expect(info.st_mode & 0o777 == 0o600, "\(suffix): \(String(info.st_mode & 0o777, radix: 8))")
+            }
+            store.abandon()
+        }
+    }
+
+    /// Damaged twice within one second: the second saved copy does not overwrite the first.
+    @Test func savedCopiesOfDamagedStoresNeverCollide() async throws {
+        try await onOwnThread {
+            let folder = TemporaryDirectory("scheduler-aside")
+            defer { folder.remove() }
+            var asides: [String] = []
+            for _ in 0..<2 {
+                let h = try SchedulerHarness(folder: folder)
+                try h.current.start()
+                try h.current.submit(ScheduledTaskRequest(identifier: "job"))
+                h.settle()
+                h.current.abandon()
+                h.env.shutDown()
+                let handle = try #require(FileHandle(forUpdatingAtPath: folder.path + "/schedule.db"))
+                try handle.seek(toOffset: 100)
+                try handle.write(contentsOf: Data(repeating: 0x5A, count: 8000))
+                try handle.close()
+                let reopened = try SchedulerHarness(folder: folder)  // the same virtual second
+                asides.append(try #require(reopened.current.recovery.movedAside))
+                reopened.current.abandon()
+                reopened.env.shutDown()
+            }
+            #expect(Set(asides).count == 2, "\(asides)")
+            #expect(asides.allSatisfy { FileManager.default.fileExists(atPath: $0) })
+        }
+    }
+
     @Test func aNewerSchemaIsRefusedWithBothVersionsNamed() async throws {
         try await onOwnThread {
             let folder = TemporaryDirectory("scheduler-newer")
             defer { folder.remove() }
             let newer = folder.path + "/newer.db"
-            _ = try sqliteShell(newer, "CREATE TABLE future (x); PRAGMA user_version = 7;")
+            // A store of a later build: Overtime's marker, a table this build does not know.
+            _ = try sqliteShell(
+                newer,
+                "CREATE TABLE future (x); PRAGMA user_version = 7; PRAGMA application_id = \(SQLiteScheduleStore.applicationID);"
+            )
             let before = try Data(contentsOf: URL(fileURLWithPath: newer))
             let env = try VirtualRuntime()
             defer { env.shutDown() }

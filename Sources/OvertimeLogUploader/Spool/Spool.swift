@@ -66,6 +66,7 @@ public final class Spool: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.counters = SpoolCounters()
+        try SpoolFiles.refuseForeignFolder(directory)
         try SpoolFiles.makeDirectories(directory)
         lock = try SpoolLock(directory: directory)
         let folders = ["segments", "resend", "dead-letter", "quarantine"]

@@ -15,6 +15,31 @@ enum SpoolFiles {
     }
 
     /// `mkdir -p`: the folder and every missing parent (0700 for those it makes).
+    /// Refuses a spool folder that is not ours to take: a symbolic link (never followed),
+    /// something that is not a folder, or a folder holding files that make no spool (an
+    /// empty folder, a spool, or a file system's `lost+found` beside nothing else is fine).
+    static func refuseForeignFolder(_ path: String) throws(SpoolError) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return }  // made below
+        guard info.st_mode & S_IFMT != S_IFLNK else {
+            throw .invalidConfiguration(
+                field: "directory", reason: "\(path) is a symbolic link; a spool is never opened through one")
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw .invalidConfiguration(field: "directory", reason: "\(path) exists and is not a folder")
+        }
+        guard case .success(let names) = listDirectory(path) else { return }  // unreadable: mkdir says why
+        let others = names.filter { $0 != "lost+found" }
+        let spoolMarks: Set<String> = ["lock", "checkpoint", "segments"]
+        if !others.isEmpty, !others.contains(where: spoolMarks.contains) {
+            throw .invalidConfiguration(
+                field: "directory",
+                reason:
+                    "\(path) holds files and is not an Overtime spool (\(others.sorted().prefix(3).joined(separator: ", ")), …); left as it was: choose an empty or new folder"
+            )
+        }
+    }
+
     static func makeDirectories(_ path: String) throws(SpoolError) {
         if let failure = Overtime.makeDirectories(path, mode: 0o700) {
             throw .io(operation: "mkdir", path: failure.path, errno: failure.errno)

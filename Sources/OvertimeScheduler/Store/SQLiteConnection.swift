@@ -31,8 +31,10 @@ final class SQLiteConnection {
 
     /// Opens `path`, creating it unless `readOnly`; a busy database is waited for up to 5 s.
     init(path: String, readOnly: Bool = false) throws(SQLiteError) {
+        // Never through a symbolic link: the store is the file named, or nothing.
         let flags =
             (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
+            | SQLITE_OPEN_NOFOLLOW
         var handle: OpaquePointer?
         let code = sqlite3_open_v2(path, &handle, flags, nil)
         guard code == SQLITE_OK, let handle else {

@@ -20,13 +20,26 @@ import Overtime
 /// file's folder is created with its parents.
 ///
 /// Opening it checks the file (`PRAGMA quick_check`): a damaged store is moved aside
-/// (`<path>.corrupt-<time>`, with its `-wal` and `-shm`), reported at critical level and
-/// in ``StoreRecovery``, and a new one made — never silently dropped. A store written by a
-/// newer schema is refused with both versions named. Runs found in progress (the process
-/// ended while they ran) are marked interrupted.
+/// (`<path>.corrupt-<time>`, a number added when that name is taken, with its `-wal` and
+/// `-shm`), reported at critical level and in ``StoreRecovery``, and a new one made —
+/// never silently dropped. A store written by a newer schema is refused with both versions
+/// named. Runs found in progress (the process ended while they ran) are marked interrupted.
+///
+/// It only ever takes a file that is its own. A store carries Overtime's marker in the
+/// SQLite header (`PRAGMA application_id`); any other SQLite database (another program's)
+/// or file is refused and left byte for byte as it was — a store of an earlier build,
+/// without the marker but with only this schema's tables, is adopted. A symbolic link at
+/// the path is never followed (`SQLITE_OPEN_NOFOLLOW`: a dangling one in a shared folder
+/// would let another user choose where a root daemon writes). A new store is made 0600
+/// (its `-wal` and `-shm` take its mode).
 final class SQLiteScheduleStore: ScheduleStore {
     /// The schema this build writes and reads.
     static let schemaVersion = 6
+    /// Overtime's mark in the SQLite header (`application_id`): "OTSC".
+    static let applicationID: Int64 = 0x4F54_5343
+    /// The tables this schema has (and had; `grdb_migrations` from builds that migrated
+    /// with GRDB): a database holding any other is not ours.
+    static let tables: Set<String> = ["requests", "runs", "counters", "history", "grdb_migrations"]
     /// The log is checkpointed into the database once it is this large.
     static let checkpointBytes = 8 << 20
 
@@ -65,23 +78,41 @@ final class SQLiteScheduleStore: ScheduleStore {
                 "cannot create the folder of the schedule store \(path): mkdir \(failure.path): "
                     + errnoDescription(failure.errno))
         }
+        try Self.refuseLinks(path)
         let lock = try Self.lock(path)
         self.lock = Locked(lock)
+        let existed = access(path, F_OK) == 0
+        // Refused: what this attempt made beside the path goes again (the lock file, a new
+        // empty store), so a refused file's folder is left as it was found.
+        var made = true
+        defer {
+            if !made {
+                if !existed { unlink(path) }
+                if !lock.wasHeldBefore { unlink(path + ".lock") }
+            }
+        }
+        try Self.createIfMissing(path)
         var recovery = StoreRecovery()
         let connection: SQLiteConnection
         do {
             connection = try Self.open(path)
         } catch let error as ScheduleStoreError {
+            made = false
             throw error
         } catch {
             let reason = "\(error)"
-            // Only a file that is ours is moved: a SQLite database, or one this store made
-            // before (its lock file was there). Any other file is left as it was.
+            // Only a file that is ours is moved (see `isOurs`). Any other file is left as it was.
             guard Self.isOurs(path, lock: lock) else {
+                made = false
                 throw ScheduleStoreError(
                     "\(path) exists and is not a schedule store (\(reason)); left as it was: choose another path")
             }
-            let aside = path + ".corrupt-\(now.secondsSinceEpoch)"
+            var aside = path + ".corrupt-\(now.secondsSinceEpoch)"
+            var taken = 1
+            while ["", "-wal", "-shm"].contains(where: { access(aside + $0, F_OK) == 0 }) {
+                taken += 1
+                aside = path + ".corrupt-\(now.secondsSinceEpoch)-\(taken)"  // never over an earlier copy
+            }
             for suffix in ["", "-wal", "-shm"] where access(path + suffix, F_OK) == 0 {
                 guard rename(path + suffix, aside + suffix) == 0 else {
                     throw ScheduleStoreError("cannot move the damaged store \(path) aside: \(errnoDescription())")
@@ -104,7 +135,7 @@ final class SQLiteScheduleStore: ScheduleStore {
             try connection.transaction { () throws(SQLiteError) in try Self.recoverInterruptedRuns(connection, now) }
         }
         self.recovery = recovery
-        let descriptor = Glibc.open(path + "-wal", O_RDONLY | O_CLOEXEC)
+        let descriptor = Glibc.open(path + "-wal", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard descriptor >= 0 else {
             throw ScheduleStoreError("cannot open the write-ahead log of \(path): \(errnoDescription())")
         }
@@ -134,16 +165,63 @@ final class SQLiteScheduleStore: ScheduleStore {
         }
     }
 
-    /// Whether `path` may be moved aside: it starts as a SQLite database does, or its
-    /// lock file already named a process before this one (this store made it).
+    /// Whether `path` may be moved aside: its SQLite header carries Overtime's marker, or
+    /// its header is gone altogether and its lock file already named a process before this
+    /// one (this store made it). A SQLite database without the marker — another program's,
+    /// damaged or not — is never moved.
     private static func isOurs(_ path: String, lock: ExclusiveFileLock) -> Bool {
-        let descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-        if descriptor >= 0 {
-            defer { Glibc.close(descriptor) }
-            var header = [UInt8](repeating: 0, count: 16)
-            if read(descriptor, &header, 16) == 16, header == Array("SQLite format 3\0".utf8) { return true }
+        let descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else { return false }
+        defer { Glibc.close(descriptor) }
+        var header = [UInt8](repeating: 0, count: 72)
+        let count = read(descriptor, &header, 72)
+        guard count == 72, Array(header[0..<16]) == Array("SQLite format 3\0".utf8) else {
+            return lock.wasHeldBefore
         }
-        return lock.wasHeldBefore
+        // application_id: four bytes at offset 68, big-endian.
+        let marker = header[68..<72].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        return marker == applicationID
+    }
+
+    /// Refuses a symbolic link at `path` (or at its log or shared-memory file).
+    private static func refuseLinks(_ path: String) throws(ScheduleStoreError) {
+        for candidate in [path, path + "-wal", path + "-shm"] {
+            var info = stat()
+            if lstat(candidate, &info) == 0, info.st_mode & S_IFMT == S_IFLNK {
+                throw ScheduleStoreError(
+                    "\(candidate) is a symbolic link; a schedule store is never opened through one: name the file itself"
+                )
+            }
+        }
+    }
+
+    /// Makes a missing store file empty, owner-only, before SQLite opens it (SQLite would
+    /// make it readable by everyone).
+    private static func createIfMissing(_ path: String) throws(ScheduleStoreError) {
+        let descriptor = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if descriptor >= 0 {
+            Glibc.close(descriptor)
+        } else if errno != EEXIST {
+            throw ScheduleStoreError("cannot create the schedule store \(path): \(errnoDescription())")
+        }
+    }
+
+    /// Refuses a database that is not an Overtime store: another program's marker, or no
+    /// marker and tables this schema never had. Read through a read-only connection, so
+    /// the file is left as it was.
+    private static func refuseForeign(_ existing: SQLiteConnection, _ path: String) throws {
+        let marker = try existing.integer("PRAGMA application_id") ?? 0
+        if marker == applicationID { return }
+        let names = Set(try existing.rows("SELECT name FROM sqlite_master WHERE type = 'table'") { $0.text(0) })
+        let foreign = names.subtracting(tables).filter { !$0.hasPrefix("sqlite_") }
+        guard marker == 0, foreign.isEmpty else {
+            throw ScheduleStoreError(
+                "\(path) is a SQLite database that is not an Overtime schedule store "
+                    + (marker != 0
+                        ? "(its application_id is \(marker))"
+                        : "(it has tables \(foreign.sorted().joined(separator: ", ")))")
+                    + "; left as it was: choose another path")
+        }
     }
 
     /// Opens (creating) the database, refuses a newer schema, checks and migrates it.
@@ -153,6 +231,7 @@ final class SQLiteScheduleStore: ScheduleStore {
             // for writing would already switch its journal mode).
             let existing = try SQLiteConnection(path: path, readOnly: true)
             let version = try existing.integer("PRAGMA user_version") ?? 0
+            try refuseForeign(existing, path)
             existing.close()
             try refuseNewer(Int(version), path)
         }
@@ -176,6 +255,9 @@ final class SQLiteScheduleStore: ScheduleStore {
                 try migration(connection)
                 try connection.execute("PRAGMA user_version = \(target)")
             }
+        }
+        if try connection.integer("PRAGMA application_id") != applicationID {
+            try connection.execute("PRAGMA application_id = \(applicationID)")
         }
         return connection
     }
