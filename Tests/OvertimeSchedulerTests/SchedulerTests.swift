@@ -159,6 +159,25 @@ struct SchedulerTests {
         }
     }
 
+    /// Start spacing is measured on the monotonic clock: after the wall clock goes back
+    /// three hours, a one-shot due now starts after the spacing, not three hours later.
+    @Test func aBackwardWallClockStepDoesNotHoldStartsForTheSizeOfTheStep() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness(identifiers: ["first", "second"]) { $0.startSpacing = .milliseconds(500) }
+            defer { h.finish() }
+            try h.current.start()
+            try h.current.submit(ScheduledTaskRequest(identifier: "first"))
+            h.settle()
+            #expect(h.attempts.count == 1)
+            h.clock.stepWallClock(by: .seconds(-3 * 3600))
+            h.settle()
+            try h.current.submit(ScheduledTaskRequest(identifier: "second"))
+            h.settle()
+            h.advance(by: .milliseconds(500))
+            #expect(h.attempts.all.map(\.identifier) == ["first", "second"], "held back by the step")
+        }
+    }
+
     @Test func aRunInProgressWhenTheProcessEndedIsRetriedOnceUnderItsRunID() async throws {
         try await onOwnThread {
             let h = try SchedulerHarness()

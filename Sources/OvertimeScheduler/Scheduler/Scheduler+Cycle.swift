@@ -56,8 +56,9 @@ extension Scheduler {
         var capacity = configuration.maximumConcurrentRuns - (running - ending.count)
         let spacing = configuration.startSpacing
         if spacing > .zero, capacity > 0 {
-            if let lastStart, now - lastStart < spacing {
-                wake = lastStart + spacing
+            let sinceLastStart = lastStart.map { runtime.clock.now - $0 }
+            if let sinceLastStart, sinceLastStart < spacing {
+                wake = now + (spacing - sinceLastStart)
                 capacity = 0
             } else {
                 capacity = 1
@@ -331,7 +332,7 @@ extension Scheduler {
                 state.running[start.record.identifier] = ActiveRun(
                     task: start.task, grant: start.grant, startedAt: now, stored: start.stored)
             }
-            if !starting.isEmpty { state.lastStart = now }
+            if !starting.isEmpty { state.lastStart = runtime.clock.now }
         }
         for end in ended {
             metrics.countRun(handler: handlerName(for: end.record.identifier), result: end.record.result)

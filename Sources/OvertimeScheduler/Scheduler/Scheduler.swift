@@ -93,7 +93,9 @@ public final class Scheduler: Sendable {
         var started = false
         var running: [String: ActiveRun] = [:]
         var timer: LoopTimer?
-        var lastStart: WallClockInstant?
+        /// When the last run started, on the monotonic clock: spacing never depends on the
+        /// wall clock (a step back would hold every start for the size of the step).
+        var lastStart: MonotonicInstant?
         /// The highest run ID given out.
         var lastRunID: Int64 = 0
         /// Why the runtime refused the last grant (suspended, terminated), until a
