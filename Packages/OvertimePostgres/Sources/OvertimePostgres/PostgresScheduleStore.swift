@@ -126,6 +126,18 @@ final class PostgresScheduleStore: ScheduleStore {
         try transaction { connection in
             // One instance migrates at a time; the others find it done.
             _ = try run(connection, "SELECT pg_advisory_xact_lock(hashtext('overtime schema'))")
+            // A schema named `overtime` that is not Overtime's is refused and left as it was:
+            // ours holds `overtime.meta` and only the tables these migrations make.
+            let existing = try run(
+                connection,
+                "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'overtime' AND c.relkind IN ('r', 'p', 'v', 'm', 'f')"
+            )
+            let tables = Set(try existing.map { try $0.decode(String.self) })
+            if !tables.isEmpty, !tables.contains("meta") || !tables.isSubset(of: Self.tables) {
+                throw ScheduleStoreError(
+                    "schedule database \(configuration.host): the schema 'overtime' exists and is not an Overtime "
+                        + "schedule store (tables \(tables.sorted().joined(separator: ", "))); left as it was")
+            }
             _ = try run(connection, "CREATE SCHEMA IF NOT EXISTS overtime")
             _ = try run(
                 connection, "CREATE TABLE IF NOT EXISTS overtime.meta (name text PRIMARY KEY, value bigint NOT NULL)")
@@ -148,6 +160,9 @@ final class PostgresScheduleStore: ScheduleStore {
                 """)
         }
     }
+
+    /// The tables the migrations make in the `overtime` schema.
+    static let tables: Set<String> = ["meta", "requests", "history"]
 
     static let schemaVersion1 = [
         "CREATE SEQUENCE overtime.run_ids",

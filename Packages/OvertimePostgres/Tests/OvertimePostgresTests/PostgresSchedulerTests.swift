@@ -272,6 +272,27 @@ struct PostgresSchedulerTests {
         }
     }
 
+    /// A schema named `overtime` that another application made is refused and left as it
+    /// was: no table added to it, its own untouched.
+    @Test func aSchemaNamedOvertimeThatIsNotOursIsRefusedAndLeftAsItWas() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        try server.psql(
+            "CREATE SCHEMA overtime; CREATE TABLE overtime.invoices (id int); INSERT INTO overtime.invoices VALUES (7)")
+        do {
+            _ = try Scheduler(runtime: try Self.runtime(), configuration: Self.configuration(server))
+            Issue.record("another application's schema was taken")
+        } catch let error as SchedulerError {
+            #expect(error.code == .store)
+            #expect(error.message.contains("not an Overtime schedule store"), "\(error)")
+        }
+        #expect(
+            try server.psql(
+                "SELECT string_agg(table_name, ',') FROM information_schema.tables WHERE table_schema = 'overtime'")
+                == "invoices")
+        #expect(try server.psql("SELECT id FROM overtime.invoices") == "7")
+    }
+
     @Test func aSchedulerLetGoClosesItsConnectionsToTheDatabase() throws {
         let server = try PostgresServer()
         defer { server.stop() }
