@@ -67,24 +67,14 @@ struct SocketClaimTests {
         for round in 0..<25 {
             let winners = Locked<[Runtime]>([])
             let refusals = Atomic<Int>(0)
-            let start = DispatchGroup()
-            start.enter()
-            let done = DispatchGroup()
-            for _ in 0..<4 {
-                done.enter()
-                Thread {
-                    start.wait()
-                    do {
-                        let runtime = try makeRuntime(path)
-                        winners.withLock { $0.append(runtime) }
-                    } catch {
-                        refusals.add(1, ordering: .relaxed)
-                    }
-                    done.leave()
-                }.start()
+            raceOnThreads(4) { _ in
+                do {
+                    let runtime = try makeRuntime(path)
+                    winners.withLock { $0.append(runtime) }
+                } catch {
+                    refusals.add(1, ordering: .relaxed)
+                }
             }
-            start.leave()
-            done.wait()
             #expect(winners.withLock { $0.count } == 1, "round \(round)")
             #expect(refusals.load(ordering: .relaxed) == 3)
             #expect(answers(path))

@@ -18,24 +18,14 @@ struct IngestSocketClaimTests {
             for _ in 0..<10 {
                 let servers = Locked<[SpoolIngestServer]>([])
                 let inputs = Locked<[LineInput]>([])
-                let start = DispatchGroup()
-                start.enter()
-                let done = DispatchGroup()
-                for _ in 0..<4 {
-                    done.enter()
-                    Thread {
-                        start.wait()
-                        if datagram {
-                            let input = LineInput(spool: spool)
-                            if (try? input.readDatagrams(at: path)) != nil { inputs.withLock { $0.append(input) } }
-                        } else if let server = try? SpoolIngestServer(path: path, spool: spool) {
-                            servers.withLock { $0.append(server) }
-                        }
-                        done.leave()
-                    }.start()
+                raceOnThreads(4) { _ in
+                    if datagram {
+                        let input = LineInput(spool: spool)
+                        if (try? input.readDatagrams(at: path)) != nil { inputs.withLock { $0.append(input) } }
+                    } else if let server = try? SpoolIngestServer(path: path, spool: spool) {
+                        servers.withLock { $0.append(server) }
+                    }
                 }
-                start.leave()
-                done.wait()
                 #expect(servers.withLock { $0.count } + inputs.withLock { $0.count } == 1)
                 var info = stat()
                 #expect(lstat(path, &info) == 0 && info.st_mode & 0o777 == 0o600)

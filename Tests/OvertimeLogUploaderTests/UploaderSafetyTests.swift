@@ -188,17 +188,26 @@ struct UploaderSafetyTests {
         #expect(folder.files(in: "spool/dead-letter").isEmpty)
     }
 
-    @Test func linesAlreadyInTheStdinPipeAtSIGTERMAreUploadedBeforeExit() throws {
-        let folder = TemporaryDirectory("stdin")
-        defer { folder.remove() }
+    /// log-uploader reading its stdin (a pipe the test writes) into `folder`, uploading to
+    /// a folder sink; returned once ready (its signals handled: a SIGTERM before that ends
+    /// it as any program's would), with the notify socket it reports to (keep it while the
+    /// daemon runs).
+    static func stdinDaemon(_ folder: TemporaryDirectory) throws -> (RunningChild, FakeSystemd) {
         let systemd = try FakeSystemd()
         let child = try RunningChild(
             [
                 "--spool", folder.path + "/spool", "--sink", folder.path + "/collected", "--budget", "10",
                 "--lead", "2", "--progress-interval", "0",
             ], environment: ["NOTIFY_SOCKET": systemd.path], executable: "log-uploader", standardInput: true)
-        // Ready (its signals handled): a SIGTERM before that ends it as any program's would.
         try #require(systemd.waitFor { $0.contains("READY=1") }, "never ready: \(child.standardError)")
+        return (child, systemd)
+    }
+
+    @Test func linesAlreadyInTheStdinPipeAtSIGTERMAreUploadedBeforeExit() throws {
+        let folder = TemporaryDirectory("stdin")
+        defer { folder.remove() }
+        let (child, systemd) = try Self.stdinDaemon(folder)
+        defer { withExtendedLifetime(systemd) {} }
         // More than one read's worth, written at once, then SIGTERM before the daemon read it all.
         let text = (1...3000).map { "piped \($0)\n" }.joined()
         try child.input!.write(contentsOf: Data(text.utf8))
@@ -216,13 +225,8 @@ struct UploaderSafetyTests {
     func aLineCutByTheStopIsStoredMarkedAsCut(keptFull: Bool) throws {
         let folder = TemporaryDirectory("cut")
         defer { folder.remove() }
-        let systemd = try FakeSystemd()
-        let child = try RunningChild(
-            [
-                "--spool", folder.path + "/spool", "--sink", folder.path + "/collected", "--budget", "10",
-                "--lead", "2", "--progress-interval", "0",
-            ], environment: ["NOTIFY_SOCKET": systemd.path], executable: "log-uploader", standardInput: true)
-        try #require(systemd.waitFor { $0.contains("READY=1") }, "never ready: \(child.standardError)")
+        let (child, systemd) = try Self.stdinDaemon(folder)
+        defer { withExtendedLifetime(systemd) {} }
         let body = String(repeating: "x", count: 300)
         let writing = Atomic<Bool>(true)
         let writer = child.input!.fileDescriptor

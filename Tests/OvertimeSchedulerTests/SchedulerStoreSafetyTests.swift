@@ -13,6 +13,14 @@ import Testing
 /// file that is not a store, downgrades the program.
 @Suite("Scheduler store safety", .serialized, .timeLimit(.minutes(2)))
 struct SchedulerStoreSafetyTests {
+    /// Damage past the header: a torn page in the middle of the file.
+    static func tearAPage(of path: String) throws {
+        let handle = try #require(FileHandle(forUpdatingAtPath: path))
+        try handle.seek(toOffset: 100)
+        try handle.write(contentsOf: Data(repeating: 0x5A, count: 3000))
+        try handle.close()
+    }
+
     @Test func aDamagedStoreIsMovedAsideReportedAndReplaced() async throws {
         try await onOwnThread {
             let folder = TemporaryDirectory("scheduler-damage")
@@ -24,11 +32,7 @@ struct SchedulerStoreSafetyTests {
                 first.current.abandon()
                 first.env.shutDown()
             }
-            // Damage past the header: a torn page in the middle of the file.
-            let handle = try #require(FileHandle(forUpdatingAtPath: folder.path + "/schedule.db"))
-            try handle.seek(toOffset: 100)
-            try handle.write(contentsOf: Data(repeating: 0x5A, count: 8000))
-            try handle.close()
+            try Self.tearAPage(of: folder.path + "/schedule.db")
             let h = try SchedulerHarness(folder: folder)
             defer { h.finish() }
             let aside = try #require(h.current.recovery.movedAside)
@@ -99,10 +103,7 @@ struct SchedulerStoreSafetyTests {
             #expect(try Data(contentsOf: URL(fileURLWithPath: theirs)) == before, "left byte for byte")
             #expect(!FileManager.default.fileExists(atPath: theirs + "-wal"))
             // Damaged too: still not moved aside.
-            let handle = try #require(FileHandle(forUpdatingAtPath: theirs))
-            try handle.seek(toOffset: 100)
-            try handle.write(contentsOf: Data(repeating: 0x5A, count: 3000))
-            try handle.close()
+            try Self.tearAPage(of: theirs)
             let damaged = try Data(contentsOf: URL(fileURLWithPath: theirs))
             #expect(throws: SchedulerError.self) {
                 _ = try Scheduler(runtime: env.runtime, configuration: SchedulerConfiguration(storePath: theirs))
@@ -175,10 +176,7 @@ struct SchedulerStoreSafetyTests {
                 h.settle()
                 h.current.abandon()
                 h.env.shutDown()
-                let handle = try #require(FileHandle(forUpdatingAtPath: folder.path + "/schedule.db"))
-                try handle.seek(toOffset: 100)
-                try handle.write(contentsOf: Data(repeating: 0x5A, count: 8000))
-                try handle.close()
+                try Self.tearAPage(of: folder.path + "/schedule.db")
                 let reopened = try SchedulerHarness(folder: folder)  // the same virtual second
                 asides.append(try #require(reopened.current.recovery.movedAside))
                 reopened.current.abandon()

@@ -44,3 +44,21 @@ private final class OwnThreadExecutor: TaskExecutor, Sendable {
         }
     }
 }
+
+/// Runs `body(index)` on `count` threads of their own, released together (a race), and
+/// returns when every one has finished.
+package func raceOnThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
+    let start = DispatchGroup()
+    start.enter()
+    let done = DispatchGroup()
+    for index in 0..<count {
+        done.enter()
+        Thread {
+            start.wait()
+            body(index)
+            done.leave()
+        }.start()
+    }
+    start.leave()
+    done.wait()
+}
