@@ -11,7 +11,7 @@
 /// uploaded byte for byte under the name ``SegmentName``, so a retry sends the same bytes.
 ///
 /// The time's lowest bit marks the last record of each append (one call of
-/// ``Spool/append(_:)``, one ingestion batch): recovery drops an append a crash cut short
+/// `Spool.append`, one ingestion batch): recovery drops an append a crash cut short
 /// whole, even when the cut fell on a record boundary, so a batch is stored whole or not
 /// at all. (A nanosecond is below any clock's meaning, and readers of the format need not
 /// know the bit.)
