@@ -111,7 +111,10 @@ struct UploaderSafetyTests {
         Self.waitForSocket(socket)
         let client = try SpoolIngestClient(path: socket)
         for batch in 0..<8 { try client.send(Self.lines("retry \(batch)", 1...30)) }
-        usleep(1_500_000)  // a foreground drain met 503 + Retry-After: 20 and waits it out
+        // A periodic drain meets 503 + Retry-After: 20 and waits it out.
+        #expect(
+            Self.waitFor { child.standardError.contains { $0.contains("upload failed") && $0.contains("503") } },
+            "no 503 met: \(child.standardError.suffix(5))")
         nginx.setFlaky(nil)
         let started = ContinuousClock.now
         child.send(SIGTERM)
