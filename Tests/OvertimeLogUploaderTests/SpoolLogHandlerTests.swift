@@ -7,7 +7,7 @@ import Testing
 
 @testable import OvertimeLogUploader
 
-@Suite("SpoolLogHandler: swift-log into the spool", .timeLimit(.minutes(1)))
+@Suite("SpoolLogHandler: swift-log into the spool", .timeLimit(.minutes(3)))
 struct SpoolLogHandlerTests {
     @Test func linesFromManyThreadsLandInTheSpoolWithLevelLabelAndMetadata() throws {
         let folder = TemporaryDirectory("handler")

@@ -5,7 +5,7 @@ import Testing
 
 @testable import OvertimeLogUploader
 
-@Suite("Spool: durable segments, recovery, checkpoint, quota", .timeLimit(.minutes(1)))
+@Suite("Spool: durable segments, recovery, checkpoint, quota", .timeLimit(.minutes(3)))
 struct SpoolTests {
     private let padding = String(repeating: "p", count: 100)
 

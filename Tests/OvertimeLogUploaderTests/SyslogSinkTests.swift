@@ -4,7 +4,7 @@ import Testing
 
 @testable import OvertimeLogUploader
 
-@Suite("SyslogSink against a real rsyslog (imtcp, octet counting)", .timeLimit(.minutes(1)))
+@Suite("SyslogSink against a real rsyslog (imtcp, octet counting)", .timeLimit(.minutes(3)))
 struct SyslogSinkTests {
     @Test func linesArriveInOrderWithTheirStructuredData() async throws {
         let rsyslog = try RsyslogServer()

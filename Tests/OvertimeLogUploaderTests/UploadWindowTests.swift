@@ -62,7 +62,7 @@ final class GatedSink: LogSink, Sendable {
 
 /// Several uploads in flight, decided in spool order: the checkpoint (a high-water mark)
 /// never passes a segment the collector does not hold, whatever order the uploads end in.
-@Suite("LogUploader: several uploads in flight", .timeLimit(.minutes(1)))
+@Suite("LogUploader: several uploads in flight", .timeLimit(.minutes(3)))
 struct UploadWindowTests {
     struct Setup {
         let env: VirtualRuntime

@@ -6,7 +6,7 @@ import Testing
 
 @testable import OvertimeLogUploader
 
-@Suite("LogUploader: uploads inside a grant", .timeLimit(.minutes(1)))
+@Suite("LogUploader: uploads inside a grant", .timeLimit(.minutes(3)))
 struct UploaderTests {
     struct Setup {
         let env: VirtualRuntime

@@ -12,7 +12,7 @@ import Testing
 
 /// A collector that resets every connection: librelp's plain `send` then meets a broken
 /// pipe, which must fail the upload and never end the process.
-@Suite("RELP sink against a collector that resets connections", .timeLimit(.minutes(1)))
+@Suite("RELP sink against a collector that resets connections", .timeLimit(.minutes(3)))
 struct RELPBrokenPipeTests {
     @Test func aResetConnectionFailsTheUploadAndTheProcessLivesOn() async throws {
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

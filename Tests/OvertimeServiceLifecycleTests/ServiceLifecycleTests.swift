@@ -6,7 +6,7 @@ import OvertimeTestSupport
 import ServiceLifecycle
 import Testing
 
-@Suite("swift-service-lifecycle bridge", .timeLimit(.minutes(1)))
+@Suite("swift-service-lifecycle bridge", .timeLimit(.minutes(3)))
 struct ServiceLifecycleTests {
     @Test func gracefulShutdownOfTheGroupTerminatesTheRuntimeAndGrantsGetTheirTime() async throws {
         var configuration = RuntimeConfiguration()
