@@ -7,7 +7,7 @@ import Testing
 
 /// A begin off the loop thread returns an ID that holds, or `.invalid`: never an ID the
 /// loop refuses later because the program suspended (or terminated) meanwhile.
-@Suite("Grants: begins racing suspension and termination", .timeLimit(.minutes(2)))
+@Suite("Grants: begins racing suspension and termination", .timeLimit(.minutes(5)))
 struct ConcurrentBeginTests {
     /// The published state says "background" while the loop runs the observers of
     /// `didEnterBackground` (or `willTerminate`); with no grant open, the loop suspends
