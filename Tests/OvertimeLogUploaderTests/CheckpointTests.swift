@@ -117,27 +117,6 @@ struct CheckpointTests {
         #expect(FileManager.default.fileExists(atPath: folder.path + "/quarantine/checkpoint"))
     }
 
-    /// A checkpoint cut short with slot A intact keeps the stream and its numbering, and
-    /// the damage is reported.
-    @Test func aCheckpointTruncatedWithAnIntactSlotKeepsTheStream() throws {
-        let folder = TemporaryDirectory()
-        defer { folder.remove() }
-        var spool: Spool! = try filledSpool(folder, segments: 3)
-        let stream = spool.streamID
-        try spool.acknowledge(Array(spool.sealedSegments.prefix(2)))
-        let checkpoint = spool.checkpoint
-        spool = nil
-        try damage(folder) { $0 = Array($0.prefix(4096)) }
-        let reopened = try Spool(directory: folder.path)
-        #expect(!reopened.recovery.startedNewStream)
-        #expect(reopened.streamID == stream)
-        #expect(reopened.checkpoint == checkpoint)
-        #expect(reopened.recovery.checkpointDamage?.contains("4096 bytes") == true)
-        // The next acknowledgement rewrites both slots: whole again.
-        try reopened.acknowledge(reopened.sealedSegments)
-        #expect(SpoolFiles.size(folder.path + "/checkpoint") == CheckpointFormat.fileSize)
-    }
-
     /// A checkpoint deleted from a spool that was drained (nothing pending, so nothing
     /// else shows the spool was used) is a stream change, and is reported as one.
     @Test func aCheckpointDeletedFromADrainedSpoolIsReportedAsANewStream() throws {
@@ -165,7 +144,11 @@ struct CheckpointTests {
         #expect(freshLogs.messages(at: .critical).isEmpty)
     }
 
-    @Test func oneDamagedSlotKeepsTheStreamAndTheNumbering() throws {
+    /// One damaged slot — a flipped bit in slot A, or the file cut short after slot A —
+    /// keeps the stream and its numbering; the damage is reported and nothing pending is
+    /// deleted, and the next acknowledgement makes the file whole again.
+    @Test(arguments: [false, true])
+    func oneDamagedSlotKeepsTheStreamAndTheNumbering(truncated: Bool) throws {
         let folder = TemporaryDirectory()
         defer { folder.remove() }
         var spool: Spool! = try filledSpool(folder, segments: 3)
@@ -174,12 +157,21 @@ struct CheckpointTests {
         let checkpoint = spool.checkpoint
         let pending = spool.sealedSegments
         spool = nil
-        try damage(folder) { $0[33] ^= 0x04 }  // a bit of slot A's segment number
+        if truncated {
+            try damage(folder) { $0 = Array($0.prefix(4096)) }
+        } else {
+            try damage(folder) { $0[33] ^= 0x04 }  // a bit of slot A's segment number
+        }
         let reopened = try Spool(directory: folder.path)
         #expect(!reopened.recovery.startedNewStream)
         #expect(reopened.streamID == stream)
         #expect(reopened.checkpoint == checkpoint)
         #expect(reopened.sealedSegments.map(\.name) == pending.map(\.name), "nothing pending deleted")
+        #expect(
+            reopened.recovery.checkpointDamage?.contains(truncated ? "4096 bytes" : "slot 0 fails its checksum") == true
+        )
+        try reopened.acknowledge(reopened.sealedSegments)
+        #expect(SpoolFiles.size(folder.path + "/checkpoint") == CheckpointFormat.fileSize)
     }
 
     @Test func bothSlotsDamagedNeverDeletesAPendingSegmentAndSendsThemUnderTheirOwnNames() throws {
