@@ -138,4 +138,36 @@ struct SchedulePlannerTests {
         #expect(transcript == [at(0), at(3600), at(2 * 3600), at(3 * 3600), at(4 * 3600)])
         #expect(SchedulePlanner.next(plan, request, now: at(4 * 3600 + 1860)) == .waitUntil(at(5 * 3600)))
     }
+
+    /// A step of the wall clock moves the waits that stand for a length of time with it,
+    /// and none lies further ahead than its length; times of day stay.
+    @Test func aClockStepMovesLengthsOfTimeAndKeepsTimesOfDay() {
+        var retrying = ScheduledTaskRequest(identifier: "retrying")
+        retrying.retry.initialDelay = .seconds(30)
+        var plan = SchedulePlanner.initial(retrying, now: at(0), randomDelay: .zero)
+        plan = SchedulePlanner.ended(plan, retrying, outcome: .failed, now: at(10))
+        #expect(plan.retryAt == at(40))
+        // Back three hours at 20 s: the reading is now at(20 - 10800); 20 s are left.
+        let back = SchedulePlanner.clockStepped(plan, retrying, by: .seconds(-10800), now: at(20 - 10800))
+        #expect(back.retryAt == at(40 - 10800))
+        // Unknown step (a start): at most the backoff's length ahead.
+        let unknown = SchedulePlanner.clockStepped(plan, retrying, by: .zero, now: at(20 - 10800))
+        #expect(unknown.retryAt == at(20 - 10800 + 30))
+        // Forward three hours: still 20 s left, not due at once.
+        let forward = SchedulePlanner.clockStepped(plan, retrying, by: .seconds(10800), now: at(20 + 10800))
+        #expect(forward.retryAt == at(40 + 10800))
+
+        var spread = ScheduledTaskRequest(identifier: "spread")
+        spread.randomizedDelay = .seconds(60)
+        let due = SchedulePlanner.initial(spread, now: at(0), randomDelay: .seconds(45))
+        #expect(SchedulePlanner.clockStepped(due, spread, by: .zero, now: at(-10800)).anchor == at(-10800 + 60))
+        #expect(
+            SchedulePlanner.clockStepped(due, spread, by: .seconds(-10800), now: at(-10800)).anchor == at(45 - 10800))
+
+        var atNoon = ScheduledTaskRequest(identifier: "noon")
+        atNoon.earliestBegin = at(7200)
+        let noon = SchedulePlanner.initial(atNoon, now: at(0), randomDelay: .zero)
+        #expect(SchedulePlanner.clockStepped(noon, atNoon, by: .seconds(-10800), now: at(-10800)) == noon)
+        #expect(SchedulePlanner.clockStepped(noon, hourly(), by: .seconds(-10800), now: at(-10800)) == noon)
+    }
 }

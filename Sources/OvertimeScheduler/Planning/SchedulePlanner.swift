@@ -174,6 +174,28 @@ enum RunOutcome: Sendable, Hashable {
         return state
     }
 
+    /// Corrects the waits of a plan that stand for a length of time, not a time of day —
+    /// a retry's backoff, a one-shot's "due on submit, plus its random delay" — after the
+    /// wall clock read `step` more than before (`.zero` when the step is not known: at a
+    /// start, after the process was not running). They move with the clock, so what was
+    /// left of them is left still, and never lie further ahead of `now` than their length:
+    /// a clock set back three hours holds no retry or due one-shot for three hours, and one
+    /// set forward runs no backoff early. Times of day (an earliest begin, a repeating
+    /// request's grid) stay; ``catchUp(_:_:now:)`` re-plans the grid.
+    static func clockStepped(
+        _ state: PlanState, _ request: ScheduledTaskRequest, by step: Duration, now: WallClockInstant
+    ) -> PlanState {
+        guard !state.isFinished else { return state }
+        var state = state
+        if let retry = state.retryAt {
+            let longest = request.retry.delay(afterFailedAttempts: state.failedAttempts)
+            state.retryAt = min(retry + step, now + longest)
+        } else if request.repetition == nil, request.earliestBegin == nil {
+            state.anchor = min(state.anchor + step, now + request.randomizedDelay)
+        }
+        return state
+    }
+
     private static func interval(_ request: ScheduledTaskRequest) -> Duration {
         request.repetition?.interval ?? .zero
     }

@@ -481,29 +481,43 @@ extension Scheduler {
         }
     }
 
-    /// Repeating requests planned for a window that still lies ahead after the wall clock
-    /// went back are pulled back onto their grid (a run never waits longer than its
-    /// interval and flex). Plans behind the clock catch up when they are picked.
-    func pullBackPlansAheadOfClock() {
+    /// Corrects the plans a step of the wall clock by `step` left wrong (`nil`: the step is
+    /// not known, as at a start after the process was not running): waits for a length of
+    /// time (retries, one-shots due on submit) keep what was left of them, and repeating
+    /// requests planned for a window that now lies ahead are pulled back onto their grid
+    /// (a run never waits longer than its interval and flex). Plans behind the clock catch
+    /// up when they are picked.
+    func correctPlansForTheClock(step: Duration?) {
         let now = wallClockNow
+        let step = step ?? .zero
         do throws(SchedulerError) {
-            let ahead: [StoredRequest]
-            do {
-                ahead = try store.plannedAheadOfClock(now)
-            } catch {
-                throw .store(error)
+            let (waits, ahead) = try fromStore { () throws(ScheduleStoreError) in
+                (try store.waitsForALength(after: min(now, now - step)), try store.plannedAheadOfClock(now))
             }
             let running = state.withLock { Set($0.running.keys) }
-            let writes = ahead.compactMap { stored -> RequestWrite? in
-                guard !running.contains(stored.request.identifier) else { return nil }
+            var seen = Set<String>()
+            let writes = (waits + ahead).compactMap { stored -> RequestWrite? in
+                let identifier = stored.request.identifier
+                guard !running.contains(identifier), seen.insert(identifier).inserted else { return nil }
                 var moved = stored
-                moved.plan = SchedulePlanner.catchUp(stored.plan, stored.request, now: now)
+                moved.plan = SchedulePlanner.clockStepped(stored.plan, stored.request, by: step, now: now)
+                moved.plan = SchedulePlanner.catchUp(moved.plan, stored.request, now: now)
                 return moved.plan == stored.plan ? nil : .save(moved)
             }
-            try commit(ScheduleBatch(writes: writes))
+            if !writes.isEmpty {
+                logger.info("the wall clock moved: \(writes.count) plans corrected")
+                try commit(ScheduleBatch(writes: writes))
+            }
         } catch {
-            logger.error("cannot re-plan after the wall clock went back: \(error)")
+            logger.error("cannot correct the plans for the wall clock: \(error)")
         }
+    }
+
+    /// The wall clock's reading less the monotonic clock's, which only a step changes
+    /// (slewing aside); the store's clock where it reckons on its own.
+    func wallClockOffset() -> Duration {
+        let monotonic = Int64(clamping: runtime.clock.now.nanoseconds)
+        return .nanoseconds(wallClockNow.nanosecondsSinceEpoch &- monotonic)
     }
 
     /// Updates the status line's part when it changed.
@@ -608,8 +622,15 @@ extension Scheduler {
 
     func wallClockStepped() {
         queue.async { [self] in
-            logger.notice("the wall clock was set: re-planning every request")
-            pullBackPlansAheadOfClock()
+            store.localWallClockStepped()
+            let offset = wallClockOffset()
+            let previous = state.withLock { state in
+                defer { state.wallClockOffset = offset }
+                return state.wallClockOffset
+            }
+            let step = previous.map { offset - $0 }
+            logger.notice("the wall clock was set\(step.map { " (by \($0))" } ?? ""): re-planning every request")
+            correctPlansForTheClock(step: step)
             cycle()
         }
     }

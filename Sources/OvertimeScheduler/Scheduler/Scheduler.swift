@@ -96,6 +96,9 @@ public final class Scheduler: Sendable {
         /// When the last run started, on the monotonic clock: spacing never depends on the
         /// wall clock (a step back would hold every start for the size of the step).
         var lastStart: MonotonicInstant?
+        /// The wall clock less the monotonic clock when last looked at (``wallClockOffset()``):
+        /// how far a step moved the wall clock.
+        var wallClockOffset: Duration?
         /// The highest run ID given out.
         var lastRunID: Int64 = 0
         /// Why the runtime refused the last grant (suspended, terminated), until a
@@ -295,8 +298,9 @@ public final class Scheduler: Sendable {
         queue.async { [self] in
             let read = conditions.read()
             state.withLock { $0.conditions = read }
+            state.withLock { $0.wallClockOffset = wallClockOffset() }
             retryInterruptedRuns()
-            pullBackPlansAheadOfClock()
+            correctPlansForTheClock(step: nil)
             cycle(conditionsAreFresh: true)
         }
     }

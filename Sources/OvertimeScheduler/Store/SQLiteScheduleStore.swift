@@ -503,6 +503,21 @@ final class SQLiteScheduleStore: ScheduleStore {
         }
     }
 
+    func waitsForALength(after threshold: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest] {
+        try using { connection throws(SQLiteError) in
+            let statement = try connection.statement(
+                """
+                SELECT \(Self.requestColumns) FROM requests WHERE running = 0 AND due_at > ?
+                    AND (retry_at IS NOT NULL OR (interval_ns IS NULL AND earliest_begin IS NULL))
+                ORDER BY due_at, sequence
+                """)
+            statement.bind(1, threshold.nanosecondsSinceEpoch)
+            var waits: [StoredRequest] = []
+            while try statement.step() { waits.append(Self.request(statement)) }
+            return waits
+        }
+    }
+
     func plannedAheadOfClock(_ now: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest] {
         try using { connection throws(SQLiteError) in
             let statement = try connection.statement(

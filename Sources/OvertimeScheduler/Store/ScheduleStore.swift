@@ -130,6 +130,13 @@ import Overtime
     /// Repeating requests whose previous planned window still lies after `now`: the wall
     /// clock went back since they were planned.
     func plannedAheadOfClock(_ now: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest]
+    /// Requests not running whose next start stands for a length of time (a retry, a
+    /// one-shot without an earliest begin) and lies after `threshold`: what a step of the
+    /// wall clock moves, earliest first.
+    func waitsForALength(after threshold: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest]
+    /// The runtime's wall clock was set: a store that reckons on another clock (a shared
+    /// database's) measures the difference again before its next answer.
+    func localWallClockStepped()
     /// The highest run ID given out so far.
     func lastRunID() throws(ScheduleStoreError) -> Int64
     /// A new run ID from the store, for a store many schedulers share; `nil`: the
@@ -169,6 +176,9 @@ extension ScheduleStore {
 
     /// A store one machine owns keeps the runtime's clock.
     public func wallClock(_ local: WallClockInstant) -> WallClockInstant { local }
+
+    /// A store one machine owns keeps the runtime's clock: nothing to measure again.
+    public func localWallClockStepped() {}
 }
 
 /// Why the schedule store failed.

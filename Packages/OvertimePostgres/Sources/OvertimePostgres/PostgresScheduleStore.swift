@@ -64,6 +64,8 @@ final class PostgresScheduleStore: ScheduleStore {
     private let connection = NIOLockedValueBox<PostgresConnection?>(nil)
     /// The database's clock minus the runtime's, in nanoseconds, measured at connection.
     private let clockOffset = NIOLockedValueBox<Int64>(0)
+    /// The local wall clock was set since the offset was measured.
+    private let remeasureClock = NIOLockedValueBox(false)
     /// When the earliest claim held by another instance ends (the database's clock,
     /// nanoseconds; `Int64.max`: none), as ``nextDue(after:unmet:)`` last saw it; `nil` when not
     /// known. Lapsed claims are looked for only from then.
@@ -482,6 +484,27 @@ final class PostgresScheduleStore: ScheduleStore {
                 """
             ).first?.decode(Bool.self) ?? false
         }
+    }
+
+    func waitsForALength(after threshold: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest] {
+        try using { connection in
+            try run(
+                connection,
+                """
+                SELECT \(unescaped: Self.columns) FROM overtime.requests WHERE NOT running AND \(unescaped: visible)
+                    AND due_at > \(threshold.nanosecondsSinceEpoch)
+                    AND (retry_at IS NOT NULL OR (interval_ns IS NULL AND earliest_begin IS NULL))
+                ORDER BY due_at, sequence
+                """
+            ).map(Self.request)
+        }
+    }
+
+    /// The offset to the database's clock is measured again now: the local clock it was
+    /// measured against moved.
+    func localWallClockStepped() {
+        remeasureClock.withLockedValue { $0 = true }
+        _ = try? using { _ in () }
     }
 
     func plannedAheadOfClock(_ now: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest] {
@@ -1097,6 +1120,8 @@ final class PostgresScheduleStore: ScheduleStore {
                         closing: nil)
                     connection = made
                     try measureClockOffset(made)
+                } else if remeasureClock.withLockedValue({ $0 }) {
+                    try measureClockOffset(connection!)
                 }
                 return try body(connection!)
             }
@@ -1154,6 +1179,7 @@ final class PostgresScheduleStore: ScheduleStore {
         let database = try run(connection, "SELECT \(unescaped: Self.databaseNow)").first?.decode(Int64.self) ?? before
         let after = localNanoseconds()
         clockOffset.withLockedValue { $0 = database - (before / 2 + after / 2) }
+        remeasureClock.withLockedValue { $0 = false }
     }
 
     private func localNanoseconds() -> Int64 { wallClock().nanosecondsSinceEpoch }
