@@ -13,7 +13,7 @@ import Overtime
 /// try scheduler.start()
 /// var request = ScheduledTaskRequest(identifier: "com.example.refresh")
 /// request.repetition = Repetition(every: .seconds(3600), flex: .seconds(600))
-/// try scheduler.submit(request)              // kept if already there (the default policy)
+/// try scheduler.submit(request)              // kept if pending (the default policy)
 /// ```
 ///
 /// - **Durable**: every change is a transaction in the store before it takes effect; a run
@@ -307,22 +307,28 @@ public final class Scheduler: Sendable {
 
     // MARK: Requests
 
-    /// Submits `request`; what happens to an existing request of its identifier is
-    /// `policy`'s call (by default it is kept). Durable when it returns.
+    /// Submits `request`; what happens to a pending request of its identifier is
+    /// `policy`'s call (by default it is kept). A request that finished (a one-shot done,
+    /// or failed for good) is replaced under every policy. Durable when it returns.
     ///
+    /// - Returns: what the submit did.
     /// - Throws: ``SchedulerError/Code/notRegistered`` for an identifier without a handler,
     ///   ``SchedulerError/Code/invalidRequest`` for a field out of range, or a store error.
+    @discardableResult
     public func submit(_ request: ScheduledTaskRequest, ifExists policy: ExistingRequestPolicy = .keep)
-        throws(SchedulerError)
+        throws(SchedulerError) -> SubmitOutcome
     {
-        try submit(contentsOf: [request], ifExists: policy)
+        try submit(contentsOf: [request], ifExists: policy)[0]
     }
 
     /// Submits `requests` together, in one transaction: all of them are durable when it
     /// returns, or none is (the first invalid one is named). Much faster than one by one
     /// when a program sets up many requests.
+    ///
+    /// - Returns: what the submit did with each request, in order.
+    @discardableResult
     public func submit(contentsOf requests: [ScheduledTaskRequest], ifExists policy: ExistingRequestPolicy = .keep)
-        throws(SchedulerError)
+        throws(SchedulerError) -> [SubmitOutcome]
     {
         var seen = Set<String>()
         for request in requests {
@@ -332,28 +338,44 @@ public final class Scheduler: Sendable {
                     code: .invalidRequest, message: "'\(request.identifier)' is submitted twice in one batch")
             }
         }
-        try onQueue { () throws(SchedulerError) in
+        let outcomes = try onQueue { () throws(SchedulerError) -> [SubmitOutcome] in
             var batch = ScheduleBatch()
-            var updates: [ScheduledTaskRequest] = []
+            var outcomes: [SubmitOutcome] = []
             for request in requests {
-                if let write = try prepare(request, policy: policy) { batch.writes.append(write) }
-                if policy.kind == .update { updates.append(request) }
+                let (write, outcome) = try prepare(request, policy: policy)
+                if let write { batch.writes.append(write) }
+                outcomes.append(outcome)
             }
-            try commit(batch)
+            let found = try commit(batch)
+            for (index, request) in requests.enumerated() where outcomes[index] == .added {
+                if found.kept.contains(request.identifier) {
+                    outcomes[index] = .kept
+                } else if found.resubmitted.contains(request.identifier) {
+                    outcomes[index] = .resubmitted
+                }
+            }
             // Took effect: a replaced request's run in progress is told to stop; an updated
             // one's run ends under the new request.
             let replaced = state.withLock { state -> [BackgroundTaskID] in
-                for request in updates { state.running[request.identifier]?.stored.request = request }
-                guard policy.kind == .replace else { return [] }
-                return requests.compactMap { request in
-                    guard state.running[request.identifier]?.detached == false else { return nil }
-                    state.running[request.identifier]?.detached = true
-                    return state.running[request.identifier]?.grant
+                var grants: [BackgroundTaskID] = []
+                for (index, request) in requests.enumerated() {
+                    switch outcomes[index] {
+                    case .updated:
+                        state.running[request.identifier]?.stored.request = request
+                    case .replaced:
+                        guard state.running[request.identifier]?.detached == false else { continue }
+                        state.running[request.identifier]?.detached = true
+                        if let grant = state.running[request.identifier]?.grant { grants.append(grant) }
+                    default: break
+                    }
                 }
+                return grants
             }
             for grant in replaced { runtime.expireBackgroundTask(grant) }
+            return outcomes
         }
         cycleSoon()
+        return outcomes
     }
 
     /// Removes the request for `identifier`: no run starts for it any more; a run in
@@ -568,37 +590,39 @@ public final class Scheduler: Sendable {
         }
     }
 
-    /// What submitting `request` under `policy` writes.
-    /// The write `request` takes under `policy`; `nil` when it changes nothing (an update
-    /// to the same request, as a program submits at every start).
+    /// The write `request` takes under `policy` (`nil`: it changes nothing) and what it
+    /// does; a `.keep` write's outcome is the store's to tell (``CommitRefusals``), `.added`
+    /// until then.
     private func prepare(_ request: ScheduledTaskRequest, policy: ExistingRequestPolicy) throws(SchedulerError)
-        -> RequestWrite?
+        -> (RequestWrite?, SubmitOutcome)
     {
         let now = wallClockNow
         let delay = Duration.nanoseconds(Int64.random(in: 0...max(0, request.randomizedDelay.saturatingNanoseconds)))
         let fresh = StoredRequest(
             request: request, plan: SchedulePlanner.initial(request, now: now, randomDelay: delay), submittedAt: now,
             currentRunID: nil)
+        if policy.kind == .keep { return (.insertUnlessPending(fresh), .added) }
         let running = state.withLock { $0.running[request.identifier] }
-        switch policy.kind {
-        case .keep:
-            return .insertIfAbsent(fresh)
-        case .replace:
+        var existing = running?.stored
+        if existing == nil {
+            existing = try fromStore { () throws(ScheduleStoreError) in try store.request(request.identifier) }
+        }
+        guard let existing else { return (.save(fresh), .added) }
+        // Finished, nothing running: no pending work to keep, update or replace.
+        guard existing.isRunning || running != nil || !existing.plan.isFinished else {
+            return (.save(fresh), .resubmitted)
+        }
+        if policy.kind == .replace {
             // A run in progress keeps the identifier busy until its end is recorded.
             var replacement = fresh
             replacement.isRunning = running != nil
-            return .save(replacement)
-        case .update:
-            var existing = running?.stored
-            if existing == nil {
-                existing = try fromStore { () throws(ScheduleStoreError) in try store.request(request.identifier) }
-            }
-            guard var updated = existing else { return .save(fresh) }
-            if updated.request == request { return nil }
-            updated.request = request
-            updated.isRunning = running != nil
-            return .save(updated)
+            return (.save(replacement), .replaced)
         }
+        if existing.request == request { return (nil, .kept) }
+        var updated = existing
+        updated.request = request
+        updated.isRunning = running != nil
+        return (.save(updated), .updated)
     }
 
     /// Marks the runs of identifiers `matching` as detached (their requests are gone) and

@@ -52,8 +52,9 @@ public struct ExistingRequestPolicy: Sendable, Hashable, CustomStringConvertible
     enum Kind: Hashable { case keep, replace, update }
     let kind: Kind
 
-    /// Keep the existing request and its schedule; the new one is dropped. The default (a
-    /// program that submits at every start does not pile up or reset its schedule).
+    /// Keep the pending request and its schedule; the new one is dropped. The default (a
+    /// program that submits at every start does not pile up or reset its schedule). A
+    /// request that finished is not pending: the new one replaces it.
     public static let keep = ExistingRequestPolicy(kind: .keep)
     /// Replace it: a new schedule from now; a run in progress is expired.
     public static let replace = ExistingRequestPolicy(kind: .replace)
@@ -67,6 +68,40 @@ public struct ExistingRequestPolicy: Sendable, Hashable, CustomStringConvertible
         case .keep: "keep"
         case .replace: "replace"
         case .update: "update"
+        }
+    }
+}
+
+/// What a submit did with a request: whether it is now pending as submitted, or what it
+/// found pending of its identifier. Only *pending* work is kept or updated: a request
+/// that finished (a one-shot done, or failed for good) is replaced under every policy.
+public struct SubmitOutcome: Sendable, Hashable, CustomStringConvertible {
+    enum Kind: Hashable { case added, resubmitted, kept, updated, replaced }
+    let kind: Kind
+
+    /// No request of its identifier was there: it is pending as submitted.
+    public static let added = SubmitOutcome(kind: .added)
+    /// A finished request of its identifier (done, or failed for good) was replaced: it
+    /// is pending as submitted, from a new plan.
+    public static let resubmitted = SubmitOutcome(kind: .resubmitted)
+    /// A pending request of its identifier was kept as it was (``ExistingRequestPolicy/keep``,
+    /// or an ``ExistingRequestPolicy/update`` that changed nothing); this one was dropped.
+    public static let kept = SubmitOutcome(kind: .kept)
+    /// A pending request of its identifier took this one's settings and kept its plan
+    /// (``ExistingRequestPolicy/update``).
+    public static let updated = SubmitOutcome(kind: .updated)
+    /// A pending request of its identifier was replaced, from a new plan
+    /// (``ExistingRequestPolicy/replace``).
+    public static let replaced = SubmitOutcome(kind: .replaced)
+
+    /// `added`, `resubmitted`, `kept`, `updated` or `replaced`.
+    public var description: String {
+        switch kind {
+        case .added: "added"
+        case .resubmitted: "resubmitted"
+        case .kept: "kept"
+        case .updated: "updated"
+        case .replaced: "replaced"
         }
     }
 }

@@ -541,9 +541,11 @@ final class SQLiteScheduleStore: ScheduleStore {
 
     func commit(_ batch: ScheduleBatch, lastRunID: Int64) throws(ScheduleStoreError) -> CommitRefusals {
         guard !batch.isEmpty else { return CommitRefusals() }
-        try using { connection throws(SQLiteError) in
+        return try using { connection throws(SQLiteError) in
             try connection.transaction { () throws(SQLiteError) in
-                if !batch.writes.isEmpty { try Self.write(batch.writes, connection) }
+                // One scheduler owns the store: nothing else claims starts.
+                var found = CommitRefusals()
+                if !batch.writes.isEmpty { found = try Self.write(batch.writes, connection) }
                 for end in batch.ends {
                     try Self.insertRun(end.record, connection)
                     if let plan = end.plan {
@@ -562,10 +564,9 @@ final class SQLiteScheduleStore: ScheduleStore {
                     statement.bind(1, lastRunID)
                     try statement.run()
                 }
+                return found
             }
         }
-        // One scheduler owns the store: nothing else claims.
-        return CommitRefusals()
     }
 
     func sync() throws(ScheduleStoreError) {
@@ -591,16 +592,33 @@ final class SQLiteScheduleStore: ScheduleStore {
         }
     }
 
-    /// Request writes, new rows numbered in submission order.
-    private static func write(_ writes: [RequestWrite], _ connection: SQLiteConnection) throws(SQLiteError) {
+    /// Request writes, new rows numbered in submission order. Returns the conditional
+    /// inserts that kept a pending request or replaced a finished one.
+    private static func write(_ writes: [RequestWrite], _ connection: SQLiteConnection) throws(SQLiteError)
+        -> CommitRefusals
+    {
         let read = try connection.statement(sequenceQuery)
         var sequence = try read.step() ? read.int64(0) : 0
+        var found = CommitRefusals()
         for write in writes {
             switch write {
             case .save(let stored):
                 sequence += 1
                 try upsert(stored, sequence: sequence, ifAbsent: false, connection)
-            case .insertIfAbsent(let stored):
+            case .insertUnlessPending(let stored):
+                let existing = try connection.statement(finishedQuery)
+                existing.bind(1, stored.request.identifier)
+                if try existing.step() {
+                    guard existing.bool(0) else {
+                        found.kept.insert(stored.request.identifier)
+                        continue
+                    }
+                    // A new submission: it takes its place at the end of the order.
+                    let delete = try connection.statement(deleteQuery)
+                    delete.bind(1, stored.request.identifier)
+                    try delete.run()
+                    found.resubmitted.insert(stored.request.identifier)
+                }
                 sequence += 1
                 try upsert(stored, sequence: sequence, ifAbsent: true, connection)
             case .delete(let identifier):
@@ -614,6 +632,7 @@ final class SQLiteScheduleStore: ScheduleStore {
         let statement = try connection.statement(setSequenceQuery)
         statement.bind(1, sequence)
         try statement.run()
+        return found
     }
 
     /// Writes only where a request's schedule stands, and its run in progress: `start`
@@ -726,6 +745,7 @@ final class SQLiteScheduleStore: ScheduleStore {
     private static let sequenceQuery = SQLiteQuery("SELECT value FROM counters WHERE name = 'sequence'")
     private static let setSequenceQuery = SQLiteQuery("UPDATE counters SET value = ? WHERE name = 'sequence'")
     private static let deleteQuery = SQLiteQuery("DELETE FROM requests WHERE identifier = ?")
+    private static let finishedQuery = SQLiteQuery("SELECT finished FROM requests WHERE identifier = ?")
 
     // MARK: Rows
 

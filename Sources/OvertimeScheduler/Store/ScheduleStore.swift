@@ -46,12 +46,20 @@ import Overtime
 @_spi(ScheduleStore) public enum RequestWrite: Sendable {
     /// Inserted, or replaces the request of its identifier (its submission order stays).
     case save(StoredRequest)
-    /// Inserted only when no request of its identifier exists.
-    case insertIfAbsent(StoredRequest)
+    /// Inserted unless a request of its identifier is pending (not finished): a finished
+    /// one-shot, or one failed for good, is replaced (WorkManager's KEEP). The commit says
+    /// which happened (`CommitRefusals.kept`, `CommitRefusals.resubmitted`).
+    case insertUnlessPending(StoredRequest)
     /// Removed (its history stays).
     case delete(String)
     /// Every request removed (their history stays).
     case deleteAll
+}
+
+extension RequestWrite {
+    /// Inserted only when no pending request of its identifier exists.
+    @available(*, deprecated, renamed: "insertUnlessPending")
+    public static func insertIfAbsent(_ stored: StoredRequest) -> RequestWrite { .insertUnlessPending(stored) }
 }
 
 /// An attempt's end as a batch records it.
@@ -80,15 +88,23 @@ import Overtime
 }
 
 /// What a commit could not do: starts another scheduler claimed first (a fleet's store),
-/// and ends of runs whose claim this scheduler no longer held. Empty for a store one
-/// scheduler owns.
+/// and requests kept because one of their identifier is pending; and the finished
+/// requests its writes replaced.
 @_spi(ScheduleStore) public struct CommitRefusals: Sendable, Hashable {
     /// Identifiers whose start was not written: their handlers must not run.
     public var starts: Set<String> = []
+    /// Identifiers of `RequestWrite.insertUnlessPending` writes not written: a
+    /// pending request of the identifier is kept.
+    public var kept: Set<String> = []
+    /// Identifiers of `RequestWrite.insertUnlessPending` writes that replaced a
+    /// finished request (a one-shot done, or failed for good).
+    public var resubmitted: Set<String> = []
 
     /// Nothing refused.
-    public init(starts: Set<String> = []) {
+    public init(starts: Set<String> = [], kept: Set<String> = [], resubmitted: Set<String> = []) {
         self.starts = starts
+        self.kept = kept
+        self.resubmitted = resubmitted
     }
 }
 

@@ -574,13 +574,14 @@ final class PostgresScheduleStore: ScheduleStore {
         // Others hear of an end only when it leaves something to run (a repeating request's
         // next time, a retry); a finished one-shot wakes no one.
         let endsLeaveRuns = planned.contains { SchedulePlanner.nextStart($0.stored.plan, $0.stored.request) != nil }
+        var found = CommitRefusals()
         let started =
             batch.writes.isEmpty
             ? try using { connection in
                 try recordRuns(batch.ends, planned, starts, notifying: endsLeaveRuns, connection)
             }
-            : try commitWithWrites(batch, planned, starts)
-        var refusals = CommitRefusals()
+            : try commitWithWrites(batch, planned, starts, found: &found)
+        var refusals = found
         for (record, _) in batch.starts where !started.contains(record.identifier) {
             refusals.starts.insert(record.identifier)
         }
@@ -675,14 +676,22 @@ final class PostgresScheduleStore: ScheduleStore {
     /// A batch that writes requests: in one transaction, under the fleet's submission lock.
     /// Returns the identifiers whose runs started.
     private func commitWithWrites(
-        _ batch: ScheduleBatch, _ planned: [PlanWrite], _ starts: [PlanWrite]
+        _ batch: ScheduleBatch, _ planned: [PlanWrite], _ starts: [PlanWrite], found: inout CommitRefusals
     ) throws(ScheduleStoreError) -> Set<String> {
-        try transaction { connection in
+        let (started, written) = try transaction { connection in
             // Submissions take turns across the fleet (one lock for the whole batch, not one
             // per request: a batch of 20,000 ran out of the server's lock table), so that two
             // instances submitting one identifier in different scopes cannot both insert it.
             _ = try run(connection, "SELECT pg_advisory_xact_lock(hashtext('overtime requests'))")
-            for write in batch.writes { try apply(write, connection) }
+            var found = CommitRefusals()
+            found.resubmitted = try deleteFinished(of: batch.writes, connection)
+            for write in batch.writes {
+                guard try apply(write, connection) else {
+                    if case .insertUnlessPending(let stored) = write { found.kept.insert(stored.request.identifier) }
+                    continue
+                }
+            }
+            found.resubmitted.subtract(found.kept)
             if batch.writes.count >= Self.manyWrites {
                 // The claims' plans are chosen from the table's statistics, which a burst of
                 // new requests leaves behind until autovacuum's next analysis (a minute or
@@ -690,14 +699,40 @@ final class PostgresScheduleStore: ScheduleStore {
                 _ = try run(connection, "ANALYZE overtime.requests")
             }
             // Written requests are news to every instance.
-            return try recordRuns(batch.ends, planned, starts, notifying: true, connection)
+            return (try recordRuns(batch.ends, planned, starts, notifying: true, connection), found)
         }
+        found = written
+        return started
     }
 
-    private func apply(_ write: RequestWrite, _ connection: PostgresConnection) throws {
+    /// Removes the finished requests (done, or failed for good) that the batch's
+    /// ``RequestWrite/insertUnlessPending(_:)`` writes replace, in one statement; returns
+    /// their identifiers.
+    private func deleteFinished(of writes: [RequestWrite], _ connection: PostgresConnection) throws -> Set<String> {
+        var visibleHere: [String] = []
+        var shared: [String] = []
+        for case .insertUnlessPending(let stored) in writes {
+            visibleHere.append(stored.request.identifier)
+            if rowOwner(of: stored).isEmpty { shared.append(stored.request.identifier) }
+        }
+        guard !visibleHere.isEmpty else { return [] }
+        // A shared request stands for the identifier in every instance: their own finished
+        // requests of it go too.
+        let rows = try run(
+            connection,
+            """
+            DELETE FROM overtime.requests WHERE finished AND identifier = ANY(\(visibleHere))
+                AND (\(unescaped: visible) OR identifier = ANY(\(shared)))
+            RETURNING identifier
+            """)
+        return Set(try rows.map { try $0.decode(String.self) })
+    }
+
+    /// Applies `write`; returns whether it wrote (a conditional insert keeps a pending request).
+    private func apply(_ write: RequestWrite, _ connection: PostgresConnection) throws -> Bool {
         switch write {
-        case .save(let stored): try upsert(stored, ifAbsent: false, connection)
-        case .insertIfAbsent(let stored): try upsert(stored, ifAbsent: true, connection)
+        case .save(let stored): return try upsert(stored, ifAbsent: false, connection)
+        case .insertUnlessPending(let stored): return try upsert(stored, ifAbsent: true, connection)
         case .delete(let identifier):
             _ = try run(
                 connection,
@@ -707,6 +742,7 @@ final class PostgresScheduleStore: ScheduleStore {
             _ = try run(
                 connection, "DELETE FROM overtime.requests WHERE \(unescaped: visible)")
         }
+        return true
     }
 
     /// Writes a request's row. A new row takes the next submission number; an existing
@@ -717,7 +753,7 @@ final class PostgresScheduleStore: ScheduleStore {
     /// requests of it: a shared request replaces every instance's own of that identifier,
     /// a per-instance one the shared one. (Under the commit's lock: two instances
     /// submitting one identifier in different scopes at once cannot both insert it.)
-    private func upsert(_ stored: StoredRequest, ifAbsent: Bool, _ connection: PostgresConnection) throws {
+    private func upsert(_ stored: StoredRequest, ifAbsent: Bool, _ connection: PostgresConnection) throws -> Bool {
         let row = RequestColumns(stored)
         let rowOwner = rowOwner(of: stored)
         if !ifAbsent {
@@ -745,7 +781,7 @@ final class PostgresScheduleStore: ScheduleStore {
                 active_run_id = CASE WHEN excluded.current_run_id IS DISTINCT FROM requests.current_run_id
                     THEN NULL ELSE requests.active_run_id END
             """
-        _ = try run(
+        let written = try run(
             connection,
             """
             INSERT INTO overtime.requests AS requests (identifier, submitted_at, earliest_begin, interval_ns, flex_ns,
@@ -763,7 +799,9 @@ final class PostgresScheduleStore: ScheduleStore {
             WHERE \(!ifAbsent) OR NOT EXISTS (SELECT 1 FROM overtime.requests WHERE identifier = \(row.identifier)
                 AND (\(unescaped: visible) OR \(rowOwner) = ''))
             ON CONFLICT (identifier, owner) \(unescaped: conflict)
+            RETURNING identifier
             """)
+        return written.first != nil
     }
 
     /// The owner column of a request's row: this instance's name for a per-instance

@@ -1,0 +1,1 @@
+../../../../Tests/OvertimeSchedulerTests/Semantics/SchedulerSemantics.swift

@@ -1,0 +1,84 @@
+// What a scheduler promises whichever store keeps its schedule: one set of checks, run by
+// the SQLite store's tests and (through a link to this file) the PostgreSQL store's.
+
+import Foundation
+import Overtime
+import OvertimeScheduler
+import Testing
+
+/// A scheduler on the store under test, and time passing for it.
+protocol SchedulerSemanticsFixture {
+    /// A started scheduler on a new, empty schedule, whose handler serves every identifier
+    /// that starts with `semantics.`: `answer` says whether each task succeeds.
+    func makeScheduler(answer: @escaping @Sendable (ScheduledTask) -> Bool) throws -> Scheduler
+    /// Lets time pass (virtual or real) until `condition` holds; whether it came to hold.
+    func until(_ condition: () throws -> Bool) rethrows -> Bool
+    /// Ends what ``makeScheduler(answer:)`` made.
+    func finish()
+}
+
+/// The checks, each on a fixture's fresh scheduler.
+enum SchedulerSemantics {
+    /// A count of the tasks each identifier ran, as a handler sees them.
+    final class Runs: @unchecked Sendable {
+        private let lock = NSLock()
+        private var counts: [String: Int] = [:]
+        func count(_ identifier: String) -> Int { lock.withLock { counts[identifier] ?? 0 } }
+        func note(_ identifier: String) { lock.withLock { counts[identifier, default: 0] += 1 } }
+    }
+
+    /// Only pending work is kept or updated: a finished one-shot (done, or failed for
+    /// good) is replaced under every policy and runs again; the outcome says which happened.
+    static func finishedWorkIsResubmittedUnderEveryPolicy(_ fixture: some SchedulerSemanticsFixture) throws {
+        let runs = Runs()
+        let scheduler = try fixture.makeScheduler { task in
+            runs.note(task.identifier)
+            return !task.identifier.hasSuffix(".failing")
+        }
+        defer { fixture.finish() }
+        for policy in [ExistingRequestPolicy.keep, .update, .replace] {
+            let done = "semantics.\(policy).done"
+            #expect(try scheduler.submit(ScheduledTaskRequest(identifier: done), ifExists: policy) == .added)
+            #expect(try fixture.until { try runs.count(done) == 1 && scheduler.pendingRequestCount() == 0 })
+            #expect(try scheduler.submit(ScheduledTaskRequest(identifier: done), ifExists: policy) == .resubmitted)
+            #expect(scheduler.pendingRequests().map(\.request.identifier) == [done], "\(policy): pending again")
+            #expect(try fixture.until { try runs.count(done) == 2 && scheduler.pendingRequestCount() == 0 })
+
+            var failing = ScheduledTaskRequest(identifier: "semantics.\(policy).failing")
+            failing.retry.maximumAttempts = 1
+            #expect(try scheduler.submit(failing, ifExists: policy) == .added)
+            #expect(
+                try fixture.until { try runs.count(failing.identifier) == 1 && scheduler.pendingRequestCount() == 0 })
+            #expect(try scheduler.history(failing.identifier).map(\.result) == [.failed])
+            #expect(try scheduler.submit(failing, ifExists: policy) == .resubmitted, "\(policy): failed for good")
+            #expect(
+                try fixture.until { try runs.count(failing.identifier) == 2 && scheduler.pendingRequestCount() == 0 })
+        }
+    }
+
+    /// Pending work: `.keep` keeps it as it was, `.update` takes the new settings (and an
+    /// identical request changes nothing), `.replace` replaces it; each says so.
+    static func pendingWorkFollowsThePolicy(_ fixture: some SchedulerSemanticsFixture) throws {
+        let scheduler = try fixture.makeScheduler { _ in true }
+        defer { fixture.finish() }
+        var request = ScheduledTaskRequest(identifier: "semantics.later")
+        request.earliestBegin = WallClockInstant(secondsSinceEpoch: 4_000_000_000)  // in 2096
+        #expect(try scheduler.submit(request) == .added)
+        var changed = request
+        changed.maximumDuration = .seconds(42)
+        #expect(try scheduler.submit(changed, ifExists: .keep) == .kept)
+        #expect(scheduler.pendingRequests().first?.request.maximumDuration == request.maximumDuration)
+        #expect(try scheduler.submit(changed, ifExists: .update) == .updated)
+        #expect(try scheduler.submit(changed, ifExists: .update) == .kept, "the same request changes nothing")
+        #expect(scheduler.pendingRequests().first?.request.maximumDuration == .seconds(42))
+        #expect(try scheduler.submit(request, ifExists: .replace) == .replaced)
+        #expect(scheduler.pendingRequests().map(\.request) == [request])
+        let outcomes = try scheduler.submit(
+            contentsOf: [request, ScheduledTaskRequest(identifier: "semantics.new")].map {
+                var later = $0
+                later.earliestBegin = request.earliestBegin
+                return later
+            })
+        #expect(outcomes == [.kept, .added])
+    }
+}
