@@ -53,4 +53,8 @@ struct SchedulerSemanticsTests {
     @Test func pendingWorkFollowsThePolicy() async throws {
         try await onOwnThread { try SchedulerSemantics.pendingWorkFollowsThePolicy(Fixture()) }
     }
+
+    @Test func identifiersAreCheckedAgainstOneLimit() async throws {
+        try await onOwnThread { try SchedulerSemantics.identifiersAreCheckedAgainstOneLimit(Fixture()) }
+    }
 }

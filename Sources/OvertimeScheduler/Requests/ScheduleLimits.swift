@@ -21,6 +21,35 @@ public enum ScheduleLimits {
     /// The most attempts a retry policy allows.
     public static let maximumAttempts = 1_000_000
 
+    /// The longest identifier (or handler prefix), in UTF-8 bytes: 1,024. Every store
+    /// indexes identifiers (PostgreSQL's B-tree refuses a key over about 2.7 KB), and a
+    /// status line or history names them whole.
+    public static let maximumIdentifierBytes = 1024
+
+    /// Checks that `identifier` (`field`: an identifier or a prefix) can be stored and
+    /// shown by every store: not empty, at most ``maximumIdentifierBytes``, and no control
+    /// character (a NUL ends a C string; a newline splits a line of `overtimectl`'s output).
+    static func check(identifier: String, field: String = "identifier") throws(SchedulerError) {
+        let bytes = identifier.utf8.count
+        let problem: String? =
+            if bytes == 0 {
+                "must not be empty"
+            } else if bytes > maximumIdentifierBytes {
+                "must be at most \(maximumIdentifierBytes) bytes of UTF-8, got \(bytes)"
+            } else if let control = identifier.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+                "must not contain control characters, got U+\(String(control.value, radix: 16, uppercase: true).leftPadded(to: 4))"
+            } else {
+                nil
+            }
+        guard let problem else { return }
+        let shown = bytes > 64 ? String(identifier.prefix(32)) + "…" : identifier
+        throw SchedulerError(
+            code: .invalidRequest,
+            message:
+                "\(field) '\(shown.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : String($0) }.joined())' \(problem)",
+            field: field)
+    }
+
     /// Checks `value` against `range`; the error names `field` and the range.
     static func check(
         _ field: String, _ value: Duration, in range: ClosedRange<Duration>, identifier: String? = nil
@@ -37,5 +66,11 @@ public enum ScheduleLimits {
 
     private static func describe(_ duration: Duration) -> String {
         duration == maximumDuration ? "100 years" : "\(duration)"
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        String(repeating: "0", count: max(0, width - count)) + self
     }
 }

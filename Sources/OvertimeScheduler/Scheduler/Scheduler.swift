@@ -220,9 +220,7 @@ public final class Scheduler: Sendable {
                 throw SchedulerError(
                     code: .registeredAfterStart, message: "'\(name)' registered after start(); register first")
             }
-            guard !name.isEmpty else {
-                throw SchedulerError(code: .invalidRequest, message: "an identifier or prefix must not be empty")
-            }
+            try ScheduleLimits.check(identifier: name, field: isPrefix ? "prefix" : "identifier")
             if isPrefix {
                 guard !state.prefixHandlers.contains(where: { $0.prefix == name }) else {
                     throw SchedulerError(code: .alreadyRegistered, message: "prefix '\(name)' is already registered")
@@ -382,7 +380,10 @@ public final class Scheduler: Sendable {
     /// progress is told to stop (its expiration handler). Its history stays.
     public func cancel(_ identifier: String) throws(SchedulerError) {
         try onQueue { () throws(SchedulerError) in
-            guard try fromStore({ () throws(ScheduleStoreError) in try store.request(identifier) }) != nil else {
+            // An identifier no request could have is not looked up (a NUL is an error to a
+            // PostgreSQL server): it is unknown.
+            guard (try? ScheduleLimits.check(identifier: identifier)) != nil,
+                try fromStore({ () throws(ScheduleStoreError) in try store.request(identifier) }) != nil else {
                 throw SchedulerError(code: .unknownIdentifier, message: "no request '\(identifier)'")
             }
             try commit(ScheduleBatch(writes: [.delete(identifier)]))
@@ -444,7 +445,10 @@ public final class Scheduler: Sendable {
     ///   gives no grant: suspended or terminating) or a store error.
     @discardableResult
     public func runNow(_ identifier: String) throws(SchedulerError) -> Int64 {
-        try onQueue { () throws(SchedulerError) -> Int64 in
+        guard (try? ScheduleLimits.check(identifier: identifier)) != nil else {
+            throw SchedulerError(code: .unknownIdentifier, message: "no request '\(identifier)'")
+        }
+        return try onQueue { () throws(SchedulerError) -> Int64 in
             let (started, running) = state.withLock {
                 ($0.started && !$0.abandoned, $0.running[identifier] != nil)
             }
@@ -472,6 +476,7 @@ public final class Scheduler: Sendable {
 
     /// The attempts of `identifier`, newest first.
     public func history(_ identifier: String, limit: Int = 100) throws(SchedulerError) -> [RunRecord] {
+        guard (try? ScheduleLimits.check(identifier: identifier)) != nil else { return [] }
         do {
             return try store.history(identifier: identifier, limit: limit)
         } catch {
@@ -559,6 +564,7 @@ public final class Scheduler: Sendable {
     }
 
     private func validate(_ request: ScheduledTaskRequest) throws(SchedulerError) {
+        try ScheduleLimits.check(identifier: request.identifier)
         guard handler(for: request.identifier) != nil else {
             throw SchedulerError(code: .notRegistered, message: "no handler is registered for '\(request.identifier)'")
         }

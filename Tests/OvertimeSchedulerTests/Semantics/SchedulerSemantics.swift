@@ -81,4 +81,41 @@ enum SchedulerSemantics {
             })
         #expect(outcomes == [.kept, .added])
     }
+
+    /// One limit on identifiers, one error, whichever store: at most 1,024 bytes of UTF-8
+    /// and no control character. At the limit (in multi-byte characters too) a request is
+    /// stored and runs; past it, or with a NUL, the submit names the field, and a batch
+    /// holding one writes nothing. Looking up such an identifier finds nothing.
+    static func identifiersAreCheckedAgainstOneLimit(_ fixture: some SchedulerSemanticsFixture) throws {
+        let runs = Runs()
+        let scheduler = try fixture.makeScheduler { task in
+            runs.note(task.identifier)
+            return true
+        }
+        defer { fixture.finish() }
+        let prefix = "semantics."
+        let longest =
+            prefix + String(repeating: "é", count: (ScheduleLimits.maximumIdentifierBytes - prefix.utf8.count) / 2)
+        #expect(longest.utf8.count == ScheduleLimits.maximumIdentifierBytes)
+        #expect(try scheduler.submit(ScheduledTaskRequest(identifier: longest)) == .added)
+        #expect(try fixture.until { try runs.count(longest) == 1 && scheduler.pendingRequestCount() == 0 })
+        #expect(try scheduler.history(longest).map(\.result) == [.succeeded])
+
+        for bad in [
+            longest + "x", prefix + String(repeating: "a", count: 4000), prefix + "nul\u{0}byte", prefix + "new\nline",
+        ] {
+            do {
+                try scheduler.submit(contentsOf: [
+                    ScheduledTaskRequest(identifier: prefix + "fine"), ScheduledTaskRequest(identifier: bad),
+                ])
+                Issue.record("accepted an identifier of \(bad.utf8.count) bytes")
+            } catch {
+                #expect(error.code == .invalidRequest && error.field == "identifier", "\(error)")
+            }
+            #expect(try scheduler.pendingRequestCount() == 0, "nothing of the batch was written")
+            #expect(try scheduler.history(bad).isEmpty)
+            #expect(throws: SchedulerError.self) { try scheduler.cancel(bad) }
+            #expect(throws: SchedulerError.self) { try scheduler.runNow(bad) }
+        }
+    }
 }

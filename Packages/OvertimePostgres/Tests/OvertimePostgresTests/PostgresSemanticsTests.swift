@@ -43,4 +43,8 @@ struct PostgresSemanticsTests {
     @Test func pendingWorkFollowsThePolicy() throws {
         try SchedulerSemantics.pendingWorkFollowsThePolicy(Fixture())
     }
+
+    @Test func identifiersAreCheckedAgainstOneLimit() throws {
+        try SchedulerSemantics.identifiersAreCheckedAgainstOneLimit(Fixture())
+    }
 }
