@@ -383,7 +383,8 @@ public final class Scheduler: Sendable {
             // An identifier no request could have is not looked up (a NUL is an error to a
             // PostgreSQL server): it is unknown.
             guard (try? ScheduleLimits.check(identifier: identifier)) != nil,
-                try fromStore({ () throws(ScheduleStoreError) in try store.request(identifier) }) != nil else {
+                try fromStore({ () throws(ScheduleStoreError) in try store.request(identifier) }) != nil
+            else {
                 throw SchedulerError(code: .unknownIdentifier, message: "no request '\(identifier)'")
             }
             try commit(ScheduleBatch(writes: [.delete(identifier)]))
