@@ -110,7 +110,7 @@ struct SchedulerTests {
         }
     }
 
-    @Test func theConcurrencyLimitHoldsAndRunsDueTogetherAreSpread() async throws {
+    @Test func theConcurrencyLimitHoldsAndAQueueDueNowIsNotSpaced() async throws {
         try await onOwnThread {
             let h = try SchedulerHarness(identifiers: ["a", "b", "c"]) {
                 $0.maximumConcurrentRuns = 1
@@ -127,10 +127,50 @@ struct SchedulerTests {
             #expect(waiting.map(\.waitingFor) == [.concurrencyLimit, .concurrencyLimit])
             h.script.withLock { $0 = { _ in .succeed } }
             h.hanging.all.first?.setTaskCompleted(success: true)
-            h.advance(by: .seconds(10))
-            // b right after a ended (spacing counts from a's start), c two seconds after b.
+            h.settle()
+            // Fell due while the scheduler ran: b and c follow a as soon as a slot frees.
             #expect(h.attempts.all.map(\.identifier) == ["a", "b", "c"])
-            #expect(h.attempts.all.map(\.at) == [start, start + .seconds(10), start + .seconds(12)])
+            #expect(h.attempts.all.map(\.at) == [start, start + .seconds(10), start + .seconds(10)])
+        }
+    }
+
+    /// A queue of one-shots submitted due now runs as fast as the concurrency limit allows
+    /// at the default spacing: spacing paces only the backlog a start finds.
+    @Test func defaultSpacingDoesNotThrottleAQueueOfOneShots() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness(prefixes: ["q."]) {
+                $0.startSpacing = SchedulerConfiguration(storePath: "/x").startSpacing
+            }
+            defer { h.finish() }
+            try h.current.start()
+            let start = h.now
+            try h.current.submit(contentsOf: (0..<200).map { ScheduledTaskRequest(identifier: "q.\($0)") })
+            // Four at a time (the default limit), each four after the last ended: no time passes.
+            for _ in 0..<100 where h.attempts.count < 200 { h.settle() }
+            #expect(h.attempts.count == 200, "all ran without time passing")
+            #expect(h.attempts.all.allSatisfy { $0.at == start })
+        }
+    }
+
+    /// Runs that fell due while the process was not running (a backlog) start spaced after
+    /// the next start; one submitted due after the start does not wait behind the spacing.
+    @Test func theBacklogAStartFindsIsSpaced() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness(identifiers: ["a", "b", "c"]) { $0.startSpacing = .seconds(2) }
+            defer { h.finish() }
+            try h.current.start()
+            for identifier in ["a", "b", "c"] {
+                var request = ScheduledTaskRequest(identifier: identifier)
+                request.earliestBegin = h.now + .seconds(60)
+                try h.current.submit(request)
+            }
+            h.current.abandon()  // the process ends; an hour later it starts again
+            h.clock.advance(by: .seconds(3600))
+            try h.open(identifiers: ["a", "b", "c"]) { $0.startSpacing = .seconds(2) }
+            let restart = h.now
+            try h.current.start()
+            h.advance(by: .seconds(10))
+            #expect(h.attempts.all.map(\.at) == [restart, restart + .seconds(2), restart + .seconds(4)])
         }
     }
 

@@ -248,7 +248,8 @@ struct Scenarios {
                     { try SchedulerScenarios.residentMegabytes(count: s.scheduler.memoryPending, scratch: scratch) }
                 )
             ]
-        case "fleet_runs_per_sec", "fleet_claim_latency_p99_ms", "fleet_idle_wakeups_per_sec":
+        case "fleet_runs_per_sec", "fleet_runs_per_sec_at_defaults", "fleet_claim_latency_p99_ms",
+            "fleet_idle_wakeups_per_sec":
             return [("overtime", { try fleetFigure(metric) })]
         default:
             return []

@@ -5,7 +5,8 @@
 //   overtime-fleet-bench --mode full        (PGHOST, PGPORT, PGUSER name an empty database)
 //
 // fleet_runs_per_sec: one-shots all due at once, from the commit of their submission to
-// the last one recorded done. fleet_claim_latency_p99_ms: one-shots due over a spread of
+// the last one recorded done, on workers that run 256 at once without start spacing;
+// fleet_runs_per_sec_at_defaults: the same on workers at SchedulerConfiguration's defaults. fleet_claim_latency_p99_ms: one-shots due over a spread of
 // seconds, from each due time (the database's clock) to its handler's start.
 // fleet_idle_wakeups_per_sec: afterwards, nothing due, each worker's threads' wake-ups.
 
@@ -34,8 +35,11 @@ struct FleetBench: ParsableCommand {
     @Option(help: .hidden)
     var worker: String?
 
+    @Flag(help: .hidden)
+    var defaults = false
+
     func run() throws {
-        if let log = worker { try Self.work(log: log) }
+        if let log = worker { try Self.work(log: log, defaults: defaults) }
         let (runs, due, spread, idleSeconds): (Int, Int, Double, Double) =
             switch mode {
             case "full": (20_000, 2_000, 20, 10)
@@ -96,8 +100,24 @@ struct FleetBench: ParsableCommand {
             return measured.rate
         }
         for worker in fleet { _ = try worker.terminate() }
+
+        // Throughput again, on workers at the library's defaults (a few runs at once, start
+        // spacing): spacing paces only a backlog, not a queue that falls due while they run.
+        let atDefaults = try (0..<workers).map { index in
+            let own = folder + "/defaults-\(index)"
+            try FileManager.default.createDirectory(atPath: own, withIntermediateDirectories: true)
+            return try MeasuredProcess(CommandLine.arguments[0], ["--worker", latencies, "--defaults"], folder: own)
+        }
+        for worker in atDefaults { _ = try worker.waitForReady(timeout: 60) }
+        try observer.submit(contentsOf: (0..<runs).map { ScheduledTaskRequest(identifier: "t.d.\($0)") })
+        let submittedAtDefaults = monotonicNanoseconds()
+        try Self.waitUntilDone(observer)
+        let runsPerSecondAtDefaults = Double(runs) / (Double(monotonicNanoseconds() - submittedAtDefaults) / 1e9)
+        for worker in atDefaults { _ = try worker.terminate() }
+
         let figures: [String: Double] = [
             "fleet_runs_per_sec": runsPerSecond.rounded(),
+            "fleet_runs_per_sec_at_defaults": runsPerSecondAtDefaults.rounded(),
             "fleet_claim_latency_p99_ms": Double(percentile(samples, 0.99)) / 1e6,
             "fleet_idle_wakeups_per_sec": wakeups.max() ?? 0,
             // The sizes, for the runner's notes.
@@ -135,7 +155,7 @@ struct FleetBench: ParsableCommand {
 
     /// A worker: runs every request it claims at once; a latency run appends its lateness
     /// (nanoseconds from its due time, on the database's clock, to its start) to `log`.
-    static func work(log: String) throws -> Never {
+    static func work(log: String, defaults: Bool) throws -> Never {
         let descriptor = open(log, O_WRONLY | O_APPEND | O_CREAT, 0o644)
         guard descriptor >= 0 else { throw ScenarioError("cannot open \(log)") }
         // READY=1 said once, below: the runtime's status lines would fill the socket the
@@ -144,8 +164,10 @@ struct FleetBench: ParsableCommand {
         runtimeConfiguration.systemdNotify = false
         let runtime = try Runtime(configuration: runtimeConfiguration)
         var configuration = SchedulerConfiguration(database: .postgres(try .environment()))
-        configuration.maximumConcurrentRuns = 256
-        configuration.startSpacing = .zero
+        if !defaults {
+            configuration.maximumConcurrentRuns = 256
+            configuration.startSpacing = .zero
+        }
         let scheduler = try Scheduler(runtime: runtime, configuration: configuration)
         try scheduler.register(prefix: "t.") { $0.setTaskCompleted(success: true) }
         try scheduler.register(prefix: "l.") { task in

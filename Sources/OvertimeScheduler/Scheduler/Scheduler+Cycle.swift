@@ -35,7 +35,7 @@ extension Scheduler {
         guard state.withLock({ $0.started && !$0.abandoned && !$0.runtimeShutDown }) else { return }
         let now = wallClockNow
         var batch = ScheduleBatch()
-        let (ending, running, refused, lastStart) = state.withLock { state in
+        let (ending, running, refused, lastStart, backlogMark) = state.withLock { state in
             defer { state.ended = [] }
             return (
                 state.ended.compactMap { identifier -> RunEnd? in
@@ -48,31 +48,37 @@ extension Scheduler {
                     plan.request = run.stored.request
                     return RunEnd(record: ending.record, plan: plan, scope: plan.request.scope)
                 },
-                state.running.count, state.refusal != nil || state.terminating, state.lastStart
+                state.running.count, state.refusal != nil || state.terminating, state.lastBacklogStart,
+                state.backlogMark
             )
         }
         batch.ends = ending
         var wake: WallClockInstant?
-        var capacity = configuration.maximumConcurrentRuns - (running - ending.count)
+        let capacity = configuration.maximumConcurrentRuns - (running - ending.count)
+        // Spacing paces the backlog only (runs due before the scheduler started or the clock
+        // stepped, and catch-up runs): one of it per spacing. Runs that fall due while it
+        // runs — a queue of one-shots submitted due now — start as fast as capacity allows.
         let spacing = configuration.startSpacing
-        if spacing > .zero, capacity > 0 {
+        var backlog = Backlog(before: backlogMark, allowance: capacity)
+        if spacing > .zero {
             let sinceLastStart = lastStart.map { runtime.clock.now - $0 }
             if let sinceLastStart, sinceLastStart < spacing {
-                wake = now + (spacing - sinceLastStart)
-                capacity = 0
+                backlog.allowance = 0
+                backlog.nextAllowed = now + (spacing - sinceLastStart)
             } else {
-                capacity = 1
+                backlog.allowance = 1
+                backlog.nextAllowed = now + spacing
             }
         }
         var unmet: Int64 = 0
         var starting: [Starting] = []
         var claimed = false
         if capacity > 0, !refused {
-            let picked = pick(now: now, capacity: capacity, conditionsAreFresh: conditionsAreFresh)
+            let picked = pick(now: now, capacity: capacity, backlog: &backlog, conditionsAreFresh: conditionsAreFresh)
             starting = picked.starting
             unmet = picked.unmet
             claimed = picked.claimed
-            if picked.moreDue, spacing > .zero { wake = min(wake ?? now + spacing, now + spacing) }
+            if backlog.waiting, let next = backlog.nextAllowed { wake = next }
         } else {
             unmet = Set<Requirement>.unmetMask(by: state.withLock { $0.conditions }, state: runtime.state)
         }
@@ -103,17 +109,44 @@ extension Scheduler {
                 logger.error("cannot put run starts on disk: \(error)")
             }
         }
-        finishCommitted(ending, starting, now: now)
+        finishCommitted(ending, starting, now: now, backlogStarted: backlog.started)
         syncSoon()
         if !ending.isEmpty { cycleSoon() }  // their requests may be due again at once
         armForNextDue(after: now, unmet: unmet, wake: wake)
     }
 
-    /// The due requests that may start now, their grants begun, at most `capacity`.
+    /// How many runs of the backlog may start in this cycle (see ``cycle(conditionsAreFresh:)``).
+    struct Backlog {
+        /// Runs due before this time are the backlog (`nil`: none is).
+        let before: WallClockInstant?
+        /// Backlog runs that may still start in this cycle.
+        var allowance: Int
+        /// When the next backlog run may start, if one waits.
+        var nextAllowed: WallClockInstant?
+        /// A backlog run is due but may not start yet.
+        var waiting = false
+        /// A backlog run started in this cycle (spacing counts from it).
+        var started = false
+
+        init(before: WallClockInstant?, allowance: Int) {
+            self.before = before
+            self.allowance = allowance
+        }
+
+        /// Whether a run of `stored` (its plan caught up) belongs to the backlog.
+        func contains(_ stored: StoredRequest) -> Bool {
+            if stored.plan.owed > 0 { return true }
+            guard let before else { return false }
+            return SchedulePlanner.dueTime(stored.plan, stored.request) < before
+        }
+    }
+
+    /// The due requests that may start now, their grants begun, at most `capacity`, of
+    /// the backlog at most its allowance.
     ///
     /// - Returns: also whether the store returned any due request (a shared store's claims,
     ///   which the next commit releases when they do not start).
-    private func pick(now: WallClockInstant, capacity: Int, conditionsAreFresh: Bool) -> (
+    private func pick(now: WallClockInstant, capacity: Int, backlog: inout Backlog, conditionsAreFresh: Bool) -> (
         starting: [Starting], unmet: Int64, moreDue: Bool, claimed: Bool
     ) {
         var current = state.withLock { $0.conditions }
@@ -175,6 +208,14 @@ extension Scheduler {
                         continue
                     }
                 }
+                if backlog.contains(stored) {
+                    // Due in order: the runs behind a backlog run that must wait wait too.
+                    guard backlog.allowance > 0 else {
+                        backlog.waiting = true
+                        moreDue = true
+                        break
+                    }
+                }
                 guard let handler = handler(for: identifier) else {
                     logger.warning("a due request has no handler in this program", metadata: ["task": "\(identifier)"])
                     state.withLock { _ = $0.unhandled.insert(identifier) }
@@ -183,6 +224,10 @@ extension Scheduler {
                 guard let start = begin(stored, handler: handler, now: now) else {
                     refused = true
                     break
+                }
+                if backlog.contains(stored) {
+                    backlog.allowance -= 1
+                    backlog.started = true
                 }
                 starting.append(start)
                 chosen.insert(identifier)
@@ -321,7 +366,9 @@ extension Scheduler {
 
     /// What happens once a batch is written: ended runs wait for the next sync to give up
     /// their grants, new runs start their handlers (all of them in one turn of the loop).
-    private func finishCommitted(_ ended: [RunEnd], _ starting: [Starting], now: WallClockInstant) {
+    private func finishCommitted(
+        _ ended: [RunEnd], _ starting: [Starting], now: WallClockInstant, backlogStarted: Bool = false
+    ) {
         state.withLock { state in
             for end in ended {
                 guard let run = state.running.removeValue(forKey: end.record.identifier) else { continue }
@@ -332,7 +379,7 @@ extension Scheduler {
                 state.running[start.record.identifier] = ActiveRun(
                     task: start.task, grant: start.grant, startedAt: now, stored: start.stored)
             }
-            if !starting.isEmpty { state.lastStart = runtime.clock.now }
+            if backlogStarted { state.lastBacklogStart = runtime.clock.now }
         }
         for end in ended {
             metrics.countRun(handler: handlerName(for: end.record.identifier), result: end.record.result)
@@ -624,8 +671,12 @@ extension Scheduler {
         queue.async { [self] in
             store.localWallClockStepped()
             let offset = wallClockOffset()
+            let mark = wallClockNow
             let previous = state.withLock { state in
-                defer { state.wallClockOffset = offset }
+                defer {
+                    state.wallClockOffset = offset
+                    state.backlogMark = mark
+                }
                 return state.wallClockOffset
             }
             let step = previous.map { offset - $0 }

@@ -24,8 +24,8 @@ import Overtime
 /// - **Each run is a grant** named after its identifier, with the request's maximum
 ///   duration. Never completed: terminated, recorded as a failed attempt with its report.
 /// - **Never two runs of one identifier at once**; at most
-///   ``SchedulerConfiguration/maximumConcurrentRuns`` in all; runs that fall due together
-///   start ``SchedulerConfiguration/startSpacing`` apart.
+///   ``SchedulerConfiguration/maximumConcurrentRuns`` in all; the backlog a start finds
+///   (runs due while the program was down) starts ``SchedulerConfiguration/startSpacing`` apart.
 ///
 /// Every member is safe from any thread. Handlers run on the runtime's loop thread.
 /// Decisions and store writes happen on the scheduler's own serial queue, never on the
@@ -93,9 +93,12 @@ public final class Scheduler: Sendable {
         var started = false
         var running: [String: ActiveRun] = [:]
         var timer: LoopTimer?
-        /// When the last run started, on the monotonic clock: spacing never depends on the
-        /// wall clock (a step back would hold every start for the size of the step).
-        var lastStart: MonotonicInstant?
+        /// When the last run of the backlog started, on the monotonic clock: spacing never
+        /// depends on the wall clock (a step back would hold every start for the size of the step).
+        var lastBacklogStart: MonotonicInstant?
+        /// Runs due before this time are the backlog that start spacing paces: the time of
+        /// the scheduler's start, or of the last step of the wall clock.
+        var backlogMark: WallClockInstant?
         /// The wall clock less the monotonic clock when last looked at (``wallClockOffset()``):
         /// how far a step moved the wall clock.
         var wallClockOffset: Duration?
@@ -296,7 +299,12 @@ public final class Scheduler: Sendable {
         queue.async { [self] in
             let read = conditions.read()
             state.withLock { $0.conditions = read }
-            state.withLock { $0.wallClockOffset = wallClockOffset() }
+            let offset = wallClockOffset()
+            let mark = wallClockNow
+            state.withLock { state in
+                state.wallClockOffset = offset
+                state.backlogMark = mark
+            }
             retryInterruptedRuns()
             correctPlansForTheClock(step: nil)
             cycle(conditionsAreFresh: true)

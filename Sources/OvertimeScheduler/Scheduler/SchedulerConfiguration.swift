@@ -15,8 +15,11 @@ public struct SchedulerConfiguration: Sendable {
     public var database: ScheduleDatabase?
     /// The most runs at once. Default 4.
     public var maximumConcurrentRuns = 4
-    /// Runs that fell due together (after a restart, a resume, a clock step) start this far
-    /// apart, not all in one instant. Default 0.5 s; zero starts them together.
+    /// The backlog — runs that fell due before the scheduler started or the wall clock
+    /// stepped, and catch-up runs — starts this far apart, not all in one instant, so that
+    /// catch-up after downtime does not stampede. Runs that fall due while the scheduler
+    /// runs (a queue of one-shots submitted due now) are not spaced: only
+    /// ``maximumConcurrentRuns`` limits them. Default 0.5 s; zero starts the backlog together.
     public var startSpacing: Duration = .milliseconds(500)
     /// Where requirements are read. `nil` (the default): Linux itself
     /// (``LinuxConditionSource``), measuring storage in the store's folder.
