@@ -48,6 +48,7 @@ let package = Package(
                 .product(name: "OvertimeTesting", package: "Overtime"),
                 .product(name: "OvertimeScheduler", package: "Overtime"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
     ]

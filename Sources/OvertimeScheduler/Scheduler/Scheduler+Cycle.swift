@@ -428,6 +428,9 @@ extension Scheduler {
         } catch {
             logger.error("cannot read the next due time: \(error)")
             wake = min(wake ?? now + .seconds(1), now + .seconds(1))
+            showNextRun("waiting for the schedule store: \(error)")
+            arm(state.withLock { $0.terminating } ? nil : wake)
+            return
         }
         if let next { wake = min(wake ?? next.at, next.at) }
         showNextRun(next.map { "next run: \($0.identifier) at \($0.at)" })

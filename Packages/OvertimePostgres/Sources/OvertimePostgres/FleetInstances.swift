@@ -138,7 +138,7 @@ extension PostgresScheduleConfiguration {
         let result: Result<T, ScheduleStoreError>
         do {
             // Not named as an instance: an operator's connection is not one of the fleet's.
-            var configuration = self.connection
+            var configuration = self.connection()
             configuration.options.additionalStartupParameters = [("application_name", "overtime-admin")]
             let connection = try await PostgresConnection.connect(
                 on: group.next(), configuration: configuration, id: 3, logger: Self.quietLogger)

@@ -13,13 +13,16 @@ import PostgresNIO
 /// setting in ``tls``. With none of them named, the connection is not encrypted (for a
 /// database on the same host or a private network).
 public struct PostgresScheduleConfiguration: Sendable {
-    /// The server's host name or address.
+    /// The server's host name or address, or (starting with `/`) the folder of its Unix
+    /// socket, as libpq takes it (`/var/run/postgresql`: the socket `.s.PGSQL.<port>` in it).
     public var host: String
     /// The server's port. Default 5432.
     public var port: Int
     /// The role to connect as.
     public var username: String
-    /// Its password, if the server asks for one.
+    /// Its password, if the server asks for one. `nil`: as libpq, `PGPASSWORD`, else the
+    /// password file (`PGPASSFILE`, else `~/.pgpass`, read only when no one but its owner
+    /// may read it), when connecting.
     public var password: String?
     /// The database; `nil`: the server's default for the role (its name).
     public var database: String?
@@ -46,6 +49,10 @@ public struct PostgresScheduleConfiguration: Sendable {
     /// cannot be reached (notifications are lost with the connection). Default 5 s.
     public var reconnectInterval: Duration = .seconds(5)
 
+    /// The environment a password not given is looked up in (`PGPASSWORD`, the password
+    /// file); `nil`: the process's. For tests.
+    var passwordEnvironment: [String: String]?
+
     /// A call the database does not answer in this time fails (and its connection is
     /// closed, to connect again): a server that crashed can leave a connection that never
     /// answers. Default 10 s.
@@ -62,7 +69,9 @@ public struct PostgresScheduleConfiguration: Sendable {
     }
 
     /// A database named by a URL: `postgres://user:password@host:port/database` (or
-    /// `postgresql://`); the password, port and database may be left out. Its query may
+    /// `postgresql://`); the password, port and database may be left out (a password left
+    /// out is looked up as libpq does: `PGPASSWORD`, then the password file). The host may
+    /// be a socket folder, percent-encoded or as the query's `host` (with `port`). Its query may
     /// name TLS as libpq does: `sslmode` (`disable`, `prefer`, `require`, `verify-ca`,
     /// `verify-full`), `sslrootcert`, `sslcert` and `sslkey` (see ``PostgresTLSOptions``).
     ///
@@ -76,9 +85,14 @@ public struct PostgresScheduleConfiguration: Sendable {
         else {
             throw PostgresScheduleConfigurationError("the database URL is not a postgres:// URL")
         }
-        guard let host = components.host, !host.isEmpty else {
+        // `postgres://user@%2Fvar%2Frun%2Fpostgresql/db`: a socket folder, percent-encoded;
+        // `postgres://user@/db?host=/var/run/postgresql` below.
+        let named = components.percentEncodedHost.flatMap { $0.removingPercentEncoding } ?? ""
+        let socketInQuery = components.queryItems?.contains { $0.name == "host" } == true
+        guard !named.isEmpty || socketInQuery else {
             throw PostgresScheduleConfigurationError("the database URL names no host")
         }
+        let host = named.isEmpty ? "localhost" : named
         guard let user = components.user, !user.isEmpty else {
             throw PostgresScheduleConfigurationError("the database URL names no user")
         }
@@ -87,18 +101,33 @@ public struct PostgresScheduleConfiguration: Sendable {
             host: host, port: components.port ?? 5432, username: user, password: components.password,
             database: path.isEmpty ? nil : path)
         let query = components.queryItems ?? []
-        let understood = ["sslmode", "sslrootcert", "sslcert", "sslkey"]
+        let understood = ["sslmode", "sslrootcert", "sslcert", "sslkey", "host", "port"]
         if let unknown = query.first(where: { !understood.contains($0.name) }) {
             throw PostgresScheduleConfigurationError(
                 "the database URL's parameter '\(unknown.name)' is not understood here (only"
                     + " \(understood.joined(separator: ", ")))")
         }
+        if let text = query.last(where: { $0.name == "port" })?.value {
+            guard let value = Int(text), (1...65535).contains(value) else {
+                throw PostgresScheduleConfigurationError("the database URL's parameter 'port' is not a port")
+            }
+            port = value
+        }
+        if let socketFolder = query.last(where: { $0.name == "host" })?.value {
+            guard socketFolder.hasPrefix("/") else {
+                throw PostgresScheduleConfigurationError(
+                    "the database URL's parameter 'host' must be a socket folder (an absolute path)")
+            }
+            self.host = socketFolder
+        }
         let options = try Self.tlsOptions({ name in query.last { $0.name == name }?.value }, naming: { $0 })
         if let options { tls = try options.connectionTLS(home: nil) }
     }
 
-    /// A database named as `psql` finds it: `PGHOST` (default `localhost`), `PGPORT`,
-    /// `PGUSER` (default the login name), `PGPASSWORD` and `PGDATABASE`; TLS from
+    /// A database named as `psql` finds it: `PGHOST` (default `localhost`; a path is the
+    /// folder of the server's Unix socket), `PGPORT`, `PGUSER` (default the login name),
+    /// `PGPASSWORD` (else the password file, `PGPASSFILE` or `~/.pgpass`, when connecting)
+    /// and `PGDATABASE`; TLS from
     /// `PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT` and `PGSSLKEY` (see ``PostgresTLSOptions``).
     ///
     /// - Throws: ``PostgresScheduleConfigurationError`` for a `PGPORT` that is not a port,
@@ -135,13 +164,31 @@ public struct PostgresScheduleConfiguration: Sendable {
         return instanceName == host ? process : "\(instanceName) (\(process))"
     }
 
-    /// postgres-nio's connection configuration.
-    var connection: PostgresConnection.Configuration {
-        var configuration = PostgresConnection.Configuration(
-            host: host, port: port, username: username, password: password, database: database, tls: tls)
+    /// postgres-nio's connection configuration (`warn` hears of a password file not read).
+    func connection(warn: (String) -> Void = { _ in }) -> PostgresConnection.Configuration {
+        let password = effectivePassword(passwordEnvironment ?? ProcessInfo.processInfo.environment, warn: warn)
+        var configuration =
+            host.hasPrefix("/")
+            ? PostgresConnection.Configuration(
+                unixSocketPath: host + "/.s.PGSQL.\(port)", username: username, password: password, database: database)
+            : PostgresConnection.Configuration(
+                host: host, port: port, username: username, password: password, database: database, tls: tls)
         configuration.options.additionalStartupParameters = [("application_name", applicationName)]
         return configuration
     }
+
+    /// The password libpq would send: the one given, else `PGPASSWORD`, else the password
+    /// file's line for this host, port, database and user.
+    func effectivePassword(_ variables: [String: String], warn: (String) -> Void) -> String? {
+        if let password { return password }
+        if let password = variables["PGPASSWORD"] { return password }
+        guard let file = PostgresPasswordFile.path(variables) else { return nil }
+        return PostgresPasswordFile.password(
+            in: file, host: host, port: port, database: database ?? username, user: username, warn: warn)
+    }
+
+    /// Where the server is, for messages: `host:port`, or the socket's path.
+    var serverName: String { host.hasPrefix("/") ? host + "/.s.PGSQL.\(port)" : "\(host):\(port)" }
 
     /// How this instance's connections are named on the server (`pg_stat_activity`):
     /// `overtime ` and the instance name, in printable ASCII (`?` for anything else, as
@@ -179,7 +226,7 @@ extension ScheduleDatabase {
     /// renewed while it runs; due times are compared on the database's clock.
     public static func postgres(_ configuration: PostgresScheduleConfiguration) -> ScheduleDatabase {
         ScheduleDatabase(
-            description: "postgres://\(configuration.username)@\(configuration.host):\(configuration.port)"
+            description: "postgres://\(configuration.username)@\(configuration.serverName)"
                 + "/\(configuration.database ?? configuration.username)"
         ) { context throws(ScheduleStoreError) in
             try PostgresScheduleStore(

@@ -66,6 +66,10 @@ final class PostgresScheduleStore: ScheduleStore {
     private let clockOffset = NIOLockedValueBox<Int64>(0)
     /// The local wall clock was set since the offset was measured.
     private let remeasureClock = NIOLockedValueBox(false)
+    /// The schema is made and at this build's version (checked on the first connection).
+    private let schemaReady = NIOLockedValueBox(false)
+    /// The last attempt to connect found no server to answer (down, or not yet up).
+    private let unreachable = NIOLockedValueBox(false)
     /// When the earliest claim held by another instance ends (the database's clock,
     /// nanoseconds; `Int64.max`: none), as ``nextDue(after:unmet:)`` last saw it; `nil` when not
     /// known. Lapsed claims are looked for only from then.
@@ -115,17 +119,37 @@ final class PostgresScheduleStore: ScheduleStore {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         background = NIOLockedValueBox(Background())
         do {
-            try migrate()
+            try using { _ in () }  // connects, and makes or migrates the schema
         } catch {
-            close()
-            throw error
+            guard unreachable.withLockedValue({ $0 }) else {
+                close()
+                throw error
+            }
+            // A program embedding a fleet's scheduler starts while its database is down, and
+            // connects (making the schema) when it comes back; until then every call fails
+            // with the reason, and the scheduler says it waits for its store.
+            logger.warning("the schedule database cannot be reached yet; connecting when it can be: \(error)")
         }
     }
 
     // MARK: Schema
 
-    private func migrate() throws(ScheduleStoreError) {
-        try transaction { connection in
+    /// Makes the schema, or migrates it to this build's version, in one transaction on
+    /// `connection` (the first of every connection until it is done once).
+    private func migrate(_ connection: PostgresConnection) throws {
+        _ = try run(connection, "BEGIN")
+        do {
+            try migrateInTransaction(connection)
+            _ = try run(connection, "COMMIT")
+        } catch {
+            if (try? run(connection, "ROLLBACK")) == nil { try? connection.close().wait() }
+            throw error
+        }
+        schemaReady.withLockedValue { $0 = true }
+    }
+
+    private func migrateInTransaction(_ connection: PostgresConnection) throws {
+        do {
             // One instance migrates at a time; the others find it done.
             _ = try run(connection, "SELECT pg_advisory_xact_lock(hashtext('overtime schema'))")
             // A schema named `overtime` that is not Overtime's is refused and left as it was:
@@ -137,7 +161,7 @@ final class PostgresScheduleStore: ScheduleStore {
             let tables = Set(try existing.map { try $0.decode(String.self) })
             if !tables.isEmpty, !tables.contains("meta") || !tables.isSubset(of: Self.tables) {
                 throw ScheduleStoreError(
-                    "schedule database \(configuration.host): the schema 'overtime' exists and is not an Overtime "
+                    "schedule database \(configuration.serverName): the schema 'overtime' exists and is not an Overtime "
                         + "schedule store (tables \(tables.sorted().joined(separator: ", "))); left as it was")
             }
             _ = try run(connection, "CREATE SCHEMA IF NOT EXISTS overtime")
@@ -147,7 +171,7 @@ final class PostgresScheduleStore: ScheduleStore {
             let version = try rows.first.map { try $0.decode(Int64.self) } ?? 0
             if version > Self.schemaVersion {
                 throw ScheduleStoreError(
-                    "schedule database \(configuration.host): written by a newer Overtime (schema version \(version));"
+                    "schedule database \(configuration.serverName): written by a newer Overtime (schema version \(version));"
                         + " this build reads up to version \(Self.schemaVersion)")
             }
             for (target, statements) in [(1, Self.schemaVersion1), (2, Self.schemaVersion2), (3, Self.schemaVersion3)]
@@ -1019,7 +1043,7 @@ final class PostgresScheduleStore: ScheduleStore {
         // Weakly held from the loop's callbacks: a store nobody holds any more closes (its
         // deinit), instead of listening and reconnecting for good from its own loop.
         PostgresConnection.connect(
-            on: loop, configuration: configuration.connection, id: 2, logger: logger
+            on: loop, configuration: configuration.connection(warn: { logger.warning("\($0)") }), id: 2, logger: logger
         ).whenComplete { [weak self] result in
             switch result {
             case .success(let connection):
@@ -1152,22 +1176,31 @@ final class PostgresScheduleStore: ScheduleStore {
             return try connection.withLockedValue { connection in
                 if connection == nil || connection!.isClosed {
                     connection = nil
-                    let made = try answer(
-                        PostgresConnection.connect(
-                            on: loop, configuration: configuration.connection, id: 1, logger: logger),
-                        closing: nil)
+                    let made: PostgresConnection
+                    do {
+                        made = try answer(
+                            PostgresConnection.connect(
+                                on: loop, configuration: configuration.connection(warn: { logger.warning("\($0)") }),
+                                id: 1, logger: logger),
+                            closing: nil)
+                        unreachable.withLockedValue { $0 = false }
+                    } catch {
+                        unreachable.withLockedValue { $0 = Self.isUnreachable(error) }
+                        throw error
+                    }
                     connection = made
                     try measureClockOffset(made)
                 } else if remeasureClock.withLockedValue({ $0 }) {
                     try measureClockOffset(connection!)
                 }
+                if !schemaReady.withLockedValue({ $0 }) { try migrate(connection!) }
                 return try body(connection!)
             }
         } catch let error as ScheduleStoreError {
             throw error
         } catch {
             throw ScheduleStoreError(
-                "schedule database \(configuration.host):\(configuration.port): \(Self.describe(error))")
+                "schedule database \(configuration.serverName): \(Self.describe(error))")
         }
     }
 
@@ -1229,10 +1262,25 @@ final class PostgresScheduleStore: ScheduleStore {
     }
 
     /// What the server said, or the error.
+    /// Whether a failure to connect means no server is there to answer yet (refused, no
+    /// route, no answer, starting up or shutting down), not that one refused us (a
+    /// password, TLS, a role): a program may start before its database and wait for it.
+    static func isUnreachable(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError else { return true }
+        if let state = error.serverInfo?[.sqlState] {
+            return state.hasPrefix("57") || state.hasPrefix("08")  // operator intervention, connection
+        }
+        return [.connectionError, .serverClosedConnection, .uncleanShutdown].contains(error.code)
+    }
+
     static func describe(_ error: any Error) -> String {
         if let error = error as? PSQLError {
             if let message = error.serverInfo?[.message] { return message }
             if error.code == .sslUnsupported { return "the server does not offer TLS, which sslmode requires" }
+            if error.code == .authMechanismRequiresPassword {
+                return "the server asks for a password and none was found (not in the URL, PGPASSWORD or the"
+                    + " password file, PGPASSFILE or ~/.pgpass)"
+            }
             // A refused certificate or handshake is the underlying error.
             if let underlying = error.underlying { return "\(error.code): \(underlying)" }
             return "\(error.code)"

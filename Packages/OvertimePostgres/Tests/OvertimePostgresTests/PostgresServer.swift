@@ -17,13 +17,18 @@ final class PostgresServer: Sendable {
 
     /// A server on loopback; with `tls`, its TCP connections must use TLS and
     /// authenticate by a client certificate its authority signed (`hostssl … cert`).
-    init(tls: Bool = false) throws {
+    /// With `password`, TCP connections authenticate by it (SCRAM); the Unix socket
+    /// trusts its users.
+    init(tls: Bool = false, password: String? = nil) throws {
         bin = try Self.findBin()
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("overtime-pg-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         try Self.run("/bin/chown", ["postgres:postgres", folder])
         try Self.run("/bin/chmod", ["700", folder])
-        try Self.asPostgres(bin + "/initdb", ["-D", folder + "/data", "-A", "trust", "-U", "postgres", "--no-sync"])
+        let authentication =
+            password == nil ? ["-A", "trust"] : ["--auth-local=trust", "--auth-host=scram-sha-256"]
+        try Self.asPostgres(
+            bin + "/initdb", ["-D", folder + "/data", "-U", "postgres", "--no-sync"] + authentication)
         if tls {
             let certificates = try Certificates(in: folder + "/tls")
             try Self.demandTLS(certificates, data: folder + "/data")
@@ -34,6 +39,17 @@ final class PostgresServer: Sendable {
             self.tls = nil
         }
         port = try Self.freePort()
+        try pgctl("start")
+        if let password { try psql("ALTER USER postgres PASSWORD '\(password)'") }
+    }
+
+    /// `pg_ctl stop`: the server down, its data kept for ``start()``.
+    func pause() throws {
+        try pgctl("stop -m fast")
+    }
+
+    /// `pg_ctl start` after ``pause()``.
+    func start() throws {
         try pgctl("start")
     }
 

@@ -1,0 +1,146 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import Overtime
+import OvertimeScheduler
+import Testing
+
+@testable import OvertimePostgres
+
+/// How a fleet's scheduler finds its database as libpq does: passwords from `PGPASSWORD`
+/// and the password file, a Unix socket folder as the host, and a database that is not up
+/// yet when the program starts.
+@Suite("Reaching the fleet's database as psql does", .serialized)
+struct PostgresConnectionTests {
+    private static func passwordFile(_ lines: String, mode: mode_t) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pgpass-\(UUID().uuidString)").path
+        try lines.write(toFile: path, atomically: false, encoding: .utf8)
+        chmod(path, mode)
+        return path
+    }
+
+    @Test func thePasswordFileIsReadAsLibpqReadsIt() throws {
+        let file = try Self.passwordFile(
+            """
+            # comment
+            other:5432:*:app:wrong
+            db.example:6543:fleet:app:first\\:one
+            *:*:*:app:fallback
+            """, mode: 0o600)
+        defer { unlink(file) }
+        var configuration = try PostgresScheduleConfiguration(url: "postgres://app@db.example:6543/fleet")
+        var warnings: [String] = []
+        #expect(configuration.effectivePassword(["PGPASSFILE": file], warn: { warnings.append($0) }) == "first:one")
+        #expect(configuration.effectivePassword(["PGPASSFILE": file, "PGPASSWORD": "env"], warn: { _ in }) == "env")
+        configuration.port = 5432
+        #expect(configuration.effectivePassword(["PGPASSFILE": file], warn: { _ in }) == "fallback")
+        configuration.password = "given"
+        #expect(configuration.effectivePassword(["PGPASSFILE": file, "PGPASSWORD": "env"], warn: { _ in }) == "given")
+        #expect(warnings.isEmpty)
+
+        chmod(file, 0o644)
+        configuration.password = nil
+        #expect(configuration.effectivePassword(["PGPASSFILE": file], warn: { warnings.append($0) }) == nil)
+        #expect(warnings.count == 1 && warnings[0].contains("group or world access"))
+        #expect(configuration.effectivePassword(["HOME": "/nonexistent"], warn: { _ in }) == nil)
+    }
+
+    @Test func aURLWithoutAPasswordUsesPGPASSWORDOrThePasswordFile() throws {
+        let server = try PostgresServer(password: "s3cret")
+        defer { server.stop() }
+        let file = try Self.passwordFile("127.0.0.1:\(server.port):postgres:postgres:s3cret\n", mode: 0o600)
+        defer { unlink(file) }
+        for environment in [["PGPASSWORD": "s3cret"], ["PGPASSFILE": file], [:]] {
+            var database = try PostgresScheduleConfiguration(url: "postgres://postgres@127.0.0.1:\(server.port)")
+            database.passwordEnvironment = environment
+            var configuration = SchedulerConfiguration(database: .postgres(database))
+            configuration.startSpacing = .zero
+            if environment.isEmpty {
+                // No password anywhere: refused at once, saying the server asked for one.
+                #expect {
+                    try Scheduler(runtime: try PostgresSchedulerTests.runtime(), configuration: configuration)
+                } throws: { error in
+                    "\(error)".contains("password")
+                }
+                continue
+            }
+            let scheduler = try Scheduler(runtime: try PostgresSchedulerTests.runtime(), configuration: configuration)
+            defer { scheduler.runtime.requestTermination() }
+            let ran = NIOLockedValueBox(0)
+            try scheduler.register("job") { task in
+                ran.withLockedValue { $0 += 1 }
+                task.setTaskCompleted(success: true)
+            }
+            try scheduler.start()
+            try scheduler.submit(ScheduledTaskRequest(identifier: "job"), ifExists: .replace)
+            #expect(PostgresSchedulerTests.eventually(30) { ran.withLockedValue { $0 } == 1 }, "\(environment.keys)")
+        }
+    }
+
+    @Test func aSocketFolderAsTheHostReachesTheServer() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        for database in [
+            PostgresScheduleConfiguration(host: server.folder, port: server.port, username: "postgres"),
+            try PostgresScheduleConfiguration(
+                url: "postgres://postgres@/postgres?host=\(server.folder)&port=\(server.port)"),
+        ] {
+            #expect(database.host == server.folder)
+            var configuration = SchedulerConfiguration(database: .postgres(database))
+            configuration.startSpacing = .zero
+            let scheduler = try Scheduler(runtime: try PostgresSchedulerTests.runtime(), configuration: configuration)
+            defer { scheduler.runtime.requestTermination() }
+            try scheduler.register("job") { $0.setTaskCompleted(success: true) }
+            try scheduler.start()
+            try scheduler.submit(ScheduledTaskRequest(identifier: "job"), ifExists: .replace)
+            #expect(PostgresSchedulerTests.eventually(30) { (try? scheduler.history("job").count) == 1 })
+            try scheduler.cancelAll()
+            _ = try? scheduler.history("job")
+        }
+    }
+
+    /// A program starts while its database is down: the scheduler is made and started,
+    /// says what it waits for, and runs what is submitted once the database is up.
+    @Test func aSchedulerMadeWhileTheDatabaseIsDownConnectsWhenItComesUp() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        try server.pause()
+        let logs = CapturedLogs()
+        var configuration = PostgresSchedulerTests.configuration(server)
+        configuration.logger = Logger(label: "test") { _ in logs }
+        let scheduler = try Scheduler(runtime: try PostgresSchedulerTests.runtime(), configuration: configuration)
+        defer { scheduler.runtime.requestTermination() }
+        let ran = NIOLockedValueBox(0)
+        try scheduler.register("job") { task in
+            ran.withLockedValue { $0 += 1 }
+            task.setTaskCompleted(success: true)
+        }
+        try scheduler.start()
+        #expect(throws: SchedulerError.self) { try scheduler.submit(ScheduledTaskRequest(identifier: "job")) }
+        #expect(logs.lines.contains { $0.contains("cannot be reached yet") })
+        try server.start()
+        #expect(
+            PostgresSchedulerTests.eventually(30) {
+                (try? scheduler.submit(ScheduledTaskRequest(identifier: "job"))) != nil
+            })
+        #expect(PostgresSchedulerTests.eventually(30) { ran.withLockedValue { $0 } == 1 })
+    }
+}
+
+/// A log handler that keeps every message.
+struct CapturedLogs: LogHandler {
+    private let box = NIOLockedValueBox<[String]>([])
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    var lines: [String] { box.withLockedValue { $0 } }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        box.withLockedValue { $0.append("\(event.level) \(event.message)") }
+    }
+}
