@@ -98,6 +98,7 @@ extension Scheduler {
             logger.error("cannot record runs: \(error)")
             state.withLock { $0.ended.append(contentsOf: ending.map(\.record.identifier)) }
             for start in starting { runtime.endBackgroundTask(start.grant) }
+            endGrantsOfRunsWhoseClaimsLapsed(ending)
             arm(now + .seconds(1))
             return
         }
@@ -320,6 +321,32 @@ extension Scheduler {
         }
         finishCommitted([], [start], now: now)
         return start.record.runID
+    }
+
+    /// Runs stopped because their claims could not be renewed, and completed by their
+    /// handlers, whose ends cannot be written (the store unreachable): their grants end now,
+    /// with what happened said. Held open, they would keep the program from suspending
+    /// until their deadlines, then be reported as handlers that did not end them; and their
+    /// claims are lost anyway — another instance takes the runs over as interrupted. (Their
+    /// ends are still written when the store comes back, if their claims were not taken.)
+    private func endGrantsOfRunsWhoseClaimsLapsed(_ ending: [RunEnd]) {
+        let lapsed = state.withLock { state -> [(RunEnd, BackgroundTaskID)] in
+            ending.compactMap { end in
+                let identifier = end.record.identifier
+                guard let run = state.running[identifier], run.claimLapsing, !run.grantEnded else { return nil }
+                state.running[identifier]?.grantEnded = true
+                return (end, run.grant)
+            }
+        }
+        for (end, grant) in lapsed {
+            logger.warning(
+                """
+                a run stopped because its claim could not be renewed ended (\(end.record.result)), but its end \
+                cannot be recorded while the schedule store is unreachable; another instance may take the run over
+                """,
+                metadata: ["task": "\(end.record.identifier)", "run": "\(end.record.runID)"])
+            runtime.endBackgroundTask(grant)
+        }
     }
 
     // MARK: Putting written batches on disk

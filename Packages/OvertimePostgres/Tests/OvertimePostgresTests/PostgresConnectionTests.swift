@@ -10,7 +10,7 @@ import Testing
 /// How a fleet's scheduler finds its database as libpq does: passwords from `PGPASSWORD`
 /// and the password file, a Unix socket folder as the host, and a database that is not up
 /// yet when the program starts.
-@Suite("Reaching the fleet's database as psql does", .serialized)
+@Suite("The fleet's database: reached as psql reaches it, and lost during a run", .serialized)
 struct PostgresConnectionTests {
     private static func passwordFile(_ lines: String, mode: mode_t) throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pgpass-\(UUID().uuidString)").path
@@ -124,6 +124,47 @@ struct PostgresConnectionTests {
                 (try? scheduler.submit(ScheduledTaskRequest(identifier: "job"))) != nil
             })
         #expect(PostgresSchedulerTests.eventually(30) { ran.withLockedValue { $0 } == 1 })
+    }
+
+    /// The database goes down during a run: the claim cannot be renewed, the run is told
+    /// to stop and its handler completes it at once. Its end cannot be written; the grant
+    /// ends then, with that said — not at its deadline as a handler that "did not end it".
+    @Test func aRunStoppedForALapsingClaimIsReportedAsWhatHappened() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let logs = CapturedLogs()
+        var runtimeConfiguration = RuntimeConfiguration()
+        runtimeConfiguration.signalHandling = nil
+        runtimeConfiguration.systemdNotify = false
+        runtimeConfiguration.watchdogTimeout = nil
+        runtimeConfiguration.logger = Logger(label: "runtime") { _ in logs }
+        let runtime = try Runtime(configuration: runtimeConfiguration)
+        runtime.start()
+        defer { runtime.requestTermination() }
+        var configuration = PostgresSchedulerTests.configuration(server, claim: .seconds(3))
+        configuration.logger = Logger(label: "scheduler") { _ in logs }
+        let scheduler = try Scheduler(runtime: runtime, configuration: configuration)
+        let stopped = NIOLockedValueBox(false)
+        try scheduler.register("job") { task in
+            task.expirationHandler = {
+                stopped.withLockedValue { $0 = true }
+                task.setTaskCompleted(success: false)
+            }
+        }
+        try scheduler.start()
+        var request = ScheduledTaskRequest(identifier: "job")
+        request.maximumDuration = .seconds(8)
+        try scheduler.submit(request)
+        #expect(
+            PostgresSchedulerTests.eventually(10) { (try? scheduler.pendingRequests().first?.waitingFor) == .running })
+        try server.pause()
+        #expect(PostgresSchedulerTests.eventually(10) { stopped.withLockedValue { $0 } })
+        // Past the grant's deadline (8 s from its start), where it would have been terminated.
+        usleep(9_000_000)
+        let lines = logs.lines
+        #expect(
+            lines.contains { $0.contains("cannot be recorded while the schedule store is unreachable") }, "\(lines)")
+        #expect(!lines.contains { $0.contains("did not end it") }, "\(lines.filter { $0.contains("did not end it") })")
     }
 }
 
