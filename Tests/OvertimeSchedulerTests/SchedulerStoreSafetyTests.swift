@@ -195,7 +195,8 @@ struct SchedulerStoreSafetyTests {
             // A store of a later build: Overtime's marker, a table this build does not know.
             _ = try sqliteShell(
                 newer,
-                "CREATE TABLE future (x); PRAGMA user_version = 7; PRAGMA application_id = \(SQLiteScheduleStore.applicationID);"
+                "CREATE TABLE future (x); PRAGMA user_version = \(SQLiteScheduleStore.schemaVersion + 1);"
+                    + " PRAGMA application_id = \(SQLiteScheduleStore.applicationID);"
             )
             let before = try Data(contentsOf: URL(fileURLWithPath: newer))
             let env = try VirtualRuntime()
@@ -206,7 +207,7 @@ struct SchedulerStoreSafetyTests {
             } catch {
                 #expect(error.code == .store)
                 #expect(
-                    error.message.contains("schema version 7")
+                    error.message.contains("schema version \(SQLiteScheduleStore.schemaVersion + 1)")
                         && error.message.contains("up to version \(SQLiteScheduleStore.schemaVersion)"))
             }
             #expect(try Data(contentsOf: URL(fileURLWithPath: newer)) == before, "left as it was")

@@ -218,6 +218,38 @@ struct SchedulerTests {
         }
     }
 
+    /// Every attempt of a run stands for its planned time (`dueTime`), across a failure's
+    /// retry and a restart that interrupted it; each attempt's own time is `attemptDueTime`.
+    @Test func retriesKeepThePlannedTimeTheirRunStandsFor() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness()
+            defer { h.finish() }
+            h.script.withLock { $0 = { _ in .hang } }
+            try h.current.start()
+            var request = hourly(flex: .zero)
+            request.retry.initialDelay = .seconds(60)
+            request.retry.maximumAttempts = 5
+            let planned = h.now
+            try h.current.submit(request)
+            h.settle()
+            let first = try #require(h.hanging.all.first)
+            #expect(first.dueTime == planned && first.attemptDueTime == planned)
+            h.advance(by: .seconds(10))
+            first.setTaskCompleted(success: false)
+            h.advance(by: .seconds(60))
+            let second = try #require(h.hanging.all.dropFirst().first)
+            #expect(second.attempt == 2 && second.dueTime == planned, "the planned time, not the retry's")
+            #expect(second.attemptDueTime == planned + .seconds(70))
+            // The process ends during the second attempt: the next start retries it.
+            try h.open()
+            try h.current.start()
+            h.settle()
+            let third = try #require(h.hanging.all.dropFirst(2).first)
+            #expect(third.attempt == 3 && third.runID == first.runID && third.dueTime == planned)
+            #expect(third.attemptDueTime == h.now)
+        }
+    }
+
     @Test func aRunInProgressWhenTheProcessEndedIsRetriedOnceUnderItsRunID() async throws {
         try await onOwnThread {
             let h = try SchedulerHarness()

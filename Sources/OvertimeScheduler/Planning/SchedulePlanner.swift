@@ -15,17 +15,21 @@ import Overtime
     public var failedAttempts = 0
     /// A one-shot request has run to completion, or failed for good.
     public var isFinished = false
+    /// The planned time the run in progress or being retried stands for, kept across its
+    /// attempts (a retry's or a takeover's own time is ``retryAt``); `nil` between runs.
+    public var plannedTime: WallClockInstant?
 
     /// A plan as a store wrote it.
     public init(
         anchor: WallClockInstant, owed: Int = 0, retryAt: WallClockInstant? = nil, failedAttempts: Int = 0,
-        isFinished: Bool = false
+        isFinished: Bool = false, plannedTime: WallClockInstant? = nil
     ) {
         self.anchor = anchor
         self.owed = owed
         self.retryAt = retryAt
         self.failedAttempts = failedAttempts
         self.isFinished = isFinished
+        self.plannedTime = plannedTime
     }
 }
 
@@ -76,9 +80,11 @@ enum RunOutcome: Sendable, Hashable {
         return dueTime(state, request)
     }
 
-    /// The planned time a run started now stands for: an owed catch-up run's missed time
-    /// (the oldest owed first), a retry's time, else the due time.
+    /// The planned time a run started now stands for: a retried run's own (kept from its
+    /// first attempt), an owed catch-up run's missed time (the oldest owed first), else the
+    /// due time.
     static func plannedTime(_ state: PlanState, _ request: ScheduledTaskRequest) -> WallClockInstant {
+        if let planned = state.plannedTime, state.retryAt != nil || state.failedAttempts > 0 { return planned }
         if state.owed > 0, state.retryAt == nil { return state.anchor - interval(request) * state.owed }
         return dueTime(state, request)
     }
@@ -97,6 +103,7 @@ enum RunOutcome: Sendable, Hashable {
     static func started(_ state: PlanState, _ request: ScheduledTaskRequest, now: WallClockInstant) -> PlanState {
         var state = state
         guard state.retryAt == nil, state.failedAttempts == 0 else { return state }  // a retry keeps the slot
+        state.plannedTime = plannedTime(state, request)
         if state.owed > 0 {
             state.owed -= 1
         } else if request.repetition != nil, now >= dueTime(state, request) {
@@ -114,6 +121,7 @@ enum RunOutcome: Sendable, Hashable {
         switch outcome {
         case .succeeded:
             state.failedAttempts = 0
+            state.plannedTime = nil
             if request.repetition == nil { state.isFinished = true }
         case .failed, .stopped:
             state.failedAttempts += 1
@@ -121,6 +129,7 @@ enum RunOutcome: Sendable, Hashable {
                 // Failed for good: a one-shot is finished (kept, visible); a repeating
                 // request gives up this run and goes on with its grid.
                 state.failedAttempts = 0
+                state.plannedTime = nil
                 if request.repetition == nil { state.isFinished = true }
             } else if outcome == .stopped {
                 state.retryAt = now

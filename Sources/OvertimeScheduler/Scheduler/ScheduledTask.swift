@@ -20,11 +20,14 @@ public final class ScheduledTask: Sendable {
     public let runID: Int64
     /// 1 for the first attempt of the run.
     public let attempt: Int
-    /// When the run was due: the planned time a repeating request's run stands for (a
-    /// catch-up run's missed time; one run per planned time, across a fleet too), or when
-    /// a retry or a one-shot fell due. On the schedule's clock (the database's, for a
-    /// shared store).
+    /// When the run was due: the planned time it stands for — a repeating request's slot on
+    /// its grid (a catch-up run's missed time; one run per planned time, across a fleet
+    /// too), or a one-shot's due time — the same for every attempt of the run. On the
+    /// schedule's clock (the database's, for a shared store).
     public let dueTime: WallClockInstant
+    /// When this attempt fell due: ``dueTime`` for a first attempt; a retry's time after
+    /// its backoff, or when a crash or a lost claim (a fleet's takeover) left it to retry.
+    public let attemptDueTime: WallClockInstant
 
     private let completion: @Sendable (_ success: Bool, _ expired: Bool) -> Void
     private let logger: Logger
@@ -34,14 +37,16 @@ public final class ScheduledTask: Sendable {
     private let handler = Mutex<(@Sendable () -> Void)?>(nil)
 
     init(
-        identifier: String, runID: Int64, attempt: Int, dueTime: WallClockInstant, logger: Logger,
-        metrics: SchedulerMetrics, completion: @escaping @Sendable (_ success: Bool, _ expired: Bool) -> Void
+        identifier: String, runID: Int64, attempt: Int, dueTime: WallClockInstant, attemptDueTime: WallClockInstant,
+        logger: Logger, metrics: SchedulerMetrics,
+        completion: @escaping @Sendable (_ success: Bool, _ expired: Bool) -> Void
     ) {
         self.metrics = metrics
         self.identifier = identifier
         self.runID = runID
         self.attempt = attempt
         self.dueTime = dueTime
+        self.attemptDueTime = attemptDueTime
         self.logger = logger
         self.completion = completion
     }

@@ -269,9 +269,10 @@ extension Scheduler {
                 return state.lastRunID
             }
         let due = SchedulePlanner.dueTime(stored.plan, stored.request)
+        let planned = SchedulePlanner.plannedTime(stored.plan, stored.request)
         let task = ScheduledTask(
-            identifier: identifier, runID: runID, attempt: attempt,
-            dueTime: SchedulePlanner.plannedTime(stored.plan, stored.request), logger: logger, metrics: metrics
+            identifier: identifier, runID: runID, attempt: attempt, dueTime: planned,
+            attemptDueTime: attempt == 1 ? planned : due, logger: logger, metrics: metrics
         ) {
             [weak self] success, expired in
             self?.finish(identifier, runID: runID, attempt: attempt, success: success, expired: expired)

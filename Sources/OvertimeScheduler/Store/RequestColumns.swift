@@ -50,6 +50,8 @@ import Overtime
     public var running: Bool
     /// `scope`: `shared` or `perInstance`.
     public var scope: String
+    /// `planned_at`: the planned time of the run in progress or being retried.
+    public var plannedAt: Int64?
 
     /// `due_at`, when the next run may start (`nil`: nothing more runs), which stores
     /// index. Written, never read back (`nil` in columns read back).
@@ -87,6 +89,7 @@ import Overtime
         currentRunID = stored.currentRunID
         running = stored.isRunning
         scope = request.scope.description
+        plannedAt = plan.plannedTime?.nanosecondsSinceEpoch
         dueAt = SchedulePlanner.nextStart(plan, request)?.nanosecondsSinceEpoch
         requirementMask = request.requirements.mask
     }
@@ -97,7 +100,7 @@ import Overtime
         catchUp: String, catchUpMaximum: Int, randomizedDelayNanoseconds: Int64, maximumDurationNanoseconds: Int64,
         backoff: String, initialDelayNanoseconds: Int64, maximumDelayNanoseconds: Int64, maximumAttempts: Int,
         requirements: String, anchor: Int64, owed: Int, retryAt: Int64?, failedAttempts: Int, finished: Bool,
-        submittedAt: Int64, currentRunID: Int64?, running: Bool, scope: String
+        submittedAt: Int64, currentRunID: Int64?, running: Bool, scope: String, plannedAt: Int64? = nil
     ) {
         self.identifier = identifier
         self.earliestBegin = earliestBegin
@@ -121,6 +124,7 @@ import Overtime
         self.currentRunID = currentRunID
         self.running = running
         self.scope = scope
+        self.plannedAt = plannedAt
         dueAt = nil
         requirementMask = 0
     }
@@ -151,7 +155,7 @@ import Overtime
         let plan = PlanState(
             anchor: WallClockInstant(nanosecondsSinceEpoch: anchor), owed: owed,
             retryAt: retryAt.map(WallClockInstant.init(nanosecondsSinceEpoch:)), failedAttempts: failedAttempts,
-            isFinished: finished)
+            isFinished: finished, plannedTime: plannedAt.map(WallClockInstant.init(nanosecondsSinceEpoch:)))
         return StoredRequest(
             request: request, plan: plan, submittedAt: WallClockInstant(nanosecondsSinceEpoch: submittedAt),
             currentRunID: currentRunID, isRunning: running, rowID: rowID)

@@ -34,7 +34,7 @@ import Overtime
 /// (its `-wal` and `-shm` take its mode).
 final class SQLiteScheduleStore: ScheduleStore {
     /// The schema this build writes and reads.
-    static let schemaVersion = 6
+    static let schemaVersion = 7
     /// Overtime's mark in the SQLite header (`application_id`): "OTSC".
     static let applicationID: Int64 = 0x4F54_5343
     /// The tables this schema has (and had; `grdb_migrations` from builds that migrated
@@ -335,7 +335,7 @@ final class SQLiteScheduleStore: ScheduleStore {
                         """)
                     // Read as the columns stood then (the scope came with version 6).
                     let stored = try connection.rows(
-                        "SELECT \(requestColumnsBeforeScope), 'shared' FROM requests", request)
+                        "SELECT \(requestColumnsBeforeScope), 'shared', NULL FROM requests", request)
                     let update = "UPDATE requests SET due_at = ?, requirement_mask = ? WHERE identifier = ?"
                     for stored in stored {
                         let statement = try connection.statement(update)
@@ -401,6 +401,13 @@ final class SQLiteScheduleStore: ScheduleStore {
                 6,
                 { connection throws(SQLiteError) in
                     try connection.execute("ALTER TABLE requests ADD COLUMN scope TEXT NOT NULL DEFAULT 'shared'")
+                }
+            ),
+            (
+                7,
+                { connection throws(SQLiteError) in
+                    // A retried run keeps the planned time it stands for.
+                    try connection.execute("ALTER TABLE requests ADD COLUMN planned_at INTEGER")
                 }
             ),
         ]
@@ -650,6 +657,7 @@ final class SQLiteScheduleStore: ScheduleStore {
         statement.bind(11, start?.startedAt.nanosecondsSinceEpoch)
         statement.bind(12, stored.request.identifier)
         statement.bind(13, stored.rowID)
+        statement.bind(14, plan.plannedTime?.nanosecondsSinceEpoch)
         try statement.run()
     }
 
@@ -725,7 +733,7 @@ final class SQLiteScheduleStore: ScheduleStore {
     private static let updatePlanColumns = """
         UPDATE requests SET anchor = ?, owed = ?, retry_at = ?, failed_attempts = ?, finished = ?,
             current_run_id = ?, due_at = ?, running = ?, active_run_id = ?, active_attempt = ?,
-            active_started_at = ? WHERE
+            active_started_at = ?, planned_at = ?14 WHERE
         """
     // By rowid when read with one (the identifier checked on the row found, not searched
     // for), else by identifier.
@@ -777,6 +785,7 @@ final class SQLiteScheduleStore: ScheduleStore {
         statement.bind(23, row.running)
         statement.bind(24, sequence)
         statement.bind(25, row.scope)
+        statement.bind(26, row.plannedAt)
         try statement.run()
     }
 
@@ -784,8 +793,8 @@ final class SQLiteScheduleStore: ScheduleStore {
         INSERT INTO requests (identifier, submitted_at, earliest_begin, interval_ns, flex_ns, catch_up,
             catch_up_maximum, randomized_delay_ns, maximum_duration_ns, backoff, initial_delay_ns, maximum_delay_ns,
             maximum_attempts, anchor, owed, retry_at, failed_attempts, finished, current_run_id, requirements,
-            due_at, requirement_mask, running, sequence, scope)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            due_at, requirement_mask, running, sequence, scope, planned_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
     private static let insertIfAbsentQuery = SQLiteQuery(insertColumns + " ON CONFLICT (identifier) DO NOTHING")
     private static let saveQuery = SQLiteQuery(
@@ -800,12 +809,13 @@ final class SQLiteScheduleStore: ScheduleStore {
                 retry_at = excluded.retry_at, failed_attempts = excluded.failed_attempts,
                 finished = excluded.finished, current_run_id = excluded.current_run_id,
                 requirements = excluded.requirements, due_at = excluded.due_at,
-                requirement_mask = excluded.requirement_mask, running = excluded.running, scope = excluded.scope
+                requirement_mask = excluded.requirement_mask, running = excluded.running, scope = excluded.scope,
+                planned_at = excluded.planned_at
             """)
 
     /// The columns a request is read from, in the order ``request(_:)`` decodes them by
     /// position.
-    static let requestColumns = requestColumnsBeforeScope + ", scope"
+    static let requestColumns = requestColumnsBeforeScope + ", scope, planned_at"
 
     /// The same without the scope, which stores before schema version 6 lack.
     private static let requestColumnsBeforeScope = """
@@ -822,7 +832,8 @@ final class SQLiteScheduleStore: ScheduleStore {
             initialDelayNanoseconds: row.int64(9), maximumDelayNanoseconds: row.int64(10), maximumAttempts: row.int(11),
             requirements: row.text(12), anchor: row.int64(13), owed: row.int(14), retryAt: row.optionalInt64(15),
             failedAttempts: row.int(16), finished: row.bool(17), submittedAt: row.int64(18),
-            currentRunID: row.optionalInt64(19), running: row.bool(20), scope: row.text(22)
+            currentRunID: row.optionalInt64(19), running: row.bool(20), scope: row.text(22),
+            plannedAt: row.optionalInt64(23)
         ).stored(rowID: row.int64(21))
     }
 

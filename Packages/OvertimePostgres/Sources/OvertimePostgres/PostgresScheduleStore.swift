@@ -32,7 +32,7 @@ import PostgresNIO
 /// renewals and notifications use a second one on the store's event loop.
 final class PostgresScheduleStore: ScheduleStore {
     /// The schema this build writes and reads.
-    static let schemaVersion: Int64 = 3
+    static let schemaVersion: Int64 = 4
     /// The channel instances notify each other on.
     static let channel = "overtime_schedule"
 
@@ -174,8 +174,9 @@ final class PostgresScheduleStore: ScheduleStore {
                     "schedule database \(configuration.serverName): written by a newer Overtime (schema version \(version));"
                         + " this build reads up to version \(Self.schemaVersion)")
             }
-            for (target, statements) in [(1, Self.schemaVersion1), (2, Self.schemaVersion2), (3, Self.schemaVersion3)]
-            where version < target {
+            for (target, statements) in [
+                (1, Self.schemaVersion1), (2, Self.schemaVersion2), (3, Self.schemaVersion3), (4, Self.schemaVersion4),
+            ] where version < target {
                 for statement in statements { _ = try run(connection, PostgresQuery(unsafeSQL: statement)) }
             }
             _ = try run(
@@ -236,16 +237,21 @@ final class PostgresScheduleStore: ScheduleStore {
         "ALTER TABLE overtime.history ADD COLUMN owner text NOT NULL DEFAULT ''"
     ]
 
+    /// Version 4: a retried run keeps the planned time it stands for.
+    static let schemaVersion4 = [
+        "ALTER TABLE overtime.requests ADD COLUMN planned_at bigint"
+    ]
+
     // MARK: Reading
 
     /// The columns a request is read from, in the order ``request(_:)`` decodes them.
     static let columns = """
         identifier, earliest_begin, interval_ns, flex_ns, catch_up, catch_up_maximum, randomized_delay_ns,
         maximum_duration_ns, backoff, initial_delay_ns, maximum_delay_ns, maximum_attempts, requirements, anchor, owed,
-        retry_at, failed_attempts, finished, submitted_at, current_run_id, running, owner
+        retry_at, failed_attempts, finished, submitted_at, current_run_id, running, owner, planned_at
         """
     /// How many ``columns`` there are: the position of the first column a query adds.
-    static let columnCount = 22
+    static let columnCount = 23
 
     private static func request(_ row: PostgresRow) throws -> StoredRequest {
         let cells = row.makeRandomAccess()
@@ -262,7 +268,8 @@ final class PostgresScheduleStore: ScheduleStore {
             retryAt: try cells[15].decode(Int64?.self), failedAttempts: Int(try cells[16].decode(Int64.self)),
             finished: try cells[17].decode(Bool.self), submittedAt: try cells[18].decode(Int64.self),
             currentRunID: try cells[19].decode(Int64?.self), running: try cells[20].decode(Bool.self),
-            scope: try cells[21].decode(String.self).isEmpty ? "shared" : "perInstance"
+            scope: try cells[21].decode(String.self).isEmpty ? "shared" : "perInstance",
+            plannedAt: try cells[22].decode(Int64?.self)
         ).stored(rowID: nil)
     }
 
@@ -801,7 +808,7 @@ final class PostgresScheduleStore: ScheduleStore {
                 anchor = excluded.anchor, owed = excluded.owed, retry_at = excluded.retry_at,
                 failed_attempts = excluded.failed_attempts, finished = excluded.finished,
                 current_run_id = excluded.current_run_id, due_at = excluded.due_at,
-                requirement_mask = excluded.requirement_mask,
+                requirement_mask = excluded.requirement_mask, planned_at = excluded.planned_at,
                 active_run_id = CASE WHEN excluded.current_run_id IS DISTINCT FROM requests.current_run_id
                     THEN NULL ELSE requests.active_run_id END
             """
@@ -811,13 +818,13 @@ final class PostgresScheduleStore: ScheduleStore {
             INSERT INTO overtime.requests AS requests (identifier, submitted_at, earliest_begin, interval_ns, flex_ns,
                 catch_up, catch_up_maximum, randomized_delay_ns, maximum_duration_ns, backoff, initial_delay_ns,
                 maximum_delay_ns, maximum_attempts, requirements, anchor, owed, retry_at, failed_attempts, finished,
-                current_run_id, due_at, requirement_mask, sequence, owner)
+                current_run_id, due_at, requirement_mask, sequence, owner, planned_at)
             SELECT \(row.identifier), \(row.submittedAt), \(row.earliestBegin), \(row.intervalNanoseconds),
                 \(row.flexNanoseconds), \(row.catchUp), \(Int64(row.catchUpMaximum)), \(row.randomizedDelayNanoseconds),
                 \(row.maximumDurationNanoseconds), \(row.backoff), \(row.initialDelayNanoseconds),
                 \(row.maximumDelayNanoseconds), \(Int64(row.maximumAttempts)), \(row.requirements), \(row.anchor),
                 \(Int64(row.owed)), \(row.retryAt), \(Int64(row.failedAttempts)), \(row.finished), \(row.currentRunID),
-                \(row.dueAt), \(row.requirementMask), nextval('overtime.submissions'), \(rowOwner)
+                \(row.dueAt), \(row.requirementMask), nextval('overtime.submissions'), \(rowOwner), \(row.plannedAt)
             -- Kept: a request of the identifier this instance sees, or a shared one another
             -- instance would see beside its own.
             WHERE \(!ifAbsent) OR NOT EXISTS (SELECT 1 FROM overtime.requests WHERE identifier = \(row.identifier)
@@ -904,6 +911,7 @@ final class PostgresScheduleStore: ScheduleStore {
         bindings.append(instance)
         bindings.append(claimSeconds)
         bindings.append(writes.map { rowOwner(of: $0.stored) })
+        bindings.append(rows.map { $0.plannedAt ?? none })
         let (claim, rowCondition) =
             switch condition {
             case .any: ("claimed_by = NULL, claim_until = NULL", "true")
@@ -925,11 +933,12 @@ final class PostgresScheduleStore: ScheduleStore {
                 failed_attempts = v.failed_attempts, finished = v.finished,
                 current_run_id = NULLIF(v.current_run_id, \(none15)), due_at = NULLIF(v.due_at, \(none15)),
                 running = v.running, active_run_id = NULLIF(v.run, \(none15)),
-                active_attempt = NULLIF(v.attempt, \(none15)), active_started_at = NULLIF(v.started, \(none15)), \(claim)
+                active_attempt = NULLIF(v.attempt, \(none15)), active_started_at = NULLIF(v.started, \(none15)),
+                planned_at = NULLIF(v.planned, \(none15)), \(claim)
             FROM unnest(\((1...14).map { parameter($0) + Self.arrayTypes[$0 - 1] }.joined(separator: ", ")),
-                \(parameter(18))::text[])
+                \(parameter(18))::text[], \(parameter(19))::bigint[])
                 AS v(identifier, anchor, owed, retry_at, failed_attempts, finished, current_run_id, due_at, running,
-                    run, attempt, started, ending_run, ending_attempt, owner)
+                    run, attempt, started, ending_run, ending_attempt, owner, planned)
             WHERE r.identifier = v.identifier AND r.owner = v.owner AND \(rowCondition)
             RETURNING r.identifier, r.owner
             """

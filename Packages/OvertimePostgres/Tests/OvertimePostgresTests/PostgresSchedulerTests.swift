@@ -94,7 +94,9 @@ struct PostgresSchedulerTests {
         // The first instance hangs in its run; the second completes.
         let first = try Scheduler(
             runtime: try Self.runtime(), configuration: Self.configuration(server, claim: .seconds(3), name: "first"))
+        let dueTimes = NIOLockedValueBox<[(WallClockInstant, WallClockInstant)]>([])
         try first.register("job") { task in
+            dueTimes.withLockedValue { $0.append((task.dueTime, task.attemptDueTime)) }
             started.withLockedValue { $0.append("first \(task.runID)/\(task.attempt)") }
             task.expirationHandler = {
                 expired.withLockedValue { $0.append("first \(task.runID)/\(task.attempt)") }
@@ -115,6 +117,7 @@ struct PostgresSchedulerTests {
         let second = try Scheduler(
             runtime: try Self.runtime(), configuration: Self.configuration(server, claim: .seconds(3), name: "second"))
         try second.register("job") { task in
+            dueTimes.withLockedValue { $0.append((task.dueTime, task.attemptDueTime)) }
             started.withLockedValue { $0.append("second \(task.runID)/\(task.attempt)") }
             task.setTaskCompleted(success: true)
         }
@@ -128,6 +131,10 @@ struct PostgresSchedulerTests {
         #expect(history.map(\.attempt) == [2, 1], "\(history)")
         #expect(history.map(\.result) == [.succeeded, .interrupted], "\(history)")
         #expect(Set(history.map(\.runID)).count == 1, "one run, two attempts: \(history)")
+        // The takeover's attempt stands for the run's planned time; its own time is apart.
+        let due = dueTimes.withLockedValue { $0 }
+        #expect(due.count == 2 && due[1].0 == due[0].0, "the planned time kept: \(due)")
+        #expect(due.count == 2 && due[0].1 == due[0].0 && due[1].1 > due[0].0, "the attempt's own time: \(due)")
         #expect(try second.pendingRequestCount() == 0)
         #expect(
             try Self.metrics.expectCounter("overtime_fleet_reclaimed_runs_total", [("instance", "second")]).totalValue
@@ -268,7 +275,7 @@ struct PostgresSchedulerTests {
         } catch let error as SchedulerError {
             #expect(error.code == .store)
             #expect(
-                error.message.contains("schema version 99") && error.message.contains("up to version 3"), "\(error)")
+                error.message.contains("schema version 99") && error.message.contains("up to version 4"), "\(error)")
         }
     }
 
