@@ -109,6 +109,17 @@ package final class DriverContext: @unchecked Sendable {  // confined to the loo
         }
     }
 
+    /// Calls `body` with how long the loop was away when a turn begins more than
+    /// `threshold` after the last one ended — the process was paused (SIGSTOP, a frozen
+    /// container or VM), starved, or simply idle that long — before anything else in that
+    /// turn runs. For checks that must precede any callback after a pause (a fleet's claims
+    /// on runs: the effect of a handler's timer must not outrun them).
+    package func onStall(longerThan threshold: Duration, _ body: @escaping (Duration) -> Void) {
+        core.assertOnLoop()
+        core.stallHooks.append((threshold, body))
+        core.shortestStall = min(core.shortestStall ?? threshold, threshold)
+    }
+
     /// Adds a part to the status line drivers show (systemd's `STATUS=`): `part` is asked
     /// each time the line is made, `nil` leaving it out.
     package func addStatusPart(_ part: @escaping () -> String?) {

@@ -62,6 +62,12 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
     /// drivers that show it again when a part changes.
     var statusParts: [() -> String?] = []
     var statusHooks: [() -> Void] = []
+    /// Drivers' hooks for a loop that was away longer than their threshold (the process
+    /// paused, frozen or starved), called at the start of the next turn, before anything
+    /// else in it; the shortest threshold, and when the last turn ended.
+    var stallHooks: [(threshold: Duration, hook: (Duration) -> Void)] = []
+    var shortestStall: Duration?
+    private var lastTurnEnded: MonotonicInstant?
     private var isInTurn = false
     private var buffer: [InboundWork] = []
 
@@ -112,8 +118,15 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
         isInTurn = true
         activity.beginTurn()
         refreshLoopTime()
+        if let shortest = shortestStall, let ended = lastTurnEnded, loopTime > ended, loopTime - ended >= shortest {
+            // Away longer than a hook's threshold: its checks (a fleet's claims) come before
+            // any callback of this turn — a handler's timer among them.
+            let away = loopTime - ended
+            for (threshold, hook) in stallHooks where away >= threshold { hook(away) }
+        }
         body()
         finishTurn()
+        if shortestStall != nil { lastTurnEnded = clock.now }
         activity.endTurn()
         isInTurn = false
     }

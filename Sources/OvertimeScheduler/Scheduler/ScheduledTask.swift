@@ -29,6 +29,19 @@ public final class ScheduledTask: Sendable {
     /// its backoff, or when a crash or a lost claim (a fleet's takeover) left it to retry.
     public let attemptDueTime: WallClockInstant
 
+    /// This attempt as a token that later attempts (a retry, a fleet's takeover) exceed:
+    /// pass it with writes that must happen once, to a store that refuses smaller tokens.
+    public var fencingToken: FencingToken { FencingToken(runID: runID, attempt: attempt) }
+
+    /// Whether this process may still act as the run's holder: in a fleet, its claim on the
+    /// run was renewed within the claim's duration less its margin and not taken over (a
+    /// process paused past its claim reads `false` as soon as it resumes, before a renewal);
+    /// always `true` on a store one process owns, until the task completes. Check it right
+    /// before an effect that must happen once; pair it with ``fencingToken`` where the
+    /// effect's store can check.
+    public var isClaimHeld: Bool { !isCompleted && claimCheck() }
+
+    private let claimCheck: @Sendable () -> Bool
     private let completion: @Sendable (_ success: Bool, _ expired: Bool) -> Void
     private let logger: Logger
     private let metrics: SchedulerMetrics
@@ -38,9 +51,10 @@ public final class ScheduledTask: Sendable {
 
     init(
         identifier: String, runID: Int64, attempt: Int, dueTime: WallClockInstant, attemptDueTime: WallClockInstant,
-        logger: Logger, metrics: SchedulerMetrics,
+        logger: Logger, metrics: SchedulerMetrics, claimCheck: @escaping @Sendable () -> Bool = { true },
         completion: @escaping @Sendable (_ success: Bool, _ expired: Bool) -> Void
     ) {
+        self.claimCheck = claimCheck
         self.metrics = metrics
         self.identifier = identifier
         self.runID = runID

@@ -85,7 +85,9 @@ extension Scheduler {
         batch.starts = starting.map { ($0.record, $0.stored) }
         do throws(SchedulerError) {
             // Nothing to write and nothing claimed to release: no transaction.
-            let refused = try batch.isEmpty && !claimed ? [] : write(batch).starts
+            let written = try batch.isEmpty && !claimed ? CommitRefusals() : write(batch)
+            reportSuperseded(written.superseded, among: ending)
+            let refused = written.starts
             if !refused.isEmpty {
                 // Another instance claimed them first: no handler runs here.
                 let lost = starting.filter { refused.contains($0.record.identifier) }
@@ -272,7 +274,8 @@ extension Scheduler {
         let planned = SchedulePlanner.plannedTime(stored.plan, stored.request)
         let task = ScheduledTask(
             identifier: identifier, runID: runID, attempt: attempt, dueTime: planned,
-            attemptDueTime: attempt == 1 ? planned : due, logger: logger, metrics: metrics
+            attemptDueTime: attempt == 1 ? planned : due, logger: logger, metrics: metrics,
+            claimCheck: { [store] in store.isClaimHeld(identifier) }
         ) {
             [weak self] success, expired in
             self?.finish(identifier, runID: runID, attempt: attempt, success: success, expired: expired)
@@ -322,6 +325,24 @@ extension Scheduler {
         }
         finishCommitted([], [start], now: now)
         return start.record.runID
+    }
+
+    /// Ends that came after another instance took their runs over (this process was
+    /// paused or cut off longer than the claim): the effect may have happened twice.
+    private func reportSuperseded(_ superseded: Set<String>, among ending: [RunEnd]) {
+        for end in ending where superseded.contains(end.record.identifier) {
+            metrics.countSuperseded(handler: handlerName(for: end.record.identifier))
+            logger.warning(
+                """
+                a run ended (\(end.record.result)) after its claim had been taken over by another instance: its end \
+                does not count and is recorded as superseded; an effect it had may have happened twice (check \
+                ScheduledTask.isClaimHeld before effects that must happen once)
+                """,
+                metadata: [
+                    "task": "\(end.record.identifier)", "run": "\(end.record.runID)",
+                    "attempt": "\(end.record.attempt)",
+                ])
+        }
     }
 
     /// Runs stopped because their claims could not be renewed, and completed by their
@@ -670,6 +691,19 @@ extension Scheduler {
                 metadata: ["task": "\(run.task.identifier)", "run": "\(run.task.runID)"])
             runtime.expireBackgroundTask(run.grant)
         }
+    }
+
+    /// On the loop thread, at the start of the first turn after the process was away
+    /// longer than the store's stall threshold (paused, frozen, starved): the runs whose
+    /// claims may have ended are told to stop now, before any callback of the turn — a
+    /// handler's own timer among them — could act as their holder.
+    func checkClaimsAfterStall(_ away: Duration) {
+        let unsafe = store.claimsNoLongerSafe()
+        guard !unsafe.isEmpty else { return }
+        logger.warning(
+            "the process was away for \(away): stopping the runs whose claims may have ended before anything else runs",
+            metadata: ["tasks": "\(unsafe.sorted().joined(separator: ","))"])
+        claimsLapsing(unsafe)
     }
 
     /// The store cannot renew the claims of these runs: each is told to stop (its

@@ -295,6 +295,9 @@ public final class Scheduler: Sendable {
             context.onWallClockStep { [weak self] in self?.wallClockStepped() }
             context.addStatusPart { [weak self] in self?.state.withLock { $0.nextRun } }
             context.onShutdown { [weak self] in self?.state.withLock { $0.runtimeShutDown = true } }
+            if let threshold = self?.store.stallThreshold {
+                context.onStall(longerThan: threshold) { [weak self] away in self?.checkClaimsAfterStall(away) }
+            }
         }
         queue.async { [self] in
             let read = conditions.read()

@@ -14,6 +14,7 @@ import CoreMetrics
 /// | `overtime_scheduler_runs_total` | counter | `handler`, `result` |
 /// | `overtime_scheduler_lateness_seconds` | timer | `handler` |
 /// | `overtime_scheduler_misuse_total` | counter | `kind` |
+/// | `overtime_scheduler_superseded_total` | counter | `handler` |
 struct SchedulerMetrics: Sendable {
     let factory: any MetricsFactory
 
@@ -32,6 +33,12 @@ struct SchedulerMetrics: Sendable {
     func recordLateness(handler: String, _ lateness: Duration) {
         Timer(label: "overtime_scheduler_lateness_seconds", dimensions: [("handler", handler)], factory: factory)
             .recordNanoseconds(lateness.saturatingNanoseconds)
+    }
+
+    /// A run ended after its claim had been taken over elsewhere (a fleet's store).
+    func countSuperseded(handler: String) {
+        Counter(label: "overtime_scheduler_superseded_total", dimensions: [("handler", handler)], factory: factory)
+            .increment()
     }
 
     func countMisuse(_ kind: String) {

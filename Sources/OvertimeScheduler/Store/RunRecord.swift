@@ -4,7 +4,7 @@ import Overtime
 /// added without breaking code that switches over them.
 public struct RunResult: Sendable, Hashable, CustomStringConvertible {
     enum Kind: String, Hashable, CaseIterable {
-        case running, succeeded, failed, expired, stopped, terminated, interrupted
+        case running, succeeded, failed, expired, stopped, terminated, interrupted, superseded
     }
 
     let kind: Kind
@@ -24,6 +24,11 @@ public struct RunResult: Sendable, Hashable, CustomStringConvertible {
     public static let terminated = RunResult(kind: .terminated)
     /// The process ended while it ran (a crash, kill -9); found at the next start.
     public static let interrupted = RunResult(kind: .interrupted)
+    /// It ended (the handler completed it) after its claim on a fleet's store had been
+    /// taken over by another instance — the process was paused or cut off longer than the
+    /// claim — so its end did not count: the attempt that took it over stands for the run.
+    /// See ``RunRecord/stopReason`` for what it ended with.
+    public static let superseded = RunResult(kind: .superseded)
 
     /// The word stored and shown: `succeeded`, `failed`, …
     public var description: String { kind.rawValue }

@@ -99,6 +99,9 @@ extension RequestWrite {
     /// Identifiers of `RequestWrite.insertUnlessPending` writes that replaced a
     /// finished request (a one-shot done, or failed for good).
     public var resubmitted: Set<String> = []
+    /// Identifiers of runs whose ends came after their claims were taken over by another
+    /// instance: recorded as superseded, their plans left to the instance that took them.
+    public var superseded: Set<String> = []
 
     /// Nothing refused.
     public init(starts: Set<String> = [], kept: Set<String> = [], resubmitted: Set<String> = []) {
@@ -177,6 +180,15 @@ extension RequestWrite {
     func start(_ events: ScheduleStoreEvents)
     /// What opening the store found and repaired.
     var recovery: StoreRecovery { get }
+    /// How long the process may be away (paused, frozen, starved) before the claims of the
+    /// runs it holds must be checked before anything else runs; `nil`: it holds no claims.
+    var stallThreshold: Duration? { get }
+    /// The runs held here whose claims were taken or may have ended (not renewed in time):
+    /// they must stop before another instance runs them.
+    func claimsNoLongerSafe() -> [String]
+    /// Whether this process still safely holds the claim on the run in progress of
+    /// `identifier` (a store one scheduler owns: always).
+    func isClaimHeld(_ identifier: String) -> Bool
     /// The wall-clock time on the store's clock, given the runtime's (`local`): a store
     /// many machines share compares due times on its own clock, so that a machine whose
     /// clock is off runs nothing early.
@@ -195,6 +207,15 @@ extension ScheduleStore {
 
     /// A store one machine owns keeps the runtime's clock: nothing to measure again.
     public func localWallClockStepped() {}
+
+    /// A store one scheduler owns gives no claims.
+    public var stallThreshold: Duration? { nil }
+
+    /// A store one scheduler owns gives no claims.
+    public func claimsNoLongerSafe() -> [String] { [] }
+
+    /// A store one scheduler owns: its runs are its own.
+    public func isClaimHeld(_ identifier: String) -> Bool { true }
 }
 
 /// Why the schedule store failed.

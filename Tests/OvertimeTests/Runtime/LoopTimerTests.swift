@@ -56,6 +56,27 @@ struct LoopTimerTests {
         await #expect(throws: CancellationError.self) { try await pendingAtShutdown.value }
     }
 
+    /// A loop away longer than a stall hook's threshold runs the hook first in the turn
+    /// that finds it, before that turn's timers; a shorter absence does not call it.
+    @Test func aStallHookRunsBeforeTheTimersOfTheTurnThatFindsTheLoopWasAway() throws {
+        let env = try VirtualRuntime()
+        defer { env.shutDown() }
+        let order = Recorder<String>()
+        let context = env.runtime.driverContext
+        env.runtime.execute {
+            context.onStall(longerThan: .seconds(5)) { away in order.append("stall \(away)") }
+        }
+        env.waitForQueuedRequests()
+        env.runtime.schedule(after: .seconds(3)) { order.append("short") }
+        env.waitForQueuedRequests()
+        env.clock.advance(by: .seconds(3))
+        #expect(order.all == ["short"], "3 s away: below the threshold")
+        env.runtime.schedule(after: .seconds(20)) { order.append("effect") }
+        env.waitForQueuedRequests()
+        env.clock.advance(by: .seconds(20))
+        #expect(order.all == ["short", "stall 20.0 seconds", "effect"])
+    }
+
     @Test func theWallClockMovesWithVirtualTimeAndStepsAlone() {
         let clock = ManualClock(wallClock: WallClockInstant(secondsSinceEpoch: 1_800_000_000))
         #expect(clock.wallClockNow.description == "2027-01-15T08:00:00.000000Z")

@@ -7,6 +7,7 @@ import Metrics
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import NIOSSL
 import Overtime
 @_spi(ScheduleStore) import OvertimeScheduler
 import PostgresNIO
@@ -92,8 +93,10 @@ final class PostgresScheduleStore: ScheduleStore {
         var connection: PostgresConnection?
         var connecting = false
         /// Runs started here and not yet ended: identifier → when its claim was last
-        /// renewed (runtime's clock, nanoseconds since 1970).
+        /// renewed (`CLOCK_BOOTTIME`, nanoseconds: ``bootNanoseconds()``).
         var held: [String: Int64] = [:]
+        /// Runs held here whose claims a renewal found taken (another instance took them over).
+        var lost: Set<String> = []
         var renewal: RepeatedTask?
         var closed = false
     }
@@ -248,7 +251,7 @@ final class PostgresScheduleStore: ScheduleStore {
     static let columns = """
         identifier, earliest_begin, interval_ns, flex_ns, catch_up, catch_up_maximum, randomized_delay_ns,
         maximum_duration_ns, backoff, initial_delay_ns, maximum_delay_ns, maximum_attempts, requirements, anchor, owed,
-        retry_at, failed_attempts, finished, submitted_at, current_run_id, running, owner, planned_at
+        retry_at, failed_attempts, finished, submitted_at, current_run_id, running, planned_at, owner
         """
     /// How many ``columns`` there are: the position of the first column a query adds.
     static let columnCount = 23
@@ -268,8 +271,8 @@ final class PostgresScheduleStore: ScheduleStore {
             retryAt: try cells[15].decode(Int64?.self), failedAttempts: Int(try cells[16].decode(Int64.self)),
             finished: try cells[17].decode(Bool.self), submittedAt: try cells[18].decode(Int64.self),
             currentRunID: try cells[19].decode(Int64?.self), running: try cells[20].decode(Bool.self),
-            scope: try cells[21].decode(String.self).isEmpty ? "shared" : "perInstance",
-            plannedAt: try cells[22].decode(Int64?.self)
+            scope: try cells[22].decode(String.self).isEmpty ? "shared" : "perInstance",
+            plannedAt: try cells[21].decode(Int64?.self)
         ).stored(rowID: nil)
     }
 
@@ -606,19 +609,24 @@ final class PostgresScheduleStore: ScheduleStore {
         // next time, a retry); a finished one-shot wakes no one.
         let endsLeaveRuns = planned.contains { SchedulePlanner.nextStart($0.stored.plan, $0.stored.request) != nil }
         var found = CommitRefusals()
-        let started =
+        let recorded =
             batch.writes.isEmpty
             ? try using { connection in
                 try recordRuns(batch.ends, planned, starts, notifying: endsLeaveRuns, connection)
             }
             : try commitWithWrites(batch, planned, starts, found: &found)
+        let started = recorded.started
         var refusals = found
+        refusals.superseded = recorded.superseded
         for (record, _) in batch.starts where !started.contains(record.identifier) {
             refusals.starts.insert(record.identifier)
         }
-        let now = localNanoseconds()
+        let now = Self.bootNanoseconds()
         let holding = background.withLockedValue { background in
-            for end in batch.ends { background.held[end.record.identifier] = nil }
+            for end in batch.ends {
+                background.held[end.record.identifier] = nil
+                background.lost.remove(end.record.identifier)
+            }
             for (record, _) in batch.starts where !refusals.starts.contains(record.identifier) {
                 background.held[record.identifier] = now
             }
@@ -635,12 +643,12 @@ final class PostgresScheduleStore: ScheduleStore {
 
     /// Records ends and starts of runs in one statement (one round trip, on the way from a
     /// due time to its start), atomic as any statement, and notifies the other instances
-    /// when `notifying` or when it freed or released something. Returns the identifiers
-    /// whose runs started.
+    /// when `notifying` or when it freed or released something. Returns the runs that
+    /// started and the ends that came after their runs were taken over.
     private func recordRuns(
         _ ends: [RunEnd], _ planned: [PlanWrite], _ starts: [PlanWrite], notifying: Bool,
         _ connection: PostgresConnection
-    ) throws -> Set<String> {
+    ) throws -> RecordedRuns {
         var bindings = PostgresBindings()
         var steps: [String] = []
         if !ends.isEmpty {
@@ -658,6 +666,22 @@ final class PostgresScheduleStore: ScheduleStore {
         bindings.append(Self.channel)
         bindings.append(ends.filter { $0.scope == .shared }.map(\.record.identifier))
         bindings.append(configuration.claimDuration.nanosecondsClamped)
+        bindings.append(ends.map { Int64($0.record.attempt) })
+        bindings.append(ends.map(\.record.result.description))
+        bindings.append(ends.map { $0.record.endedAt?.nanosecondsSinceEpoch ?? 0 })
+        // An end that comes after another instance took its run over (the attempt is in the
+        // history as interrupted, by the taker): it does not count, and says so.
+        steps.append(
+            """
+            superseded AS (UPDATE overtime.history AS h SET result = 'superseded', ended_at = v.ended,
+                    stop_reason = 'ended (' || v.result || ') after its claim was taken over; '
+                        || coalesce(h.stop_reason, '')
+                FROM unnest($\(base + 1)::text[], $\(base + 2)::bigint[], $\(base + 8)::bigint[], $\(base + 9)::text[],
+                    $\(base + 10)::bigint[]) AS v(identifier, run, attempt, result, ended)
+                WHERE h.identifier = v.identifier AND h.run_id = v.run AND h.attempt = v.attempt
+                    AND h.result = 'interrupted' AND v.identifier NOT IN (SELECT identifier FROM ended)
+                RETURNING h.identifier)
+            """)
         // Each step sees the rows as they were before the statement: an end not written (the
         // request replaced or cancelled meanwhile) frees the identifier, and the claims not
         // started are released, leaving out the rows the steps above wrote.
@@ -694,21 +718,40 @@ final class PostgresScheduleStore: ScheduleStore {
             """
         let sql = """
             WITH \(steps.joined(separator: ",\n"))
-            SELECT identifier FROM started
+            SELECT identifier, false FROM started
             UNION ALL
-            SELECT NULL FROM (SELECT pg_notify($\(base + 5), $\(base + 3))
+            SELECT identifier, true FROM superseded
+            UNION ALL
+            SELECT NULL, NULL FROM (SELECT pg_notify($\(base + 5), $\(base + 3))
                 WHERE $\(base + 4) OR EXISTS (SELECT 1 FROM freed) OR EXISTS (SELECT 1 FROM released)
                     OR (\(lastEnd))) AS notified
             """
         let rows = try run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))
-        return Set(try rows.compactMap { try $0.decode(String?.self) })
+        var recorded = RecordedRuns()
+        for row in rows {
+            let (identifier, late) = try row.decode((String?, Bool?).self)
+            guard let identifier else { continue }
+            if late == true {
+                recorded.superseded.insert(identifier)
+            } else {
+                recorded.started.insert(identifier)
+            }
+        }
+        return recorded
+    }
+
+    /// What ``recordRuns(_:_:_:notifying:_:)`` wrote: the runs that started, and the ends
+    /// that came after their runs were taken over.
+    struct RecordedRuns {
+        var started: Set<String> = []
+        var superseded: Set<String> = []
     }
 
     /// A batch that writes requests: in one transaction, under the fleet's submission lock.
-    /// Returns the identifiers whose runs started.
+    /// Returns what it recorded of the runs (see ``RecordedRuns``).
     private func commitWithWrites(
         _ batch: ScheduleBatch, _ planned: [PlanWrite], _ starts: [PlanWrite], found: inout CommitRefusals
-    ) throws(ScheduleStoreError) -> Set<String> {
+    ) throws(ScheduleStoreError) -> RecordedRuns {
         let (started, written) = try transaction { connection in
             // Submissions take turns across the fleet (one lock for the whole batch, not one
             // per request: a batch of 20,000 ran out of the server's lock table), so that two
@@ -1139,7 +1182,7 @@ final class PostgresScheduleStore: ScheduleStore {
             stopRunsLosingClaims(held)
             return loop.makeSucceededVoidFuture()
         }
-        let asked = localNanoseconds()
+        let asked = Self.bootNanoseconds()
         let query: PostgresQuery = """
             UPDATE overtime.requests SET claim_until = now() + make_interval(secs => \(claimSeconds))
             WHERE running AND claimed_by = \(instance) RETURNING identifier
@@ -1158,6 +1201,7 @@ final class PostgresScheduleStore: ScheduleStore {
                 return lost
             }
             if !lost.isEmpty {
+                background.withLockedValue { $0.lost.formUnion(lost) }
                 lostClaims.increment(by: lost.count)
                 // Taken over or cancelled elsewhere: the run must not go on here.
                 background.withLockedValue { $0.events }?.claimsLapsing(lost)
@@ -1170,11 +1214,52 @@ final class PostgresScheduleStore: ScheduleStore {
 
     /// The runs whose claims end within the margin without a renewal are told to stop.
     private func stopRunsLosingClaims(_ held: [String: Int64]) {
-        let now = localNanoseconds()
-        let deadline = configuration.claimDuration.nanosecondsClamped - configuration.claimMargin.nanosecondsClamped
-        let lapsing = held.filter { now - $0.value >= deadline }.map(\.key)
+        let lapsing = Self.unsafe(held, now: Self.bootNanoseconds(), deadline: safeClaimNanoseconds)
         if !lapsing.isEmpty { lostClaims.increment(by: lapsing.count) }
         if !lapsing.isEmpty { background.withLockedValue { $0.events }?.claimsLapsing(lapsing) }
+    }
+
+    /// How long after its last renewal a claim is still safe to act under: its duration
+    /// less the margin (a run stops before another instance may take it).
+    private var safeClaimNanoseconds: Int64 {
+        configuration.claimDuration.nanosecondsClamped - configuration.claimMargin.nanosecondsClamped
+    }
+
+    /// The runs of `held` not renewed within `deadline` nanoseconds before `now`.
+    private static func unsafe(_ held: [String: Int64], now: Int64, deadline: Int64) -> [String] {
+        held.filter { now - $0.value >= deadline }.map(\.key)
+    }
+
+    /// Nanoseconds on `CLOCK_BOOTTIME`: claims age while the machine sleeps too (the
+    /// database's clock goes on), and a step of the wall clock does not renew them.
+    static func bootNanoseconds() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &time)
+        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+    }
+
+    /// A pause of the process as long as the claim margin can outlast a claim.
+    var stallThreshold: Duration? { configuration.claimMargin }
+
+    /// The runs held here whose claims were taken, or not renewed within the claim's
+    /// duration less its margin (the process was paused, or the database unreachable).
+    func claimsNoLongerSafe() -> [String] {
+        let now = Self.bootNanoseconds()
+        let deadline = safeClaimNanoseconds
+        return background.withLockedValue { background in
+            Array(background.lost)
+                + Self.unsafe(background.held, now: now, deadline: deadline)
+                .filter { !background.lost.contains($0) }
+        }
+    }
+
+    func isClaimHeld(_ identifier: String) -> Bool {
+        let now = Self.bootNanoseconds()
+        let deadline = safeClaimNanoseconds
+        return background.withLockedValue { background in
+            guard let renewed = background.held[identifier], !background.lost.contains(identifier) else { return false }
+            return now - renewed < deadline
+        }
     }
 
     // MARK: Access
@@ -1275,11 +1360,18 @@ final class PostgresScheduleStore: ScheduleStore {
     /// route, no answer, starting up or shutting down), not that one refused us (a
     /// password, TLS, a role): a program may start before its database and wait for it.
     static func isUnreachable(_ error: any Error) -> Bool {
+        if isTLSFailure(error) { return false }
         guard let error = error as? PSQLError else { return true }
         if let state = error.serverInfo?[.sqlState] {
             return state.hasPrefix("57") || state.hasPrefix("08")  // operator intervention, connection
         }
+        if let underlying = error.underlying, isTLSFailure(underlying) { return false }
         return [.connectionError, .serverClosedConnection, .uncleanShutdown].contains(error.code)
+    }
+
+    /// A handshake that failed: the server answered, and the certificates or modes disagree.
+    private static func isTLSFailure(_ error: any Error) -> Bool {
+        error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError
     }
 
     static func describe(_ error: any Error) -> String {

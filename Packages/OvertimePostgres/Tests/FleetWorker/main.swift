@@ -1,5 +1,5 @@
 // A worker of a test fleet: a scheduler on the PostgreSQL database the `PG*` environment
-// variables name, running every `one.*` and `tick.*` request it claims. Each run appends
+// variables name, running every `one.*`, `tick.*` and `pause.*` request it claims. Each run appends
 // a `start` line and an `end` line to the file `OVERTIME_FLEET_LOG` names, so that the
 // tests can check, across processes killed with SIGKILL, that no run executed in two
 // places at once and that each ran as often as it should.
@@ -91,6 +91,23 @@ for prefix in ["one.", "tick.", "local."] {
             log.append("end \(run) \(clockReadings()) \(pid) ok")
             task.setTaskCompleted(success: true)
         }
+    }
+}
+// `pause.*`: the effect comes from a timer on the runtime's loop after the run's length,
+// logged as `effect RUN HELD` with what `isClaimHeld` said then; the expiration handler
+// cancels it. A worker paused (SIGSTOP) past its claim must not perform it on resuming.
+try scheduler.register(prefix: "pause.") { task in
+    let run = "\(task.identifier) \(task.runID) \(task.attempt)"
+    log.append("start \(run) \(task.dueTime.nanosecondsSinceEpoch) \(clockReadings()) \(pid)")
+    let effect = runtime.schedule(after: .milliseconds(workMilliseconds)) {
+        guard !task.isExpired else { return }
+        log.append("effect \(run) \(task.isClaimHeld) \(task.fencingToken.attempt) \(pid)")
+        task.setTaskCompleted(success: true)
+    }
+    task.expirationHandler = {
+        effect.cancel()
+        log.append("end \(run) \(clockReadings()) \(pid) expired")
+        task.setTaskCompleted(success: false)
     }
 }
 try scheduler.start()

@@ -59,6 +59,18 @@ final class Fleet {
         return process
     }
 
+    /// Starts one more worker, with `extra` variables; returns its index.
+    @discardableResult
+    func add(extra: [String: String] = [:]) throws -> Int {
+        workers.append(try spawn(workers.count, extra: extra))
+        return workers.count - 1
+    }
+
+    /// Sends `signal` to worker `index` (SIGSTOP, SIGCONT: a machine or container frozen).
+    func signal(_ index: Int, _ signal: Int32) {
+        kill(workers[index].processIdentifier, signal)
+    }
+
     /// Replaces worker `index` with one started with `extra` variables.
     func replace(_ index: Int, extra: [String: String]) throws {
         workers[index] = try spawn(index, extra: extra)
@@ -78,9 +90,12 @@ final class Fleet {
         killedAt[process.processIdentifier] = Self.monotonicNow()
     }
 
-    /// SIGTERM to every worker, waited for; then the folder removed.
+    /// SIGTERM to every worker (continued first, if stopped), waited for.
     func stop() {
-        for worker in workers where worker.isRunning { kill(worker.processIdentifier, SIGTERM) }
+        for worker in workers where worker.isRunning {
+            kill(worker.processIdentifier, SIGCONT)
+            kill(worker.processIdentifier, SIGTERM)
+        }
         for worker in workers { worker.waitUntilExit() }
     }
 

@@ -204,6 +204,46 @@ struct FleetTests {
         watcher.runtime.requestTermination()
     }
 
+    /// A worker frozen (SIGSTOP) past its claim while its run's effect waits on a timer:
+    /// another worker takes the run over and performs it; the frozen one, resumed, stops
+    /// the run before its timer can act, and its late end is recorded as superseded.
+    @Test func aWorkerPausedPastItsClaimDoesNotActForTheRunOnResuming() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let fleet = try Fleet(
+            server: server, count: 1,
+            environment: ["OVERTIME_FLEET_WORK_MS": "4000", "OVERTIME_FLEET_CLAIM_MS": "3000"])
+        defer { fleet.removeFolder() }
+        let logText = { (try? String(contentsOfFile: fleet.logPath, encoding: .utf8)) ?? "" }
+        #expect(Self.waitFor(30) { logText().contains("ready") }, "\(fleet.output())")
+        // Submits and reads; never started, it claims nothing.
+        var configuration = PostgresSchedulerTests.configuration(server, claim: .seconds(3), name: "observer")
+        configuration.maximumConcurrentRuns = 1
+        let observer = try Scheduler(runtime: try PostgresSchedulerTests.runtime(), configuration: configuration)
+        defer { observer.runtime.requestTermination() }
+        try observer.register(prefix: "pause.") { $0.setTaskCompleted(success: false) }
+        try observer.submit(ScheduledTaskRequest(identifier: "pause.job"))
+        #expect(Self.waitFor(30) { logText().contains("start pause.job") }, "\(fleet.output())")
+        fleet.signal(0, SIGSTOP)
+        try fleet.add()
+        // The second worker takes the run over once the claim ends and performs it.
+        #expect(Self.waitFor(30) { logText().contains("effect pause.job") }, "\(logText())")
+        fleet.signal(0, SIGCONT)
+        #expect(Self.waitFor(30) { logText().contains("expired") }, "the resumed worker stopped the run: \(logText())")
+        #expect(
+            Self.waitFor(30) { try observer.history("pause.job").last?.result == .superseded },
+            "\((try? observer.history("pause.job")) ?? [])")
+        usleep(5_000_000)  // the resumed worker's timer was due long ago: give it every chance to act
+        let effects = logText().split(separator: "\n").filter { $0.hasPrefix("effect ") }
+        #expect(effects.count == 1, "one effect: \(effects)")
+        #expect(effects.first?.split(separator: " ").dropFirst(4).first == "true", "held when acting: \(effects)")
+        let history = try observer.history("pause.job")
+        #expect(history.map(\.result) == [.succeeded, .superseded], "\(history)")
+        #expect(history.last?.stopReason?.contains("after its claim was taken over") == true, "\(history)")
+        fleet.stop()
+        #expect(fleet.output().contains("stopping the runs whose claims may have ended"), "\(fleet.output())")
+    }
+
     @Test(arguments: [600_000, -600_000])
     func aWorkerWhoseClockIsWrongRunsNothingEarlyNorLate(skewMilliseconds: Int) throws {
         let server = try PostgresServer()
