@@ -248,7 +248,13 @@ struct Run: ParsableCommand {
         // A folder needs no network; any other sink does.
         if sink.contains("://") { request.requirements = [.network] }
         // Update: a changed interval or sink takes effect; the plan and history stay.
-        try scheduler.submit(request, ifExists: .update)
+        let submitted = Result { () throws(SchedulerError) in try scheduler.submit(request, ifExists: .update) }
+        if case .failure(let error) = submitted, error.code == .requirementUnavailable {
+            // It would never upload: say so now, not by dropping lines at the quota later.
+            FileOutput.standardError("log-uploader: \(error.message)")
+            throw ExitCode(78)
+        }
+        try submitted.get()
         return scheduler
     }
 

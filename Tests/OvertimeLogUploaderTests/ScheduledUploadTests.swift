@@ -90,14 +90,21 @@ struct ScheduledUploadTests {
     /// The daemon in a network namespace of its own, at first with no route: lines wait in
     /// the spool and the upload request waits for the network (no run in its history);
     /// once a default route exists the next run delivers them to a collector in the
-    /// namespace.
-    @Test func aNetworkSinkWaitsForADefaultRouteThenUploads() async throws {
+    /// namespace. With `/proc` as the shipped unit leaves it (`ProcSubset=pid`: a private
+    /// `/proc` mounted `subset=pid`, no `/proc/net`), the route is asked of the kernel.
+    @Test(arguments: [false, true])
+    func aNetworkSinkWaitsForADefaultRouteThenUploads(procSubsetPID: Bool) async throws {
         try await onOwnThread {
             let folder = TemporaryDirectory("scheduled-upload-netns")
             defer { folder.remove() }
             let received = folder.path + "/received"
+            let hideProcNet = [
+                "--mount", "--propagation", "private", "/bin/sh", "-c",
+                "mount -t proc -o subset=pid proc /proc && test ! -e /proc/net && exec \"$@\"", "sh",
+            ]
             let (child, client, control) = try startUploader(
-                folder, sink: "syslog://127.0.0.1:5514", wrapper: ["/usr/bin/unshare", "--net"])
+                folder, sink: "syslog://127.0.0.1:5514",
+                wrapper: ["/usr/bin/unshare", "--net"] + (procSubsetPID ? hideProcNet : []))
             try client.send(Support.lines("routed", 1...30))
             usleep(600_000)  // three periods
             let waiting = try overtimectl(["schedule", "--socket", control]).output

@@ -22,6 +22,20 @@ struct LinuxConditionSourceTests {
     private let routeHeader =
         "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
 
+    /// The kernel asked over netlink says what `/proc/net` says, here and in a network
+    /// namespace with no route; where neither can be read, the network is unevaluable.
+    @Test func theKernelsRouteTableOverNetlinkAgreesWithProcNet() throws {
+        let files = LinuxConditionSource(configuration: .init(storagePath: "/tmp"))
+        var viaFiles = LinuxConditionSource.Configuration(storagePath: "/tmp")
+        viaFiles.procNet = "/proc/self/net"  // the same tables, read as files
+        #expect(try RouteTable.hasDefaultRoute() == LinuxConditionSource(configuration: viaFiles).hasDefaultRoute())
+        #expect(files.unevaluable().isEmpty)
+        var hidden = LinuxConditionSource.Configuration(storagePath: "/tmp")
+        hidden.procNet = "/nonexistent/net"
+        let unknowable = LinuxConditionSource(configuration: hidden).unevaluable()
+        #expect(unknowable[.network]?.contains("cannot be read") == true, "\(unknowable)")
+    }
+
     @Test func aDefaultRouteIsReadFromIPv4AndIPv6Tables() throws {
         let folder = TemporaryDirectory("conditions-routes")
         defer { folder.remove() }

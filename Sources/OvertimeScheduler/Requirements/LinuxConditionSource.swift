@@ -1,5 +1,6 @@
-// The machine's conditions as Linux shows them: routes in /proc/net, power supplies in
-// sysfs, free space from statvfs; changes announced by netlink on the runtime's loop.
+// The machine's conditions as Linux shows them: routes from the kernel over netlink (or
+// /proc/net), power supplies in sysfs, free space from statvfs; changes announced by
+// netlink on the runtime's loop.
 
 import Overtime
 
@@ -10,9 +11,11 @@ import Overtime
 /// Reads the conditions a run may require from Linux. Every root is injectable, so that a
 /// test can lay out its own `/proc/net` or `/sys/class/power_supply`.
 ///
-/// - **Network**: a default route (IPv4 in `route`, IPv6 in `ipv6_route`, not a reject
-///   route, not on `lo`). Route and link changes arrive on a netlink socket watched by the
-///   loop: no polling.
+/// - **Network**: a default route, IPv4 or IPv6, unicast, not on `lo`, its link up: asked
+///   of the kernel over netlink (`RTM_GETROUTE`, as `ip route` does; no `/proc` needed),
+///   else read from `/proc/net` (`route`, `ipv6_route`). Route and link changes arrive on a
+///   netlink socket watched by the loop: no polling. Where neither works,
+///   ``unevaluable()`` says so and a request that needs the network is refused.
 /// - **Power**: a supply that is not a battery is online, or a battery is charging; a
 ///   machine with no supply at all (a server, a container) counts as powered. A battery is
 ///   low at ``Configuration/batteryLowPercent`` or below while not charging. The kernel's
@@ -100,8 +103,54 @@ public final class LinuxConditionSource: ConditionSource {
         (try? readWholeFile(path).get()).map { String(decoding: $0, as: UTF8.self) }
     }
 
-    /// Whether a default route is up, IPv4 or IPv6.
+    /// Whether a default route is up, IPv4 or IPv6; `false` when it cannot be told
+    /// (``unevaluable()`` says why).
     func hasDefaultRoute() -> Bool {
+        (try? defaultRoute().get()) ?? false
+    }
+
+    /// Whether a default route is up: asked of the kernel over netlink (which needs no
+    /// `/proc`, hidden under systemd's `ProcSubset=pid`), else read from `/proc/net`; a
+    /// failure when neither can be read. A test's own ``Configuration/procNet`` is read
+    /// as files.
+    func defaultRoute() -> Result<Bool, RouteError> {
+        var netlinkFailure: String?
+        if configuration.procNet == "/proc/net" {
+            do {
+                return .success(try RouteTable.hasDefaultRoute())
+            } catch {
+                netlinkFailure = "\(error)"
+            }
+        }
+        let readable = [configuration.procNet + "/route", configuration.procNet + "/ipv6_route"].contains {
+            Self.text($0) != nil
+        }
+        guard readable else {
+            let netlink = netlinkFailure.map { "the kernel cannot be asked (\($0)), and " } ?? ""
+            return .failure(
+                RouteError(
+                    description:
+                        "\(netlink)\(configuration.procNet)/route cannot be read (hidden by ProcSubset=pid or a"
+                        + " private /proc?): allow AF_NETLINK, or show /proc/net"))
+        }
+        return .success(hasDefaultRouteInFiles())
+    }
+
+    /// Why the network requirement cannot be told.
+    public struct RouteError: Error, Sendable, CustomStringConvertible {
+        /// What cannot be read, and what would let it.
+        public let description: String
+    }
+
+    /// The requirements this source cannot tell at all here, with the reason: a run that
+    /// needs one would wait for good.
+    public func unevaluable() -> [Requirement: String] {
+        guard case .failure(let error) = defaultRoute() else { return [:] }
+        return [.network: error.description]
+    }
+
+    /// Whether `route` or `ipv6_route` in ``Configuration/procNet`` has a default route up.
+    private func hasDefaultRouteInFiles() -> Bool {
         let flagUp: UInt32 = 0x1
         let flagReject: UInt32 = 0x200
         if let table = Self.text(configuration.procNet + "/route") {

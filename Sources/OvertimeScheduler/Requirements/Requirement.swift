@@ -147,4 +147,12 @@ public protocol ConditionSource: AnyObject, Sendable {
     func start(runtime: Runtime, changed: @escaping @Sendable () -> Void)
     /// Stops announcing changes.
     func stop()
+    /// The requirements this source cannot tell at all here (not "does not hold": cannot
+    /// be known), each with the reason. A request that needs one is refused at submission.
+    func unevaluable() -> [Requirement: String]
+}
+
+extension ConditionSource {
+    /// Every requirement can be told.
+    public func unevaluable() -> [Requirement: String] { [:] }
 }

@@ -580,6 +580,16 @@ public final class Scheduler: Sendable {
         guard handler(for: request.identifier) != nil else {
             throw SchedulerError(code: .notRegistered, message: "no handler is registered for '\(request.identifier)'")
         }
+        if !request.requirements.isEmpty {
+            let unknowable = conditions.unevaluable()
+            if let requirement = request.requirements.sorted().first(where: { unknowable[$0] != nil }) {
+                throw SchedulerError(
+                    code: .requirementUnavailable,
+                    message:
+                        "'\(request.identifier)' requires '\(requirement)', which cannot be told here: \(unknowable[requirement]!)",
+                    field: "requirements")
+            }
+        }
         let identifier = request.identifier
         let longest = ScheduleLimits.maximumDuration
         if let repetition = request.repetition {

@@ -116,6 +116,7 @@ public struct SchedulerError: Error, Sendable, Hashable, CustomStringConvertible
         enum Kind: String, Hashable {
             case alreadyRegistered, registeredAfterStart, notRegistered, unknownIdentifier
             case alreadyStarted, notStarted, invalidRequest, store, storeInUse, alreadyRunning, refused
+            case requirementUnavailable
         }
 
         let kind: Kind
@@ -143,6 +144,9 @@ public struct SchedulerError: Error, Sendable, Hashable, CustomStringConvertible
         public static let alreadyRunning = Code(kind: .alreadyRunning)
         /// The runtime gives no grant now (suspended or terminating).
         public static let refused = Code(kind: .refused)
+        /// The request needs a requirement that cannot be told on this machine at all (the
+        /// network, where neither netlink nor `/proc/net` can be read): it would wait for good.
+        public static let requirementUnavailable = Code(kind: .requirementUnavailable)
 
         /// The code's name.
         public var description: String { kind.rawValue }
