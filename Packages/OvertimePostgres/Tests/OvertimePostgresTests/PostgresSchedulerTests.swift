@@ -257,6 +257,7 @@ struct PostgresSchedulerTests {
             """
             ALTER TABLE overtime.history DROP COLUMN owner;
             ALTER TABLE overtime.requests DROP COLUMN owner;
+            ALTER TABLE overtime.requests DROP COLUMN planned_at;
             ALTER TABLE overtime.requests ADD PRIMARY KEY (identifier);
             CREATE INDEX IF NOT EXISTS requests_pending ON overtime.requests (sequence) WHERE NOT finished;
             UPDATE overtime.meta SET value = 1 WHERE name = 'schema_version'
@@ -265,7 +266,7 @@ struct PostgresSchedulerTests {
         try second.register("hourly") { $0.setTaskCompleted(success: true) }
         let after = try #require(second.pendingRequests().first)
         #expect(after.request == hourly && after.nextRun == before.nextRun, "\(after) after \(before)")
-        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("3"))
+        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("4"))
         second.runtime.requestTermination()
     }
 
