@@ -44,6 +44,14 @@ struct Run: ParsableCommand {
             syslog://host:port (RFC 5424 over TCP) or relp://host:port (RELP, acknowledged).
             """)
     var sink = "log-uploader/collected"
+    @Option(
+        help: """
+            A file holding user:password for an http(s):// sink (its first line), so that the \
+            password is not on the command line (/proc/PID/cmdline). Default: the credential \
+            'sink-credentials' from systemd's LoadCredential= ($CREDENTIALS_DIRECTORY), else \
+            LOG_UPLOADER_SINK_CREDENTIALS.
+            """)
+    var sinkCredentials: String?
     @Option(help: "Compress segments sent to an http:// or s3:// sink: none, zstd or gzip (default none).")
     var compression: String?
     @Option(help: "The most bytes the spool keeps, in MiB.") var quotaMb = 64
@@ -79,7 +87,8 @@ struct Run: ParsableCommand {
             !["http://", "https://", "s3://", "syslog://", "relp://"].contains(where: sink.hasPrefix)
         {
             throw ValidationError(
-                "a sink is a folder, an http(s):// or s3:// URL, syslog://host:port or relp://host:port; got '\(sink)'")
+                "a sink is a folder, an http(s):// or s3:// URL, syslog://host:port or relp://host:port; got '\(HTTPSink.redacting(sink))'"
+            )
         }
         if sink.hasPrefix("s3://") {
             do {
@@ -97,7 +106,7 @@ struct Run: ParsableCommand {
             }
         }
         if sink.hasPrefix("syslog://") || sink.hasPrefix("relp://"), hostAndPort() == nil {
-            throw ValidationError("expected syslog://host:port or relp://host:port; got '\(sink)'")
+            throw ValidationError("expected syslog://host:port or relp://host:port; got '\(HTTPSink.redacting(sink))'")
         }
         // Written so that NaN fails each test: every comparison with it is false.
         let year = 86_400.0 * 365
@@ -271,6 +280,74 @@ struct Run: ParsableCommand {
         }
     }
 
+    /// The http(s):// sink's URL with the user and password from `--sink-credentials`,
+    /// systemd's credential `sink-credentials`, or `LOG_UPLOADER_SINK_CREDENTIALS`, in that
+    /// order, when the URL names none. A credentials file that cannot be read, or holds no
+    /// `user:password`, ends the program with status 64, naming the file (not its content).
+    func sinkURLWithCredentials() throws -> String {
+        guard let scheme = sink.firstRange(of: "://") else { return sink }
+        let authority = sink[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        guard !authority.contains("@") else { return sink }  // the URL names its own
+        var text: String?
+        var source = ""
+        if let sinkCredentials {
+            source = sinkCredentials
+            text = Self.contents(of: sinkCredentials)
+            if text == nil {
+                FileOutput.standardError("log-uploader: cannot read --sink-credentials \(sinkCredentials)")
+                throw ExitCode(64)
+            }
+        } else if let folder = getenv("CREDENTIALS_DIRECTORY").map({ String(cString: $0) }),
+            let credential = Self.contents(of: folder + "/sink-credentials")
+        {
+            (source, text) = ("$CREDENTIALS_DIRECTORY/sink-credentials", credential)
+        } else if let variable = getenv("LOG_UPLOADER_SINK_CREDENTIALS").map({ String(cString: $0) }) {
+            (source, text) = ("LOG_UPLOADER_SINK_CREDENTIALS", variable)
+        }
+        guard let text else { return sink }
+        let line = text.split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
+        guard let colon = line.firstIndex(of: ":"), colon != line.startIndex else {
+            FileOutput.standardError("log-uploader: \(source) does not hold user:password on its first line")
+            throw ExitCode(64)
+        }
+        let user = Self.percentEncoded(line[..<colon])
+        let password = Self.percentEncoded(line[line.index(after: colon)...])
+        return String(sink[..<scheme.upperBound]) + "\(user):\(password)@" + String(sink[scheme.upperBound...])
+    }
+
+    /// A small file's text, or `nil`.
+    private static func contents(of path: String) -> String? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while bytes.count < 65_536 {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { break }
+            bytes += chunk.prefix(count)
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// `text` with every byte but RFC 3986's unreserved ones percent-encoded (user-info).
+    private static func percentEncoded(_ text: Substring) -> String {
+        var encoded = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                UInt8(ascii: "~"):
+                encoded.append(Character(UnicodeScalar(byte)))
+            default:
+                let hex = Array("0123456789ABCDEF")
+                encoded += "%" + String(hex[Int(byte >> 4)]) + String(hex[Int(byte & 0xF)])
+            }
+        }
+        return encoded
+    }
+
     private func makeSink(_ runtime: Runtime, s3: S3SinkConfiguration?) throws -> any LogSink {
         if let s3 { return try S3Sink(configuration: s3, runtime: runtime, logger: Logger(label: "log-uploader")) }
         if let (host, port) = hostAndPort() {
@@ -284,7 +361,7 @@ struct Run: ParsableCommand {
                 options.permanentStatuses = statuses
             }
             if let encoding = compression.flatMap(SegmentEncoding.init(name:)) { options.encoding = encoding }
-            return HTTPSink(baseURL: sink, runtime: runtime, configuration: options)
+            return HTTPSink(baseURL: try sinkURLWithCredentials(), runtime: runtime, configuration: options)
         }
         return DirectorySink(root: sink)
     }

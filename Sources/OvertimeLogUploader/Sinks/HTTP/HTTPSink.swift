@@ -43,8 +43,21 @@ public final class HTTPSink: LogSink {
         self.configuration = configuration
     }
 
-    /// The base URL.
-    public var description: String { baseURL }
+    /// The base URL, its password (if it names one) hidden: what logs and errors show.
+    public var description: String { Self.redacting(baseURL) }
+
+    /// `url` with the password of its user-info replaced by `***` (`http://user:***@host/…`),
+    /// for every message a program writes: warnings are spooled and uploaded too.
+    public static func redacting(_ url: String) -> String {
+        guard let scheme = url.firstRange(of: "://") else { return url }
+        let authorityEnd = url[scheme.upperBound...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? url.endIndex
+        let authority = url[scheme.upperBound..<authorityEnd]
+        guard let at = authority.lastIndex(of: "@") else { return url }
+        let userInfo = authority[..<at]
+        let user = userInfo.firstIndex(of: ":").map { userInfo[..<$0] } ?? userInfo
+        let hidden = userInfo.contains(":") ? "\(user):***" : "\(user)"
+        return String(url[..<scheme.upperBound]) + hidden + String(url[at...])
+    }
 
     /// Any number: each store is a transfer of its own on libcurl's multi handle, on the
     /// runtime's loop (the uploader's ``UploaderConfiguration/maximumUploadsInFlight`` limits).
