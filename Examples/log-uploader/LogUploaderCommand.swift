@@ -227,10 +227,8 @@ struct Run: ParsableCommand {
         }
     }
 
-    /// The periodic upload: one repeating request in the schedule at `--schedule` (by
-    /// default in the spool folder, whose lock already keeps it to one process), whose
-    /// run drains inside its own grant; a run that leaves segments behind fails and is
-    /// retried with the scheduler's backoff. One run catches up after downtime.
+    /// The periodic upload (``UploadSchedule``) in a schedule at `--schedule` (by default in
+    /// the spool folder, whose lock already keeps it to one process).
     private func schedulePeriodicUpload(_ uploader: LogUploader, _ runtime: Runtime) throws -> Scheduler {
         let opened = Result { () throws(SchedulerError) in
             try Scheduler(
@@ -244,26 +242,22 @@ struct Run: ParsableCommand {
         if let aside = scheduler.recovery.movedAside {
             print("the schedule was damaged: moved aside to \(aside)")
         }
-        try scheduler.register("log-upload") { _ in
-            let left = await uploader.drain()
-            if left > 0 {
-                throw UploadLeftSegments(count: left, lastError: uploader.statistics.lastError)
-            }
-        }
-        try scheduler.start()
-        var request = ScheduledTaskRequest(identifier: "log-upload")
-        request.repetition = Repetition(every: .nanoseconds(Int64(uploadInterval * 1e9)))
-        request.catchUp = .once
         // A folder needs no network; any other sink does.
-        if sink.contains("://") { request.requirements = [.network] }
-        // Update: a changed interval or sink takes effect; the plan and history stay.
-        let submitted = Result { () throws(SchedulerError) in try scheduler.submit(request, ifExists: .update) }
-        if case .failure(let error) = submitted, error.code == .requirementUnavailable {
+        let requirements: Set<Requirement> = sink.contains("://") ? [.network] : []
+        if let reason = LinuxConditionSource(configuration: .init(storagePath: spool)).unevaluable()[.network],
+            requirements.contains(.network)
+        {
             // It would never upload: say so now, not by dropping lines at the quota later.
-            FileOutput.standardError("log-uploader: \(error.message)")
+            FileOutput.standardError("log-uploader: the network requirement cannot be told here: \(reason)")
             throw ExitCode(78)
         }
-        try submitted.get()
+        // Kept alive by the spool, which calls it on every append.
+        let upload = UploadSchedule(
+            scheduler: scheduler, uploader: uploader, interval: .nanoseconds(Int64(uploadInterval * 1e9)),
+            requirements: requirements, logger: Logger(label: "log-uploader"))
+        try upload.register()
+        try scheduler.start()
+        try upload.start()
         return scheduler
     }
 

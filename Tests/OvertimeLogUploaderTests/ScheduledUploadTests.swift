@@ -7,9 +7,10 @@ import Testing
     import Glibc
 #endif
 
-/// log-uploader's periodic upload is a request in its schedule (`OvertimeScheduler`): it
-/// runs while the daemon stays in the foreground, shows in `overtimectl schedule` and
-/// `history`, and waits for a default route when the sink is on the network.
+/// log-uploader's periodic upload is a request in its schedule (`OvertimeScheduler`),
+/// pending only while the spool holds lines: it runs while the daemon stays in the
+/// foreground, shows in `overtimectl schedule` and `history`, and waits for a default
+/// route when the sink is on the network.
 @Suite("log-uploader's periodic upload as a scheduled request", .serialized, .timeLimit(.minutes(2)))
 struct ScheduledUploadTests {
     private typealias Support = UploaderSafetyTests
@@ -44,9 +45,12 @@ struct ScheduledUploadTests {
                 Support.waitFor { collected("first") == 20 }, "uploaded without a signal: the scheduled run drained")
             try client.send(Support.lines("second", 1...20))
             #expect(Support.waitFor { collected("second") == 20 }, "and again, a period later")
-            let schedule = try overtimectl(["schedule", "--socket", control])
-            #expect(schedule.output.contains("log-upload"), "\(schedule.output)")
-            #expect(schedule.output.contains("every 200 ms"), "\(schedule.output)")
+            // Everything sent: nothing is scheduled at rest (an idle daemon wakes for nothing).
+            #expect(
+                Support.waitFor {
+                    (try? overtimectl(["schedule", "--socket", control]).output)?.contains("no pending requests")
+                        == true
+                }, "no upload pending with the spool empty")
             let history = try overtimectl(["history", "log-upload", "--socket", control])
             let succeeded = history.output.split(separator: "\n").filter { $0.contains("succeeded") }
             #expect(succeeded.count >= 2, "\(history.output)")
@@ -54,6 +58,51 @@ struct ScheduledUploadTests {
             #expect(child.waitForExit() == 0)
             #expect(collected("first") == 20 && collected("second") == 20, "each line once")
             #expect(FileManager.default.fileExists(atPath: folder.path + "/spool/schedule.db"), "beside the spool")
+        }
+    }
+
+    /// Once everything spooled is uploaded, the daemon at rest wakes no thread and writes
+    /// nothing, over six upload intervals (each would have been a run, its history and a
+    /// checkpoint written, with a repeating request).
+    @Test func anIdleDaemonWakesForNothingAndWritesNothing() async throws {
+        try await onOwnThread {
+            let folder = TemporaryDirectory("idle-upload")
+            defer { folder.remove() }
+            let collectedRoot = folder.path + "/collected"
+            let (child, client, _) = try startUploader(folder, sink: collectedRoot)
+            try client.send(Support.lines("once", 1...20))
+            #expect(
+                Support.waitFor {
+                    Support.collected(collectedRoot).filter { $0.text.hasPrefix("once ") }.count == 20
+                })
+            // The last run's end recorded and put on disk, and the watchdog's last look (a
+            // quarter of its 10 s timeout after the last work) over.
+            usleep(3_000_000)
+            func switches() -> Int {
+                let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(child.pid)/task")) ?? []
+                return tasks.reduce(0) { total, task in
+                    let status =
+                        (try? String(contentsOfFile: "/proc/\(child.pid)/task/\(task)/status", encoding: .utf8)) ?? ""
+                    return total
+                        + status.split(separator: "\n").filter { $0.contains("ctxt_switches") }
+                        .compactMap { Int($0.split(separator: "\t").last ?? "") }.reduce(0, +)
+                }
+            }
+            func written() -> Int {
+                let io = (try? String(contentsOfFile: "/proc/\(child.pid)/io", encoding: .utf8)) ?? ""
+                return io.split(separator: "\n").first { $0.hasPrefix("write_bytes:") }
+                    .flatMap { Int($0.split(separator: " ").last ?? "") } ?? -1
+            }
+            let (switchesBefore, writtenBefore) = (switches(), written())
+            usleep(1_200_000)  // six upload intervals of 200 ms
+            let (switchesAfter, writtenAfter) = (switches(), written())
+            // Under ThreadSanitizer its runtime's own background thread wakes the process.
+            if dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_init") == nil {
+                #expect(switchesAfter - switchesBefore == 0, "woke at rest")
+            }
+            #expect(writtenBefore >= 0 && writtenAfter - writtenBefore == 0, "wrote at rest")
+            child.send(SIGTERM)
+            #expect(child.waitForExit() == 0)
         }
     }
 

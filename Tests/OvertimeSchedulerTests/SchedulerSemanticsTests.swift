@@ -17,12 +17,18 @@ struct SchedulerSemanticsTests {
             env = try VirtualRuntime(budget: .seconds(3600), lead: .seconds(5))
         }
 
-        func makeScheduler(answer: @escaping @Sendable (ScheduledTask) -> Bool) throws -> Scheduler {
+        func makeScheduler(
+            answer: @escaping @Sendable (ScheduledTask) -> Bool,
+            afterCompletion: @escaping @Sendable (ScheduledTask) -> Void
+        ) throws -> Scheduler {
             var configuration = SchedulerConfiguration(storePath: folder.path + "/schedule.db")
             configuration.startSpacing = .zero
             configuration.logger = env.logs.logger
             let made = try Scheduler(runtime: env.runtime, configuration: configuration)
-            try made.register(prefix: "semantics.") { task in task.setTaskCompleted(success: answer(task)) }
+            try made.register(prefix: "semantics.") { task in
+                task.setTaskCompleted(success: answer(task))
+                afterCompletion(task)
+            }
             try made.start()
             made.waitUntilIdle()
             scheduler.withLock { $0 = made }
@@ -56,5 +62,11 @@ struct SchedulerSemanticsTests {
 
     @Test func identifiersAreCheckedAgainstOneLimit() async throws {
         try await onOwnThread { try SchedulerSemantics.identifiersAreCheckedAgainstOneLimit(Fixture()) }
+    }
+
+    @Test func aOneShotSubmittedRightAfterItsHandlerCompletedRunsAgain() async throws {
+        try await onOwnThread {
+            try SchedulerSemantics.aOneShotSubmittedRightAfterItsHandlerCompletedRunsAgain(Fixture())
+        }
     }
 }

@@ -64,11 +64,21 @@ struct MetricSpec: Sendable {
         MetricSpec(
             name: "idle_wakeups_per_sec", unit: "wake-ups/s", higherIsBetter: false,
             what: "every thread of a process at rest (from 3 s after READY=1): the runtime with 10,000 open in the "
-                + "foreground (nothing due), the shipped programs with their defaults, and the ServiceGroup peer",
+                + "foreground (nothing due), the shipped programs with their defaults (watched 95 s: three of "
+                + "log-uploader's 30 s upload intervals), and the ServiceGroup peer",
             target: "0 (overtime, log_uploader)"
         ) { values in
             guard let overtime = values["overtime"], let uploader = values["log_uploader"] else { return nil }
             return overtime == 0 && uploader == 0
+        },
+        MetricSpec(
+            name: "idle_bytes_written_per_hour", unit: "bytes/h", higherIsBetter: false,
+            what: "the shipped programs with their defaults at rest (from 3 s after READY=1, over 95 s): write_bytes "
+                + "of /proc/PID/io, every thread, scaled to an hour",
+            target: "0"
+        ) { values in
+            guard let uploader = values["log_uploader"], let tiny = values["tiny_daemon"] else { return nil }
+            return uploader == 0 && tiny == 0
         },
         MetricSpec(
             name: "transition_1000_observers_p99_us", unit: "µs", higherIsBetter: false,

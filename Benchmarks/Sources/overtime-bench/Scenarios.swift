@@ -98,6 +98,8 @@ struct Scenarios {
                 ("tiny_daemon", { try program("tiny_daemon").wakeupsPerSecond }),
                 ("service_lifecycle_peer", { try program("service_lifecycle_peer").wakeupsPerSecond }),
             ]
+        case "idle_bytes_written_per_hour":
+            return ["log_uploader", "tiny_daemon"].map { name in (name, { try program(name).bytesWrittenPerHour }) }
         case "start_to_ready_ms":
             return ["tiny_daemon", "log_uploader", "swift_floor"].map { name in
                 (name, { try program(name).startToReadyMilliseconds })
@@ -314,12 +316,13 @@ struct Scenarios {
         if let measured = figures.value[name] { return measured }
         let (executable, arguments) = try programCommand(name)
         let measured = try ProgramFootprint.measure(
-            executable, arguments, starts: sizes.programStarts, restSeconds: sizes.idleSeconds)
+            executable, arguments, starts: sizes.programStarts, restSeconds: sizes.programRestSeconds)
         figures.value[name] = measured
         if !measured.wakeupsByThread.isEmpty {
             let threads = measured.wakeupsByThread.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
             notes.value.append(
-                "\(name) at rest, wake-ups in \(sizes.idleSeconds) s by thread: \(threads.joined(separator: ", "))")
+                "\(name) at rest, wake-ups in \(sizes.programRestSeconds) s by thread: \(threads.joined(separator: ", "))"
+            )
         }
         return measured
     }

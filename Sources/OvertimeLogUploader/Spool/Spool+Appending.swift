@@ -71,6 +71,7 @@ extension Spool {
         }
         counters.appended.increment(by: Int64(lines.count))
         state.withLock { $0.appendedLines += lines.count }
+        for observer in appendObservers.withLock({ $0 }) { observer() }
         return range
     }
 

@@ -47,7 +47,16 @@ public final class Spool: Sendable {
     let lock: SpoolLock
     let logger: Logger
     let counters: SpoolCounters
+    /// Called after every durable append (``onAppend(_:)``).
+    let appendObservers = Locked<[@Sendable () -> Void]>([])
     var segmentsDirectory: String { directory + "/segments" }
+
+    /// Calls `body` after every append, once its lines are durable, on the appending
+    /// thread: for a program that wakes only when there is something to upload (it
+    /// schedules an upload on the first line after an empty spool). Keep it cheap.
+    public func onAppend(_ body: @escaping @Sendable () -> Void) {
+        appendObservers.withLock { $0.append(body) }
+    }
 
     /// Opens (creating if needed) the spool in `directory` and recovers it: torn tails are
     /// cut back to the last valid record, an active segment left by a crash is sealed.

@@ -369,6 +369,9 @@ public final class Scheduler: Sendable {
                 var grants: [BackgroundTaskID] = []
                 for (index, request) in requests.enumerated() {
                     switch outcomes[index] {
+                    case .resubmitted where state.running[request.identifier]?.ending != nil:
+                        // Its end, recorded next, is the old request's: it leaves the new plan be.
+                        state.running[request.identifier]?.detached = true
                     case .updated:
                         state.running[request.identifier]?.stored.request = request
                     case .replaced:
@@ -629,8 +632,16 @@ public final class Scheduler: Sendable {
         let fresh = StoredRequest(
             request: request, plan: SchedulePlanner.initial(request, now: now, randomDelay: delay), submittedAt: now,
             currentRunID: nil)
-        if policy.kind == .keep { return (.insertUnlessPending(fresh), .added) }
         let running = state.withLock { $0.running[request.identifier] }
+        if let running, !running.detached, running.ending?.plan?.plan.isFinished == true {
+            // Its handler completed a one-shot (done, or failed for good) whose end is not
+            // yet written: finished already, so replaced under every policy. The identifier
+            // stays busy until that end is recorded, which then touches no plan.
+            var replacement = fresh
+            replacement.isRunning = true
+            return (.save(replacement), .resubmitted)
+        }
+        if policy.kind == .keep { return (.insertUnlessPending(fresh), .added) }
         var existing = running?.stored
         if existing == nil {
             existing = try fromStore { () throws(ScheduleStoreError) in try store.request(request.identifier) }

@@ -9,12 +9,23 @@ import Testing
 /// A scheduler on the store under test, and time passing for it.
 protocol SchedulerSemanticsFixture {
     /// A started scheduler on a new, empty schedule, whose handler serves every identifier
-    /// that starts with `semantics.`: `answer` says whether each task succeeds.
-    func makeScheduler(answer: @escaping @Sendable (ScheduledTask) -> Bool) throws -> Scheduler
+    /// that starts with `semantics.`: `answer` says whether each task succeeds, and
+    /// `afterCompletion` is called once the handler has completed it.
+    func makeScheduler(
+        answer: @escaping @Sendable (ScheduledTask) -> Bool,
+        afterCompletion: @escaping @Sendable (ScheduledTask) -> Void
+    ) throws -> Scheduler
     /// Lets time pass (virtual or real) until `condition` holds; whether it came to hold.
     func until(_ condition: () throws -> Bool) rethrows -> Bool
     /// Ends what ``makeScheduler(answer:)`` made.
     func finish()
+}
+
+extension SchedulerSemanticsFixture {
+    /// ``makeScheduler(answer:afterCompletion:)`` with nothing after completion.
+    func makeScheduler(answer: @escaping @Sendable (ScheduledTask) -> Bool) throws -> Scheduler {
+        try makeScheduler(answer: answer, afterCompletion: { _ in })
+    }
 }
 
 /// The checks, each on a fixture's fresh scheduler.
@@ -116,6 +127,50 @@ enum SchedulerSemantics {
             #expect(try scheduler.history(bad).isEmpty)
             #expect(throws: SchedulerError.self) { try scheduler.cancel(bad) }
             #expect(throws: SchedulerError.self) { try scheduler.runNow(bad) }
+        }
+    }
+
+    /// A one-shot submitted again right after its handler completed it — before its end is
+    /// recorded — is finished work: it is resubmitted and runs again (the program that
+    /// keeps one upload pending while it has something to send relies on it).
+    static func aOneShotSubmittedRightAfterItsHandlerCompletedRunsAgain(_ fixture: some SchedulerSemanticsFixture)
+        throws
+    {
+        let runs = Runs()
+        let outcomes = Outcomes()
+        let holder = SchedulerBox()
+        let scheduler = try fixture.makeScheduler(
+            answer: { task in
+                runs.note(task.identifier)
+                return true
+            },
+            afterCompletion: { task in
+                guard runs.count(task.identifier) == 1, let scheduler = holder.scheduler else { return }
+                outcomes.note((try? scheduler.submit(ScheduledTaskRequest(identifier: task.identifier)))?.description)
+            })
+        holder.scheduler = scheduler
+        defer { fixture.finish() }
+        #expect(try scheduler.submit(ScheduledTaskRequest(identifier: "semantics.again")) == .added)
+        #expect(try fixture.until { try runs.count("semantics.again") == 2 && scheduler.pendingRequestCount() == 0 })
+        #expect(outcomes.all == ["resubmitted"])
+        #expect(try scheduler.history("semantics.again").map(\.result) == [.succeeded, .succeeded])
+    }
+
+    /// What the checks' handlers saw, safe from any thread.
+    final class Outcomes: @unchecked Sendable {
+        private let lock = NSLock()
+        private var values: [String?] = []
+        var all: [String?] { lock.withLock { values } }
+        func note(_ value: String?) { lock.withLock { values.append(value) } }
+    }
+
+    /// The scheduler, for a handler made before it.
+    final class SchedulerBox: @unchecked Sendable {
+        private let lock = NSLock()
+        private var value: Scheduler?
+        var scheduler: Scheduler? {
+            get { lock.withLock { value } }
+            set { lock.withLock { value = newValue } }
         }
     }
 }

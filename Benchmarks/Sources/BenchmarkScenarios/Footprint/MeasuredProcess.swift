@@ -135,6 +135,12 @@ public final class MeasuredProcess {
         Double(Self.statusField("/proc/\(pid)/status", "VmRSS:") ?? 0) / 1024
     }
 
+    /// Bytes the process (every thread, those ended too) has caused to be written to
+    /// storage so far: `write_bytes` of `/proc/PID/io`.
+    public var bytesWritten: Int {
+        Self.statusField("/proc/\(pid)/io", "write_bytes:") ?? 0
+    }
+
     /// Threads now.
     public var threads: Int {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task").count) ?? 0

@@ -23,13 +23,15 @@ public struct ProgramFigures: Sendable {
     public var wakeupsPerSecond: Double
     /// The same wake-ups by thread name (the whole count of the rest, not per second).
     public var wakeupsByThread: [String: Int]
+    /// Bytes written to storage at rest, per hour (`/proc/PID/io` over the rest).
+    public var bytesWrittenPerHour: Double = 0
 }
 
 /// The footprint rows' measurements of a program, from outside.
 public enum ProgramFootprint {
     /// Starts `executable` `starts + 1` times in one state folder (the first start makes
     /// its state and is not counted), stopping each with SIGTERM; the last start rests
-    /// 3 s, then is looked at and its wake-ups counted for `restSeconds`.
+    /// 3 s, then is looked at and its wake-ups and bytes written counted for `restSeconds`.
     public static func measure(
         _ executable: String, _ arguments: [String], starts: Int, restSeconds: Double
     ) throws -> ProgramFigures {
@@ -50,7 +52,9 @@ public enum ProgramFootprint {
                 figures.residentMegabytes = process.residentMegabytes
                 figures.threads = process.threads
                 figures.sharedLibraries = process.sharedLibraries
+                let writtenBefore = process.bytesWritten
                 (figures.wakeupsPerSecond, figures.wakeupsByThread) = process.wakeupsPerSecond(seconds: restSeconds)
+                figures.bytesWrittenPerHour = Double(process.bytesWritten - writtenBefore) / restSeconds * 3600
             } else {
                 usleep(200_000)  // settled: nothing pending
             }

@@ -63,6 +63,13 @@ public struct Sizes: Sendable {
     /// The scheduler's rows.
     public var scheduler: SchedulerSizes
 
+    /// How long a shipped program at rest is watched (wake-ups, bytes written): at least
+    /// three of log-uploader's default 30 s upload intervals in full mode, so that a
+    /// periodic tick cannot fall between two looks.
+    public var programRestSeconds: Double {
+        spoolLines >= 2_000_000 ? 95 : idleSeconds
+    }
+
     /// Warm starts (and stops) of each program whose median is reported: 21, as a median of
     /// 7 moved by a few tenths of a millisecond with whatever else the VM ran.
     public var programStarts: Int {

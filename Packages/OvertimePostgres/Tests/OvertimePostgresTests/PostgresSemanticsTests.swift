@@ -16,11 +16,17 @@ struct PostgresSemanticsTests {
             server = try PostgresServer()
         }
 
-        func makeScheduler(answer: @escaping @Sendable (ScheduledTask) -> Bool) throws -> Scheduler {
+        func makeScheduler(
+            answer: @escaping @Sendable (ScheduledTask) -> Bool,
+            afterCompletion: @escaping @Sendable (ScheduledTask) -> Void
+        ) throws -> Scheduler {
             let scheduler = try Scheduler(
                 runtime: try PostgresSchedulerTests.runtime(),
                 configuration: PostgresSchedulerTests.configuration(server))
-            try scheduler.register(prefix: "semantics.") { task in task.setTaskCompleted(success: answer(task)) }
+            try scheduler.register(prefix: "semantics.") { task in
+                task.setTaskCompleted(success: answer(task))
+                afterCompletion(task)
+            }
             try scheduler.start()
             made.withLockedValue { $0.append(scheduler) }
             return scheduler
@@ -46,5 +52,9 @@ struct PostgresSemanticsTests {
 
     @Test func identifiersAreCheckedAgainstOneLimit() throws {
         try SchedulerSemantics.identifiersAreCheckedAgainstOneLimit(Fixture())
+    }
+
+    @Test func aOneShotSubmittedRightAfterItsHandlerCompletedRunsAgain() throws {
+        try SchedulerSemantics.aOneShotSubmittedRightAfterItsHandlerCompletedRunsAgain(Fixture())
     }
 }
