@@ -133,6 +133,8 @@ struct Run: ParsableCommand {
     }
 
     func run() throws {
+        // Before anything sizes itself by it (connection caps are an eighth of the limit).
+        DescriptorBudget.raiseSoftLimit()
         if sink.hasPrefix("http://") || sink.hasPrefix("https://"), let unavailable = HTTPSink.libcurlUnavailable {
             FileOutput.standardError("log-uploader: an HTTP sink needs libcurl (Debian: libcurl4): \(unavailable)")
             throw ExitCode(69)  // EX_UNAVAILABLE
@@ -207,6 +209,13 @@ struct Run: ParsableCommand {
         let interval = progressInterval ?? (isatty(STDERR_FILENO) != 0 ? 1 : 0)
         if interval > 0 { progress.every(seconds: interval) }
 
+        let room = DescriptorBudget.room(
+            ingest: ingestSocket != nil, control: controlSocket != nil,
+            uploads: UploaderConfiguration().maximumUploadsInFlight)
+        if let shortage = DescriptorBudget.check(room: room) {
+            FileOutput.standardError("log-uploader: \(shortage)")
+            throw ExitCode(71)  // EX_OSERR
+        }
         if uploadInterval == 0 {
             logger.warning(
                 "uploads only on background and stop: once the spool holds --quota-mb, the oldest lines are dropped (counted on the progress line)"

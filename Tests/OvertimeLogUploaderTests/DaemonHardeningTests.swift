@@ -142,11 +142,33 @@ struct DaemonHardeningTests {
         #expect(child.waitForExit() == 0)
     }
 
+    /// A limit too small for what the daemon holds at rest plus its connections refuses the
+    /// start, with the numbers; a soft limit below the hard one is raised to it.
+    @Test func theDescriptorLimitIsRaisedAndCheckedAtStart() throws {
+        let folder = TemporaryDirectory("nofile")
+        defer { folder.remove() }
+        let sockets = [
+            "--control-socket", folder.path + "/control.sock", "--ingest-socket", folder.path + "/ingest.sock",
+        ]
+        let starved = try daemon(folder, sockets, wrapper: ["/usr/bin/prlimit", "--nofile=32:32"])
+        #expect(starved.waitForExit() == 71)
+        let said = starved.standardError.joined(separator: "\n")
+        #expect(said.contains("file descriptors") && said.contains("the limit is 32"), "\(said)")
+
+        let raised = try daemon(folder, sockets, wrapper: ["/usr/bin/prlimit", "--nofile=48:4096"])
+        UploaderSafetyTests.waitForSocket(folder.path + "/ingest.sock")
+        let limits = try String(contentsOfFile: "/proc/\(raised.pid)/limits", encoding: .utf8)
+        let line = limits.split(separator: "\n").first { $0.hasPrefix("Max open files") } ?? ""
+        #expect(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst(3).first == "4096", "\(line)")
+        raised.send(SIGTERM)
+        #expect(raised.waitForExit() == 0)
+    }
+
     @Test func connectionsHeldUpToTheDescriptorLimitNeverStopTheDrain() throws {
         let folder = TemporaryDirectory("emfile")
         defer { folder.remove() }
         let (child, control, ingest) = try socketDaemon(
-            folder, storing: "held", wrapper: ["/usr/bin/prlimit", "--nofile=64"])
+            folder, storing: "held", wrapper: ["/usr/bin/prlimit", "--nofile=96"])
         // Far more connections than the daemon has descriptors, on both sockets, held open.
         var held: [Int32] = []
         defer { for fd in held { close(fd) } }
