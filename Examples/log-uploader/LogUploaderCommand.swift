@@ -54,10 +54,13 @@ struct Run: ParsableCommand {
     var sinkCredentials: String?
     @Option(help: "Compress segments sent to an http:// or s3:// sink: none, zstd or gzip (default none).")
     var compression: String?
-    @Option(help: "The most bytes the spool keeps, in MiB.") var quotaMb = 64
-    @Option(help: "Seal a segment at this size, in KiB.") var segmentKb = 1024
-    @Option(help: "The background budget, in seconds.") var budget = 30.0
-    @Option(help: "How long before the deadline uploads are told to stop, in seconds.") var lead = 5.0
+    // Numbers are taken as given, also negative ones (`--quota-mb -1`), so that validation
+    // names what is wrong with them rather than the parser saying a value is missing.
+    @Option(parsing: .unconditional, help: "The most bytes the spool keeps, in MiB.") var quotaMb = 64
+    @Option(parsing: .unconditional, help: "Seal a segment at this size, in KiB.") var segmentKb = 1024
+    @Option(parsing: .unconditional, help: "The background budget, in seconds.") var budget = 30.0
+    @Option(parsing: .unconditional, help: "How long before the deadline uploads are told to stop, in seconds.")
+    var lead = 5.0
     @Option(help: "Also read lines from a Unix datagram socket at this path (64 KiB a datagram).")
     var datagramSocket: String?
     @Option(help: "Also accept acknowledged batches on a Unix stream socket at this path (see README).")
@@ -116,8 +119,19 @@ struct Run: ParsableCommand {
         if !(lead >= 0 && lead < budget) {
             throw ValidationError("--lead is a number of seconds from 0 to below --budget (\(budget)); got \(lead)")
         }
-        if quotaMb < 1 || segmentKb < 4 {
-            throw ValidationError("need quota-mb ≥ 1 and segment-kb ≥ 4")
+        // Bounded so that the byte counts cannot overflow (MiB and KiB are shifted into bytes).
+        if !(1...16_777_216).contains(quotaMb) {
+            throw ValidationError("--quota-mb is between 1 and 16777216 (16 TiB); got \(quotaMb)")
+        }
+        if !(4...1_048_576).contains(segmentKb) {
+            throw ValidationError("--segment-kb is between 4 and 1048576 (1 GiB); got \(segmentKb)")
+        }
+        if quotaMb << 20 < 2 * (segmentKb << 10) {
+            throw ValidationError(
+                "--quota-mb (\(quotaMb) MiB) must hold at least two segments of --segment-kb (\(segmentKb) KiB)")
+        }
+        if sink.hasPrefix("http://") || sink.hasPrefix("https://"), let problem = Self.urlProblem(sink) {
+            throw ValidationError("--sink \(HTTPSink.redacting(sink)): \(problem)")
         }
         if !(uploadInterval == 0 || (uploadInterval >= 0.1 && uploadInterval <= year)) {
             throw ValidationError(
@@ -130,6 +144,35 @@ struct Run: ParsableCommand {
         if let permanentStatuses, parsedStatuses(permanentStatuses) == nil {
             throw ValidationError("--permanent-statuses takes HTTP statuses 400...599, comma-separated")
         }
+    }
+
+    /// What is wrong with an http(s):// URL, or `nil`: found at start, not by retrying an
+    /// upload that can never succeed for the whole budget.
+    static func urlProblem(_ url: String) -> String? {
+        guard let scheme = url.firstRange(of: "://") else { return "not a URL" }
+        let rest = url[scheme.upperBound...]
+        if rest.contains(where: { $0.isWhitespace || $0.asciiValue.map { $0 < 0x20 || $0 == 0x7F } == true }) {
+            return "spaces or control characters (percent-encode them)"
+        }
+        var authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        var host = authority
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { return "an IPv6 address without its ']'" }
+            host = authority[...close]
+            let after = authority[authority.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":"), let port = Int(after.dropFirst()), (1...65535).contains(port) else {
+                    return "the port is not a number from 1 to 65535"
+                }
+            }
+        } else if let colon = authority.lastIndex(of: ":") {
+            host = authority[..<colon]
+            guard let port = Int(authority[authority.index(after: colon)...]), (1...65535).contains(port) else {
+                return "the port is not a number from 1 to 65535"
+            }
+        }
+        return host.isEmpty ? "no host" : nil
     }
 
     func run() throws {
@@ -447,8 +490,19 @@ struct Dump: ParsableCommand {
     func run() throws {
         var problems = 0
         for file in files {
+            var status = stat()
+            if stat(file, &status) == 0, status.st_mode & S_IFMT == S_IFDIR {
+                print("\(file): a folder; dump takes segment files (\(file)/segments/*.seg, or uploaded .log files)")
+                problems += 1
+                continue
+            }
             guard let bytes = readFile(file) else {
                 print("\(file): cannot read")
+                problems += 1
+                continue
+            }
+            guard !bytes.isEmpty else {
+                print("\(file): empty, not a segment")
                 problems += 1
                 continue
             }

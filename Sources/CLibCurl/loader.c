@@ -97,6 +97,9 @@ CURLcode overtime_easy_setopt_string(CURL *handle, CURLoption option, const char
 CURLcode overtime_easy_setopt_read_function(CURL *handle, size_t (*function)(char *, size_t, size_t, void *)) {
     return curl.easy_setopt(handle, CURLOPT_READFUNCTION, function);
 }
+CURLcode overtime_easy_setopt_seek_function(CURL *handle, int (*function)(void *, curl_off_t, int)) {
+    return curl.easy_setopt(handle, CURLOPT_SEEKFUNCTION, function);
+}
 CURLcode overtime_easy_setopt_header_function(CURL *handle, size_t (*function)(char *, size_t, size_t, void *)) {
     return curl.easy_setopt(handle, CURLOPT_HEADERFUNCTION, function);
 }

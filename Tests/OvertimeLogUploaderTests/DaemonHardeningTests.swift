@@ -313,12 +313,16 @@ struct DaemonHardeningTests {
         #expect(FileManager.default.fileExists(atPath: folder.path + "/a/b/c/spool/checkpoint"))
     }
 
-    /// Numbers that are not numbers, or out of range, exit 64 naming the option: they
-    /// crashed (SIGILL, nothing printed).
+    /// Numbers that are not numbers, or out of range (negative ones too: not "missing"),
+    /// and sink URLs that cannot work exit 64 at start naming the option: they crashed
+    /// (SIGILL, nothing printed), overflowed into exit 1, or failed only when uploading.
     @Test(arguments: [
         ["--budget", "nan"], ["--budget", "inf"], ["--budget", "1e16"], ["--budget", "-1"], ["--lead", "nan"],
         ["--lead", "30"], ["--upload-interval", "nan"], ["--upload-interval", "0.001"],
-        ["--progress-interval", "inf"], ["--progress-interval", "nan"],
+        ["--progress-interval", "inf"], ["--progress-interval", "nan"], ["--quota-mb", "-1"],
+        ["--quota-mb", "99999999999999"], ["--segment-kb", "99999999999999999"], ["--segment-kb", "-4"],
+        ["--quota-mb", "1", "--segment-kb", "1024"], ["--sink", "http://:80/x"], ["--sink", "http://host:99999/x"],
+        ["--sink", "https://bad host/x"],
     ])
     func numericOptionsOutOfRangeExit64NamingTheOption(_ option: [String]) throws {
         let folder = TemporaryDirectory("numbers")
@@ -327,5 +331,17 @@ struct DaemonHardeningTests {
             ["--spool", folder.path + "/spool", "--sink", folder.path + "/out"] + option, executable: "log-uploader")
         #expect(child.waitForExit(timeout: .seconds(10)) == 64)
         #expect(child.standardError.contains { $0.contains(option[0]) }, "\(child.standardError)")
+    }
+
+    /// `dump` of a folder or an empty file says what is wrong and exits 1.
+    @Test func dumpSaysWhatItCannotRead() throws {
+        let folder = TemporaryDirectory("dump")
+        defer { folder.remove() }
+        FileManager.default.createFile(atPath: folder.path + "/empty.seg", contents: Data())
+        for (argument, said) in [(folder.path, "a folder"), (folder.path + "/empty.seg", "empty")] {
+            let child = try RunningChild(["dump", argument], executable: "log-uploader")
+            #expect(child.waitForExit(timeout: .seconds(10)) == 1)
+            #expect(child.output.contains { $0.contains(said) }, "\(child.output)")
+        }
     }
 }

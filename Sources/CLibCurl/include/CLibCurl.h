@@ -31,6 +31,7 @@ CURLcode overtime_easy_setopt_offset(CURL *handle, CURLoption option, curl_off_t
 CURLcode overtime_easy_setopt_pointer(CURL *handle, CURLoption option, void *value);
 CURLcode overtime_easy_setopt_string(CURL *handle, CURLoption option, const char *value);
 CURLcode overtime_easy_setopt_read_function(CURL *handle, size_t (*function)(char *, size_t, size_t, void *));
+CURLcode overtime_easy_setopt_seek_function(CURL *handle, int (*function)(void *, curl_off_t, int));
 CURLcode overtime_easy_setopt_header_function(CURL *handle, size_t (*function)(char *, size_t, size_t, void *));
 CURLcode overtime_easy_setopt_write_function(CURL *handle, size_t (*function)(char *, size_t, size_t, void *));
 CURLcode overtime_easy_getinfo_response_code(CURL *handle, long *code);

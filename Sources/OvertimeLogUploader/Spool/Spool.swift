@@ -95,9 +95,15 @@ public final class Spool: Sendable {
                 sealed: recovered.sealed, resend: recovered.resend,
                 storedBytes: (recovered.sealed + recovered.resend).reduce(0) { $0 + $1.bytes },
                 acknowledged: recovered.checkpoint.record.checkpoint))
-        if !report.isClean {
+        let lostBytes = report.truncations.reduce(0) { $0 + $1.droppedBytes }
+        if !report.isClean, lostBytes == 0, report.quarantined.isEmpty {
+            // A checkpoint rebuilt or a segment closed where it ended: repaired, nothing lost.
+            logger.notice(
+                "spool repaired at open; no line lost",
+                metadata: ["checkpoint": "\(report.checkpointDamage ?? "intact")"])
+        } else if !report.isClean {
             logger.error(
-                "spool recovered with losses",
+                "spool recovered with losses: \(lostBytes) bytes cut, \(report.quarantined.count) files quarantined",
                 metadata: [
                     "truncated": "\(report.truncations.map { "\($0.path): \($0.problem), \($0.droppedBytes) bytes" })",
                     "quarantined": "\(report.quarantined)",

@@ -66,6 +66,12 @@ final class CurlTransfer: @unchecked Sendable {  // confined to the loop thread
             overtime_easy_setopt_read_function(easy) { buffer, size, count, context in
                 Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue().read(into: buffer!, size * count)
             }
+            // The body from its start again when curl must send it twice (an authentication
+            // challenge, a redirect, a reused connection the server had closed).
+            overtime_easy_setopt_pointer(easy, CURLOPT_SEEKDATA, context)
+            overtime_easy_setopt_seek_function(easy) { context, offset, origin in
+                Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue().seek(to: offset, origin: origin)
+            }
             // A segment in few large reads and sends (libcurl's default buffer is 64 KiB).
             overtime_easy_setopt_long(easy, CURLOPT_UPLOAD_BUFFERSIZE, 512 * 1024)
         }
@@ -93,6 +99,15 @@ final class CurlTransfer: @unchecked Sendable {  // confined to the loop thread
         }
     }
 
+    /// Moves the body's read position (curl asks for `SEEK_SET` only): 0 done, 1 failed.
+    private func seek(to offset: curl_off_t, origin: Int32) -> Int32 {
+        guard origin == SEEK_SET, offset >= 0 else { return 1 }  // CURL_SEEKFUNC_FAIL
+        if let file { return fseeko(file, off_t(offset), SEEK_SET) == 0 ? 0 : 1 }
+        guard offset <= upload.count else { return 1 }
+        uploaded = Int(offset)
+        return 0  // CURL_SEEKFUNC_OK
+    }
+
     /// The next part of the body into curl's buffer: how many bytes were written.
     private func read(into buffer: UnsafeMutablePointer<CChar>, _ room: Int) -> Int {
         if let file { return fread(buffer, 1, room, file) }
@@ -103,6 +118,19 @@ final class CurlTransfer: @unchecked Sendable {  // confined to the loop thread
         }
         uploaded += count
         return count
+    }
+
+    /// curl's failure in an operator's words where curl's own are about its insides.
+    static func describe(_ result: CURLcode) -> String {
+        let curl = String(cString: overtime_curl_easy_strerror(result))
+        switch result {
+        case CURLE_SEND_FAIL_REWIND:
+            return "the collector needed the upload sent again and it could not be (\(curl))"
+        case CURLE_COULDNT_RESOLVE_HOST: return "the collector's host name does not resolve (\(curl))"
+        case CURLE_COULDNT_CONNECT: return "the collector refuses connections or cannot be reached (\(curl))"
+        case CURLE_OPERATION_TIMEDOUT: return "the collector did not answer in time (\(curl))"
+        default: return curl
+        }
     }
 
     deinit {
@@ -132,7 +160,7 @@ final class CurlTransfer: @unchecked Sendable {  // confined to the loop thread
     /// curl finished the transfer: the collector's answer, or the transport's failure.
     func completed(_ result: CURLcode) {
         guard result == CURLE_OK else {
-            finish(.failure(.retryable(String(cString: overtime_curl_easy_strerror(result)), retryAfter: nil)))
+            finish(.failure(.retryable(Self.describe(result), retryAfter: nil)))
             return
         }
         var status = 0
