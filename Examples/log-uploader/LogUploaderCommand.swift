@@ -239,13 +239,21 @@ struct Run: ParsableCommand {
             logger.warning("ingest socket: \(warning)")
         }
         // On termination: what the inputs already hold goes into the spool, and into the final drain.
+        // Waits for the log writer off the loop (a write and its sync).
+        let stopping = SerialWorkQueue(name: "log-uploader-stop")
         let token = runtime.observe { event in
             guard event == .willTerminate else { return }
             let id = runtime.beginBackgroundTask(name: "read-input-to-end")
             input.readToEnd {
                 ingest?.stop()
-                uploader.drainInGrant(reason: "input read to its end")
-                runtime.endBackgroundTask(id)
+                // Its own lines from here on go to stderr only: the stop must not leave them
+                // behind to upload; what was logged so far goes into this drain.
+                writer.stopSpooling()
+                stopping.async {
+                    writer.flush()
+                    uploader.drainInGrant(reason: "input read to its end")
+                    runtime.endBackgroundTask(id)
+                }
             }
         }
         let progress = Progress(runtime: runtime, spool: store, uploader: uploader, input: input)

@@ -275,6 +275,28 @@ struct DaemonHardeningTests {
         #expect(!child.standardError.contains { $0.contains("expiring every background task now") })
     }
 
+    /// Thousands of SIGUSR1 in a second do not flood the spool with the daemon's own lines,
+    /// and SIGTERMs spread over a second stop it cleanly: its stop messages are not left
+    /// behind to upload (status 0, nothing pending).
+    @Test func signalFloodsDoNotFloodTheSpoolAndStopMessagesAreNotLeftBehind() throws {
+        let folder = TemporaryDirectory("flood")
+        defer { folder.remove() }
+        let socket = folder.path + "/ingest.sock"
+        let child = try daemon(folder, ["--ingest-socket", socket, "--budget", "10", "--lead", "2"])
+        UploaderSafetyTests.waitForSocket(socket)
+        for _ in 0..<3_000 { child.send(SIGUSR1) }
+        usleep(500_000)
+        for _ in 0..<10 {
+            child.send(SIGTERM)
+            usleep(100_000)
+        }
+        #expect(child.waitForExit(timeout: .seconds(30)) == 0, "\(child.standardError.suffix(5))")
+        let own = collected(folder).filter { $0.text.contains(" overtime") || $0.text.hasPrefix("overtime:") }
+        #expect(own.count < 300, "\(own.count) of the daemon's own lines spooled for 3,000 signals")
+        let spooled = try Spool(directory: folder.path + "/spool")
+        #expect(spooled.pendingLines == 0, "nothing left behind")
+    }
+
     @Test func stoppingWithSegmentsLeftExitsWithStatus3() throws {
         let folder = TemporaryDirectory("left")
         defer { folder.remove() }

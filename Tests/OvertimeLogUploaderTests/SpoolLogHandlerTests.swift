@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Overtime
 import OvertimeTestSupport
+import OvertimeTesting
 import Testing
 
 @testable import OvertimeLogUploader
@@ -13,7 +14,7 @@ struct SpoolLogHandlerTests {
         let folder = TemporaryDirectory("handler")
         defer { folder.remove() }
         let spool = try Spool(directory: folder.path)
-        let writer = SpoolLogWriter(spool: spool)
+        let writer = SpoolLogWriter(spool: spool, linesPerSecond: 100_000)
         DispatchQueue.concurrentPerform(iterations: 4) { thread in
             var logger = Logger(label: "worker") { SpoolLogHandler(label: $0, writer: writer) }
             logger[metadataKey: "thread"] = "\(thread)"
@@ -31,6 +32,52 @@ struct SpoolLogHandlerTests {
         #expect(sample.contains(" info worker: request 7 second line index=7 thread=2"))
         #expect(sample.hasPrefix("20") && sample.dropFirst(10).hasPrefix("T"))  // ISO 8601, UTC
         #expect(!lines.contains { $0.contains("below the level") })
+    }
+
+    /// A program's own log cannot flood its spool: the same message again is counted and
+    /// said once with the count; lines beyond the rate are counted and said when lines are
+    /// allowed again; none of it silently.
+    @Test func repeatsAreCountedAndTheRateIsCapped() throws {
+        let folder = TemporaryDirectory("handler-flood")
+        defer { folder.remove() }
+        let clock = ManualClock()
+        let spool = try Spool(directory: folder.path, clock: clock)
+        let writer = SpoolLogWriter(spool: spool, linesPerSecond: 10)
+        let logger = Logger(label: "daemon") { SpoolLogHandler(label: $0, writer: writer) }
+        for _ in 0..<10_000 { logger.notice("received SIGUSR1: background") }
+        logger.notice("something else")
+        for index in 0..<50 { logger.info("distinct \(index)") }  // beyond 10 a second
+        clock.advance(by: .seconds(5))
+        logger.info("later")
+        writer.flush()
+        try spool.sealActiveSegment()
+        let lines = try spool.sealedSegments.flatMap {
+            SegmentFormat.parse(Array(try Data(contentsOf: URL(fileURLWithPath: $0.path)))).records
+        }.map(\.text)
+        #expect(lines.filter { $0.contains("received SIGUSR1") }.count == 1)
+        #expect(lines.contains { $0.contains("the previous log message repeated 9999 more times") }, "\(lines)")
+        let limited = lines.first { $0.contains("log lines not spooled: more than the rate allowed") }
+        #expect(limited?.hasPrefix("overtime: 42 ") == true, "10 a second: 8 of 50 after two lines: \(lines)")
+        #expect(lines.last?.contains("later") == true || lines.contains { $0.contains("later") })
+        #expect(lines.count < 20, "\(lines.count) lines")
+    }
+
+    /// After ``SpoolLogWriter/stopSpooling()`` lines are not spooled; those before are.
+    @Test func aStoppedWriterSpoolsWhatCameBeforeOnly() throws {
+        let folder = TemporaryDirectory("handler-stop")
+        defer { folder.remove() }
+        let spool = try Spool(directory: folder.path)
+        let writer = SpoolLogWriter(spool: spool)
+        let logger = Logger(label: "daemon") { SpoolLogHandler(label: $0, writer: writer) }
+        logger.notice("received SIGTERM")
+        writer.stopSpooling()
+        logger.notice("stopping: uploads left")
+        writer.flush()
+        try spool.sealActiveSegment()
+        let lines = try spool.sealedSegments.flatMap {
+            SegmentFormat.parse(Array(try Data(contentsOf: URL(fileURLWithPath: $0.path)))).records
+        }.map(\.text)
+        #expect(lines.count == 1 && lines[0].contains("received SIGTERM"), "\(lines)")
     }
 
     /// A daemon that bootstraps swift-log first logs the spool's own failures through the

@@ -54,17 +54,29 @@ public struct SpoolLogHandler: LogHandler {
             line += " " + merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
         }
         // One record is one line: newlines inside a message would split it for readers.
-        writer.submit(Array(line.utf8).map { $0 == UInt8(ascii: "\n") ? UInt8(ascii: " ") : $0 })
+        let bytes = Array(line.utf8).map { $0 == UInt8(ascii: "\n") ? UInt8(ascii: " ") : $0 }
+        // The same message again (its time aside) is counted, not spooled again.
+        let repeatKey = line.drop { $0 != " " }
+        writer.submit(bytes, repeatKey: "\(label)\(repeatKey)")
     }
 
 }
 
 /// The queue and writer thread between log calls and a ``Spool``.
+///
+/// A program's own log must not flood the spool it uploads (a signal sent ten thousand
+/// times, a retry warning per attempt): a message repeated as is (its time aside) is
+/// counted and written once more as "… repeated N times" when another message comes (or at
+/// ``flush()``); beyond ``linesPerSecond`` (a burst of as many allowed) lines are counted
+/// and the count written once lines are allowed again. Nothing is dropped silently, and no
+/// timer wakes the program to say so.
 public final class SpoolLogWriter: Sendable {
     /// The spool written to.
     public let spool: Spool
     /// The most lines waiting in memory; beyond it lines are dropped and counted.
     public let capacity: Int
+    /// The most lines a second that go to the spool (after repeats are counted).
+    public let linesPerSecond: Int
 
     private struct State {
         var queue: [[UInt8]] = []
@@ -72,16 +84,91 @@ public final class SpoolLogWriter: Sendable {
         var inFlight = false
         /// The writer thread, once it runs.
         var writerThread: pthread_t?
+        /// The last message's key, and how often it came again since it was queued.
+        var lastKey: String?
+        var repeats = 0
+        /// Lines allowed now (refilled at `linesPerSecond`), and when last refilled.
+        var allowance: Double
+        var refilled: MonotonicInstant?
+        /// Lines beyond the rate since the last one allowed.
+        var overRate = 0
+        /// Lines submitted after ``stopSpooling()``.
+        var stopped = false
     }
 
-    private let state = Locked(State())
+    private let state: Locked<State>
     private let droppedCounter = Counter(label: "overtime_spool_handler_dropped_lines_total")
 
     /// A writer with its own thread, for the life of the process: make one per spool.
-    public init(spool: Spool, capacity: Int = 100_000) {
+    public init(spool: Spool, capacity: Int = 100_000, linesPerSecond: Int = 100) {
         self.spool = spool
         self.capacity = capacity
+        self.linesPerSecond = max(1, linesPerSecond)
+        state = Locked(State(allowance: Double(max(1, linesPerSecond))))
         spawnWriterThread()
+    }
+
+    /// Lines submitted from now on are not spooled (other handlers, stderr, still have
+    /// them): a daemon's stop must not leave its own stop messages behind to upload. What
+    /// was submitted before still goes in (``flush()`` waits for it).
+    public func stopSpooling() {
+        state.withLock { state in
+            Self.queueCounts(&state)
+            state.stopped = true
+            if !state.queue.isEmpty { self.state.broadcast() }
+        }
+    }
+
+    /// Queues a line unless it repeats the last one (same `repeatKey`) or comes beyond
+    /// the rate; both are counted and said later.
+    func submit(_ line: [UInt8], repeatKey: String) {
+        let now = spool.clock.now
+        let accepted = state.withLock { state -> Bool in
+            if state.stopped { return true }
+            if let writer = state.writerThread, pthread_equal(writer, pthread_self()) != 0 { return true }
+            if repeatKey == state.lastKey {
+                state.repeats += 1
+                return true
+            }
+            // Refill, then take one: at most `linesPerSecond` a second, bursts as large.
+            if let last = state.refilled {
+                let refill = (now - last).secondsValue * Double(linesPerSecond)
+                state.allowance = min(Double(linesPerSecond), state.allowance + refill)
+            }
+            state.refilled = now
+            guard state.allowance >= 1 else {
+                state.overRate += 1
+                return true
+            }
+            state.allowance -= 1
+            Self.queueCounts(&state)
+            state.lastKey = repeatKey
+            return enqueue(line, &state)
+        }
+        if !accepted { droppedCounter.increment() }
+    }
+
+    /// Queues what was counted since the last line: repeats of it, lines over the rate.
+    private static func queueCounts(_ state: inout State) {
+        if state.repeats > 0 {
+            state.queue.append(Array("overtime: the previous log message repeated \(state.repeats) more times".utf8))
+            state.repeats = 0
+        }
+        if state.overRate > 0 {
+            state.queue.append(
+                Array("overtime: \(state.overRate) log lines not spooled: more than the rate allowed".utf8))
+            state.overRate = 0
+        }
+    }
+
+    private func enqueue(_ line: [UInt8], _ state: inout State) -> Bool {
+        guard state.queue.count < capacity else {
+            state.dropped += 1
+            return false
+        }
+        state.queue.append(line)
+        if state.queue.count == 1 { self.state.broadcast() }
+        return true
     }
 
     /// Queues a line; never blocks on I/O. A line logged by the writer's own append (the
@@ -89,20 +176,23 @@ public final class SpoolLogWriter: Sendable {
     /// be reported again, a loop that never ends. Other handlers (stderr) still have it.
     public func submit(_ line: [UInt8]) {
         let accepted = state.withLock { state -> Bool in
+            if state.stopped { return true }
             if let writer = state.writerThread, pthread_equal(writer, pthread_self()) != 0 { return true }
-            guard state.queue.count < capacity else {
-                state.dropped += 1
-                return false
-            }
-            state.queue.append(line)
-            if state.queue.count == 1 { self.state.broadcast() }
-            return true
+            return enqueue(line, &state)
         }
         if !accepted { droppedCounter.increment() }
     }
 
-    /// Blocks until every line submitted before the call is in the spool (or failed).
+    /// Blocks until every line submitted before the call is in the spool (or failed),
+    /// repeats and lines over the rate counted so far among them.
     public func flush() {
+        state.withLock { state in
+            if !state.stopped {
+                Self.queueCounts(&state)
+                state.lastKey = nil
+            }
+            if !state.queue.isEmpty { self.state.broadcast() }
+        }
         state.withLock(waitingUntil: { $0.queue.isEmpty && !$0.inFlight }) { _, _ in }
     }
 
