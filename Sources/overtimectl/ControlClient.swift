@@ -9,7 +9,9 @@ import Overtime
 /// Why talking to the daemon failed, with the exit status it maps to.
 struct ControlClientError: Error, CustomStringConvertible {
     let description: String
-    /// 69 (`EX_UNAVAILABLE`): no daemon there; 77 (`EX_NOPERM`): refused; 1: it answered an error.
+    /// 1: it answered an error; 64 (`EX_USAGE`): a bad path; 69 (`EX_UNAVAILABLE`): no daemon
+    /// there; 71 (`EX_OSERR`): no socket could be made; 76 (`EX_PROTOCOL`): its answer is not
+    /// the protocol's; 77 (`EX_NOPERM`): refused.
     let exitStatus: Int32
 }
 
@@ -17,6 +19,9 @@ struct ControlClientError: Error, CustomStringConvertible {
 struct ControlClient {
     let path: String
     var timeoutSeconds = 10
+    /// The longest answer read: far above any the runtime gives (a table of 100,000 open
+    /// tasks is about 10 MB).
+    static let maximumAnswerBytes = 64 << 20
 
     /// Sends `request` and returns the answer and its line as the daemon wrote it. With
     /// `waitForClose`, then waits (without a timeout) until the daemon closes the
@@ -51,10 +56,14 @@ struct ControlClient {
             writeError = ControlClientError(
                 description: "write to \(path): \(errnoDescription(failure))", exitStatus: 69)
         }
+        // Linear: only the bytes just read are searched for the end of the line, and the
+        // answer is bounded (a daemon answering without end is a protocol error, not memory).
         var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while !received.contains(UInt8(ascii: "\n")) {
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        var complete = false
+        while !complete {
             let count = read(fd, &buffer, buffer.count)
+            if count < 0, errno == EINTR { continue }
             guard count > 0 else {
                 if let writeError { throw writeError }
                 throw ControlClientError(
@@ -63,7 +72,12 @@ struct ControlClient {
                         : "read from \(path): \(errnoDescription())",
                     exitStatus: 69)
             }
+            complete = buffer[0..<count].contains(UInt8(ascii: "\n"))
             received += buffer[0..<count]
+            guard received.count <= Self.maximumAnswerBytes || complete else {
+                throw ControlClientError(
+                    description: "the daemon's answer is longer than \(Self.maximumAnswerBytes) bytes", exitStatus: 76)
+            }
         }
         let answer = received.prefix { $0 != UInt8(ascii: "\n") }
         let response: ControlResponse

@@ -15,7 +15,8 @@ struct OvertimeCtl: ParsableCommand {
         discussion: """
             The socket: --socket, else $OVERTIME_CONTROL_SOCKET, else $RUNTIME_DIRECTORY/control.sock.
             Exit status: 0 done; 1 the daemon answered an error; 64 bad arguments; 69 no daemon at
-            the socket; 77 permission denied (run as the daemon's user or root).
+            the socket; 71 no socket could be made (out of descriptors); 76 the answer is not the
+            protocol's (or longer than 64 MiB); 77 permission denied (run as the daemon's user or root).
             """,
         version: "overtimectl 0.2.0",
         subcommands: [

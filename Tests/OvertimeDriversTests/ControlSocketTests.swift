@@ -77,6 +77,71 @@ struct ControlSocketTests {
         #expect(goneJSON == 69 && goneLine.hasPrefix(#"{"error":"cannot connect"#) && goneLine.contains(#""ok":false"#))
     }
 
+    /// A client that sends its requests and closes its side (`nc -N`, `socat`) gets every
+    /// answer before the daemon closes the connection.
+    @Test func aClientThatHalfClosesGetsEveryAnswer() throws {
+        // 200 open tasks: each answer to `tasks` is a table of about 20 KB, so the answers
+        // outgrow the socket's buffer and wait in the daemon when the client closes its side.
+        let (child, path) = try startDaemon(grants: 200)
+        defer {
+            child.send(SIGKILL)
+            _ = child.waitForExit()
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        let address = try #require(UnixSocketAddress(path))
+        #expect(address.withSockAddr { connect(fd, $0, $1) } == 0)
+        let requests = Array(String(repeating: "{\"command\":\"tasks\"}\n", count: 12).utf8)
+        #expect(requests.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == requests.count)
+        shutdown(fd, Int32(SHUT_WR))
+        usleep(500_000)  // the daemon sees the end of the requests before the client reads
+        var answers: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = read(fd, &buffer, buffer.count)
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { break }
+            answers += buffer[0..<count]
+        }
+        let lines = answers.split(separator: UInt8(ascii: "\n"))
+        #expect(lines.count == 12, "\(lines.count) answers for 12 requests (\(answers.count) bytes)")
+        #expect(lines.allSatisfy { String(decoding: $0, as: UTF8.self).contains(#""ok":true"#) })
+    }
+
+    /// overtimectl reads an answer of any size in linear time, and refuses one past its
+    /// bound (a daemon that never ends its line) with status 76.
+    @Test func overtimectlReadsLargeAnswersAndBoundsThem() throws {
+        let folder = TemporaryDirectory("ctl-large")
+        defer { folder.remove() }
+        for (size, expected) in [(16 << 20, Int32(0)), (80 << 20, Int32(76))] {
+            let path = folder.path + "/fake-\(size).sock"
+            // A fake daemon: answers any request with one JSON line of `size` bytes
+            // (the second never ends its line).
+            let server = try SpawnedProcess(
+                "/usr/bin/python3",
+                [
+                    "-c",
+                    """
+                    import socket, sys
+                    s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(); print("L", flush=True)
+                    c, _ = s.accept(); c.recv(65536)
+                    n = int(sys.argv[2]); end = sys.argv[3] == "1"
+                    body = b'{"ok":true,"message":"' + b"x" * (n - 31) + b'"}' + (b"\\n" if end else b"")
+                    c.sendall(body if end else b"x" * n); c.close()
+                    """, path, "\(size)", expected == 0 ? "1" : "0",
+                ])
+            defer {
+                server.send(SIGKILL)
+                _ = server.waitForExit()
+            }
+            _ = server.outputPipe!.availableData
+            let (status, output, error) = try overtimectl(["call", "anything", "--socket", path])
+            #expect(status == expected, "\(error.prefix(300))")
+            if expected == 0 { #expect(output.utf8.count >= 16 << 20 - 40) }
+            if expected == 76 { #expect(error.contains("longer than")) }
+        }
+    }
+
     @Test func anotherUserIsRefusedAtBothGates() throws {
         let (child, path) = try startDaemon()
         let (blocked, _, blockedError) = try overtimectl(["status", "--socket", path], as: 65534)

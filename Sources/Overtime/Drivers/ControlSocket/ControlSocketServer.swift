@@ -257,8 +257,11 @@ private final class ControlConnection {
     }
 
     private func received(count: Int) {
-        guard count >= 0 else {  // EOF or a read error: the client is gone
-            close()
+        guard count >= 0 else {
+            // EOF: the client may only have closed its side after its last request (`nc -N`,
+            // `socat`): the answers queued go out before the connection closes. A read error:
+            // the client is gone.
+            if count == Int(UV_EOF.rawValue) { closeAfterAnswers() } else { close() }
             return
         }
         lastActivity = SystemClock.monotonicNanoseconds()
@@ -292,6 +295,29 @@ private final class ControlConnection {
             // A client that asks and never reads: its answers would grow the daemon without bound.
             context.countControlError("slow_reader")
             context.logger.warning("control socket: disconnected a client that does not read its answers")
+            close()
+        }
+    }
+
+    /// Stops reading and closes once every answer queued has been written (at once when
+    /// none is): libuv writes in order, so the shutdown request completes after them.
+    private func closeAfterAnswers() {
+        guard !isClosing else { return }
+        uv_read_stop(asStream(pipe))
+        guard uv_stream_get_write_queue_size(asStream(pipe)) > 0 else {
+            close()
+            return
+        }
+        let shutdown = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
+        shutdown.pointee.data = Unmanaged.passRetained(self).toOpaque()
+        let status = uv_shutdown(shutdown, asStream(pipe)) { request, _ in
+            let connection = Unmanaged<ControlConnection>.fromOpaque(request!.pointee.data).takeRetainedValue()
+            request!.deallocate()
+            connection.close()
+        }
+        if status != 0 {
+            Unmanaged<ControlConnection>.fromOpaque(shutdown.pointee.data).release()
+            shutdown.deallocate()
             close()
         }
     }
