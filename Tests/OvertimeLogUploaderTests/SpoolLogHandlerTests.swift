@@ -10,6 +10,14 @@ import Testing
 
 @Suite("SpoolLogHandler: swift-log into the spool", .timeLimit(.minutes(3)))
 struct SpoolLogHandlerTests {
+    /// Every line in `spool`, its active segment sealed first.
+    private static func spooledLines(_ spool: Spool) throws -> [String] {
+        try spool.sealActiveSegment()
+        return try spool.sealedSegments.flatMap {
+            SegmentFormat.parse(Array(try Data(contentsOf: URL(fileURLWithPath: $0.path)))).records
+        }.map(\.text)
+    }
+
     @Test func linesFromManyThreadsLandInTheSpoolWithLevelLabelAndMetadata() throws {
         let folder = TemporaryDirectory("handler")
         defer { folder.remove() }
@@ -22,10 +30,7 @@ struct SpoolLogHandlerTests {
             logger.debug("below the level: not written")
         }
         writer.flush()
-        try spool.sealActiveSegment()
-        let lines = try spool.sealedSegments.flatMap {
-            SegmentFormat.parse(Array(try Data(contentsOf: URL(fileURLWithPath: $0.path)))).records
-        }.map(\.text)
+        let lines = try Self.spooledLines(spool)
         #expect(lines.count == 1000)
         #expect(writer.droppedLines == 0)
         let sample = try #require(lines.first { $0.contains("thread=2") && $0.contains("index=7 ") })
@@ -50,10 +55,7 @@ struct SpoolLogHandlerTests {
         clock.advance(by: .seconds(5))
         logger.info("later")
         writer.flush()
-        try spool.sealActiveSegment()
-        let lines = try spool.sealedSegments.flatMap {
-            SegmentFormat.parse(Array(try Data(contentsOf: URL(fileURLWithPath: $0.path)))).records
-        }.map(\.text)
+        let lines = try Self.spooledLines(spool)
         #expect(lines.filter { $0.contains("received SIGUSR1") }.count == 1)
         #expect(lines.contains { $0.contains("the previous log message repeated 9999 more times") }, "\(lines)")
         let limited = lines.first { $0.contains("log lines not spooled: more than the rate allowed") }
@@ -73,10 +75,7 @@ struct SpoolLogHandlerTests {
         writer.stopSpooling()
         logger.notice("stopping: uploads left")
         writer.flush()
-        try spool.sealActiveSegment()
-        let lines = try spool.sealedSegments.flatMap {
-            SegmentFormat.parse(Array(try Data(contentsOf: URL(fileURLWithPath: $0.path)))).records
-        }.map(\.text)
+        let lines = try Self.spooledLines(spool)
         #expect(lines.count == 1 && lines[0].contains("received SIGTERM"), "\(lines)")
     }
 
@@ -109,10 +108,7 @@ struct SpoolLogHandlerTests {
         try FileManager.default.createDirectory(atPath: folder.path + "/segments", withIntermediateDirectories: false)
         writer.submit(Array("after the folder is back".utf8))
         writer.flush()
-        try spool.sealActiveSegment()
-        let lines = try spool.sealedSegments.flatMap {
-            SegmentFormat.parse(Array(try Data(contentsOf: URL(fileURLWithPath: $0.path)))).records
-        }.map(\.text)
+        let lines = try Self.spooledLines(spool)
         #expect(lines == ["after the folder is back"])
     }
 }

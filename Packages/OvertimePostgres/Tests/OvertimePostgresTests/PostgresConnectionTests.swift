@@ -19,6 +19,20 @@ struct PostgresConnectionTests {
         return path
     }
 
+    /// A started scheduler whose handler for `job` completes at once and counts its runs.
+    private static func countingScheduler(_ configuration: SchedulerConfiguration) throws -> (
+        Scheduler, NIOLockedValueBox<Int>
+    ) {
+        let scheduler = try Scheduler(runtime: try PostgresSchedulerTests.runtime(), configuration: configuration)
+        let ran = NIOLockedValueBox(0)
+        try scheduler.register("job") { task in
+            ran.withLockedValue { $0 += 1 }
+            task.setTaskCompleted(success: true)
+        }
+        try scheduler.start()
+        return (scheduler, ran)
+    }
+
     @Test func thePasswordFileIsReadAsLibpqReadsIt() throws {
         let file = try Self.passwordFile(
             """
@@ -64,14 +78,8 @@ struct PostgresConnectionTests {
                 }
                 continue
             }
-            let scheduler = try Scheduler(runtime: try PostgresSchedulerTests.runtime(), configuration: configuration)
+            let (scheduler, ran) = try Self.countingScheduler(configuration)
             defer { scheduler.runtime.requestTermination() }
-            let ran = NIOLockedValueBox(0)
-            try scheduler.register("job") { task in
-                ran.withLockedValue { $0 += 1 }
-                task.setTaskCompleted(success: true)
-            }
-            try scheduler.start()
             try scheduler.submit(ScheduledTaskRequest(identifier: "job"), ifExists: .replace)
             #expect(PostgresSchedulerTests.eventually(30) { ran.withLockedValue { $0 } == 1 }, "\(environment.keys)")
         }
@@ -108,14 +116,8 @@ struct PostgresConnectionTests {
         let logs = CapturedLogs()
         var configuration = PostgresSchedulerTests.configuration(server)
         configuration.logger = Logger(label: "test") { _ in logs }
-        let scheduler = try Scheduler(runtime: try PostgresSchedulerTests.runtime(), configuration: configuration)
+        let (scheduler, ran) = try Self.countingScheduler(configuration)
         defer { scheduler.runtime.requestTermination() }
-        let ran = NIOLockedValueBox(0)
-        try scheduler.register("job") { task in
-            ran.withLockedValue { $0 += 1 }
-            task.setTaskCompleted(success: true)
-        }
-        try scheduler.start()
         #expect(throws: SchedulerError.self) { try scheduler.submit(ScheduledTaskRequest(identifier: "job")) }
         #expect(logs.lines.contains { $0.contains("cannot be reached yet") })
         try server.start()
