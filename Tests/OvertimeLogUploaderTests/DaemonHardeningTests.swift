@@ -359,7 +359,7 @@ struct DaemonHardeningTests {
     @Test func dumpSaysWhatItCannotRead() throws {
         let folder = TemporaryDirectory("dump")
         defer { folder.remove() }
-        FileManager.default.createFile(atPath: folder.path + "/empty.seg", contents: Data())
+        _ = FileManager.default.createFile(atPath: folder.path + "/empty.seg", contents: Data())
         for (argument, said) in [(folder.path, "a folder"), (folder.path + "/empty.seg", "empty")] {
             let child = try RunningChild(["dump", argument], executable: "log-uploader")
             #expect(child.waitForExit(timeout: .seconds(10)) == 1)

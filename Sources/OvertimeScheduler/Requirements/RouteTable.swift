@@ -77,7 +77,7 @@ enum RouteTable {
         guard let outputInterface else { return true }  // a multipath route: its hops carry the interfaces
         var name = [CChar](repeating: 0, count: Int(IF_NAMESIZE) + 1)
         guard if_indextoname(outputInterface, &name) != nil else { return true }
-        return String(cString: name) != "lo"
+        return name.withUnsafeBufferPointer { String(cString: $0.baseAddress!) } != "lo"
     }
 
     private static func put<T: FixedWidthInteger>(_ value: T, into bytes: inout [UInt8], at offset: Int) {

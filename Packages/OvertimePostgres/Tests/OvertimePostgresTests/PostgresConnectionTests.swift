@@ -158,7 +158,7 @@ struct PostgresConnectionTests {
         request.maximumDuration = .seconds(8)
         try scheduler.submit(request)
         #expect(
-            PostgresSchedulerTests.eventually(10) { (try? scheduler.pendingRequests().first?.waitingFor) == .running })
+            PostgresSchedulerTests.eventually(10) { scheduler.pendingRequests().first?.waitingFor == .running })
         try server.pause()
         #expect(PostgresSchedulerTests.eventually(10) { stopped.withLockedValue { $0 } })
         // Past the grant's deadline (8 s from its start), where it would have been terminated.
