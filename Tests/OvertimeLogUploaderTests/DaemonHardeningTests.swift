@@ -290,7 +290,10 @@ struct DaemonHardeningTests {
             child.send(SIGTERM)
             usleep(100_000)
         }
-        #expect(child.waitForExit(timeout: .seconds(30)) == 0, "\(child.standardError.suffix(5))")
+        // Done before the last SIGTERMs (under ThreadSanitizer it stops within the second):
+        // after its runtime has shut down, a SIGTERM takes its default course.
+        let status = child.waitForExit(timeout: .seconds(30))
+        #expect(status == 0 || status == SIGTERM, "not 3 (lines left): \(status.map(String.init) ?? "none")")
         let own = collected(folder).filter { $0.text.contains(" overtime") || $0.text.hasPrefix("overtime:") }
         #expect(own.count < 300, "\(own.count) of the daemon's own lines spooled for 3,000 signals")
         let spooled = try Spool(directory: folder.path + "/spool")
