@@ -110,9 +110,9 @@ package final class DriverContext: @unchecked Sendable {  // confined to the loo
     }
 
     /// Calls `body` with how long the loop was away when a turn begins more than
-    /// `threshold` after the last one ended — the process was paused (SIGSTOP, a frozen
-    /// container or VM), starved, or simply idle that long — before anything else in that
-    /// turn runs. For checks that must precede any callback after a pause (a fleet's claims
+    /// `threshold` after the last one began — the process was paused (SIGSTOP, a frozen
+    /// container or VM) between turns or in one, starved, or simply idle that long — before
+    /// anything else in that turn runs. For checks that must precede any callback after a pause (a fleet's claims
     /// on runs: the effect of a handler's timer must not outrun them).
     package func onStall(longerThan threshold: Duration, _ body: @escaping (Duration) -> Void) {
         core.assertOnLoop()

@@ -64,10 +64,11 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
     var statusHooks: [() -> Void] = []
     /// Drivers' hooks for a loop that was away longer than their threshold (the process
     /// paused, frozen or starved), called at the start of the next turn, before anything
-    /// else in it; the shortest threshold, and when the last turn ended.
+    /// else in it; the shortest threshold, and when the last turn began (a pause can come
+    /// in the middle of a turn as well as between two).
     var stallHooks: [(threshold: Duration, hook: (Duration) -> Void)] = []
     var shortestStall: Duration?
-    private var lastTurnEnded: MonotonicInstant?
+    private var lastTurnStarted: MonotonicInstant?
     private var isInTurn = false
     private var buffer: [InboundWork] = []
 
@@ -118,15 +119,18 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
         isInTurn = true
         activity.beginTurn()
         refreshLoopTime()
-        if let shortest = shortestStall, let ended = lastTurnEnded, loopTime > ended, loopTime - ended >= shortest {
-            // Away longer than a hook's threshold: its checks (a fleet's claims) come before
-            // any callback of this turn — a handler's timer among them.
-            let away = loopTime - ended
-            for (threshold, hook) in stallHooks where away >= threshold { hook(away) }
+        if let shortest = shortestStall {
+            // Away longer than a hook's threshold since the last turn began (idle, or paused
+            // in the middle of that turn): its checks (a fleet's claims) come before any
+            // callback of this turn — a handler's timer among them.
+            if let started = lastTurnStarted, loopTime > started, loopTime - started >= shortest {
+                let away = loopTime - started
+                for (threshold, hook) in stallHooks where away >= threshold { hook(away) }
+            }
+            lastTurnStarted = loopTime
         }
         body()
         finishTurn()
-        if shortestStall != nil { lastTurnEnded = clock.now }
         activity.endTurn()
         isInTurn = false
     }
