@@ -52,7 +52,7 @@ enum SchedulerSemantics {
             #expect(try scheduler.submit(ScheduledTaskRequest(identifier: done), ifExists: policy) == .added)
             #expect(try fixture.until { try runs.count(done) == 1 && scheduler.pendingRequestCount() == 0 })
             #expect(try scheduler.submit(ScheduledTaskRequest(identifier: done), ifExists: policy) == .resubmitted)
-            #expect(scheduler.pendingRequests().map(\.request.identifier) == [done], "\(policy): pending again")
+            // Due now, it may have run already: what counts is that it runs again.
             #expect(try fixture.until { try runs.count(done) == 2 && scheduler.pendingRequestCount() == 0 })
 
             var failing = ScheduledTaskRequest(identifier: "semantics.\(policy).failing")
