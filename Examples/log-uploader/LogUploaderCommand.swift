@@ -61,11 +61,20 @@ struct Run: ParsableCommand {
     @Option(parsing: .unconditional, help: "The background budget, in seconds.") var budget = 30.0
     @Option(parsing: .unconditional, help: "How long before the deadline uploads are told to stop, in seconds.")
     var lead = 5.0
-    @Option(help: "Also read lines from a Unix datagram socket at this path (64 KiB a datagram).")
+    @Option(
+        help: """
+            Also read lines from a Unix datagram socket at this path (64 KiB a datagram), or from \
+            the one systemd passed as fd://NAME (FileDescriptorName=; see log-uploader.socket).
+            """)
     var datagramSocket: String?
-    @Option(help: "Also accept acknowledged batches on a Unix stream socket at this path (see README).")
+    @Option(
+        help: """
+            Also accept acknowledged batches on a Unix stream socket at this path (see README), or \
+            on the one systemd passed as fd://NAME.
+            """)
     var ingestSocket: String?
-    @Option(help: "Listen for overtimectl at this path.") var controlSocket: String?
+    @Option(help: "Listen for overtimectl at this path, or on the socket systemd passed as fd://NAME.")
+    var controlSocket: String?
     @Option(
         help: """
             Also upload every N seconds, as a scheduled request that waits for a default route \
@@ -140,6 +149,18 @@ struct Run: ParsableCommand {
         }
         if let progressInterval, !(progressInterval >= 0 && progressInterval <= 86_400) {
             throw ValidationError("--progress-interval is between 0 and 86400 seconds; got \(progressInterval)")
+        }
+        for (option, value) in [
+            ("--datagram-socket", datagramSocket), ("--ingest-socket", ingestSocket),
+            ("--control-socket", controlSocket),
+        ] {
+            if let name = value.flatMap({ SocketEndpoint(argument: $0).inheritedName }),
+                !SocketEndpoint.isValidName(name)
+            {
+                throw ValidationError(
+                    "\(option) fd://NAME takes a socket's FileDescriptorName= (1 to 255 printable characters but ':'); got '\(value ?? "")'"
+                )
+            }
         }
         if let permanentStatuses, parsedStatuses(permanentStatuses) == nil {
             throw ValidationError("--permanent-statuses takes HTTP statuses 400...599, comma-separated")
@@ -216,7 +237,7 @@ struct Run: ParsableCommand {
         var configuration = RuntimeConfiguration()
         configuration.backgroundBudget = .milliseconds(Int(budget * 1000))
         configuration.expirationLeadTime = .milliseconds(Int(lead * 1000))
-        configuration.controlSocketPath = controlSocket
+        configuration.controlSocket = controlSocket.map(SocketEndpoint.init(argument:))
         let runtime = try Runtime(configuration: configuration)
         let uploader = LogUploader(runtime: runtime, spool: store, sink: try makeSink(runtime, s3: s3))
         uploader.start()
@@ -233,10 +254,20 @@ struct Run: ParsableCommand {
 
         let input = LineInput(spool: store)
         input.readStandardInput { if exitOnEof { runtime.requestTermination() } }
-        if let datagramSocket { try input.readDatagrams(at: datagramSocket) }
-        let ingest = try ingestSocket.map { path in try SpoolIngestServer(path: path, spool: store) }
-        if let warning = ingestSocket.flatMap(SocketPathClaim.sharedFolderWarning(for:)) {
+        if let datagramSocket { try input.readDatagrams(from: SocketEndpoint(argument: datagramSocket)) }
+        let ingest = try ingestSocket.map {
+            try SpoolIngestServer(endpoint: SocketEndpoint(argument: $0), spool: store)
+        }
+        if let warning = ingestSocket.flatMap({ SocketEndpoint(argument: $0).path })
+            .flatMap(SocketPathClaim.sharedFolderWarning(for:))
+        {
             logger.warning("ingest socket: \(warning)")
+        }
+        let unused = SocketEndpoint.untakenInheritedNames
+        if !unused.isEmpty {
+            logger.warning(
+                "systemd passed sockets no option names, so nothing answers on them: \(unused.map { "fd://\($0)" }.joined(separator: ", "))"
+            )
         }
         // On termination: what the inputs already hold goes into the spool, and into the final drain.
         // Waits for the log writer off the loop (a write and its sync).

@@ -67,7 +67,7 @@ struct PeriodicReport: ParsableCommand {
         LoggingSystem.bootstrap(StreamLogHandler.standardError)
 
         var runtimeConfiguration = RuntimeConfiguration()
-        runtimeConfiguration.controlSocketPath = controlSocket ?? state + "/control.sock"
+        runtimeConfiguration.controlSocket = SocketEndpoint(argument: controlSocket ?? state + "/control.sock")
         let runtime = try Runtime(configuration: runtimeConfiguration)
         let scheduler = try Scheduler(
             runtime: runtime, configuration: SchedulerConfiguration(storePath: state + "/schedule.db"))

@@ -65,7 +65,7 @@ func daemon() throws {
     configuration.backgroundBudget = milliseconds("HARNESS_BUDGET_MS", 30_000)
     configuration.expirationLeadTime = milliseconds("HARNESS_LEAD_MS", 5_000)
     configuration.onTermination = { say("REPORT \($0)") }
-    configuration.controlSocketPath = text("OVERTIME_CONTROL_SOCKET")
+    configuration.controlSocket = text("OVERTIME_CONTROL_SOCKET").map(SocketEndpoint.init(argument:))
     let setup = milliseconds("HARNESS_SETUP_MS", 0)
     if setup > .zero {
         // Started as systemd starts a service: no signal blocked (the tests' spawner blocks some).

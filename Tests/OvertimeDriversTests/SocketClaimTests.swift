@@ -13,7 +13,7 @@ import Testing
 struct SocketClaimTests {
     private func makeRuntime(_ path: String, logs: LogCapture = LogCapture()) throws(RuntimeError) -> Runtime {
         var configuration = RuntimeConfiguration()
-        configuration.controlSocketPath = path
+        configuration.controlSocket = .path(path)
         configuration.signalHandling = nil
         configuration.watchdogTimeout = nil
         configuration.logger = logs.logger

@@ -13,17 +13,18 @@ package final class RunningChild: Sendable {
     package var input: FileHandle? { process.inputPipe }
 
     /// Starts `executable` (built beside the tests) with `arguments`; with `wrapper`, runs
-    /// `wrapper[0] wrapper[1…] <executable's path> arguments` instead (e.g. `prlimit …`).
+    /// `wrapper[0] wrapper[1…] <executable's path> arguments` instead (e.g. `prlimit …`);
+    /// `passing` become the child's descriptors 3, 4, ….
     package init(
         _ arguments: [String], environment: [String: String] = [:], executable: String = "OvertimeTestHarness",
-        standardInput: Bool = false, wrapper: [String] = []
+        standardInput: Bool = false, wrapper: [String] = [], passing: [Int32] = []
     ) throws {
         let tool = ChildProcess.harnessURL.deletingLastPathComponent().appendingPathComponent(executable)
         let command = wrapper + [tool.path] + arguments
         process = try SpawnedProcess(
             command[0], Array(command.dropFirst()),
             environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
-            standardInput: standardInput)
+            standardInput: standardInput, passing: passing)
         Self.collectLines(from: process.outputPipe!, into: lines, done: pipesRead)
         Self.collectLines(from: process.errorPipe!, into: errors, done: pipesRead)
     }

@@ -41,10 +41,12 @@ package final class SpawnedProcess: Sendable {
     private let reaped = Locked<Int32?>(nil)
 
     /// Starts `executable` with `arguments`, in a process group of its own, with
-    /// ``blockedSignals`` blocked and `environment` (the test's own when nil).
+    /// ``blockedSignals`` blocked and `environment` (the test's own when nil); `passing`
+    /// become the child's descriptors 3, 4, … (as a service manager passes sockets).
     package init(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
-        standardInput: Bool = false, standardOutput: Destination = .pipe, standardError: Destination = .pipe
+        standardInput: Bool = false, standardOutput: Destination = .pipe, standardError: Destination = .pipe,
+        passing: [Int32] = []
     ) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -93,7 +95,13 @@ package final class SpawnedProcess: Sendable {
             posix_spawn_file_actions_adddup2(&actions, ends.write, 2)
             errorPipe = FileHandle(fileDescriptor: ends.read, closeOnDealloc: true)
         }
-        cspawn_add_close_from(&actions, 3)
+        // Copies above every target first, so that moving one into place never overwrites another.
+        let copies = passing.map { fcntl($0, F_DUPFD_CLOEXEC, Int32(3 + passing.count + 64)) }
+        defer { for copy in copies where copy >= 0 { close(copy) } }
+        for (offset, copy) in copies.enumerated() {
+            posix_spawn_file_actions_adddup2(&actions, copy, Int32(3 + offset))
+        }
+        cspawn_add_close_from(&actions, Int32(3 + passing.count))
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

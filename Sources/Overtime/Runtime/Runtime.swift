@@ -74,29 +74,31 @@ public final class Runtime: Sendable {
         clock: any RuntimeClock = SystemClock()
     ) throws(RuntimeError) {
         try configuration.validate()
-        if let path = configuration.controlSocketPath {
+        if let endpoint = configuration.controlSocket {
             // At start, not when the loop runs: a daemon must not run on without its control
             // socket, and the socket is in place (with its final mode) before `run()`.
-            let folder = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
-            var info = stat()
-            if !folder.isEmpty, stat(folder, &info) != 0 {
-                throw .invalidConfiguration(
-                    field: "controlSocketPath", reason: "cannot use the folder '\(folder)': \(errnoDescription())")
+            if let path = endpoint.path {
+                let folder = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
+                var info = stat()
+                if !folder.isEmpty, stat(folder, &info) != 0 {
+                    throw .invalidConfiguration(
+                        field: "controlSocket", reason: "cannot use the folder '\(folder)': \(errnoDescription())")
+                }
             }
             do throws(ListeningSocket.Failure) {
                 // Owner only; the server's peer check is the real gate, this closes the door too.
-                controlListener = try ListeningSocket(path: path, mode: 0o600, backlog: 16)
+                controlListener = try ListeningSocket(endpoint, mode: 0o600, backlog: 16)
             } catch {
                 switch error {
                 case .unavailable(let refusal):
-                    throw .invalidConfiguration(field: "controlSocketPath", reason: refusal)
+                    throw .invalidConfiguration(field: "controlSocket", reason: refusal)
                 case .system(let operation, let code):
                     throw .invalidConfiguration(
-                        field: "controlSocketPath",
-                        reason: "cannot listen on \(path): \(operation): \(errnoDescription(code))")
+                        field: "controlSocket",
+                        reason: "cannot listen on \(endpoint): \(operation): \(errnoDescription(code))")
                 }
             }
-            if let warning = SocketPathClaim.sharedFolderWarning(for: path) {
+            if let warning = endpoint.path.flatMap(SocketPathClaim.sharedFolderWarning(for:)) {
                 configuration.logger.warning("control socket: \(warning)")
             }
         } else {

@@ -43,14 +43,24 @@ public struct RuntimeConfiguration: Sendable {
     /// STATUS, STOPPING, EXTEND_TIMEOUT_USEC, and WATCHDOG when `WATCHDOG_USEC` is set).
     /// Default `true`; nothing is sent without `NOTIFY_SOCKET`.
     public var systemdNotify = true
-    /// Where to listen for `overtimectl` (a Unix socket, mode 0600, owner or root only; at
-    /// most 103 bytes); `nil` (the default) opens no socket. Creating the runtime claims
-    /// the path race-free — a lock file `<path>.lock` held for the runtime's life, the
-    /// socket renamed into place with its final mode — and fails when the path is taken:
-    /// another runtime holds its lock, or it is anything but a stale socket (a file, a
-    /// symlink, a socket that answers). Prefer a folder of the daemon's own: a path in a
-    /// folder every user may write to (`/tmp`) is warned about.
-    public var controlSocketPath: String?
+    /// Where to listen for `overtimectl`; `nil` (the default) opens no socket.
+    ///
+    /// A path (``SocketEndpoint/path(_:)``; a Unix socket, mode 0600, owner or root only;
+    /// at most 103 bytes) is claimed race-free when the runtime is created — a lock file
+    /// `<path>.lock` held for the runtime's life, the socket renamed into place with its
+    /// final mode — and refused when taken: another runtime holds its lock, or it is
+    /// anything but a stale socket (a file, a symlink, a socket that answers). Prefer a
+    /// folder of the daemon's own: a path in a folder every user may write to (`/tmp`) is
+    /// warned about. A passed socket (``SocketEndpoint/inherited(name:)``) is the service
+    /// manager's: its `.socket` unit sets the path and mode, and creating the runtime fails
+    /// when no listening Unix stream socket was passed under that name.
+    public var controlSocket: SocketEndpoint?
+    /// The path of ``controlSocket``, or `nil` when there is none or it is a passed socket.
+    @available(*, deprecated, renamed: "controlSocket", message: "set controlSocket = .path(path)")
+    public var controlSocketPath: String? {
+        get { controlSocket?.path }
+        set { controlSocket = newValue.map(SocketEndpoint.path) }
+    }
     /// A termination request repeated within this long of the first, whatever made either
     /// (the program's own ``Runtime/requestTermination()``, a signal, the control socket;
     /// `timeout` signalling both a process and its group, an impatient double Ctrl-C), is
@@ -89,13 +99,16 @@ public struct RuntimeConfiguration: Sendable {
         if repeatedTerminationGrace < .zero {
             throw fail("repeatedTerminationGrace", "must not be negative, got \(repeatedTerminationGrace)")
         }
-        if let controlSocketPath,
-            controlSocketPath.isEmpty || controlSocketPath.utf8.count > SocketPathClaim.maximumPathBytes
-                || controlSocketPath.hasPrefix("@")
+        if let path = controlSocket?.path,
+            path.isEmpty || path.utf8.count > SocketPathClaim.maximumPathBytes || path.hasPrefix("@")
         {
             throw fail(
-                "controlSocketPath",
-                "must be a file path of at most \(SocketPathClaim.maximumPathBytes) bytes, got '\(controlSocketPath)'")
+                "controlSocket",
+                "must be a file path of at most \(SocketPathClaim.maximumPathBytes) bytes, got '\(path)'")
+        }
+        if let name = controlSocket?.inheritedName, !SocketEndpoint.isValidName(name) {
+            throw fail(
+                "controlSocket", "a passed socket's name is 1 to 255 printable ASCII characters but ':', got '\(name)'")
         }
     }
 }

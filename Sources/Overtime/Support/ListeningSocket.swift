@@ -20,9 +20,10 @@ import Synchronization
 package final class ListeningSocket: Sendable {
     /// The listening descriptor.
     package let fd: Int32
-    /// The socket file.
-    package var path: String { claim.path }
-    private let claim: SocketPathClaim
+    /// The socket file (for a passed socket: where its service manager bound it).
+    package let path: String
+    /// The claim on the path; `nil` for a socket the service manager passed, whose path is its own.
+    private let claim: SocketPathClaim?
     /// The reserve descriptor (-1 while given up), and whether the listener was closed.
     private let reserve: Locked<Int32>
     private let closed = Atomic<Bool>(false)
@@ -62,11 +63,34 @@ package final class ListeningSocket: Sendable {
         }
         self.fd = fd
         self.claim = claim
+        self.path = path
         reserve = Locked(Self.openReserve())
     }
 
-    /// Whether the path still names this socket (`false` once anyone removed or replaced it).
-    package var isIntact: Bool { claim.isIntact }
+    /// Takes the listening socket the service manager passed under `name`
+    /// (see ``SocketEndpoint``): nothing is claimed, and nothing removed when it closes.
+    package init(inheritedName name: String) throws(Failure) {
+        (fd, path) = try InheritedSockets.passed.take(name: name, datagram: false)
+        claim = nil
+        reserve = Locked(Self.openReserve())
+    }
+
+    /// Binds `endpoint`'s path (see ``init(path:mode:backlog:)``) or takes the socket
+    /// passed under its name.
+    package convenience init(_ endpoint: SocketEndpoint, mode: mode_t, backlog: Int32) throws(Failure) {
+        if let name = endpoint.inheritedName {
+            try self.init(inheritedName: name)
+        } else {
+            try self.init(path: endpoint.path ?? "", mode: mode, backlog: backlog)
+        }
+    }
+
+    /// Whether the socket came from the service manager rather than this process's own bind.
+    package var isInherited: Bool { claim == nil }
+
+    /// Whether the path still names this socket (`false` once anyone removed or replaced
+    /// it); always `true` for a passed socket, whose path is the service manager's.
+    package var isIntact: Bool { claim?.isIntact ?? true }
 
     /// Accepts the next waiting client. `refusal` is what a client turned away for want
     /// of descriptors is sent before it is closed.
@@ -92,10 +116,11 @@ package final class ListeningSocket: Sendable {
         close(client)
     }
 
-    /// Closes the listener and the reserve and removes the socket file (if it is still ours).
+    /// Closes the listener and the reserve and removes the socket file (if it is still ours;
+    /// a passed socket's file is left to the service manager).
     package func closeAndRemove() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        claim.remove()
+        claim?.remove()
         close(fd)
         reserve.withLock { reserve in
             if reserve >= 0 { close(reserve) }

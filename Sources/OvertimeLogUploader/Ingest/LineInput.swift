@@ -130,20 +130,20 @@ public final class LineInput: Sendable {
     /// - Throws: ``SpoolError/socketUnavailable(path:reason:)`` for a path that is taken,
     ///   or an I/O error when the socket cannot be made or bound.
     public func readDatagrams(at path: String, mode: mode_t = 0o600) throws(SpoolError) {
-        let claim: SocketPathClaim
-        let socket = makeUnixSocket(datagram: true)
-        guard socket >= 0 else { throw .io(operation: "socket", path: path, errno: errno) }
-        do throws(ListeningSocket.Failure) {
-            claim = try SocketPathClaim(path: path, datagram: true)
-            try claim.place(socket, mode: mode)
-        } catch {
-            close(socket)
-            switch error {
-            case .unavailable(let refusal): throw .socketUnavailable(path: path, reason: refusal)
-            case .system(let operation, let code): throw .io(operation: operation, path: path, errno: code)
-            }
-        }
-        if let warning = SocketPathClaim.sharedFolderWarning(for: path) { report(warning) }
+        try readDatagrams(from: .path(path), mode: mode)
+    }
+
+    /// Reads datagrams from `endpoint`: a path bound as ``readDatagrams(at:mode:)`` binds
+    /// it, or the datagram socket the service manager passed under a name (its `.socket`
+    /// unit sets its path and mode; it is closed, not removed, by ``readToEnd(then:)``, and
+    /// what is sent while the daemon is stopped waits in it for the next start).
+    ///
+    /// - Throws: ``SpoolError/socketUnavailable(path:reason:)`` for a path that is taken
+    ///   or a name under which no Unix datagram socket was passed, or an I/O error when the
+    ///   socket cannot be made or bound.
+    public func readDatagrams(from endpoint: SocketEndpoint, mode: mode_t = 0o600) throws(SpoolError) {
+        let (socket, claim) = try Self.datagramSocket(endpoint, mode: mode)
+        if let warning = endpoint.path.flatMap(SocketPathClaim.sharedFolderWarning(for:)) { report(warning) }
         readers.enter()
         spawnThread(name: "dgram-reader") { [self] in
             var buffer = [UInt8](repeating: 0, count: 1 << 16)
@@ -177,9 +177,34 @@ public final class LineInput: Sendable {
                 if let last = splitter.finish() { lines.append(last) }
                 append(lines)
             }
-            claim.remove()
+            claim?.remove()
             close(socket)
             readers.leave()
+        }
+    }
+
+    /// The datagram socket `endpoint` names: bound at its path under a claim, or taken from
+    /// the sockets the service manager passed (no claim: its path is the manager's).
+    private static func datagramSocket(_ endpoint: SocketEndpoint, mode: mode_t) throws(SpoolError) -> (
+        Int32, SocketPathClaim?
+    ) {
+        let path = endpoint.description
+        guard endpoint.path != nil else {
+            do throws(ListeningSocket.Failure) {
+                return (try InheritedSockets.passed.take(name: endpoint.inheritedName ?? "", datagram: true).fd, nil)
+            } catch {
+                throw SpoolError(error, path: path)
+            }
+        }
+        let socket = makeUnixSocket(datagram: true)
+        guard socket >= 0 else { throw .io(operation: "socket", path: path, errno: errno) }
+        do throws(ListeningSocket.Failure) {
+            let claim = try SocketPathClaim(path: path, datagram: true)
+            try claim.place(socket, mode: mode)
+            return (socket, claim)
+        } catch {
+            close(socket)
+            throw SpoolError(error, path: path)
         }
     }
 

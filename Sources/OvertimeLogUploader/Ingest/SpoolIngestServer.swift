@@ -16,7 +16,7 @@ import Overtime
 /// does not read its answers is disconnected once 64 KiB of them wait. ``stop()`` answers
 /// the complete batches already received, then closes everything and removes the socket.
 public final class SpoolIngestServer: Sendable {
-    /// The socket's path.
+    /// The socket's path (for a passed socket: where its service manager bound it).
     public let path: String
     private let spool: Spool
     private let listener: ListeningSocket
@@ -37,15 +37,23 @@ public final class SpoolIngestServer: Sendable {
 
     /// Binds `path` (mode `mode`, 0600 by default: the daemon's user only) and starts
     /// serving. Refuses a path that is anything but a stale socket of an earlier run.
-    public init(path: String, spool: Spool, mode: mode_t = 0o600) throws(SpoolError) {
+    public convenience init(path: String, spool: Spool, mode: mode_t = 0o600) throws(SpoolError) {
+        try self.init(endpoint: .path(path), spool: spool, mode: mode)
+    }
+
+    /// Serves `endpoint`: a path bound as ``init(path:spool:mode:)`` binds it, or the
+    /// listening stream socket the service manager passed under a name (its `.socket`
+    /// unit sets its path, mode and group; ``stop()`` closes it and leaves its file).
+    ///
+    /// - Throws: ``SpoolError/socketUnavailable(path:reason:)`` for a path that is taken
+    ///   or a name under which no listening Unix stream socket was passed.
+    public init(endpoint: SocketEndpoint, spool: Spool, mode: mode_t = 0o600) throws(SpoolError) {
         do throws(ListeningSocket.Failure) {
-            listener = try ListeningSocket(path: path, mode: mode, backlog: 64)
+            listener = try ListeningSocket(endpoint, mode: mode, backlog: 64)
         } catch {
-            switch error {
-            case .unavailable(let refusal): throw .socketUnavailable(path: path, reason: refusal)
-            case .system(let operation, let code): throw .io(operation: operation, path: path, errno: code)
-            }
+            throw SpoolError(error, path: endpoint.description)
         }
+        let path = endpoint.path ?? (listener.path.isEmpty ? endpoint.description : listener.path)
         self.path = path
         self.spool = spool
         var ends: [Int32] = [-1, -1]

@@ -1,3 +1,5 @@
+import Overtime
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -18,7 +20,8 @@ public enum SpoolError: Error, Sendable, Hashable, CustomStringConvertible {
     case corrupt(path: String, reason: String)
     /// Another process has the spool open (its PID, when it could be read).
     case locked(path: String, holder: Int32?)
-    /// A socket path cannot be used: it is another file, or a socket another process answers on.
+    /// A socket cannot be used: its path is another file or a socket another process
+    /// answers on, or no suitable socket was passed under its name (`fd://NAME`).
     case socketUnavailable(path: String, reason: String)
 
     /// A sentence naming the operation, the path and the cause.
@@ -40,5 +43,15 @@ public enum SpoolError: Error, Sendable, Hashable, CustomStringConvertible {
     public var isDiskFull: Bool {
         if case .io(_, _, let code) = self { return code == ENOSPC || code == EFBIG || code == EDQUOT }
         return false
+    }
+}
+
+extension SpoolError {
+    /// Why a socket at `path` (a path, or `fd://NAME`) could not be made or taken.
+    init(_ failure: ListeningSocket.Failure, path: String) {
+        switch failure {
+        case .unavailable(let refusal): self = .socketUnavailable(path: path, reason: refusal)
+        case .system(let operation, let code): self = .io(operation: operation, path: path, errno: code)
+        }
     }
 }

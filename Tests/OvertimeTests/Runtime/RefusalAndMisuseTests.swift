@@ -155,8 +155,8 @@ struct RefusalAndMisuseTests {
                 .contains("signalHandling cannot handle SIGKILL"))
         #expect(error { $0.signalHandling = SignalHandling(actions: [99: .reload]) }.contains("signalHandling"))
         #expect(
-            error { $0.controlSocketPath = String(repeating: "x", count: 200) }.contains("controlSocketPath must be"))
-        #expect(error { $0.controlSocketPath = "@abstract" }.contains("controlSocketPath"))
+            error { $0.controlSocket = .path(String(repeating: "x", count: 200)) }.contains("controlSocket must be"))
+        #expect(error { $0.controlSocket = .path("@abstract") }.contains("controlSocket"))
         #expect(error { $0.signalHandling = nil } == "no error")
         #expect(error { _ in } == "no error")
     }

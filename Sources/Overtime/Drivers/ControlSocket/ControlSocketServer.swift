@@ -67,7 +67,7 @@ final class ControlSocketServer {
         poll.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         watcher = poll
         watchListener()
-        watchPath()
+        if !socket.isInherited { watchPath() }  // a passed socket's path is its service manager's
         context.onShutdown { [self] in stop() }
         context.logger.info("control socket listening", metadata: ["path": "\(path)"])
     }
