@@ -319,6 +319,30 @@ struct DaemonHardeningTests {
         #expect(child.standardError.contains { $0.contains("not uploaded; the next run uploads them") })
     }
 
+    @Test func aStopForWantOfTimeSaysWhatTheTimeWasAndTheCountsAgree() throws {
+        let folder = TemporaryDirectory("for-time")
+        defer { folder.remove() }
+        // A collector that refuses at once: retries fill the budget until one would not fit.
+        let child = try RunningChild(
+            [
+                "--spool", folder.path + "/spool", "--sink", "http://127.0.0.1:9/logs", "--exit-on-eof", "--budget",
+                "3", "--lead", "1", "--segment-kb", "16", "--progress-interval", "0", "--upload-interval", "0",
+            ], executable: "log-uploader", standardInput: true)
+        child.input?.write(Data((1...3000).map { "line \($0)\n" }.joined().utf8))
+        try child.input?.close()
+        #expect(child.waitForExit(timeout: .seconds(20)) == 3)
+        let notice = child.standardError.first { $0.contains("not starting another upload") } ?? ""
+        #expect(notice.contains("before the expiration handlers run"), "\(notice)")
+        #expect(notice.contains("lead=1.0 seconds") && notice.contains("before-expiration="), "\(notice)")
+        #expect(!notice.contains(" left="), "no unqualified 'left' beside the lead: \(notice)")
+        // The progress line's pending lines are the lines the stop message says are left.
+        let progress = child.standardError.last { $0.hasPrefix("spooled=") } ?? ""
+        let pending = progress.split(separator: " ").first { $0.hasPrefix("pending=") }?.dropFirst(8) ?? ""
+        #expect(
+            child.standardError.contains { $0.contains("segments (\(pending) lines) not uploaded") },
+            "\(progress) / \(child.standardError.suffix(2))")
+    }
+
     @Test func smallCommandLineManners() throws {
         let tools = ChildProcess.harnessURL.deletingLastPathComponent()
         let version = try ChildCommand.run(tools.appendingPathComponent("overtimectl").path, ["--version"])

@@ -353,6 +353,16 @@ public final class LogUploader: Sendable {
         timeBeforeExpiration().map { $0 > needed } ?? true
     }
 
+    /// What a decision for want of time was made on: the time before the expiration
+    /// handlers run (which is what an upload must fit in), the lead time that is short of
+    /// the deadline, and the estimate of one upload.
+    private func timeMetadata() -> Logger.Metadata {
+        [
+            "before-expiration": "\(timeBeforeExpiration().map { "\($0)" } ?? "unlimited")",
+            "lead": "\(runtime.configuration.expirationLeadTime)", "estimate": "\(estimate)",
+        ]
+    }
+
     /// Time left before the expiration point of the current budget; nil in the foreground.
     private func timeBeforeExpiration() -> Duration? {
         let remaining = runtime.backgroundTimeRemaining
@@ -379,17 +389,15 @@ public final class LogUploader: Sendable {
 
     private func noteStoppedForTime() {
         logger.notice(
-            "not starting another upload: too little time left",
-            metadata: ["left": "\(runtime.backgroundTimeRemaining)", "estimate": "\(estimate)"])
+            "not starting another upload: it would not end before the expiration handlers run (the deadline less the lead time)",
+            metadata: timeMetadata())
         state.withLock { $0.statistics.stoppedForTime += 1 }
     }
 
     private func noteStoppedForRetryAfter(_ wait: Duration) {
         logger.notice(
             "not starting another upload: the collector asked to wait past the last moment one fits (Retry-After); the segments stay for the next drain",
-            metadata: [
-                "wait": "\(wait)", "left": "\(runtime.backgroundTimeRemaining)", "estimate": "\(estimate)",
-            ])
+            metadata: timeMetadata().merging(["wait": "\(wait)"]) { $1 })
         state.withLock { $0.statistics.stoppedForTime += 1 }
     }
 
