@@ -148,8 +148,60 @@ func spoolFullDisk(_ directory: String) throws {
         let bytes = try Array(readWholeFile(segment.path))
         records += SegmentFormat.parse(bytes).records
     }
-    let contiguous = records.map(\.sequence) == Array(1...acknowledged) + [records.last?.sequence ?? 0]
+    let contiguous = records.map(\.sequence) == Array(1...(acknowledged + 1))
     say("REOPENED \(records.count) \(records.last?.text ?? "-") \(reopened.recovery.isClean) \(contiguous)")
+}
+
+/// Four threads append batches while the file size limit makes writes fail, and after it
+/// is lifted: the lines of failed batches give their numbers back, so the stream on disk
+/// runs 1, 2, 3, … without a gap, and every acknowledged range names exactly its lines.
+func spoolFullDiskConcurrent(_ directory: String) throws {
+    signal(SIGXFSZ, SIG_IGN)
+    var limit = rlimit(rlim_cur: 64 * 1024, rlim_max: rlim_t.max)
+    setrlimit(Int32(RLIMIT_FSIZE.rawValue), &limit)
+    var options = SpoolConfiguration()
+    options.segmentBytes = 1 << 20
+    options.quotaBytes = 8 << 20
+    let spool = try Spool(directory: directory, configuration: options)
+    let progress = Locked((failures: 0, lifted: false, acknowledged: [(ClosedRange<UInt64>, [String])]()))
+    let writers = DispatchGroup()
+    for thread in 0..<4 {
+        DispatchQueue.global().async(group: writers) {
+            var afterLifting = 0
+            for batch in 0... {
+                let lines = (0..<(1 + batch % 17)).map { "thread \(thread) batch \(batch) line \($0)" }
+                let lifted = progress.withLock { $0.lifted }
+                if lifted { afterLifting += 1 }
+                if afterLifting > 40 { break }
+                do {
+                    if let range = try spool.append(lines.map { Array($0.utf8) }) {
+                        progress.withLock { $0.acknowledged.append((range, lines)) }
+                    }
+                } catch {
+                    progress.withLock { $0.failures += 1 }
+                }
+            }
+        }
+    }
+    while progress.withLock({ $0.failures }) < 12 { usleep(1000) }
+    limit.rlim_cur = rlim_t.max
+    setrlimit(Int32(RLIMIT_FSIZE.rawValue), &limit)
+    progress.withLock { $0.lifted = true }
+    writers.wait()
+    try spool.sealActiveSegment()
+    var records: [UInt64: String] = [:]
+    var order: [UInt64] = []
+    for segment in spool.sealedSegments {
+        for record in SegmentFormat.parse(try readWholeFile(segment.path)).records {
+            records[record.sequence] = record.text
+            order.append(record.sequence)
+        }
+    }
+    let (failures, acknowledged) = progress.withLock { ($0.failures, $0.acknowledged) }
+    let contiguous = !order.isEmpty && order == Array(1...UInt64(order.count))
+    let matching = acknowledged.allSatisfy { range, lines in range.map { records[$0] ?? "-" } == lines }
+    let lines = acknowledged.reduce(0) { $0 + $1.1.count }
+    say("CONCURRENT failures=\(failures) records=\(order.count) acknowledged=\(lines) \(contiguous) \(matching)")
 }
 
 func readWholeFile(_ path: String) throws -> [UInt8] {
@@ -332,6 +384,7 @@ case "exit-policy": try exitPolicy()
 case "watchdog": try watchdog()
 case "daemon": try daemon()
 case "spool-full-disk": try spoolFullDisk(CommandLine.arguments[2])
+case "spool-full-disk-concurrent": try spoolFullDiskConcurrent(CommandLine.arguments[2])
 case "scheduler-crash": try schedulerCrash(directory: CommandLine.arguments[2])
 case "scheduler-network": try schedulerNetwork(directory: CommandLine.arguments[2])
 case "scheduler-power": try schedulerPower(directory: CommandLine.arguments[2])

@@ -56,6 +56,23 @@ public enum SegmentFormat {
     }
 
     /// Parses a whole segment: the header, then records until the end or the first
+    /// Moves the sequence of every record in `records` (whole records, as
+    /// ``appendRecord(sequence:time:line:endsAppend:to:)`` writes them, no header) down by
+    /// `shift`, their checksums made again.
+    static func renumberRecords(_ records: inout [UInt8], down shift: UInt64) {
+        records.withUnsafeMutableBytes { bytes in
+            var offset = 0
+            while offset + frameSize + bodyPrefixSize <= bytes.count {
+                let length = Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
+                let sequence = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self))
+                bytes.storeBytes(of: (sequence - shift).littleEndian, toByteOffset: offset + 8, as: UInt64.self)
+                let body = UnsafeRawBufferPointer(rebasing: bytes[(offset + frameSize)..<(offset + frameSize + length)])
+                bytes.storeBytes(of: CRC32C.checksum(body).littleEndian, toByteOffset: offset + 4, as: UInt32.self)
+                offset += frameSize + length
+            }
+        }
+    }
+
     /// invalid record. Never traps, whatever the bytes.
     public static func parse(_ bytes: [UInt8]) -> ParsedSegment {
         guard bytes.count >= headerSize, Array(bytes[0..<8]) == magic else {

@@ -66,13 +66,15 @@ extension Spool {
             return (first...(state.nextSequence - 1), state.issuedTicket + 1, lead)
         }
         if lead { writeBatches() }
-        try state.withLock(waitingUntil: { $0.durableTicket >= ticket }) { (state, _) throws(SpoolError) in
+        let shift = try state.withLock(waitingUntil: { $0.durableTicket >= ticket }) {
+            (state, _) throws(SpoolError) -> UInt64 in
             if let error = state.failures[ticket] { throw error }
+            return state.sequenceShifts[ticket] ?? 0
         }
         counters.appended.increment(by: Int64(lines.count))
         state.withLock { $0.appendedLines += lines.count }
         for observer in appendObservers.withLock({ $0 }) { observer() }
-        return range
+        return (range.lowerBound - shift)...(range.upperBound - shift)
     }
 
     /// Appends one line.
@@ -123,6 +125,7 @@ extension Spool {
                 if let failure {
                     state.failures[work.ticket] = failure
                     state.storedBytes -= work.bytes.count
+                    giveBackSequences(&state, count: work.records)
                     counters.writeErrors.increment()
                     logger.error("spool write failed: \(failure)")
                 } else if var active = state.active {
@@ -135,6 +138,9 @@ extension Spool {
                 }
                 state.durableTicket = work.ticket
                 if state.failures.count > 64 { state.failures = state.failures.filter { $0.key + 32 > work.ticket } }
+                if state.sequenceShifts.count > 64 {
+                    state.sequenceShifts = state.sequenceShifts.filter { $0.key + 32 > work.ticket }
+                }
                 self.state.broadcast()
             }
         }
@@ -145,11 +151,23 @@ extension Spool {
         state.failures[state.issuedTicket] = error
         state.durableTicket = state.issuedTicket
         state.storedBytes -= state.pending.count
+        state.nextSequence -= UInt64(state.pendingRecords)  // never stored: the next lines take their numbers
         state.pending = []
         state.pendingRecords = 0
         counters.writeErrors.increment()
         logger.error("spool write failed: \(error)")
         self.state.broadcast()
+    }
+
+    /// A failed batch's `count` lines were never stored, so their numbers go to the lines
+    /// after them: the stream a collector sees has no gap that looks like loss. The lines
+    /// already waiting for the next batch are renumbered, and their appenders told.
+    private func giveBackSequences(_ state: inout State, count: Int) {
+        let shift = UInt64(count)
+        state.nextSequence -= shift
+        guard !state.pending.isEmpty else { return }
+        SegmentFormat.renumberRecords(&state.pending, down: shift)
+        state.sequenceShifts[state.issuedTicket + 1, default: 0] += shift
     }
 
     /// One batch on its way to disk.

@@ -167,6 +167,9 @@ public final class Spool: Sendable {
         var issuedTicket: UInt64 = 0
         var durableTicket: UInt64 = 0
         var failures: [UInt64: SpoolError] = [:]
+        /// By ticket: how far the sequences its appenders were given moved down, because a
+        /// batch before it failed and gave its numbers back (the stream has no gaps).
+        var sequenceShifts: [UInt64: UInt64] = [:]
         var writing = false
         var storedBytes: Int
         var acknowledged: Checkpoint
