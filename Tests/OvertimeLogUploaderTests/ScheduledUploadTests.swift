@@ -136,24 +136,43 @@ struct ScheduledUploadTests {
         }
     }
 
+    /// The address families the shipped unit allows (`RestrictAddressFamilies=`).
+    private static func unitAddressFamilies() throws -> [String] {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let unit = try String(
+            contentsOf: root.appendingPathComponent("Examples/systemd/log-uploader.service"), encoding: .utf8)
+        let line = try #require(unit.split(separator: "\n").first { $0.hasPrefix("RestrictAddressFamilies=") })
+        return line.dropFirst("RestrictAddressFamilies=".count).split(separator: " ").map(String.init)
+    }
+
+    /// A wrapper that runs the daemon in the shipped unit's sandbox as far as it matters
+    /// here, with PID 1 not systemd: `/proc` as `ProcSubset=pid` leaves it (a private `/proc`
+    /// mounted `subset=pid`: no `/proc/net`) and `socket(2)` refused for every address
+    /// family but `families` (a seccomp filter, as `RestrictAddressFamilies=` installs).
+    private static func unitSandbox(families: [String]) -> [String] {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        return [
+            "--mount", "--propagation", "private", "/bin/sh", "-c",
+            "mount -t proc -o subset=pid proc /proc && test ! -e /proc/net && exec \"$@\"", "sh",
+            root.appendingPathComponent("Sandbox/restrict-address-families").path,
+        ] + families + ["--"]
+    }
+
     /// The daemon in a network namespace of its own, at first with no route: lines wait in
     /// the spool and the upload request waits for the network (no run in its history);
     /// once a default route exists the next run delivers them to a collector in the
-    /// namespace. With `/proc` as the shipped unit leaves it (`ProcSubset=pid`: a private
-    /// `/proc` mounted `subset=pid`, no `/proc/net`), the route is asked of the kernel.
+    /// namespace. In the shipped unit's sandbox (``unitSandbox(families:)``) the route is
+    /// asked of the kernel over netlink.
     @Test(arguments: [false, true])
-    func aNetworkSinkWaitsForADefaultRouteThenUploads(procSubsetPID: Bool) async throws {
+    func aNetworkSinkWaitsForADefaultRouteThenUploads(inUnitSandbox: Bool) async throws {
         try await onOwnThread {
             let folder = TemporaryDirectory("scheduled-upload-netns")
             defer { folder.remove() }
             let received = folder.path + "/received"
-            let hideProcNet = [
-                "--mount", "--propagation", "private", "/bin/sh", "-c",
-                "mount -t proc -o subset=pid proc /proc && test ! -e /proc/net && exec \"$@\"", "sh",
-            ]
+            let sandbox = inUnitSandbox ? Self.unitSandbox(families: try Self.unitAddressFamilies()) : []
             let (child, client, control) = try startUploader(
-                folder, sink: "syslog://127.0.0.1:5514",
-                wrapper: ["/usr/bin/unshare", "--net"] + (procSubsetPID ? hideProcNet : []))
+                folder, sink: "syslog://127.0.0.1:5514", wrapper: ["/usr/bin/unshare", "--net"] + sandbox)
             try client.send(Support.lines("routed", 1...30))
             usleep(600_000)  // three periods
             let waiting = try overtimectl(["schedule", "--socket", control]).output
@@ -193,6 +212,26 @@ struct ScheduledUploadTests {
             #expect(after.contains("succeeded"), "\(after)")
             child.send(SIGTERM)
             #expect(child.waitForExit() == 0)
+        }
+    }
+
+    /// Without `AF_NETLINK` among the unit's families and without `/proc/net`, the network
+    /// requirement cannot be told at all: the daemon refuses to start, saying so, rather
+    /// than spool until the quota drops lines.
+    @Test func aNetworkRequirementThatCannotBeToldStopsTheStartWithStatus78() async throws {
+        try await onOwnThread {
+            let folder = TemporaryDirectory("scheduled-upload-no-netlink")
+            defer { folder.remove() }
+            let families = try Self.unitAddressFamilies().filter { $0 != "AF_NETLINK" }
+            let child = try RunningChild(
+                [
+                    "--spool", folder.path + "/spool", "--sink", "syslog://127.0.0.1:5514", "--progress-interval", "0",
+                ], executable: "log-uploader",
+                wrapper: ["/usr/bin/unshare", "--net"] + Self.unitSandbox(families: families))
+            #expect(child.waitForExit(timeout: .seconds(20)) == 78)
+            #expect(
+                child.standardError.contains { $0.contains("the network requirement cannot be told here") },
+                "\(child.standardError)")
         }
     }
 }
