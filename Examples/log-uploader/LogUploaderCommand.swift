@@ -40,16 +40,17 @@ struct Run: ParsableCommand {
         help: """
             Where segments go: a folder (the embedded default), an http:// URL (HTTP PUT), \
             s3://bucket/prefix?endpoint=URL&region=R&addressing=path|virtual (S3 or an S3-compatible \
-            store; keys from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), \
+            store; keys from --sink-credentials, else AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), \
             syslog://host:port (RFC 5424 over TCP) or relp://host:port (RELP, acknowledged).
             """)
     var sink = "log-uploader/collected"
     @Option(
         help: """
-            A file holding user:password for an http(s):// sink (its first line), so that the \
-            password is not on the command line (/proc/PID/cmdline). Default: the credential \
+            A file holding user:password for an http(s):// sink, or \
+            ACCESS_KEY_ID:SECRET_ACCESS_KEY[:SESSION_TOKEN] for an s3:// sink (its first line), so \
+            that secrets are not on the command line (/proc/PID/cmdline). Default: the credential \
             'sink-credentials' from systemd's LoadCredential= ($CREDENTIALS_DIRECTORY), else \
-            LOG_UPLOADER_SINK_CREDENTIALS.
+            LOG_UPLOADER_SINK_CREDENTIALS (else, for S3, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY).
             """)
     var sinkCredentials: String?
     @Option(help: "Compress segments sent to an http:// or s3:// sink: none, zstd or gzip (default none).")
@@ -352,27 +353,43 @@ struct Run: ParsableCommand {
         return scheduler
     }
 
-    /// The S3 sink's configuration: the URL's, with keys from the environment and
-    /// `--compression` if given. Missing keys end the program with status 64, naming them.
+    /// The S3 sink's configuration: the URL's, with keys from the credential (see
+    /// ``credentialLine()``: `ACCESS_KEY_ID:SECRET_ACCESS_KEY[:SESSION_TOKEN]`), else the
+    /// environment, and `--compression` if given. Missing or malformed keys end the program
+    /// with status 64, naming where they were looked for (never their content).
     private func s3Configuration() throws -> S3SinkConfiguration {
         do {
-            var configuration = try S3SinkConfiguration(url: sink, credentials: S3Credentials.fromEnvironment())
+            let credentials: S3Credentials
+            if let (source, line) = try credentialLine() {
+                let parts = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
+                guard parts.count >= 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+                    FileOutput.standardError(
+                        "log-uploader: \(source) does not hold ACCESS_KEY_ID:SECRET_ACCESS_KEY[:SESSION_TOKEN] on its first line"
+                    )
+                    throw ExitCode(64)
+                }
+                credentials = S3Credentials(
+                    accessKeyID: parts[0], secretAccessKey: parts[1], sessionToken: parts.count > 2 ? parts[2] : nil)
+            } else {
+                credentials = try S3Credentials.fromEnvironment()
+            }
+            var configuration = try S3SinkConfiguration(url: sink, credentials: credentials)
             if let encoding = compression.flatMap(SegmentEncoding.init(name:)) { configuration.encoding = encoding }
             return configuration
+        } catch let error as ExitCode {
+            throw error
         } catch {
             FileOutput.standardError("log-uploader: \(error)")
             throw ExitCode(64)
         }
     }
 
-    /// The http(s):// sink's URL with the user and password from `--sink-credentials`,
-    /// systemd's credential `sink-credentials`, or `LOG_UPLOADER_SINK_CREDENTIALS`, in that
-    /// order, when the URL names none. A credentials file that cannot be read, or holds no
-    /// `user:password`, ends the program with status 64, naming the file (not its content).
-    func sinkURLWithCredentials() throws -> String {
-        guard let scheme = sink.firstRange(of: "://") else { return sink }
-        let authority = sink[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        guard !authority.contains("@") else { return sink }  // the URL names its own
+    /// The sink's credential — `--sink-credentials`, systemd's credential
+    /// `sink-credentials` ($CREDENTIALS_DIRECTORY, from `LoadCredential=`), or
+    /// `LOG_UPLOADER_SINK_CREDENTIALS`, in that order — as its first line and where it came
+    /// from; `nil` when none is given. A `--sink-credentials` file that cannot be read ends
+    /// the program with status 64, naming the file.
+    func credentialLine() throws -> (source: String, line: String)? {
         var text: String?
         var source = ""
         if let sinkCredentials {
@@ -389,8 +406,18 @@ struct Run: ParsableCommand {
         } else if let variable = getenv("LOG_UPLOADER_SINK_CREDENTIALS").map({ String(cString: $0) }) {
             (source, text) = ("LOG_UPLOADER_SINK_CREDENTIALS", variable)
         }
-        guard let text else { return sink }
-        let line = text.split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
+        guard let text else { return nil }
+        return (source, text.split(whereSeparator: \.isNewline).first.map(String.init) ?? "")
+    }
+
+    /// The http(s):// sink's URL with the user and password from the credential (see
+    /// ``credentialLine()``: `user:password`) when the URL names none. A credential that
+    /// holds no `user:password` ends the program with status 64, naming where it came from.
+    func sinkURLWithCredentials() throws -> String {
+        guard let scheme = sink.firstRange(of: "://") else { return sink }
+        let authority = sink[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        guard !authority.contains("@") else { return sink }  // the URL names its own
+        guard let (source, line) = try credentialLine() else { return sink }
         guard let colon = line.firstIndex(of: ":"), colon != line.startIndex else {
             FileOutput.standardError("log-uploader: \(source) does not hold user:password on its first line")
             throw ExitCode(64)

@@ -114,7 +114,7 @@ struct LogUploaderDaemonTests {
         }
     }
 
-    @Test func anS3SinkTakesItsKeysFromTheEnvironmentAndStoresCompressedObjects() async throws {
+    @Test func anS3SinkTakesItsKeysFromACredentialOrTheEnvironmentAndStoresCompressedObjects() async throws {
         try await onOwnThread {
             let store = try SeaweedFSServer()
             let folder = TemporaryDirectory("daemon-s3")
@@ -130,9 +130,28 @@ struct LogUploaderDaemonTests {
                 executable: "log-uploader")
             #expect(refused.waitForExit() == 64)
             #expect(refused.standardError.joined().contains("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY not set"))
+            // systemd's LoadCredential=: a folder holding `sink-credentials`, not the environment.
+            let credentials = folder.path + "/credentials"
+            try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: true)
+            try "\(store.accessKey)\n".write(
+                toFile: credentials + "/sink-credentials", atomically: true, encoding: .utf8)
+            let malformed = try RunningChild(
+                arguments,
+                environment: [
+                    "CREDENTIALS_DIRECTORY": credentials, "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "",
+                ],
+                executable: "log-uploader")
+            #expect(malformed.waitForExit() == 64)
+            #expect(
+                malformed.standardError.contains { $0.contains("does not hold ACCESS_KEY_ID:SECRET_ACCESS_KEY") },
+                "\(malformed.standardError)")
+            try "\(store.accessKey):\(store.secretKey)\n".write(
+                toFile: credentials + "/sink-credentials", atomically: true, encoding: .utf8)
             let child = try RunningChild(
                 arguments,
-                environment: ["AWS_ACCESS_KEY_ID": store.accessKey, "AWS_SECRET_ACCESS_KEY": store.secretKey],
+                environment: [
+                    "CREDENTIALS_DIRECTORY": credentials, "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "",
+                ],
                 executable: "log-uploader", standardInput: true)
             try child.input!.write(contentsOf: Data((1...5000).map { "s3 daemon line \($0)\n" }.joined().utf8))
             try child.input!.close()
