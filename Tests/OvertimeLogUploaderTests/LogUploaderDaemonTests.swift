@@ -133,26 +133,22 @@ struct LogUploaderDaemonTests {
             // systemd's LoadCredential=: a folder holding `sink-credentials`, not the environment.
             let credentials = folder.path + "/credentials"
             try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: true)
-            try "\(store.accessKey)\n".write(
-                toFile: credentials + "/sink-credentials", atomically: true, encoding: .utf8)
-            let malformed = try RunningChild(
-                arguments,
-                environment: [
-                    "CREDENTIALS_DIRECTORY": credentials, "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "",
-                ],
-                executable: "log-uploader")
+            /// The daemon with `credential` as its `sink-credentials` and no keys in its environment.
+            func daemon(credential: String) throws -> RunningChild {
+                try credential.write(toFile: credentials + "/sink-credentials", atomically: true, encoding: .utf8)
+                return try RunningChild(
+                    arguments,
+                    environment: [
+                        "CREDENTIALS_DIRECTORY": credentials, "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "",
+                    ],
+                    executable: "log-uploader", standardInput: true)
+            }
+            let malformed = try daemon(credential: "\(store.accessKey)\n")
             #expect(malformed.waitForExit() == 64)
             #expect(
                 malformed.standardError.contains { $0.contains("does not hold ACCESS_KEY_ID:SECRET_ACCESS_KEY") },
                 "\(malformed.standardError)")
-            try "\(store.accessKey):\(store.secretKey)\n".write(
-                toFile: credentials + "/sink-credentials", atomically: true, encoding: .utf8)
-            let child = try RunningChild(
-                arguments,
-                environment: [
-                    "CREDENTIALS_DIRECTORY": credentials, "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "",
-                ],
-                executable: "log-uploader", standardInput: true)
+            let child = try daemon(credential: "\(store.accessKey):\(store.secretKey)\n")
             try child.input!.write(contentsOf: Data((1...5000).map { "s3 daemon line \($0)\n" }.joined().utf8))
             try child.input!.close()
             #expect(child.waitForExit() == 0, "\(child.standardError)")
