@@ -1,4 +1,5 @@
 import Foundation
+import Overtime
 
 /// A real nginx on a free loopback port, storing PUTs under `root/data` (nginx from
 /// Debian, `dav_methods PUT; create_full_put_path on;`). Single process, so the files
@@ -157,9 +158,13 @@ package func canConnect(port: Int) -> Bool {
 package final class SilentServer: @unchecked Sendable {
     package let port: Int
     private let fd: Int32
+    /// When the first client closed its connection (with `watchingFirstConnection`).
+    private let firstClosed = Locked<ContinuousClock.Instant?>(nil)
 
-    /// Starts nginx on `requestedPort`, or on a free one.
-    package init(port requestedPort: Int? = nil) throws {
+    /// Starts nginx on `requestedPort`, or on a free one. With `watchingFirstConnection`,
+    /// a thread of its own accepts the first client and reads (never answering) until the
+    /// client closes, noting when.
+    package init(port requestedPort: Int? = nil, watchingFirstConnection: Bool = false) throws {
         port = try requestedPort ?? freeLoopbackPort()
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
@@ -172,9 +177,30 @@ package final class SilentServer: @unchecked Sendable {
             }
         }
         listen(fd, 16)  // the kernel completes handshakes; nobody reads or answers
+        guard watchingFirstConnection else { return }
+        let (listener, closed) = (fd, firstClosed)
+        Thread.detachNewThread {
+            let client = accept(listener, nil, nil)
+            guard client >= 0 else { return }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while recv(client, &buffer, buffer.count, 0) > 0 {}
+            closed.withLock { $0 = .now }
+            close(client)
+        }
+    }
+
+    /// When the first client closed its connection, waiting up to `timeout` for it.
+    package func firstConnectionClosed(timeout: Duration = .seconds(60)) -> ContinuousClock.Instant? {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let instant = firstClosed.withLock({ $0 }) { return instant }
+            usleep(5000)
+        }
+        return firstClosed.withLock { $0 }
     }
 
     deinit {
+        shutdown(fd, Int32(SHUT_RDWR))  // wakes a watching thread still in accept
         close(fd)
     }
 }
