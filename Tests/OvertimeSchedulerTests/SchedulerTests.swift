@@ -38,6 +38,38 @@ struct SchedulerTests {
         }
     }
 
+    /// BGTaskScheduler's pattern, a handler that refers to its own task, keeps neither the
+    /// task nor (through it) the scheduler and its store alive once the run has ended:
+    /// completed, or expired and then completed.
+    @Test func aTaskWhoseExpirationHandlerRefersToItIsLetGoOnceItsRunEnds() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness()
+            defer { h.finish() }
+            struct Held: @unchecked Sendable { weak var task: ScheduledTask? }
+            let seen = Locked<[Held]>([])
+            try h.current.register("completes") { task in
+                task.expirationHandler = { task.setTaskCompleted(success: false) }
+                seen.withLock { $0.append(Held(task: task)) }
+                task.setTaskCompleted(success: true)
+            }
+            try h.current.register("expires") { task in
+                task.expirationHandler = { task.setTaskCompleted(success: false) }
+                seen.withLock { $0.append(Held(task: task)) }
+            }
+            try h.current.start()
+            try h.current.submit(ScheduledTaskRequest(identifier: "completes"))
+            var expiring = ScheduledTaskRequest(identifier: "expires")
+            expiring.maximumDuration = .seconds(10)
+            expiring.retry.maximumAttempts = 1
+            try h.current.submit(expiring)
+            h.advance(by: .seconds(30))
+            #expect(try h.current.history("completes").map(\.result) == [.succeeded])
+            #expect(try h.current.history("expires").first?.result == .expired)
+            #expect(seen.withLock { $0.count } == 2)
+            #expect(seen.withLock { $0.allSatisfy { $0.task == nil } }, "both tasks were let go")
+        }
+    }
+
     @Test func aWeekOfAnHourlyRequestWithFlexWhereEveryFifthRunFailsOnce() async throws {
         try await onOwnThread {
             let h = try SchedulerHarness()

@@ -66,7 +66,10 @@ public final class ScheduledTask: Sendable {
     }
 
     /// Called (on the runtime's loop thread) when the run's time is up: its grant is
-    /// expiring, or it was cancelled. Stop the work, then complete the task.
+    /// expiring, or it was cancelled. Stop the work, then complete the task. It is let go
+    /// once called or once the task is completed, so a handler that refers to its task
+    /// (`task.expirationHandler = { task.setTaskCompleted(success: false) }`) keeps
+    /// neither alive.
     public var expirationHandler: (@Sendable () -> Void)? {
         get { handler.withLock { $0 } }
         set { handler.withLock { $0 = newValue } }
@@ -88,6 +91,7 @@ public final class ScheduledTask: Sendable {
                 ])
             return
         }
+        handler.withLock { $0 = nil }  // never called now
         completion(success, isExpired)
     }
 
@@ -97,6 +101,10 @@ public final class ScheduledTask: Sendable {
     /// The run's time is up: tells the handler, once.
     func expire() {
         guard !expired.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        expirationHandler?()
+        let called = handler.withLock { handler in
+            defer { handler = nil }
+            return handler
+        }
+        called?()
     }
 }

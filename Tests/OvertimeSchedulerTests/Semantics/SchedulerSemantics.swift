@@ -165,9 +165,11 @@ enum SchedulerSemantics {
     }
 
     /// The scheduler, for a handler made before it.
+    /// The scheduler a handler submits to, held weakly: a handler that held its own
+    /// scheduler strongly would keep it (and a fleet store's connections) alive for good.
     final class SchedulerBox: @unchecked Sendable {
         private let lock = NSLock()
-        private var value: Scheduler?
+        private weak var value: Scheduler?
         var scheduler: Scheduler? {
             get { lock.withLock { value } }
             set { lock.withLock { value = newValue } }
