@@ -159,7 +159,8 @@ struct HTTPSinkTests {
         let runtime = try runtime()
         let sink = HTTPSink(baseURL: "http://127.0.0.1:\(silent.port)/logs", runtime: runtime)
         let upload = Task { try await sink.store(segment) }
-        try await Task.sleep(for: .milliseconds(300))  // connected and waiting for an answer
+        try #require(silent.firstConnectionAccepted(), "connected and waiting for an answer")
+        try await Task.sleep(for: .milliseconds(100))  // its request sent
         let cancelled = ContinuousClock.now
         upload.cancel()
         await #expect(throws: SinkError.cancelled) { try await upload.value }

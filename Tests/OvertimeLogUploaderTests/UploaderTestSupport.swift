@@ -87,16 +87,20 @@ extension Array where Element: Hashable {
 
 extension LogUploader {
     /// Runs until `done()` holds: whenever the uploader waits out a backoff, virtual time
-    /// jumps to its timer (a backoff always ends before the grant's expiration point, so
-    /// nothing else falls due on the way); otherwise real work (a sink's I/O) is given a
-    /// moment. No step of the uploader's own logic waits for real time.
+    /// moves to the backoff's end — exactly there: until its timer has fired and the
+    /// uploader resumed, it still reads as backing off, and moving on to whatever timer is
+    /// next (the grant's expiration) would cut the drain short. Otherwise real work (a
+    /// sink's I/O) is given a moment. No step of the uploader's own logic waits for real time.
     func drive(_ clock: ManualClock, until done: () -> Bool) async {
         for _ in 0..<20_000 {
             if done() { return }
-            if isBackingOff {
+            if backoffEnds != nil {
+                // What the runtime was asked first (a stop wakes the backoff early).
                 clock.waitForQueuedRequests()
-                if isBackingOff, let wakeup = clock.nextWakeup { clock.advance(to: wakeup) }
-                continue
+                if let end = backoffEnds, clock.now < end {
+                    clock.advance(to: end)
+                    continue
+                }
             }
             try? await Task.sleep(for: .milliseconds(1))
         }

@@ -144,11 +144,7 @@ struct UploaderTests {
 
     /// A foreground drain's `Retry-After` still holds in the stop drain that follows: the
     /// stop waits out what is left of it, not retrying at once.
-    @Test(
-        .disabled(
-            if: dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_init") != nil,
-            "once under ThreadSanitizer, in a fresh-clone .ci/run with the suite in parallel, the stop drain ended after the first attempt (a race in driving virtual time, not yet understood); it runs in the plain suite"
-        ))
+    @Test
     func aRetryAfterFromAnEarlierDrainHoldsInTheStopDrain() async throws {
         let sink = ScriptedSink([.fail(.retryable("503", retryAfter: .seconds(3)))])
         let setup = try Setup(sink: { _ in sink })

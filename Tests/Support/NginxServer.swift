@@ -158,8 +158,9 @@ package func canConnect(port: Int) -> Bool {
 package final class SilentServer: @unchecked Sendable {
     package let port: Int
     private let fd: Int32
-    /// When the first client closed its connection (with `watchingFirstConnection`).
-    private let firstClosed = Locked<ContinuousClock.Instant?>(nil)
+    /// Whether the first client was accepted, and when it closed its connection (with
+    /// `watchingFirstConnection`).
+    private let first = Locked<(accepted: Bool, closed: ContinuousClock.Instant?)>((false, nil))
 
     /// Starts nginx on `requestedPort`, or on a free one. With `watchingFirstConnection`,
     /// a thread of its own accepts the first client and reads (never answering) until the
@@ -178,25 +179,37 @@ package final class SilentServer: @unchecked Sendable {
         }
         listen(fd, 16)  // the kernel completes handshakes; nobody reads or answers
         guard watchingFirstConnection else { return }
-        let (listener, closed) = (fd, firstClosed)
+        let (listener, first) = (fd, first)
         Thread.detachNewThread {
             let client = accept(listener, nil, nil)
             guard client >= 0 else { return }
+            first.withLock { $0.accepted = true }
             var buffer = [UInt8](repeating: 0, count: 4096)
             while recv(client, &buffer, buffer.count, 0) > 0 {}
-            closed.withLock { $0 = .now }
+            first.withLock { $0.closed = .now }
             close(client)
         }
     }
 
+    /// Whether a first client connected, waiting up to `timeout` for one.
+    package func firstConnectionAccepted(timeout: Duration = .seconds(60)) -> Bool {
+        wait(timeout) { $0.accepted ? true : nil } ?? false
+    }
+
     /// When the first client closed its connection, waiting up to `timeout` for it.
     package func firstConnectionClosed(timeout: Duration = .seconds(60)) -> ContinuousClock.Instant? {
+        wait(timeout) { $0.closed }
+    }
+
+    private func wait<T>(_ timeout: Duration, _ value: ((accepted: Bool, closed: ContinuousClock.Instant?)) -> T?)
+        -> T?
+    {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
-            if let instant = firstClosed.withLock({ $0 }) { return instant }
+            if let found = value(first.withLock { $0 }) { return found }
             usleep(5000)
         }
-        return firstClosed.withLock { $0 }
+        return value(first.withLock { $0 })
     }
 
     deinit {

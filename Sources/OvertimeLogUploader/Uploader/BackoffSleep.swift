@@ -7,7 +7,8 @@ import Overtime
 /// lost between checks.
 final class BackoffSleep: Sendable {
     private struct State {
-        var sleeper: (id: UInt64, continuation: CheckedContinuation<Bool, Never>, timer: LoopTimer?)?
+        var sleeper:
+            (id: UInt64, until: MonotonicInstant, continuation: CheckedContinuation<Bool, Never>, timer: LoopTimer?)?
         var nextID: UInt64 = 0
         var pendingWake = false
     }
@@ -21,7 +22,11 @@ final class BackoffSleep: Sendable {
 
     /// Whether a sleep is under way with its timer handed to the runtime (so that, once
     /// the runtime has applied what is queued, the timer is the clock's to fire).
-    var isSleeping: Bool { state.withLock { $0.sleeper?.timer != nil } }
+    var isSleeping: Bool { sleepsUntil != nil }
+
+    /// When the sleep under way (its timer handed to the runtime) ends on the runtime's
+    /// clock, or `nil`: a test driving virtual time advances exactly that far.
+    var sleepsUntil: MonotonicInstant? { state.withLock { $0.sleeper?.timer != nil ? $0.sleeper?.until : nil } }
 
     /// Sleeps for `duration` on the runtime's clock; returns `true` when woken (or
     /// cancelled, or the runtime shut down) before it passed.
@@ -34,7 +39,7 @@ final class BackoffSleep: Sendable {
                         return nil
                     }
                     state.nextID += 1
-                    state.sleeper = (state.nextID, continuation, nil)
+                    state.sleeper = (state.nextID, runtime.clock.now + duration, continuation, nil)
                     return state.nextID
                 }
                 guard let id else { return continuation.resume(returning: true) }
@@ -62,7 +67,8 @@ final class BackoffSleep: Sendable {
     }
 
     private func resume(id: UInt64, early: Bool) {
-        let sleeper = state.withLock { state -> (continuation: CheckedContinuation<Bool, Never>, timer: LoopTimer?)? in
+        let sleeper = state.withLock {
+            state -> (continuation: CheckedContinuation<Bool, Never>, timer: LoopTimer?)? in
             guard let sleeper = state.sleeper, sleeper.id == id else { return nil }  // a stale timer
             state.sleeper = nil
             return (sleeper.continuation, sleeper.timer)

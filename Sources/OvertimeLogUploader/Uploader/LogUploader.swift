@@ -129,6 +129,8 @@ public final class LogUploader: Sendable {
 
     /// Whether a drain waits out a backoff (its timer is on the runtime's loop).
     var isBackingOff: Bool { backoff.isSleeping }
+    /// When the wait between retries under way ends, or `nil` (see ``BackoffSleep/sleepsUntil``).
+    var backoffEnds: MonotonicInstant? { backoff.sleepsUntil }
 
     /// Begins a grant now and drains in it. When a drain is already running, that drain
     /// seals the active segment again once it is through and uploads what came meanwhile
