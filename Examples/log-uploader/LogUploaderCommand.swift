@@ -243,13 +243,17 @@ struct Run: ParsableCommand {
         let uploader = LogUploader(runtime: runtime, spool: store, sink: try makeSink(runtime, s3: s3))
         uploader.start()
         let scheduler = uploadInterval > 0 ? try schedulePeriodicUpload(uploader, runtime) : nil
-        runtime.addControlCommand("redrive") {
-            do {
-                let count = try store.redriveDeadLetters()
-                if count > 0 { uploader.drainInGrant(reason: "redrive") }
-                return .success("\(count) dead-lettered segments queued for upload")
-            } catch {
-                return .failure(ControlCommandError("\(error)"))
+        // Moving the dead letters back renames and syncs files: done off the loop.
+        let redriving = SerialWorkQueue(name: "log-redrive")
+        runtime.addControlCommand("redrive") { _, reply in
+            redriving.async {
+                do {
+                    let count = try store.redriveDeadLetters()
+                    if count > 0 { uploader.drainInGrant(reason: "redrive") }
+                    reply(.success("\(count) dead-lettered segments queued for upload"))
+                } catch {
+                    reply(.failure(ControlCommandError("\(error)")))
+                }
             }
         }
 

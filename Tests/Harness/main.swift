@@ -98,6 +98,27 @@ func daemon() throws {
             }
         }
     }
+    // A command that answers later ("hold": once "release" comes) and one that replies
+    // twice, for the control socket's tests of commands that answer off the loop.
+    let held = Locked<[@Sendable (Result<String, ControlCommandError>) -> Void]>([])
+    runtime.addControlCommand("hold") { arguments, reply in
+        held.withLock { $0.append(reply) }
+        say("HOLDING \(arguments.joined(separator: " "))")
+    }
+    runtime.addControlCommand("release") {
+        let replies = held.withLock { replies in
+            defer { replies = [] }
+            return replies
+        }
+        DispatchQueue.global().async {
+            for reply in replies { reply(.success("released")) }
+        }
+        return .success("releasing \(replies.count)")
+    }
+    runtime.addControlCommand("twice") { _, reply in
+        reply(.success("first"))
+        reply(.failure(ControlCommandError("second")))
+    }
     let selfTerminate = text("HARNESS_SELF_TERMINATE") != nil
     runtime.execute {
         say("READY")

@@ -108,6 +108,50 @@ struct ControlSocketTests {
         #expect(lines.allSatisfy { String(decoding: $0, as: UTF8.self).contains(#""ok":true"#) })
     }
 
+    /// A command that answers later (``Runtime/addControlCommand(_:replying:)``) holds up
+    /// neither the loop nor other clients, and its own client reads every answer in the
+    /// order it asked, whatever order they were ready in.
+    @Test func aCommandThatAnswersLaterBlocksNoOneAndAnswersStayInOrder() throws {
+        let (child, path) = try startDaemon(grants: 0)
+        defer {
+            child.send(SIGKILL)
+            _ = child.waitForExit()
+        }
+        let first = try RawControlClient(path)
+        first.send(#"{"command":"hold","arguments":["a"]}"# + "\n" + #"{"command":"status"}"# + "\n")
+        #expect(child.waitForLine { $0 == "HOLDING a" } != nil)
+        // Meanwhile another client is answered and the loop does its own work.
+        let (status, table, _) = try overtimectl(["status", "--socket", path])
+        #expect(status == 0 && table.contains("state        active"))
+        #expect(try overtimectl(["background", "--socket", path]).0 == 0)
+        #expect(child.waitForLine { $0.hasPrefix("EVENT didEnterBackground") } != nil)
+        // The first client's status waits behind its unanswered "hold".
+        #expect(first.readLines(1, waitingMilliseconds: 300).isEmpty)
+        let (_, released, _) = try overtimectl(["call", "release", "--socket", path])
+        #expect(released.contains("releasing 1"))
+        let answers = first.readLines(2, waitingMilliseconds: 10_000)
+        #expect(answers.count == 2)
+        #expect(answers.first?.contains(#""message":"released""#) == true, "\(answers)")
+        // Answered as of when it was asked: before the other client's "background".
+        #expect(answers.last?.contains(#""state":"active""#) == true, "\(answers)")
+
+        // A command that replies twice: the first reply is the answer, the second ignored.
+        first.send(#"{"command":"twice"}"# + "\n" + #"{"command":"status"}"# + "\n")
+        let twice = first.readLines(2, waitingMilliseconds: 10_000)
+        #expect(twice.first?.contains(#""message":"first""#) == true, "\(twice)")
+        #expect(twice.last?.contains(#""status""#) == true && !twice.joined().contains("second"), "\(twice)")
+
+        // A client that leaves before its answer: the late reply goes nowhere, and the
+        // daemon goes on answering.
+        let leaving = try RawControlClient(path)
+        leaving.send(#"{"command":"hold","arguments":["b"]}"# + "\n")
+        #expect(child.waitForLine { $0 == "HOLDING b" } != nil)
+        leaving.close()
+        #expect(try overtimectl(["call", "release", "--socket", path]).1.contains("releasing 1"))
+        first.send(#"{"command":"status"}"# + "\n")
+        #expect(first.readLines(1, waitingMilliseconds: 10_000).first?.contains(#""ok":true"#) == true)
+    }
+
     /// overtimectl reads an answer of any size in linear time, and refuses one past its
     /// bound (a daemon that never ends its line) with status 76.
     @Test func overtimectlReadsLargeAnswersAndBoundsThem() throws {
@@ -197,5 +241,49 @@ struct ControlSocketTests {
         let (status, _, error) = try overtimectl(["status", "--socket", "/nonexistent/overtime.sock"])
         #expect(status == 69)
         #expect(error.contains("cannot connect to /nonexistent/overtime.sock: No such file or directory"))
+    }
+}
+
+/// A control-socket client on a plain socket: requests written as given, answers read as
+/// lines, for tests of what overtimectl (one request per connection) cannot send.
+private final class RawControlClient {
+    private var fd: Int32
+    private var pending: [UInt8] = []
+
+    init(_ path: String) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        let address = try #require(UnixSocketAddress(path))
+        try #require(address.withSockAddr { connect(fd, $0, $1) } == 0)
+    }
+
+    deinit { close() }
+
+    func send(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    }
+
+    /// Up to `count` answer lines, waiting at most `waitingMilliseconds` for each.
+    func readLines(_ count: Int, waitingMilliseconds: Int32) -> [String] {
+        var lines: [String] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while lines.count < count {
+            if let end = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                lines.append(String(decoding: pending[..<end], as: UTF8.self))
+                pending.removeSubrange(...end)
+                continue
+            }
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, waitingMilliseconds) == 1 else { break }
+            let got = read(fd, &buffer, buffer.count)
+            guard got > 0 else { break }
+            pending += buffer[0..<got]
+        }
+        return lines
+    }
+
+    func close() {
+        if fd >= 0 { Glibc.close(fd) }
+        fd = -1
     }
 }

@@ -20,18 +20,22 @@ extension Scheduler {
         }
     }
 
-    /// Adds `name`; with a `usage`, it needs an identifier as its first argument.
+    /// Adds `name`; with a `usage`, it needs an identifier as its first argument. Each
+    /// answers from the scheduler's queue: a store that is slow to answer (a fleet's
+    /// database stopped) delays the answer, never the loop.
     private func addCommand(
         _ name: String, usage: String?,
         _ body: @escaping @Sendable (Scheduler, [String]) throws(SchedulerError) -> String
     ) {
-        runtime.addControlCommand(name) { [weak self] arguments in
-            guard let self else { return .failure(ControlCommandError("the scheduler is gone")) }
-            if let usage, arguments.isEmpty { return .failure(ControlCommandError("usage: \(usage)")) }
-            do throws(SchedulerError) {
-                return .success(try body(self, arguments))
-            } catch {
-                return .failure(ControlCommandError(error.message))
+        runtime.addControlCommand(name) { [weak self] arguments, reply in
+            guard let self else { return reply(.failure(ControlCommandError("the scheduler is gone"))) }
+            if let usage, arguments.isEmpty { return reply(.failure(ControlCommandError("usage: \(usage)"))) }
+            queue.async {
+                do throws(SchedulerError) {
+                    reply(.success(try body(self, arguments)))
+                } catch {
+                    reply(.failure(ControlCommandError(error.message)))
+                }
             }
         }
     }

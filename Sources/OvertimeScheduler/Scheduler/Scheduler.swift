@@ -269,9 +269,21 @@ public final class Scheduler: Sendable {
             switch event {
             case .willTerminate: stopStartingRuns()
             case .didEnterBackground:
-                // Decided before the observer returns: a run due now begins its grant
-                // before the program could suspend with none open.
-                queue.sync { lifecycleChanged() }
+                // A grant held while the queue decides: a run due now begins its own grant
+                // before the program could suspend with none open, and the loop never
+                // waits for the store (a fleet's database may be slow to answer).
+                // Ended once: when decided, or at its expiration if the store is slower.
+                let deciding = Locked<BackgroundTaskID?>(nil)
+                let runtime = runtime
+                let end: @Sendable () -> Void = {
+                    if let id = deciding.withLock({ $0.take() }), !id.isInvalid { runtime.endBackgroundTask(id) }
+                }
+                let id = runtime.beginBackgroundTask(name: "overtime.scheduler: deciding", expirationHandler: end)
+                deciding.withLock { $0 = id }
+                queue.async {
+                    self.lifecycleChanged()
+                    end()
+                }
             case .didBecomeActive, .willEnterForeground:
                 queue.async { self.lifecycleChanged() }
             default: break

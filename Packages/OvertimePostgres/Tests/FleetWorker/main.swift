@@ -9,7 +9,8 @@
 // claim's duration, default 3000), OVERTIME_FLEET_SKEW_MS (this worker's wall clock is
 // wrong by this much: its scheduler reads the system's shifted by it), OVERTIME_FLEET_NAME
 // (the instance name; with it the worker also submits its own `local.tick`, every second,
-// per instance, logged as `local.tick@NAME`).
+// per instance, logged as `local.tick@NAME`), OVERTIME_CONTROL_SOCKET (a control socket at
+// that path), OVERTIME_FLEET_WATCHDOG_MS (the runtime's watchdog limit, default 10 s).
 
 import Dispatch
 import Foundation
@@ -60,6 +61,10 @@ let pid = getpid()
 let claim = Duration.milliseconds(Int(environment["OVERTIME_FLEET_CLAIM_MS"] ?? "") ?? 3000)
 var runtimeConfiguration = RuntimeConfiguration()
 runtimeConfiguration.systemdNotify = false
+runtimeConfiguration.controlSocket = environment["OVERTIME_CONTROL_SOCKET"].map(SocketEndpoint.path)
+if let watchdog = environment["OVERTIME_FLEET_WATCHDOG_MS"].flatMap({ Int($0) }) {
+    runtimeConfiguration.watchdogTimeout = .milliseconds(watchdog)
+}
 let skew = Int64(environment["OVERTIME_FLEET_SKEW_MS"] ?? "") ?? 0
 let runtime = try Runtime(configuration: runtimeConfiguration, clock: SkewedClock(skew: skew * 1_000_000))
 

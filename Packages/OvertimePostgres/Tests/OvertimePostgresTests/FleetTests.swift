@@ -244,6 +244,50 @@ struct FleetTests {
         #expect(fleet.output().contains("stopping the runs whose claims may have ended"), "\(fleet.output())")
     }
 
+    /// The database stopped (SIGSTOP: a hung server, a frozen VM): a worker entering the
+    /// background and asked for its status and its schedule keeps its loop answering and is
+    /// never killed by its own watchdog, whose limit (2 s) is shorter than the store's
+    /// operation timeout (10 s). Its schedule is answered once the database is back.
+    @Test func aStoppedDatabaseNeverStallsTheLoopNorTripsTheWatchdog() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let observer = try Self.observer(server)
+        let socket = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-\(UUID().uuidString).sock")
+            .path
+        let fleet = try Fleet(
+            server: server, count: 1,
+            environment: ["OVERTIME_CONTROL_SOCKET": socket, "OVERTIME_FLEET_WATCHDOG_MS": "2000"])
+        defer { fleet.removeFolder() }
+        let logText = { (try? String(contentsOfFile: fleet.logPath, encoding: .utf8)) ?? "" }
+        #expect(Self.waitFor(30) { logText().contains("ready") }, "\(fleet.output())")
+        try observer.submit(contentsOf: Self.ticks(2))
+        #expect(Self.waitFor(30) { logText().contains("start tick.") }, "\(fleet.output())")
+
+        server.signalAll(SIGSTOP)
+        defer { server.signalAll(SIGCONT) }
+        let background = try ControlLine(socket)
+        #expect(background.ask("background", waitingSeconds: 5)?.contains(#""ok":true"#) == true)
+        let schedule = try ControlLine(socket)
+        schedule.send("schedule")
+        // Past the watchdog's limit several times and past the store's operation timeout:
+        // every status is answered, and the worker lives on.
+        for second in 0..<12 {
+            let status = try ControlLine(socket).ask("status", waitingSeconds: 5)
+            #expect(status?.contains(#""state":"background""#) == true, "second \(second): \(status ?? "no answer")")
+            #expect(fleet.workers[0].isRunning, "second \(second): \(fleet.output())")
+            usleep(1_000_000)
+        }
+        server.signalAll(SIGCONT)
+        let table = schedule.readLine(waitingSeconds: 60)
+        #expect(
+            table?.contains(#""ok""#) == true, "the schedule is answered once the database is back: \(table ?? "none")")
+        #expect(fleet.workers[0].isRunning, "\(fleet.output())")
+        fleet.stop()
+        #expect(fleet.workers[0].terminationStatus != WatchdogPolicy.defaultExitStatus, "\(fleet.output())")
+        #expect(!fleet.output().contains("watchdog"), "\(fleet.output())")
+        observer.runtime.requestTermination()
+    }
+
     @Test(arguments: [600_000, -600_000])
     func aWorkerWhoseClockIsWrongRunsNothingEarlyNorLate(skewMilliseconds: Int) throws {
         let server = try PostgresServer()
@@ -287,5 +331,54 @@ struct SplitMix: RandomNumberGenerator {
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
+    }
+}
+
+/// One connection to a control socket, one JSON request line at a time.
+final class ControlLine {
+    private let fd: Int32
+    private var pending: [UInt8] = []
+
+    init(_ path: String) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in path.utf8.prefix(raw.count - 1).enumerated() { raw[index] = byte }
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard connected == 0 else { throw ServerError("cannot connect to \(path): errno \(errno)") }
+    }
+
+    deinit { close(fd) }
+
+    func send(_ command: String) {
+        let line = Array("{\"command\":\"\(command)\"}\n".utf8)
+        _ = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    }
+
+    /// The next answer line, or `nil` when none comes within `waitingSeconds`.
+    func readLine(waitingSeconds: Int32) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            if let end = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                defer { pending.removeSubrange(...end) }
+                return String(decoding: pending[..<end], as: UTF8.self)
+            }
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, waitingSeconds * 1000) == 1 else { return nil }
+            let count = read(fd, &buffer, buffer.count)
+            guard count > 0 else { return nil }
+            pending += buffer[0..<count]
+        }
+    }
+
+    func ask(_ command: String, waitingSeconds: Int32) -> String? {
+        send(command)
+        return readLine(waitingSeconds: waitingSeconds)
     }
 }

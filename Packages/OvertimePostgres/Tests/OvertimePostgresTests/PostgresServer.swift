@@ -48,6 +48,24 @@ final class PostgresServer: Sendable {
         try pgctl("stop -m fast")
     }
 
+    /// Sends `signal` to the server and every process it started (SIGSTOP: a server
+    /// that hangs, or its machine frozen; SIGCONT to go on).
+    func signalAll(_ signal: Int32) {
+        guard let text = try? String(contentsOfFile: folder + "/data/postmaster.pid", encoding: .utf8),
+            let postmaster = text.split(separator: "\n").first.flatMap({ Int32($0) })
+        else { return }
+        kill(postmaster, signal)
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let pid = Int32(entry),
+                let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { continue }
+            // pid (comm) state ppid …: the parent is the second field after the name.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            if fields.count > 1, Int32(fields[1]) == postmaster { kill(pid, signal) }
+        }
+    }
+
     /// `pg_ctl start` after ``pause()``.
     func start() throws {
         try pgctl("start")

@@ -5,9 +5,13 @@
 #endif
 
 /// The control socket's commands: the built-in ones and those the program added. What
-/// each does runs on the loop thread, through the driver seam.
+/// each does runs on the loop thread, through the driver seam; an added command may answer
+/// later, from any thread (its work done where it belongs, never waited for on the loop).
 final class ControlCommands: Sendable {
-    typealias Handler = @Sendable ([String]) -> Result<String, ControlCommandError>
+    /// An added command: its arguments, and where its answer goes (once, from any thread).
+    typealias Handler =
+        @Sendable ([String], _ reply: @escaping @Sendable (Result<String, ControlCommandError>) -> Void) ->
+        Void
 
     /// Commands the program added (registered from any thread).
     private let added = Locked<[String: Handler]>([:])
@@ -19,8 +23,11 @@ final class ControlCommands: Sendable {
         return true
     }
 
-    /// The response to one request line.
-    func handle(_ line: [UInt8], context: DriverContext) -> ControlResponse {
+    /// The response to one request line, or `nil` when an added command answers later:
+    /// then `later` is called once with it, on whatever thread the command replied.
+    func handle(
+        _ line: [UInt8], context: DriverContext, later: @escaping @Sendable (ControlResponse) -> Void
+    ) -> ControlResponse? {
         let request: ControlRequest
         do {
             request = try ControlRequest(json: line)
@@ -53,10 +60,21 @@ final class ControlCommands: Sendable {
         default:
             let added = added.withLock { $0 }
             if let handler = added[request.command] {
-                switch handler(request.arguments ?? []) {
-                case .success(let message): return ControlResponse(ok: true, message: message)
-                case .failure(let error): return .failure("\(request.command): \(error.message)")
+                let command = request.command
+                let replied = Locked(false)
+                handler(request.arguments ?? []) { result in
+                    // A second reply is a mistake of the command's; the client has its answer.
+                    let first = replied.withLock { replied in
+                        defer { replied = true }
+                        return !replied
+                    }
+                    guard first else { return }
+                    switch result {
+                    case .success(let message): later(ControlResponse(ok: true, message: message))
+                    case .failure(let error): later(.failure("\(command): \(error.message)"))
+                    }
                 }
+                return nil
             }
             let known = ControlProtocol.commands + added.keys.sorted()
             return .failure("unknown command '\(request.command)'; known: \(known.joined(separator: ", "))")
@@ -97,12 +115,14 @@ public struct ControlCommandError: Error, Sendable {
 extension Runtime {
     /// Adds `name` to the control socket's commands (`overtimectl NAME` sends it). The
     /// handler runs on the loop thread, so it must be quick; its message is the reply.
-    /// Built-in commands cannot be replaced: `false` is returned for those.
+    /// Built-in commands cannot be replaced: `false` is returned for those. Work that
+    /// reads or writes files or talks to a server belongs in
+    /// ``addControlCommand(_:replying:)``, which answers later.
     @discardableResult
     public func addControlCommand(
         _ name: String, handler: @escaping @Sendable () -> Result<String, ControlCommandError>
     ) -> Bool {
-        controlCommands.add(name) { _ in handler() }
+        controlCommands.add(name) { _, reply in reply(handler()) }
     }
 
     /// Adds `name` to the control socket's commands, with arguments: `overtimectl call NAME
@@ -111,6 +131,29 @@ extension Runtime {
     @discardableResult
     public func addControlCommand(
         _ name: String, arguments handler: @escaping @Sendable ([String]) -> Result<String, ControlCommandError>
+    ) -> Bool {
+        controlCommands.add(name) { arguments, reply in reply(handler(arguments)) }
+    }
+
+    /// Adds `name` to the control socket's commands, answered later: `handler` gets the
+    /// arguments on the loop thread and returns at once; it hands the work to a queue of
+    /// its own and calls `reply` once when done, from any thread. The loop goes on
+    /// meanwhile (other clients, timers, the watchdog), and the client's later requests are
+    /// answered in order after this one. Built-in commands cannot be replaced: `false` is
+    /// returned.
+    ///
+    /// ```swift
+    /// runtime.addControlCommand("compact") { _, reply in
+    ///     work.async { reply(Result { try store.compact() }.map { "compacted" }.mapError { ControlCommandError("\($0)") }) }
+    /// }
+    /// ```
+    @discardableResult
+    public func addControlCommand(
+        _ name: String,
+        replying handler:
+            @escaping @Sendable (
+                _ arguments: [String], _ reply: @escaping @Sendable (Result<String, ControlCommandError>) -> Void
+            ) -> Void
     ) -> Bool {
         controlCommands.add(name, handler: handler)
     }

@@ -222,6 +222,22 @@ private final class ControlConnection {
     private var framer = LineFramer(limit: ControlProtocol.maximumRequestBytes)
     private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 1)
     private var isClosing = false
+    /// Answers not yet sent, in request order: `nil` where a command still works on its
+    /// answer. Later answers wait for earlier ones, so a client reads them in the order
+    /// it asked.
+    private var answers: [Answer?] = []
+    /// How many answers were sent: the number of the first in ``answers``.
+    private var answersSent = 0
+    /// The client closed its side: close once every answer has gone out.
+    private var closeWhenAnswered = false
+    /// The most answers one connection may wait for at once.
+    static let maximumPendingAnswers = 64
+
+    private struct Answer {
+        let response: ControlResponse
+        let thenClose: Bool
+    }
+
     /// Monotonic nanoseconds of the last request or accept, for the idle timeout.
     private(set) var lastActivity = SystemClock.monotonicNanoseconds()
 
@@ -259,31 +275,70 @@ private final class ControlConnection {
     private func received(count: Int) {
         guard count >= 0 else {
             // EOF: the client may only have closed its side after its last request (`nc -N`,
-            // `socat`): the answers queued go out before the connection closes. A read error:
-            // the client is gone.
-            if count == Int(UV_EOF.rawValue) { closeAfterAnswers() } else { close() }
+            // `socat`): the answers queued or still being worked on go out before the
+            // connection closes. A read error: the client is gone.
+            if count == Int(UV_EOF.rawValue) {
+                uv_read_stop(asStream(pipe))
+                closeWhenAnswered = true
+                sendReadyAnswers()
+            } else {
+                close()
+            }
             return
         }
         lastActivity = SystemClock.monotonicNanoseconds()
         context.turn {
             for output in framer.feed(UnsafeRawBufferPointer(rebasing: readBuffer[0..<count])) {
-                guard !isClosing else { return }
+                guard !isClosing, !closeWhenAnswered else { return }
                 switch output {
                 case .line(let line) where line.allSatisfy({ $0 == 32 || $0 == 9 }):
                     continue  // blank lines are allowed between requests
                 case .line(let line):
-                    let response = commands.handle(line, context: context)
-                    if !response.ok { context.countControlError("bad_request") }
-                    send(response, thenClose: false)
+                    guard answers.count < Self.maximumPendingAnswers else {
+                        // Asking faster than commands answer: each waiting answer is memory.
+                        context.countControlError("too_many_pending")
+                        close()
+                        return
+                    }
+                    let slot = answersSent + answers.count
+                    answers.append(nil)
+                    // Held by the reply until it comes (a closed connection ignores it).
+                    let bound = LoopBound(self, context: context)
+                    let context = self.context
+                    let response = commands.handle(line, context: context) { response in
+                        _ = context.execute { bound.value.answer(slot, response, thenClose: false) }
+                    }
+                    if let response { answer(slot, response, thenClose: false) }
                 case .tooLong:
                     context.countControlError("too_large")
-                    send(
-                        .failure("request longer than \(ControlProtocol.maximumRequestBytes) bytes"),
-                        thenClose: true)
+                    uv_read_stop(asStream(pipe))
+                    answers.append(
+                        Answer(
+                            response: .failure("request longer than \(ControlProtocol.maximumRequestBytes) bytes"),
+                            thenClose: true))
+                    closeWhenAnswered = true
+                    sendReadyAnswers()
                     return
                 }
             }
         }
+    }
+
+    /// Fills answer number `slot` and sends every answer that is ready in order.
+    private func answer(_ slot: Int, _ response: ControlResponse, thenClose: Bool) {
+        guard !isClosing, slot >= answersSent, slot - answersSent < answers.count else { return }
+        if !response.ok { context.countControlError("bad_request") }
+        answers[slot - answersSent] = Answer(response: response, thenClose: thenClose)
+        sendReadyAnswers()
+    }
+
+    private func sendReadyAnswers() {
+        while !isClosing, let first = answers.first, let ready = first {
+            answers.removeFirst()
+            answersSent += 1
+            send(ready.response, thenClose: ready.thenClose)
+        }
+        if !isClosing, answers.isEmpty, closeWhenAnswered { closeAfterAnswers() }
     }
 
     func send(_ response: ControlResponse, thenClose: Bool) {
