@@ -78,17 +78,14 @@ struct PeriodicReport: ParsableCommand {
         let reports = Reports(path: state + "/reports.log")
         let failAttempts = self.failAttempts
         try scheduler.register("report") { task in
-            // The work runs off the loop; the task ends with setTaskCompleted, exactly once.
-            DispatchQueue.global().async {
-                guard task.attempt > failAttempts else {
-                    say("report run \(task.runID) attempt \(task.attempt): failing on purpose")
-                    task.setTaskCompleted(success: false)
-                    return
-                }
-                let written = reports.write(run: task.runID, attempt: task.attempt)
-                say("report run \(task.runID) attempt \(task.attempt): \(written ? "written" : "already written")")
-                task.setTaskCompleted(success: true)
+            // An async body: it runs off the loop (on the scheduler's task thread); returning
+            // completes the task, throwing fails it — exactly once.
+            guard task.attempt > failAttempts else {
+                say("report run \(task.runID) attempt \(task.attempt): failing on purpose")
+                throw ReportFailure()
             }
+            let written = reports.write(run: task.runID, attempt: task.attempt)
+            say("report run \(task.runID) attempt \(task.attempt): \(written ? "written" : "already written")")
         }
         runtime.start()
         try scheduler.start()
@@ -141,3 +138,6 @@ final class Reports: Sendable {
         return FileHandle(forWritingAtPath: path)
     }
 }
+
+/// The failure a report run makes on purpose (`--fail-attempts`).
+struct ReportFailure: Error {}

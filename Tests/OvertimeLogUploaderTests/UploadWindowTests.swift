@@ -133,7 +133,9 @@ struct UploadWindowTests {
         #expect(setup.sink.waiting == Array(setup.names.prefix(3)))
         let before = setup.spool.checkpoint
         setup.sink.answer(setup.names[2], with: nil)
+        await setup.until { setup.sink.stored.count == 1 }
         setup.sink.answer(setup.names[1], with: nil)
+        await setup.until { setup.sink.stored.count == 2 }
         await setup.settle()
         // Both stored, neither acknowledged: the oldest is still in flight, and the window
         // (three undecided) starts nothing more.
@@ -142,9 +144,12 @@ struct UploadWindowTests {
         #expect(Array(setup.remaining.prefix(3)) == Array(setup.names.prefix(3)))
         #expect(setup.sink.waiting == [setup.names[0]])
         setup.sink.answer(setup.names[0], with: nil)
-        await setup.until { setup.remaining.first != setup.names[0] && setup.spool.checkpoint != before }
-        // All three decided at once, in order; the next ones start.
-        #expect(setup.spool.checkpoint.segment >= setup.numbers[setup.names[2]]!)
+        // All three decided, in order (the acknowledgements are written on the uploader's
+        // queue, so the checkpoint is waited for, not read at once); the next ones start.
+        await setup.until {
+            setup.spool.checkpoint.segment >= setup.numbers[setup.names[2]]!
+                && !setup.names.prefix(3).contains(where: setup.remaining.contains)
+        }
         await setup.until { setup.sink.waiting.count == 3 }
         #expect(setup.sink.waiting == Array(setup.names[3..<6]))
         await setup.storeTheRest()

@@ -47,7 +47,7 @@ public final class ScheduledTask: Sendable {
     private let metrics: SchedulerMetrics
     private let completed = Atomic<Bool>(false)
     private let expired = Atomic<Bool>(false)
-    private let handler = Mutex<(@Sendable () -> Void)?>(nil)
+    private let handler = Locked<(@Sendable () -> Void)?>(nil)
 
     init(
         identifier: String, runID: Int64, attempt: Int, dueTime: WallClockInstant, attemptDueTime: WallClockInstant,

@@ -30,6 +30,10 @@ import Overtime
 /// Every member is safe from any thread. Handlers run on the runtime's loop thread.
 /// Decisions and store writes happen on the scheduler's own serial queue, never on the
 /// loop. Only runs in progress are kept in memory: the store is the index of due times.
+/// The synchronous members that reach the store (``submit(_:ifExists:)``, ``cancel(_:)``,
+/// ``runNow(_:)``, ``pendingRequests()``) wait for that queue: called from a handler, on
+/// the loop thread, they hold the loop while the store answers (a fleet's database, up to
+/// its operation timeout), so a handler that submits more work is best an async body.
 public final class Scheduler: Sendable {
     /// The runtime whose grants the runs get.
     public let runtime: Runtime

@@ -1,6 +1,8 @@
 // An object sent in parts: created, each part PUT with its CRC-32C, completed only if the
 // name is still free (`If-None-Match: *`), and aborted when it cannot complete.
 
+import Overtime
+
 /// How an object in memory is cut into parts, and the document that completes them.
 struct S3MultipartUpload {
     /// S3's smallest part but the last.
@@ -45,6 +47,9 @@ enum S3PutOutcome: Equatable {
 }
 
 extension S3Bucket {
+    /// Where a cancelled upload's abort runs: its thread starts with the first abort.
+    static let aborts = SerialWorkQueue(name: "overtime-s3abort")
+
     /// Stores `object` under `key` in one PUT, unless the key is taken.
     func put(_ object: [UInt8], key: String, headers: [(name: String, value: String)]) async throws(SinkError)
         -> S3PutOutcome
@@ -107,8 +112,9 @@ extension S3Bucket {
             }
             return .stored
         } catch {
-            // A cancelled task cannot send: the abort runs on its own, best effort.
-            Task { try? await abort(key: key, uploadID: uploadID) }
+            // A cancelled task cannot send: the abort runs on its own, best effort, on a
+            // queue of its own (Swift's global executor would start Dispatch's pool).
+            Task(executorPreference: Self.aborts) { try? await abort(key: key, uploadID: uploadID) }
             throw error
         }
     }
