@@ -487,7 +487,7 @@ struct Run: ParsableCommand {
 func openSpool(_ path: String, _ options: SpoolConfiguration = SpoolConfiguration()) throws -> Spool {
     let error: SpoolError
     do {
-        return try Spool(directory: path, configuration: options)
+        return try Spool(directory: path, configuration: options, clock: SystemClock())
     } catch let failure {
         error = failure
     }

@@ -145,7 +145,7 @@ func spoolFullDisk(_ directory: String) throws {
     var options = SpoolConfiguration()
     options.segmentBytes = 1 << 20  // one segment, so it hits the file size limit
     options.quotaBytes = 4 << 20
-    var spool: Spool! = try Spool(directory: directory, configuration: options)
+    var spool: Spool! = try Spool(directory: directory, configuration: options, clock: SystemClock())
     var acknowledged: UInt64 = 0
     do throws(SpoolError) {
         for index in 0..<100_000 {
@@ -163,7 +163,7 @@ func spoolFullDisk(_ directory: String) throws {
     say("AFTER \(try spool.append("after the disk had room again"))")
     try spool.sealActiveSegment()
     spool = nil  // one open spool per folder: the lock is released with it
-    let reopened = try Spool(directory: directory, configuration: options)
+    let reopened = try Spool(directory: directory, configuration: options, clock: SystemClock())
     var records: [SpoolRecord] = []
     for segment in reopened.sealedSegments {
         let bytes = try Array(readWholeFile(segment.path))
@@ -183,7 +183,7 @@ func spoolFullDiskConcurrent(_ directory: String) throws {
     var options = SpoolConfiguration()
     options.segmentBytes = 1 << 20
     options.quotaBytes = 8 << 20
-    let spool = try Spool(directory: directory, configuration: options)
+    let spool = try Spool(directory: directory, configuration: options, clock: SystemClock())
     let progress = Locked((failures: 0, lifted: false, acknowledged: [(ClosedRange<UInt64>, [String])]()))
     let writers = DispatchGroup()
     for thread in 0..<4 {
@@ -241,7 +241,7 @@ func crashUploader(directory: String, url: String, drainOnly: Bool) throws {
     var options = SpoolConfiguration()
     options.segmentBytes = 4096
     options.segmentAge = .milliseconds(50)
-    let spool = try Spool(directory: directory, configuration: options)
+    let spool = try Spool(directory: directory, configuration: options, clock: SystemClock())
     var configuration = RuntimeConfiguration()
     configuration.signalHandling = nil
     let runtime = try Runtime(configuration: configuration)
@@ -412,7 +412,7 @@ case "scheduler-power": try schedulerPower(directory: CommandLine.arguments[2])
 case "scheduler-clock-step": try schedulerClockStep(directory: CommandLine.arguments[2])
 case "append-batches":
     // Batches of 1 to 3,000 lines, each line naming its batch and size; "ACK b" once stored.
-    let spool = try Spool(directory: CommandLine.arguments[2])
+    let spool = try Spool(directory: CommandLine.arguments[2], clock: SystemClock())
     var generator = SystemRandomNumberGenerator()
     for batch in 1... {
         let count = Int.random(in: 1...3_000, using: &generator)

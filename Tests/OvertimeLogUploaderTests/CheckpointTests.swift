@@ -1,4 +1,5 @@
 import Foundation
+import Overtime
 import OvertimeTestSupport
 import Testing
 
@@ -80,7 +81,7 @@ struct CheckpointTests {
     private func filledSpool(_ folder: TemporaryDirectory, segments: Int) throws -> Spool {
         var options = SpoolConfiguration()
         options.segmentBytes = 4096
-        let spool = try Spool(directory: folder.path, configuration: options)
+        let spool = try Spool(directory: folder.path, configuration: options, clock: SystemClock())
         for chunk in 0..<(segments * 4) {
             try spool.append((0..<10).map { Array("line \(chunk) \($0) \(String(repeating: "x", count: 80))".utf8) })
         }
@@ -104,7 +105,7 @@ struct CheckpointTests {
         try spool.acknowledge(uploaded)
         spool = nil
         try damage(folder) { $0 = [] }
-        let reopened = try Spool(directory: folder.path)
+        let reopened = try Spool(directory: folder.path, clock: SystemClock())
         #expect(reopened.recovery.startedNewStream)
         #expect(reopened.recovery.checkpointDamage != nil)
         #expect(!reopened.recovery.isClean)
@@ -129,7 +130,7 @@ struct CheckpointTests {
         spool = nil
         #expect(unlink(folder.path + "/checkpoint") == 0)
         let logs = LogCapture()
-        let reopened = try Spool(directory: folder.path, logger: logs.logger)
+        let reopened = try Spool(directory: folder.path, clock: SystemClock(), logger: logs.logger)
         #expect(reopened.recovery.startedNewStream)
         #expect(reopened.recovery.checkpointDamage?.contains("missing") == true)
         #expect(!reopened.recovery.isClean)
@@ -139,7 +140,7 @@ struct CheckpointTests {
         let fresh = TemporaryDirectory()
         defer { fresh.remove() }
         let freshLogs = LogCapture()
-        let new = try Spool(directory: fresh.path, logger: freshLogs.logger)
+        let new = try Spool(directory: fresh.path, clock: SystemClock(), logger: freshLogs.logger)
         #expect(new.recovery.isClean && !new.recovery.startedNewStream)
         #expect(freshLogs.messages(at: .critical).isEmpty)
     }
@@ -162,7 +163,7 @@ struct CheckpointTests {
         } else {
             try damage(folder) { $0[33] ^= 0x04 }  // a bit of slot A's segment number
         }
-        let reopened = try Spool(directory: folder.path)
+        let reopened = try Spool(directory: folder.path, clock: SystemClock())
         #expect(!reopened.recovery.startedNewStream)
         #expect(reopened.streamID == stream)
         #expect(reopened.checkpoint == checkpoint)
@@ -187,7 +188,7 @@ struct CheckpointTests {
             $0[32] ^= 0x08
             $0[4096 + 32] ^= 0x08
         }
-        let reopened = try Spool(directory: folder.path)
+        let reopened = try Spool(directory: folder.path, clock: SystemClock())
         #expect(reopened.recovery.startedNewStream)
         #expect(reopened.pendingLines == lines)
         #expect(reopened.sealedSegments.map(\.name) == pending.map(\.name))
@@ -212,7 +213,7 @@ struct CheckpointTests {
         #expect(spool.sealedSegments.map(\.name) == refused.map(\.name))
         spool = nil
         // Queued again before a restart: still queued after it (not deleted as acknowledged).
-        let reopened = try Spool(directory: folder.path)
+        let reopened = try Spool(directory: folder.path, clock: SystemClock())
         #expect(reopened.sealedSegments.map(\.name) == refused.map(\.name))
         #expect(reopened.sealedSegments.map(\.records) == refused.map(\.records))
     }

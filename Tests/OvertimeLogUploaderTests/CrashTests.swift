@@ -1,4 +1,5 @@
 import Foundation
+import Overtime
 import OvertimeTestSupport
 import Testing
 
@@ -24,7 +25,7 @@ struct CrashTests {
                 child.send(SIGKILL)
                 _ = child.waitForExit()
                 let acknowledged = Set(child.output.compactMap { $0.hasPrefix("ACK ") ? Int($0.dropFirst(4)) : nil })
-                let spool = try Spool(directory: folder.path + "/spool-\(round)")
+                let spool = try Spool(directory: folder.path + "/spool-\(round)", clock: SystemClock())
                 var lines: [Int: (count: Int, size: Int)] = [:]
                 for segment in spool.sealedSegments {
                     let records = SegmentFormat.parse(Array(try Data(contentsOf: URL(fileURLWithPath: segment.path))))

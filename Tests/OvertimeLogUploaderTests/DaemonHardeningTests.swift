@@ -296,7 +296,7 @@ struct DaemonHardeningTests {
         #expect(status == 0 || status == SIGTERM, "not 3 (lines left): \(status.map(String.init) ?? "none")")
         let own = collected(folder).filter { $0.text.contains(" overtime") || $0.text.hasPrefix("overtime:") }
         #expect(own.count < 300, "\(own.count) of the daemon's own lines spooled for 3,000 signals")
-        let spooled = try Spool(directory: folder.path + "/spool")
+        let spooled = try Spool(directory: folder.path + "/spool", clock: SystemClock())
         #expect(spooled.pendingLines == 0, "nothing left behind")
     }
 

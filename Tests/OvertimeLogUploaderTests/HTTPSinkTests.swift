@@ -62,7 +62,7 @@ struct HTTPSinkTests {
         // Reopened: every segment may be stored already, so each name is asked about, found,
         // downloaded and compared decoded — counted as stored, nothing rewritten.
         spool = nil
-        spool = try Spool(directory: folder.path)
+        spool = try Spool(directory: folder.path, clock: SystemClock())
         let segments = spool.sealedSegments
         try #require(segments.count >= 2 && segments.allSatisfy(\.mayAlreadyBeStored))
         let before = try segments.map { try Data(contentsOf: URL(fileURLWithPath: stored($0))) }
@@ -90,7 +90,7 @@ struct HTTPSinkTests {
         #expect(!fresh.mayAlreadyBeStored, "sealed in this run")
         spool = nil
         // Reopened: its segments may have been uploaded before a crash.
-        spool = try Spool(directory: folder.path)
+        spool = try Spool(directory: folder.path, clock: SystemClock())
         let segments = spool.sealedSegments
         try #require(segments.count >= 2 && segments.allSatisfy(\.mayAlreadyBeStored))
         let runtime = try runtime()

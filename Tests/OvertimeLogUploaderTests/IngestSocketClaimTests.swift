@@ -12,7 +12,7 @@ struct IngestSocketClaimTests {
     @Test func racingIngestAndDatagramClaimsLeaveExactlyOneHolder() throws {
         let folder = TemporaryDirectory("claim")
         defer { folder.remove() }
-        let spool = try Spool(directory: folder.path + "/spool")
+        let spool = try Spool(directory: folder.path + "/spool", clock: SystemClock())
         for datagram in [false, true] {
             let path = folder.path + (datagram ? "/dgram.sock" : "/ingest.sock")
             for _ in 0..<10 {

@@ -169,7 +169,7 @@ struct S3SinkTests {
         options.quotaBytes = 4 * options.segmentBytes
         options.durability = .operatingSystemBuffer
         options.segmentAge = .seconds(3600)  // sealed by the test alone, however slow the machine
-        let spool = try Spool(directory: folder.path, configuration: options)
+        let spool = try Spool(directory: folder.path, configuration: options, clock: SystemClock())
         var state = UInt64.random(in: 1...UInt64.max)
         let digits = Array("0123456789abcdef".utf8)
         // One batch of 1,000 random lines, appended as often as it takes: cheap to make even

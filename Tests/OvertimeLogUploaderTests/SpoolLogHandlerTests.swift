@@ -21,7 +21,7 @@ struct SpoolLogHandlerTests {
     @Test func linesFromManyThreadsLandInTheSpoolWithLevelLabelAndMetadata() throws {
         let folder = TemporaryDirectory("handler")
         defer { folder.remove() }
-        let spool = try Spool(directory: folder.path)
+        let spool = try Spool(directory: folder.path, clock: SystemClock())
         let writer = SpoolLogWriter(spool: spool, linesPerSecond: 100_000)
         DispatchQueue.concurrentPerform(iterations: 4) { thread in
             var logger = Logger(label: "worker") { SpoolLogHandler(label: $0, writer: writer) }
@@ -68,7 +68,7 @@ struct SpoolLogHandlerTests {
     @Test func aStoppedWriterSpoolsWhatCameBeforeOnly() throws {
         let folder = TemporaryDirectory("handler-stop")
         defer { folder.remove() }
-        let spool = try Spool(directory: folder.path)
+        let spool = try Spool(directory: folder.path, clock: SystemClock())
         let writer = SpoolLogWriter(spool: spool)
         let logger = Logger(label: "daemon") { SpoolLogHandler(label: $0, writer: writer) }
         logger.notice("received SIGTERM")
@@ -87,7 +87,7 @@ struct SpoolLogHandlerTests {
         let writerBox = Locked<SpoolLogWriter?>(nil)
         let logs = LogCapture()
         let spool = try Spool(
-            directory: folder.path,
+            directory: folder.path, clock: SystemClock(),
             logger: logs.logger(label: "overtime.spool") { event in
                 guard let writer = writerBox.withLock({ $0 }) else { return }
                 SpoolLogHandler(label: "overtime.spool", writer: writer).log(event: event)

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Overtime
 import OvertimeTestSupport
 import Testing
 
@@ -26,7 +27,7 @@ struct SpoolTests {
     @Test func appendedLinesComeBackInOrderWithTheirSequencesAndStream() throws {
         let folder = TemporaryDirectory()
         defer { folder.remove() }
-        let spool = try Spool(directory: folder.path, configuration: configuration())
+        let spool = try Spool(directory: folder.path, configuration: configuration(), clock: SystemClock())
         for chunk in 0..<10 {
             // One append's lines share a batch, and a batch one segment: append in chunks.
             let range = try spool.append((0..<10).map { Array("line \(chunk * 10 + $0) \(padding)".utf8) })
@@ -47,7 +48,8 @@ struct SpoolTests {
     @Test func concurrentWritersAreGroupCommittedWithoutGapsOrDuplicates() throws {
         let folder = TemporaryDirectory()
         defer { folder.remove() }
-        let spool = try Spool(directory: folder.path, configuration: configuration(segmentBytes: 64 * 1024))
+        let spool = try Spool(
+            directory: folder.path, configuration: configuration(segmentBytes: 64 * 1024), clock: SystemClock())
         DispatchQueue.concurrentPerform(iterations: 4) { writer in
             for index in 0..<500 { _ = try? spool.append("writer \(writer) line \(index)") }
         }
@@ -62,7 +64,7 @@ struct SpoolTests {
     @Test func severalSegmentsAcknowledgedAtOnceShareOneCheckpoint() throws {
         let folder = TemporaryDirectory()
         defer { folder.remove() }
-        var spool: Spool! = try Spool(directory: folder.path, configuration: configuration())
+        var spool: Spool! = try Spool(directory: folder.path, configuration: configuration(), clock: SystemClock())
         for chunk in 0..<10 { try spool.append((0..<10).map { Array("line \(chunk) \($0) \(padding)".utf8) }) }
         try spool.sealActiveSegment()
         let segments = spool.sealedSegments
@@ -76,7 +78,7 @@ struct SpoolTests {
         // After a restart the checkpoint is the one written.
         let written = spool.checkpoint
         spool = nil
-        let reopened = try Spool(directory: folder.path, configuration: configuration())
+        let reopened = try Spool(directory: folder.path, configuration: configuration(), clock: SystemClock())
         #expect(reopened.checkpoint == written)
         #expect(reopened.sealedSegments.map(\.number) == segments.dropFirst(2).map(\.number))
     }
@@ -84,7 +86,8 @@ struct SpoolTests {
     @Test func aTornTailIsCutBackToTheLastValidRecordAndReported() throws {
         let folder = TemporaryDirectory()
         defer { folder.remove() }
-        var spool: Spool? = try Spool(directory: folder.path, configuration: configuration(segmentBytes: 1 << 20))
+        var spool: Spool? = try Spool(
+            directory: folder.path, configuration: configuration(segmentBytes: 1 << 20), clock: SystemClock())
         try spool!.append((1...10).map { Array("kept \($0)".utf8) })
         let open = try #require(folder.files(in: "segments").first { $0.hasSuffix(".open") })
         let path = folder.path + "/segments/" + open
@@ -94,7 +97,8 @@ struct SpoolTests {
         handle.write(Data([40, 0, 0, 0, 1, 2, 3, 4, 11, 0]))
         handle.closeFile()
         spool = nil
-        let reopened = try Spool(directory: folder.path, configuration: configuration(segmentBytes: 1 << 20))
+        let reopened = try Spool(
+            directory: folder.path, configuration: configuration(segmentBytes: 1 << 20), clock: SystemClock())
         let truncation = try #require(reopened.recovery.truncations.first)
         #expect(truncation.keptRecords == 10 && truncation.droppedBytes == 10)
         #expect(truncation.problem.contains("torn record"))
@@ -105,7 +109,8 @@ struct SpoolTests {
     @Test func aFlippedBitKeepsEveryValidRecordBeforeIt() throws {
         let folder = TemporaryDirectory()
         defer { folder.remove() }
-        var spool: Spool? = try Spool(directory: folder.path, configuration: configuration(segmentBytes: 1 << 20))
+        var spool: Spool? = try Spool(
+            directory: folder.path, configuration: configuration(segmentBytes: 1 << 20), clock: SystemClock())
         try spool!.append((1...20).map { Array(String(format: "record %02d", $0).utf8) })
         try spool!.sealActiveSegment()
         let segment = try #require(spool!.sealedSegments.first)
@@ -114,7 +119,8 @@ struct SpoolTests {
         let at = try #require(bytes.indices.first { Array(bytes[$0..<($0 + 9)]) == Array("record 08".utf8) })
         bytes[at + 7] ^= 0x04  // one bit in record 8
         try Data(bytes).write(to: URL(fileURLWithPath: segment.path))
-        let reopened = try Spool(directory: folder.path, configuration: configuration(segmentBytes: 1 << 20))
+        let reopened = try Spool(
+            directory: folder.path, configuration: configuration(segmentBytes: 1 << 20), clock: SystemClock())
         let truncation = try #require(reopened.recovery.truncations.first)
         #expect(truncation.keptRecords == 7)
         #expect(truncation.problem.contains("checksum mismatch"))
@@ -126,7 +132,7 @@ struct SpoolTests {
     @Test func theCheckpointMovesOnAcknowledgeAndSurvivesACrashBeforeTheDelete() throws {
         let folder = TemporaryDirectory()
         defer { folder.remove() }
-        var spool: Spool? = try Spool(directory: folder.path, configuration: configuration())
+        var spool: Spool? = try Spool(directory: folder.path, configuration: configuration(), clock: SystemClock())
         for chunk in 0..<20 { try spool!.append((1...10).map { Array("line \(chunk * 10 + $0) \(padding)".utf8) }) }
         try spool!.sealActiveSegment()
         let segments = spool!.sealedSegments
@@ -144,7 +150,7 @@ struct SpoolTests {
             checkpoint: Checkpoint(segment: segments[1].number, sequence: segments[1].lastSequence))
         try Data(CheckpointFormat.encodeFile(moved)).write(to: URL(fileURLWithPath: folder.path + "/checkpoint"))
         spool = nil
-        let reopened = try Spool(directory: folder.path, configuration: configuration())
+        let reopened = try Spool(directory: folder.path, configuration: configuration(), clock: SystemClock())
         #expect(reopened.recovery.removedAcknowledged == 1)
         #expect(reopened.sealedSegments.map(\.number) == segments.dropFirst(2).map(\.number))
         #expect(try reopened.append("continues") == 201)
@@ -155,7 +161,7 @@ struct SpoolTests {
     @Test func aDeadLetterThatCannotBeMovedStaysQueuedAndTheCheckpointStaysBehindIt() throws {
         let folder = TemporaryDirectory()
         defer { folder.remove() }
-        var spool: Spool? = try Spool(directory: folder.path, configuration: configuration())
+        var spool: Spool? = try Spool(directory: folder.path, configuration: configuration(), clock: SystemClock())
         for chunk in 0..<10 { try spool!.append((1...10).map { Array("line \(chunk * 10 + $0) \(padding)".utf8) }) }
         try spool!.sealActiveSegment()
         let refused = try #require(spool!.sealedSegments.first)
@@ -168,7 +174,7 @@ struct SpoolTests {
         #expect(spool!.sealedSegments.first?.path == refused.path)
         spool = nil
         try FileManager.default.removeItem(atPath: folder.path + "/dead-letter")
-        let reopened = try Spool(directory: folder.path, configuration: configuration())
+        let reopened = try Spool(directory: folder.path, configuration: configuration(), clock: SystemClock())
         let records = try readAll(reopened)
         #expect(records.count == 100, "every line is still there after a restart")
         // Once it can be moved, it is: out of the queue, into the folder, the checkpoint past it.
@@ -182,7 +188,8 @@ struct SpoolTests {
     @Test func dropOldestQuotaDeletesWholeSegmentsAndCountsTheLines() throws {
         let folder = TemporaryDirectory()
         defer { folder.remove() }
-        let spool = try Spool(directory: folder.path, configuration: configuration(segmentBytes: 4096, quota: 8192))
+        let spool = try Spool(
+            directory: folder.path, configuration: configuration(segmentBytes: 4096, quota: 8192), clock: SystemClock())
         for index in 0..<400 { try spool.append("line \(index) " + String(repeating: "x", count: 40)) }
         #expect(spool.droppedLines > 0)
         let kept = try readAll(spool)
@@ -197,7 +204,7 @@ struct SpoolTests {
         defer { folder.remove() }
         var options = configuration(segmentBytes: 4096, quota: 8192)
         options.quotaPolicy = .blockWriter(timeout: .milliseconds(100))
-        let spool = try Spool(directory: folder.path, configuration: options)
+        let spool = try Spool(directory: folder.path, configuration: options, clock: SystemClock())
         var failure: SpoolError?
         for index in 0..<400 {
             do throws(SpoolError) {
@@ -220,17 +227,19 @@ struct SpoolTests {
     @Test func badInputGetsClearErrorsAndStoresNothing() throws {
         let folder = TemporaryDirectory()
         defer { folder.remove() }
-        let spool = try Spool(directory: folder.path, configuration: configuration())
+        let spool = try Spool(directory: folder.path, configuration: configuration(), clock: SystemClock())
         #expect(throws: SpoolError.lineTooLong(bytes: SegmentFormat.maximumLineBytes + 1)) {
             try spool.append([[UInt8](repeating: 65, count: SegmentFormat.maximumLineBytes + 1), Array("ok".utf8)])
         }
         #expect(try spool.append("first") == 1)
         var options = SpoolConfiguration()
         options.quotaBytes = 100
-        #expect(throws: SpoolError.self) { try Spool(directory: folder.path + "-2", configuration: options) }
+        #expect(throws: SpoolError.self) {
+            try Spool(directory: folder.path + "-2", configuration: options, clock: SystemClock())
+        }
         // A second opener of a spool in use is refused at once, naming the holder.
         #expect(throws: SpoolError.locked(path: folder.path, holder: getpid())) {
-            try Spool(directory: folder.path, configuration: configuration())
+            try Spool(directory: folder.path, configuration: configuration(), clock: SystemClock())
         }
     }
 
@@ -243,7 +252,7 @@ struct SpoolTests {
                 let folder = TemporaryDirectory("atomic")
                 defer { folder.remove() }
                 do {
-                    let spool = try Spool(directory: folder.path, configuration: configuration())
+                    let spool = try Spool(directory: folder.path, configuration: configuration(), clock: SystemClock())
                     try spool.append((1...3).map { "first \($0)" }.map { Array($0.utf8) })
                     try spool.append((1...4).map { "second \($0)" }.map { Array($0.utf8) })
                 }
@@ -261,7 +270,7 @@ struct SpoolTests {
                 }
                 if midRecord { length += 10 }
                 try Data(bytes.prefix(length)).write(to: URL(fileURLWithPath: path))
-                let reopened = try Spool(directory: folder.path, configuration: configuration())
+                let reopened = try Spool(directory: folder.path, configuration: configuration(), clock: SystemClock())
                 let texts = try reopened.sealedSegments.flatMap {
                     SegmentFormat.parse(Array(try Data(contentsOf: URL(fileURLWithPath: $0.path)))).records
                 }.map(\.text)
@@ -281,12 +290,12 @@ struct SpoolTests {
         let theirs = folder.path + "/etc-like"
         try FileManager.default.createDirectory(atPath: theirs, withIntermediateDirectories: true)
         try Data("key=value\n".utf8).write(to: URL(fileURLWithPath: theirs + "/app.conf"))
-        #expect(throws: SpoolError.self) { try Spool(directory: theirs) }
+        #expect(throws: SpoolError.self) { try Spool(directory: theirs, clock: SystemClock()) }
         #expect(try FileManager.default.contentsOfDirectory(atPath: theirs) == ["app.conf"], "nothing added")
         let link = folder.path + "/link"
         #expect(symlink(folder.path + "/real", link) == 0)
         do {
-            _ = try Spool(directory: link)
+            _ = try Spool(directory: link, clock: SystemClock())
             Issue.record("a spool opened through a symbolic link")
         } catch {
             #expect("\(error)".contains("symbolic link"))
@@ -294,8 +303,8 @@ struct SpoolTests {
         #expect(!FileManager.default.fileExists(atPath: folder.path + "/real"))
         // An empty folder and an existing spool open.
         try FileManager.default.createDirectory(atPath: folder.path + "/empty", withIntermediateDirectories: true)
-        do { _ = try Spool(directory: folder.path + "/empty") }
-        _ = try Spool(directory: folder.path + "/empty")
+        do { _ = try Spool(directory: folder.path + "/empty", clock: SystemClock()) }
+        _ = try Spool(directory: folder.path + "/empty", clock: SystemClock())
     }
 
     @Test func theParserNeverTrapsOnArbitraryBytes() {

@@ -1,4 +1,5 @@
 import Foundation
+import Overtime
 import OvertimeTestSupport
 import Testing
 
@@ -12,7 +13,7 @@ struct SyslogSinkTests {
         defer { folder.remove() }
         var options = SpoolConfiguration()
         options.segmentBytes = 4096
-        let spool = try Spool(directory: folder.path, configuration: options)
+        let spool = try Spool(directory: folder.path, configuration: options, clock: SystemClock())
         for index in 1...150 { try spool.append("syslog line \(index) with \"quotes\" and ] brackets") }
         try spool.sealActiveSegment()
         let sink = SyslogSink(host: "127.0.0.1", port: rsyslog.port, appName: "overtime-test")
@@ -29,7 +30,7 @@ struct SyslogSinkTests {
     @Test func aDeadCollectorIsARetryableError() async throws {
         let folder = TemporaryDirectory("syslog")
         defer { folder.remove() }
-        let spool = try Spool(directory: folder.path)
+        let spool = try Spool(directory: folder.path, clock: SystemClock())
         try spool.append("never sent")
         try spool.sealActiveSegment()
         let sink = SyslogSink(host: "127.0.0.1", port: try freeLoopbackPort())

@@ -79,7 +79,7 @@ struct UploadWindowTests {
             folder = TemporaryDirectory("upload-window")
             var options = SpoolConfiguration()
             options.segmentBytes = 4096
-            spool = try Spool(directory: folder.path + "/spool", configuration: options)
+            spool = try Spool(directory: folder.path + "/spool", configuration: options, clock: SystemClock())
             for index in 0..<400 { try spool.append("line \(index) " + String(repeating: "x", count: 60)) }
             try spool.sealActiveSegment()
             names = spool.sealedSegments.map(\.name)

@@ -62,7 +62,7 @@ final class ScriptedSink: LogSink, @unchecked Sendable {
 func spoolWithSealedSegments(_ folder: TemporaryDirectory, lines: Int, label: String) throws -> Spool {
     var options = SpoolConfiguration()
     options.segmentBytes = 4096
-    let spool = try Spool(directory: folder.path, configuration: options)
+    let spool = try Spool(directory: folder.path, configuration: options, clock: SystemClock())
     for index in 0..<lines { try spool.append("\(label) line \(index) " + String(repeating: "x", count: 45)) }
     try spool.sealActiveSegment()
     return spool

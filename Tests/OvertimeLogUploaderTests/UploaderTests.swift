@@ -22,7 +22,7 @@ struct UploaderTests {
             folder = TemporaryDirectory("uploader")
             var options = SpoolConfiguration()
             options.segmentBytes = 4096
-            spool = try Spool(directory: folder.path + "/spool", configuration: options)
+            spool = try Spool(directory: folder.path + "/spool", configuration: options, clock: SystemClock())
             for index in 0..<lines { try spool.append("line \(index) " + String(repeating: "x", count: 60)) }
             var configuration = UploaderConfiguration()
             configuration.initialRetryDelay = .milliseconds(5)

@@ -50,7 +50,7 @@ struct RELPBrokenPipeTests {
         defer { folder.remove() }
         var options = SpoolConfiguration()
         options.segmentBytes = 4096
-        let spool = try Spool(directory: folder.path, configuration: options)
+        let spool = try Spool(directory: folder.path, configuration: options, clock: SystemClock())
         for index in 1...100 { try spool.append("line \(index) " + String(repeating: "p", count: 100)) }
         try spool.sealActiveSegment()
         let sink = RELPSink(host: "127.0.0.1", port: port, timeout: .seconds(2))

@@ -14,7 +14,7 @@ struct RELPSinkTests {
     private func spool(_ folder: TemporaryDirectory, lines: Int, segmentBytes: Int = 4096) throws -> Spool {
         var options = SpoolConfiguration()
         options.segmentBytes = segmentBytes
-        let spool = try Spool(directory: folder.path, configuration: options)
+        let spool = try Spool(directory: folder.path, configuration: options, clock: SystemClock())
         for index in 1...lines { try spool.append("relp line \(index) " + String(repeating: "r", count: 60)) }
         try spool.sealActiveSegment()
         return spool

@@ -18,16 +18,25 @@ package func readWholeFile(_ path: String) -> Result<[UInt8], SystemCallFailure>
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { return .failure(SystemCallFailure(operation: "open", errno: errno)) }
     defer { close(fd) }
-    var result: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 1 << 16)
+    // Sized by fstat and read in place: a segment is read once, with no growing copies.
+    var info = stat()
+    let expected = fstat(fd, &info) == 0 ? max(Int(info.st_size), 0) : 0
+    var result = [UInt8](repeating: 0, count: expected + (1 << 12))
+    var filled = 0
     while true {
-        let count = read(fd, &chunk, chunk.count)
+        if filled == result.count { result += [UInt8](repeating: 0, count: result.count) }
+        let count = result.withUnsafeMutableBytes { buffer in
+            read(fd, buffer.baseAddress! + filled, buffer.count - filled)
+        }
         if count < 0 {
             if errno == EINTR { continue }
             return .failure(SystemCallFailure(operation: "read", errno: errno))
         }
-        if count == 0 { return .success(result) }
-        result += chunk[0..<count]
+        if count == 0 {
+            result.removeSubrange(filled...)
+            return .success(result)
+        }
+        filled += count
     }
 }
 

@@ -12,7 +12,7 @@ import Overtime
 /// logging thread on disk I/O.
 ///
 /// ```swift
-/// let spool = try Spool(directory: "/var/lib/my-daemon/logs")
+/// let spool = try Spool(directory: "/var/lib/my-daemon/logs", clock: SystemClock())
 /// let writer = SpoolLogWriter(spool: spool)
 /// LoggingSystem.bootstrap { label in SpoolLogHandler(label: label, writer: writer) }
 /// ```

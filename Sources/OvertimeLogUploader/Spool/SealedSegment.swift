@@ -41,7 +41,8 @@ public struct SealedSegment: Sendable, Hashable {
     /// that cannot be read is a retryable failure.
     func readBytes() throws(SinkError) -> [UInt8] {
         do {
-            return Array(try SpoolFiles.readAll(path).prefix(bytes))
+            let content = try SpoolFiles.readAll(path)
+            return content.count <= bytes ? content : Array(content.prefix(bytes))
         } catch {
             throw .retryable("cannot read \(path): \(error)", retryAfter: nil)
         }

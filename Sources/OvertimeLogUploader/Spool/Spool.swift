@@ -64,10 +64,13 @@ public final class Spool: Sendable {
     /// - Throws: ``SpoolError/locked(path:holder:)`` at once when another process has the
     ///   spool open; an I/O error when the folder cannot be made or read.
     ///
-    /// Pass the runtime's clock (`runtime.clock`) so that a `ManualClock` ages segments in tests.
+    /// `clock` is the runtime's (`runtime.clock`): segments age, and lines are stamped, on
+    /// the same clock as the uploader's grants and schedules, so a `ManualClock` drives them
+    /// all in tests. A program that opens its spool before its runtime passes the clock it
+    /// will give the runtime (`SystemClock()` by default).
     public init(
         directory: String, configuration: SpoolConfiguration = SpoolConfiguration(),
-        clock: any RuntimeClock = SystemClock(), logger: Logger = Logger(label: "overtime.spool")
+        clock: any RuntimeClock, logger: Logger = Logger(label: "overtime.spool")
     ) throws(SpoolError) {
         try configuration.validate()
         self.directory = directory
@@ -110,6 +113,15 @@ public final class Spool: Sendable {
                     "checkpoint": "\(report.checkpointDamage ?? "intact")",
                 ])
         }
+    }
+
+    /// Opens the spool on a clock of its own.
+    @available(*, deprecated, message: "pass the runtime's clock: Spool(directory:configuration:clock: runtime.clock)")
+    public convenience init(
+        directory: String, configuration: SpoolConfiguration = SpoolConfiguration(),
+        logger: Logger = Logger(label: "overtime.spool")
+    ) throws(SpoolError) {
+        try self.init(directory: directory, configuration: configuration, clock: SystemClock(), logger: logger)
     }
 
     deinit {

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Overtime
 import OvertimeLogUploader
 import Synchronization
 
@@ -16,7 +17,7 @@ public enum SpoolIngest {
         configuration.segmentBytes = 4 << 20
         configuration.quotaBytes = 8 << 30
         return try Spool(
-            directory: scratch + "/spool-\(UUID().uuidString)", configuration: configuration,
+            directory: scratch + "/spool-\(UUID().uuidString)", configuration: configuration, clock: SystemClock(),
             logger: Logger(label: "overtime-bench") { _ in SwiftLogNoOpLogHandler() })
     }
 

@@ -34,7 +34,7 @@ public enum UploadThroughput {
         configuration.quotaBytes = 8 << 30
         configuration.durability = .operatingSystemBuffer
         return try Spool(
-            directory: scratch + "/\(name)-\(UUID().uuidString)", configuration: configuration,
+            directory: scratch + "/\(name)-\(UUID().uuidString)", configuration: configuration, clock: SystemClock(),
             logger: Logger(label: "overtime-bench") { _ in SwiftLogNoOpLogHandler() })
     }
 
