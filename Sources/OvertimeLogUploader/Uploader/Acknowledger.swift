@@ -10,7 +10,8 @@ final class Acknowledger: Sendable {
     private let spool: Spool
     private let onAcknowledged: @Sendable ([SealedSegment]) -> Void
     private let state = Locked(State())
-    private let queue = SerialWorkQueue(name: "overtime-ack")
+    /// The uploader's acknowledgement queue: serial, shared by its drains one after another.
+    private let queue: SerialWorkQueue
 
     private struct State {
         var waiting: [SealedSegment] = []
@@ -18,9 +19,11 @@ final class Acknowledger: Sendable {
         var failure: SpoolError?
     }
 
-    /// Acknowledges to `spool`; `onAcknowledged` hears of each batch once it is durable.
-    init(spool: Spool, onAcknowledged: @escaping @Sendable ([SealedSegment]) -> Void) {
+    /// Acknowledges to `spool` on `queue`; `onAcknowledged` hears of each batch once it is
+    /// durable.
+    init(spool: Spool, queue: SerialWorkQueue, onAcknowledged: @escaping @Sendable ([SealedSegment]) -> Void) {
         self.spool = spool
+        self.queue = queue
         self.onAcknowledged = onAcknowledged
     }
 

@@ -62,6 +62,9 @@ public final class LogUploader: Sendable {
     /// between drains, not Swift's global executor, whose Dispatch pool, once started,
     /// wakes the process every second.
     private let drainQueue = SerialWorkQueue(name: "overtime-drain")
+    /// Where acknowledgements are made durable (the checkpoint's fsyncs), beside the
+    /// uploads: one thread for the uploader's life, asleep while there is nothing to write.
+    private let acknowledgementQueue = SerialWorkQueue(name: "overtime-ack")
     private let uploaded = Counter(label: "overtime_uploader_segments_total", dimensions: [("result", "stored")])
     private let deadLettered = Counter(
         label: "overtime_uploader_segments_total", dimensions: [("result", "dead_letter")])
@@ -204,7 +207,7 @@ public final class LogUploader: Sendable {
     /// Acknowledgements (the checkpoint's fsyncs) run beside the uploads, coalesced by an
     /// ``Acknowledger``; every exit waits for them.
     private func drainOnce() async {
-        let acknowledger = Acknowledger(spool: spool) { [self] segments in
+        let acknowledger = Acknowledger(spool: spool, queue: acknowledgementQueue) { [self] segments in
             uploaded.increment(by: Int64(segments.count))
             state.withLock { state in
                 state.statistics.uploadedSegments += segments.count
