@@ -16,12 +16,21 @@ extension Scheduler {
 
     /// Queues one cycle for however many changes come before it runs.
     func cycleSoon() {
+        once(\.cycleQueued, on: queue) { $0.cycle() }
+    }
+
+    /// Queues `work` on `queue` unless it is queued already (`flag`, cleared by the work
+    /// itself when it starts): however many reasons come before it runs, it runs once.
+    func once(
+        _ flag: WritableKeyPath<State, Bool>, on queue: SerialWorkQueue,
+        _ work: @escaping @Sendable (Scheduler) -> Void
+    ) {
         let queued = state.withLock { state in
-            defer { state.cycleQueued = true }
-            return state.cycleQueued
+            defer { state[keyPath: flag] = true }
+            return state[keyPath: flag]
         }
         guard !queued else { return }
-        queue.async { [self] in cycle() }
+        queue.async { [self] in work(self) }
     }
 
     /// Records what ended, starts what is due (as many as the limits allow), and arms the
@@ -371,48 +380,6 @@ extension Scheduler {
         }
     }
 
-    // MARK: Putting written batches on disk
-
-    /// Queues one sync of the store for however many batches are written before it runs.
-    func syncSoon() {
-        let queued = state.withLock { state in
-            defer { state.syncQueued = true }
-            return state.syncQueued
-        }
-        guard !queued else { return }
-        syncQueue.async { [self] in sync() }
-    }
-
-    /// On the sync queue: one `fsync` for every batch written so far, then the grants of
-    /// the runs whose ends it put on disk end. A failed sync is tried again a second later
-    /// (on the runtime's clock); the grants stay open meanwhile.
-    private func sync() {
-        let covered = state.withLock { state in
-            state.syncQueued = false
-            return state.abandoned ? nil : state.written
-        }
-        guard let covered else { return }
-        do {
-            try store.sync()
-        } catch {
-            logger.error("cannot put the schedule on disk: \(error)")
-            _ = runtime.schedule(after: .seconds(1)) { [weak self] in self?.syncSoon() }
-            return
-        }
-        queue.async { [self] in
-            let grants = state.withLock { state -> [BackgroundTaskID] in
-                var grants: [BackgroundTaskID] = []
-                state.awaitingDisk.removeAll { run in
-                    guard run.batch <= covered else { return false }
-                    if !run.grantEnded { grants.append(run.grant) }
-                    return true
-                }
-                return grants
-            }
-            for grant in grants { runtime.endBackgroundTask(grant) }
-        }
-    }
-
     /// What happens once a batch is written: ended runs wait for the next sync to give up
     /// their grants, new runs start their handlers (all of them in one turn of the loop).
     private func finishCommitted(
@@ -487,138 +454,6 @@ extension Scheduler {
         arm(state.withLock { $0.terminating } ? nil : wake)
     }
 
-    // MARK: Runs ending
-
-    /// The handler completed the task: called where it did (the loop thread, an async
-    /// body's thread). Notes how the run ended; the next cycle writes it, the sync after
-    /// puts it on disk, then its grant ends.
-    func finish(_ identifier: String, runID: Int64, attempt: Int, success: Bool, expired: Bool) {
-        end(identifier) { run in
-            guard run.task.runID == runID, run.task.attempt == attempt else { return nil }
-            if success { return (.succeeded, nil, false) }
-            if let requirement = run.stoppedBy {
-                return (.stopped, "requirement '\(requirement)' stopped holding", false)
-            }
-            if run.claimLapsing { return (.expired, "its claim on the store could not be renewed", false) }
-            return expired ? (.expired, "the run's time was up", false) : (.failed, nil, false)
-        }
-    }
-
-    /// The runtime terminated the run's grant at its deadline (on the queue).
-    func terminated(_ identifier: String, task: ScheduledTask, report: TerminationReport?) {
-        let ended = end(identifier) { run in
-            guard run.task === task else { return nil }
-            return (.terminated, report.map { "\($0)" } ?? "terminated at its deadline", true)
-        }
-        guard !ended else { return }
-        state.withLock { state in
-            if state.running[identifier]?.task === task {
-                // Completed, its end not yet written (the store is failing): no grant to end.
-                state.running[identifier]?.grantEnded = true
-            } else if let index = state.awaitingDisk.firstIndex(where: { $0.task === task }) {
-                // Its end written, not yet on disk: the sync has no grant left to end.
-                state.awaitingDisk[index].grantEnded = true
-            }
-        }
-    }
-
-    /// Notes how the run of `identifier` ended, as `outcome` says of it (`nil`: not this
-    /// run), unless its end is noted already; returns whether it noted it.
-    @discardableResult
-    private func end(
-        _ identifier: String,
-        _ outcome: (ActiveRun) -> (result: RunResult, reason: String?, grantEnded: Bool)?
-    ) -> Bool {
-        let now = wallClockNow
-        let noted = state.withLock { state -> Bool in
-            guard !state.abandoned, let run = state.running[identifier], run.ending == nil,
-                let (result, reason, grantEnded) = outcome(run)
-            else { return false }
-            var stored = run.stored
-            let planned: RunOutcome = result == .succeeded ? .succeeded : result == .stopped ? .stopped : .failed
-            stored.plan = SchedulePlanner.ended(stored.plan, stored.request, outcome: planned, now: now)
-            // No failed attempt left to retry: the run is over (done, or failed for good).
-            if stored.plan.failedAttempts == 0 { stored.currentRunID = nil }
-            stored.isRunning = false
-            let record = RunRecord(
-                identifier: identifier, runID: run.task.runID, attempt: run.task.attempt, startedAt: run.startedAt,
-                endedAt: now, result: result, stopReason: reason)
-            state.running[identifier]?.ending = RunEnd(record: record, plan: stored, scope: stored.request.scope)
-            state.running[identifier]?.grantEnded = grantEnded
-            state.ended.append(identifier)
-            return true
-        }
-        if noted { cycleSoon() }
-        return noted
-    }
-
-    // MARK: Re-planning
-
-    /// Runs a crash interrupted: each is retried once, at once (same run ID, next attempt);
-    /// interrupted twice in a row, it counts as a failed attempt.
-    func retryInterruptedRuns() {
-        let now = wallClockNow
-        var batch = ScheduleBatch()
-        for record in recovery.interruptedRuns {
-            guard var stored = try? store.request(record.identifier), !stored.plan.isFinished else { continue }
-            let earlier = (try? store.history(identifier: record.identifier, limit: 2)) ?? []
-            let twice = earlier.contains {
-                $0.runID == record.runID && $0.attempt == record.attempt - 1 && $0.result == .interrupted
-            }
-            stored.plan = SchedulePlanner.interrupted(
-                stored.plan, stored.request, attempt: record.attempt, twice: twice, now: now)
-            stored.currentRunID = record.runID
-            logger.notice(
-                "run interrupted by the end of the process: \(twice ? "counted as failed" : "retried now")",
-                metadata: ["task": "\(record.identifier)", "run": "\(record.runID)", "attempt": "\(record.attempt)"])
-            batch.writes.append(.save(stored))
-        }
-        do throws(SchedulerError) {
-            try commit(batch)
-        } catch {
-            logger.error("cannot save the retries of interrupted runs: \(error)")
-        }
-    }
-
-    /// Corrects the plans a step of the wall clock by `step` left wrong (`nil`: the step is
-    /// not known, as at a start after the process was not running): waits for a length of
-    /// time (retries, one-shots due on submit) keep what was left of them, and repeating
-    /// requests planned for a window that now lies ahead are pulled back onto their grid
-    /// (a run never waits longer than its interval and flex). Plans behind the clock catch
-    /// up when they are picked.
-    func correctPlansForTheClock(step: Duration?) {
-        let now = wallClockNow
-        let step = step ?? .zero
-        do throws(SchedulerError) {
-            let (waits, ahead) = try fromStore { () throws(ScheduleStoreError) in
-                (try store.waitsForALength(after: min(now, now - step)), try store.plannedAheadOfClock(now))
-            }
-            let running = state.withLock { Set($0.running.keys) }
-            var seen = Set<String>()
-            let writes = (waits + ahead).compactMap { stored -> RequestWrite? in
-                let identifier = stored.request.identifier
-                guard !running.contains(identifier), seen.insert(identifier).inserted else { return nil }
-                var moved = stored
-                moved.plan = SchedulePlanner.clockStepped(stored.plan, stored.request, by: step, now: now)
-                moved.plan = SchedulePlanner.catchUp(moved.plan, stored.request, now: now)
-                return moved.plan == stored.plan ? nil : .save(moved)
-            }
-            if !writes.isEmpty {
-                logger.info("the wall clock moved: \(writes.count) plans corrected")
-                try commit(ScheduleBatch(writes: writes))
-            }
-        } catch {
-            logger.error("cannot correct the plans for the wall clock: \(error)")
-        }
-    }
-
-    /// The wall clock's reading less the monotonic clock's, which only a step changes
-    /// (slewing aside); the store's clock where it reckons on its own.
-    func wallClockOffset() -> Duration {
-        let monotonic = Int64(clamping: runtime.clock.now.nanoseconds)
-        return .nanoseconds(wallClockNow.nanosecondsSinceEpoch &- monotonic)
-    }
-
     /// Updates the status line's part when it changed.
     private func showNextRun(_ text: String?) {
         let changed = state.withLock { state in
@@ -628,141 +463,5 @@ extension Scheduler {
         guard changed else { return }
         let context = runtime.driverContext
         runtime.execute { context.statusChanged() }
-    }
-
-    /// One timer on the runtime's clock for the earliest due time, counted from the clock
-    /// as it reads now: a cycle takes time (a fleet's database calls), and a wait counted
-    /// from its start would wake that much late.
-    func arm(_ due: WallClockInstant?) {
-        let previous = state.withLock { state -> LoopTimer? in
-            defer { state.timer = nil }
-            return state.timer
-        }
-        previous?.cancel()
-        guard let due else { return }
-        let wait = max(due - wallClockNow, .zero)
-        // Through cycleSoon: a cycle already queued (a run's end, a notification) serves
-        // the timer too. Queued each, cycles that take longer than the time between due
-        // runs piled up on the queue: every run waited behind them, and the queue went on
-        // cycling for seconds after the last one.
-        let timer = runtime.schedule(at: runtime.clock.now + wait) { [weak self] in self?.cycleSoon() }
-        state.withLock { $0.timer = timer }
-    }
-
-    // MARK: Lifecycle, conditions, the wall clock
-
-    /// On the queue.
-    func lifecycleChanged() {
-        state.withLock { $0.refusal = nil }
-        stopRunsWhoseRequirementsFailed()
-        cycle()
-    }
-
-    func conditionsChanged() {
-        let read = conditions.read()
-        let previous = state.withLock { state in
-            defer { state.conditions = read }
-            return state.conditions
-        }
-        if read != previous { logger.info("conditions changed: \(read)") }
-        stopRunsWhoseRequirementsFailed()
-        cycle(conditionsAreFresh: true)
-    }
-
-    /// Tells each run whose request needs something that no longer holds to stop (its
-    /// expiration handler); its end is recorded as stopped and retried when they hold.
-    private func stopRunsWhoseRequirementsFailed() {
-        let lifecycle = runtime.state
-        let stopping = state.withLock { state -> [ActiveRun] in
-            var stopping: [ActiveRun] = []
-            for (identifier, run) in state.running where run.stoppedBy == nil && !run.detached && run.ending == nil {
-                guard let unmet = run.stored.request.requirements.firstUnmet(by: state.conditions, state: lifecycle)
-                else { continue }
-                state.running[identifier]?.stoppedBy = unmet
-                var stopped = run
-                stopped.stoppedBy = unmet
-                stopping.append(stopped)
-            }
-            return stopping
-        }
-        for run in stopping {
-            logger.notice(
-                "stopping a run: requirement '\(run.stoppedBy!)' stopped holding",
-                metadata: ["task": "\(run.task.identifier)", "run": "\(run.task.runID)"])
-            runtime.expireBackgroundTask(run.grant)
-        }
-    }
-
-    /// On the loop thread, at the start of the first turn after the process was away
-    /// longer than the store's stall threshold (paused, frozen, starved): the runs whose
-    /// claims may have ended are told to stop now, before any callback of the turn — a
-    /// handler's own timer among them — could act as their holder.
-    func checkClaimsAfterStall(_ away: Duration) {
-        let unsafe = store.claimsNoLongerSafe()
-        guard !unsafe.isEmpty else { return }
-        logger.warning(
-            "the process was away for \(away): stopping the runs whose claims may have ended before anything else runs",
-            metadata: ["tasks": "\(unsafe.sorted().joined(separator: ","))"])
-        claimsLapsing(unsafe)
-    }
-
-    /// The store cannot renew the claims of these runs: each is told to stop (its
-    /// expiration handler) before the claim ends and another instance may take the run.
-    func claimsLapsing(_ identifiers: [String]) {
-        let stopping = state.withLock { state -> [(String, BackgroundTaskID)] in
-            identifiers.compactMap { identifier in
-                guard let run = state.running[identifier], run.ending == nil, !run.claimLapsing else { return nil }
-                state.running[identifier]?.claimLapsing = true
-                return (identifier, run.grant)
-            }
-        }
-        for (identifier, grant) in stopping {
-            logger.warning(
-                "stopping a run: its claim on the store could not be renewed", metadata: ["task": "\(identifier)"])
-            runtime.expireBackgroundTask(grant)
-        }
-    }
-
-    /// Termination waits for the grants open; new runs would keep it waiting until the
-    /// budget's end, so none starts (they are due at the next start, caught up per policy).
-    func stopStartingRuns() {
-        queue.async { [self] in
-            state.withLock { $0.terminating = true }
-            arm(nil)
-        }
-    }
-
-    func wallClockStepped() {
-        queue.async { [self] in
-            store.localWallClockStepped()
-            let offset = wallClockOffset()
-            let mark = wallClockNow
-            let previous = state.withLock { state in
-                defer {
-                    state.wallClockOffset = offset
-                    state.backlogMark = mark
-                }
-                return state.wallClockOffset
-            }
-            let step = previous.map { offset - $0 }
-            logger.notice("the wall clock was set\(step.map { " (by \($0))" } ?? ""): re-planning every request")
-            correctPlansForTheClock(step: step)
-            cycle()
-        }
-    }
-
-    func waitReason(_ stored: StoredRequest, state: State, now: WallClockInstant) -> PendingRequest.Reason {
-        let identifier = stored.request.identifier
-        if state.running[identifier] != nil || stored.isRunning { return .running }
-        if let retry = stored.plan.retryAt, retry > now { return .retry(at: retry) }
-        let due = SchedulePlanner.dueTime(stored.plan, stored.request)
-        if due > now { return .plannedTime(due) }
-        if let unmet = stored.request.requirements.firstUnmet(by: state.conditions, state: runtime.state) {
-            return .requirement(unmet)
-        }
-        if state.terminating { return .runtimeRefused("the program is terminating") }
-        if let refusal = state.refusal { return .runtimeRefused(refusal) }
-        if state.running.count >= configuration.maximumConcurrentRuns { return .concurrencyLimit }
-        return .startSpacing
     }
 }

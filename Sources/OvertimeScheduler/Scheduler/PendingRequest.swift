@@ -1,0 +1,52 @@
+// A request that has not finished, as the scheduler shows it: when it runs next and what
+// it waits for.
+
+import Overtime
+
+/// A request not finished, as ``Scheduler/pendingRequests()`` shows it: why it has not
+/// run yet.
+public struct PendingRequest: Sendable, Hashable {
+    /// Why a request waits.
+    public enum Reason: Sendable, Hashable, CustomStringConvertible {
+        /// A run is in progress.
+        case running
+        /// Its next planned time (the start of its flex window, never before its earliest begin).
+        case plannedTime(WallClockInstant)
+        /// A failed attempt's retry, after its backoff.
+        case retry(at: WallClockInstant)
+        /// The most runs at once are running.
+        case concurrencyLimit
+        /// Due with others: started one after another, ``SchedulerConfiguration/startSpacing`` apart.
+        case startSpacing
+        /// The runtime refused a grant (suspended or terminating): until the lifecycle changes.
+        case runtimeRefused(String)
+        /// A requirement does not hold (the first unmet one).
+        case requirement(Requirement)
+
+        /// A sentence, as `overtimectl` prints it.
+        public var description: String {
+            switch self {
+            case .running: "running"
+            case .plannedTime(let time): "earliest begin at \(time)"
+            case .retry(let time): "retry at \(time)"
+            case .concurrencyLimit: "the concurrency limit"
+            case .startSpacing: "runs due together start one after another"
+            case .runtimeRefused(let reason): "no grant: \(reason)"
+            case .requirement(let requirement): "requirement '\(requirement)'"
+            }
+        }
+    }
+
+    /// The request.
+    public let request: ScheduledTaskRequest
+    /// When its next run may start.
+    public let nextRun: WallClockInstant
+    /// The attempt that run will be (1 unless retrying).
+    public let attempt: Int
+    /// What it waits for.
+    public let waitingFor: Reason
+    /// In a fleet (a store instances share): the instance whose run is in progress, as
+    /// the store names it (the PostgreSQL store: `host:pid`, after the instance name when
+    /// one is configured); `nil` otherwise.
+    public let holder: String?
+}

@@ -1,0 +1,121 @@
+// What the scheduler hears from outside its queue: the lifecycle, the conditions, a step of
+// the wall clock, a fleet's claims lapsing, and why a pending request waits.
+
+import Overtime
+
+extension Scheduler {
+    /// On the queue.
+    func lifecycleChanged() {
+        state.withLock { $0.refusal = nil }
+        stopRunsWhoseRequirementsFailed()
+        cycle()
+    }
+
+    func conditionsChanged() {
+        let read = conditions.read()
+        let previous = state.withLock { state in
+            defer { state.conditions = read }
+            return state.conditions
+        }
+        if read != previous { logger.info("conditions changed: \(read)") }
+        stopRunsWhoseRequirementsFailed()
+        cycle(conditionsAreFresh: true)
+    }
+
+    /// Tells each run whose request needs something that no longer holds to stop (its
+    /// expiration handler); its end is recorded as stopped and retried when they hold.
+    private func stopRunsWhoseRequirementsFailed() {
+        let lifecycle = runtime.state
+        let stopping = state.withLock { state -> [ActiveRun] in
+            var stopping: [ActiveRun] = []
+            for (identifier, run) in state.running where run.stoppedBy == nil && !run.detached && run.ending == nil {
+                guard let unmet = run.stored.request.requirements.firstUnmet(by: state.conditions, state: lifecycle)
+                else { continue }
+                state.running[identifier]?.stoppedBy = unmet
+                var stopped = run
+                stopped.stoppedBy = unmet
+                stopping.append(stopped)
+            }
+            return stopping
+        }
+        for run in stopping {
+            logger.notice(
+                "stopping a run: requirement '\(run.stoppedBy!)' stopped holding",
+                metadata: ["task": "\(run.task.identifier)", "run": "\(run.task.runID)"])
+            runtime.expireBackgroundTask(run.grant)
+        }
+    }
+
+    /// On the loop thread, at the start of the first turn after the process was away
+    /// longer than the store's stall threshold (paused, frozen, starved): the runs whose
+    /// claims may have ended are told to stop now, before any callback of the turn — a
+    /// handler's own timer among them — could act as their holder.
+    func checkClaimsAfterStall(_ away: Duration) {
+        let unsafe = store.claimsNoLongerSafe()
+        guard !unsafe.isEmpty else { return }
+        logger.warning(
+            "the process was away for \(away): stopping the runs whose claims may have ended before anything else runs",
+            metadata: ["tasks": "\(unsafe.sorted().joined(separator: ","))"])
+        claimsLapsing(unsafe)
+    }
+
+    /// The store cannot renew the claims of these runs: each is told to stop (its
+    /// expiration handler) before the claim ends and another instance may take the run.
+    func claimsLapsing(_ identifiers: [String]) {
+        let stopping = state.withLock { state -> [(String, BackgroundTaskID)] in
+            identifiers.compactMap { identifier in
+                guard let run = state.running[identifier], run.ending == nil, !run.claimLapsing else { return nil }
+                state.running[identifier]?.claimLapsing = true
+                return (identifier, run.grant)
+            }
+        }
+        for (identifier, grant) in stopping {
+            logger.warning(
+                "stopping a run: its claim on the store could not be renewed", metadata: ["task": "\(identifier)"])
+            runtime.expireBackgroundTask(grant)
+        }
+    }
+
+    /// Termination waits for the grants open; new runs would keep it waiting until the
+    /// budget's end, so none starts (they are due at the next start, caught up per policy).
+    func stopStartingRuns() {
+        queue.async { [self] in
+            state.withLock { $0.terminating = true }
+            arm(nil)
+        }
+    }
+
+    func wallClockStepped() {
+        queue.async { [self] in
+            store.localWallClockStepped()
+            let offset = wallClockOffset()
+            let mark = wallClockNow
+            let previous = state.withLock { state in
+                defer {
+                    state.wallClockOffset = offset
+                    state.backlogMark = mark
+                }
+                return state.wallClockOffset
+            }
+            let step = previous.map { offset - $0 }
+            logger.notice("the wall clock was set\(step.map { " (by \($0))" } ?? ""): re-planning every request")
+            correctPlansForTheClock(step: step)
+            cycle()
+        }
+    }
+
+    func waitReason(_ stored: StoredRequest, state: State, now: WallClockInstant) -> PendingRequest.Reason {
+        let identifier = stored.request.identifier
+        if state.running[identifier] != nil || stored.isRunning { return .running }
+        if let retry = stored.plan.retryAt, retry > now { return .retry(at: retry) }
+        let due = SchedulePlanner.dueTime(stored.plan, stored.request)
+        if due > now { return .plannedTime(due) }
+        if let unmet = stored.request.requirements.firstUnmet(by: state.conditions, state: runtime.state) {
+            return .requirement(unmet)
+        }
+        if state.terminating { return .runtimeRefused("the program is terminating") }
+        if let refusal = state.refusal { return .runtimeRefused(refusal) }
+        if state.running.count >= configuration.maximumConcurrentRuns { return .concurrencyLimit }
+        return .startSpacing
+    }
+}

@@ -1,0 +1,69 @@
+// Runs ending: a handler's completion or the runtime's termination of a grant, noted for
+// the next cycle to write.
+
+import Overtime
+
+extension Scheduler {
+    /// The handler completed the task: called where it did (the loop thread, an async
+    /// body's thread). Notes how the run ended; the next cycle writes it, the sync after
+    /// puts it on disk, then its grant ends.
+    func finish(_ identifier: String, runID: Int64, attempt: Int, success: Bool, expired: Bool) {
+        end(identifier) { run in
+            guard run.task.runID == runID, run.task.attempt == attempt else { return nil }
+            if success { return (.succeeded, nil, false) }
+            if let requirement = run.stoppedBy {
+                return (.stopped, "requirement '\(requirement)' stopped holding", false)
+            }
+            if run.claimLapsing { return (.expired, "its claim on the store could not be renewed", false) }
+            return expired ? (.expired, "the run's time was up", false) : (.failed, nil, false)
+        }
+    }
+
+    /// The runtime terminated the run's grant at its deadline (on the queue).
+    func terminated(_ identifier: String, task: ScheduledTask, report: TerminationReport?) {
+        let ended = end(identifier) { run in
+            guard run.task === task else { return nil }
+            return (.terminated, report.map { "\($0)" } ?? "terminated at its deadline", true)
+        }
+        guard !ended else { return }
+        state.withLock { state in
+            if state.running[identifier]?.task === task {
+                // Completed, its end not yet written (the store is failing): no grant to end.
+                state.running[identifier]?.grantEnded = true
+            } else if let index = state.awaitingDisk.firstIndex(where: { $0.task === task }) {
+                // Its end written, not yet on disk: the sync has no grant left to end.
+                state.awaitingDisk[index].grantEnded = true
+            }
+        }
+    }
+
+    /// Notes how the run of `identifier` ended, as `outcome` says of it (`nil`: not this
+    /// run), unless its end is noted already; returns whether it noted it.
+    @discardableResult
+    private func end(
+        _ identifier: String,
+        _ outcome: (ActiveRun) -> (result: RunResult, reason: String?, grantEnded: Bool)?
+    ) -> Bool {
+        let now = wallClockNow
+        let noted = state.withLock { state -> Bool in
+            guard !state.abandoned, let run = state.running[identifier], run.ending == nil,
+                let (result, reason, grantEnded) = outcome(run)
+            else { return false }
+            var stored = run.stored
+            let planned: RunOutcome = result == .succeeded ? .succeeded : result == .stopped ? .stopped : .failed
+            stored.plan = SchedulePlanner.ended(stored.plan, stored.request, outcome: planned, now: now)
+            // No failed attempt left to retry: the run is over (done, or failed for good).
+            if stored.plan.failedAttempts == 0 { stored.currentRunID = nil }
+            stored.isRunning = false
+            let record = RunRecord(
+                identifier: identifier, runID: run.task.runID, attempt: run.task.attempt, startedAt: run.startedAt,
+                endedAt: now, result: result, stopReason: reason)
+            state.running[identifier]?.ending = RunEnd(record: record, plan: stored, scope: stored.request.scope)
+            state.running[identifier]?.grantEnded = grantEnded
+            state.ended.append(identifier)
+            return true
+        }
+        if noted { cycleSoon() }
+        return noted
+    }
+}

@@ -1,0 +1,156 @@
+// Submitting and cancelling on the scheduler's queue: a request checked, what it does to
+// the one stored under its identifier decided, the batch committed and put on disk.
+
+import Overtime
+
+extension Scheduler {
+    /// Runs `body` on the queue and returns its result or rethrows its error.
+    func onQueue<T: Sendable>(_ body: () throws(SchedulerError) -> T) throws(SchedulerError) -> T {
+        let result: Result<T, SchedulerError> = queue.sync {
+            do throws(SchedulerError) {
+                return .success(try body())
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
+    /// Runs one store call, its error a ``SchedulerError``.
+    func fromStore<T>(_ body: () throws(ScheduleStoreError) -> T) throws(SchedulerError) -> T {
+        do {
+            return try body()
+        } catch {
+            throw .store(error)
+        }
+    }
+
+    /// Commits `batch` and puts it on disk, naming the store in the error. Returns the
+    /// starts another scheduler claimed first (a fleet's store).
+    @discardableResult
+    func commit(_ batch: ScheduleBatch) throws(SchedulerError) -> CommitRefusals {
+        guard !batch.isEmpty else { return CommitRefusals() }
+        let refusals = try write(batch)
+        do {
+            try store.sync()
+        } catch {
+            throw .store(error)
+        }
+        return refusals
+    }
+
+    /// Commits `batch`: a crash of the process cannot lose it, a power loss can until the
+    /// next sync. Returns the starts another scheduler claimed first (a fleet's store).
+    @discardableResult
+    func write(_ batch: ScheduleBatch) throws(SchedulerError) -> CommitRefusals {
+        let lastRunID = state.withLock { $0.lastRunID }
+        let refusals: CommitRefusals
+        do {
+            refusals = try store.commit(batch, lastRunID: lastRunID)
+        } catch {
+            throw .store(error)
+        }
+        state.withLock { $0.written += 1 }
+        return refusals
+    }
+
+    func validate(_ request: ScheduledTaskRequest) throws(SchedulerError) {
+        try ScheduleLimits.check(identifier: request.identifier)
+        guard handler(for: request.identifier) != nil else {
+            throw SchedulerError(code: .notRegistered, message: "no handler is registered for '\(request.identifier)'")
+        }
+        if !request.requirements.isEmpty {
+            let unknowable = conditions.unevaluable()
+            if let requirement = request.requirements.sorted().first(where: { unknowable[$0] != nil }) {
+                throw SchedulerError(
+                    code: .requirementUnavailable,
+                    message:
+                        "'\(request.identifier)' requires '\(requirement)', which cannot be told here: \(unknowable[requirement]!)",
+                    field: "requirements")
+            }
+        }
+        let identifier = request.identifier
+        let longest = ScheduleLimits.maximumDuration
+        if let repetition = request.repetition {
+            try ScheduleLimits.check(
+                "repetition.interval", repetition.interval, in: ScheduleLimits.minimumInterval...longest,
+                identifier: identifier)
+            try ScheduleLimits.check(
+                "repetition.flex", repetition.flex, in: .zero...repetition.interval, identifier: identifier)
+        }
+        try ScheduleLimits.check(
+            "randomizedDelay", request.randomizedDelay, in: .zero...longest, identifier: identifier)
+        let lead = runtime.configuration.expirationLeadTime
+        try ScheduleLimits.check(
+            "maximumDuration", request.maximumDuration, in: (lead + .nanoseconds(1))...max(longest, lead + .seconds(1)),
+            identifier: identifier)
+        try ScheduleLimits.check(
+            "retry.initialDelay", request.retry.initialDelay, in: .zero...longest, identifier: identifier)
+        try ScheduleLimits.check(
+            "retry.maximumDelay", request.retry.maximumDelay, in: .zero...longest, identifier: identifier)
+        guard (1...ScheduleLimits.maximumAttempts).contains(request.retry.maximumAttempts) else {
+            throw SchedulerError(
+                code: .invalidRequest,
+                message:
+                    "'\(identifier)': retry.maximumAttempts must be between 1 and \(ScheduleLimits.maximumAttempts), got \(request.retry.maximumAttempts)",
+                field: "retry.maximumAttempts")
+        }
+    }
+
+    /// The write `request` takes under `policy` (`nil`: it changes nothing) and what it
+    /// does; a `.keep` write's outcome is the store's to tell (``CommitRefusals``), `.added`
+    /// until then.
+    func prepare(_ request: ScheduledTaskRequest, policy: ExistingRequestPolicy) throws(SchedulerError)
+        -> (RequestWrite?, SubmitOutcome)
+    {
+        let now = wallClockNow
+        let delay = Duration.nanoseconds(Int64.random(in: 0...max(0, request.randomizedDelay.saturatingNanoseconds)))
+        let fresh = StoredRequest(
+            request: request, plan: SchedulePlanner.initial(request, now: now, randomDelay: delay), submittedAt: now,
+            currentRunID: nil)
+        let running = state.withLock { $0.running[request.identifier] }
+        if let running, !running.detached, running.ending?.plan?.plan.isFinished == true {
+            // Its handler completed a one-shot (done, or failed for good) whose end is not
+            // yet written: finished already, so replaced under every policy. The identifier
+            // stays busy until that end is recorded, which then touches no plan.
+            var replacement = fresh
+            replacement.isRunning = true
+            return (.save(replacement), .resubmitted)
+        }
+        if policy.kind == .keep { return (.insertUnlessPending(fresh), .added) }
+        var existing = running?.stored
+        if existing == nil {
+            existing = try fromStore { () throws(ScheduleStoreError) in try store.request(request.identifier) }
+        }
+        guard let existing else { return (.save(fresh), .added) }
+        // Finished, nothing running: no pending work to keep, update or replace.
+        guard existing.isRunning || running != nil || !existing.plan.isFinished else {
+            return (.save(fresh), .resubmitted)
+        }
+        if policy.kind == .replace {
+            // A run in progress keeps the identifier busy until its end is recorded.
+            var replacement = fresh
+            replacement.isRunning = running != nil
+            return (.save(replacement), .replaced)
+        }
+        if existing.request == request { return (nil, .kept) }
+        var updated = existing
+        updated.request = request
+        updated.isRunning = running != nil
+        return (.save(updated), .updated)
+    }
+
+    /// Marks the runs of identifiers `matching` as detached (their requests are gone) and
+    /// tells them to stop.
+    func detachRuns(_ matching: (String) -> Bool) {
+        let grants = state.withLock { state -> [BackgroundTaskID] in
+            var grants: [BackgroundTaskID] = []
+            for (identifier, run) in state.running where matching(identifier) && !run.detached {
+                state.running[identifier]?.detached = true
+                if run.ending == nil { grants.append(run.grant) }
+            }
+            return grants
+        }
+        for grant in grants { runtime.expireBackgroundTask(grant) }
+    }
+}
