@@ -29,7 +29,7 @@ package final class DriverContext: @unchecked Sendable {  // confined to the loo
     /// Runs `body` on the loop thread after everything queued before it; `false` (and
     /// `body` dropped) once the runtime has shut down. From any thread.
     package func execute(_ body: @escaping @Sendable () -> Void) -> Bool {
-        core.queue.enqueue(.run(body))
+        core.host.queue.enqueue(.run(body))
     }
 
     /// The runtime's logger.
@@ -47,7 +47,7 @@ package final class DriverContext: @unchecked Sendable {  // confined to the loo
         core.assertOnLoop()
         return RuntimeSnapshot(
             state: core.lifecycle.state, isTerminating: core.lifecycle.isTerminating,
-            openBackgroundTasks: core.grants.openCount, budgetDeadline: core.deadlines.budget?.deadline,
+            openBackgroundTasks: core.engine.grants.openCount, budgetDeadline: core.engine.deadlines.budget?.deadline,
             now: core.now)
     }
 
@@ -72,13 +72,13 @@ package final class DriverContext: @unchecked Sendable {  // confined to the loo
     /// The libuv loop, for the driver's handles.
     package var loop: UnsafeMutablePointer<uv_loop_t> {
         core.assertOnLoop()
-        return core.loop.raw
+        return core.host.loop.raw
     }
 
     /// A handle whose memory lives as long as the loop (freed after `uv_loop_close`).
     package func makeHandle<Handle>(_ type: Handle.Type) -> UnsafeMutablePointer<Handle> {
         core.assertOnLoop()
-        return core.loop.makeHandle(type)
+        return core.host.loop.makeHandle(type)
     }
 
     /// Runs `body`, a libuv callback of the driver, as one loop turn: watchdog stamping,
@@ -91,20 +91,20 @@ package final class DriverContext: @unchecked Sendable {  // confined to the loo
     /// Calls `body` with every lifecycle event, before observers see it.
     package func onLifecycleEvent(_ body: @escaping (LifecycleEvent) -> Void) {
         core.assertOnLoop()
-        core.eventHooks.append(body)
+        core.hooks.lifecycleEvents.append(body)
     }
 
     /// Calls `body` whenever the wall clock is set discontinuously (NTP stepping it, an
     /// operator, a resume from suspend; under `ManualClock`, `stepWallClock(by:)`).
     package func onWallClockStep(_ body: @escaping () -> Void) {
         core.assertOnLoop()
-        core.wallClockStepHooks.append(body)
-        guard !core.wakeup.isVirtual, core.wallClockWatcher == nil else { return }
+        core.hooks.wallClockSteps.append(body)
+        guard !core.turnState.wakeup.isVirtual, core.hooks.wallClockWatcher == nil else { return }
         let core = self.core
-        core.wallClockWatcher = WallClockStepWatcher(loop: core.loop) { [unowned core] in
+        core.hooks.wallClockWatcher = WallClockStepWatcher(loop: core.host.loop) { [unowned core] in
             core.turn { core.wallClockStepped() }
         }
-        if core.wallClockWatcher == nil {
+        if core.hooks.wallClockWatcher == nil {
             core.logger.error("cannot watch the wall clock for steps: \(errnoDescription())")
         }
     }
@@ -116,39 +116,38 @@ package final class DriverContext: @unchecked Sendable {  // confined to the loo
     /// on runs: the effect of a handler's timer must not outrun them).
     package func onStall(longerThan threshold: Duration, _ body: @escaping (Duration) -> Void) {
         core.assertOnLoop()
-        core.stallHooks.append((threshold, body))
-        core.shortestStall = min(core.shortestStall ?? threshold, threshold)
+        core.hooks.addStall(threshold: threshold, body)
     }
 
     /// Adds a part to the status line drivers show (systemd's `STATUS=`): `part` is asked
     /// each time the line is made, `nil` leaving it out.
     package func addStatusPart(_ part: @escaping () -> String?) {
         core.assertOnLoop()
-        core.statusParts.append(part)
+        core.hooks.statusParts.append(part)
     }
 
     /// The parts added with ``addStatusPart(_:)``, as they read now.
     package var statusParts: [String] {
         core.assertOnLoop()
-        return core.statusParts.compactMap { $0() }
+        return core.hooks.statusParts.compactMap { $0() }
     }
 
     /// Calls `body` when a part of the status line has changed (``statusChanged()``).
     package func onStatusChange(_ body: @escaping () -> Void) {
         core.assertOnLoop()
-        core.statusHooks.append(body)
+        core.hooks.statusChanges.append(body)
     }
 
     /// Tells the drivers showing the status line that a part has changed.
     package func statusChanged() {
         core.assertOnLoop()
-        for hook in core.statusHooks { hook() }
+        for hook in core.hooks.statusChanges { hook() }
     }
 
     /// Calls `body` when the runtime shuts down, before every remaining handle is closed.
     package func onShutdown(_ body: @escaping () -> Void) {
         core.assertOnLoop()
-        core.onShutdown.append(body)
+        core.hooks.shutdown.append(body)
     }
 }
 

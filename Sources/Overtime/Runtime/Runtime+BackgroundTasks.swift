@@ -132,7 +132,8 @@ extension Runtime {
         if draft.launches, view.state == .suspended {
             view = GrantDecisions.View(state: .background, budgetDeadline: nil)  // a fresh budget is coming
         }
-        if let refusal = core.decisions.refusal(view, now: draft.begunAt, maximumDuration: draft.maximumDuration) {
+        if let refusal = core.engine.decisions.refusal(view, now: draft.begunAt, maximumDuration: draft.maximumDuration)
+        {
             return .failure(refusal)
         }
         if let refusal = published.reserveQueuedGrant(

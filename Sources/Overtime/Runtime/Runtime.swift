@@ -130,7 +130,7 @@ public final class Runtime: Sendable {
         let core = self.core
         loop.onWake = { [unowned core] in core.turn {} }
         loop.onTimer = { [unowned core] in core.turn { core.timerFired() } }
-        if let watchdog { core.onShutdown.append { watchdog.stop() } }
+        if let watchdog { core.hooks.shutdown.append { watchdog.stop() } }
         // The system clock first, by type: a cast to a protocol scans every conformance
         // the program has (a tenth of a daemon's start), and daemons run on this clock.
         if !(clock is SystemClock), let driver = clock as? any VirtualTimeSource {
@@ -138,7 +138,7 @@ public final class Runtime: Sendable {
                 fire: { [weak self] in self?.fireVirtualTimer() },
                 waitForQueuedRequests: { [weak self] in self?.waitForQueuedRequests() },
                 wallClockStepped: { [weak self] in self?.announceWallClockStep() })
-            core.wakeup = WakeupTimer(loop: loop, virtual: timer)  // before the loop runs
+            core.turnState.wakeup = WakeupTimer(loop: loop, virtual: timer)  // before the loop runs
             driver.register(timer)
         }
     }
@@ -344,7 +344,7 @@ public final class Runtime: Sendable {
         let queued = queue.enqueue(
             .run {
                 result.withLock { $0 = body(core) }
-                core.quiescenceWaiters.append(done)
+                core.turnState.quiescenceWaiters.append(done)
             })
         guard queued else { return nil }
         done.wait()

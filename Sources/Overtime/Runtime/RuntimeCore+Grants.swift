@@ -30,7 +30,7 @@ extension RuntimeCore {
     /// What a begin on the loop sees.
     @inline(__always)
     var admissionView: GrantDecisions.View {
-        GrantDecisions.View(state: lifecycle.state, budgetDeadline: deadlines.budget?.deadline)
+        GrantDecisions.View(state: lifecycle.state, budgetDeadline: engine.deadlines.budget?.deadline)
     }
 
     /// Begins a grant on the loop thread (the fast path: no queue, no lock).
@@ -44,16 +44,16 @@ extension RuntimeCore {
         // The callback's start time saves a clock read per begin; a grant with a deadline
         // of its own reads the clock, so a long callback cannot shorten its time.
         let begunAt = maximumDuration == nil ? loopTime : now
-        if let refusal = decisions.refusal(admissionView, now: begunAt, maximumDuration: maximumDuration) {
+        if let refusal = engine.decisions.refusal(admissionView, now: begunAt, maximumDuration: maximumDuration) {
             return .failure(refusal)
         }
-        guard published.hasRoom(open: grants.openCount, limit: configuration.maximumOpenBackgroundTasks) else {
+        guard published.hasRoom(open: engine.grants.openCount, limit: configuration.maximumOpenBackgroundTasks) else {
             return .failure(.tooManyOpenTasks(limit: configuration.maximumOpenBackgroundTasks))
         }
         let slot = store(
             name: name, callSite: callSite, begunAt: begunAt, maximumDuration: maximumDuration,
             expirationHandler: expirationHandler, endHandler: endHandler, queuedID: .invalid)
-        return .success(grants.id(ofSlot: slot))
+        return .success(engine.grants.id(ofSlot: slot))
     }
 
     /// Applies a grant begun off the loop. It was admitted there, and its reservation kept
@@ -68,8 +68,8 @@ extension RuntimeCore {
             name: request.name, callSite: request.callSite, begunAt: request.begunAt,
             maximumDuration: request.maximumDuration, expirationHandler: request.expirationHandler,
             endHandler: request.endHandler, queuedID: request.id)
-        if let early = earlyQueuedEnds.removeValue(forKey: request.id.rawValue),
-            grants.isOpen(slot: slot, generation: grants.generation(ofSlot: slot))
+        if let early = engine.earlyQueuedEnds.removeValue(forKey: request.id.rawValue),
+            engine.grants.isOpen(slot: slot, generation: engine.grants.generation(ofSlot: slot))
         {
             finish(slot: slot, callSite: early.callSite, queued: early.queued)
         }
@@ -86,20 +86,20 @@ extension RuntimeCore {
         if endHandler != nil || ownDeadline != nil {
             extended = GrantExtendedRecord(endHandler: endHandler, ownDeadline: ownDeadline)
         }
-        let slot = grants.insert(
+        let slot = engine.grants.insert(
             name: name, callSite: callSite, begunAt: begunAt, queuedID: queuedID,
             expirationHandler: expirationHandler, extended: extended)
         if queuedID.isInvalid {
-            published.setOpenOnLoop(grants.openCount)
+            published.setOpenOnLoop(engine.grants.openCount)
         } else {
-            published.transferIn(open: grants.openCount)  // its place was held off the loop
+            published.transferIn(open: engine.grants.openCount)  // its place was held off the loop
         }
         metrics.pendingBegun += 1
-        let budgetExpirationDone = deadlines.budget?.expirationDone ?? false
+        let budgetExpirationDone = engine.deadlines.budget?.expirationDone ?? false
         if ownDeadline != nil || budgetExpirationDone {
             perform(
-                decisions.afterBegin(ownDeadline: ownDeadline, budgetExpirationDone: budgetExpirationDone),
-                slot: slot, generation: grants.generation(ofSlot: slot))
+                engine.decisions.afterBegin(ownDeadline: ownDeadline, budgetExpirationDone: budgetExpirationDone),
+                slot: slot, generation: engine.grants.generation(ofSlot: slot))
         }
         return slot
     }
@@ -109,10 +109,10 @@ extension RuntimeCore {
     @inline(__always)
     func end(_ id: BackgroundTaskID, callSite: CallSite, queued: Bool = false) {
         assertOnLoop()
-        guard let slot = grants.slot(for: id) else {
-            if id.isQueued, earlyQueuedEnds[id.rawValue] == nil {
+        guard let slot = engine.grants.slot(for: id) else {
+            if id.isQueued, engine.earlyQueuedEnds[id.rawValue] == nil {
                 // Possibly begun on another thread and still queued: decided at turn end.
-                earlyQueuedEnds[id.rawValue] = (callSite, queued)
+                engine.earlyQueuedEnds[id.rawValue] = (callSite, queued)
             } else {
                 if queued { published.restoreQueuedEnd() }
                 reportMisuse(id: id, callSite: callSite)
@@ -125,14 +125,14 @@ extension RuntimeCore {
     /// Ends the grant in `slot` at its owner's request.
     @inline(__always)
     private func finish(slot: Int32, callSite: CallSite, queued: Bool) {
-        let id = grants.id(ofSlot: slot)  // before the slot's generation moves on
-        let record = grants.remove(slot: slot)
+        let id = engine.grants.id(ofSlot: slot)  // before the slot's generation moves on
+        let record = engine.grants.remove(slot: slot)
         if queued {
-            published.transferOut(open: grants.openCount)
+            published.transferOut(open: engine.grants.openCount)
         } else {
-            published.setOpenOnLoop(grants.openCount)
+            published.setOpenOnLoop(engine.grants.openCount)
         }
-        if let stale = record.extended?.heapEntries, stale > 0 { deadlines.noteEntriesStale(stale) }
+        if let stale = record.extended?.heapEntries, stale > 0 { engine.deadlines.noteEntriesStale(stale) }
         let reason: BackgroundTaskEndReason = record.phase == .open ? .completed : .expired
         if reason == .completed { metrics.pendingCompleted += 1 } else { metrics.pendingExpiredEnds += 1 }
         if let endHandler = record.extended?.endHandler {
@@ -147,9 +147,9 @@ extension RuntimeCore {
 
     /// Queued IDs ended early whose begin never came were unknown after all.
     func reportEarlyQueuedEnds() {
-        guard !earlyQueuedEnds.isEmpty else { return }
-        let unknown = earlyQueuedEnds
-        earlyQueuedEnds = [:]
+        guard !engine.earlyQueuedEnds.isEmpty else { return }
+        let unknown = engine.earlyQueuedEnds
+        engine.earlyQueuedEnds = [:]
         for (raw, early) in unknown {
             if early.queued { published.restoreQueuedEnd() }
             reportMisuse(id: BackgroundTaskID(rawValue: raw), callSite: early.callSite)
@@ -171,18 +171,18 @@ extension RuntimeCore {
     /// Runs everything due at `now`: the budget's expiration point, the grants' own
     /// checks, the budget's deadline, in that order.
     func processDeadlines(now: MonotonicInstant) {
-        var terminated = perform(decisions.atBudgetExpirationPoint(deadlines.budget, now: now), now: now)
-        while let entry = deadlines.popNextDue(now: now) {
-            guard grants.isOpen(slot: entry.slot, generation: entry.generation) else { continue }
-            grants[entry.slot].extended?.heapEntries -= 1
-            let ownDeadline = grants[entry.slot].extended?.ownDeadline
+        var terminated = perform(engine.decisions.atBudgetExpirationPoint(engine.deadlines.budget, now: now), now: now)
+        while let entry = engine.deadlines.popNextDue(now: now) {
+            guard engine.grants.isOpen(slot: entry.slot, generation: entry.generation) else { continue }
+            engine.grants[entry.slot].extended?.heapEntries -= 1
+            let ownDeadline = engine.grants[entry.slot].extended?.ownDeadline
             terminated += perform(
-                decisions.atOwnCheck(ownDeadline: ownDeadline, now: now), slot: entry.slot,
+                engine.decisions.atOwnCheck(ownDeadline: ownDeadline, now: now), slot: entry.slot,
                 generation: entry.generation, now: now)
         }
-        terminated += perform(decisions.atBudgetDeadline(deadlines.budget, now: now), now: now)
-        deadlines.compact { grants.isOpen(slot: $0.slot, generation: $0.generation) }
-        perform(decisions.afterTerminations(terminated), now: now)
+        terminated += perform(engine.decisions.atBudgetDeadline(engine.deadlines.budget, now: now), now: now)
+        engine.deadlines.compact { engine.grants.isOpen(slot: $0.slot, generation: $0.generation) }
+        perform(engine.decisions.afterTerminations(terminated), now: now)
     }
 
     /// Runs expiration handlers now and moves deadlines to now + lead time: for one
@@ -192,17 +192,19 @@ extension RuntimeCore {
         let current = now
         let targets: [(slot: Int32, generation: UInt32)]
         if let id {
-            guard let slot = grants.slot(for: id) else {
+            guard let slot = engine.grants.slot(for: id) else {
                 logger.warning("force-expire: no open background task with that ID", metadata: ["id": "\(id)"])
                 return false
             }
-            targets = [(slot, grants.generation(ofSlot: slot))]
+            targets = [(slot, engine.grants.generation(ofSlot: slot))]
         } else {
-            targets = grants.openSlotsInBeginOrder()
+            targets = engine.grants.openSlotsInBeginOrder()
         }
-        for (slot, generation) in targets where grants.isOpen(slot: slot, generation: generation) {
-            let ownDeadline = grants[slot].extended?.ownDeadline
-            perform(decisions.forcedExpiry(ownDeadline: ownDeadline, now: current), slot: slot, generation: generation)
+        for (slot, generation) in targets where engine.grants.isOpen(slot: slot, generation: generation) {
+            let ownDeadline = engine.grants[slot].extended?.ownDeadline
+            perform(
+                engine.decisions.forcedExpiry(ownDeadline: ownDeadline, now: current), slot: slot,
+                generation: generation)
         }
         return true
     }
@@ -216,20 +218,20 @@ extension RuntimeCore {
         for action in actions {
             switch action {
             case .markBudgetExpired:
-                deadlines.markBudgetExpirationDone()
+                engine.deadlines.markBudgetExpirationDone()
             case .clearBudget:
-                deadlines.clearBudget()
+                engine.deadlines.clearBudget()
                 published.setDeadline(nil)
             case .settle:
-                needsSettle = true
+                turnState.needsSettle = true
             case .expire(.all):
-                for (slot, generation) in grants.openSlotsInBeginOrder()
-                where grants.isOpen(slot: slot, generation: generation) {
+                for (slot, generation) in engine.grants.openSlotsInBeginOrder()
+                where engine.grants.isOpen(slot: slot, generation: generation) {
                     expire(slot: slot, generation: generation)
                 }
             case .terminate(.all):
-                for (slot, generation) in grants.openSlotsInBeginOrder()
-                where grants.isOpen(slot: slot, generation: generation) {
+                for (slot, generation) in engine.grants.openSlotsInBeginOrder()
+                where engine.grants.isOpen(slot: slot, generation: generation) {
                     terminate(slot: slot, now: now)
                     terminated += 1
                 }
@@ -250,17 +252,17 @@ extension RuntimeCore {
         _ actions: [GrantDecisions.Action], slot: Int32, generation: UInt32, now: MonotonicInstant? = nil
     ) -> Int {
         for action in actions {
-            guard grants.isOpen(slot: slot, generation: generation) else { return 0 }
+            guard engine.grants.isOpen(slot: slot, generation: generation) else { return 0 }
             switch action {
             case .expire:
                 expire(slot: slot, generation: generation)
             case .checkAgain(let instant):
-                deadlines.schedule(at: instant, slot: slot, generation: generation)
-                grants[slot].extended?.heapEntries += 1
+                engine.deadlines.schedule(at: instant, slot: slot, generation: generation)
+                engine.grants[slot].extended?.heapEntries += 1
             case .setOwnDeadline(let instant):
-                let extended = grants[slot].extended ?? GrantExtendedRecord(endHandler: nil, ownDeadline: nil)
+                let extended = engine.grants[slot].extended ?? GrantExtendedRecord(endHandler: nil, ownDeadline: nil)
                 extended.ownDeadline = instant
-                grants[slot].extended = extended
+                engine.grants[slot].extended = extended
             case .terminate:
                 terminate(slot: slot, now: now ?? self.now)
                 return 1
@@ -273,33 +275,33 @@ extension RuntimeCore {
 
     /// Runs the grant's expiration handler once.
     private func expire(slot: Int32, generation: UInt32) {
-        guard grants[slot].phase == .open else { return }
+        guard engine.grants[slot].phase == .open else { return }
         metrics.pendingExpirations += 1
-        guard let handler = grants[slot].expirationHandler else {
-            grants[slot].phase = .expired
+        guard let handler = engine.grants[slot].expirationHandler else {
+            engine.grants[slot].phase = .expired
             return
         }
-        grants[slot].phase = .expiring
-        let record = grants[slot]
-        let id = grants.id(ofSlot: slot)
+        engine.grants[slot].phase = .expiring
+        let record = engine.grants[slot]
+        let id = engine.grants.id(ofSlot: slot)
         let started = now
         callUser(
             .expirationHandler(name: record.name, id: id, callSite: record.callSite),
             timer: metrics.expirationHandlerDuration, handler)
-        guard grants.isOpen(slot: slot, generation: generation) else { return }
-        let extended = grants[slot].extended ?? GrantExtendedRecord(endHandler: nil, ownDeadline: nil)
+        guard engine.grants.isOpen(slot: slot, generation: generation) else { return }
+        let extended = engine.grants[slot].extended ?? GrantExtendedRecord(endHandler: nil, ownDeadline: nil)
         extended.expirationStartedAt = started
         extended.expirationDuration = now - started
-        grants[slot].extended = extended
-        grants[slot].phase = .expired
+        engine.grants[slot].extended = extended
+        engine.grants[slot].phase = .expired
     }
 
     /// Ends a grant still open at its deadline, and reports it.
     private func terminate(slot: Int32, now: MonotonicInstant) {
-        let id = grants.id(ofSlot: slot)
-        let record = grants.remove(slot: slot)
-        published.setOpenOnLoop(grants.openCount)
-        if let stale = record.extended?.heapEntries, stale > 0 { deadlines.noteEntriesStale(stale) }
+        let id = engine.grants.id(ofSlot: slot)
+        let record = engine.grants.remove(slot: slot)
+        published.setOpenOnLoop(engine.grants.openCount)
+        if let stale = record.extended?.heapEntries, stale > 0 { engine.deadlines.noteEntriesStale(stale) }
         metrics.pendingTerminated += 1
         let report = TerminationReport(
             name: record.name, id: id, callSite: record.callSite, begunAt: record.begunAt,
@@ -330,12 +332,12 @@ extension RuntimeCore {
     /// The open grants as ``Runtime/openBackgroundTasks`` lists them.
     func openTasks() -> [BackgroundTaskInfo] {
         let current = now
-        return grants.openSlotsInBeginOrder().map { slot, _ in
-            let record = grants[slot]
-            var deadline = deadlines.budget?.deadline
+        return engine.grants.openSlotsInBeginOrder().map { slot, _ in
+            let record = engine.grants[slot]
+            var deadline = engine.deadlines.budget?.deadline
             if let own = record.extended?.ownDeadline { deadline = min(deadline ?? own, own) }
             return BackgroundTaskInfo(
-                name: record.name, id: grants.id(ofSlot: slot), callSite: record.callSite,
+                name: record.name, id: engine.grants.id(ofSlot: slot), callSite: record.callSite,
                 age: current - record.begunAt,
                 remaining: deadline.map { max($0 - current, .zero) } ?? Runtime.unlimitedTime,
                 isExpired: record.phase != .open)

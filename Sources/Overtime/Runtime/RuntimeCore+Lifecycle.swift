@@ -22,9 +22,9 @@ extension RuntimeCore {
                 logger.notice(
                     "\(source): termination asked again while terminating: expiring every background task now")
             }
-            transitionDepth += 1
+            turnState.transitionDepth += 1
             perform(actions)
-            transitionDepth -= 1
+            turnState.transitionDepth -= 1
             settle()
         }
     }
@@ -32,11 +32,11 @@ extension RuntimeCore {
     /// Decides, once no transition is running, whether the program suspends or
     /// finishes terminating.
     func settle() {
-        guard transitionDepth == 0 else {
-            needsSettle = true
+        guard turnState.transitionDepth == 0 else {
+            turnState.needsSettle = true
             return
         }
-        var hasOpenGrants = grants.openCount > 0
+        var hasOpenGrants = engine.grants.openCount > 0
         if !hasOpenGrants, lifecycle.state == .background,
             !published.closeAdmission(terminating: lifecycle.isTerminating)
         {
@@ -44,9 +44,9 @@ extension RuntimeCore {
         }
         let actions = lifecycle.settle(hasOpenGrants: hasOpenGrants)
         if !actions.isEmpty {
-            transitionDepth += 1
+            turnState.transitionDepth += 1
             perform(actions)
-            transitionDepth -= 1
+            turnState.transitionDepth -= 1
         }
     }
 
@@ -54,7 +54,7 @@ extension RuntimeCore {
     /// reservation: in the background with nothing open, the lifecycle settles at the end
     /// of the turn.
     func checkIdle() {
-        if grants.openCount == 0, lifecycle.state == .background { needsSettle = true }
+        if engine.grants.openCount == 0, lifecycle.state == .background { turnState.needsSettle = true }
     }
 
     private func perform(_ actions: [LifecycleMachine.Action]) {
@@ -65,10 +65,10 @@ extension RuntimeCore {
             case .emit(let event):
                 deliver(event)
             case .startBudget:
-                deadlines.startBudget(now: now, length: configuration.backgroundBudget)
-                published.setDeadline(deadlines.budget?.deadline)
+                engine.deadlines.startBudget(now: now, length: configuration.backgroundBudget)
+                published.setDeadline(engine.deadlines.budget?.deadline)
             case .clearBudget:
-                deadlines.clearBudget()
+                engine.deadlines.clearBudget()
                 published.setDeadline(nil)
             case .expireAllGrants:
                 forceExpire(nil)
@@ -87,7 +87,7 @@ extension RuntimeCore {
     }
 
     private func deliver(_ event: LifecycleEvent) {
-        for hook in eventHooks { hook(event) }
+        for hook in hooks.lifecycleEvents { hook(event) }
         // One watchdog stamp and one timing for the whole delivery, not one per observer:
         // with a thousand observers the per-call bookkeeping (clock reads, the watchdog's
         // lock) cost more than the observers themselves.

@@ -7,14 +7,14 @@ extension RuntimeCore {
         switch request {
         case .terminate:
             // The lifecycle machine decides what a repeat means (see `LifecycleMachine`).
-            _ = queue.enqueue(.lifecycle(.terminationFromOutside, source: source))
+            _ = host.queue.enqueue(.lifecycle(.terminationFromOutside, source: source))
         case .terminateNow:
-            _ = queue.enqueue(.lifecycle(.terminationFromOutside, source: source))
+            _ = host.queue.enqueue(.lifecycle(.terminationFromOutside, source: source))
             logger.notice("\(source): terminate now: expiring every background task")
             forceExpire(nil)
-        case .background: _ = queue.enqueue(.lifecycle(.background, source: source))
-        case .foreground: _ = queue.enqueue(.lifecycle(.foreground, source: source))
-        case .reload: _ = queue.enqueue(.run { [unowned self] in emitReload() })
+        case .background: _ = host.queue.enqueue(.lifecycle(.background, source: source))
+        case .foreground: _ = host.queue.enqueue(.lifecycle(.foreground, source: source))
+        case .reload: _ = host.queue.enqueue(.run { [unowned self] in emitReload() })
         case .expireAll: forceExpire(nil)
         case .expire(let id): return forceExpire(id)
         }
