@@ -8,7 +8,7 @@
 /// counts them; so compaction is amortized O(1) per grant, and never a scan per wake-up).
 ///
 /// Loop-thread only; no callbacks are called from here.
-struct DeadlineSchedule {
+final class DeadlineSchedule {
     /// The background budget of the current background period.
     struct Budget: Equatable {
         var deadline: MonotonicInstant
@@ -23,30 +23,30 @@ struct DeadlineSchedule {
     }
 
     let leadTime: Duration
-    private(set) var budget: Budget?
-    private var heap: [Entry] = []
+    @exclusivity(unchecked) private(set) var budget: Budget?
+    @exclusivity(unchecked) private var heap: [Entry] = []
     /// Entries in the heap whose grant ended since the last compaction.
-    private var endedSinceCompaction = 0
+    @exclusivity(unchecked) private var endedSinceCompaction = 0
 
     init(leadTime: Duration) {
         self.leadTime = leadTime
     }
 
-    mutating func startBudget(now: MonotonicInstant, length: Duration) {
+    func startBudget(now: MonotonicInstant, length: Duration) {
         let deadline = now + length
         budget = Budget(deadline: deadline, expirationPoint: deadline - leadTime)
     }
 
-    mutating func clearBudget() {
+    func clearBudget() {
         budget = nil
     }
 
-    mutating func markBudgetExpirationDone() {
+    func markBudgetExpirationDone() {
         budget?.expirationDone = true
     }
 
     /// Adds a wake-up for the grant in `slot` at `at`.
-    mutating func schedule(at: MonotonicInstant, slot: Int32, generation: UInt32) {
+    func schedule(at: MonotonicInstant, slot: Int32, generation: UInt32) {
         heap.append(Entry(at: at, slot: slot, generation: generation))
         siftUp(heap.count - 1)
     }
@@ -69,26 +69,26 @@ struct DeadlineSchedule {
     /// array that grows past a kilobyte when many are due at once is a large allocation,
     /// and glibc answers the first one after many small frees (each ended grant's record)
     /// by consolidating all of them at once: one 10 ms stall in 100,000 expirations.
-    mutating func popNextDue(now: MonotonicInstant) -> Entry? {
+    func popNextDue(now: MonotonicInstant) -> Entry? {
         guard let top = heap.first, top.at <= now else { return nil }
         removeTop()
         return top
     }
 
     /// A grant with `count` entries still in the heap ended: they are stale now.
-    mutating func noteEntriesStale(_ count: Int) {
+    func noteEntriesStale(_ count: Int) {
         endedSinceCompaction += count
     }
 
     /// Drops entries for grants that are gone, once they may outnumber the live ones.
-    mutating func compact(isLive: (Entry) -> Bool) {
+    func compact(isLive: (Entry) -> Bool) {
         guard heap.count > 1024, endedSinceCompaction * 2 > heap.count else { return }
         endedSinceCompaction = 0
         heap = heap.filter(isLive)
         for index in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(index) }
     }
 
-    private mutating func removeTop() {
+    private func removeTop() {
         let last = heap.removeLast()
         if !heap.isEmpty {
             heap[0] = last
@@ -96,7 +96,7 @@ struct DeadlineSchedule {
         }
     }
 
-    private mutating func siftUp(_ start: Int) {
+    private func siftUp(_ start: Int) {
         var child = start
         while child > 0 {
             let parent = (child - 1) / 2
@@ -106,7 +106,7 @@ struct DeadlineSchedule {
         }
     }
 
-    private mutating func siftDown(_ start: Int) {
+    private func siftDown(_ start: Int) {
         var parent = start
         while true {
             let left = 2 * parent + 1

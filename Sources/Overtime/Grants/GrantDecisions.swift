@@ -53,6 +53,7 @@ struct GrantDecisions {
 
     /// Why a grant begun at `now` is refused, or `nil` when it may begin. The cap on open
     /// grants is checked by the caller, which knows how to count them.
+    @inline(__always)
     func refusal(_ view: View, now: MonotonicInstant, maximumDuration: Duration?) -> BackgroundTaskRefusal? {
         switch view.state {
         case .terminated: return .terminated

@@ -45,6 +45,9 @@ final class GrantTable {
     @exclusivity(unchecked) private var tail: Int32 = -1
     @exclusivity(unchecked) private(set) var openCount = 0
     @exclusivity(unchecked) private var queuedSlots: [UInt64: Int32] = [:]
+    /// Queued IDs ended on the loop before their begin was applied: the end waits for its
+    /// begin until the turn ends (see `RuntimeCore.end`).
+    @exclusivity(unchecked) var endsBeforeBegin: [UInt64: (callSite: CallSite, queued: Bool)] = [:]
 
     init() {
         storage = .allocate(capacity: 0)

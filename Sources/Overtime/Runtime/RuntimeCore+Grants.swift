@@ -68,7 +68,7 @@ extension RuntimeCore {
             name: request.name, callSite: request.callSite, begunAt: request.begunAt,
             maximumDuration: request.maximumDuration, expirationHandler: request.expirationHandler,
             endHandler: request.endHandler, queuedID: request.id)
-        if let early = engine.earlyQueuedEnds.removeValue(forKey: request.id.rawValue),
+        if let early = engine.grants.endsBeforeBegin.removeValue(forKey: request.id.rawValue),
             engine.grants.isOpen(slot: slot, generation: engine.grants.generation(ofSlot: slot))
         {
             finish(slot: slot, callSite: early.callSite, queued: early.queued)
@@ -110,9 +110,9 @@ extension RuntimeCore {
     func end(_ id: BackgroundTaskID, callSite: CallSite, queued: Bool = false) {
         assertOnLoop()
         guard let slot = engine.grants.slot(for: id) else {
-            if id.isQueued, engine.earlyQueuedEnds[id.rawValue] == nil {
+            if id.isQueued, engine.grants.endsBeforeBegin[id.rawValue] == nil {
                 // Possibly begun on another thread and still queued: decided at turn end.
-                engine.earlyQueuedEnds[id.rawValue] = (callSite, queued)
+                engine.grants.endsBeforeBegin[id.rawValue] = (callSite, queued)
             } else {
                 if queued { published.restoreQueuedEnd() }
                 reportMisuse(id: id, callSite: callSite)
@@ -147,9 +147,9 @@ extension RuntimeCore {
 
     /// Queued IDs ended early whose begin never came were unknown after all.
     func reportEarlyQueuedEnds() {
-        guard !engine.earlyQueuedEnds.isEmpty else { return }
-        let unknown = engine.earlyQueuedEnds
-        engine.earlyQueuedEnds = [:]
+        guard !engine.grants.endsBeforeBegin.isEmpty else { return }
+        let unknown = engine.grants.endsBeforeBegin
+        engine.grants.endsBeforeBegin = [:]
         for (raw, early) in unknown {
             if early.queued { published.restoreQueuedEnd() }
             reportMisuse(id: BackgroundTaskID(rawValue: raw), callSite: early.callSite)

@@ -13,8 +13,8 @@ import Logging
 /// The parts stand on their own: ``LifecycleMachine`` decides transitions,
 /// ``GrantEngine`` holds the grants and when they are due (``GrantDecisions`` decides
 /// what that means), ``ObserverRegistry`` holds observers, ``DriverHooks`` what drivers
-/// asked to be called for, ``TurnState`` where the turn stands. The core performs what they decide and calls
-/// user code, one callback at a time, on the loop thread.
+/// asked to be called for, ``TurnState`` where the turn stands. The core performs what
+/// they decide and calls user code, one callback at a time, on the loop thread.
 ///
 /// Every entry from libuv goes through ``turn(_:)``: it runs the work, drains the
 /// inbound queue until it is empty, applies deferred lifecycle decisions, re-arms the

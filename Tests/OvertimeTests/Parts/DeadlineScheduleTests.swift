@@ -5,7 +5,7 @@ import Testing
 @Suite("DeadlineSchedule: one budget window and a lazy heap")
 struct DeadlineScheduleTests {
     @Test func budgetWakesAtExpirationPointThenDeadline() {
-        var schedule = DeadlineSchedule(leadTime: .seconds(5))
+        let schedule = DeadlineSchedule(leadTime: .seconds(5))
         #expect(schedule.nextWakeup == nil)
         schedule.startBudget(now: MonotonicInstant(nanoseconds: 0), length: .seconds(30))
         #expect(schedule.nextWakeup == .zero + .seconds(25))
@@ -16,7 +16,7 @@ struct DeadlineScheduleTests {
     }
 
     @Test func heapPopsInDeadlineOrderAndCompetesWithTheBudget() {
-        var schedule = DeadlineSchedule(leadTime: .seconds(1))
+        let schedule = DeadlineSchedule(leadTime: .seconds(1))
         for (index, second) in [9, 3, 7, 1, 5].enumerated() {
             schedule.schedule(at: .zero + .seconds(second), slot: Int32(index), generation: 1)
         }
@@ -28,7 +28,7 @@ struct DeadlineScheduleTests {
     }
 
     @Test func compactionDropsOnlyDeadEntries() {
-        var schedule = DeadlineSchedule(leadTime: .seconds(1))
+        let schedule = DeadlineSchedule(leadTime: .seconds(1))
         for index in 0..<3000 { schedule.schedule(at: .zero + .seconds(index), slot: Int32(index), generation: 1) }
         // Until enough grants are known to have ended, compaction does not even scan.
         var scanned = 0
@@ -47,7 +47,7 @@ struct DeadlineScheduleTests {
 
 extension DeadlineSchedule {
     /// Every entry due at `now`, earliest first, as the loop takes them one by one.
-    fileprivate mutating func popDue(now: MonotonicInstant) -> [Entry] {
+    fileprivate func popDue(now: MonotonicInstant) -> [Entry] {
         var due: [Entry] = []
         while let entry = popNextDue(now: now) { due.append(entry) }
         return due
