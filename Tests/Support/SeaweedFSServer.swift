@@ -20,6 +20,16 @@ package final class SeaweedFSServer: @unchecked Sendable {
     private let process = Locked<SpawnedProcess?>(nil)
 
     package var endpoint: String { "http://127.0.0.1:\(port)" }
+    /// Where weed's own output goes (its errors explain a 500).
+    package var logPath: String { folder.path + "/weed.log" }
+
+    /// The last lines weed wrote that are warnings or errors (glog's `W`/`E` lines), to
+    /// say why it failed.
+    package func logTail(lines: Int = 15) -> String {
+        guard let text = try? String(contentsOfFile: logPath, encoding: .utf8) else { return "(no weed log)" }
+        let problems = text.split(separator: "\n").filter { $0.hasPrefix("E") || $0.hasPrefix("W") }
+        return problems.suffix(lines).joined(separator: "\n")
+    }
 
     /// Starts the store and creates the bucket, versioned.
     package init() throws {
@@ -80,7 +90,7 @@ package final class SeaweedFSServer: @unchecked Sendable {
     /// Starts the store (again, after ``kill()``: same ports, same data).
     package func start() throws {
         let started = try SpawnedProcess(
-            Self.executable(), arguments, standardOutput: .discard, standardError: .discard)
+            Self.executable(), arguments, standardOutput: .file(logPath), standardError: .file(logPath))
         process.withLock { $0 = started }
         for _ in 0..<6000 where !canConnect(port: port) {
             guard started.isRunning else { throw CocoaError(.executableLoad) }

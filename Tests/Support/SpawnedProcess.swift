@@ -27,6 +27,8 @@ package final class SpawnedProcess: Sendable {
         case pipe
         /// Standard error only: the same pipe as standard output.
         case standardOutput
+        /// Appended to the file at this path (created if missing), for a server's log.
+        case file(String)
     }
 
     /// The child's process ID.
@@ -72,6 +74,9 @@ package final class SpawnedProcess: Sendable {
         case .discard, .standardOutput:
             posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
             outputPipe = nil
+        case .file(let path):
+            posix_spawn_file_actions_addopen(&actions, 1, path, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+            outputPipe = nil
         case .pipe:
             let ends = try makePipe()
             childEnds.append(ends.write)
@@ -88,6 +93,9 @@ package final class SpawnedProcess: Sendable {
             errorPipe = nil
         case .standardOutput:
             posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+            errorPipe = nil
+        case .file(let path):
+            posix_spawn_file_actions_addopen(&actions, 2, path, O_WRONLY | O_CREAT | O_APPEND, 0o644)
             errorPipe = nil
         case .pipe:
             let ends = try makePipe()

@@ -113,6 +113,10 @@ struct MetricSpec: Sendable {
             what: "one-shots due at once, each a grant, start+end durable (size in results)",
             target: "≥ 100,000 (at 1,000,000 due)"
         ) { values in values["overtime"].map { $0 >= 100_000 } },
+        .context(
+            name: "scheduler_context_switches_per_run", unit: "switches/run",
+            what: "one-shots run one at a time: every thread's context switches per run (threads in notes)",
+            target: "reported"),
         MetricSpec(
             name: "scheduler_lateness_p99_us", unit: "µs", higherIsBetter: false,
             what: "run start after earliest begin, real clock, many pending", target: "≤ 2,000 (at 100,000 pending)"

@@ -228,6 +228,23 @@ struct Scenarios {
             notes.value.append(
                 "scheduler_runs_per_sec measured with \(z.runs) requests due at once, at most 1,000 running at once")
             return [("overtime", { try SchedulerScenarios.runs(count: z.runs, concurrent: 1_000, scratch: scratch) })]
+        case "scheduler_context_switches_per_run":
+            let count = min(2_000, s.scheduler.runs)
+            return [
+                (
+                    "overtime",
+                    {
+                        let (perRun, byThread) = try SchedulerScenarios.contextSwitchesPerRun(
+                            count: count, scratch: scratch)
+                        let threads = byThread.sorted { $0.value > $1.value }
+                            .map { "\($0.key) \(String(format: "%.1f", Double($0.value) / Double(count)))" }
+                        notes.value.append(
+                            "scheduler_context_switches_per_run measured over \(count) one-shots run one at a time; "
+                                + "per run by thread: \(threads.joined(separator: ", "))")
+                        return perRun
+                    }
+                )
+            ]
         case "scheduler_lateness_p99_us":
             let z = s.scheduler
             notes.value.append(

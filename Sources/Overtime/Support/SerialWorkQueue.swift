@@ -55,13 +55,17 @@ package final class SerialWorkQueue: TaskExecutor, Sendable {
     /// its result. Called on the queue's own thread (from work it runs), runs `body` at
     /// once rather than waiting for itself.
     package func sync<T>(_ body: () -> T) -> T {
-        let onQueue = shared.withLock { pending in pending.thread.map { pthread_equal($0, pthread_self()) != 0 } }
-        if onQueue == true { return body() }
+        if isCurrent { return body() }
         return withoutActuallyEscaping(body) { body in
             let call = Call(body)
             async { call.run() }
             return call.wait()
         }
+    }
+
+    /// Whether the caller runs on the queue's thread (for assertions: it takes the lock).
+    package var isCurrent: Bool {
+        shared.withLock { pending in pending.thread.map { pthread_equal($0, pthread_self()) != 0 } } ?? false
     }
 
     /// Runs a job of a task that prefers this executor.

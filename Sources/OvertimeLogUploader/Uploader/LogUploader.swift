@@ -3,17 +3,18 @@
 //   program thread ── Spool.append / SpoolLogWriter ──▶ segment file (group commit: the
 //        │             first appender writes and fdatasyncs for everyone waiting)
 //        ▼
-//   drain task (cooperative pool, inside a grant) ── seals, picks the oldest segment,
-//        │             waits out backoffs on the runtime's timer
+//   drain task (on the uploader's drain queue, inside a grant) ── seals, picks the
+//        │             oldest segment, waits out backoffs on the runtime's timer
 //        ▼
 //   sink: HTTPSink, S3Sink ── libcurl transfers on the runtime's loop thread, several at once
 //         DirectorySink / SyslogSink / RELPSink ── their own queue (blocking I/O)
 //        ▼
-//   Acknowledger queue ── checkpoint write + two fdatasyncs, coalesced, beside the next
-//                         upload (the upload benchmark row needs it)
+//   acknowledgement queue ── checkpoint write + two fdatasyncs, coalesced, beside the
+//                            next upload (the upload benchmark row needs it)
 //
-// No step has a thread of its own that idles: the loop already exists, the queues are
-// Dispatch's, the drain task runs only inside a grant.
+// No step wakes while there is nothing to do: the loop already exists, and the drain and
+// acknowledgement queues are threads of the uploader's own (SerialWorkQueue) that sleep
+// without a timeout while empty; the drain task runs only inside a grant.
 
 import CoreMetrics
 import Logging

@@ -14,23 +14,14 @@ extension Scheduler {
         let lateness: Duration?
     }
 
-    /// Queues one cycle for however many changes come before it runs.
+    /// Queues one cycle for however many changes come before it runs. From any thread.
     func cycleSoon() {
-        once(\.cycleQueued, on: queue) { $0.cycle() }
-    }
-
-    /// Queues `work` on `queue` unless it is queued already (`flag`, cleared by the work
-    /// itself when it starts): however many reasons come before it runs, it runs once.
-    func once(
-        _ flag: WritableKeyPath<State, Bool>, on queue: SerialWorkQueue,
-        _ work: @escaping @Sendable (Scheduler) -> Void
-    ) {
-        let queued = state.withLock { state in
-            defer { state[keyPath: flag] = true }
-            return state[keyPath: flag]
+        let queued = cycleQueued.withLock { queued in
+            defer { queued = true }
+            return queued
         }
         guard !queued else { return }
-        queue.async { [self] in work(self) }
+        queue.async { [self] in cycle() }
     }
 
     /// Records what ended, starts what is due (as many as the limits allow), and arms the
@@ -40,27 +31,24 @@ extension Scheduler {
     ///
     /// - Parameter conditionsAreFresh: the conditions were just read (no second read).
     func cycle(conditionsAreFresh: Bool = false) {
-        state.withLock { $0.cycleQueued = false }
-        guard state.withLock({ $0.started && !$0.abandoned && !$0.runtimeShutDown }) else { return }
+        cycleQueued.withLock { $0 = false }
+        guard state.value.started, !state.value.abandoned, !runtimeShutDown.withLock({ $0 }) else { return }
         let now = wallClockNow
         var batch = ScheduleBatch()
-        let (ending, running, refused, lastStart, backlogMark) = state.withLock { state in
-            defer { state.ended = [] }
-            return (
-                state.ended.compactMap { identifier -> RunEnd? in
-                    guard let run = state.running[identifier], let ending = run.ending else { return nil }
-                    // Replaced or cancelled after it ended: only the attempt is recorded. Updated:
-                    // the plan goes on under the new request.
-                    guard !run.detached, var plan = ending.plan else {
-                        return RunEnd(record: ending.record, plan: nil, scope: run.stored.request.scope)
-                    }
-                    plan.request = run.stored.request
-                    return RunEnd(record: ending.record, plan: plan, scope: plan.request.scope)
-                },
-                state.running.count, state.refusal != nil || state.terminating, state.lastBacklogStart,
-                state.backlogMark
-            )
+        let ending = state.value.ended.compactMap { identifier -> RunEnd? in
+            guard let run = state.value.running[identifier], let ending = run.ending else { return nil }
+            // Replaced or cancelled after it ended: only the attempt is recorded. Updated:
+            // the plan goes on under the new request.
+            guard !run.detached, var plan = ending.plan else {
+                return RunEnd(record: ending.record, plan: nil, scope: run.stored.request.scope)
+            }
+            plan.request = run.stored.request
+            return RunEnd(record: ending.record, plan: plan, scope: plan.request.scope)
         }
+        state.value.ended = []
+        let running = state.value.running.count
+        let refused = state.value.refusal != nil || state.value.terminating
+        let lastStart = state.value.lastBacklogStart
         batch.ends = ending
         var wake: WallClockInstant?
         let capacity = configuration.maximumConcurrentRuns - (running - ending.count)
@@ -68,7 +56,7 @@ extension Scheduler {
         // stepped, and catch-up runs): one of it per spacing. Runs that fall due while it
         // runs — a queue of one-shots submitted due now — start as fast as capacity allows.
         let spacing = configuration.startSpacing
-        var backlog = Backlog(before: backlogMark, allowance: capacity)
+        var backlog = Backlog(before: state.value.backlogMark, allowance: capacity)
         if spacing > .zero {
             let sinceLastStart = lastStart.map { runtime.clock.now - $0 }
             if let sinceLastStart, sinceLastStart < spacing {
@@ -89,7 +77,7 @@ extension Scheduler {
             claimed = picked.claimed
             if backlog.waiting, let next = backlog.nextAllowed { wake = next }
         } else {
-            unmet = Set<Requirement>.unmetMask(by: state.withLock { $0.conditions }, state: runtime.state)
+            unmet = Set<Requirement>.unmetMask(by: state.value.conditions, state: runtime.state)
         }
         batch.starts = starting.map { ($0.record, $0.stored) }
         do throws(SchedulerError) {
@@ -107,7 +95,7 @@ extension Scheduler {
             // Nothing of it is written: the new runs do not run; the ended ones keep their
             // grants and are recorded by the next cycle.
             logger.error("cannot record runs: \(error)")
-            state.withLock { $0.ended.append(contentsOf: ending.map(\.record.identifier)) }
+            state.value.ended.append(contentsOf: ending.map(\.record.identifier))
             for start in starting { runtime.endBackgroundTask(start.grant) }
             endGrantsOfRunsWhoseClaimsLapsed(ending)
             arm(now + .seconds(1))
@@ -161,7 +149,7 @@ extension Scheduler {
     private func pick(now: WallClockInstant, capacity: Int, backlog: inout Backlog, conditionsAreFresh: Bool) -> (
         starting: [Starting], unmet: Int64, moreDue: Bool, claimed: Bool
     ) {
-        var current = state.withLock { $0.conditions }
+        var current = state.value.conditions
         var fresh = conditionsAreFresh
         let lifecycle = runtime.state
         var unmet = Set<Requirement>.unmetMask(by: current, state: lifecycle)
@@ -170,7 +158,7 @@ extension Scheduler {
         {
             // A due request waits on what only looking again shows (free space, power).
             current = conditions.read()
-            state.withLock { $0.conditions = current }
+            state.value.conditions = current
             fresh = true
             unmet = Set<Requirement>.unmetMask(by: current, state: lifecycle)
         }
@@ -179,7 +167,7 @@ extension Scheduler {
         var moreDue = false
         var claimed = false
         while starting.count < capacity {
-            let skip = state.withLock { $0.unhandled }.union(chosen)
+            let skip = state.value.unhandled.union(chosen)
             // One more than may start: whether more are due tells when to look again.
             let limit = capacity - starting.count + skip.count + 1
             let rows: [StoredRequest]
@@ -196,7 +184,7 @@ extension Scheduler {
                 // Read afresh before a run that needs the machine: free space and power
                 // change without an event.
                 current = conditions.read()
-                state.withLock { $0.conditions = current }
+                state.value.conditions = current
                 fresh = true
                 let now = Set<Requirement>.unmetMask(by: current, state: lifecycle)
                 if now != unmet {
@@ -230,7 +218,7 @@ extension Scheduler {
                 }
                 guard let handler = handler(for: identifier) else {
                     logger.warning("a due request has no handler in this program", metadata: ["task": "\(identifier)"])
-                    state.withLock { _ = $0.unhandled.insert(identifier) }
+                    state.value.unhandled.insert(identifier)
                     continue
                 }
                 guard let start = begin(stored, handler: handler, now: now) else {
@@ -273,12 +261,13 @@ extension Scheduler {
                 return nil
             }
         }
-        let runID =
-            given
-            ?? state.withLock { state in
-                state.lastRunID += 1
-                return state.lastRunID
-            }
+        let runID: Int64
+        if let given {
+            runID = given
+        } else {
+            state.value.lastRunID += 1
+            runID = state.value.lastRunID
+        }
         let due = SchedulePlanner.dueTime(stored.plan, stored.request)
         let planned = SchedulePlanner.plannedTime(stored.plan, stored.request)
         let task = ScheduledTask(
@@ -297,7 +286,7 @@ extension Scheduler {
                 queue.async { self.terminated(identifier, task: task, report: report) }
             }, launching: true)
         guard case .success(let grant) = begun else {
-            if case .failure(let refusal) = begun { state.withLock { $0.refusal = "\(refusal)" } }
+            if case .failure(let refusal) = begun { state.value.refusal = "\(refusal)" }
             return nil
         }
         var started = stored
@@ -320,7 +309,7 @@ extension Scheduler {
         }
         let now = wallClockNow
         guard let start = begin(stored, handler: handler, now: now) else {
-            let refusal = state.withLock { $0.refusal } ?? "refused"
+            let refusal = state.value.refusal ?? "refused"
             throw SchedulerError(code: .refused, message: "'\(identifier)': no grant: \(refusal)")
         }
         do throws(SchedulerError) {
@@ -361,13 +350,11 @@ extension Scheduler {
     /// claims are lost anyway — another instance takes the runs over as interrupted. (Their
     /// ends are still written when the store comes back, if their claims were not taken.)
     private func endGrantsOfRunsWhoseClaimsLapsed(_ ending: [RunEnd]) {
-        let lapsed = state.withLock { state -> [(RunEnd, BackgroundTaskID)] in
-            ending.compactMap { end in
-                let identifier = end.record.identifier
-                guard let run = state.running[identifier], run.claimLapsing, !run.grantEnded else { return nil }
-                state.running[identifier]?.grantEnded = true
-                return (end, run.grant)
-            }
+        let lapsed = ending.compactMap { end -> (RunEnd, BackgroundTaskID)? in
+            let identifier = end.record.identifier
+            guard let run = state.value.running[identifier], run.claimLapsing, !run.grantEnded else { return nil }
+            state.value.running[identifier]?.grantEnded = true
+            return (end, run.grant)
         }
         for (end, grant) in lapsed {
             logger.warning(
@@ -385,18 +372,21 @@ extension Scheduler {
     private func finishCommitted(
         _ ended: [RunEnd], _ starting: [Starting], now: WallClockInstant, backlogStarted: Bool = false
     ) {
-        state.withLock { state in
-            for end in ended {
-                guard let run = state.running.removeValue(forKey: end.record.identifier) else { continue }
-                state.awaitingDisk.append(
-                    AwaitingDisk(task: run.task, grant: run.grant, batch: state.written, grantEnded: run.grantEnded))
-            }
-            for start in starting {
-                state.running[start.record.identifier] = ActiveRun(
-                    task: start.task, grant: start.grant, startedAt: now, stored: start.stored)
-            }
-            if backlogStarted { state.lastBacklogStart = runtime.clock.now }
+        for end in ended {
+            guard let run = state.value.running.removeValue(forKey: end.record.identifier) else { continue }
+            state.value.awaitingDisk.append(
+                AwaitingDisk(task: run.task, grant: run.grant, batch: state.value.written, grantEnded: run.grantEnded))
         }
+        for start in starting {
+            state.value.running[start.record.identifier] = ActiveRun(
+                task: start.task, grant: start.grant, startedAt: now, stored: start.stored)
+        }
+        if !starting.isEmpty {
+            openRuns.withLock { runs in
+                for start in starting { runs[start.record.identifier] = OpenRun(grant: start.grant) }
+            }
+        }
+        if backlogStarted { state.value.lastBacklogStart = runtime.clock.now }
         for end in ended {
             metrics.countRun(handler: handlerName(for: end.record.identifier), result: end.record.result)
         }
@@ -445,22 +435,20 @@ extension Scheduler {
             logger.error("cannot read the next due time: \(error)")
             wake = min(wake ?? now + .seconds(1), now + .seconds(1))
             showNextRun("waiting for the schedule store: \(error)")
-            arm(state.withLock { $0.terminating } ? nil : wake)
+            arm(state.value.terminating ? nil : wake)
             return
         }
         if let next { wake = min(wake ?? next.at, next.at) }
         showNextRun(next.map { "next run: \($0.identifier) at \($0.at)" })
         // Terminating: nothing more starts, so nothing to wake for.
-        arm(state.withLock { $0.terminating } ? nil : wake)
+        arm(state.value.terminating ? nil : wake)
     }
 
     /// Updates the status line's part when it changed.
     private func showNextRun(_ text: String?) {
-        let changed = state.withLock { state in
-            defer { state.nextRun = text }
-            return state.nextRun != text
-        }
-        guard changed else { return }
+        guard state.value.nextRun != text else { return }
+        state.value.nextRun = text
+        statusPart.withLock { $0 = text }
         let context = runtime.driverContext
         runtime.execute { context.statusChanged() }
     }

@@ -6,17 +6,15 @@ import Overtime
 extension Scheduler {
     /// On the queue.
     func lifecycleChanged() {
-        state.withLock { $0.refusal = nil }
+        state.value.refusal = nil
         stopRunsWhoseRequirementsFailed()
         cycle()
     }
 
     func conditionsChanged() {
         let read = conditions.read()
-        let previous = state.withLock { state in
-            defer { state.conditions = read }
-            return state.conditions
-        }
+        let previous = state.value.conditions
+        state.value.conditions = read
         if read != previous { logger.info("conditions changed: \(read)") }
         stopRunsWhoseRequirementsFailed()
         cycle(conditionsAreFresh: true)
@@ -26,17 +24,16 @@ extension Scheduler {
     /// expiration handler); its end is recorded as stopped and retried when they hold.
     private func stopRunsWhoseRequirementsFailed() {
         let lifecycle = runtime.state
-        let stopping = state.withLock { state -> [ActiveRun] in
-            var stopping: [ActiveRun] = []
-            for (identifier, run) in state.running where run.stoppedBy == nil && !run.detached && run.ending == nil {
-                guard let unmet = run.stored.request.requirements.firstUnmet(by: state.conditions, state: lifecycle)
-                else { continue }
-                state.running[identifier]?.stoppedBy = unmet
-                var stopped = run
-                stopped.stoppedBy = unmet
-                stopping.append(stopped)
+        let conditions = state.value.conditions
+        var stopping: [ActiveRun] = []
+        for (identifier, run) in state.value.running where run.stoppedBy == nil && !run.detached && run.ending == nil {
+            guard let unmet = run.stored.request.requirements.firstUnmet(by: conditions, state: lifecycle) else {
+                continue
             }
-            return stopping
+            state.value.running[identifier]?.stoppedBy = unmet
+            var stopped = run
+            stopped.stoppedBy = unmet
+            stopping.append(stopped)
         }
         for run in stopping {
             logger.notice(
@@ -61,12 +58,20 @@ extension Scheduler {
 
     /// The store cannot renew the claims of these runs: each is told to stop (its
     /// expiration handler) before the claim ends and another instance may take the run.
+    /// From any thread: the loop's stall check cannot wait for the queue. The queue hears
+    /// of it before the handlers do, so the runs' ends say why they stopped.
     func claimsLapsing(_ identifiers: [String]) {
-        let stopping = state.withLock { state -> [(String, BackgroundTaskID)] in
-            identifiers.compactMap { identifier in
-                guard let run = state.running[identifier], run.ending == nil, !run.claimLapsing else { return nil }
-                state.running[identifier]?.claimLapsing = true
+        let stopping = openRuns.withLock { runs in
+            identifiers.compactMap { identifier -> (String, BackgroundTaskID)? in
+                guard let run = runs[identifier], !run.claimLapsing else { return nil }
+                runs[identifier]?.claimLapsing = true
                 return (identifier, run.grant)
+            }
+        }
+        guard !stopping.isEmpty else { return }
+        queue.async { [self] in
+            for (identifier, grant) in stopping where state.value.running[identifier]?.grant == grant {
+                state.value.running[identifier]?.claimLapsing = true
             }
         }
         for (identifier, grant) in stopping {
@@ -80,7 +85,7 @@ extension Scheduler {
     /// budget's end, so none starts (they are due at the next start, caught up per policy).
     func stopStartingRuns() {
         queue.async { [self] in
-            state.withLock { $0.terminating = true }
+            state.value.terminating = true
             arm(nil)
         }
     }
@@ -89,14 +94,9 @@ extension Scheduler {
         queue.async { [self] in
             store.localWallClockStepped()
             let offset = wallClockOffset()
-            let mark = wallClockNow
-            let previous = state.withLock { state in
-                defer {
-                    state.wallClockOffset = offset
-                    state.backlogMark = mark
-                }
-                return state.wallClockOffset
-            }
+            let previous = state.value.wallClockOffset
+            state.value.wallClockOffset = offset
+            state.value.backlogMark = wallClockNow
             let step = previous.map { offset - $0 }
             logger.notice("the wall clock was set\(step.map { " (by \($0))" } ?? ""): re-planning every request")
             correctPlansForTheClock(step: step)
@@ -104,7 +104,9 @@ extension Scheduler {
         }
     }
 
-    func waitReason(_ stored: StoredRequest, state: State, now: WallClockInstant) -> PendingRequest.Reason {
+    /// On the queue.
+    func waitReason(_ stored: StoredRequest, now: WallClockInstant) -> PendingRequest.Reason {
+        let state = self.state.value
         let identifier = stored.request.identifier
         if state.running[identifier] != nil || stored.isRunning { return .running }
         if let retry = stored.plan.retryAt, retry > now { return .retry(at: retry) }

@@ -43,7 +43,7 @@ extension Scheduler {
             let (waits, ahead) = try fromStore { () throws(ScheduleStoreError) in
                 (try store.waitsForALength(after: min(now, now - step)), try store.plannedAheadOfClock(now))
             }
-            let running = state.withLock { Set($0.running.keys) }
+            let running = Set(state.value.running.keys)
             var seen = Set<String>()
             let writes = (waits + ahead).compactMap { stored -> RequestWrite? in
                 let identifier = stored.request.identifier
@@ -73,11 +73,8 @@ extension Scheduler {
     /// as it reads now: a cycle takes time (a fleet's database calls), and a wait counted
     /// from its start would wake that much late.
     func arm(_ due: WallClockInstant?) {
-        let previous = state.withLock { state -> LoopTimer? in
-            defer { state.timer = nil }
-            return state.timer
-        }
-        previous?.cancel()
+        state.value.timer?.cancel()
+        state.value.timer = nil
         guard let due else { return }
         let wait = max(due - wallClockNow, .zero)
         // Through cycleSoon: a cycle already queued (a run's end, a notification) serves
@@ -85,6 +82,6 @@ extension Scheduler {
         // runs piled up on the queue: every run waited behind them, and the queue went on
         // cycling for seconds after the last one.
         let timer = runtime.schedule(at: runtime.clock.now + wait) { [weak self] in self?.cycleSoon() }
-        state.withLock { $0.timer = timer }
+        state.value.timer = timer
     }
 }

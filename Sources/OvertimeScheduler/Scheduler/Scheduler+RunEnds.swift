@@ -5,10 +5,21 @@ import Overtime
 
 extension Scheduler {
     /// The handler completed the task: called where it did (the loop thread, an async
-    /// body's thread). Notes how the run ended; the next cycle writes it, the sync after
-    /// puts it on disk, then its grant ends.
+    /// body's thread), and handed to the queue with the time it happened. Notes how the
+    /// run ended; the next cycle writes it, the sync after puts it on disk, then its
+    /// grant ends.
     func finish(_ identifier: String, runID: Int64, attempt: Int, success: Bool, expired: Bool) {
-        end(identifier) { run in
+        let now = wallClockNow
+        queue.async { [self] in
+            finished(identifier, runID: runID, attempt: attempt, success: success, expired: expired, at: now)
+        }
+    }
+
+    /// ``finish(_:runID:attempt:success:expired:)`` on the queue.
+    private func finished(
+        _ identifier: String, runID: Int64, attempt: Int, success: Bool, expired: Bool, at now: WallClockInstant
+    ) {
+        end(identifier, at: now) { run in
             guard run.task.runID == runID, run.task.attempt == attempt else { return nil }
             if success { return (.succeeded, nil, false) }
             if let requirement = run.stoppedBy {
@@ -21,19 +32,17 @@ extension Scheduler {
 
     /// The runtime terminated the run's grant at its deadline (on the queue).
     func terminated(_ identifier: String, task: ScheduledTask, report: TerminationReport?) {
-        let ended = end(identifier) { run in
+        let ended = end(identifier, at: wallClockNow) { run in
             guard run.task === task else { return nil }
             return (.terminated, report.map { "\($0)" } ?? "terminated at its deadline", true)
         }
         guard !ended else { return }
-        state.withLock { state in
-            if state.running[identifier]?.task === task {
-                // Completed, its end not yet written (the store is failing): no grant to end.
-                state.running[identifier]?.grantEnded = true
-            } else if let index = state.awaitingDisk.firstIndex(where: { $0.task === task }) {
-                // Its end written, not yet on disk: the sync has no grant left to end.
-                state.awaitingDisk[index].grantEnded = true
-            }
+        if state.value.running[identifier]?.task === task {
+            // Completed, its end not yet written (the store is failing): no grant to end.
+            state.value.running[identifier]?.grantEnded = true
+        } else if let index = state.value.awaitingDisk.firstIndex(where: { $0.task === task }) {
+            // Its end written, not yet on disk: the sync has no grant left to end.
+            state.value.awaitingDisk[index].grantEnded = true
         }
     }
 
@@ -41,29 +50,27 @@ extension Scheduler {
     /// run), unless its end is noted already; returns whether it noted it.
     @discardableResult
     private func end(
-        _ identifier: String,
+        _ identifier: String, at now: WallClockInstant,
         _ outcome: (ActiveRun) -> (result: RunResult, reason: String?, grantEnded: Bool)?
     ) -> Bool {
-        let now = wallClockNow
-        let noted = state.withLock { state -> Bool in
-            guard !state.abandoned, let run = state.running[identifier], run.ending == nil,
-                let (result, reason, grantEnded) = outcome(run)
-            else { return false }
-            var stored = run.stored
-            let planned: RunOutcome = result == .succeeded ? .succeeded : result == .stopped ? .stopped : .failed
-            stored.plan = SchedulePlanner.ended(stored.plan, stored.request, outcome: planned, now: now)
-            // No failed attempt left to retry: the run is over (done, or failed for good).
-            if stored.plan.failedAttempts == 0 { stored.currentRunID = nil }
-            stored.isRunning = false
-            let record = RunRecord(
-                identifier: identifier, runID: run.task.runID, attempt: run.task.attempt, startedAt: run.startedAt,
-                endedAt: now, result: result, stopReason: reason)
-            state.running[identifier]?.ending = RunEnd(record: record, plan: stored, scope: stored.request.scope)
-            state.running[identifier]?.grantEnded = grantEnded
-            state.ended.append(identifier)
-            return true
-        }
-        if noted { cycleSoon() }
-        return noted
+        guard !state.value.abandoned, let run = state.value.running[identifier], run.ending == nil,
+            let (result, reason, grantEnded) = outcome(run)
+        else { return false }
+        var stored = run.stored
+        let planned: RunOutcome = result == .succeeded ? .succeeded : result == .stopped ? .stopped : .failed
+        stored.plan = SchedulePlanner.ended(stored.plan, stored.request, outcome: planned, now: now)
+        // No failed attempt left to retry: the run is over (done, or failed for good).
+        if stored.plan.failedAttempts == 0 { stored.currentRunID = nil }
+        stored.isRunning = false
+        let record = RunRecord(
+            identifier: identifier, runID: run.task.runID, attempt: run.task.attempt, startedAt: run.startedAt,
+            endedAt: now, result: result, stopReason: reason)
+        state.value.running[identifier]?.ending = RunEnd(record: record, plan: stored, scope: stored.request.scope)
+        state.value.running[identifier]?.grantEnded = grantEnded
+        state.value.ended.append(identifier)
+        // Ended: a lapsing claim no longer needs it stopped.
+        openRuns.withLock { _ = $0.removeValue(forKey: identifier) }
+        cycleSoon()
+        return true
     }
 }

@@ -4,38 +4,53 @@
 import Overtime
 
 extension Scheduler {
-    /// Queues one sync of the store for however many batches are written before it runs.
+    /// On the queue: puts every batch written so far on disk, with the sync under way if
+    /// none runs, else with one more after it (batches written meanwhile share it).
     func syncSoon() {
-        once(\.syncQueued, on: syncQueue) { $0.sync() }
+        state.value.syncWanted = true
+        guard !state.value.syncInFlight else { return }
+        startSync()
     }
 
-    /// On the sync queue: one `fsync` for every batch written so far, then the grants of
-    /// the runs whose ends it put on disk end. A failed sync is tried again a second later
-    /// (on the runtime's clock); the grants stay open meanwhile.
-    private func sync() {
-        let covered = state.withLock { state in
-            state.syncQueued = false
-            return state.abandoned ? nil : state.written
-        }
-        guard let covered else { return }
-        do {
-            try store.sync()
-        } catch {
-            logger.error("cannot put the schedule on disk: \(error)")
-            _ = runtime.schedule(after: .seconds(1)) { [weak self] in self?.syncSoon() }
-            return
-        }
-        queue.async { [self] in
-            let grants = state.withLock { state -> [BackgroundTaskID] in
-                var grants: [BackgroundTaskID] = []
-                state.awaitingDisk.removeAll { run in
-                    guard run.batch <= covered else { return false }
-                    if !run.grantEnded { grants.append(run.grant) }
-                    return true
-                }
-                return grants
+    /// Hands the sync queue what to cover; it answers with ``synced(_:)`` or, failing,
+    /// ``syncFailed()``. The queue keeps deciding meanwhile.
+    private func startSync() {
+        guard !state.value.abandoned else { return }
+        let covered = state.value.written
+        state.value.syncWanted = false
+        state.value.syncInFlight = true
+        syncQueue.async { [self] in
+            do {
+                try store.sync()
+            } catch {
+                logger.error("cannot put the schedule on disk: \(error)")
+                queue.async { [self] in syncFailed() }
+                return
             }
-            for grant in grants { runtime.endBackgroundTask(grant) }
+            queue.async { [self] in synced(covered) }
+        }
+    }
+
+    /// Every batch up to `covered` is on disk: the grants of the runs whose ends they hold end.
+    private func synced(_ covered: Int) {
+        state.value.syncInFlight = false
+        var grants: [BackgroundTaskID] = []
+        state.value.awaitingDisk.removeAll { run in
+            guard run.batch <= covered else { return false }
+            if !run.grantEnded { grants.append(run.grant) }
+            return true
+        }
+        for grant in grants { runtime.endBackgroundTask(grant) }
+        if state.value.syncWanted { startSync() }
+    }
+
+    /// The sync failed: tried again a second later (on the runtime's clock); the grants
+    /// stay open meanwhile.
+    private func syncFailed() {
+        state.value.syncInFlight = false
+        _ = runtime.schedule(after: .seconds(1)) { [weak self] in
+            guard let self else { return }
+            queue.async { self.syncSoon() }
         }
     }
 }

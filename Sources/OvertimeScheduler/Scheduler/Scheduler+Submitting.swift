@@ -43,14 +43,13 @@ extension Scheduler {
     /// next sync. Returns the starts another scheduler claimed first (a fleet's store).
     @discardableResult
     func write(_ batch: ScheduleBatch) throws(SchedulerError) -> CommitRefusals {
-        let lastRunID = state.withLock { $0.lastRunID }
         let refusals: CommitRefusals
         do {
-            refusals = try store.commit(batch, lastRunID: lastRunID)
+            refusals = try store.commit(batch, lastRunID: state.value.lastRunID)
         } catch {
             throw .store(error)
         }
-        state.withLock { $0.written += 1 }
+        state.value.written += 1
         return refusals
     }
 
@@ -108,7 +107,7 @@ extension Scheduler {
         let fresh = StoredRequest(
             request: request, plan: SchedulePlanner.initial(request, now: now, randomDelay: delay), submittedAt: now,
             currentRunID: nil)
-        let running = state.withLock { $0.running[request.identifier] }
+        let running = state.value.running[request.identifier]
         if let running, !running.detached, running.ending?.plan?.plan.isFinished == true {
             // Its handler completed a one-shot (done, or failed for good) whose end is not
             // yet written: finished already, so replaced under every policy. The identifier
@@ -143,13 +142,10 @@ extension Scheduler {
     /// Marks the runs of identifiers `matching` as detached (their requests are gone) and
     /// tells them to stop.
     func detachRuns(_ matching: (String) -> Bool) {
-        let grants = state.withLock { state -> [BackgroundTaskID] in
-            var grants: [BackgroundTaskID] = []
-            for (identifier, run) in state.running where matching(identifier) && !run.detached {
-                state.running[identifier]?.detached = true
-                if run.ending == nil { grants.append(run.grant) }
-            }
-            return grants
+        var grants: [BackgroundTaskID] = []
+        for (identifier, run) in state.value.running where matching(identifier) && !run.detached {
+            state.value.running[identifier]?.detached = true
+            if run.ending == nil { grants.append(run.grant) }
         }
         for grant in grants { runtime.expireBackgroundTask(grant) }
     }

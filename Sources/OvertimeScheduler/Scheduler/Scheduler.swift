@@ -29,7 +29,8 @@ import Overtime
 ///
 /// Every member is safe from any thread. Handlers run on the runtime's loop thread.
 /// Decisions and store writes happen on the scheduler's own serial queue, never on the
-/// loop. Only runs in progress are kept in memory: the store is the index of due times.
+/// loop: the queue owns the scheduler's state, and everything else (the loop, handlers
+/// completing, the store's notifications, the sync queue) reaches it by queueing work. Only runs in progress are kept in memory: the store is the index of due times.
 /// The synchronous members that reach the store (``submit(_:ifExists:)``, ``cancel(_:)``,
 /// ``runNow(_:)``, ``pendingRequests()``) wait for that queue: called from a handler, on
 /// the loop thread, they hold the loop while the store answers (a fleet's database, up to
@@ -44,13 +45,27 @@ public final class Scheduler: Sendable {
 
     let store: any ScheduleStore
     let conditions: any ConditionSource
-    /// Owns every decision and store write, in order.
-    let queue = SerialWorkQueue(name: "overtime-sched")
+    /// Owns every decision, store write and the ``State``, in order.
+    let queue: SerialWorkQueue
     /// Where the store's commits are put on disk, beside the queue's decisions.
     let syncQueue = SerialWorkQueue(name: "overtime-sync")
     /// Where the bodies of async handlers run (their nonisolated code).
     let handlerQueue = SerialWorkQueue(name: "overtime-tasks")
-    let state: Locked<State>
+    /// The scheduler's state: the queue's alone.
+    let state: QueueConfined<State>
+    /// The handlers, filled before ``start()`` and read-only from then on.
+    let registry = Locked(Registry())
+    /// A decision cycle is queued: more reasons to decide join it (set from any thread).
+    let cycleQueued = Locked(false)
+    /// The runs whose grants are open, for stopping them when their claims lapse: the
+    /// loop's stall check must do that before anything else in its turn, without waiting
+    /// for the queue.
+    let openRuns = Locked<[String: OpenRun]>([:])
+    /// The next run planned, as the status line shows it (the queue writes, the loop reads).
+    let statusPart = Locked<String?>(nil)
+    /// The runtime shut down: its loop and timers are gone, so nothing more is decided
+    /// (a fleet's notifications may still arrive); the store stays readable. Set by the loop.
+    let runtimeShutDown = Locked(false)
     /// Into the runtime's metrics factory.
     let metrics: SchedulerMetrics
     var logger: Logger { configuration.logger }
@@ -90,10 +105,25 @@ public final class Scheduler: Sendable {
         var grantEnded: Bool
     }
 
-    struct State: Sendable {
+    /// The handlers by identifier and by prefix.
+    struct Registry: Sendable {
         var handlers: [String: Handler] = [:]
         /// Handlers for every identifier with a prefix, longest prefix first.
         var prefixHandlers: [(prefix: String, handler: Handler)] = []
+        /// ``start()`` was called: no more handlers.
+        var isClosed = false
+    }
+
+    /// A run whose grant is open (see ``openRuns``).
+    struct OpenRun: Sendable {
+        let grant: BackgroundTaskID
+        /// Told to stop because its claim lapses (once).
+        var claimLapsing = false
+    }
+
+    /// Everything the queue decides with.
+    struct State: Sendable {
+        /// The queue has started deciding (``start()``'s first work ran).
         var started = false
         var running: [String: ActiveRun] = [:]
         var timer: LoopTimer?
@@ -116,21 +146,18 @@ public final class Scheduler: Sendable {
         var terminating = false
         /// Closed as if the process had ended (tests of restarts): nothing more is done.
         var abandoned = false
-        /// The runtime shut down: its loop and timers are gone, so nothing more is decided
-        /// (a fleet's notifications may still arrive); the store stays readable.
-        var runtimeShutDown = false
         /// The machine's conditions as last read.
         var conditions = SystemConditions()
         /// The next run planned, as the status line shows it.
         var nextRun: String?
-        /// A decision cycle is queued: more reasons to decide join it.
-        var cycleQueued = false
         /// Due requests whose identifier has no handler in this program (warned once each).
         var unhandled: Set<String> = []
         /// Batches written to the store so far (a sync covers those written before it began).
         var written = 0
-        /// A sync of the store is queued: batches written before it runs share it.
-        var syncQueued = false
+        /// A sync of the store is under way on the sync queue.
+        var syncInFlight = false
+        /// More batches were written since the sync under way began: another follows it.
+        var syncWanted = false
         /// Identifiers of runs whose end is noted, for the next cycle to write.
         var ended: [String] = []
         /// Runs whose end is written, their grants open until a sync puts it on disk.
@@ -166,7 +193,9 @@ public final class Scheduler: Sendable {
                     logger: configuration.logger))
             self.store = store
             self.recovery = store.recovery
-            state = Locked(State(lastRunID: try store.lastRunID()))
+            let queue = SerialWorkQueue(name: "overtime-sched")
+            self.queue = queue
+            state = QueueConfined(State(lastRunID: try store.lastRunID()), on: queue)
         } catch {
             throw .store(error)
         }
@@ -222,51 +251,51 @@ public final class Scheduler: Sendable {
     }
 
     private func register(_ name: String, _ handler: Handler, isPrefix: Bool) throws(SchedulerError) {
-        try state.withLock { state throws(SchedulerError) in
-            guard !state.started else {
+        try registry.withLock { registry throws(SchedulerError) in
+            guard !registry.isClosed else {
                 throw SchedulerError(
                     code: .registeredAfterStart, message: "'\(name)' registered after start(); register first")
             }
             try ScheduleLimits.check(identifier: name, field: isPrefix ? "prefix" : "identifier")
             if isPrefix {
-                guard !state.prefixHandlers.contains(where: { $0.prefix == name }) else {
+                guard !registry.prefixHandlers.contains(where: { $0.prefix == name }) else {
                     throw SchedulerError(code: .alreadyRegistered, message: "prefix '\(name)' is already registered")
                 }
-                state.prefixHandlers.append((name, handler))
-                state.prefixHandlers.sort { $0.prefix.utf8.count > $1.prefix.utf8.count }
+                registry.prefixHandlers.append((name, handler))
+                registry.prefixHandlers.sort { $0.prefix.utf8.count > $1.prefix.utf8.count }
             } else {
-                guard state.handlers[name] == nil else {
+                guard registry.handlers[name] == nil else {
                     throw SchedulerError(code: .alreadyRegistered, message: "'\(name)' is already registered")
                 }
-                state.handlers[name] = handler
+                registry.handlers[name] = handler
             }
         }
     }
 
     /// The handler `identifier` runs with: its own, or its longest registered prefix's.
     func handler(for identifier: String) -> Handler? {
-        state.withLock { state in
-            state.handlers[identifier] ?? state.prefixHandlers.first { identifier.hasPrefix($0.prefix) }?.handler
+        registry.withLock { registry in
+            registry.handlers[identifier] ?? registry.prefixHandlers.first { identifier.hasPrefix($0.prefix) }?.handler
         }
     }
 
     /// The name of the handler that serves `identifier`: the identifier itself, or the
     /// prefix it is served under (what metrics are labelled by).
     func handlerName(for identifier: String) -> String {
-        state.withLock { state in
-            state.handlers[identifier] != nil
-                ? identifier : state.prefixHandlers.first { identifier.hasPrefix($0.prefix) }?.prefix ?? identifier
+        registry.withLock { registry in
+            registry.handlers[identifier] != nil
+                ? identifier : registry.prefixHandlers.first { identifier.hasPrefix($0.prefix) }?.prefix ?? identifier
         }
     }
 
     /// Re-plans what the process missed (retrying runs a crash interrupted, pulling plans
     /// back if the wall clock went back meanwhile) and starts running what is due.
     public func start() throws(SchedulerError) {
-        try state.withLock { state throws(SchedulerError) in
-            guard !state.started else {
+        try registry.withLock { registry throws(SchedulerError) in
+            guard !registry.isClosed else {
                 throw SchedulerError(code: .alreadyStarted, message: "start() was called before")
             }
-            state.started = true
+            registry.isClosed = true
         }
         let token = runtime.observe { [weak self] event in
             guard let self else { return }
@@ -297,33 +326,26 @@ public final class Scheduler: Sendable {
             guard let self else { return }
             queue.async { self.conditionsChanged() }
         }
-        state.withLock { $0.token = token }
         store.start(
             ScheduleStoreEvents(
                 changed: { [weak self] in self?.cycleSoon() },
-                claimsLapsing: { [weak self] identifiers in
-                    guard let self else { return }
-                    queue.async { self.claimsLapsing(identifiers) }
-                }))
+                claimsLapsing: { [weak self] identifiers in self?.claimsLapsing(identifiers) }))
         addControlCommands()
         let context = runtime.driverContext
         runtime.execute { [weak self] in
             context.onWallClockStep { [weak self] in self?.wallClockStepped() }
-            context.addStatusPart { [weak self] in self?.state.withLock { $0.nextRun } }
-            context.onShutdown { [weak self] in self?.state.withLock { $0.runtimeShutDown = true } }
+            context.addStatusPart { [weak self] in self?.statusPart.withLock { $0 } }
+            context.onShutdown { [weak self] in self?.runtimeShutDown.withLock { $0 = true } }
             if let threshold = self?.store.stallThreshold {
                 context.onStall(longerThan: threshold) { [weak self] away in self?.checkClaimsAfterStall(away) }
             }
         }
         queue.async { [self] in
-            let read = conditions.read()
-            state.withLock { $0.conditions = read }
-            let offset = wallClockOffset()
-            let mark = wallClockNow
-            state.withLock { state in
-                state.wallClockOffset = offset
-                state.backlogMark = mark
-            }
+            state.value.started = true
+            state.value.token = token
+            state.value.conditions = conditions.read()
+            state.value.wallClockOffset = wallClockOffset()
+            state.value.backlogMark = wallClockNow
             retryInterruptedRuns()
             correctPlansForTheClock(step: nil)
             cycle(conditionsAreFresh: true)
@@ -381,23 +403,21 @@ public final class Scheduler: Sendable {
             }
             // Took effect: a replaced request's run in progress is told to stop; an updated
             // one's run ends under the new request.
-            let replaced = state.withLock { state -> [BackgroundTaskID] in
-                var grants: [BackgroundTaskID] = []
-                for (index, request) in requests.enumerated() {
-                    switch outcomes[index] {
-                    case .resubmitted where state.running[request.identifier]?.ending != nil:
-                        // Its end, recorded next, is the old request's: it leaves the new plan be.
-                        state.running[request.identifier]?.detached = true
-                    case .updated:
-                        state.running[request.identifier]?.stored.request = request
-                    case .replaced:
-                        guard state.running[request.identifier]?.detached == false else { continue }
-                        state.running[request.identifier]?.detached = true
-                        if let grant = state.running[request.identifier]?.grant { grants.append(grant) }
-                    default: break
-                    }
+            var replaced: [BackgroundTaskID] = []
+            for (index, request) in requests.enumerated() {
+                let identifier = request.identifier
+                switch outcomes[index] {
+                case .resubmitted where state.value.running[identifier]?.ending != nil:
+                    // Its end, recorded next, is the old request's: it leaves the new plan be.
+                    state.value.running[identifier]?.detached = true
+                case .updated:
+                    state.value.running[identifier]?.stored.request = request
+                case .replaced:
+                    guard state.value.running[identifier]?.detached == false else { continue }
+                    state.value.running[identifier]?.detached = true
+                    if let grant = state.value.running[identifier]?.grant { replaced.append(grant) }
+                default: break
                 }
-                return grants
             }
             for grant in replaced { runtime.expireBackgroundTask(grant) }
             return outcomes
@@ -443,14 +463,12 @@ public final class Scheduler: Sendable {
                 logger.error("cannot read the pending requests: \(error)")
                 return []
             }
-            return state.withLock { state in
-                stored.map { stored in
-                    let current = state.running[stored.request.identifier]?.stored ?? stored
-                    return PendingRequest(
-                        request: current.request, nextRun: SchedulePlanner.dueTime(current.plan, current.request),
-                        attempt: current.plan.failedAttempts + 1,
-                        waitingFor: waitReason(current, state: state, now: now), holder: stored.holder)
-                }
+            return stored.map { stored in
+                let current = state.value.running[stored.request.identifier]?.stored ?? stored
+                return PendingRequest(
+                    request: current.request, nextRun: SchedulePlanner.dueTime(current.plan, current.request),
+                    attempt: current.plan.failedAttempts + 1, waitingFor: waitReason(current, now: now),
+                    holder: stored.holder)
             }
         }
     }
@@ -480,11 +498,12 @@ public final class Scheduler: Sendable {
             throw SchedulerError(code: .unknownIdentifier, message: "no request '\(identifier)'")
         }
         return try onQueue { () throws(SchedulerError) -> Int64 in
-            let (started, running) = state.withLock {
-                ($0.started && !$0.abandoned, $0.running[identifier] != nil)
+            guard state.value.started, !state.value.abandoned else {
+                throw SchedulerError(code: .notStarted, message: "the scheduler is not started")
             }
-            guard started else { throw SchedulerError(code: .notStarted, message: "the scheduler is not started") }
-            guard !running else { throw SchedulerError(code: .alreadyRunning, message: "'\(identifier)' is running") }
+            guard state.value.running[identifier] == nil else {
+                throw SchedulerError(code: .alreadyRunning, message: "'\(identifier)' is running")
+            }
             let stored = try fromStore { () throws(ScheduleStoreError) in try store.request(identifier) }
             guard let stored, !stored.plan.isFinished else {
                 throw SchedulerError(
@@ -499,7 +518,7 @@ public final class Scheduler: Sendable {
     /// time were up; `false` when none runs.
     package func expireRun(_ identifier: String) -> Bool {
         queue.sync {
-            guard let run = state.withLock({ $0.running[identifier] }), run.ending == nil else { return false }
+            guard let run = state.value.running[identifier], run.ending == nil else { return false }
             runtime.expireBackgroundTask(run.grant)
             return true
         }
@@ -531,14 +550,11 @@ public final class Scheduler: Sendable {
     /// are (their records say running).
     package func abandon() {
         queue.sync {
-            let timer = state.withLock { state -> LoopTimer? in
-                state.abandoned = true
-                return state.timer
-            }
-            timer?.cancel()
+            state.value.abandoned = true
+            state.value.timer?.cancel()
             conditions.stop()
             store.close()
-            state.withLock { $0.token }?.cancel()
+            state.value.token?.cancel()
         }
     }
 }

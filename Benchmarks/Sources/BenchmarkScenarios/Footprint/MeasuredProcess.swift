@@ -166,17 +166,8 @@ public final class MeasuredProcess {
     /// so a thread that ends meanwhile still counts what it did. Returns the rate and the
     /// wake-ups by thread name.
     public func wakeupsPerSecond(seconds: Double) -> (rate: Double, byThread: [String: Int]) {
-        func sample() -> [String: (name: String, switches: Int)] {
-            var result: [String: (String, Int)] = [:]
-            for task in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? [] {
-                let base = "/proc/\(pid)/task/\(task)"
-                guard let name = try? String(contentsOfFile: base + "/comm", encoding: .utf8) else { continue }
-                let voluntary = Self.statusField(base + "/status", "voluntary_ctxt_switches:") ?? 0
-                let involuntary = Self.statusField(base + "/status", "nonvoluntary_ctxt_switches:") ?? 0
-                result[task] = (name.trimmingCharacters(in: .whitespacesAndNewlines), voluntary + involuntary)
-            }
-            return result
-        }
+        let pid = self.pid
+        func sample() -> [String: (name: String, switches: Int)] { Self.threadSwitches(pid: pid) }
         let first = sample()
         var last = first
         let end = monotonicNanoseconds() + Int64(seconds * 1e9)
@@ -192,6 +183,20 @@ public final class MeasuredProcess {
             if delta > 0 { byThread[now.name, default: 0] += delta }
         }
         return (Double(total) / seconds, byThread)
+    }
+
+    /// Every thread of process `pid` by thread ID: its name and its context switches so
+    /// far (voluntary and involuntary, from `/proc/PID/task/*/status`).
+    public static func threadSwitches(pid: pid_t) -> [String: (name: String, switches: Int)] {
+        var result: [String: (String, Int)] = [:]
+        for task in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? [] {
+            let base = "/proc/\(pid)/task/\(task)"
+            guard let name = try? String(contentsOfFile: base + "/comm", encoding: .utf8) else { continue }
+            let voluntary = Self.statusField(base + "/status", "voluntary_ctxt_switches:") ?? 0
+            let involuntary = Self.statusField(base + "/status", "nonvoluntary_ctxt_switches:") ?? 0
+            result[task] = (name.trimmingCharacters(in: .whitespacesAndNewlines), voluntary + involuntary)
+        }
+        return result
     }
 
     private static func statusField(_ path: String, _ field: String) -> Int? {

@@ -103,6 +103,41 @@ public enum SchedulerScenarios {
         return Double(count) / seconds(ContinuousClock.now - start)
     }
 
+    /// `scheduler_context_switches_per_run`: `count` one-shots due at once, run one at a
+    /// time (each run's start and end written, synced and its grant ended before the next
+    /// can start), and the context switches of every thread of this process but the
+    /// calling one (which only waits) per run. Also returns the switches by thread name:
+    /// which threads a run touches.
+    public static func contextSwitchesPerRun(count: Int, scratch: String) throws -> (
+        perRun: Double, byThread: [String: Int]
+    ) {
+        let names = identifiers(count)
+        let ran = Atomic<Int>(0)
+        let (runtime, scheduler, folder) = try make(scratch: scratch, maximumConcurrentRuns: 1) { _ in
+            ran.add(1, ordering: .relaxed)
+        }
+        defer { finish(runtime, folder) }
+        try scheduler.submit(contentsOf: names.map { ScheduledTaskRequest(identifier: $0) })
+        // This thread's ID: /proc/thread-self links to PID/task/TID.
+        let caller =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self"))?
+            .split(separator: "/").last.map(String.init) ?? ""
+        let before = MeasuredProcess.threadSwitches(pid: getpid())
+        try scheduler.start()
+        while ran.load(ordering: .relaxed) < count { usleep(20_000) }
+        while try scheduler.pendingRequestCount() > 0 || !runtime.openBackgroundTasks.isEmpty { usleep(20_000) }
+        let after = MeasuredProcess.threadSwitches(pid: getpid())
+        var byThread: [String: Int] = [:]
+        var total = 0
+        for (task, now) in after where task != caller {
+            let delta = now.switches - (before[task]?.switches ?? 0)
+            guard delta > 0 else { continue }
+            total += delta
+            byThread[now.name, default: 0] += delta
+        }
+        return (Double(total) / Double(count), byThread)
+    }
+
     /// `scheduler_lateness_p99_us`: `due` one-shots with earliest begins spread over
     /// `spread` seconds among `pending` requests a day away; how late each run starts
     /// after its earliest begin (wall clock), p99 in µs.
