@@ -55,9 +55,17 @@ let package = Package(
         .target(name: "CCompression", dependencies: ["CSharedLibrary"]),
         // dlopen of a system library on first use, for the ones above.
         .target(name: "CSharedLibrary", linkerSettings: [.linkedLibrary("dl")]),
+        // The helpers every module shares and no user sees: locks, serial queues, threads,
+        // sockets, file locks, whole-file reads, text tables.
+        .target(name: "OvertimeSupport", dependencies: ["CLibUV"]),
+        // The control socket's protocol (JSON lines), shared by the runtime and overtimectl,
+        // so that overtimectl links no runtime.
+        .target(name: "OvertimeControlProtocol"),
         .target(
             name: "Overtime",
             dependencies: [
+                "OvertimeSupport",
+                "OvertimeControlProtocol",
                 "CLibUV",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -67,12 +75,13 @@ let package = Package(
         .target(name: "CCRC32C"),
         .target(
             name: "OvertimeTesting",
-            dependencies: ["Overtime"]
+            dependencies: ["Overtime", "OvertimeSupport"]
         ),
         .target(
             name: "OvertimeLogUploader",
             dependencies: [
                 "Overtime",
+                "OvertimeSupport",
                 "CCRC32C",
                 "CLibUV",
                 "CLibCurl",
@@ -85,7 +94,7 @@ let package = Package(
         // The RELP sink: its own module, so only programs that send RELP link librelp.
         .target(
             name: "OvertimeRELP",
-            dependencies: ["Overtime", "OvertimeLogUploader", "CLibRelp"]
+            dependencies: ["Overtime", "OvertimeSupport", "OvertimeLogUploader", "CLibRelp"]
         ),
         // The scheduler: deferred, periodic and constrained work, durable in SQLite. Its own
         // module, so that programs without it link no SQLite.
@@ -93,6 +102,7 @@ let package = Package(
             name: "OvertimeScheduler",
             dependencies: [
                 "Overtime",
+                "OvertimeSupport",
                 "CLibUV",
                 "CSQLite",
                 .product(name: "Logging", package: "swift-log"),
@@ -103,7 +113,7 @@ let package = Package(
         // programs that use the scheduler.
         .target(
             name: "OvertimeSchedulerTesting",
-            dependencies: ["Overtime", "OvertimeScheduler"]
+            dependencies: ["Overtime", "OvertimeSupport", "OvertimeScheduler"]
         ),
         .target(
             name: "OvertimeServiceLifecycle",
@@ -115,7 +125,8 @@ let package = Package(
         .executableTarget(
             name: "overtimectl",
             dependencies: [
-                "Overtime",
+                "OvertimeControlProtocol",
+                "OvertimeSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -133,6 +144,7 @@ let package = Package(
             name: "log-uploader",
             dependencies: [
                 "Overtime",
+                "OvertimeSupport",
                 "OvertimeLogUploader",
                 "OvertimeRELP",
                 "OvertimeScheduler",
@@ -146,6 +158,7 @@ let package = Package(
             name: "periodic-report",
             dependencies: [
                 "Overtime",
+                "OvertimeSupport",
                 "OvertimeScheduler",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -158,6 +171,7 @@ let package = Package(
             name: "OvertimeTestHarness",
             dependencies: [
                 "Overtime",
+                "OvertimeSupport",
                 "OvertimeTesting",
                 "OvertimeLogUploader",
                 "OvertimeScheduler",
@@ -181,17 +195,25 @@ let package = Package(
             dependencies: [
                 "CSpawn",
                 "Overtime",
+                "OvertimeSupport",
                 "OvertimeTesting",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             path: "Tests/Support"
         ),
-        // One test target per module. The core's parts and runtime:
+        // One test target per module. The shared helpers:
+        .testTarget(name: "OvertimeSupportTests", dependencies: ["OvertimeSupport"]),
+        // The control protocol's JSON, against Foundation's as an independent reader:
+        .testTarget(
+            name: "OvertimeControlProtocolTests", dependencies: ["OvertimeControlProtocol", "OvertimeTestSupport"]),
+        // The core's parts and runtime:
         .testTarget(
             name: "OvertimeTests",
             dependencies: [
                 "Overtime",
+                "OvertimeSupport",
+                "OvertimeControlProtocol",
                 "OvertimeTesting",
                 "OvertimeTestSupport",
                 "OvertimeTestHarness",
@@ -205,6 +227,8 @@ let package = Package(
             name: "OvertimeDriversTests",
             dependencies: [
                 "Overtime",
+                "OvertimeSupport",
+                "OvertimeControlProtocol",
                 "OvertimeTesting",
                 "OvertimeTestSupport",
                 "OvertimeTestHarness",
@@ -215,12 +239,13 @@ let package = Package(
         // The documentation's code and the getting-started daemon it teaches.
         .testTarget(
             name: "OvertimeDocsTests",
-            dependencies: ["Overtime", "OvertimeTestSupport", "getting-started"]
+            dependencies: ["Overtime", "OvertimeSupport", "OvertimeTestSupport", "getting-started"]
         ),
         .testTarget(
             name: "OvertimeServiceLifecycleTests",
             dependencies: [
                 "Overtime",
+                "OvertimeSupport",
                 "OvertimeServiceLifecycle",
                 "OvertimeTestSupport",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -233,6 +258,7 @@ let package = Package(
             name: "OvertimeLogUploaderTests",
             dependencies: [
                 "Overtime",
+                "OvertimeSupport",
                 "OvertimeTesting",
                 "OvertimeLogUploader",
                 "OvertimeTestSupport",
@@ -249,6 +275,7 @@ let package = Package(
             name: "OvertimeSchedulerTests",
             dependencies: [
                 "Overtime",
+                "OvertimeSupport",
                 "OvertimeTesting",
                 "OvertimeScheduler",
                 "OvertimeSchedulerTesting",
@@ -262,6 +289,7 @@ let package = Package(
             name: "OvertimeRELPTests",
             dependencies: [
                 "Overtime",
+                "OvertimeSupport",
                 "OvertimeTesting",
                 "OvertimeLogUploader",
                 "OvertimeRELP",

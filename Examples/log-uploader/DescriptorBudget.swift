@@ -2,6 +2,7 @@
 
 import Overtime
 import OvertimeLogUploader
+import OvertimeSupport
 
 #if canImport(Glibc)
     import Glibc

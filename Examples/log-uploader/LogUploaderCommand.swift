@@ -10,6 +10,7 @@ import Overtime
 import OvertimeLogUploader
 import OvertimeRELP
 import OvertimeScheduler
+import OvertimeSupport
 
 #if canImport(Glibc)
     import Glibc

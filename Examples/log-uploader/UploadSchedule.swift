@@ -4,6 +4,7 @@ import Logging
 import Overtime
 import OvertimeLogUploader
 import OvertimeScheduler
+import OvertimeSupport
 
 /// Keeps one `log-upload` request pending exactly while the spool has lines to send. The
 /// first line after an empty spool submits it, due one interval later (lines batch up

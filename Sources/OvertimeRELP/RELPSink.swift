@@ -3,6 +3,7 @@
 import CLibRelp
 import Overtime
 import OvertimeLogUploader
+import OvertimeSupport
 
 #if canImport(Glibc)
     import Glibc

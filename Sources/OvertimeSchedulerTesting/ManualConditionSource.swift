@@ -2,6 +2,7 @@
 
 import Overtime
 import OvertimeScheduler
+import OvertimeSupport
 
 /// A `ConditionSource` (`OvertimeScheduler`) whose conditions a test sets: each change is announced to the
 /// scheduler at once, as a netlink event would be.

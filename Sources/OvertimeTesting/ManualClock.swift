@@ -1,4 +1,5 @@
 import Overtime
+import OvertimeSupport
 
 /// Virtual time for testing code that uses a `Runtime`: deadlines and timers fire when
 /// the test advances the clock, never by sleeping.

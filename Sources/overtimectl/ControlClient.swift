@@ -1,4 +1,5 @@
-import Overtime
+import OvertimeControlProtocol
+import OvertimeSupport
 
 #if canImport(Glibc)
     import Glibc

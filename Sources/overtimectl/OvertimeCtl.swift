@@ -1,5 +1,6 @@
 import ArgumentParser
-import Overtime
+import OvertimeControlProtocol
+import OvertimeSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -174,10 +175,10 @@ struct Expire: ParsableCommand {
     func run() throws {
         var request = ControlRequest(command: "expire")
         if let id {
-            guard let parsed = BackgroundTaskID(parsing: id) else {
+            guard let parsed = TaskIDText.rawValue(parsing: id) else {
                 options.fail("'\(id)' is not a task ID (expected #r3, #0.1 or a raw number)", status: 64)
             }
-            request.id = parsed.rawValue
+            request.id = parsed
         }
         let response = try options.send(request)
         if !options.json { print(response.message ?? "ok") }

@@ -5,6 +5,7 @@ import Logging
 import Overtime
 import OvertimeLogUploader
 import OvertimeScheduler
+import OvertimeSupport
 import OvertimeTesting
 
 #if canImport(Glibc)

@@ -1,6 +1,7 @@
 import Foundation
 import Overtime
 import OvertimeLogUploader
+import OvertimeSupport
 import OvertimeTestSupport
 import Testing
 

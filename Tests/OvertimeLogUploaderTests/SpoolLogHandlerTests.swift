@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Logging
 import Overtime
+import OvertimeSupport
 import OvertimeTestSupport
 import OvertimeTesting
 import Testing

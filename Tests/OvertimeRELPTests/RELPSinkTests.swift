@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Overtime
 import OvertimeRELP
+import OvertimeSupport
 import OvertimeTestSupport
 import Testing
 

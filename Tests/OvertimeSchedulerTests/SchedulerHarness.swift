@@ -1,4 +1,5 @@
 import Overtime
+import OvertimeSupport
 import OvertimeTestSupport
 import OvertimeTesting
 

@@ -1,4 +1,6 @@
 import Foundation
+import OvertimeControlProtocol
+import OvertimeSupport
 import OvertimeTestSupport
 import OvertimeTesting
 import Testing

@@ -1,6 +1,7 @@
 import Foundation
 import Overtime
 import OvertimeSchedulerTesting
+import OvertimeSupport
 import OvertimeTestSupport
 import OvertimeTesting
 import Testing

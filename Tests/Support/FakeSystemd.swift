@@ -1,5 +1,6 @@
 import Foundation
 import Overtime
+import OvertimeSupport
 
 #if canImport(Glibc)
     import Glibc

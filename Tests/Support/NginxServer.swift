@@ -1,5 +1,6 @@
 import Foundation
 import Overtime
+import OvertimeSupport
 
 /// A real nginx on a free loopback port, storing PUTs under `root/data` (nginx from
 /// Debian, `dav_methods PUT; create_full_put_path on;`). Single process, so the files

@@ -1,5 +1,6 @@
 import Foundation
 import Overtime
+import OvertimeSupport
 
 /// Runs `body` — a test body that blocks: waits on semaphores, spins, sleeps, drives a
 /// child process — on a thread of its own instead of one of the few threads Swift Testing

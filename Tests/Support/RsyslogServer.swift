@@ -1,5 +1,6 @@
 import Foundation
 import Overtime
+import OvertimeSupport
 
 /// A real rsyslogd on free loopback ports: `imtcp` (plain syslog over TCP) and `imrelp`
 /// (RELP), writing each message's structured data and text as one line of `received.log`.

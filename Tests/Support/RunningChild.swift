@@ -1,5 +1,6 @@
 import Foundation
 import Overtime
+import OvertimeSupport
 
 /// A harness process that keeps running while a test talks to it: signals, lines.
 package final class RunningChild: Sendable {

@@ -4,6 +4,7 @@
 
 import Foundation
 import Overtime
+import OvertimeSupport
 
 /// `weed server -s3` on free loopback ports, with one versioned bucket: every overwrite of
 /// a key would leave a second version behind, so a test can prove none happened.

@@ -3,6 +3,7 @@
 import CSpawn
 import Foundation
 import Overtime
+import OvertimeSupport
 
 /// A child process the tests start, signal and wait for.
 ///

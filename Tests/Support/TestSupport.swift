@@ -1,6 +1,7 @@
 import Logging
 import MetricsTestKit
 import Overtime
+import OvertimeSupport
 import OvertimeTesting
 
 /// A thread-safe list that tests append to from handlers on the loop thread.

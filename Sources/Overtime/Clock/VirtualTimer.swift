@@ -1,5 +1,7 @@
 // The hook through which a virtual clock (OvertimeTesting's ManualClock) drives a runtime.
 
+import OvertimeSupport
+
 /// A clock that drives its runtimes' timers itself instead of following real time.
 /// Package-only: `OvertimeTesting.ManualClock` is the one users get.
 package protocol VirtualTimeSource: AnyObject, Sendable {

@@ -1,5 +1,7 @@
 // Sockets a service manager passes at start (systemd's socket activation), taken by name.
 
+import OvertimeSupport
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)

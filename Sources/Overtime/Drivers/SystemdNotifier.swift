@@ -1,5 +1,6 @@
 import CLibUV
 import Logging
+import OvertimeSupport
 
 #if canImport(Glibc)
     import Glibc

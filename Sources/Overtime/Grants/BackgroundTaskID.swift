@@ -1,3 +1,5 @@
+import OvertimeControlProtocol
+
 /// Identifies one background-task grant.
 ///
 /// Returned by ``Runtime/beginBackgroundTask(name:maximumDuration:fileID:line:expirationHandler:endHandler:)``
@@ -19,47 +21,25 @@ public struct BackgroundTaskID: Hashable, Sendable, CustomStringConvertible {
 
     /// `#<n>`: IDs begun on the loop thread read `#<slot>.<generation>`, IDs begun on
     /// other threads `#r<n>`.
-    public var description: String {
-        if rawValue == 0 { return "#invalid" }
-        if isQueued { return "#r\(rawValue & ~Self.queuedBit)" }
-        return "#\(localSlot).\(localGeneration)"
-    }
+    public var description: String { TaskIDText.text(rawValue: rawValue) }
 
     /// Parses the printed form (`#r12`, `#3.1`) or a raw value (`9223372036854775820`);
     /// `nil` for anything else.
     public init?(parsing text: String) {
-        if let raw = UInt64(text) {
-            self.init(rawValue: raw)
-            return
-        }
-        guard text.hasPrefix("#") else { return nil }
-        let body = text.dropFirst()
-        if body.hasPrefix("r"), let number = UInt64(body.dropFirst()), number < Self.queuedBit {
-            self = .queued(number)
-        } else if let dot = body.firstIndex(of: "."), let slot = UInt32(body[..<dot]),
-            let generation = UInt32(body[body.index(after: dot)...]), generation < 1 << 31
-        {
-            self = .local(slot: Int32(bitPattern: slot), generation: generation)
-        } else {
-            return nil
-        }
+        guard let raw = TaskIDText.rawValue(parsing: text) else { return nil }
+        self.init(rawValue: raw)
     }
 
-    // Layout. A grant begun on the loop thread encodes its table slot and the slot's
-    // generation, so the loop finds it without a hash lookup. A grant begun on another
-    // thread gets a number from a shared counter (its slot is not known yet) with the top
-    // bit set; the loop maps those through a dictionary.
-    static let queuedBit: UInt64 = 1 << 63
-
+    // The layout is the control protocol's (see `TaskIDText`).
     static func local(slot: Int32, generation: UInt32) -> BackgroundTaskID {
         BackgroundTaskID(rawValue: UInt64(generation) << 32 | UInt64(UInt32(bitPattern: slot)))
     }
 
     static func queued(_ number: UInt64) -> BackgroundTaskID {
-        BackgroundTaskID(rawValue: queuedBit | number)
+        BackgroundTaskID(rawValue: TaskIDText.queuedBit | number)
     }
 
-    var isQueued: Bool { rawValue & Self.queuedBit != 0 }
+    var isQueued: Bool { rawValue & TaskIDText.queuedBit != 0 }
     var localSlot: Int32 { Int32(bitPattern: UInt32(truncatingIfNeeded: rawValue)) }
     var localGeneration: UInt32 { UInt32(truncatingIfNeeded: rawValue >> 32) }
 }

@@ -1,4 +1,5 @@
 import CLibUV
+import OvertimeSupport
 import Synchronization
 
 #if canImport(Glibc)

@@ -4,6 +4,9 @@
 /// strongly, in happens-before order across threads). The loop is woken only when the
 /// queue goes from empty to non-empty: one `uv_async_send` per batch, however many
 /// items the batch holds.
+
+import OvertimeSupport
+
 final class InboundQueue: Sendable {
     private struct State {
         var items: [InboundWork] = []

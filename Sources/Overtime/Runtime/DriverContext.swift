@@ -2,6 +2,7 @@
 
 import CLibUV
 import Logging
+import OvertimeSupport
 
 /// What a driver — signals, systemd, the control socket, the HTTP sink's libcurl
 /// driver, the scheduler — may use of a runtime.

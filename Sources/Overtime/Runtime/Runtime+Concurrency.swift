@@ -1,4 +1,5 @@
 import Dispatch
+import OvertimeSupport
 
 /// The Swift-concurrency and Foundation-shaped forms of a grant.
 extension Runtime {

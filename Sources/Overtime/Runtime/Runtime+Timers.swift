@@ -1,3 +1,4 @@
+import OvertimeSupport
 import Synchronization
 
 /// A closure scheduled on a runtime's loop with ``Runtime/schedule(at:fileID:line:_:onCancel:)``.

@@ -1,5 +1,6 @@
 import Dispatch
 import Logging
+import OvertimeSupport
 import Synchronization
 
 #if canImport(Glibc)

@@ -1,4 +1,5 @@
 import Logging
+import OvertimeSupport
 
 /// A grant begun off the loop thread and queued for it: its ID was already returned; the
 /// loop applies it.

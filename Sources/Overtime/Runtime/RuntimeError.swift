@@ -1,4 +1,5 @@
 import CLibUV
+import OvertimeSupport
 
 /// Errors from creating a runtime or from its async helpers.
 public enum RuntimeError: Error, Sendable, Hashable, CustomStringConvertible {

@@ -1,3 +1,4 @@
+import OvertimeSupport
 import Synchronization
 
 /// What the loop thread is doing, published for the watchdog thread.

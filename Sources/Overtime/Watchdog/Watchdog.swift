@@ -1,4 +1,5 @@
 import Logging
+import OvertimeSupport
 
 /// What the watchdog reports when one callback held the loop too long.
 public struct WatchdogReport: Sendable, Hashable, CustomStringConvertible {

@@ -14,6 +14,7 @@
 // more than `IngestProtocol.maximumBatchLines` lines.
 
 import Overtime
+import OvertimeSupport
 
 /// Constants and reply parsing of the acknowledged ingestion protocol (see the file).
 public enum IngestProtocol {

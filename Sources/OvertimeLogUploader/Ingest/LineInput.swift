@@ -1,6 +1,7 @@
 import Dispatch
 import Metrics
 import Overtime
+import OvertimeSupport
 
 #if canImport(Glibc)
     import Glibc

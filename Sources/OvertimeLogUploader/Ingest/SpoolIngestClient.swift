@@ -1,6 +1,7 @@
 // The producer's side of the acknowledged ingestion protocol (`IngestProtocol.swift`).
 
 import Overtime
+import OvertimeSupport
 
 #if canImport(Glibc)
     import Glibc

@@ -2,6 +2,7 @@
 
 import Dispatch
 import Overtime
+import OvertimeSupport
 
 #if canImport(Glibc)
     import Glibc

@@ -1,6 +1,7 @@
 import CoreMetrics
 import Logging
 import Overtime
+import OvertimeSupport
 
 #if canImport(Glibc)
     import Glibc

@@ -1,6 +1,7 @@
 // The bridge from a sink's async `store` to blocking I/O on a queue of its own.
 
 import Overtime
+import OvertimeSupport
 
 /// Runs `work` on `queue` and waits for it without blocking the caller's thread. `work`
 /// gets a check that turns true once the waiting task is cancelled (the grant expired);

@@ -1,4 +1,5 @@
 import Overtime
+import OvertimeSupport
 
 #if canImport(Glibc)
     import Glibc

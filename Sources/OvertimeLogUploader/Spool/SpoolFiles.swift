@@ -1,4 +1,5 @@
 import Overtime
+import OvertimeSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -41,7 +42,7 @@ enum SpoolFiles {
     }
 
     static func makeDirectories(_ path: String) throws(SpoolError) {
-        if let failure = Overtime.makeDirectories(path, mode: 0o700) {
+        if let failure = OvertimeSupport.makeDirectories(path, mode: 0o700) {
             throw .io(operation: "mkdir", path: failure.path, errno: failure.errno)
         }
     }
@@ -55,7 +56,7 @@ enum SpoolFiles {
     /// Writes every byte (at the file offset, or at `position` with `pwrite`) or throws;
     /// on a short write the caller truncates back.
     static func writeAll(_ fd: Int32, _ bytes: [UInt8], at position: Int? = nil, path: String) throws(SpoolError) {
-        let failure = Overtime.writeAll(fd, bytes, to: position.map { .fileAt($0) } ?? .file)
+        let failure = OvertimeSupport.writeAll(fd, bytes, to: position.map { .fileAt($0) } ?? .file)
         if failure != 0 { throw .io(operation: position == nil ? "write" : "pwrite", path: path, errno: failure) }
     }
 

@@ -1,6 +1,7 @@
 // One process per spool: an exclusive lock on `<directory>/lock` (see ExclusiveFileLock).
 
 import Overtime
+import OvertimeSupport
 
 #if canImport(Glibc)
     import Glibc

@@ -1,4 +1,5 @@
 import Overtime
+import OvertimeSupport
 
 /// Acknowledges stored segments to the spool off the upload path, coalescing: while one
 /// checkpoint is being made durable (two fsyncs), segments stored meanwhile gather and

@@ -1,6 +1,7 @@
 // The uploader's wait between retries, on the runtime's clock, which a lifecycle change cuts short.
 
 import Overtime
+import OvertimeSupport
 
 /// A sleep on a runtime's timer that ``wake()`` ends early (and task cancellation too).
 /// A wake while nobody sleeps makes the next sleep return at once, so a wake is never

@@ -19,6 +19,7 @@
 import CoreMetrics
 import Logging
 import Overtime
+import OvertimeSupport
 
 /// Uploads a ``Spool``'s sealed segments to a ``LogSink`` inside a background grant.
 ///

@@ -3,6 +3,7 @@
 // netlink on the runtime's loop.
 
 import Overtime
+import OvertimeSupport
 
 #if canImport(Glibc)
     import Glibc

@@ -1,5 +1,6 @@
 import Logging
 import Overtime
+import OvertimeSupport
 import Synchronization
 
 /// One attempt of a run, handed to the handler registered for its identifier: it runs

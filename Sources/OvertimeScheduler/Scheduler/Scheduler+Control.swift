@@ -2,6 +2,7 @@
 // run ID | cancel ID`) and in its status line (systemd's STATUS=: the next run).
 
 import Overtime
+import OvertimeSupport
 
 extension Scheduler {
     /// Adds the scheduler's commands to the runtime's control socket.

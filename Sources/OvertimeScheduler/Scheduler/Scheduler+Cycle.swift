@@ -2,6 +2,7 @@
 // requests that may run, make both durable in one transaction, then start them.
 
 import Overtime
+import OvertimeSupport
 
 extension Scheduler {
     /// A run about to start: its grant is open, its start not yet durable.
@@ -375,7 +376,9 @@ extension Scheduler {
         for end in ended {
             guard let run = state.value.running.removeValue(forKey: end.record.identifier) else { continue }
             state.value.awaitingDisk.append(
-                AwaitingDisk(task: run.task, grant: run.grant, batch: state.value.written, grantEnded: run.grantEnded))
+                AwaitingDisk(
+                    task: run.task, grant: run.grant, batch: writtenBatches.load(ordering: .relaxed),
+                    grantEnded: run.grantEnded))
         }
         for start in starting {
             state.value.running[start.record.identifier] = ActiveRun(

@@ -2,38 +2,38 @@
 // written before it began, then the grants of the runs whose ends it covered end.
 
 import Overtime
+import Synchronization
 
 extension Scheduler {
-    /// On the queue: puts every batch written so far on disk, with the sync under way if
-    /// none runs, else with one more after it (batches written meanwhile share it).
+    /// On the queue, after a commit: asks the sync queue to put it on disk. Asks made while
+    /// an `fsync` runs share the next one (each `fsync` covers every batch written before
+    /// it began), so a thousand commits cost a few `fsync`s, not a thousand.
     func syncSoon() {
-        state.value.syncWanted = true
-        guard !state.value.syncInFlight else { return }
-        startSync()
-    }
-
-    /// Hands the sync queue what to cover; it answers with ``synced(_:)`` or, failing,
-    /// ``syncFailed()``. The queue keeps deciding meanwhile.
-    private func startSync() {
         guard !state.value.abandoned else { return }
-        let covered = state.value.written
-        state.value.syncWanted = false
-        state.value.syncInFlight = true
-        syncQueue.async { [self] in
-            do {
-                try store.sync()
-            } catch {
-                logger.error("cannot put the schedule on disk: \(error)")
-                queue.async { [self] in syncFailed() }
-                return
-            }
-            queue.async { [self] in synced(covered) }
-        }
+        guard !syncQueued.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        syncQueue.async { [self] in sync() }
     }
 
-    /// Every batch up to `covered` is on disk: the grants of the runs whose ends they hold end.
+    /// On the sync queue: one `fsync` for every batch written so far, unless an earlier one
+    /// covered them; the queue hears ``synced(_:)`` or, failing, ``syncFailed()``.
+    private func sync() {
+        syncQueued.store(false, ordering: .releasing)
+        let covered = writtenBatches.load(ordering: .acquiring)
+        guard covered > syncedBatches.value else { return }
+        do {
+            try store.sync()
+        } catch {
+            logger.error("cannot put the schedule on disk: \(error)")
+            queue.async { [self] in syncFailed() }
+            return
+        }
+        syncedBatches.value = covered
+        queue.async { [self] in synced(covered) }
+    }
+
+    /// On the queue: every batch up to `covered` is on disk, so the grants of the runs
+    /// whose ends they hold end.
     private func synced(_ covered: Int) {
-        state.value.syncInFlight = false
         var grants: [BackgroundTaskID] = []
         state.value.awaitingDisk.removeAll { run in
             guard run.batch <= covered else { return false }
@@ -41,13 +41,11 @@ extension Scheduler {
             return true
         }
         for grant in grants { runtime.endBackgroundTask(grant) }
-        if state.value.syncWanted { startSync() }
     }
 
-    /// The sync failed: tried again a second later (on the runtime's clock); the grants
-    /// stay open meanwhile.
+    /// On the queue: the sync failed; it is tried again a second later (on the runtime's
+    /// clock), the grants open meanwhile.
     private func syncFailed() {
-        state.value.syncInFlight = false
         _ = runtime.schedule(after: .seconds(1)) { [weak self] in
             guard let self else { return }
             queue.async { self.syncSoon() }

@@ -49,7 +49,7 @@ extension Scheduler {
         } catch {
             throw .store(error)
         }
-        state.value.written += 1
+        writtenBatches.add(1, ordering: .releasing)  // after the commit: a sync that reads it covers it
         return refusals
     }
 

@@ -1,5 +1,7 @@
 import Logging
 import Overtime
+import OvertimeSupport
+import Synchronization
 
 /// Deferred and periodic background work that survives restarts: what BGTaskScheduler and
 /// WorkManager give mobile apps and systemd timers give units, for a program that embeds
@@ -63,6 +65,13 @@ public final class Scheduler: Sendable {
     let openRuns = Locked<[String: OpenRun]>([:])
     /// The next run planned, as the status line shows it (the queue writes, the loop reads).
     let statusPart = Locked<String?>(nil)
+    /// Batches written to the store so far: the queue counts them, the sync queue reads
+    /// how many its `fsync` covers (those written before it began).
+    let writtenBatches = Atomic<Int>(0)
+    /// A sync is queued and not yet begun: commits before it begins share it.
+    let syncQueued = Atomic<Bool>(false)
+    /// Batches on disk: the sync queue's alone.
+    let syncedBatches: QueueConfined<Int>
     /// The runtime shut down: its loop and timers are gone, so nothing more is decided
     /// (a fleet's notifications may still arrive); the store stays readable. Set by the loop.
     let runtimeShutDown = Locked(false)
@@ -99,7 +108,7 @@ public final class Scheduler: Sendable {
     struct AwaitingDisk: Sendable {
         let task: ScheduledTask
         let grant: BackgroundTaskID
-        /// Written by this batch (``State/written``).
+        /// Written by this batch (``Scheduler/writtenBatches``).
         let batch: Int
         /// The runtime ended the grant itself meanwhile (terminated at its deadline).
         var grantEnded: Bool
@@ -152,12 +161,6 @@ public final class Scheduler: Sendable {
         var nextRun: String?
         /// Due requests whose identifier has no handler in this program (warned once each).
         var unhandled: Set<String> = []
-        /// Batches written to the store so far (a sync covers those written before it began).
-        var written = 0
-        /// A sync of the store is under way on the sync queue.
-        var syncInFlight = false
-        /// More batches were written since the sync under way began: another follows it.
-        var syncWanted = false
         /// Identifiers of runs whose end is noted, for the next cycle to write.
         var ended: [String] = []
         /// Runs whose end is written, their grants open until a sync puts it on disk.
@@ -196,6 +199,7 @@ public final class Scheduler: Sendable {
             let queue = SerialWorkQueue(name: "overtime-sched")
             self.queue = queue
             state = QueueConfined(State(lastRunID: try store.lastRunID()), on: queue)
+            syncedBatches = QueueConfined(0, on: syncQueue)
         } catch {
             throw .store(error)
         }
@@ -553,6 +557,7 @@ public final class Scheduler: Sendable {
             state.value.abandoned = true
             state.value.timer?.cancel()
             conditions.stop()
+            syncQueue.sync {}  // no sync asked for before runs on a closed store
             store.close()
             state.value.token?.cancel()
         }

@@ -4,6 +4,7 @@
 import CSQLite
 import Logging
 import Overtime
+import OvertimeSupport
 
 #if canImport(Glibc)
     import Glibc

@@ -1,5 +1,6 @@
 import Dispatch
 import Overtime
+import OvertimeSupport
 import OvertimeTestSupport
 import Synchronization
 import Testing

@@ -1,4 +1,5 @@
 import Dispatch
+import OvertimeSupport
 import OvertimeTestSupport
 import OvertimeTesting
 import Testing

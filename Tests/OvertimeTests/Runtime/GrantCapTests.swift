@@ -1,5 +1,6 @@
 import Foundation
 import Overtime
+import OvertimeSupport
 import OvertimeTestSupport
 import OvertimeTesting
 import Synchronization

@@ -1,3 +1,6 @@
+import OvertimeControlProtocol
+import OvertimeSupport
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)

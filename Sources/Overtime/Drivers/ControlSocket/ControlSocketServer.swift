@@ -1,5 +1,7 @@
 import CLibUV
 import Logging
+import OvertimeControlProtocol
+import OvertimeSupport
 
 #if canImport(Glibc)
     import Glibc

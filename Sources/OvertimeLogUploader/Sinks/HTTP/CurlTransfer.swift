@@ -3,6 +3,7 @@
 
 import CLibCurl
 import Overtime
+import OvertimeSupport
 
 #if canImport(Glibc)
     import Glibc

@@ -3,6 +3,7 @@
 
 import CLibCurl
 import Overtime
+import OvertimeSupport
 
 /// Sends ``HTTPRequest``s through one libcurl multi handle driven by the runtime's loop
 /// (made on the first request). Cancelling the awaiting task aborts the transfer in flight.

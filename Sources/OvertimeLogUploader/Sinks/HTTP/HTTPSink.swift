@@ -1,5 +1,6 @@
 import CLibCurl
 import Overtime
+import OvertimeSupport
 
 /// Stores segments with HTTP PUT under stable names, `<base>/<stream-id>/<segment>.log`
 /// (`.log.zst` or `.log.gz` with ``HTTPSinkConfiguration/encoding``), through libcurl's

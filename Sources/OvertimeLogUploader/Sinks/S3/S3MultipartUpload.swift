@@ -2,6 +2,7 @@
 // name is still free (`If-None-Match: *`), and aborted when it cannot complete.
 
 import Overtime
+import OvertimeSupport
 
 /// How an object in memory is cut into parts, and the document that completes them.
 struct S3MultipartUpload {

@@ -1,5 +1,6 @@
 import Logging
 import Overtime
+import OvertimeSupport
 
 /// Stores each sealed segment as one object, `<prefix>/<stream-id>/<segment>.log[.zst|.gz]`,
 /// in an S3 bucket or an S3-compatible store (MinIO, SeaweedFS, Ceph RGW, Garage), through

@@ -1,8 +1,7 @@
 import Foundation
+import OvertimeControlProtocol
 import OvertimeTestSupport
 import Testing
-
-@testable import Overtime
 
 /// The control protocol's own JSON reader and writer, checked against RFC 8259's grammar
 /// and against Foundation's `JSONSerialization` as an independent implementation.

@@ -17,7 +17,7 @@
 ///
 /// `Value: Sendable` (as swift-nio's `NIOLockedValueBox`): a value handed out of the lock
 /// is used without it, so it must be safe to share. A value that belongs to one thread
-/// goes in a ``LoopBound`` instead.
+/// goes in a `LoopBound` (or a `QueueConfined`) instead.
 package final class Locked<Value: Sendable>: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let condition: UnsafeMutablePointer<pthread_cond_t>

@@ -1,7 +1,6 @@
+import OvertimeSupport
 import Synchronization
 import Testing
-
-@testable import Overtime
 
 #if canImport(Glibc)
     import Glibc

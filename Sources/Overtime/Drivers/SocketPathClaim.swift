@@ -1,5 +1,7 @@
 // Claiming a Unix socket's path: race-free between instances, never taking what is not ours.
 
+import OvertimeSupport
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)

@@ -2,7 +2,7 @@
 
 /// A value owned by one ``SerialWorkQueue``: only work running on that queue reads or
 /// changes it, and other threads reach it by queueing work (messages), never by locking.
-/// The queue-confined twin of ``LoopBound`` (swift-nio's `NIOLoopBound`).
+/// The queue-confined twin of `Overtime`'s `LoopBound` (swift-nio's `NIOLoopBound`).
 package final class QueueConfined<Value>: @unchecked Sendable {  // confined to `queue`, checked
     private let queue: SerialWorkQueue
     private var stored: Value

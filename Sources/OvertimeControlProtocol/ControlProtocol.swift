@@ -3,7 +3,7 @@
 /// `{"command":"status"}`, `{"command":"tasks"}`, `{"command":"background"}`,
 /// `{"command":"foreground"}`, `{"command":"terminate"}`, `{"command":"reload"}`,
 /// `{"command":"expire"}` (all) or `{"command":"expire","id":9223372036854775809}`, and
-/// any command the program added (``Runtime/addControlCommand(_:handler:)``), with its
+/// any command the program added (`Runtime.addControlCommand(_:handler:)`), with its
 /// arguments: `{"command":"history","arguments":["com.example.refresh"]}`.
 package struct ControlRequest: Sendable, Equatable {
     package var command: String
@@ -53,6 +53,16 @@ package struct ControlStatus: Sendable, Equatable {
     /// Seconds left before the background deadline; `nil` when unlimited (foreground).
     package var backgroundTimeRemaining: Double?
     package var terminating: Bool
+
+    package init(
+        state: String, pid: Int32, openBackgroundTasks: Int, backgroundTimeRemaining: Double?, terminating: Bool
+    ) {
+        self.state = state
+        self.pid = pid
+        self.openBackgroundTasks = openBackgroundTasks
+        self.backgroundTimeRemaining = backgroundTimeRemaining
+        self.terminating = terminating
+    }
 }
 
 /// An open grant as `tasks` lists it.
@@ -65,6 +75,19 @@ package struct ControlTask: Sendable, Equatable {
     /// `nil` when no deadline applies.
     package var remainingSeconds: Double?
     package var expired: Bool
+
+    package init(
+        id: UInt64, displayID: String, name: String, callSite: String, ageSeconds: Double,
+        remainingSeconds: Double?, expired: Bool
+    ) {
+        self.id = id
+        self.displayID = displayID
+        self.name = name
+        self.callSite = callSite
+        self.ageSeconds = ageSeconds
+        self.remainingSeconds = remainingSeconds
+        self.expired = expired
+    }
 }
 
 /// The commands and the largest request the server reads.

@@ -1,6 +1,7 @@
 // A listening Unix stream socket whose accepting never spins when descriptors run out.
 
 import CLibUV
+import OvertimeSupport
 import Synchronization
 
 #if canImport(Glibc)

@@ -11,7 +11,7 @@ import CLibUV
 /// `_exit` rather than `exit`: another thread (the loop or the main thread) may be
 /// running, and `atexit` handlers and static destructors racing it could crash the
 /// process with a different status than the one promised.
-func exitProcess(status: Int32) -> Never {
+package func exitProcess(status: Int32) -> Never {
     fflush(nil)
     _exit(status)
 }
