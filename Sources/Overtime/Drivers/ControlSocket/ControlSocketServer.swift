@@ -308,9 +308,9 @@ private final class ControlConnection {
                     let bound = LoopBound(self, context: context)
                     let context = self.context
                     let response = commands.handle(line, context: context) { response in
-                        _ = context.execute { bound.value.answer(slot, response, thenClose: false) }
+                        _ = context.execute { bound.value.answer(slot, response) }
                     }
-                    if let response { answer(slot, response, thenClose: false) }
+                    if let response { answer(slot, response) }
                 case .tooLong:
                     context.countControlError("too_large")
                     uv_read_stop(asStream(pipe))
@@ -327,10 +327,10 @@ private final class ControlConnection {
     }
 
     /// Fills answer number `slot` and sends every answer that is ready in order.
-    private func answer(_ slot: Int, _ response: ControlResponse, thenClose: Bool) {
+    private func answer(_ slot: Int, _ response: ControlResponse) {
         guard !isClosing, slot >= answersSent, slot - answersSent < answers.count else { return }
         if !response.ok { context.countControlError("bad_request") }
-        answers[slot - answersSent] = Answer(response: response, thenClose: thenClose)
+        answers[slot - answersSent] = Answer(response: response, thenClose: false)
         sendReadyAnswers()
     }
 
