@@ -4,22 +4,46 @@
 import Overtime
 
 extension Scheduler {
+    /// A handler's completion on its way to the queue.
+    struct Completion: Sendable {
+        let identifier: String
+        let runID: Int64
+        let attempt: Int
+        let success: Bool
+        let expired: Bool
+        /// When the handler completed.
+        let at: WallClockInstant
+    }
+
     /// The handler completed the task: called where it did (the loop thread, an async
     /// body's thread), and handed to the queue with the time it happened. Notes how the
     /// run ended; the next cycle writes it, the sync after puts it on disk, then its
-    /// grant ends.
+    /// grant ends. Completions that come while the queue is busy go to it together, in
+    /// one message, as a turn of the loop that completes many runs would otherwise wake
+    /// the queue for each.
     func finish(_ identifier: String, runID: Int64, attempt: Int, success: Bool, expired: Bool) {
-        let now = wallClockNow
+        let completion = Completion(
+            identifier: identifier, runID: runID, attempt: attempt, success: success, expired: expired,
+            at: wallClockNow)
+        let first = completions.withLock { inbox in
+            inbox.append(completion)
+            return inbox.count == 1
+        }
+        guard first else { return }
         queue.async { [self] in
-            finished(identifier, runID: runID, attempt: attempt, success: success, expired: expired, at: now)
+            let taken = completions.withLock { inbox in
+                defer { inbox = [] }
+                return inbox
+            }
+            for completion in taken { finished(completion) }
         }
     }
 
-    /// ``finish(_:runID:attempt:success:expired:)`` on the queue.
-    private func finished(
-        _ identifier: String, runID: Int64, attempt: Int, success: Bool, expired: Bool, at now: WallClockInstant
-    ) {
-        end(identifier, at: now) { run in
+    /// A completion, on the queue.
+    private func finished(_ completion: Completion) {
+        let (runID, attempt) = (completion.runID, completion.attempt)
+        let (success, expired) = (completion.success, completion.expired)
+        end(completion.identifier, at: completion.at) { run in
             guard run.task.runID == runID, run.task.attempt == attempt else { return nil }
             if success { return (.succeeded, nil, false) }
             if let requirement = run.stoppedBy {

@@ -59,6 +59,9 @@ public final class Scheduler: Sendable {
     let registry = Locked(Registry())
     /// A decision cycle is queued: more reasons to decide join it (set from any thread).
     let cycleQueued = Locked(false)
+    /// Handlers' completions not yet taken by the queue (its inbox: the first one queues
+    /// the message that takes them all).
+    let completions = Locked<[Completion]>([])
     /// The runs whose grants are open, for stopping them when their claims lapse: the
     /// loop's stall check must do that before anything else in its turn, without waiting
     /// for the queue.
