@@ -39,7 +39,9 @@ public struct BackgroundTaskID: Hashable, Sendable, CustomStringConvertible {
         BackgroundTaskID(rawValue: TaskIDText.queuedBit | number)
     }
 
-    var isQueued: Bool { rawValue & TaskIDText.queuedBit != 0 }
+    /// The top bit (`TaskIDText.queuedBit`), tested as a sign: every end of a grant asks,
+    /// and reading another module's constant is a call per read.
+    var isQueued: Bool { Int64(bitPattern: rawValue) < 0 }
     var localSlot: Int32 { Int32(bitPattern: UInt32(truncatingIfNeeded: rawValue)) }
     var localGeneration: UInt32 { UInt32(truncatingIfNeeded: rawValue >> 32) }
 }

@@ -53,6 +53,7 @@ extension RuntimeCore {
     /// Called whenever a grant left the table, or a begin off the loop gave up its
     /// reservation: in the background with nothing open, the lifecycle settles at the end
     /// of the turn.
+    @inline(__always)  // on every end of a grant; the optimizer stopped inlining it on its own
     func checkIdle() {
         if engine.grants.openCount == 0, lifecycle.state == .background { turnState.needsSettle = true }
     }
