@@ -110,11 +110,12 @@ package final class DriverContext: @unchecked Sendable {  // confined to the loo
         }
     }
 
-    /// Calls `body` with how long the loop was away when a turn begins more than
-    /// `threshold` after the last one began — the process was paused (SIGSTOP, a frozen
-    /// container or VM) between turns or in one, starved, or simply idle that long — before
-    /// anything else in that turn runs. For checks that must precede any callback after a pause (a fleet's claims
-    /// on runs: the effect of a handler's timer must not outrun them).
+    /// Calls `body` with how long the loop was away when a turn begins, or a turn's timers
+    /// fall due, at least `threshold` after time was last looked at — the process was
+    /// paused (SIGSTOP, a frozen container or VM) between turns or in one, starved, or
+    /// simply idle that long — before anything else that could act runs. For checks that
+    /// must precede any callback after a pause (a fleet's claims on runs: the effect of a
+    /// handler's timer must not outrun them).
     package func onStall(longerThan threshold: Duration, _ body: @escaping (Duration) -> Void) {
         core.assertOnLoop()
         core.hooks.addStall(threshold: threshold, body)

@@ -87,16 +87,7 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
         turnState.isInTurn = true
         host.activity.beginTurn()
         refreshLoopTime()
-        if let shortest = hooks.shortestStall {
-            // Away longer than a hook's threshold since the last turn began (idle, or paused
-            // in the middle of that turn): its checks (a fleet's claims) come before any
-            // callback of this turn — a handler's timer among them.
-            if let started = turnState.lastStarted, loopTime > started, loopTime - started >= shortest {
-                let away = loopTime - started
-                for (threshold, hook) in hooks.stalls where away >= threshold { hook(away) }
-            }
-            turnState.lastStarted = loopTime
-        }
+        checkStalls(at: loopTime)
         body()
         finishTurn()
         host.activity.endTurn()
@@ -111,9 +102,14 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
                 settle()
                 continue
             }
-            if let next = timers.nextWakeup, next <= now {
-                runDueTimers(now: now)
-                continue
+            if let next = timers.nextWakeup {
+                let current = now
+                if next <= current {
+                    // A pause in this turn (SIGSTOP in a callback) made these timers due.
+                    checkStalls(at: current)
+                    runDueTimers(now: current)
+                    continue
+                }
             }
             break
         }
@@ -125,6 +121,19 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
             turnState.quiescenceWaiters = []
             for waiter in waiters { waiter.signal() }
         }
+    }
+
+    /// Away at least a stall hook's threshold since time was last looked at here (idle
+    /// between turns, or paused in one): the hooks' checks (a fleet's claims) run before
+    /// any callback that could act on what the pause made stale — a handler's timer among
+    /// them.
+    private func checkStalls(at instant: MonotonicInstant) {
+        guard let shortest = hooks.shortestStall else { return }
+        if let last = turnState.lastStallCheck, instant > last, instant - last >= shortest {
+            let away = instant - last
+            for (threshold, hook) in hooks.stalls where away >= threshold { hook(away) }
+        }
+        turnState.lastStallCheck = instant
     }
 
     private func drainInbound() {

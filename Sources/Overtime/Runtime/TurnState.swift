@@ -12,8 +12,9 @@ struct TurnState {
     /// The time the current callback started, like libuv's `uv_now`: grants begun on
     /// the loop thread take it as their begin time, which saves a clock read per begin.
     var loopTime = MonotonicInstant.zero
-    /// When the last turn began (for the stall hooks: a pause can come in a turn too).
-    var lastStarted: MonotonicInstant?
+    /// When the stall hooks last looked at the time: at each turn's start, and before the
+    /// timers a turn runs (a pause can come in a turn too).
+    var lastStallCheck: MonotonicInstant?
     /// A turn runs: a callback that re-enters leaves the finishing to it.
     var isInTurn = false
     /// The inbound work taken in one go (its capacity kept between turns).

@@ -53,17 +53,20 @@ extension Scheduler {
         logger.warning(
             "the process was away for \(away): stopping the runs whose claims may have ended before anything else runs",
             metadata: ["tasks": "\(unsafe.sorted().joined(separator: ","))"])
-        claimsLapsing(unsafe)
+        // Expired here even when another thread told them first: its expiry is a message
+        // the loop reads after this turn's callbacks, and one of them may be the effect.
+        claimsLapsing(unsafe, evenIfToldAlready: true)
     }
 
     /// The store cannot renew the claims of these runs: each is told to stop (its
     /// expiration handler) before the claim ends and another instance may take the run.
     /// From any thread: the loop's stall check cannot wait for the queue. The queue hears
-    /// of it before the handlers do, so the runs' ends say why they stopped.
-    func claimsLapsing(_ identifiers: [String]) {
+    /// of it before the handlers do, so the runs' ends say why they stopped. A grant
+    /// expires once however often it is told.
+    func claimsLapsing(_ identifiers: [String], evenIfToldAlready: Bool = false) {
         let stopping = openRuns.withLock { runs in
             identifiers.compactMap { identifier -> (String, BackgroundTaskID)? in
-                guard let run = runs[identifier], !run.claimLapsing else { return nil }
+                guard let run = runs[identifier], evenIfToldAlready || !run.claimLapsing else { return nil }
                 runs[identifier]?.claimLapsing = true
                 return (identifier, run.grant)
             }

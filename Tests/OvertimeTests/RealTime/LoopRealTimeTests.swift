@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Overtime
 import OvertimeSupport
 import OvertimeTestSupport
@@ -49,6 +50,26 @@ struct LoopRealTimeTests {
         #expect(terminated - entered >= .milliseconds(300))
         #expect(terminated - entered < .seconds(5))
         withExtendedLifetime(token) {}
+    }
+
+    /// A pause in the middle of a turn (a callback that takes 1.5 s stands in for SIGSTOP):
+    /// the stall hook runs before the timers that fell due meanwhile, in that same turn.
+    @Test func aStallInsideATurnRunsTheHookBeforeTheTimersItMadeDue() throws {
+        let runtime = try Runtime(configuration: quietConfiguration())
+        runtime.start()
+        let order = Recorder<String>()
+        let context = runtime.driverContext
+        runtime.execute { context.onStall(longerThan: .seconds(1)) { _ in order.append("stall") } }
+        runtime.waitForQueuedRequests()
+        runtime.execute {
+            runtime.schedule(after: .milliseconds(200)) { order.append("effect") }
+            usleep(1_500_000)
+        }
+        runtime.waitForQueuedRequests()
+        // (A busy machine may also start the second turn a second late: a stall of its own.)
+        #expect(order.all.suffix(2) == ["stall", "effect"], "\(order.all)")
+        runtime.requestTermination()
+        runtime.waitUntilTerminated()
     }
 
     @Test func beginAndEndFromEightThreadsKeepsEachThreadsOrder() throws {

@@ -1,0 +1,71 @@
+import Overtime
+import OvertimeSupport
+import OvertimeTestSupport
+import Testing
+
+@_spi(ScheduleStore) @testable import OvertimeScheduler
+
+/// A fleet's claims after the process was away: a run whose claim may have ended in the
+/// pause stops before anything of the run acts again.
+@Suite("Scheduler: claims after a pause", .serialized, .timeLimit(.minutes(2)))
+struct SchedulerClaimTests {
+    /// The process was away past its claim while a run's effect waited on a loop timer (a
+    /// worker stopped with SIGSTOP). The first turn after the pause stops the run before
+    /// the timer can act — also when the store's own thread noticed the lapse first and
+    /// its message to the loop is still unread, which is how both threads resume.
+    @Test(arguments: [false, true])
+    func aRunWhoseClaimLapsedInAPauseStopsBeforeItsTimerActs(storeToldFirst: Bool) async throws {
+        try await onOwnThread {
+            let store = Locked<InstrumentedStore?>(nil)
+            let h = try SchedulerHarness(
+                identifiers: [],
+                configure: { configuration in
+                    let path = configuration.storePath
+                    configuration.database = ScheduleDatabase(description: "claims") {
+                        context throws(ScheduleStoreError) in
+                        let made = InstrumentedStore(
+                            try SQLiteScheduleStore(path: path, now: context.now, logger: context.logger),
+                            stallThreshold: .seconds(1))
+                        store.withLock { $0 = made }
+                        return made
+                    }
+                })
+            defer { h.finish() }
+            let runtime = h.env.runtime
+            let outcomes = Recorder<String>()
+            try h.current.register(prefix: "pause.") { task in
+                outcomes.append("start")
+                let effect = runtime.schedule(after: .seconds(4)) {
+                    guard !task.isExpired else { return }
+                    outcomes.append("effect held=\(task.isClaimHeld)")
+                    task.setTaskCompleted(success: true)
+                }
+                task.expirationHandler = {
+                    effect.cancel()
+                    outcomes.append("expired")
+                    task.setTaskCompleted(success: false)
+                }
+            }
+            try h.current.start()
+            try h.current.submit(ScheduledTaskRequest(identifier: "pause.job"))
+            h.settle()
+            h.env.waitForQueuedRequests()
+            #expect(outcomes.all == ["start"])
+
+            let instrumented = try #require(store.withLock { $0 })
+            instrumented.unsafeClaims.withLock { $0 = ["pause.job"] }
+            if storeToldFirst {
+                // What the store's thread leaves when it tells first: the run marked as
+                // told, its expiry a message the loop has not read yet.
+                h.current.openRuns.withLock { $0["pause.job"]?.claimLapsing = true }
+            }
+            h.env.clock.advance(by: .seconds(5))
+            h.settle()
+            #expect(outcomes.all == ["start", "expired"], "stopped before its timer acted")
+            // Claimed again (the retry): it acts then, and only as the holder.
+            instrumented.unsafeClaims.withLock { $0 = [] }
+            h.advance(by: .seconds(600))
+            #expect(outcomes.all.filter { $0.hasPrefix("effect") } == ["effect held=true"], "\(outcomes.all)")
+        }
+    }
+}
