@@ -17,12 +17,12 @@ import Overtime
 import OvertimeSupport
 
 /// Constants and reply parsing of the acknowledged ingestion protocol (see the file).
-public enum IngestProtocol {
+package enum IngestProtocol {
     /// The most lines in one batch.
-    public static let maximumBatchLines = 65_536
+    package static let maximumBatchLines = 65_536
     /// The most connections a server serves at once; more are answered with an error.
     /// 64, or an eighth of the process's descriptor limit when that is lower.
-    public static let maximumConnections = connectionLimit(preferred: 64)
+    package static let maximumConnections = connectionLimit(preferred: 64)
 
     /// A reply, parsed.
     enum Reply: Equatable {

@@ -5,24 +5,24 @@
 /// bounded. A longer line is **truncated** to its first ``maximumLineBytes`` bytes (the
 /// head of a log line is the part worth keeping) and counted in ``truncatedLines``; the
 /// line after it is intact. Empty lines are skipped unless ``keepsEmptyLines``.
-public struct LineSplitter: Sendable {
+package struct LineSplitter: Sendable {
     /// The longest line kept whole.
-    public let maximumLineBytes: Int
+    package let maximumLineBytes: Int
     /// Lines cut to ``maximumLineBytes`` so far.
-    public private(set) var truncatedLines = 0
+    package private(set) var truncatedLines = 0
     private var partial: [UInt8] = []
     private var skippingRest = false
     /// Whether empty lines are returned (as empty arrays) rather than skipped.
-    public let keepsEmptyLines: Bool
+    package let keepsEmptyLines: Bool
 
     /// A splitter keeping lines up to `maximumLineBytes` (the spool's limit by default).
-    public init(maximumLineBytes: Int = SegmentFormat.maximumLineBytes, keepsEmptyLines: Bool = false) {
+    package init(maximumLineBytes: Int = SegmentFormat.maximumLineBytes, keepsEmptyLines: Bool = false) {
         self.maximumLineBytes = max(1, maximumLineBytes)
         self.keepsEmptyLines = keepsEmptyLines
     }
 
     /// The complete lines in `bytes` (with what earlier calls left over).
-    public mutating func split(_ bytes: some Collection<UInt8>) -> [[UInt8]] {
+    package mutating func split(_ bytes: some Collection<UInt8>) -> [[UInt8]] {
         var lines: [[UInt8]] = []
         bytes.withContiguousStorageIfAvailable { buffer in
             var start = 0
@@ -43,7 +43,7 @@ public struct LineSplitter: Sendable {
     }
 
     /// What is left without a final newline (at the end of input), as a last line.
-    public mutating func finish() -> [UInt8]? {
+    package mutating func finish() -> [UInt8]? {
         defer {
             partial = []
             skippingRest = false

@@ -12,8 +12,8 @@ import OvertimeSupport
 /// producer sends is appended to the spool as one group commit and answered with the
 /// sequences it was made durable at.
 ///
-/// One thread polls the listener and every connection (at most
-/// ``IngestProtocol/maximumConnections``; more are told so and closed). A producer that
+/// One thread polls the listener and every connection (at most 64, or an eighth of the
+/// process's descriptor limit when that is lower; more are told so and closed). A producer that
 /// does not read its answers is disconnected once 64 KiB of them wait. ``stop()`` answers
 /// the complete batches already received, then closes everything and removes the socket.
 public final class SpoolIngestServer: Sendable {

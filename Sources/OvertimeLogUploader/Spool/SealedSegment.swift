@@ -11,7 +11,7 @@ import Overtime
 /// A sealed segment: a file that never changes again.
 public struct SealedSegment: Sendable, Hashable {
     /// The stream it belongs to.
-    public let stream: StreamID
+    package let stream: StreamID
     /// Its number in the stream.
     public let number: UInt64
     /// Its file.
@@ -69,11 +69,11 @@ extension SealedSegment {
 
 /// How far uploads got: every segment up to `segment` (and every sequence up to
 /// `sequence`) is stored by the collector or dead-lettered.
-public struct Checkpoint: Sendable, Equatable {
+package struct Checkpoint: Sendable, Equatable {
     /// The highest acknowledged segment number (0: none).
-    public let segment: UInt64
+    package let segment: UInt64
     /// The highest acknowledged sequence number (0: none).
-    public let sequence: UInt64
+    package let sequence: UInt64
 
 }
 

@@ -15,7 +15,7 @@
 /// whole, even when the cut fell on a record boundary, so a batch is stored whole or not
 /// at all. (A nanosecond is below any clock's meaning, and readers of the format need not
 /// know the bit.)
-public enum SegmentFormat {
+package enum SegmentFormat {
     /// The first eight bytes of every segment.
     package static let magic: [UInt8] = Array("OTSEG001".utf8)
     /// Header size in bytes.
@@ -25,7 +25,7 @@ public enum SegmentFormat {
     /// Body bytes before the line (sequence and time).
     package static let bodyPrefixSize = 16
     /// The longest line a record holds.
-    public static let maximumLineBytes = 1 << 20
+    package static let maximumLineBytes = 1 << 20
 
     /// The 32-byte header.
     static func header(streamID: StreamID, segment: UInt64) -> [UInt8] {
@@ -74,7 +74,7 @@ public enum SegmentFormat {
     }
 
     /// invalid record. Never traps, whatever the bytes.
-    public static func parse(_ bytes: [UInt8]) -> ParsedSegment {
+    package static func parse(_ bytes: [UInt8]) -> ParsedSegment {
         guard bytes.count >= headerSize, Array(bytes[0..<8]) == magic else {
             return ParsedSegment(
                 streamID: nil, segment: nil, records: [], validLength: 0,
@@ -144,37 +144,23 @@ extension SegmentFormat {
 }
 
 /// A segment as read back: its records up to the first problem, if any.
-public struct ParsedSegment: Sendable, Equatable {
+package struct ParsedSegment: Sendable, Equatable {
     /// The stream ID from the header; `nil` without a valid header.
-    public let streamID: StreamID?
+    package let streamID: StreamID?
     /// The segment number from the header.
-    public let segment: UInt64?
+    package let segment: UInt64?
     /// Every valid record before the first problem.
-    public let records: [SpoolRecord]
+    package let records: [SpoolRecord]
     /// Bytes up to the end of the last valid record (the header alone counts).
-    public let validLength: Int
+    package let validLength: Int
     /// What stopped the parse early, or `nil` when every byte was valid.
-    public let problem: String?
-}
-
-/// One spooled line.
-public struct SpoolRecord: Sendable, Equatable {
-    /// Its number in the stream, from 1, without gaps.
-    public let sequence: UInt64
-    /// Wall-clock time it was spooled, nanoseconds since 1970 (for people; deadlines never
-    /// use it). Its lowest bit marks the last line of an append.
-    public let time: UInt64
-    /// The line, UTF-8, without a trailing newline.
-    public let line: [UInt8]
-
-    /// The line as text.
-    public var text: String { String(decoding: line, as: UTF8.self) }
+    package let problem: String?
 }
 
 /// The 128-bit identity of a spool's stream, printed as 32 hex digits.
-public struct StreamID: Sendable, Hashable, CustomStringConvertible {
+package struct StreamID: Sendable, Hashable, CustomStringConvertible {
     /// The 16 bytes.
-    public let bytes: [UInt8]
+    package let bytes: [UInt8]
 
     init(bytes: [UInt8]) {
         self.bytes = bytes
@@ -187,7 +173,7 @@ public struct StreamID: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Parses 32 hex digits.
-    public init?(hex: String) {
+    package init?(hex: String) {
         let digits = Array(hex.utf8)
         guard digits.count == 32 else { return nil }
         var bytes: [UInt8] = []
@@ -201,15 +187,15 @@ public struct StreamID: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// 32 lowercase hex digits.
-    public var description: String {
+    package var description: String {
         bytes.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
     }
 }
 
 /// The stable name of a sealed segment: `<stream-id>/<20-digit number>.log`.
-public enum SegmentName {
+package enum SegmentName {
     /// The name a sink stores segment `number` of `stream` under.
-    public static func make(stream: StreamID, segment: UInt64) -> String {
+    package static func make(stream: StreamID, segment: UInt64) -> String {
         "\(stream)/\(padded(segment)).log"
     }
 

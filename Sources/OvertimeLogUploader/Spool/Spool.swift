@@ -33,7 +33,7 @@ public final class Spool: Sendable {
     public let directory: String
     /// The ID every new segment of this spool carries. A new one is made when the
     /// checkpoint cannot prove the numbering (see ``RecoveryReport/startedNewStream``).
-    public let streamID: StreamID
+    package let streamID: StreamID
     /// The configuration it was opened with.
     public let configuration: SpoolConfiguration
     /// What opening it found and repaired.
@@ -142,7 +142,7 @@ public final class Spool: Sendable {
     var checkpointWrites: Int { retiring.withLock { $0.writes } }
 
     /// The last checkpoint: the highest acknowledged segment and sequence.
-    public var checkpoint: Checkpoint { state.withLock { $0.acknowledged } }
+    package var checkpoint: Checkpoint { state.withLock { $0.acknowledged } }
 
     /// Lines appended (durably) since the spool was opened.
     public var appendedLines: Int { state.withLock { $0.appendedLines } }

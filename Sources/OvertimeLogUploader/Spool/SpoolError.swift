@@ -12,7 +12,7 @@ public enum SpoolError: Error, Sendable, Hashable, CustomStringConvertible {
     case invalidConfiguration(field: String, reason: String)
     /// A system call failed (`errno` 28 ENOSPC and 27 EFBIG mean the disk or file limit is full).
     case io(operation: String, path: String, errno: Int32)
-    /// A line is longer than ``SegmentFormat/maximumLineBytes``.
+    /// A line is longer than a segment holds (1 MiB).
     case lineTooLong(bytes: Int)
     /// The quota is full and the policy is to block, for longer than its timeout.
     case quotaExceeded(quotaBytes: Int, neededBytes: Int)
