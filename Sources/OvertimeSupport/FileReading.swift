@@ -18,25 +18,31 @@ package func readWholeFile(_ path: String) -> Result<[UInt8], SystemCallFailure>
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { return .failure(SystemCallFailure(operation: "open", errno: errno)) }
     defer { close(fd) }
-    // Sized by fstat and read in place: a segment is read once, with no growing copies.
+    // Sized by fstat and read in place, without zero-filling first: a segment is read
+    // once per upload, with no growing copies. One byte more than the size tells a file
+    // that grew since; the rest is then read in chunks.
     var info = stat()
     let expected = fstat(fd, &info) == 0 ? max(Int(info.st_size), 0) : 0
-    var result = [UInt8](repeating: 0, count: expected + (1 << 12))
-    var filled = 0
+    var failure: Int32?
+    var result = [UInt8](unsafeUninitializedCapacity: expected + 1) { buffer, initialized in
+        initialized = 0
+        while initialized < buffer.count {
+            let count = read(fd, buffer.baseAddress! + initialized, buffer.count - initialized)
+            if count < 0, errno == EINTR { continue }
+            if count < 0 { failure = errno }
+            if count <= 0 { return }
+            initialized += count
+        }
+    }
+    if let failure { return .failure(SystemCallFailure(operation: "read", errno: failure)) }
+    guard result.count > expected else { return .success(result) }
+    var chunk = [UInt8](repeating: 0, count: 1 << 16)
     while true {
-        if filled == result.count { result += [UInt8](repeating: 0, count: result.count) }
-        let count = result.withUnsafeMutableBytes { buffer in
-            read(fd, buffer.baseAddress! + filled, buffer.count - filled)
-        }
-        if count < 0 {
-            if errno == EINTR { continue }
-            return .failure(SystemCallFailure(operation: "read", errno: errno))
-        }
-        if count == 0 {
-            result.removeSubrange(filled...)
-            return .success(result)
-        }
-        filled += count
+        let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+        if count < 0, errno == EINTR { continue }
+        if count < 0 { return .failure(SystemCallFailure(operation: "read", errno: errno)) }
+        if count == 0 { return .success(result) }
+        result += chunk[..<count]
     }
 }
 

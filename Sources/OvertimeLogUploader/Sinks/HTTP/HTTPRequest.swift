@@ -6,9 +6,8 @@ struct HTTPRequest: Sendable {
     /// What is sent after the headers.
     enum Body: Sendable {
         case none
-        /// The file at `path`, `bytes` long (a segment, read as it is sent).
-        case file(path: String, bytes: Int)
-        /// Bytes already in memory (an encoded segment, a small XML document).
+        /// Bytes in memory (a segment, read off the loop; a small XML document). Never a
+        /// file read as it is sent: the transfer runs on the loop.
         case bytes([UInt8])
     }
 

@@ -9,6 +9,9 @@ struct S3Bucket: Sendable {
     let name: String
     private let client: HTTPClient
     private let clock: any RuntimeClock
+    /// The runtime's loop, where work that belongs to no task runs (a cancelled upload's
+    /// abort: signing a small request and awaiting its transfer never blocks).
+    let loopExecutor: LoopExecutor
     private let signer: SignatureV4
     private let scheme: String
     private let host: String
@@ -24,6 +27,7 @@ struct S3Bucket: Sendable {
         name = configuration.bucket
         client = HTTPClient(runtime: runtime)
         clock = runtime.clock
+        loopExecutor = runtime.executor
         signer = SignatureV4(credentials: configuration.credentials, region: configuration.region)
         retryableCodes = configuration.retryableErrorCodes
         let endpoint = configuration.endpoint ?? "https://s3.\(configuration.region).amazonaws.com"

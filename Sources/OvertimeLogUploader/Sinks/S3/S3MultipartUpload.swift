@@ -48,9 +48,6 @@ enum S3PutOutcome: Equatable {
 }
 
 extension S3Bucket {
-    /// Where a cancelled upload's abort runs: its thread starts with the first abort.
-    static let aborts = SerialWorkQueue(name: "overtime-s3abort")
-
     /// Stores `object` under `key` in one PUT, unless the key is taken.
     func put(_ object: [UInt8], key: String, headers: [(name: String, value: String)]) async throws(SinkError)
         -> S3PutOutcome
@@ -113,9 +110,9 @@ extension S3Bucket {
             }
             return .stored
         } catch {
-            // A cancelled task cannot send: the abort runs on its own, best effort, on a
-            // queue of its own (Swift's global executor would start Dispatch's pool).
-            Task(executorPreference: Self.aborts) { try? await abort(key: key, uploadID: uploadID) }
+            // A cancelled task cannot send: the abort runs on its own, best effort, on the
+            // runtime's loop (Swift's global executor would start Dispatch's pool).
+            Task(executorPreference: loopExecutor) { try? await abort(key: key, uploadID: uploadID) }
             throw error
         }
     }
