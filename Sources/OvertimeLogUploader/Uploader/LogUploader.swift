@@ -6,8 +6,9 @@
 //   drain task (on the uploader's drain queue, inside a grant) ── seals, picks the
 //        │             oldest segment, waits out backoffs on the runtime's timer
 //        ▼
-//   sink: HTTPSink, S3Sink ── libcurl transfers on the runtime's loop thread, several at once
-//         DirectorySink / SyslogSink / RELPSink ── their own queue (blocking I/O)
+//   sink: HTTPSink, S3Sink ── the segment read (and encoded) on the drain's thread, then
+//        │    libcurl transfers from memory on the runtime's loop thread, several at once
+//        │ DirectorySink / SyslogSink / RELPSink ── their own queue (blocking I/O)
 //        ▼
 //   acknowledgement queue ── checkpoint write + two fdatasyncs, coalesced, beside the
 //                            next upload (the upload benchmark row needs it)
