@@ -158,8 +158,10 @@ struct HTTPSinkTests {
         let segment = try #require(try spoolWithSegments(folder, lines: 10).sealedSegments.first)
         let runtime = try runtime()
         let sink = HTTPSink(baseURL: "http://127.0.0.1:\(silent.port)/logs", runtime: runtime)
-        let upload = Task { try await sink.store(segment) }
-        try #require(silent.firstConnectionAccepted(), "connected and waiting for an answer")
+        // The upload and the waits off Swift's shared pool: on a loaded machine, other
+        // tests' blocking waits can hold every thread of its two for a minute.
+        let upload = Task(executorPreference: runtime.executor) { try await sink.store(segment) }
+        try #require(try await onOwnThread { silent.firstConnectionAccepted() }, "connected and waiting for an answer")
         try await Task.sleep(for: .milliseconds(100))  // its request sent
         let cancelled = ContinuousClock.now
         upload.cancel()
@@ -167,7 +169,8 @@ struct HTTPSinkTests {
         // Aborted by the cancellation, not by the sink's 30 s stall limit: measured where the
         // connection ends, on the collector's side (on threads of their own: a starved task
         // pool on a loaded machine delays the test's resumption, not the abort).
-        let closed = try #require(silent.firstConnectionClosed(), "the transfer's connection was closed")
+        let closed = try #require(
+            try await onOwnThread { silent.firstConnectionClosed() }, "the transfer's connection was closed")
         #expect(closed - cancelled < .seconds(15))
         runtime.requestTermination()
         await runtime.waitUntilTerminated()

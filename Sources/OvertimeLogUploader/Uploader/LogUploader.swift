@@ -6,8 +6,10 @@
 //   drain task (on the uploader's drain queue, inside a grant) ── seals, picks the
 //        │             oldest segment, waits out backoffs on the runtime's timer
 //        ▼
-//   sink: HTTPSink, S3Sink ── the segment read (and encoded) on the drain's thread, then
-//        │    libcurl transfers from memory on the runtime's loop thread, several at once
+//   sink: HTTPSink, S3Sink ── libcurl transfers on the runtime's loop thread, several at
+//        │    once (HTTPSink reads an unencoded segment's file as it sends: it was just
+//        │    written, so from the page cache); an encoded one, and S3's, are read and
+//        │    encoded on the drain's thread
 //        │ DirectorySink / SyslogSink / RELPSink ── their own queue (blocking I/O)
 //        ▼
 //   acknowledgement queue ── checkpoint write + two fdatasyncs, coalesced, beside the

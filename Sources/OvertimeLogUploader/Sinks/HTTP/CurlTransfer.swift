@@ -1,5 +1,5 @@
-// One HTTP request on libcurl's easy interface: any method, a body from memory, the answer
-// into memory. The transfer only speaks HTTP; what a status means is the sink's call.
+// One HTTP request on libcurl's easy interface: any method, a body from a file or memory,
+// the answer into memory. The transfer only speaks HTTP; what a status means is the sink's call.
 
 import CLibCurl
 import Overtime
@@ -9,13 +9,14 @@ import OvertimeSupport
     import Glibc
 #endif
 
-/// One request: the easy handle, the body a PUT sends, and the continuation waiting for
-/// the answer. Finishes exactly once.
+/// One request: the easy handle, the file a PUT reads from, and the continuation waiting
+/// for the answer. Finishes exactly once.
 ///
 /// Made, driven and finished on the loop thread (checked in debug builds); `Sendable` only
 /// so that a cancellation handler can carry it back to the loop.
 final class CurlTransfer: @unchecked Sendable {  // confined to the loop thread
     let easy: UnsafeMutableRawPointer
+    private var file: UnsafeMutablePointer<FILE>?
     private var upload: [UInt8] = []
     private var uploaded = 0
     private var headers: UnsafeMutablePointer<curl_slist>?
@@ -49,6 +50,10 @@ final class CurlTransfer: @unchecked Sendable {  // confined to the loop thread
         switch request.body {
         case .none:
             length = request.method == "GET" || request.method == "HEAD" ? -1 : 0
+        case .file(let path, let bytes):
+            file = fopen(path, "rb")
+            if file == nil { cannotStart = .retryable("cannot read \(path): \(errnoDescription())", retryAfter: nil) }
+            length = bytes
         case .bytes(let bytes):
             upload = bytes
             length = bytes.count
@@ -98,6 +103,7 @@ final class CurlTransfer: @unchecked Sendable {  // confined to the loop thread
     /// Moves the body's read position (curl asks for `SEEK_SET` only): 0 done, 1 failed.
     private func seek(to offset: curl_off_t, origin: Int32) -> Int32 {
         guard origin == SEEK_SET, offset >= 0 else { return 1 }  // CURL_SEEKFUNC_FAIL
+        if let file { return fseeko(file, off_t(offset), SEEK_SET) == 0 ? 0 : 1 }
         guard offset <= upload.count else { return 1 }
         uploaded = Int(offset)
         return 0  // CURL_SEEKFUNC_OK
@@ -105,6 +111,7 @@ final class CurlTransfer: @unchecked Sendable {  // confined to the loop thread
 
     /// The next part of the body into curl's buffer: how many bytes were written.
     private func read(into buffer: UnsafeMutablePointer<CChar>, _ room: Int) -> Int {
+        if let file { return fread(buffer, 1, room, file) }
         let count = min(room, upload.count - uploaded)
         guard count > 0 else { return 0 }
         upload.withUnsafeBytes { bytes in
@@ -130,7 +137,11 @@ final class CurlTransfer: @unchecked Sendable {  // confined to the loop thread
     deinit {
         overtime_curl_easy_cleanup(easy)
         overtime_curl_slist_free_all(headers)
+        if let file { fclose(file) }
     }
+
+    /// A failure known before starting (the file to upload cannot be read), or nil.
+    private(set) var cannotStart: SinkError?
 
     private func header(_ line: String) {
         let parts = line.split(separator: ":", maxSplits: 1)

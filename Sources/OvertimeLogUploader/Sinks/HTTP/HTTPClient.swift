@@ -39,6 +39,7 @@ final class HTTPClient: Sendable {
                         return continuation.resume(returning: .failure(.cancelled))
                     }
                     let transfer = CurlTransfer(request, context: context, continuation: continuation)
+                    if let failure = transfer.cannotStart { return transfer.finish(.failure(failure)) }
                     pending.withLock { $0 = transfer }
                     multi().start(transfer)
                 }

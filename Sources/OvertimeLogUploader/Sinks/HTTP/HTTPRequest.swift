@@ -6,8 +6,9 @@ struct HTTPRequest: Sendable {
     /// What is sent after the headers.
     enum Body: Sendable {
         case none
-        /// Bytes in memory (a segment, read off the loop; a small XML document). Never a
-        /// file read as it is sent: the transfer runs on the loop.
+        /// The file at `path`, `bytes` long (a segment, read as it is sent).
+        case file(path: String, bytes: Int)
+        /// Bytes already in memory (an encoded segment, a small XML document).
         case bytes([UInt8])
     }
 

@@ -87,14 +87,11 @@ public final class HTTPSink: LogSink {
         var put = HTTPRequest(method: "PUT", url: url)
         // A collector that honours it refuses (412) to replace what it stores.
         put.headers = ["Content-Type: application/octet-stream", "If-None-Match: *"]
-        // Read (and encoded) here, on the drain's thread: the transfer runs on the runtime's
-        // loop, which must not wait for the disk.
-        let content = try segment.readBytes()
         if let contentEncoding = encoding.contentEncoding {
             put.headers.append("Content-Encoding: " + contentEncoding)
-            put.body = .bytes(try encoding.encode(content))
+            put.body = .bytes(try encoding.encode(try segment.readBytes()))
         } else {
-            put.body = .bytes(content)
+            put.body = .file(path: segment.path, bytes: segment.bytes)
         }
         uncertain.withLock { _ = $0.insert(name) }
         let answer = try await client.perform(put)
