@@ -99,6 +99,12 @@ struct MetricSpec: Sendable {
             return pairs.isEmpty ? nil : pairs.allSatisfy { $0.0 >= 0.9 * $0.1 }
         },
         .context(
+            name: "upload_context_switches_per_segment", unit: "switches/segment",
+            what:
+                "one drain to nginx as upload_lines_per_sec's, at the uploader's defaults: every thread's context"
+                + " switches per 1 MiB segment (threads in notes)",
+            target: "reported"),
+        .context(
             name: "compressed_bytes_per_line", unit: "bytes/line",
             what: "a device's mixed log lines as sinks send them: none, zstd, gzip", target: "reported"),
         MetricSpec(
@@ -150,6 +156,13 @@ struct MetricSpec: Sendable {
             name: "fleet_idle_wakeups_per_sec", unit: "wake-ups/s", higherIsBetter: false,
             what: "4 workers at rest (nothing due), every thread, the busiest worker", target: "0"
         ) { values in values["overtime"].map { $0 == 0 } },
+        MetricSpec(
+            name: "fleet_status_p99_ms_database_stopped", unit: "ms", higherIsBetter: false,
+            what:
+                "a worker holding a run, PostgreSQL stopped (SIGSTOP), in the background and asked for its"
+                + " schedule: its `status` over the control socket, asked every 50 ms past the store's timeout",
+            target: "≤ 100"
+        ) { values in values["overtime"].map { $0 <= 100 } },
         MetricSpec(
             name: "start_to_ready_ms", unit: "ms", higherIsBetter: false,
             what:

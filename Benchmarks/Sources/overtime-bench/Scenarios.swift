@@ -208,6 +208,28 @@ struct Scenarios {
                 notes.value.append("upload_lines_per_sec to S3 not measured: no --s3 endpoint")
             }
             return rows
+        case "upload_context_switches_per_segment":
+            guard let nginx else {
+                notes.value.append("upload_context_switches_per_segment not measured: no --nginx URL")
+                return []
+            }
+            return [
+                (
+                    "overtime",
+                    {
+                        let measured = try UploadThroughput.contextSwitchesPerSegment(
+                            baseURL: nginx, lines: s.uploadLines, scratch: scratch)
+                        let threads = measured.byThread.sorted { $0.value > $1.value }
+                            .map {
+                                "\($0.key) \(String(format: "%.1f", Double($0.value) / Double(max(measured.segments, 1))))"
+                            }
+                        notes.value.append(
+                            "upload_context_switches_per_segment measured over \(measured.segments) segments; "
+                                + "per segment by thread: \(threads.joined(separator: ", "))")
+                        return measured.perSegment
+                    }
+                )
+            ]
         case "compressed_bytes_per_line":
             let lines = max(10_000, s.uploadLines / 10)
             notes.value.append("compressed_bytes_per_line over \(lines) corpus lines in sealed 1 MiB segments")
@@ -278,7 +300,7 @@ struct Scenarios {
                 )
             ]
         case "fleet_runs_per_sec", "fleet_runs_per_sec_at_defaults", "fleet_claim_latency_p99_ms",
-            "fleet_idle_wakeups_per_sec":
+            "fleet_idle_wakeups_per_sec", "fleet_status_p99_ms_database_stopped":
             return [("overtime", { try fleetFigure(metric) })]
         default:
             return []
@@ -312,6 +334,12 @@ struct Scenarios {
             notes.value.append(
                 "fleet rows: \(Int(figures["runs_at_once"] ?? 0)) one-shots at once, "
                     + "\(Int(figures["runs_spread"] ?? 0)) spread for the latency")
+            if let samples = figures["status_samples"] {
+                notes.value.append(
+                    "fleet_status_p99_ms_database_stopped: \(Int(samples)) statuses, the longest "
+                        + "\(String(format: "%.1f", figures["status_max_ms"] ?? 0)) ms; the worker "
+                        + (figures["worker_lived"] == 1 ? "lived" : "DID NOT LIVE") + " (watchdog limit 2 s)")
+            }
         }
         guard let value = fleetFigures.value?[metric] else { throw ScenarioError("no \(metric) from the fleet run") }
         return value

@@ -9,6 +9,10 @@
 // fleet_runs_per_sec_at_defaults: the same on workers at SchedulerConfiguration's defaults. fleet_claim_latency_p99_ms: one-shots due over a spread of
 // seconds, from each due time (the database's clock) to its handler's start.
 // fleet_idle_wakeups_per_sec: afterwards, nothing due, each worker's threads' wake-ups.
+// fleet_status_p99_ms_database_stopped: the database stopped (SIGSTOP on every server
+// process; OVERTIME_BENCH_PGDATA names its data folder) while a worker holds a run, has
+// entered the background and was asked for its schedule: how long its `status` takes over
+// the control socket, asked every 50 ms for longer than the store's operation timeout.
 
 import ArgumentParser
 import BenchmarkScenarios
@@ -38,13 +42,16 @@ struct FleetBench: ParsableCommand {
     @Flag(help: .hidden)
     var defaults = false
 
+    @Option(help: .hidden)
+    var control: String?
+
     func run() throws {
-        if let log = worker { try Self.work(log: log, defaults: defaults) }
-        let (runs, due, spread, idleSeconds): (Int, Int, Double, Double) =
+        if let log = worker { try Self.work(log: log, defaults: defaults, control: control) }
+        let (runs, due, spread, idleSeconds, stoppedSeconds): (Int, Int, Double, Double, Double) =
             switch mode {
-            case "full": (20_000, 2_000, 20, 10)
-            case "quick": (5_000, 500, 5, 3)
-            case "smoke": (200, 50, 1, 1)
+            case "full": (20_000, 2_000, 20, 10, 12)
+            case "quick": (5_000, 500, 5, 3, 12)
+            case "smoke": (200, 50, 1, 1, 2)
             default: throw ValidationError("unknown mode \(mode): use full, quick or smoke")
             }
         let folder = try MeasuredProcess.temporaryFolder()
@@ -115,7 +122,7 @@ struct FleetBench: ParsableCommand {
         let runsPerSecondAtDefaults = Double(runs) / (Double(monotonicNanoseconds() - submittedAtDefaults) / 1e9)
         for worker in atDefaults { _ = try worker.terminate() }
 
-        let figures: [String: Double] = [
+        var figures: [String: Double] = [
             "fleet_runs_per_sec": runsPerSecond.rounded(),
             "fleet_runs_per_sec_at_defaults": runsPerSecondAtDefaults.rounded(),
             "fleet_claim_latency_p99_ms": Double(percentile(samples, 0.99)) / 1e6,
@@ -123,6 +130,14 @@ struct FleetBench: ParsableCommand {
             // The sizes, for the runner's notes.
             "runs_at_once": Double(runs), "runs_spread": Double(due),
         ]
+        if let data = ProcessInfo.processInfo.environment["OVERTIME_BENCH_PGDATA"] {
+            let stopped = try Self.statusWithDatabaseStopped(
+                observer: observer, latencies: latencies, folder: folder, data: data, seconds: stoppedSeconds)
+            figures["fleet_status_p99_ms_database_stopped"] = stopped.p99
+            figures["status_max_ms"] = stopped.max
+            figures["status_samples"] = Double(stopped.samples)
+            figures["worker_lived"] = stopped.lived ? 1 : 0
+        }
         let json = try JSONSerialization.data(withJSONObject: figures, options: [.sortedKeys])
         print(String(decoding: json, as: UTF8.self))
         observer.runtime.requestTermination()
@@ -139,7 +154,9 @@ struct FleetBench: ParsableCommand {
         database.instanceName = "bench-observer"
         let scheduler = try Scheduler(
             runtime: runtime, configuration: SchedulerConfiguration(database: .postgres(database)))
-        for prefix in ["t.", "l."] { try scheduler.register(prefix: prefix) { $0.setTaskCompleted(success: false) } }
+        for prefix in ["t.", "l.", "s."] {
+            try scheduler.register(prefix: prefix) { $0.setTaskCompleted(success: false) }
+        }
         return scheduler
     }
 
@@ -153,15 +170,68 @@ struct FleetBench: ParsableCommand {
         }
     }
 
+    /// One worker holding a run (`s.hold`, which never ends by itself) with its control
+    /// socket; the database then stopped, the worker sent to the background and asked for
+    /// its schedule; then `status` asked every 50 ms for `seconds`, each on a connection of
+    /// its own as `overtimectl` does. p99 and the longest in ms, how many, and whether the
+    /// worker still answers once the database is back (its watchdog's limit is 2 s).
+    static func statusWithDatabaseStopped(
+        observer: Scheduler, latencies: String, folder: String, data: String, seconds: Double
+    ) throws -> (p99: Double, max: Double, samples: Int, lived: Bool) {
+        let own = folder + "/stopped"
+        try FileManager.default.createDirectory(atPath: own, withIntermediateDirectories: true)
+        let socket = own + "/control.sock"
+        let worker = try MeasuredProcess(
+            CommandLine.arguments[0], ["--worker", latencies, "--control", socket], folder: own)
+        _ = try worker.waitForReady(timeout: 60)
+        try observer.submit(ScheduledTaskRequest(identifier: "s.hold"))
+        let held = own + "/held"
+        let deadline = monotonicNanoseconds() + 60_000_000_000
+        while !FileManager.default.fileExists(atPath: held) {
+            guard monotonicNanoseconds() < deadline else { throw ScenarioError("s.hold did not start in 60 s") }
+            usleep(10_000)
+        }
+        let server = ServerProcesses(data: data)
+        server.signal(SIGSTOP)
+        defer { server.signal(SIGCONT) }
+        _ = ControlRequest.ask(socket, "background", timeoutMilliseconds: 5_000)
+        let schedule = ControlRequest(socket)
+        schedule?.send("schedule")
+        var samples: [Int64] = []
+        let end = monotonicNanoseconds() + Int64(seconds * 1e9)
+        while monotonicNanoseconds() < end {
+            let asked = monotonicNanoseconds()
+            let answered = ControlRequest.ask(socket, "status", timeoutMilliseconds: 5_000) != nil
+            samples.append(answered ? monotonicNanoseconds() - asked : 5_000_000_000)
+            usleep(50_000)
+        }
+        server.signal(SIGCONT)
+        let lived = ControlRequest.ask(socket, "status", timeoutMilliseconds: 30_000) != nil
+        _ = schedule?.readLine(timeoutMilliseconds: 30_000)
+        _ = try? worker.terminate()
+        try observer.cancel("s.hold")  // nothing left pending for a later run on this database
+        FileHandle.standardError.write(
+            Data("status with the database stopped: \(samples.count) asked, worker lived: \(lived)\n".utf8))
+        return (
+            Double(percentile(samples, 0.99)) / 1e6, Double(samples.max() ?? 0) / 1e6, samples.count, lived
+        )
+    }
+
     /// A worker: runs every request it claims at once; a latency run appends its lateness
     /// (nanoseconds from its due time, on the database's clock, to its start) to `log`.
-    static func work(log: String, defaults: Bool) throws -> Never {
+    /// With `control`, it answers a control socket there, its watchdog limit is 2 s, and
+    /// `s.*` runs hold their grants until expired (their start marked by a file `held`).
+    static func work(log: String, defaults: Bool, control: String?) throws -> Never {
         let descriptor = open(log, O_WRONLY | O_APPEND | O_CREAT, 0o644)
         guard descriptor >= 0 else { throw ScenarioError("cannot open \(log)") }
         // READY=1 said once, below: the runtime's status lines would fill the socket the
         // coordinator reads READY=1 from and stops reading.
         var runtimeConfiguration = RuntimeConfiguration()
         runtimeConfiguration.systemdNotify = false
+        if let control {
+            runtimeConfiguration.controlSocket = .path(control)
+            runtimeConfiguration.watchdogTimeout = .seconds(2)
+        }
         let runtime = try Runtime(configuration: runtimeConfiguration)
         var configuration = SchedulerConfiguration(database: .postgres(try .environment()))
         if !defaults {
@@ -175,6 +245,13 @@ struct FleetBench: ParsableCommand {
             var line = "\(runtime.clock.wallClockNow.nanosecondsSinceEpoch - task.dueTime.nanosecondsSinceEpoch)\n"
             line.withUTF8 { _ = write(descriptor, $0.baseAddress, $0.count) }
             task.setTaskCompleted(success: true)
+        }
+        if let control {
+            let held = (control as NSString).deletingLastPathComponent + "/held"
+            try scheduler.register(prefix: "s.") { task in
+                task.expirationHandler = { task.setTaskCompleted(success: false) }
+                close(open(held, O_WRONLY | O_CREAT, 0o644))
+            }
         }
         try scheduler.start()
         notifyReady()

@@ -199,6 +199,23 @@ public final class MeasuredProcess {
         return result
     }
 
+    /// Runs `body` and returns the context switches it took of every thread of this
+    /// process but the calling one (which only starts and waits), by thread name.
+    public static func switchesOfOtherThreads(during body: () throws -> Void) rethrows -> [String: Int] {
+        // This thread's ID: /proc/thread-self links to PID/task/TID.
+        let caller =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self"))?
+            .split(separator: "/").last.map(String.init) ?? ""
+        let before = threadSwitches(pid: getpid())
+        try body()
+        var byThread: [String: Int] = [:]
+        for (task, now) in threadSwitches(pid: getpid()) where task != caller {
+            let delta = now.switches - (before[task]?.switches ?? 0)
+            if delta > 0 { byThread[now.name, default: 0] += delta }
+        }
+        return byThread
+    }
+
     private static func statusField(_ path: String, _ field: String) -> Int? {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
         for line in text.split(separator: "\n") where line.hasPrefix(field) {

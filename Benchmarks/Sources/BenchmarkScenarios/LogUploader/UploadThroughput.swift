@@ -46,10 +46,24 @@ public enum UploadThroughput {
             // The same names each pass: nginx replaces the files instead of keeping every copy.
             let rate = try drainOnce(lines: lines, scratch: scratch) { runtime in
                 HTTPSink(baseURL: baseURL + "/overtime", runtime: runtime)
-            }
+            }.linesPerSecond
             best = max(best, rate)
         }
         return best
+    }
+
+    /// `upload_context_switches_per_segment`: one drain as `overtime`'s, at the uploader's
+    /// defaults, and the context switches of every thread of this process but the caller's
+    /// (which only polls) per segment uploaded; also by thread name: which threads a
+    /// segment touches.
+    public static func contextSwitchesPerSegment(baseURL: String, lines: Int, scratch: String) throws -> (
+        perSegment: Double, byThread: [String: Int], segments: Int
+    ) {
+        let drain = try drainOnce(lines: lines, scratch: scratch) { runtime in
+            HTTPSink(baseURL: baseURL + "/overtime", runtime: runtime)
+        }
+        let total = drain.switchesByThread.values.reduce(0, +)
+        return (Double(total) / Double(max(drain.segments, 1)), drain.switchesByThread, drain.segments)
     }
 
     /// The `LogUploader` with `S3Sink` (no compression) into `bucket` at `endpoint`; the
@@ -62,7 +76,7 @@ public enum UploadThroughput {
                     bucket: store.bucket, prefix: "overtime", credentials: store.credentials)
                 configuration.endpoint = store.endpoint
                 return try S3Sink(configuration: configuration, runtime: runtime)
-            }
+            }.linesPerSecond
             best = max(best, rate)
         }
         return best
@@ -87,9 +101,18 @@ public enum UploadThroughput {
         }
     }
 
+    /// What one drain measured.
+    private struct Drain {
+        var linesPerSecond: Double
+        var segments: Int
+        /// Every thread's context switches but the caller's, from the background request
+        /// to the empty spool.
+        var switchesByThread: [String: Int]
+    }
+
     private static func drainOnce(
         lines: Int, scratch: String, sink makeSink: (Runtime) throws -> any LogSink
-    ) throws -> Double {
+    ) throws -> Drain {
         let spool = try filledSpool(lines: lines, scratch: scratch)
         defer { try? FileManager.default.removeItem(atPath: spool.directory) }
         let runtime = try BenchmarkRuntime.start(lead: .seconds(5), budget: .seconds(600))
@@ -100,17 +123,23 @@ public enum UploadThroughput {
         uploader.start()
         defer { uploader.stop() }
         runtime.waitForQueuedRequests()
-        let start = monotonicNanoseconds()
-        runtime.requestBackground()
-        while spool.pendingLines > 0 {
-            let statistics = uploader.statistics
-            if statistics.failedAttempts > 0 || statistics.deadLetteredSegments > 0 {
-                throw ScenarioError("upload failed: \(statistics.lastError ?? "?")")
+        var elapsed: Int64 = 0
+        let switches = try MeasuredProcess.switchesOfOtherThreads {
+            let start = monotonicNanoseconds()
+            runtime.requestBackground()
+            while spool.pendingLines > 0 {
+                let statistics = uploader.statistics
+                if statistics.failedAttempts > 0 || statistics.deadLetteredSegments > 0 {
+                    throw ScenarioError("upload failed: \(statistics.lastError ?? "?")")
+                }
+                usleep(200)
             }
-            usleep(200)
+            elapsed = monotonicNanoseconds() - start
         }
-        let elapsed = monotonicNanoseconds() - start
-        return Double(uploader.statistics.uploadedLines) * 1e9 / Double(elapsed)
+        let statistics = uploader.statistics
+        return Drain(
+            linesPerSecond: Double(statistics.uploadedLines) * 1e9 / Double(elapsed),
+            segments: statistics.uploadedSegments, switchesByThread: switches)
     }
 
     /// libcurl's easy interface PUTting pre-built bodies back to back to nginx.

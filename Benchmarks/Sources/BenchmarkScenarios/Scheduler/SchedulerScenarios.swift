@@ -118,24 +118,12 @@ public enum SchedulerScenarios {
         }
         defer { finish(runtime, folder) }
         try scheduler.submit(contentsOf: names.map { ScheduledTaskRequest(identifier: $0) })
-        // This thread's ID: /proc/thread-self links to PID/task/TID.
-        let caller =
-            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self"))?
-            .split(separator: "/").last.map(String.init) ?? ""
-        let before = MeasuredProcess.threadSwitches(pid: getpid())
-        try scheduler.start()
-        while ran.load(ordering: .relaxed) < count { usleep(20_000) }
-        while try scheduler.pendingRequestCount() > 0 || !runtime.openBackgroundTasks.isEmpty { usleep(20_000) }
-        let after = MeasuredProcess.threadSwitches(pid: getpid())
-        var byThread: [String: Int] = [:]
-        var total = 0
-        for (task, now) in after where task != caller {
-            let delta = now.switches - (before[task]?.switches ?? 0)
-            guard delta > 0 else { continue }
-            total += delta
-            byThread[now.name, default: 0] += delta
+        let byThread = try MeasuredProcess.switchesOfOtherThreads {
+            try scheduler.start()
+            while ran.load(ordering: .relaxed) < count { usleep(20_000) }
+            while try scheduler.pendingRequestCount() > 0 || !runtime.openBackgroundTasks.isEmpty { usleep(20_000) }
         }
-        return (Double(total) / Double(count), byThread)
+        return (Double(byThread.values.reduce(0, +)) / Double(count), byThread)
     }
 
     /// `scheduler_lateness_p99_us`: `due` one-shots with earliest begins spread over
