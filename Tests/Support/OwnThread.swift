@@ -13,6 +13,15 @@ package func onOwnThread<T: Sendable>(_ body: () throws -> T) async throws -> T 
     return try await withTaskExecutorPreference(executor) { try body() }
 }
 
+/// Runs an async `body` whose every resumption must come promptly — a step that races a
+/// timeout of the code under test — on a thread of its own: resumed on Swift's shared
+/// pool, it can wait behind other tests' blocking bodies for longer than that timeout.
+package func onOwnThread<T: Sendable>(resuming body: () async throws -> T) async throws -> T {
+    let executor = OwnThreadExecutor()
+    defer { executor.shutDown() }
+    return try await withTaskExecutorPreference(executor) { try await body() }
+}
+
 /// A task executor with one thread.
 private final class OwnThreadExecutor: TaskExecutor, Sendable {
     private let jobs = Locked<(queue: [UnownedJob], stopping: Bool)>(([], false))
