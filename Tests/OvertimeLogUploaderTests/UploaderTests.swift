@@ -1,5 +1,6 @@
 import Foundation
 import Overtime
+import OvertimeSupport
 import OvertimeTestSupport
 import OvertimeTesting
 import Testing
@@ -216,5 +217,50 @@ struct UploaderTests {
         #expect(setup.folder.files(in: "spool/dead-letter").count == 1)
         #expect(setup.spool.sealedSegments.isEmpty)
         setup.finish()
+    }
+
+    /// A program's own sink may block its thread (plain file or socket I/O): it is called
+    /// off the loop, which meanwhile applies requests; the drain decides on the loop once
+    /// the store returns. The built-in sinks that never block are called on the loop.
+    @Test func aProgramsSinkThatBlocksItsThreadNeverHoldsTheLoop() async throws {
+        let sink = ThreadBlockingSink()
+        let setup = try Setup(sink: { _ in sink }, lines: 10)
+        sink.runtime.withLock { $0 = setup.env.runtime }
+        setup.env.runtime.requestBackground()
+        try #require(try await onOwnThread { sink.entered.wait(timeout: .now() + 30) == .success })
+        let applied = DispatchSemaphore(value: 0)
+        setup.env.runtime.execute { applied.signal() }
+        let loopAnswered = try await onOwnThread { applied.wait(timeout: .now() + 10) == .success }
+        sink.release.signal()
+        #expect(loopAnswered, "the loop waited for a sink blocking its thread")
+        #expect(sink.calledOnLoop.withLock { $0 } == false)
+        await setup.waitForDrain()
+        #expect(setup.uploader.statistics.uploadedLines == 10)
+        #expect(setup.spool.pendingLines == 0)
+        setup.finish()
+
+        #expect(!(sink is any NonBlockingLogSink))
+        #expect((DirectorySink(root: "/nonexistent") as any LogSink) is any NonBlockingLogSink)
+    }
+}
+
+/// A sink that blocks its thread in its first store until released, as blocking I/O does.
+private final class ThreadBlockingSink: LogSink {
+    let entered = DispatchSemaphore(value: 0)
+    let release = DispatchSemaphore(value: 0)
+    let calledOnLoop = Locked<Bool?>(nil)
+    let runtime = Locked<Runtime?>(nil)
+    var description: String { "thread-blocking" }
+
+    func store(_ segment: SealedSegment) async throws(SinkError) {
+        let onLoop = runtime.withLock { $0?.isOnLoopThread ?? true }
+        let first = calledOnLoop.withLock { called in
+            defer { called = (called ?? false) || onLoop }
+            return called == nil
+        }
+        if first {
+            entered.signal()
+            release.wait()
+        }
     }
 }

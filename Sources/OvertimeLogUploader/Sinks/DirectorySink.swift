@@ -16,7 +16,7 @@ import OvertimeSupport
 /// name is taken, the stored file is compared: the same bytes count as stored (a retry
 /// after a crash), different bytes are refused for good (``SinkError/permanent(_:)``).
 /// File I/O runs on a queue of its own, never on the loop thread.
-public struct DirectorySink: LogSink {
+public struct DirectorySink: LogSink, NonBlockingLogSink {
     /// The folder segments are stored under.
     public let root: String
     private let queue = SerialWorkQueue(name: "overtime-dirsink")

@@ -13,6 +13,12 @@ public protocol LogSink: Sendable, CustomStringConvertible {
     var concurrentStores: Int { get }
 }
 
+/// A sink whose ``LogSink/store(_:)`` never blocks the thread it is called on (its
+/// blocking work, if any, runs on a queue of its own): the uploader calls it on the
+/// runtime's loop, saving two thread hops per segment. Other sinks — a program's own —
+/// are called on the uploader's file queue, where blocking is fine.
+package protocol NonBlockingLogSink: LogSink {}
+
 extension LogSink {
     /// One store at a time, unless the sink says otherwise.
     public var concurrentStores: Int { 1 }

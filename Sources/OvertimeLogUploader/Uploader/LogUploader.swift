@@ -3,19 +3,24 @@
 //   program thread ── Spool.append / SpoolLogWriter ──▶ segment file (group commit: the
 //        │             first appender writes and fdatasyncs for everyone waiting)
 //        ▼
-//   drain task (on the uploader's drain queue, inside a grant) ── seals, picks the
-//        │             oldest segment, waits out backoffs on the runtime's timer
+//   drain task (on the runtime's loop, inside a grant) ── decides: which segments start,
+//        │             which outcome counts, when to stop, retry or wait out a backoff
+//        │             (on the runtime's timer); it owns the drain's state
 //        ▼
-//   sink: HTTPSink, S3Sink ── libcurl transfers on the runtime's loop thread, several at
-//        │    once (HTTPSink reads an unencoded segment's file as it sends: it was just
-//        │    written, so from the page cache); an encoded one, and S3's, are read and
-//        │    encoded on the drain's thread
-//        │ DirectorySink / SyslogSink / RELPSink ── their own queue (blocking I/O)
+//   file queue (the uploader's own thread) ── blocking file work: sealing the active
+//        │             segment, dead letters; and each upload's call of a sink that may
+//        │             block (S3Sink, which reads and signs the segment; a program's own)
+//        ▼
+//   sink: HTTPSink, S3Sink ── libcurl transfers on the loop thread, several at once
+//        │    (HTTPSink, called on the loop, reads an unencoded segment's file as it
+//        │    sends — just written, so from the page cache — and encodes on its own thread)
+//        │ DirectorySink / SyslogSink / RELPSink ── called on the loop, their blocking
+//        │    I/O on a queue of their own
 //        ▼
 //   acknowledgement queue ── checkpoint write + two fdatasyncs, coalesced, beside the
 //                            next upload (the upload benchmark row needs it)
 //
-// No step wakes while there is nothing to do: the loop already exists, and the drain and
+// No step wakes while there is nothing to do: the loop already exists, and the file and
 // acknowledgement queues are threads of the uploader's own (SerialWorkQueue) that sleep
 // without a timeout while empty; the drain task runs only inside a grant.
 
@@ -61,12 +66,17 @@ public final class LogUploader: Sendable {
     public let configuration: UploaderConfiguration
 
     private let logger: Logger
-    private let state: Locked<State>
+    /// The drain's state: the loop's alone (the drain task runs there).
+    private let drainState: LoopBound<DrainState>
+    /// What other threads read: written by the loop and, for acknowledged segments, by
+    /// the acknowledgement queue.
+    private let published: Locked<Published>
     private let backoff: BackoffSleep
-    /// Where drains run (their nonisolated code): a thread of their own that sleeps
-    /// between drains, not Swift's global executor, whose Dispatch pool, once started,
-    /// wakes the process every second.
-    private let drainQueue = SerialWorkQueue(name: "overtime-drain")
+    /// Where the drain's blocking work runs (sealing, dead letters, each upload's start in
+    /// the sink, which may read and encode the segment): a thread of the uploader's own
+    /// that sleeps between drains, not Swift's global executor, whose Dispatch pool, once
+    /// started, wakes the process every second.
+    private let fileQueue = SerialWorkQueue(name: "overtime-upload")
     /// Where acknowledgements are made durable (the checkpoint's fsyncs), beside the
     /// uploads: one thread for the uploader's life, asleep while there is nothing to write.
     private let acknowledgementQueue = SerialWorkQueue(name: "overtime-ack")
@@ -75,15 +85,20 @@ public final class LogUploader: Sendable {
         label: "overtime_uploader_segments_total", dimensions: [("result", "dead_letter")])
     private let failures = Counter(label: "overtime_uploader_failed_attempts_total")
 
-    private struct State {
-        var statistics = UploaderStatistics()
+    private struct DrainState {
         var draining: Task<Void, Never>?
-        var estimate: Duration
-        var token: ObservationToken?
         /// A drain was asked for while one ran: the running one seals again and goes on.
         var drainAgain = false
+        /// The expected time of one upload, from the recent ones.
+        var estimate: Duration
         /// No upload starts before this: the collector's last `Retry-After`.
         var retryNotBefore: MonotonicInstant?
+    }
+
+    private struct Published {
+        var statistics = UploaderStatistics()
+        var isDraining = false
+        var token: ObservationToken?
     }
 
     /// Why a drain stops before the spool is empty.
@@ -104,7 +119,9 @@ public final class LogUploader: Sendable {
         self.configuration = configuration
         self.logger = logger
         backoff = BackoffSleep(runtime: runtime)
-        state = Locked(State(estimate: configuration.initialUploadEstimate))
+        drainState = LoopBound(
+            DrainState(estimate: configuration.initialUploadEstimate), context: runtime.driverContext)
+        published = Locked(Published())
     }
 
     /// Starts observing the lifecycle.
@@ -118,22 +135,22 @@ public final class LogUploader: Sendable {
             default: break
             }
         }
-        state.withLock { $0.token = token }
+        published.withLock { $0.token = token }
     }
 
     /// Stops observing; a drain in progress goes on until its grant ends.
     public func stop() {
-        state.withLock { state in
+        published.withLock { state in
             state.token?.cancel()
             state.token = nil
         }
     }
 
     /// What it has done so far.
-    public var statistics: UploaderStatistics { state.withLock { $0.statistics } }
+    public var statistics: UploaderStatistics { published.withLock { $0.statistics } }
 
     /// Whether a drain is running.
-    public var isDraining: Bool { state.withLock { $0.draining != nil } }
+    public var isDraining: Bool { published.withLock { $0.isDraining } }
 
     /// Whether a drain waits out a backoff (its timer is on the runtime's loop).
     var isBackingOff: Bool { backoff.isSleeping }
@@ -143,21 +160,29 @@ public final class LogUploader: Sendable {
     /// Begins a grant now and drains in it. When a drain is already running, that drain
     /// seals the active segment again once it is through and uploads what came meanwhile
     /// (so lines spooled during a termination drain, such as input read to its end, go
-    /// out in it). Safe to call from the loop thread (an observer) or any other.
+    /// out in it). Safe to call from the loop thread (an observer) or any other: the grant
+    /// begins at once, the drain starts on the loop.
     public func drainInGrant(reason: String) {
-        let holder = Locked<Task<Void, Never>?>(nil)
+        let drain = LoopBound<Task<Void, Never>?>(nil, context: runtime.driverContext)
         let id = runtime.beginBackgroundTask(name: "log-upload") {
-            holder.withLock { $0?.cancel() }  // expiration: abort the uploads in flight
+            drain.value?.cancel()  // expiration: abort the uploads in flight
         }
         guard !id.isInvalid else {
             logger.warning("no grant for uploading logs", metadata: ["reason": "\(reason)"])
             return
         }
-        guard let task = startDrain(then: { [runtime] in runtime.endBackgroundTask(id) }) else {
-            runtime.endBackgroundTask(id)  // the running drain has its own grant
-            return
+        let start: @Sendable () -> Void = { [self, runtime] in
+            guard let task = startDrain(then: { runtime.endBackgroundTask(id) }) else {
+                runtime.endBackgroundTask(id)  // the running drain has its own grant
+                return
+            }
+            drain.value = task
         }
-        holder.withLock { $0 = task }
+        if runtime.isOnLoopThread {
+            start()
+        } else if !runtime.driverContext.execute(start) {
+            runtime.endBackgroundTask(id)  // the runtime has shut down
+        }
     }
 
     /// Drains inside the caller's grant (a scheduled run's, say) and returns the sealed
@@ -165,46 +190,58 @@ public final class LogUploader: Sendable {
     /// dead-lettered. Cancelling the calling task aborts the uploads in flight, as an
     /// expiration does. When a drain is already running, it goes round once more for
     /// this call (as ``drainInGrant(reason:)`` asks) and this call waits for it without
-    /// cancelling it: that drain belongs to another grant.
+    /// cancelling it: that drain belongs to another grant. Once the runtime has shut down
+    /// nothing is uploaded (the sinks' transfers run on its loop).
     @discardableResult
     public func drain() async -> Int {
-        if let task = startDrain(then: {}) {
+        // Started on the loop, which owns the drain's state.
+        let started: (task: Task<Void, Never>, ours: Bool)? = await withCheckedContinuation { continuation in
+            let start: @Sendable () -> Void = { [self] in
+                if let task = startDrain(then: {}) {
+                    continuation.resume(returning: (task, true))
+                } else {
+                    continuation.resume(returning: drainState.value.draining.map { ($0, false) })
+                }
+            }
+            if runtime.isOnLoopThread {
+                start()
+            } else if !runtime.driverContext.execute(start) {
+                continuation.resume(returning: nil)
+            }
+        }
+        if let (task, ours) = started {
             await withTaskCancellationHandler {
                 await task.value
             } onCancel: {
-                task.cancel()
+                if ours { task.cancel() }
             }
-        } else if let running = state.withLock({ $0.draining }) {
-            await running.value
         }
         return spool.sealedSegments.count
     }
 
-    /// Starts a drain that calls `finished` when it is through; nil when one is running,
-    /// which is then asked to seal and go round once more.
+    /// Starts a drain on the loop that calls `finished` when it is through; nil when one
+    /// is running, which is then asked to seal and go round once more. Loop thread only.
     private func startDrain(then finished: @escaping @Sendable () -> Void) -> Task<Void, Never>? {
-        state.withLock { current in
-            guard current.draining == nil else {
-                current.drainAgain = true  // under the lock the running drain checks it with
-                return nil
-            }
-            // Holding the lock: the task cannot clear `draining` before it is set.
-            let task = Task(executorPreference: drainQueue) { [self] in
-                while true {
-                    await drainOnce()
-                    let again = state.withLock { state in
-                        defer { state.drainAgain = false }
-                        if state.drainAgain, !Task.isCancelled { return true }
-                        state.draining = nil
-                        return false
-                    }
-                    if !again { break }
-                }
-                finished()
-            }
-            current.draining = task
-            return task
+        guard drainState.value.draining == nil else {
+            drainState.value.drainAgain = true
+            return nil
         }
+        // The task's first step is queued behind this one, so `draining` is set before it
+        // can be cleared.
+        let task = Task(executorPreference: runtime.executor) { [self] in
+            while true {
+                await drainOnce()
+                let again = drainState.value.drainAgain && !Task.isCancelled
+                drainState.value.drainAgain = false
+                if !again { break }
+            }
+            drainState.value.draining = nil
+            published.withLock { $0.isDraining = false }
+            finished()
+        }
+        drainState.value.draining = task
+        published.withLock { $0.isDraining = true }
+        return task
     }
 
     /// Uploads sealed segments, oldest first, while time allows.
@@ -214,7 +251,7 @@ public final class LogUploader: Sendable {
     private func drainOnce() async {
         let acknowledger = Acknowledger(spool: spool, queue: acknowledgementQueue) { [self] segments in
             uploaded.increment(by: Int64(segments.count))
-            state.withLock { state in
+            published.withLock { state in
                 state.statistics.uploadedSegments += segments.count
                 state.statistics.uploadedLines += segments.reduce(0) { $0 + $1.records }
             }
@@ -231,7 +268,7 @@ public final class LogUploader: Sendable {
     /// drain stops is sent again next time (sinks are idempotent).
     private func drainSegments(_ acknowledger: Acknowledger) async {
         do {
-            try spool.sealActiveSegment()
+            try await onFileQueue { try spool.sealActiveSegment() }
         } catch {
             logger.error("cannot seal the active segment: \(error)")
         }
@@ -263,7 +300,7 @@ public final class LogUploader: Sendable {
                         break
                     }
                     window.started(segment.path)
-                    uploads.addTask { [sink, runtime] in
+                    uploads.addTask(executorPreference: storeExecutor) { [sink, runtime] in
                         let started = runtime.clock.now
                         do throws(SinkError) {
                             try await sink.store(segment)
@@ -298,14 +335,14 @@ public final class LogUploader: Sendable {
                         return noteExpired()
                     case .permanent:
                         finished.insert(oldest.path)
-                        do throws(SpoolError) {
-                            try spool.deadLetter(oldest, reason: error.reason)
+                        do {
+                            try await onFileQueue { try spool.deadLetter(oldest, reason: error.reason) }
                         } catch {
                             noteFailure(error, segment: oldest)
                             continue  // still in the spool: sent again next drain
                         }
                         deadLettered.increment()
-                        state.withLock {
+                        published.withLock {
                             $0.statistics.deadLetteredSegments += 1
                             $0.statistics.deadLetteredLines += oldest.records
                             $0.statistics.lastError = "\(error)"
@@ -315,7 +352,8 @@ public final class LogUploader: Sendable {
                         if let retryAfter = error.retryAfter {
                             // Waited out at the top of the loop, against whatever budget then runs.
                             let notBefore = runtime.clock.now + retryAfter
-                            state.withLock { $0.retryNotBefore = max($0.retryNotBefore ?? notBefore, notBefore) }
+                            drainState.value.retryNotBefore = max(
+                                drainState.value.retryNotBefore ?? notBefore, notBefore)
                             continue
                         }
                         var delay = retry.delay(attempt: attempt, using: &generator)
@@ -336,17 +374,28 @@ public final class LogUploader: Sendable {
         }
     }
 
-    private var estimate: Duration { state.withLock { $0.estimate } }
+    private var estimate: Duration { drainState.value.estimate }
+
+    /// Where an upload calls its sink: the loop for a sink that never blocks it, the file
+    /// queue for any other (a program's own sink may do blocking I/O).
+    private var storeExecutor: any TaskExecutor {
+        sink is any NonBlockingLogSink ? runtime.executor : fileQueue
+    }
+
+    /// Runs blocking file work on the uploader's file queue, off the loop.
+    private func onFileQueue(_ work: () throws -> Void) async throws {
+        try await withTaskExecutorPreference(fileQueue) { try work() }
+    }
 
     /// Waits until the collector's `Retry-After` has passed; `nil` then (or when none is
     /// pending). Stops instead when it ends past the last moment one more upload fits, or
     /// the grant expired. Woken early by a lifecycle change, it looks again against the
     /// budget that now runs.
     private func waitOutRetryAfter() async -> Stop? {
-        while let notBefore = state.withLock({ $0.retryNotBefore }) {
+        while let notBefore = drainState.value.retryNotBefore {
             let wait = notBefore - runtime.clock.now
             guard wait > .zero else {
-                state.withLock { if $0.retryNotBefore == notBefore { $0.retryNotBefore = nil } }
+                drainState.value.retryNotBefore = nil
                 return nil
             }
             if let left = timeBeforeExpiration() {
@@ -381,17 +430,15 @@ public final class LogUploader: Sendable {
     }
 
     private func record(took duration: Duration) {
-        state.withLock { state in
-            // Weighted toward the recent, so a slower collector raises the estimate quickly.
-            state.estimate = state.estimate * 0.5 + duration * 0.5
-        }
+        // Weighted toward the recent, so a slower collector raises the estimate quickly.
+        drainState.value.estimate = drainState.value.estimate * 0.5 + duration * 0.5
     }
 
     private func noteFailure(_ error: any Error, segment: SealedSegment?) {
         failures.increment()
         logger.warning(
             "upload failed: \(error)", metadata: ["segment": "\(segment?.name ?? "-")", "sink": "\(sink)"])
-        state.withLock {
+        published.withLock {
             $0.statistics.failedAttempts += 1
             $0.statistics.lastError = "\(error)"
         }
@@ -401,18 +448,18 @@ public final class LogUploader: Sendable {
         logger.notice(
             "not starting another upload: it would not end before the expiration handlers run (the deadline less the lead time)",
             metadata: timeMetadata())
-        state.withLock { $0.statistics.stoppedForTime += 1 }
+        published.withLock { $0.statistics.stoppedForTime += 1 }
     }
 
     private func noteStoppedForRetryAfter(_ wait: Duration) {
         logger.notice(
             "not starting another upload: the collector asked to wait past the last moment one fits (Retry-After); the segments stay for the next drain",
             metadata: timeMetadata().merging(["wait": "\(wait)"]) { $1 })
-        state.withLock { $0.statistics.stoppedForTime += 1 }
+        published.withLock { $0.statistics.stoppedForTime += 1 }
     }
 
     private func noteExpired() {
         logger.notice("upload aborted: the grant expired; the checkpoint stays")
-        state.withLock { $0.statistics.expiredDrains += 1 }
+        published.withLock { $0.statistics.expiredDrains += 1 }
     }
 }

@@ -26,7 +26,12 @@ import OvertimeSupport
 ///
 /// nginx from Debian stores these with `dav_methods PUT; create_full_put_path on;` (its
 /// worker user must own the target folder).
-public final class HTTPSink: LogSink {
+///
+/// Never blocks the thread it is called on: an unencoded segment is read as it is sent,
+/// by libcurl on the loop (it was just written: from the page cache); reading a segment
+/// whole — to encode it, or to compare it with an object stored under its name — runs on
+/// a thread of the sink's own, started the first time it is needed.
+public final class HTTPSink: LogSink, NonBlockingLogSink {
     /// The URL segments are stored under, without a trailing slash.
     public let baseURL: String
     /// How statuses are read and overwrites prevented.
@@ -34,6 +39,8 @@ public final class HTTPSink: LogSink {
     private let client: HTTPClient
     /// Names whose request went out without a known outcome: asked about before the next try.
     private let uncertain = Locked<Set<String>>([])
+    /// Where a segment is read whole (and encoded, or compared), off the caller's thread.
+    private let reading = SerialWorkQueue(name: "overtime-http")
 
     /// Stores under `baseURL` (`http://host:port/prefix`) using `runtime`'s loop.
     public init(baseURL: String, runtime: Runtime, configuration: HTTPSinkConfiguration = .init()) {
@@ -89,7 +96,8 @@ public final class HTTPSink: LogSink {
         put.headers = ["Content-Type: application/octet-stream", "If-None-Match: *"]
         if let contentEncoding = encoding.contentEncoding {
             put.headers.append("Content-Encoding: " + contentEncoding)
-            put.body = .bytes(try encoding.encode(try segment.readBytes()))
+            put.body = .bytes(
+                try await offCallersThread { () throws(SinkError) in try encoding.encode(try segment.readBytes()) })
         } else {
             put.body = .file(path: segment.path, bytes: segment.bytes)
         }
@@ -108,11 +116,24 @@ public final class HTTPSink: LogSink {
         request.responseLimit = configuration.encoding.largestObject(contentBytes: segment.bytes)
         let get = try await client.perform(request)
         guard (200...299).contains(get.status) else { throw failure(get, asking: "GET") }
-        guard try configuration.encoding.object(get.body, holds: try segment.readBytes()) else {
+        let encoding = configuration.encoding
+        guard
+            try await offCallersThread({ () throws(SinkError) in
+                try encoding.object(get.body, holds: try segment.readBytes())
+            })
+        else {
             throw .permanent(
                 "a different object (\(get.body.count) bytes) is already stored as \(name); not overwritten")
         }
         uncertain.withLock { _ = $0.remove(name) }
+    }
+
+    /// Runs file reading (and the CPU work on what it read) on the sink's own thread.
+    private func offCallersThread<T: Sendable>(_ work: () throws(SinkError) -> T) async throws(SinkError) -> T {
+        let result: Result<T, SinkError> = await withTaskExecutorPreference(reading) {
+            do throws(SinkError) { return .success(try work()) } catch { return .failure(error) }
+        }
+        return try result.get()
     }
 
     private func failure(_ response: HTTPResponse, asking method: String) -> SinkError {
