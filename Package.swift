@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "OvertimeRELP", targets: ["OvertimeRELP"]),
         .library(name: "OvertimeScheduler", targets: ["OvertimeScheduler"]),
         .library(name: "OvertimeSchedulerTesting", targets: ["OvertimeSchedulerTesting"]),
+        .library(name: "OvertimeSystem", targets: ["OvertimeSystem"]),
         .executable(name: "overtimectl", targets: ["overtimectl"]),
         .executable(name: "tiny-daemon", targets: ["tiny-daemon"]),
         .executable(name: "log-uploader", targets: ["log-uploader"]),
@@ -115,6 +116,17 @@ let package = Package(
             name: "OvertimeSchedulerTesting",
             dependencies: ["Overtime", "OvertimeSupport", "OvertimeScheduler"]
         ),
+        // The operating system driving the lifecycle: memory pressure as memory warnings.
+        // Its own module, so programs that do not want it link nothing of it.
+        .target(
+            name: "OvertimeSystem",
+            dependencies: [
+                "Overtime",
+                "OvertimeSupport",
+                "CLibUV",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "OvertimeServiceLifecycle",
             dependencies: [
@@ -137,7 +149,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "tiny-daemon",
-            dependencies: ["Overtime"],
+            dependencies: ["Overtime", "OvertimeSystem"],
             path: "Examples/tiny-daemon"
         ),
         .executableTarget(
@@ -234,6 +246,18 @@ let package = Package(
                 "OvertimeTestHarness",
                 "overtimectl",
                 "tiny-daemon",
+            ]
+        ),
+        // The operating system's events: memory pressure through FIFOs, sockets and PSI files.
+        .testTarget(
+            name: "OvertimeSystemTests",
+            dependencies: [
+                "Overtime",
+                "OvertimeSupport",
+                "OvertimeSystem",
+                "OvertimeTesting",
+                "OvertimeTestSupport",
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The documentation's code and the getting-started daemon it teaches.

@@ -2,8 +2,10 @@
 // leaves the foreground runs inside a grant, and stops cleanly when the grant expires.
 //
 // Try it:  scripts/run-example   (or type commands into: swift run tiny-daemon)
-// Commands on stdin: "work" queues a job, "bg"/"fg" move the lifecycle, EOF terminates.
+// Commands on stdin: "work" queues a job, "bg"/"fg" move the lifecycle, "memory" acts as
+// the kernel's memory pressure would (a memory warning), EOF terminates.
 import Overtime
+import OvertimeSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -14,8 +16,10 @@ if CommandLine.arguments.dropFirst().contains(where: { $0 == "--help" || $0 == "
         """
         usage: tiny-daemon
         Reads commands on stdin: "work" queues a job, "bg" and "fg" move the lifecycle,
-        EOF (or SIGTERM) terminates. Work left when it goes to the background is finished
-        inside a grant of background time (3 s, expiring 1 s before its end).
+        "memory" delivers a memory warning, EOF (or SIGTERM) terminates. Work left when it
+        goes to the background is finished inside a grant of background time (3 s,
+        expiring 1 s before its end). The kernel's memory pressure (PSI) is a memory
+        warning too: the results kept of finished jobs are dropped on it.
         """)
     exit(0)
 }
@@ -38,18 +42,40 @@ actor Jobs {
 
     nonisolated var unownedExecutor: UnownedSerialExecutor { runtime.executor.asUnownedSerialExecutor() }
 
+    /// What finished jobs produced, kept to answer again cheaply: a cache, rebuilt on
+    /// demand, so the first thing to go when memory runs short.
+    var results: [String] = []
+
     func add() { pending += 1 }
 
     func finishAll() -> Int {
         defer { pending = 0 }
+        if results.count < 10_000 { results += (0..<pending).map { "result of job \(results.count + $0 + 1)" } }
         return pending
+    }
+
+    func dropResults() -> Int {
+        defer { results = [] }
+        return results.count
     }
 }
 
 let jobs = Jobs(runtime: runtime)
 
+// The kernel's memory pressure as memory warnings (UIKit's), where this system tells it.
+let memoryPressure = MemoryPressureMonitor(runtime: runtime)
+do {
+    try memoryPressure.start()
+} catch {
+    print("memory warnings from the kernel: off (\(error))")
+}
+
 let token = runtime.observe { event in
     print("event: \(event)")
+    if event == .didReceiveMemoryWarning {
+        print("dropped \(jobs.assumeIsolated { $0.dropResults() }) cached result(s)")
+        return
+    }
     let pending = jobs.assumeIsolated { $0.pending }
     guard event == .didEnterBackground, pending > 0 else { return }
     // Leaving the foreground with work left: ask for time to finish it.
@@ -73,6 +99,7 @@ readOnOwnThread {
         case "work": runtime.execute { jobs.assumeIsolated { $0.add() } }
         case "bg": runtime.requestBackground()
         case "fg": runtime.requestForeground()
+        case "memory": runtime.requestMemoryWarning()
         default: print("unknown command: \(line)")
         }
     }

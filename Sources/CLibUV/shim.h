@@ -25,4 +25,26 @@ static inline int overtime_peer_uid(int fd, unsigned int *uid) {
 /// client. Declared under its own name, bound to the C library's symbol, so it never
 /// clashes with the _GNU_SOURCE prototype.
 extern int overtime_accept4(int fd, void *address, void *length, int flags) __asm__("accept4");
+/// 0 when epoll (libuv's backend) can watch `fd` — for urgent data (`POLLPRI`, what a
+/// pressure stall information file reports) or for reading — else the errno: a plain file
+/// is EPERM.
+#include <errno.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+static inline int overtime_check_pollable(int fd, int urgent) {
+    int probe = epoll_create1(EPOLL_CLOEXEC);
+    if (probe < 0) return errno;
+    struct epoll_event event = { .events = urgent ? EPOLLPRI : EPOLLIN };
+    int result = epoll_ctl(probe, EPOLL_CTL_ADD, fd, &event) == 0 ? 0 : errno;
+    close(probe);
+    return result;
+}
+#if defined(__GLIBC__)
+#include <malloc.h>
+/// Returns the free memory at the top of glibc's heaps to the system (after a memory
+/// warning); musl returns it itself, so there it does nothing.
+static inline void overtime_return_freed_memory(void) { (void)malloc_trim(0); }
+#else
+static inline void overtime_return_freed_memory(void) {}
+#endif
 #endif

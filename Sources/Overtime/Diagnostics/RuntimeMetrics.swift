@@ -96,6 +96,11 @@ struct SharedMetrics: Sendable {
         Counter(label: "overtime_control_errors_total", dimensions: [("kind", kind)], factory: factory).increment()
     }
 
+    /// Counts a memory warning delivered to observers.
+    func countMemoryWarning() {
+        Counter(label: "overtime_memory_warnings_total", factory: factory).increment()
+    }
+
     /// Counts a misuse (`kind`: unknown_id, invalid_id, dropped_grant).
     func countMisuse(_ kind: String) {
         Counter(label: "overtime_misuse_total", dimensions: [("kind", kind)], factory: factory).increment()

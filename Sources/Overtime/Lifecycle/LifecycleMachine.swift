@@ -24,6 +24,9 @@ struct LifecycleMachine {
         case expireAllGrants
         /// Termination is complete: close the loop.
         case finishTermination
+        /// Call ``LifecycleMachine/memoryWarningDue(now:)`` at this instant: a memory
+        /// warning came inside the interval of the last one delivered.
+        case scheduleMemoryWarning(at: MonotonicInstant)
     }
 
     /// Why a request did nothing.
@@ -41,9 +44,39 @@ struct LifecycleMachine {
     private(set) var terminationRequestedAt: MonotonicInstant?
     /// A second request for termination within this time of the first is the same one.
     let repeatedTerminationGrace: Duration
+    /// At most one memory warning reaches observers per this long.
+    let memoryWarningInterval: Duration
+    /// When the last memory warning reached observers.
+    private(set) var lastMemoryWarning: MonotonicInstant?
+    /// When a warning that came inside the interval is delivered; at most one waits.
+    private(set) var memoryWarningDue: MonotonicInstant?
 
-    init(repeatedTerminationGrace: Duration = .seconds(1)) {
+    init(repeatedTerminationGrace: Duration = .seconds(1), memoryWarningInterval: Duration = .seconds(10)) {
         self.repeatedTerminationGrace = repeatedTerminationGrace
+        self.memoryWarningInterval = memoryWarningInterval
+    }
+
+    /// A memory warning told at `now`: delivered at once unless one was delivered within
+    /// the interval; then once at the interval's end, however many come meanwhile (a
+    /// pressure source tells again and again while memory stays short). Terminated
+    /// programs hear nothing.
+    mutating func memoryWarning(now: MonotonicInstant) -> [Action] {
+        guard state != .terminated, memoryWarningDue == nil else { return [] }
+        if let last = lastMemoryWarning, now - last < memoryWarningInterval {
+            memoryWarningDue = last + memoryWarningInterval
+            return [.scheduleMemoryWarning(at: last + memoryWarningInterval)]
+        }
+        lastMemoryWarning = now
+        return [.emit(.didReceiveMemoryWarning)]
+    }
+
+    /// The coalesced warning's time came.
+    mutating func memoryWarningDue(now: MonotonicInstant) -> [Action] {
+        guard memoryWarningDue != nil else { return [] }
+        memoryWarningDue = nil
+        guard state != .terminated else { return [] }
+        lastMemoryWarning = now
+        return [.emit(.didReceiveMemoryWarning)]
     }
 
     /// Termination was requested and is under way (or done).

@@ -44,6 +44,13 @@ public enum LifecycleEvent: Sendable, Hashable, CustomStringConvertible {
     case willTerminate
     /// Reload configuration (SIGHUP by default). Not a transition: the state is unchanged.
     case reload
+    /// The system is short of memory (UIKit's `didReceiveMemoryWarning`): give back what
+    /// can be rebuilt — caches, buffers. Not a transition: the state is unchanged. Told by
+    /// ``Runtime/requestMemoryWarning()`` (`OvertimeSystem`'s `MemoryPressureMonitor`
+    /// calls it on the kernel's pressure stall information); at most one per
+    /// ``RuntimeConfiguration/memoryWarningInterval``, a warning inside it delivered once at
+    /// its end. After the observers, the runtime returns freed heap to the system.
+    case didReceiveMemoryWarning
 
     /// The event's name, e.g. `didEnterBackground`.
     public var description: String {
@@ -55,6 +62,7 @@ public enum LifecycleEvent: Sendable, Hashable, CustomStringConvertible {
         case .didBecomeActive: "didBecomeActive"
         case .willTerminate: "willTerminate"
         case .reload: "reload"
+        case .didReceiveMemoryWarning: "didReceiveMemoryWarning"
         }
     }
 }

@@ -190,6 +190,8 @@ package enum RuntimeRequest: Sendable, Hashable, CustomStringConvertible {
     case foreground
     /// ``Runtime/requestReload()``.
     case reload
+    /// ``Runtime/requestMemoryWarning()``.
+    case memoryWarning
     /// ``Runtime/expireBackgroundTasks()``.
     case expireAll
     /// ``Runtime/expireBackgroundTask(_:)``.
@@ -203,6 +205,7 @@ package enum RuntimeRequest: Sendable, Hashable, CustomStringConvertible {
         case .background: "background"
         case .foreground: "foreground"
         case .reload: "reload"
+        case .memoryWarning: "memory warning"
         case .expireAll: "expire"
         case .expire(let id): "expire \(id)"
         }

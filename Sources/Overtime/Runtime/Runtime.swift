@@ -252,6 +252,18 @@ public final class Runtime: Sendable {
         }
     }
 
+    /// Tells observers the system is short of memory: ``LifecycleEvent/didReceiveMemoryWarning``
+    /// on the loop, at most one per ``RuntimeConfiguration/memoryWarningInterval`` (one
+    /// inside it is delivered at its end), then the freed heap goes back to the system.
+    /// From any thread; `OvertimeSystem`'s `MemoryPressureMonitor` calls it when the
+    /// kernel reports memory stalls.
+    public func requestMemoryWarning() {
+        let core = self.core
+        if !queue.enqueue(.run { core.memoryWarning(from: "requestMemoryWarning()") }) {
+            configuration.logger.debug("memory warning after termination ignored")
+        }
+    }
+
     /// Terminates gracefully: from the foreground via the background, then
     /// `willTerminate`; then waits until no grant is open or the budget is spent.
     public func requestTermination() { request(.termination) }

@@ -67,6 +67,9 @@ public struct RuntimeConfiguration: Sendable {
     /// the same request; a signal or control command after it means "stop now": every
     /// grant expires at once. Default 1 s.
     public var repeatedTerminationGrace: Duration = .seconds(1)
+    /// At most one ``LifecycleEvent/didReceiveMemoryWarning`` per this long: a warning
+    /// inside it is delivered once at its end, however many come. Default 10 s.
+    public var memoryWarningInterval: Duration = .seconds(10)
     /// Called on the loop thread with each termination report, before the policy acts.
     public var onTermination: (@Sendable (TerminationReport) -> Void)?
     /// Called on the watchdog thread when it trips, before the policy acts.
@@ -98,6 +101,9 @@ public struct RuntimeConfiguration: Sendable {
         try signalHandling?.validate()
         if repeatedTerminationGrace < .zero {
             throw fail("repeatedTerminationGrace", "must not be negative, got \(repeatedTerminationGrace)")
+        }
+        if memoryWarningInterval < .zero {
+            throw fail("memoryWarningInterval", "must not be negative, got \(memoryWarningInterval)")
         }
         if let path = controlSocket?.path,
             path.isEmpty || path.utf8.count > SocketPathClaim.maximumPathBytes || path.hasPrefix("@")

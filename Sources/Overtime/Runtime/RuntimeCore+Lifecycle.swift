@@ -1,3 +1,4 @@
+import CLibUV
 import Logging
 
 /// Performing lifecycle transitions: the machine decides, the core acts.
@@ -65,6 +66,7 @@ extension RuntimeCore {
                 enter(state)
             case .emit(let event):
                 deliver(event)
+                if event == .didReceiveMemoryWarning { returnFreedMemory() }
             case .startBudget:
                 engine.deadlines.startBudget(now: now, length: configuration.backgroundBudget)
                 published.setDeadline(engine.deadlines.budget?.deadline)
@@ -75,6 +77,13 @@ extension RuntimeCore {
                 forceExpire(nil)
             case .finishTermination:
                 shutDown()
+            case .scheduleMemoryWarning(let due):
+                let queue = host.queue
+                add(
+                    LoopTimer(
+                        deadline: due, callSite: CallSite(fileID: #fileID, line: #line),
+                        body: { [unowned self] in perform(lifecycle.memoryWarningDue(now: now)) }, onCancel: nil,
+                        remove: { _ = queue.enqueue(.run { [unowned self] in timersChanged() }) }))
             }
         }
     }
@@ -107,6 +116,21 @@ extension RuntimeCore {
                 }
             }
         }
+    }
+
+    /// A memory warning from `source`: delivered now or coalesced (see
+    /// ``LifecycleMachine/memoryWarning(now:)``).
+    func memoryWarning(from source: String) {
+        let actions = lifecycle.memoryWarning(now: now)
+        if actions.isEmpty { logger.debug("memory warning coalesced", metadata: ["source": "\(source)"]) }
+        perform(actions)
+    }
+
+    /// After the observers of a memory warning gave back what they could: returns the
+    /// freed heap to the system (glibc's `malloc_trim`).
+    func returnFreedMemory() {
+        metrics.shared.countMemoryWarning()
+        overtime_return_freed_memory()
     }
 
     /// Delivers ``LifecycleEvent/reload`` to every observer, unless terminated.

@@ -15,6 +15,7 @@ extension RuntimeCore {
         case .background: _ = host.queue.enqueue(.lifecycle(.background, source: source))
         case .foreground: _ = host.queue.enqueue(.lifecycle(.foreground, source: source))
         case .reload: _ = host.queue.enqueue(.run { [unowned self] in emitReload() })
+        case .memoryWarning: _ = host.queue.enqueue(.run { [unowned self] in memoryWarning(from: source) })
         case .expireAll: forceExpire(nil)
         case .expire(let id): return forceExpire(id)
         }

@@ -56,7 +56,9 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
         self.metrics = RuntimeMetrics(factory: configuration.metricsFactory)
         self.engine = GrantEngine(
             leadTime: configuration.expirationLeadTime, terminationPolicy: configuration.terminationPolicy)
-        self.lifecycle = LifecycleMachine(repeatedTerminationGrace: configuration.repeatedTerminationGrace)
+        self.lifecycle = LifecycleMachine(
+            repeatedTerminationGrace: configuration.repeatedTerminationGrace,
+            memoryWarningInterval: configuration.memoryWarningInterval)
     }
 
     /// Traps in debug builds when called off the loop thread (swift-nio's

@@ -112,4 +112,37 @@ struct LifecycleMachineTests {
             try machine.handle(.terminationFromOutside, now: start + .seconds(10)).get()
         }
     }
+
+    /// A memory warning reaches observers at once; more inside the interval become one at
+    /// its end, however many come; after it, the next is at once again; terminated
+    /// programs hear none. The state never changes.
+    @Test func memoryWarningsAreDeliveredAtMostOncePerIntervalAndNoneIsLost() throws {
+        let second = Duration.seconds(1)
+        var machine = LifecycleMachine(memoryWarningInterval: .seconds(10))
+        let start = MonotonicInstant.zero
+        var transcript: [[Action]] = []
+        transcript.append(machine.memoryWarning(now: start))
+        transcript.append(machine.memoryWarning(now: start + second * 3))
+        transcript.append(machine.memoryWarning(now: start + second * 4))
+        transcript.append(machine.memoryWarningDue(now: start + second * 10))
+        transcript.append(machine.memoryWarningDue(now: start + second * 10))  // a stale timer
+        transcript.append(machine.memoryWarning(now: start + second * 25))
+        _ = try machine.handle(.background, now: start + second * 26).get()
+        transcript.append(machine.memoryWarning(now: start + second * 30))
+        #expect(
+            transcript == [
+                [.emit(.didReceiveMemoryWarning)],
+                [.scheduleMemoryWarning(at: start + second * 10)],
+                [],
+                [.emit(.didReceiveMemoryWarning)],
+                [],
+                [.emit(.didReceiveMemoryWarning)],
+                [.scheduleMemoryWarning(at: start + second * 35)],
+            ])
+        #expect(machine.state == .background)
+        _ = try machine.handle(.termination, now: start + second * 31).get()
+        #expect(machine.settle(hasOpenGrants: false).contains(.finishTermination))
+        #expect(machine.memoryWarningDue(now: start + second * 35) == [])
+        #expect(machine.memoryWarning(now: start + second * 50) == [])
+    }
 }

@@ -183,4 +183,47 @@ struct LifecycleTests {
         for await _ in env.runtime.lifecycleEvents { late += 1 }
         #expect(late == 0)
     }
+
+    /// Memory warnings reach observers on the loop without changing the state, at most one
+    /// per interval on the runtime's clock (the one inside it at the interval's end), and
+    /// are counted; none reaches a terminated runtime.
+    @Test func memoryWarningsReachObserversAtMostOncePerIntervalOnTheRuntimesClock() throws {
+        let env = try VirtualRuntime { $0.memoryWarningInterval = .seconds(10) }
+        let runtime = env.runtime
+        let events = Recorder<(LifecycleEvent, Bool)>()
+        let token = runtime.observe { events.append(($0, runtime.isOnLoopThread)) }
+        runtime.requestBackground()
+        let id = runtime.beginBackgroundTask(name: "held")  // stays in the background
+        env.waitForQueuedRequests()
+        events.removeAll()
+        runtime.requestMemoryWarning()
+        env.waitForQueuedRequests()
+        #expect(events.all.map(\.0) == [.didReceiveMemoryWarning])
+        #expect(events.all.allSatisfy { $0.1 })
+        for _ in 0..<5 { runtime.requestMemoryWarning() }
+        env.clock.advance(by: .seconds(9))
+        env.waitForQueuedRequests()
+        #expect(events.count == 1)
+        env.clock.advance(by: .seconds(1))
+        env.waitForQueuedRequests()
+        #expect(events.all.map(\.0) == [.didReceiveMemoryWarning, .didReceiveMemoryWarning])
+        #expect(runtime.state == .background)
+        #expect(env.counter("overtime_memory_warnings_total") == 2)
+        runtime.endBackgroundTask(id)
+        withExtendedLifetime(token) {}
+        env.shutDown()
+        runtime.requestMemoryWarning()  // after termination: ignored, not a trap
+        #expect(events.all.filter { $0.0 == .didReceiveMemoryWarning }.count == 2)
+    }
+
+    @Test func aNegativeMemoryWarningIntervalIsRefused() {
+        var configuration = RuntimeConfiguration()
+        configuration.memoryWarningInterval = .seconds(-1)
+        do {
+            try configuration.validate()
+            Issue.record("a negative interval was accepted")
+        } catch {
+            #expect("\(error)".contains("memoryWarningInterval"))
+        }
+    }
 }

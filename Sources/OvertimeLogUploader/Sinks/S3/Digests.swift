@@ -1,6 +1,7 @@
 // SHA-256 and HMAC-SHA256 through the system's libcrypto, and CRC-32C in S3's header form.
 
 import CLibCrypto
+import OvertimeSupport
 
 /// The hashes a signed S3 request needs.
 enum Digests {
@@ -52,19 +53,5 @@ enum Digests {
     }
 
     /// Standard base64 with padding.
-    static func base64(_ bytes: [UInt8]) -> String {
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-        var text = [UInt8]()
-        var index = 0
-        while index < bytes.count {
-            let chunk = bytes[index..<min(index + 3, bytes.count)]
-            var value = 0
-            for (offset, byte) in chunk.enumerated() { value |= Int(byte) << (16 - 8 * offset) }
-            for position in 0..<4 {
-                text.append(position <= chunk.count ? alphabet[(value >> (18 - 6 * position)) & 63] : UInt8(ascii: "="))
-            }
-            index += 3
-        }
-        return String(decoding: text, as: UTF8.self)
-    }
+    static func base64(_ bytes: [UInt8]) -> String { Base64.encode(bytes) }
 }

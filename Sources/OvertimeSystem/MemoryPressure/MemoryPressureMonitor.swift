@@ -1,0 +1,187 @@
+// The kernel's memory pressure as the runtime's memory warnings.
+
+import Logging
+import Overtime
+import OvertimeSupport
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Turns memory pressure the kernel reports into `LifecycleEvent.didReceiveMemoryWarning`
+/// (UIKit's memory warning), delivered to the runtime's observers on its loop.
+///
+/// ```swift
+/// let monitor = MemoryPressureMonitor(runtime: runtime)
+/// try monitor.start()
+/// runtime.observe { event in
+///     if event == .didReceiveMemoryWarning { cache.removeAll() }
+/// }
+/// ```
+///
+/// It watches what ``MemoryPressureSource`` chooses (systemd's `MemoryPressureWatch=`,
+/// else the process's cgroup, else the system) with a descriptor on the runtime's loop: no
+/// thread, and no wake-up while memory is plentiful. The runtime delivers at most one
+/// warning per `RuntimeConfiguration.memoryWarningInterval` and then returns freed heap
+/// to the system (`malloc_trim`).
+public final class MemoryPressureMonitor: Sendable {
+    /// The trigger written to a pressure file the monitor chose itself.
+    public struct Configuration: Sendable {
+        /// Memory stalls of this long within one ``window`` make a report. Default 200 ms
+        /// (systemd's default threshold, 100 ms per second, over a 2 s window).
+        public var threshold: Duration = .milliseconds(200)
+        /// The window stalls are counted over: 500 ms to 10 s; a multiple of 2 s unless the
+        /// process may configure pressure triggers (`CAP_SYS_RESOURCE`). Default 2 s.
+        public var window: Duration = .seconds(2)
+
+        /// The defaults.
+        public init() {}
+
+        /// Throws ``MemoryPressureError/Code/invalidConfiguration`` for a value
+        /// the kernel refuses.
+        public func validate() throws(MemoryPressureError) {
+            guard window >= .milliseconds(500), window <= .seconds(10) else {
+                throw .invalidConfiguration(field: "window", reason: "must be 500 ms to 10 s, got \(window)")
+            }
+            guard threshold > .zero, threshold <= window else {
+                throw .invalidConfiguration(
+                    field: "threshold", reason: "must be positive and at most the window (\(window)), got \(threshold)")
+            }
+        }
+    }
+
+    /// The runtime told.
+    public let runtime: Runtime
+    /// The trigger used when the monitor chooses the source.
+    public let configuration: Configuration
+    private let logger: Logger
+    private let state = Locked(State())
+
+    private struct State: Sendable {
+        var source: MemoryPressureSource?
+        var watcher: LoopBound<MemoryPressureWatcher?>?
+        var reports = 0
+        var started = false
+    }
+
+    /// A monitor for `runtime`; nothing is watched until ``start()``.
+    public init(runtime: Runtime, configuration: Configuration = .init(), logger: Logger? = nil) {
+        self.runtime = runtime
+        self.configuration = configuration
+        self.logger = logger ?? Logger(label: "overtime.memory-pressure")
+    }
+
+    /// Chooses the source, opens it, writes its trigger and starts watching on the loop.
+    /// Returns the source, or `nil` when the service manager turned watching off
+    /// (`MEMORY_PRESSURE_WATCH=/dev/null`). A second call does nothing and returns the
+    /// same.
+    @discardableResult
+    public func start() throws(MemoryPressureError) -> MemoryPressureSource? {
+        try start(in: Self.surroundings())
+    }
+
+    /// ``start()`` with the environment and file systems given (tests).
+    @discardableResult
+    func start(in surroundings: MemoryPressureSource.Surroundings) throws(MemoryPressureError)
+        -> MemoryPressureSource?
+    {
+        try configuration.validate()
+        if let already = state.withLock({ $0.started ? Optional($0.source) : nil }) { return already }
+        guard
+            let source = try MemoryPressureSource.resolve(
+                surroundings, threshold: configuration.threshold, window: configuration.window)
+        else {
+            logger.info("memory pressure watching is turned off (MEMORY_PRESSURE_WATCH=/dev/null)")
+            state.withLock { $0.started = true }
+            return nil
+        }
+        let opened = try OpenedPressureSource.opening(source)
+        let context = runtime.driverContext
+        let bound = LoopBound<MemoryPressureWatcher?>(nil, context: context)
+        let description = source.description
+        // Made on the loop, whose handle it is. `opening(_:)` checked the descriptor polls, so
+        // this cannot fail for a reason a caller could act on; it is logged if it does.
+        let install: @Sendable () -> Void = { [self, logger] in
+            do throws(MemoryPressureError) {
+                bound.value = try MemoryPressureWatcher(
+                    opened, context: context,
+                    onPressure: { [self] in
+                        state.withLock { $0.reports += 1 }
+                        _ = context.request(.memoryWarning, from: "memory pressure on \(description)")
+                    },
+                    onEnd: { reason in
+                        logger.warning(
+                            "memory pressure is no longer watched: \(reason)", metadata: ["source": "\(description)"])
+                    })
+                context.onShutdown { bound.value?.stop() }
+            } catch {
+                logger.error("\(error)")
+            }
+        }
+        if runtime.isOnLoopThread {
+            install()
+        } else if !context.execute(install) {
+            close(opened.descriptor)
+            throw .unavailable("the runtime has shut down")
+        }
+        state.withLock {
+            $0.source = source
+            $0.watcher = bound
+            $0.started = true
+        }
+        logger.info("watching memory pressure", metadata: ["source": "\(source)"])
+        return source
+    }
+
+    /// Stops watching and closes the source. From any thread; again is nothing.
+    public func stop() {
+        guard let watcher = state.withLock({ $0.watcher }) else { return }
+        state.withLock { $0.watcher = nil }
+        let context = runtime.driverContext
+        if runtime.isOnLoopThread {
+            watcher.value?.stop()
+        } else {
+            _ = context.execute { watcher.value?.stop() }
+        }
+    }
+
+    /// The source watched, once started (`nil` before, or when watching is turned off).
+    public var source: MemoryPressureSource? { state.withLock { $0.source } }
+
+    /// How many times the source reported pressure (before the runtime's rate limit).
+    public var reports: Int { state.withLock { $0.reports } }
+
+    /// The process's environment and file systems.
+    static func surroundings() -> MemoryPressureSource.Surroundings {
+        func environment(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
+        return MemoryPressureSource.Surroundings(
+            watch: environment("MEMORY_PRESSURE_WATCH"), write: environment("MEMORY_PRESSURE_WRITE"),
+            cgroupPressureFile: ownCgroupPressureFile(),
+            systemPressureFileExists: access("/proc/pressure/memory", F_OK) == 0)
+    }
+
+    /// `memory.pressure` of the process's cgroup v2, when the unified hierarchy is mounted
+    /// and the file exists (cgroup v1 and hybrid systems without it: `nil`).
+    static func ownCgroupPressureFile() -> String? {
+        guard case .success(let cgroups) = readWholeFile("/proc/self/cgroup"),
+            case .success(let mounts) = readWholeFile("/proc/self/mountinfo")
+        else { return nil }
+        let cgroupPath = String(decoding: cgroups, as: UTF8.self).split(separator: "\n")
+            .first { $0.hasPrefix("0::") }.map { String($0.dropFirst(3)) }
+        // mountinfo: ID parent major:minor root mount-point options [optional…] - type source options
+        let mountPoint = String(decoding: mounts, as: UTF8.self).split(separator: "\n").lazy.compactMap {
+            line -> String? in
+            // Split on single characters only: a string separator would link Swift's regex engine.
+            let fields = line.split(separator: " ")
+            guard let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count, fields[dash + 1] == "cgroup2",
+                fields.count > 4
+            else { return nil }
+            return String(fields[4])
+        }.first
+        guard let cgroupPath, let mountPoint else { return nil }
+        let file = (mountPoint == "/" ? "" : mountPoint) + (cgroupPath == "/" ? "" : cgroupPath) + "/memory.pressure"
+        return access(file, F_OK) == 0 ? file : nil
+    }
+}
