@@ -2,6 +2,7 @@
 ///
 /// `{"command":"status"}`, `{"command":"tasks"}`, `{"command":"background"}`,
 /// `{"command":"foreground"}`, `{"command":"terminate"}`, `{"command":"reload"}`,
+/// `{"command":"memory-warning"}`,
 /// `{"command":"expire"}` (all) or `{"command":"expire","id":9223372036854775809}`, and
 /// any command the program added (`Runtime.addControlCommand(_:handler:)`), with its
 /// arguments: `{"command":"history","arguments":["com.example.refresh"]}`.
@@ -94,7 +95,7 @@ package struct ControlTask: Sendable, Equatable {
 package enum ControlProtocol {
     package static let maximumRequestBytes = 64 * 1024
     package static let commands = [
-        "status", "tasks", "background", "foreground", "terminate", "reload", "expire",
+        "status", "tasks", "background", "foreground", "terminate", "reload", "memory-warning", "expire",
     ]
 
     /// A response as one line: compact JSON, members sorted, then a newline.

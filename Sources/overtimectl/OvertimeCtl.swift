@@ -21,7 +21,8 @@ struct OvertimeCtl: ParsableCommand {
             """,
         version: "overtimectl 0.2.0",
         subcommands: [
-            Status.self, Tasks.self, Background.self, Foreground.self, Terminate.self, Reload.self, Expire.self,
+            Status.self, Tasks.self, Background.self, Foreground.self, Terminate.self, Reload.self, MemoryWarning.self,
+            Expire.self,
             Schedule.self, History.self, Run.self, Cancel.self, Call.self,
         ])
 }
@@ -161,6 +162,14 @@ struct Terminate: ParsableCommand {
 struct Reload: SimpleCommand {
     static let configuration = CommandConfiguration(abstract: "Deliver a reload event.")
     static let command = "reload"
+    @OptionGroup var options: ConnectionOptions
+}
+
+struct MemoryWarning: SimpleCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "memory-warning",
+        abstract: "Deliver a memory warning, as the kernel's memory pressure would (at most one per interval).")
+    static let command = "memory-warning"
     @OptionGroup var options: ConnectionOptions
 }
 

@@ -55,6 +55,8 @@ struct ControlSocketTests {
         #expect(try overtimectl(["foreground", "--socket", path]).0 == 0)
         #expect(try overtimectl(["reload", "--socket", path]).0 == 0)
         #expect(child.waitForLine { $0 == "EVENT reload active" } != nil)
+        #expect(try overtimectl(["memory-warning", "--socket", path]).0 == 0)
+        #expect(child.waitForLine { $0 == "EVENT didReceiveMemoryWarning active" } != nil)
         let (unknown, _, unknownError) = try overtimectl(["call", "simulate-launch", "--socket", path])
         #expect(unknown == 1 && unknownError.contains("unknown command 'simulate-launch'"))
         let (badID, _, badIDError) = try overtimectl(["expire", "r-1", "--socket", path])

@@ -89,6 +89,7 @@ package func lifecycleOrderProblems(_ events: [String]) -> [String] {
         case ("entering", "didBecomeActive"): state = "active"
         case ("background", "willTerminate"), ("suspended", "willTerminate"): state = "terminating"
         case (_, "reload") where state != "terminated": break
+        case (_, "didReceiveMemoryWarning") where state != "terminated": break
         default: problems.append("\(event) in \(state)")
         }
     }

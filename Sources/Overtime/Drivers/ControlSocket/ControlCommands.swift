@@ -51,6 +51,8 @@ final class ControlCommands: Sendable {
             context.request(request.now == true ? .terminateNow : .terminate, from: source)
         case "reload":
             context.request(.reload, from: source)
+        case "memory-warning":
+            context.request(.memoryWarning, from: source)
         case "expire":
             if let raw = request.id {
                 let id = BackgroundTaskID(rawValue: raw)
