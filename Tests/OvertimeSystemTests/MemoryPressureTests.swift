@@ -124,6 +124,19 @@ struct MemoryPressureTests {
         #expect(monitor.reports == 2, "a closed writer woke the monitor again")
         monitor.stop()
         monitor.stop()
+        #expect(monitor.source == nil)
+        // Started again after a stop: a new watch of the same FIFO.
+        let surroundings = Surroundings(
+            watch: fifo, write: nil, cgroupPressureFile: nil, systemPressureFileExists: true)
+        #expect(try monitor.start(in: surroundings)?.path == fifo)
+        #expect(try monitor.start(in: surroundings)?.path == fifo)  // while watching: nothing more
+        env.waitForQueuedRequests()
+        let again = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+        _ = write(again, "r", 1)
+        close(again)
+        #expect(try await eventually { warnings.count == 3 })
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(monitor.reports == 3, "one watch per start")
         withExtendedLifetime(token) {}
         env.shutDown()
         #expect(env.runtime.loopClosedCleanly == true)

@@ -75,8 +75,9 @@ public final class MemoryPressureMonitor: Sendable {
 
     /// Chooses the source, opens it, writes its trigger and starts watching on the loop.
     /// Returns the source, or `nil` when the service manager turned watching off
-    /// (`MEMORY_PRESSURE_WATCH=/dev/null`). A second call does nothing and returns the
-    /// same.
+    /// (`MEMORY_PRESSURE_WATCH=/dev/null`). A call while it watches (or is starting, from
+    /// another thread) does nothing and returns ``source``; after ``stop()`` it starts
+    /// again.
     @discardableResult
     public func start() throws(MemoryPressureError) -> MemoryPressureSource? {
         try start(in: Self.surroundings())
@@ -88,16 +89,28 @@ public final class MemoryPressureMonitor: Sendable {
         -> MemoryPressureSource?
     {
         try configuration.validate()
-        if let already = state.withLock({ $0.started ? Optional($0.source) : nil }) { return already }
-        guard
-            let source = try MemoryPressureSource.resolve(
-                surroundings, threshold: configuration.threshold, window: configuration.window)
-        else {
-            logger.info("memory pressure watching is turned off (MEMORY_PRESSURE_WATCH=/dev/null)")
-            state.withLock { $0.started = true }
-            return nil
+        // Claimed under the lock: two threads starting at once make one watch.
+        let (claimed, current) = state.withLock { state in
+            defer { state.started = true }
+            return (!state.started, state.source)
         }
-        let opened = try OpenedPressureSource.opening(source)
+        guard claimed else { return current }
+        let source: MemoryPressureSource
+        let opened: OpenedPressureSource
+        do throws(MemoryPressureError) {
+            guard
+                let resolved = try MemoryPressureSource.resolve(
+                    surroundings, threshold: configuration.threshold, window: configuration.window)
+            else {
+                logger.info("memory pressure watching is turned off (MEMORY_PRESSURE_WATCH=/dev/null)")
+                return nil
+            }
+            source = resolved
+            opened = try OpenedPressureSource.opening(source)
+        } catch {
+            state.withLock { $0.started = false }
+            throw error
+        }
         let context = runtime.driverContext
         let bound = LoopBound<MemoryPressureWatcher?>(nil, context: context)
         let description = source.description
@@ -124,12 +137,12 @@ public final class MemoryPressureMonitor: Sendable {
             install()
         } else if !context.execute(install) {
             close(opened.descriptor)
+            state.withLock { $0.started = false }
             throw .unavailable("the runtime has shut down")
         }
         state.withLock {
             $0.source = source
             $0.watcher = bound
-            $0.started = true
         }
         logger.info("watching memory pressure", metadata: ["source": "\(source)"])
         return source
@@ -137,8 +150,15 @@ public final class MemoryPressureMonitor: Sendable {
 
     /// Stops watching and closes the source. From any thread; again is nothing.
     public func stop() {
-        guard let watcher = state.withLock({ $0.watcher }) else { return }
-        state.withLock { $0.watcher = nil }
+        let watcher = state.withLock { state in
+            defer {
+                state.watcher = nil
+                state.source = nil
+                state.started = false
+            }
+            return state.watcher
+        }
+        guard let watcher else { return }
         let context = runtime.driverContext
         if runtime.isOnLoopThread {
             watcher.value?.stop()
@@ -147,7 +167,8 @@ public final class MemoryPressureMonitor: Sendable {
         }
     }
 
-    /// The source watched, once started (`nil` before, or when watching is turned off).
+    /// The source watched (`nil` before ``start()``, after ``stop()``, or when watching is
+    /// turned off).
     public var source: MemoryPressureSource? { state.withLock { $0.source } }
 
     /// How many times the source reported pressure (before the runtime's rate limit).
