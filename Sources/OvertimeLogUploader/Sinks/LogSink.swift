@@ -4,6 +4,10 @@
 /// crash between the collector's acknowledgement and the checkpoint sends it again.
 /// It must honour task cancellation (the uploader cancels on expiration) by aborting
 /// the transfer in flight and throwing ``SinkError/cancelled``.
+///
+/// ``LogUploader`` calls ``store(_:)`` on a thread of its own, never the runtime's loop,
+/// so a sink may do blocking I/O there; it waits for the store's outcome without holding
+/// the loop.
 public protocol LogSink: Sendable, CustomStringConvertible {
     /// Stores `segment` (the file at `segment.path`, byte for byte) under `segment.name`.
     func store(_ segment: SealedSegment) async throws(SinkError)
