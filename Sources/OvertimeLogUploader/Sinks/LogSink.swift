@@ -5,9 +5,9 @@
 /// It must honour task cancellation (the uploader cancels on expiration) by aborting
 /// the transfer in flight and throwing ``SinkError/cancelled``.
 ///
-/// ``LogUploader`` calls ``store(_:)`` on a thread of its own, never the runtime's loop,
-/// so a sink may do blocking I/O there; it waits for the store's outcome without holding
-/// the loop.
+/// ``LogUploader`` calls a program's sink on a thread of its own, never the runtime's
+/// loop, so its ``store(_:)`` may do blocking I/O; the uploader waits for the outcome
+/// without holding the loop. (The built-in sinks that never block are called on the loop.)
 public protocol LogSink: Sendable, CustomStringConvertible {
     /// Stores `segment` (the file at `segment.path`, byte for byte) under `segment.name`.
     func store(_ segment: SealedSegment) async throws(SinkError)
