@@ -54,6 +54,9 @@ let package = Package(
         // zstd and zlib from the system (Debian: libzstd-dev and zlib1g-dev's headers), for
         // compressed uploads: each loaded with dlopen when a sink first compresses.
         .target(name: "CCompression", dependencies: ["CSharedLibrary"]),
+        // sd-bus from the system (libsystemd0 at run time), for logind's sleep and shutdown
+        // in OvertimeSystem only: loaded with dlopen when a monitor starts.
+        .target(name: "CSystemdBus", dependencies: ["CSharedLibrary"]),
         // dlopen of a system library on first use, for the ones above.
         .target(name: "CSharedLibrary", linkerSettings: [.linkedLibrary("dl")]),
         // The helpers every module shares and no user sees: locks, serial queues, threads,
@@ -124,6 +127,7 @@ let package = Package(
                 "Overtime",
                 "OvertimeSupport",
                 "CLibUV",
+                "CSystemdBus",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

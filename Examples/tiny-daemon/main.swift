@@ -70,6 +70,17 @@ do {
     print("memory warnings from the kernel: off (\(error))")
 }
 
+// logind's sleep and shutdown (a lid closed, a device suspending) move the lifecycle:
+// the work left is finished inside the delay logind grants.
+let logind = LogindMonitor(runtime: runtime)
+if LogindMonitor.systemBusExists {
+    do {
+        try logind.start()
+    } catch {
+        print("sleep and shutdown from logind: off (\(error))")
+    }
+}
+
 let token = runtime.observe { event in
     print("event: \(event)")
     if event == .didReceiveMemoryWarning {

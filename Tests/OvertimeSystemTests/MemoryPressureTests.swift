@@ -18,20 +18,6 @@ struct MemoryPressureTests {
         try MemoryPressureSource.resolve(surroundings, threshold: .milliseconds(200), window: .seconds(2))
     }
 
-    /// Polls `condition` on a thread of its own until it holds or `timeout` passes.
-    private func eventually(_ timeout: Duration = .seconds(10), _ condition: @escaping @Sendable () -> Bool)
-        async throws -> Bool
-    {
-        try await onOwnThread {
-            let deadline = ContinuousClock.now + timeout
-            while !condition() {
-                if ContinuousClock.now > deadline { return false }
-                usleep(10_000)
-            }
-            return true
-        }
-    }
-
     @Test func theSourceIsChosenAsSystemdsProtocolSays() throws {
         // The service manager's path and data win; /dev/null turns watching off.
         let trigger = Array("some 150000 1000000\0".utf8)

@@ -22,6 +22,21 @@ package func onOwnThread<T: Sendable>(resuming body: () async throws -> T) async
     return try await withTaskExecutorPreference(executor) { try await body() }
 }
 
+/// Polls `condition` every 10 ms on a thread of its own until it holds (`true`) or
+/// `timeout` passes (`false`): for what another process or the loop does in real time.
+package func eventually(_ timeout: Duration = .seconds(15), _ condition: @escaping @Sendable () -> Bool)
+    async throws -> Bool
+{
+    try await onOwnThread {
+        let deadline = ContinuousClock.now + timeout
+        while !condition() {
+            if ContinuousClock.now > deadline { return false }
+            usleep(10_000)
+        }
+        return true
+    }
+}
+
 /// A task executor with one thread.
 private final class OwnThreadExecutor: TaskExecutor, Sendable {
     private let jobs = Locked<(queue: [UnownedJob], stopping: Bool)>(([], false))

@@ -41,6 +41,17 @@ final class DeadlineSchedule {
         budget = nil
     }
 
+    /// Ends the running budget by `deadline` at the latest (its expiration point moves
+    /// with it, a lead time before); `false` when no budget runs or it ends earlier anyway.
+    @discardableResult
+    func capBudget(deadline: MonotonicInstant) -> Bool {
+        guard var capped = budget, deadline < capped.deadline else { return false }
+        capped.deadline = deadline
+        capped.expirationPoint = min(capped.expirationPoint, deadline - leadTime)
+        budget = capped
+        return true
+    }
+
     func markBudgetExpirationDone() {
         budget?.expirationDone = true
     }

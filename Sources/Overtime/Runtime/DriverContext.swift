@@ -192,6 +192,9 @@ package enum RuntimeRequest: Sendable, Hashable, CustomStringConvertible {
     case reload
     /// ``Runtime/requestMemoryWarning()``.
     case memoryWarning
+    /// The running background budget ends within this long at the latest (the system is
+    /// about to sleep or shut down and waits no longer); nothing when none runs.
+    case capBackgroundBudget(Duration)
     /// ``Runtime/expireBackgroundTasks()``.
     case expireAll
     /// ``Runtime/expireBackgroundTask(_:)``.
@@ -206,6 +209,7 @@ package enum RuntimeRequest: Sendable, Hashable, CustomStringConvertible {
         case .foreground: "foreground"
         case .reload: "reload"
         case .memoryWarning: "memory warning"
+        case .capBackgroundBudget(let length): "background budget at most \(length)"
         case .expireAll: "expire"
         case .expire(let id): "expire \(id)"
         }

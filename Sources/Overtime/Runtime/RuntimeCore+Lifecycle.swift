@@ -133,6 +133,13 @@ extension RuntimeCore {
         overtime_return_freed_memory()
     }
 
+    /// Ends the running background budget within `length` at the latest.
+    func capBackgroundBudget(_ length: Duration, from source: String) {
+        guard engine.deadlines.capBudget(deadline: now + max(length, .zero)) else { return }
+        published.setDeadline(engine.deadlines.budget?.deadline)
+        logger.notice("\(source): the background budget ends within \(length)")
+    }
+
     /// Delivers ``LifecycleEvent/reload`` to every observer, unless terminated.
     func emitReload() {
         guard lifecycle.state != .terminated else { return }

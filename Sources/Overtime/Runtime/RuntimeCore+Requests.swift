@@ -16,6 +16,8 @@ extension RuntimeCore {
         case .foreground: _ = host.queue.enqueue(.lifecycle(.foreground, source: source))
         case .reload: _ = host.queue.enqueue(.run { [unowned self] in emitReload() })
         case .memoryWarning: _ = host.queue.enqueue(.run { [unowned self] in memoryWarning(from: source) })
+        case .capBackgroundBudget(let length):
+            _ = host.queue.enqueue(.run { [unowned self] in capBackgroundBudget(length, from: source) })
         case .expireAll: forceExpire(nil)
         case .expire(let id): return forceExpire(id)
         }

@@ -15,6 +15,23 @@ struct DeadlineScheduleTests {
         #expect(schedule.nextWakeup == nil)
     }
 
+    /// A cap (the system about to sleep) only ever moves the budget earlier, the expiration
+    /// point a lead time before it, and keeps an expiration already done.
+    @Test func aCapMovesTheBudgetEarlierOnly() {
+        let schedule = DeadlineSchedule(leadTime: .seconds(5))
+        #expect(!schedule.capBudget(deadline: .zero + .seconds(3)))  // no budget runs
+        schedule.startBudget(now: .zero, length: .seconds(30))
+        #expect(!schedule.capBudget(deadline: .zero + .seconds(40)))
+        #expect(schedule.capBudget(deadline: .zero + .seconds(12)))
+        #expect(
+            schedule.budget
+                == DeadlineSchedule.Budget(deadline: .zero + .seconds(12), expirationPoint: .zero + .seconds(7)))
+        schedule.markBudgetExpirationDone()
+        #expect(schedule.capBudget(deadline: .zero + .seconds(8)))
+        #expect(schedule.budget?.expirationDone == true)
+        #expect(schedule.nextWakeup == .zero + .seconds(8))
+    }
+
     @Test func heapPopsInDeadlineOrderAndCompetesWithTheBudget() {
         let schedule = DeadlineSchedule(leadTime: .seconds(1))
         for (index, second) in [9, 3, 7, 1, 5].enumerated() {

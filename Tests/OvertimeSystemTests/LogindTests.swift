@@ -1,0 +1,206 @@
+import Foundation
+import Overtime
+import OvertimeSupport
+import OvertimeTestSupport
+import Testing
+
+@testable import OvertimeSystem
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+@Suite("SleepDecisions: logind's sleep and shutdown as actions")
+struct SleepDecisionsTests {
+    typealias Action = SleepDecisions.Action
+
+    @Test func aSleepWithWorkRunningWaitsForItWithinLogindsDelayAndResumesWhereItWas() {
+        var decisions = SleepDecisions(margin: .milliseconds(500))
+        decisions.delayRead(.seconds(5))
+        var transcript: [[Action]] = []
+        transcript.append(decisions.logindAvailable())
+        transcript.append(decisions.logindAvailable())  // again: one lock
+        transcript.append(decisions.lockGranted())
+        transcript.append(decisions.sleepComing(state: .active))
+        transcript.append(decisions.sleepComing(state: .background))  // a repeated signal
+        transcript.append(decisions.nothingRuns())
+        transcript.append(decisions.nothingRuns())  // the timer after the suspension
+        transcript.append(decisions.resumed())
+        transcript.append(decisions.resumed())
+        #expect(
+            transcript == [
+                [.takeLock], [], [],
+                [.enterBackground(budgetAtMost: .milliseconds(4500)), .releaseLockAfter(.milliseconds(4500))],
+                [], [.releaseLock], [], [.takeLock, .returnToForeground], [],
+            ])
+    }
+
+    @Test func aSleepWhileSuspendedLetsGoAtOnceAndStaysThereOnResume() {
+        var decisions = SleepDecisions(margin: .seconds(1))
+        #expect(decisions.logindAvailable() == [.takeLock])
+        #expect(decisions.lockGranted() == [])
+        #expect(decisions.sleepComing(state: .suspended) == [.releaseLock])
+        #expect(decisions.resumed() == [.takeLock])
+        #expect(decisions.shutdownComing() == [.terminate(budgetAtMost: .seconds(4))])
+    }
+
+    /// A lock that arrives after the sleep began holds nothing back: it goes at once; one
+    /// asked for while the bus was gone is asked for again when logind appears.
+    @Test func aLateLockGoesAtOnceAndALostOneIsTakenAgain() {
+        var decisions = SleepDecisions(margin: .seconds(10))
+        #expect(decisions.budget == .zero)  // logind waits 5 s by default: no time, never negative
+        #expect(decisions.logindAvailable() == [.takeLock])
+        #expect(
+            decisions.sleepComing(state: .background) == [
+                .enterBackground(budgetAtMost: .zero), .releaseLockAfter(.zero),
+            ])
+        #expect(decisions.nothingRuns() == [.releaseLock])
+        #expect(decisions.lockGranted() == [.releaseLock])
+        #expect(decisions.logindAvailable() == [])  // not during the sleep
+        #expect(decisions.resumed() == [.takeLock])
+        decisions.lockLost()
+        #expect(decisions.logindAvailable() == [.takeLock])
+    }
+}
+
+@Suite(
+    "LogindMonitor against a private system bus and python-dbusmock's logind", .serialized,
+    .enabled(
+        if: LogindStandIn.available, "needs dbus-daemon, busctl and python3-dbusmock (scripts/setup installs them)"),
+    .timeLimit(.minutes(3)))
+struct LogindMonitorTests {
+    let who = "overtime-test-\(getpid())"
+
+    private func monitor(_ env: VirtualRuntime, _ standIn: LogindStandIn) throws -> LogindMonitor {
+        var configuration = LogindMonitor.Configuration()
+        configuration.who = who
+        configuration.busAddress = standIn.address
+        let monitor = LogindMonitor(runtime: env.runtime, configuration: configuration, logger: env.logs.logger)
+        try monitor.start()
+        return monitor
+    }
+
+    /// The lock is held from the start; a sleep sends the program to the background with
+    /// a budget inside logind's delay, the lock goes exactly when the last grant ends, and
+    /// the resume takes it again and returns to the foreground.
+    @Test func theLockGoesWhenTheLastGrantEndsAndComesBackOnResume() async throws {
+        let standIn = try LogindStandIn(delay: .seconds(5))
+        let env = try VirtualRuntime(budget: .seconds(30), lead: .seconds(1))
+        let events = Recorder<LifecycleEvent>()
+        let token = env.runtime.observe { events.append($0) }
+        let monitor = try monitor(env, standIn)
+        #expect(try await eventually { (try? standIn.inhibitors()) == [who] && monitor.status.holdsLock })
+        #expect(try await eventually { monitor.status.delay == .seconds(5) })
+        let grant = env.runtime.beginBackgroundTask(name: "upload")
+        try standIn.emit("PrepareForSleep", true)
+        #expect(try await eventually { events.all.contains(.didEnterBackground) })
+        env.waitForQueuedRequests()
+        #expect(env.runtime.state == .background)
+        #expect(env.runtime.backgroundTimeRemaining <= .milliseconds(4500))
+        #expect(try standIn.inhibitors() == [who], "let go while a grant was open")
+        env.runtime.endBackgroundTask(grant)
+        #expect(try await eventually { (try? standIn.inhibitors()) == [] })
+        #expect(env.runtime.state == .suspended)
+        #expect(monitor.status.lastEvent == "PrepareForSleep(true)")
+        try standIn.emit("PrepareForSleep", false)
+        #expect(try await eventually { (try? standIn.inhibitors()) == [who] && monitor.status.holdsLock })
+        #expect(try await eventually { env.runtime.state == .active })
+        // Taken again from inside the signal's callback, on the same connection.
+        #expect(monitor.status.connected)
+        #expect(!env.logs.messages(at: .warning).contains { $0.message.contains("went away") })
+        monitor.stop()
+        #expect(try await eventually { (try? standIn.inhibitors()) == [] })
+        withExtendedLifetime(token) {}
+        env.shutDown()
+        #expect(env.runtime.loopClosedCleanly == true)
+    }
+
+    /// A grant that never ends holds the lock no longer than logind's delay less the
+    /// margin: it expires, is terminated at the capped deadline, and the lock goes.
+    @Test func aGrantThatNeverEndsHoldsTheLockNoLongerThanLogindWaits() async throws {
+        let standIn = try LogindStandIn(delay: .seconds(3))
+        let env = try VirtualRuntime(budget: .seconds(30), lead: .seconds(1))
+        let monitor = try monitor(env, standIn)
+        #expect(try await eventually { monitor.status.holdsLock && monitor.status.delay == .seconds(3) })
+        let expired = Recorder<Bool>()
+        _ = env.runtime.beginBackgroundTask(name: "stuck") { expired.append(true) }
+        try standIn.emit("PrepareForSleep", true)
+        #expect(try await eventually { env.runtime.state == .background })
+        env.waitForQueuedRequests()
+        #expect(env.runtime.backgroundTimeRemaining <= .milliseconds(2500))
+        env.clock.advance(by: .milliseconds(2500))
+        #expect(try await eventually { (try? standIn.inhibitors()) == [] })
+        #expect(expired.count == 1)
+        #expect(env.logs.messages(at: .critical).contains { $0.message.contains("'stuck'") })
+        monitor.stop()
+        env.shutDown()
+    }
+
+    /// Already suspended: nothing to finish, the lock goes at once; the resume takes it
+    /// again and leaves the program where it was.
+    @Test func nothingRunningLetsGoAtOnce() async throws {
+        let standIn = try LogindStandIn()
+        let env = try VirtualRuntime()
+        let monitor = try monitor(env, standIn)
+        env.runtime.requestBackground()
+        env.waitForQueuedRequests()
+        #expect(env.runtime.state == .suspended)
+        #expect(try await eventually { (try? standIn.inhibitors()) == [who] })
+        try standIn.emit("PrepareForSleep", true)
+        #expect(try await eventually { (try? standIn.inhibitors()) == [] })
+        try standIn.emit("PrepareForSleep", false)
+        #expect(try await eventually { (try? standIn.inhibitors()) == [who] })
+        env.waitForQueuedRequests()
+        #expect(env.runtime.state == .suspended)
+        monitor.stop()
+        env.shutDown()
+    }
+
+    @Test func aShutdownIsATerminationRequest() async throws {
+        let standIn = try LogindStandIn()
+        let env = try VirtualRuntime()
+        let events = Recorder<LifecycleEvent>()
+        let token = env.runtime.observe { events.append($0) }
+        let monitor = try monitor(env, standIn)
+        #expect(try await eventually { monitor.status.holdsLock })
+        try standIn.emit("PrepareForShutdown", true)
+        #expect(try await eventually { env.runtime.state == .terminated })
+        #expect(events.all.contains(.willTerminate))
+        #expect(env.runtime.loopClosedCleanly == true)
+        withExtendedLifetime(token) {}
+    }
+
+    /// The bus killed (a crash, a restart of dbus) and started again: logged, no crash,
+    /// and the lock taken again once logind is back; started twice, one lock.
+    @Test func theBusComingBackMeansTheLockIsTakenAgain() async throws {
+        let standIn = try LogindStandIn()
+        let env = try VirtualRuntime()
+        let monitor = try monitor(env, standIn)
+        try monitor.start()  // again: nothing more
+        #expect(try await eventually { (try? standIn.inhibitors()) == [who] })
+        standIn.stop()
+        #expect(try await eventually { !monitor.status.connected && !monitor.status.holdsLock })
+        #expect(env.logs.messages(at: .warning).contains { $0.message.contains("system bus went away") })
+        try standIn.start()
+        #expect(try await eventually { (try? standIn.inhibitors()) == [who] })
+        #expect(monitor.status.connected)
+        monitor.stop()
+        env.shutDown()
+        #expect(env.runtime.loopClosedCleanly == true)
+    }
+
+    @Test func aBadConfigurationIsAClearError() throws {
+        let env = try VirtualRuntime()
+        defer { env.shutDown() }
+        var configuration = LogindMonitor.Configuration()
+        configuration.why = ""
+        #expect(throws: LogindError.self) {
+            try LogindMonitor(runtime: env.runtime, configuration: configuration).start()
+        }
+        configuration = .init()
+        configuration.margin = .seconds(-1)
+        #expect(throws: LogindError.self) {
+            try LogindMonitor(runtime: env.runtime, configuration: configuration).start()
+        }
+    }
+}
