@@ -107,6 +107,8 @@ let package = Package(
             dependencies: [
                 "Overtime",
                 "OvertimeSupport",
+                // NetworkManager's and logind's answers for `.unmeteredNetwork` and `.deviceIdle`.
+                "OvertimeSystem",
                 "CLibUV",
                 "CSQLite",
                 .product(name: "Logging", package: "swift-log"),
@@ -164,6 +166,7 @@ let package = Package(
                 "OvertimeLogUploader",
                 "OvertimeRELP",
                 "OvertimeScheduler",
+                "OvertimeSystem",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -267,7 +270,10 @@ let package = Package(
         // The documentation's code and the getting-started daemon it teaches.
         .testTarget(
             name: "OvertimeDocsTests",
-            dependencies: ["Overtime", "OvertimeSupport", "OvertimeTestSupport", "getting-started"]
+            dependencies: [
+                "Overtime", "OvertimeSupport", "OvertimeScheduler", "OvertimeSystem", "OvertimeTestSupport",
+                "getting-started",
+            ]
         ),
         .testTarget(
             name: "OvertimeServiceLifecycleTests",

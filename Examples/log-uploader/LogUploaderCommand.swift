@@ -11,6 +11,7 @@ import OvertimeLogUploader
 import OvertimeRELP
 import OvertimeScheduler
 import OvertimeSupport
+import OvertimeSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -95,6 +96,14 @@ struct Run: ParsableCommand {
         help: "HTTP statuses that dead-letter a segment, comma-separated (default 400,411,413,414,415,422).")
     var permanentStatuses: String?
     @Flag(help: "Terminate (and upload) when stdin closes.") var exitOnEof = false
+    @Flag(
+        inversion: .prefixedNo,
+        help: """
+            Let the system move the lifecycle: logind's sleep and shutdown (when a system bus exists: \
+            the spool is uploaded inside the delay logind grants before the system sleeps) and the \
+            kernel's memory pressure (memory warnings).
+            """)
+    var systemEvents = true
 
     func validate() throws {
         if sink.contains("://"),
@@ -293,13 +302,14 @@ struct Run: ParsableCommand {
                 }
             }
         }
+        let system = systemEvents ? startSystemMonitors(runtime) : nil
         let progress = Progress(runtime: runtime, spool: store, uploader: uploader, input: input)
         let interval = progressInterval ?? (isatty(STDERR_FILENO) != 0 ? 1 : 0)
         if interval > 0 { progress.every(seconds: interval) }
 
         let room = DescriptorBudget.room(
             ingest: ingestSocket != nil, control: controlSocket != nil,
-            uploads: UploaderConfiguration().maximumUploadsInFlight)
+            uploads: UploaderConfiguration().maximumUploadsInFlight, systemEvents: systemEvents)
         if let shortage = DescriptorBudget.check(room: room) {
             FileOutput.standardError("log-uploader: \(shortage)")
             throw ExitCode(71)  // EX_OSERR
@@ -312,6 +322,7 @@ struct Run: ParsableCommand {
         runtime.run()  // until terminated: SIGTERM, or stdin closing with --exit-on-eof
         withExtendedLifetime(token) {}
         withExtendedLifetime(scheduler) {}
+        withExtendedLifetime(system) {}
         ingest?.stop()
         writer.flush()
         progress.print()
@@ -322,6 +333,29 @@ struct Run: ParsableCommand {
                     + "not uploaded; the next run uploads them")
             throw ExitCode(3)
         }
+    }
+
+    /// logind's sleep and shutdown (when a system bus exists) and the kernel's memory
+    /// pressure, moving `runtime`. Their lines go to stderr only: a sleep must not leave the
+    /// daemon's own notices behind in the spool it is emptying.
+    private func startSystemMonitors(_ runtime: Runtime) -> (LogindMonitor, MemoryPressureMonitor) {
+        var logger = Logger(label: "log-uploader.system") { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = .notice
+        let memory = MemoryPressureMonitor(runtime: runtime, logger: logger)
+        do {
+            try memory.start()
+        } catch {
+            logger.notice("memory warnings from the kernel: off (\(error))")
+        }
+        let logind = LogindMonitor(runtime: runtime, logger: logger)
+        if LogindMonitor.systemBusExists {
+            do {
+                try logind.start()
+            } catch {
+                logger.notice("sleep and shutdown from logind: off (\(error))")
+            }
+        }
+        return (logind, memory)
     }
 
     /// The periodic upload (``UploadSchedule``) in a schedule at `--schedule` (by default in

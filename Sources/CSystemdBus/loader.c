@@ -89,16 +89,28 @@ int overtime_bus_call_inhibit(
         bus, slot, destination, path, manager, "Inhibit", handler, user, "ssss", what, who, why, mode);
 }
 
-int overtime_bus_call_get_manager_property(
-    overtime_bus *bus, overtime_bus_slot **slot, const char *property, overtime_bus_handler handler, void *user) {
+int overtime_bus_call_get_property(
+    overtime_bus *bus, overtime_bus_slot **slot, const char *to, const char *object, const char *interface,
+    const char *property, overtime_bus_handler handler, void *user) {
     return sd.call_method_async(
-        bus, slot, destination, path, "org.freedesktop.DBus.Properties", "Get", handler, user, "ss", manager,
-        property);
+        bus, slot, to, object, "org.freedesktop.DBus.Properties", "Get", handler, user, "ss", interface, property);
 }
 
-int overtime_bus_match_manager_signal(
-    overtime_bus *bus, overtime_bus_slot **slot, const char *member, overtime_bus_handler handler, void *user) {
-    return sd.match_signal_async(bus, slot, destination, path, manager, member, handler, NULL, user);
+int overtime_bus_call_no_arguments(
+    overtime_bus *bus, overtime_bus_slot **slot, const char *to, const char *object, const char *interface,
+    const char *method, overtime_bus_handler handler, void *user) {
+    return sd.call_method_async(bus, slot, to, object, interface, method, handler, user, NULL);
+}
+
+int overtime_bus_call_get_session(
+    overtime_bus *bus, overtime_bus_slot **slot, const char *id, overtime_bus_handler handler, void *user) {
+    return sd.call_method_async(bus, slot, destination, path, manager, "GetSession", handler, user, "s", id);
+}
+
+int overtime_bus_match_signal(
+    overtime_bus *bus, overtime_bus_slot **slot, const char *sender, const char *object, const char *interface,
+    const char *member, overtime_bus_handler handler, void *user) {
+    return sd.match_signal_async(bus, slot, sender, object, interface, member, handler, NULL, user);
 }
 
 int overtime_bus_match_name_owner_changed(
@@ -140,5 +152,21 @@ int overtime_bus_read_bool(overtime_bus_message *message) {
 
 int overtime_bus_read_variant_u64(overtime_bus_message *message, uint64_t *value) {
     int result = sd.message_read(message, "v", "t", value);
+    return result < 0 ? result : 0;
+}
+
+int overtime_bus_read_variant_u32(overtime_bus_message *message, uint32_t *value) {
+    int result = sd.message_read(message, "v", "u", value);
+    return result < 0 ? result : 0;
+}
+
+int overtime_bus_read_variant_bool(overtime_bus_message *message) {
+    int value = 0;
+    int result = sd.message_read(message, "v", "b", &value);
+    return result < 0 ? result : (value != 0);
+}
+
+int overtime_bus_read_object_path(overtime_bus_message *message, const char **path) {
+    int result = sd.message_read(message, "o", path);
     return result < 0 ? result : 0;
 }

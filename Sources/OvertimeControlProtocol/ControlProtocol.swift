@@ -54,15 +54,20 @@ package struct ControlStatus: Sendable, Equatable {
     /// Seconds left before the background deadline; `nil` when unlimited (foreground).
     package var backgroundTimeRemaining: Double?
     package var terminating: Bool
+    /// What the program's drivers add, each `name: what it says` (`next run: …`,
+    /// `logind: delay lock held …`).
+    package var parts: [String]
 
     package init(
-        state: String, pid: Int32, openBackgroundTasks: Int, backgroundTimeRemaining: Double?, terminating: Bool
+        state: String, pid: Int32, openBackgroundTasks: Int, backgroundTimeRemaining: Double?, terminating: Bool,
+        parts: [String] = []
     ) {
         self.state = state
         self.pid = pid
         self.openBackgroundTasks = openBackgroundTasks
         self.backgroundTimeRemaining = backgroundTimeRemaining
         self.terminating = terminating
+        self.parts = parts
     }
 }
 
@@ -166,7 +171,14 @@ extension ControlStatus {
             pid: try members.required("pid", { $0.integer(Int32.self) }, "a process ID"),
             openBackgroundTasks: try members.required("openBackgroundTasks", { $0.integer(Int.self) }, "a count"),
             backgroundTimeRemaining: try members.optional("backgroundTimeRemaining", \.doubleValue, "a number"),
-            terminating: try members.required("terminating", \.boolValue, "true or false"))
+            terminating: try members.required("terminating", \.boolValue, "true or false"),
+            parts: try members.optional("parts", Self.texts, "a list of strings") ?? [])
+    }
+
+    private static func texts(_ value: JSONValue) -> [String]? {
+        guard case .array(let elements) = value else { return nil }
+        let texts = elements.compactMap(\.stringValue)
+        return texts.count == elements.count ? texts : nil
     }
 
     /// The status as JSON, absent members left out.
@@ -176,6 +188,7 @@ extension ControlStatus {
             "terminating": .bool(terminating),
         ]
         if let backgroundTimeRemaining { members["backgroundTimeRemaining"] = JSONValue(backgroundTimeRemaining) }
+        if !parts.isEmpty { members["parts"] = .array(parts.map(JSONValue.string)) }
         return .object(members)
     }
 }

@@ -81,13 +81,23 @@ struct Status: ParsableCommand {
         let response = try options.send(ControlRequest(command: "status"))
         guard !options.json, let status = response.status else { return }
         print(
-            TextTable.render([
-                ["state", status.state],
-                ["pid", "\(status.pid)"],
-                ["open tasks", "\(status.openBackgroundTasks)"],
-                ["time left", Table.seconds(status.backgroundTimeRemaining)],
-                ["terminating", status.terminating ? "yes" : "no"],
-            ]))
+            TextTable.render(
+                [
+                    ["state", status.state],
+                    ["pid", "\(status.pid)"],
+                    ["open tasks", "\(status.openBackgroundTasks)"],
+                    ["time left", Table.seconds(status.backgroundTimeRemaining)],
+                    ["terminating", status.terminating ? "yes" : "no"],
+                ] + status.parts.map(Self.row)))
+    }
+
+    /// A driver's part as a row: its name (before the first `: `) and what it says.
+    static func row(_ part: String) -> [String] {
+        let characters = Array(part)
+        for index in characters.indices.dropLast() where characters[index] == ":" && characters[index + 1] == " " {
+            return [String(characters[..<index]), String(characters[(index + 2)...])]
+        }
+        return ["", part]
     }
 }
 

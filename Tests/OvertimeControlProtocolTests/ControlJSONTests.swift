@@ -95,6 +95,11 @@ struct ControlJSONTests {
                     terminating: false)),
             ControlResponse(
                 ok: true,
+                status: ControlStatus(
+                    state: "suspended", pid: 1, openBackgroundTasks: 0, backgroundTimeRemaining: 0, terminating: false,
+                    parts: ["logind: no delay lock; last: PrepareForSleep(true)", "next run: \"job\" at 12:00"])),
+            ControlResponse(
+                ok: true,
                 tasks: [
                     ControlTask(
                         id: 9_223_372_036_854_775_809, displayID: "#q1", name: "upload\tsegment",

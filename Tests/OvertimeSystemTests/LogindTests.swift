@@ -63,18 +63,48 @@ struct SleepDecisionsTests {
     }
 }
 
+@Suite("SessionDecisions: a logind session's activity and lock as actions")
+struct SessionDecisionsTests {
+    @Test func theProgramIsInTheForegroundOnlyWhileItsSessionIsActiveAndUnlocked() {
+        var decisions = SessionDecisions()
+        #expect(decisions.lockRequested() == [], "nothing is known of the session yet")
+        #expect(decisions.activeRead(true) == [.enterBackground], "locked before the first reading: acted on then")
+        #expect(decisions.unlockRequested() == [.returnToForeground])
+    }
+
+    @Test func aTranscript() {
+        var decisions = SessionDecisions()
+        #expect(decisions.activeRead(true) == [], "an active session at start leaves the program where it is")
+        #expect(decisions.activeRead(true) == [], "a repeated reading does nothing")
+        #expect(decisions.lockRequested() == [.enterBackground])
+        #expect(decisions.lockedHintRead(true) == [], "the locker confirming the lock does nothing more")
+        #expect(decisions.activeRead(false) == [], "already in the background")
+        #expect(decisions.unlockRequested() == [], "unlocked but switched away: still in the background")
+        #expect(decisions.activeRead(true) == [.returnToForeground])
+        #expect(decisions.lockedHintRead(false) == [], "the locker's hint catching up changes nothing")
+        #expect(decisions.lockedHintRead(true) == [.enterBackground], "a locker that only sets the hint locks too")
+        #expect(decisions.lockedHintRead(true) == [], "the same hint again is no change")
+        #expect(decisions.unlockRequested() == [.returnToForeground])
+        decisions.forgotten()
+        #expect(decisions.activeRead(false) == [.enterBackground], "after the bus came back, the first reading acts")
+    }
+}
+
 @Suite(
     "LogindMonitor against a private system bus and python-dbusmock's logind", .serialized,
     .enabled(
-        if: LogindStandIn.available, "needs dbus-daemon, busctl and python3-dbusmock (scripts/setup installs them)"),
+        if: SystemBusStandIn.available, "needs dbus-daemon, busctl and python3-dbusmock (scripts/setup installs them)"),
     .timeLimit(.minutes(3)))
 struct LogindMonitorTests {
     let who = "overtime-test-\(getpid())"
 
-    private func monitor(_ env: VirtualRuntime, _ standIn: LogindStandIn) throws -> LogindMonitor {
+    private func monitor(_ env: VirtualRuntime, _ standIn: SystemBusStandIn, session: String? = nil) throws
+        -> LogindMonitor
+    {
         var configuration = LogindMonitor.Configuration()
         configuration.who = who
         configuration.busAddress = standIn.address
+        configuration.session = session
         let monitor = LogindMonitor(runtime: env.runtime, configuration: configuration, logger: env.logs.logger)
         try monitor.start()
         return monitor
@@ -84,7 +114,7 @@ struct LogindMonitorTests {
     /// a budget inside logind's delay, the lock goes exactly when the last grant ends, and
     /// the resume takes it again and returns to the foreground.
     @Test func theLockGoesWhenTheLastGrantEndsAndComesBackOnResume() async throws {
-        let standIn = try LogindStandIn(delay: .seconds(5))
+        let standIn = try SystemBusStandIn(delay: .seconds(5))
         let env = try VirtualRuntime(budget: .seconds(30), lead: .seconds(1))
         let events = Recorder<LifecycleEvent>()
         let token = env.runtime.observe { events.append($0) }
@@ -102,12 +132,16 @@ struct LogindMonitorTests {
         #expect(try await eventually { (try? standIn.inhibitors()) == [] })
         #expect(env.runtime.state == .suspended)
         #expect(monitor.status.lastEvent == "PrepareForSleep(true)")
+        #expect(monitor.status.lastSleepWait != nil)
         try standIn.emit("PrepareForSleep", false)
         #expect(try await eventually { (try? standIn.inhibitors()) == [who] && monitor.status.holdsLock })
         #expect(try await eventually { env.runtime.state == .active })
         // Taken again from inside the signal's callback, on the same connection.
         #expect(monitor.status.connected)
         #expect(!env.logs.messages(at: .warning).contains { $0.message.contains("went away") })
+        #expect(
+            env.logs.messages(at: .notice).contains { $0.message.contains("the system resumed from sleep") },
+            "wall-clock plans are made again after a sleep")
         monitor.stop()
         #expect(try await eventually { (try? standIn.inhibitors()) == [] })
         withExtendedLifetime(token) {}
@@ -118,7 +152,7 @@ struct LogindMonitorTests {
     /// A grant that never ends holds the lock no longer than logind's delay less the
     /// margin: it expires, is terminated at the capped deadline, and the lock goes.
     @Test func aGrantThatNeverEndsHoldsTheLockNoLongerThanLogindWaits() async throws {
-        let standIn = try LogindStandIn(delay: .seconds(3))
+        let standIn = try SystemBusStandIn(delay: .seconds(3))
         let env = try VirtualRuntime(budget: .seconds(30), lead: .seconds(1))
         let monitor = try monitor(env, standIn)
         #expect(try await eventually { monitor.status.holdsLock && monitor.status.delay == .seconds(3) })
@@ -139,7 +173,7 @@ struct LogindMonitorTests {
     /// Already suspended: nothing to finish, the lock goes at once; the resume takes it
     /// again and leaves the program where it was.
     @Test func nothingRunningLetsGoAtOnce() async throws {
-        let standIn = try LogindStandIn()
+        let standIn = try SystemBusStandIn()
         let env = try VirtualRuntime()
         let monitor = try monitor(env, standIn)
         env.runtime.requestBackground()
@@ -157,7 +191,7 @@ struct LogindMonitorTests {
     }
 
     @Test func aShutdownIsATerminationRequest() async throws {
-        let standIn = try LogindStandIn()
+        let standIn = try SystemBusStandIn()
         let env = try VirtualRuntime()
         let events = Recorder<LifecycleEvent>()
         let token = env.runtime.observe { events.append($0) }
@@ -173,7 +207,7 @@ struct LogindMonitorTests {
     /// The bus killed (a crash, a restart of dbus) and started again: logged, no crash,
     /// and the lock taken again once logind is back; started twice, one lock.
     @Test func theBusComingBackMeansTheLockIsTakenAgain() async throws {
-        let standIn = try LogindStandIn()
+        let standIn = try SystemBusStandIn()
         let env = try VirtualRuntime()
         let monitor = try monitor(env, standIn)
         try monitor.start()  // again: nothing more
@@ -189,6 +223,46 @@ struct LogindMonitorTests {
         #expect(env.runtime.loopClosedCleanly == true)
     }
 
+    /// A kiosk's session: switched away or locked sends the program to the background,
+    /// active and unlocked again brings it back; the status says what it saw.
+    @Test func theSessionSwitchedAwayOrLockedMovesTheProgramToTheBackgroundAndBack() async throws {
+        let standIn = try SystemBusStandIn()
+        try standIn.addSession("c7", active: true)
+        let env = try VirtualRuntime()
+        let monitor = try monitor(env, standIn, session: "c7")
+        #expect(try await eventually { monitor.status.sessionActive == true && monitor.status.sessionLocked == false })
+        #expect(env.runtime.state == .active)
+        try standIn.session("c7", "Lock")
+        #expect(try await eventually { env.runtime.state == .suspended })
+        #expect(monitor.status.sessionLocked == true && monitor.status.lastEvent == "session locked")
+        try standIn.session("c7", "Unlock")
+        #expect(try await eventually { env.runtime.state == .active })
+        try standIn.setSessionActive("c7", false)
+        #expect(try await eventually { env.runtime.state == .suspended })
+        #expect(monitor.status.lastEvent == "session switched away")
+        #expect(monitor.status.summary.contains("session inactive"))
+        try standIn.setSessionActive("c7", true)
+        #expect(try await eventually { env.runtime.state == .active })
+        monitor.stop()
+        env.shutDown()
+        #expect(env.runtime.loopClosedCleanly == true)
+    }
+
+    /// A session logind does not have is a warning, not a failure: sleep still works.
+    @Test func aSessionLogindDoesNotHaveIsAWarning() async throws {
+        let standIn = try SystemBusStandIn()
+        let env = try VirtualRuntime()
+        let monitor = try monitor(env, standIn, session: "nope")
+        #expect(try await eventually { monitor.status.holdsLock })
+        #expect(
+            try await eventually {
+                env.logs.messages(at: .warning).contains { $0.message.contains("no session 'nope'") }
+            })
+        #expect(monitor.status.sessionActive == nil)
+        monitor.stop()
+        env.shutDown()
+    }
+
     @Test func aBadConfigurationIsAClearError() throws {
         let env = try VirtualRuntime()
         defer { env.shutDown() }
@@ -199,6 +273,11 @@ struct LogindMonitorTests {
         }
         configuration = .init()
         configuration.margin = .seconds(-1)
+        #expect(throws: LogindError.self) {
+            try LogindMonitor(runtime: env.runtime, configuration: configuration).start()
+        }
+        configuration = .init()
+        configuration.session = ""
         #expect(throws: LogindError.self) {
             try LogindMonitor(runtime: env.runtime, configuration: configuration).start()
         }

@@ -186,11 +186,20 @@ struct MetricSpec: Sendable {
             what:
                 "resident memory at rest (3 s after READY=1, a warm state folder), and log_uploader after lines on stdin "
                 + "(warm; _first_start: an empty folder)",
-            target: "≤ 12 (log_uploader, both)"
+            target: "≤ 12 (log_uploader, both); tiny_daemon_logind ≤ tiny_daemon + 1"
         ) { values in
             guard let idle = values["log_uploader"], let fed = values["log_uploader_after_lines"] else { return nil }
-            return idle <= 12 && fed <= 12
+            let logind = values["tiny_daemon_logind"].flatMap { on in values["tiny_daemon"].map { on <= $0 + 1 } }
+            return idle <= 12 && fed <= 12 && logind != false
         },
+        MetricSpec(
+            name: "sleep_to_release_ms", unit: "ms", higherIsBetter: false,
+            what:
+                "logind's PrepareForSleep(true) → the delay lock let go, nothing running (LogindMonitor's own "
+                + "measure: the signal read on the loop → the descriptor closed; python-dbusmock's logind on a private "
+                + "bus); p50 and p99 of the cycles; logind_delay: the time logind allows (InhibitDelayMaxSec)",
+            target: "≤ 5 (p99)"
+        ) { values in values["overtime_p99"].map { $0 <= 5 } },
         .context(name: "footprint_threads", unit: "threads", what: "threads at rest", target: "(context)"),
         .context(
             name: "footprint_shared_libraries", unit: "libraries", what: "shared libraries mapped at rest",

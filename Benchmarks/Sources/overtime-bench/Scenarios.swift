@@ -96,6 +96,7 @@ struct Scenarios {
             return children + [
                 ("log_uploader", { try program("log_uploader").wakeupsPerSecond }),
                 ("tiny_daemon", { try program("tiny_daemon").wakeupsPerSecond }),
+                ("tiny_daemon_logind", { try program("tiny_daemon_logind").wakeupsPerSecond }),
                 ("service_lifecycle_peer", { try program("service_lifecycle_peer").wakeupsPerSecond }),
             ]
         case "idle_bytes_written_per_hour":
@@ -109,7 +110,11 @@ struct Scenarios {
                 (name, { try program(name).sigtermToExitMilliseconds })
             }
         case "footprint_rss_mb":
-            return ["log_uploader", "tiny_daemon", "service_lifecycle_peer", "swift_floor"].map { name in
+            notes.value.append(
+                "tiny_daemon_logind: tiny-daemon with a system bus (a private dbus-daemon, python-dbusmock's logind): "
+                    + "its LogindMonitor connected and holding the delay lock")
+            return ["log_uploader", "tiny_daemon", "tiny_daemon_logind", "service_lifecycle_peer", "swift_floor"].map {
+                name in
                 (name, { try program(name).residentMegabytes })
             } + [
                 (
@@ -133,11 +138,11 @@ struct Scenarios {
                 ),
             ]
         case "footprint_threads":
-            return ["log_uploader", "tiny_daemon", "service_lifecycle_peer"].map { name in
+            return ["log_uploader", "tiny_daemon", "tiny_daemon_logind", "service_lifecycle_peer"].map { name in
                 (name, { Double(try program(name).threads) })
             }
         case "footprint_shared_libraries":
-            return ["log_uploader", "tiny_daemon", "service_lifecycle_peer"].map { name in
+            return ["log_uploader", "tiny_daemon", "tiny_daemon_logind", "service_lifecycle_peer"].map { name in
                 (name, { Double(try program(name).sharedLibraries) })
             }
         case "binary_size_mb":
@@ -147,6 +152,21 @@ struct Scenarios {
                     { try ProgramFootprint.strippedMegabytes(programs + "/" + product) }
                 )
             }
+        case "sleep_to_release_ms":
+            let cycles = max(5, min(200, s.transitions / 100))
+            let measured = Unprotected<(samples: [Int64], logindDelay: Double)?>(nil)
+            let figures = {
+                if let done = measured.value { return done }
+                let done = try SleepRelease.measure(cycles: cycles)
+                measured.value = done
+                notes.value.append("sleep_to_release_ms: \(cycles) sleeps, each resumed before the next")
+                return done
+            }
+            return [
+                ("overtime_p50", { Double(percentile(try figures().samples, 0.5)) / 1e6 }),
+                ("overtime_p99", { Double(percentile(try figures().samples, 0.99)) / 1e6 }),
+                ("logind_delay", { try figures().logindDelay }),
+            ]
         case "transition_1000_observers_p99_us":
             return [
                 ("overtime", { try ObserverTransition.overtime(observers: s.observers, roundTrips: s.transitions) })
@@ -354,6 +374,11 @@ struct Scenarios {
         let command: (String, [String]) =
             switch name {
             case "tiny_daemon": (programs + "/tiny-daemon", [])
+            case "tiny_daemon_logind":
+                (
+                    "/usr/bin/env",
+                    ["DBUS_SYSTEM_BUS_ADDRESS=" + (try PrivateSystemBus.shared().address), programs + "/tiny-daemon"]
+                )
             case "log_uploader": (programs + "/log-uploader", ["--spool", "@D/spool", "--sink", "@D/collected"])
             case "swift_floor": (floor, [])
             case "service_lifecycle_peer":

@@ -38,22 +38,31 @@ int overtime_bus_get_timeout(overtime_bus *bus, uint64_t *usec);
 /// One step of reading, writing and dispatching: > 0 more to do, 0 idle, < 0 -errno.
 int overtime_bus_process(overtime_bus *bus);
 
-/// Calls `member` on logind's manager, asynchronously; `handler` gets the reply.
-/// `Inhibit(what, who, why, mode)`.
+/// Calls logind's manager `Inhibit(what, who, why, mode)` asynchronously; `handler` gets
+/// the reply.
 int overtime_bus_call_inhibit(
     overtime_bus *bus, overtime_bus_slot **slot, const char *what, const char *who, const char *why,
     const char *mode, overtime_bus_handler handler, void *user);
-/// `Properties.Get("org.freedesktop.login1.Manager", property)`.
-int overtime_bus_call_get_manager_property(
-    overtime_bus *bus, overtime_bus_slot **slot, const char *property, overtime_bus_handler handler, void *user);
+/// Calls `Properties.Get(interface, property)` on `destination`'s object `path`, asynchronously.
+int overtime_bus_call_get_property(
+    overtime_bus *bus, overtime_bus_slot **slot, const char *destination, const char *path, const char *interface,
+    const char *property, overtime_bus_handler handler, void *user);
+/// Calls `method` (no arguments) on `destination`'s object `path`, asynchronously.
+int overtime_bus_call_no_arguments(
+    overtime_bus *bus, overtime_bus_slot **slot, const char *destination, const char *path, const char *interface,
+    const char *method, overtime_bus_handler handler, void *user);
+/// Calls logind's manager `GetSession(id)` asynchronously (its reply is an object path).
+int overtime_bus_call_get_session(
+    overtime_bus *bus, overtime_bus_slot **slot, const char *id, overtime_bus_handler handler, void *user);
 /// Subscribes to the bus's `NameOwnerChanged` (a service appearing or going).
 int overtime_bus_match_name_owner_changed(
     overtime_bus *bus, overtime_bus_slot **slot, overtime_bus_handler handler, void *user);
 /// Reads `NameOwnerChanged`'s name and new owner (owned by the message): 0 or -errno.
 int overtime_bus_read_name_owner_changed(overtime_bus_message *message, const char **name, const char **owner);
-/// Subscribes to logind's manager signal `member`.
-int overtime_bus_match_manager_signal(
-    overtime_bus *bus, overtime_bus_slot **slot, const char *member, overtime_bus_handler handler, void *user);
+/// Subscribes to the signal `member` of `interface` that `sender` (a well-known name) sends from `path`.
+int overtime_bus_match_signal(
+    overtime_bus *bus, overtime_bus_slot **slot, const char *sender, const char *path, const char *interface,
+    const char *member, overtime_bus_handler handler, void *user);
 void overtime_bus_slot_unref(overtime_bus_slot *slot);
 
 /// When `message` is an error reply: 1 with its name and text (owned by the message), else 0.
@@ -64,4 +73,10 @@ int overtime_bus_read_fd(overtime_bus_message *message);
 int overtime_bus_read_bool(overtime_bus_message *message);
 /// Reads a variant holding an unsigned 64-bit integer (`v` of `t`): 0 or -errno.
 int overtime_bus_read_variant_u64(overtime_bus_message *message, uint64_t *value);
+/// Reads a variant holding an unsigned 32-bit integer (`v` of `u`): 0 or -errno.
+int overtime_bus_read_variant_u32(overtime_bus_message *message, uint32_t *value);
+/// Reads a variant holding a boolean (`v` of `b`): 0 or 1, or -errno.
+int overtime_bus_read_variant_bool(overtime_bus_message *message);
+/// Reads an object path (`o`; owned by the message): 0 or -errno.
+int overtime_bus_read_object_path(overtime_bus_message *message, const char **path);
 #endif

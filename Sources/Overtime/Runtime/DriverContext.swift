@@ -110,6 +110,14 @@ package final class DriverContext: @unchecked Sendable {  // confined to the loo
         }
     }
 
+    /// Tells the wall-clock step hooks that wall-clock time moved against the monotonic
+    /// clock without the kernel saying so (the system slept: the monotonic clock stood
+    /// still), so that plans in wall-clock time are made again.
+    package func announceWallClockStep(because reason: String) {
+        core.assertOnLoop()
+        core.wallClockStepped(because: reason)
+    }
+
     /// Calls `body` with how long the loop was away when a turn begins, or a turn's timers
     /// fall due, at least `threshold` after time was last looked at — the process was
     /// paused (SIGSTOP, a frozen container or VM) between turns or in one, starved, or

@@ -207,8 +207,8 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
     }
 
     /// The wall clock was set: every hook re-plans.
-    func wallClockStepped() {
-        logger.notice("the wall clock was set; plans in wall-clock time are recomputed")
+    func wallClockStepped(because reason: String = "the wall clock was set") {
+        logger.notice("\(reason); plans in wall-clock time are recomputed")
         for hook in hooks.wallClockSteps { hook() }
     }
 

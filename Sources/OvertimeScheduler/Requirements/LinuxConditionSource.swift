@@ -2,8 +2,10 @@
 // /proc/net), power supplies in sysfs, free space from statvfs; changes announced by
 // netlink on the runtime's loop.
 
+import Logging
 import Overtime
 import OvertimeSupport
+import OvertimeSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -25,6 +27,11 @@ import OvertimeSupport
 /// - **Storage**: `statvfs` of ``Configuration/storagePath``; low below
 ///   ``Configuration/storageLowBelow`` bytes available. Nothing announces it: the scheduler
 ///   looks again while a run waits on it.
+/// - **Unmetered network, device idle**: NetworkManager's `Metered` and systemd-logind's
+///   `IdleHint` over the system bus (``Configuration/readsSystemBus``), followed by their
+///   change signals on the loop: no polling. Without a system bus, NetworkManager or logind
+///   they cannot be told: ``SystemConditions/unknown`` says why, and a run that needs one
+///   waits with the reason shown.
 public final class LinuxConditionSource: ConditionSource {
     /// Where to read and what counts as low.
     public struct Configuration: Sendable {
@@ -41,6 +48,11 @@ public final class LinuxConditionSource: ConditionSource {
         /// Whether changes are announced by netlink (off: only looking again announces them,
         /// for roots that are not the kernel's).
         public var watchesKernelEvents = true
+        /// Whether NetworkManager and logind are asked over the system bus (for
+        /// `.unmeteredNetwork` and `.deviceIdle`). Default on; off, both are unknown.
+        public var readsSystemBus = true
+        /// The system bus's address; `nil`: `$DBUS_SYSTEM_BUS_ADDRESS`, else the standard socket.
+        public var systemBusAddress: String?
 
         /// Reads the real system, measuring storage at `storagePath`.
         public init(storagePath: String) {
@@ -51,6 +63,7 @@ public final class LinuxConditionSource: ConditionSource {
     /// Where it reads.
     public let configuration: Configuration
     private let watchers = Locked<[NetlinkWatcherBox]>([])
+    private let systemBus = Locked<SystemBusConditions?>(nil)
 
     /// A source reading as `configuration` says.
     public init(configuration: Configuration) {
@@ -60,13 +73,33 @@ public final class LinuxConditionSource: ConditionSource {
     /// Reads every condition now.
     public func read() -> SystemConditions {
         let power = readPower()
-        return SystemConditions(
+        var conditions = SystemConditions(
             networkAvailable: hasDefaultRoute(), externalPower: power.external, batteryLow: power.batteryLow,
             storageLow: storageLow())
+        let bus =
+            systemBus.withLock { $0?.reading }
+            ?? .unknown(Self.notAsked)
+        conditions.networkMetered = bus.networkMetered
+        conditions.deviceIdle = bus.deviceIdle
+        if let reason = bus.meteredUnknown, bus.networkMetered == nil { conditions.unknown[.unmeteredNetwork] = reason }
+        if let reason = bus.idleUnknown, bus.deviceIdle == nil { conditions.unknown[.deviceIdle] = reason }
+        return conditions
     }
+
+    private static let notAsked = "the system bus is not asked (readsSystemBus is off, or the source is not started)"
 
     /// Watches route changes and power-supply events on `runtime`'s loop.
     public func start(runtime: Runtime, changed: @escaping @Sendable () -> Void) {
+        if configuration.readsSystemBus {
+            let made = SystemBusConditions(
+                runtime: runtime, address: configuration.systemBusAddress, logger: Logger(label: "overtime.scheduler"))
+            let previous = systemBus.withLock { current in
+                defer { current = made }
+                return current
+            }
+            previous?.stop()
+            made.start(changed: changed)
+        }
         guard configuration.watchesKernelEvents else { return }
         let context = runtime.driverContext
         runtime.execute { [self] in
@@ -95,6 +128,7 @@ public final class LinuxConditionSource: ConditionSource {
             return watchers
         }
         for watcher in stopping { watcher.stop() }
+        systemBus.withLock { $0 }?.stop()
     }
 
     // MARK: Reading

@@ -17,6 +17,8 @@ public struct Requirement: Sendable, Hashable, Comparable, CustomStringConvertib
         case batteryNotLow = "battery-not-low"
         case storageNotLow = "storage-not-low"
         case background
+        case unmeteredNetwork = "unmetered-network"
+        case deviceIdle = "device-idle"
     }
 
     let kind: Kind
@@ -33,6 +35,15 @@ public struct Requirement: Sendable, Hashable, Comparable, CustomStringConvertib
     /// Only while the program is in the background, like an app refresh task: runs wait
     /// while it is active in the foreground, and one in progress stops when it comes back.
     public static let background = Requirement(kind: .background)
+    /// The network is up and not metered, as NetworkManager says (its `Metered` property:
+    /// `no` or `guess-no`), like WorkManager's `NetworkType.UNMETERED`. Without
+    /// NetworkManager (or a system bus) it cannot be told, and a run that needs it waits:
+    /// "why not yet" says so (``PendingRequest/Reason/requirementUnknown(_:because:)``).
+    public static let unmeteredNetwork = Requirement(kind: .unmeteredNetwork)
+    /// The device is idle, as systemd-logind says (its `IdleHint`: every session idle),
+    /// like WorkManager's `requiresDeviceIdle`. Without logind it cannot be told, and a run
+    /// that needs it waits.
+    public static let deviceIdle = Requirement(kind: .deviceIdle)
 
     /// Every requirement this build knows.
     public static let all: [Requirement] = Kind.allCases.map(Requirement.init(kind:))
@@ -63,6 +74,8 @@ public struct Requirement: Sendable, Hashable, Comparable, CustomStringConvertib
         case .batteryNotLow: !conditions.batteryLow
         case .storageNotLow: !conditions.storageLow
         case .background: state == .background
+        case .unmeteredNetwork: conditions.networkAvailable && conditions.networkMetered == false
+        case .deviceIdle: conditions.deviceIdle == true
         }
     }
 
@@ -85,6 +98,8 @@ public struct Requirement: Sendable, Hashable, Comparable, CustomStringConvertib
         case .batteryNotLow: 4
         case .storageNotLow: 8
         case .background: 16
+        case .unmeteredNetwork: 32
+        case .deviceIdle: 64
         }
     }
 }
@@ -115,24 +130,38 @@ public struct SystemConditions: Sendable, Hashable, CustomStringConvertible {
     public var batteryLow: Bool
     /// The watched file system is low on room.
     public var storageLow: Bool
+    /// The network in use is metered; `nil` when that cannot be told (``unknown`` says why).
+    public var networkMetered: Bool?
+    /// The device is idle; `nil` when that cannot be told (``unknown`` says why).
+    public var deviceIdle: Bool?
+    /// Why a requirement cannot be told now (NetworkManager is not running, no system
+    /// bus, …), as "why not yet" shows it.
+    public var unknown: [Requirement: String]
 
     /// Conditions as given; by default, everything a run could need holds.
     public init(
-        networkAvailable: Bool = true, externalPower: Bool = true, batteryLow: Bool = false, storageLow: Bool = false
+        networkAvailable: Bool = true, externalPower: Bool = true, batteryLow: Bool = false, storageLow: Bool = false,
+        networkMetered: Bool? = false, deviceIdle: Bool? = true, unknown: [Requirement: String] = [:]
     ) {
         self.networkAvailable = networkAvailable
         self.externalPower = externalPower
         self.batteryLow = batteryLow
         self.storageLow = storageLow
+        self.networkMetered = networkMetered
+        self.deviceIdle = deviceIdle
+        self.unknown = unknown
     }
 
-    /// `network up, external power, battery ok, storage ok`, as logs show it.
+    /// `network up, external power, battery ok, storage ok, unmetered, device idle`, as
+    /// logs show it.
     public var description: String {
         [
             networkAvailable ? "network up" : "network down",
             externalPower ? "external power" : "on battery",
             batteryLow ? "battery low" : "battery ok",
             storageLow ? "storage low" : "storage ok",
+            networkMetered.map { $0 ? "metered" : "unmetered" } ?? "metered unknown",
+            deviceIdle.map { $0 ? "device idle" : "device in use" } ?? "idle unknown",
         ].joined(separator: ", ")
     }
 }

@@ -22,6 +22,10 @@ public struct PendingRequest: Sendable, Hashable {
         case runtimeRefused(String)
         /// A requirement does not hold (the first unmet one).
         case requirement(Requirement)
+        /// A requirement that cannot be told here now (the first unmet one), and why: no
+        /// NetworkManager to say whether the network is metered, no logind to say whether
+        /// the device is idle. It waits until the system can tell.
+        case requirementUnknown(Requirement, because: String)
 
         /// A sentence, as `overtimectl` prints it.
         public var description: String {
@@ -33,6 +37,7 @@ public struct PendingRequest: Sendable, Hashable {
             case .startSpacing: "runs due together start one after another"
             case .runtimeRefused(let reason): "no grant: \(reason)"
             case .requirement(let requirement): "requirement '\(requirement)'"
+            case .requirementUnknown(let requirement, let reason): "requirement '\(requirement)' (unknown: \(reason))"
             }
         }
     }

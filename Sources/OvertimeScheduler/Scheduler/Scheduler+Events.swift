@@ -103,7 +103,9 @@ extension Scheduler {
             let step = previous.map { offset - $0 }
             logger.notice("the wall clock was set\(step.map { " (by \($0))" } ?? ""): re-planning every request")
             correctPlansForTheClock(step: step)
-            cycle()
+            // A step is also how a resume from sleep shows: what the machine offers may have
+            // changed meanwhile without an event (power, room), so it is read again.
+            conditionsChanged()
         }
     }
 
@@ -116,6 +118,7 @@ extension Scheduler {
         let due = SchedulePlanner.dueTime(stored.plan, stored.request)
         if due > now { return .plannedTime(due) }
         if let unmet = stored.request.requirements.firstUnmet(by: state.conditions, state: runtime.state) {
+            if let reason = state.conditions.unknown[unmet] { return .requirementUnknown(unmet, because: reason) }
             return .requirement(unmet)
         }
         if state.terminating { return .runtimeRefused("the program is terminating") }

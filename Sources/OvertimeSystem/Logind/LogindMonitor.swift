@@ -43,6 +43,12 @@ public final class LogindMonitor: Sendable {
         /// `$DBUS_SYSTEM_BUS_ADDRESS`, else the standard socket. For a container with the
         /// host's bus socket mounted elsewhere.
         public var busAddress: String?
+        /// The logind session (its ID, as `loginctl list-sessions` shows it, e.g.
+        /// `$XDG_SESSION_ID`) whose screen the program lives on, for a kiosk: while it is
+        /// switched away (not `Active`) or locked (`Lock`, `LockedHint`) the program is in the
+        /// background, and it returns to the foreground when the session is active and
+        /// unlocked again. `nil` (the default): no session moves the program.
+        public var session: String?
 
         /// The defaults.
         public init() {}
@@ -53,6 +59,9 @@ public final class LogindMonitor: Sendable {
                 throw LogindError("invalid configuration: \(field) must be non-empty text without NUL")
             }
             if margin < .zero { throw LogindError("invalid configuration: margin must not be negative, got \(margin)") }
+            if let session, session.isEmpty || session.utf8.contains(0) {
+                throw LogindError("invalid configuration: session must be a non-empty session ID without NUL")
+            }
         }
     }
 
@@ -64,8 +73,32 @@ public final class LogindMonitor: Sendable {
         public var holdsLock = false
         /// logind's `InhibitDelayMaxSec`, once read.
         public var delay: Duration?
-        /// The last thing logind said (`PrepareForSleep(true)`, …), if any.
+        /// The last thing logind said (`PrepareForSleep(true)`, `session locked`, …), if any.
         public var lastEvent: String?
+        /// How long the last sleep waited for the program: from `PrepareForSleep(true)`
+        /// arriving to the lock let go.
+        public var lastSleepWait: Duration?
+        /// The configured session is active (on its seat's screen); `nil` when not
+        /// followed or not yet read.
+        public var sessionActive: Bool?
+        /// The configured session is locked; `nil` when not followed or not yet read.
+        public var sessionLocked: Bool?
+
+        /// One line, as `overtimectl status` shows it: `lock held (delay 5 s); last
+        /// PrepareForSleep(false)`.
+        public var summary: String {
+            var parts = [
+                !connected ? "no system bus" : holdsLock ? "delay lock held" : "no delay lock"
+            ]
+            if let delay { parts[0] += " (logind waits \(delay))" }
+            if let sessionActive {
+                parts.append(
+                    "session \(sessionActive ? "active" : "inactive")\(sessionLocked == true ? ", locked" : "")")
+            }
+            if let lastEvent { parts.append("last: \(lastEvent)") }
+            if let lastSleepWait { parts.append("last sleep waited \(lastSleepWait)") }
+            return parts.joined(separator: "; ")
+        }
     }
 
     /// The runtime moved.
@@ -74,13 +107,14 @@ public final class LogindMonitor: Sendable {
     public let configuration: Configuration
     private let logger: Logger
     private let published = Locked(Status())
-    private let driver = Locked<LoopBound<LogindDriver?>?>(nil)
+    private let slot: LoopDriverSlot<LogindDriver>
 
     /// A monitor for `runtime`; nothing happens until ``start()``.
     public init(runtime: Runtime, configuration: Configuration = .init(), logger: Logger? = nil) {
         self.runtime = runtime
         self.configuration = configuration
         self.logger = logger ?? Logger(label: "overtime.logind")
+        slot = LoopDriverSlot(runtime: runtime)
     }
 
     /// Loads libsystemd and connects on the runtime's loop. Throws when libsystemd cannot
@@ -92,39 +126,20 @@ public final class LogindMonitor: Sendable {
         guard overtime_bus_load(&failure, failure.count) == 0 else {
             throw LogindError("libsystemd cannot be loaded: \(Self.text(failure))")
         }
-        let context = runtime.driverContext
-        let bound = LoopBound<LogindDriver?>(nil, context: context)
-        let claimed = driver.withLock { current in
-            defer { if current == nil { current = bound } }
-            return current == nil
-        }
-        guard claimed else { return }
-        let install: @Sendable () -> Void = { [self] in
-            let made = LogindDriver(
-                context: context, runtime: runtime, configuration: configuration, logger: logger, published: published)
-            bound.value = made
-            context.onShutdown { bound.value?.stop() }
-            made.start()
-        }
-        if runtime.isOnLoopThread {
-            install()
-        } else if !context.execute(install) {
-            throw LogindError("the runtime has shut down")
-        }
+        let (runtime, configuration, logger, published) = (runtime, configuration, logger, published)
+        let installed = slot.install(
+            { context in
+                context.addStatusPart { "logind: " + published.withLock { $0.summary } }
+                return LogindDriver(
+                    context: context, runtime: runtime, configuration: configuration, logger: logger,
+                    published: published)
+            }, start: { $0.start() }, stop: { $0.stop() })
+        if installed == nil { throw LogindError("the runtime has shut down") }
     }
 
     /// Lets go of the lock and disconnects. From any thread; again is nothing.
     public func stop() {
-        guard
-            let bound = driver.withLock({ current in
-                defer { current = nil }; return current
-            })
-        else { return }
-        if runtime.isOnLoopThread {
-            bound.value?.stop()
-        } else {
-            _ = runtime.driverContext.execute { bound.value?.stop() }
-        }
+        slot.stop { $0.stop() }
     }
 
     /// What it holds and last heard.
@@ -134,8 +149,7 @@ public final class LogindMonitor: Sendable {
     /// names, else `/run/dbus/system_bus_socket`, exists. (Containers and minimal images
     /// often have none; a program can then skip the monitor.)
     public static var systemBusExists: Bool {
-        let address = getenv("DBUS_SYSTEM_BUS_ADDRESS").map { String(cString: $0) }
-        return LogindDriver.socketPath(ofAddress: address).map { access($0, F_OK) == 0 } ?? true
+        SystemBusLink.exists(address: nil)
     }
 
     /// A NUL-terminated C buffer's text.
@@ -152,7 +166,8 @@ public struct LogindError: Error, Sendable, Hashable, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// The monitor's loop side: the bus, the lock's descriptor and the decisions. Loop only.
+/// The monitor's loop side: the bus, the lock's descriptor, the session, and the decisions
+/// about them. Loop only.
 final class LogindDriver {
     private let context: DriverContext
     private let runtime: Runtime
@@ -160,12 +175,11 @@ final class LogindDriver {
     private let logger: Logger
     private let published: Locked<LogindMonitor.Status>
     private var decisions: SleepDecisions
-    private var bus: SystemBus?
+    private var session = SessionDecisions()
+    private var link: SystemBusLink!
     private var lock: Int32 = -1
     private var releaseTimer: LoopTimer?
-    private var socketWatch: UnsafeMutablePointer<uv_fs_event_t>?
-    private var retry: UnsafeMutablePointer<uv_timer_t>?
-    private var retriesLeft = 0
+    private var sleepBegan: MonotonicInstant?
     private var stopped = false
 
     init(
@@ -178,23 +192,26 @@ final class LogindDriver {
         self.logger = logger
         self.published = published
         decisions = SleepDecisions(margin: configuration.margin)
+        link = SystemBusLink(
+            context: context, address: configuration.busAddress, logger: logger,
+            connected: { [unowned self] bus in self.connected(bus) }, lost: { [unowned self] _ in self.lost() })
     }
+
+    private var bus: SystemBus? { link.bus }
 
     func start() {
         context.onLifecycleEvent { [weak self] event in
             guard let self, !self.stopped, event == .didSuspend else { return }
             self.perform(self.decisions.nothingRuns())
         }
-        if !connect() { watchForBus() }
+        link.start()
     }
 
     func stop() {
         guard !stopped else { return }
         stopped = true
         releaseLock()
-        bus?.close()
-        bus = nil
-        stopWatching()
+        link.stop()
         published.withLock {
             $0.connected = false
             $0.holdsLock = false
@@ -203,31 +220,20 @@ final class LogindDriver {
 
     // MARK: The connection
 
-    /// Connects and subscribes; `false` when the bus is not there.
-    @discardableResult
-    private func connect() -> Bool {
-        let made: SystemBus
-        do {
-            made = try SystemBus(context: context, address: configuration.busAddress) { [weak self] reason in
-                self?.lost(reason)
-            }
-        } catch {
-            logger.debug("\(error)")
-            return false
-        }
-        bus = made
+    private func connected(_ bus: SystemBus) {
         published.withLock { $0.connected = true }
-        made.onManagerSignal("PrepareForSleep") { [weak self] starting in self?.prepareForSleep(starting) }
-        made.onManagerSignal("PrepareForShutdown") { [weak self] starting in self?.prepareForShutdown(starting) }
-        made.onNameAppearing("org.freedesktop.login1") { [weak self] in
-            guard let self else { return }
+        bus.onManagerSignal("PrepareForSleep") { [weak self] starting in self?.prepareForSleep(starting) }
+        bus.onManagerSignal("PrepareForShutdown") { [weak self] starting in self?.prepareForShutdown(starting) }
+        bus.onNameOwnerChange(Logind.name) { [weak self] appeared in
+            guard let self, appeared else { return }
             self.readDelay()
             self.perform(self.decisions.logindAvailable())
+            self.followSession()
         }
         readDelay()
         perform(decisions.logindAvailable())
+        followSession()
         logger.info("connected to the system bus for logind's sleep and shutdown")
-        return true
     }
 
     private func readDelay() {
@@ -239,105 +245,101 @@ final class LogindDriver {
         }
     }
 
-    private func lost(_ reason: String) {
-        bus = nil
-        logger.warning("the system bus went away (\(reason)); waiting for it to come back")
+    private func lost() {
         closeLockDescriptor()
         decisions.lockLost()
+        session.forgotten()
         published.withLock {
             $0.connected = false
             $0.holdsLock = false
+            $0.sessionActive = nil
+            $0.sessionLocked = nil
         }
-        if !stopped { watchForBus() }
     }
 
-    /// Waits for the bus's socket to be made again (inotify on its folder): no wake-up
-    /// while it is gone. A connection refused right after (the daemon not yet listening)
-    /// is tried again a few times, 100 ms apart.
-    private func watchForBus() {
-        let socketPath = Self.socketPath(
-            ofAddress: configuration.busAddress ?? getenv("DBUS_SYSTEM_BUS_ADDRESS").map { String(cString: $0) })
-        guard socketWatch == nil, let socket = socketPath else {
-            if socketPath == nil {
-                logger.warning("the system bus address is not a socket path: not reconnecting")
-            }
-            return
-        }
-        let folder = socket.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
-        let watch = context.makeHandle(uv_fs_event_t.self)
-        uv_fs_event_init(context.loop, watch)
-        watch.pointee.data = Unmanaged.passUnretained(self).toOpaque()
-        let started = uv_fs_event_start(
-            watch,
-            { handle, _, _, _ in
-                Unmanaged<LogindDriver>.fromOpaque(handle!.pointee.data).takeUnretainedValue().busFolderChanged()
-            }, folder.isEmpty ? "/" : folder, 0)
-        guard started == 0 else {
-            uv_close(UnsafeMutableRawPointer(watch).assumingMemoryBound(to: uv_handle_t.self), nil)
-            logger.warning(
-                "cannot watch \(folder) for the system bus to come back: \(String(cString: uv_strerror(started)))")
-            return
-        }
-        socketWatch = watch
-    }
+    // MARK: The session
 
-    private func busFolderChanged() {
-        guard bus == nil, !stopped else { return }
-        retriesLeft = 20
-        attemptReconnect()
-    }
-
-    private func attemptReconnect() {
-        guard bus == nil, !stopped else { return }
-        if connect() {
-            stopWatching()
-            return
-        }
-        retriesLeft -= 1
-        guard retriesLeft > 0 else { return }
-        if retry == nil {
-            let timer = context.makeHandle(uv_timer_t.self)
-            uv_timer_init(context.loop, timer)
-            timer.pointee.data = Unmanaged.passUnretained(self).toOpaque()
-            retry = timer
-        }
-        uv_timer_start(
-            retry,
-            { handle in
-                Unmanaged<LogindDriver>.fromOpaque(handle!.pointee.data).takeUnretainedValue().attemptReconnect()
-            }, 100, 0)
-    }
-
-    private func stopWatching() {
-        if let socketWatch {
-            uv_fs_event_stop(socketWatch)
-            uv_close(UnsafeMutableRawPointer(socketWatch).assumingMemoryBound(to: uv_handle_t.self), nil)
-        }
-        socketWatch = nil
-        if let retry {
-            uv_timer_stop(retry)
-            uv_close(UnsafeMutableRawPointer(retry).assumingMemoryBound(to: uv_handle_t.self), nil)
-        }
-        retry = nil
-    }
-
-    /// The first `unix:path=` of a bus address, the standard socket for none; `nil` for an
-    /// address that is not a socket path (abstract, TCP).
-    static func socketPath(ofAddress address: String?) -> String? {
-        guard let address, !address.isEmpty else { return "/run/dbus/system_bus_socket" }
-        for entry in address.split(separator: ";") where entry.hasPrefix("unix:") {
-            for key in entry.dropFirst(5).split(separator: ",") where key.hasPrefix("path=") {
-                return String(key.dropFirst(5))
+    /// Finds the configured session's object and follows its `Active` and lock state.
+    private func followSession() {
+        guard let id = configuration.session, let bus else { return }
+        bus.sessionPath(id) { [weak self] result in
+            guard let self, let bus = self.bus else { return }
+            switch result {
+            case .failure(let error):
+                self.logger.warning("logind has no session '\(id)' to follow: \(error)")
+            case .success(let path):
+                bus.onSignal(sender: Logind.name, path: path, interface: Logind.session, "Lock") { [weak self] _ in
+                    self?.sessionEvent("session locked") { $0.lockRequested() }
+                }
+                bus.onSignal(sender: Logind.name, path: path, interface: Logind.session, "Unlock") { [weak self] _ in
+                    self?.sessionEvent("session unlocked") { $0.unlockRequested() }
+                }
+                bus.onPropertiesChanged(sender: Logind.name, path: path) { [weak self] in
+                    self?.readSession(path, id: id)
+                }
+                self.readSession(path, id: id)
             }
         }
-        return nil
+    }
+
+    private func readSession(_ path: String, id: String) {
+        let readBool: (OpaquePointer) -> Bool? = { message in
+            let value = overtime_bus_read_variant_bool(message)
+            return value >= 0 ? value != 0 : nil
+        }
+        bus?.property(of: Logind.name, at: path, interface: Logind.session, "Active", read: readBool) {
+            [weak self] result in
+            guard let self else { return }
+            guard case .success(let active) = result else {
+                if case .failure(let error) = result {
+                    self.logger.warning("logind has no session '\(id)' to follow: \(error)")
+                }
+                return
+            }
+            if self.session.active != active, self.session.active != nil {
+                self.note(active ? "session active" : "session switched away")
+            }
+            self.sessionEvent(nil) { $0.activeRead(active) }
+        }
+        bus?.property(of: Logind.name, at: path, interface: Logind.session, "LockedHint", read: readBool) {
+            [weak self] result in
+            guard let self, case .success(let hint) = result else { return }
+            self.sessionEvent(nil) { $0.lockedHintRead(hint) }
+        }
+    }
+
+    private func sessionEvent(_ event: String?, _ decide: (inout SessionDecisions) -> [SessionDecisions.Action]) {
+        guard !stopped else { return }
+        if let event { note(event) }
+        let actions = decide(&session)
+        published.withLock { [session] in
+            $0.sessionActive = session.active
+            $0.sessionLocked = session.active == nil ? nil : session.locked
+        }
+        for action in actions {
+            switch action {
+            case .enterBackground:
+                context.request(.background, from: "logind: the session was switched away or locked")
+            case .returnToForeground:
+                context.request(.foreground, from: "logind: the session is active and unlocked")
+            }
+        }
     }
 
     // MARK: What logind says
 
     private func prepareForSleep(_ starting: Bool) {
         note(starting ? "PrepareForSleep(true)" : "PrepareForSleep(false)")
-        perform(starting ? decisions.sleepComing(state: context.snapshot.state) : decisions.resumed())
+        if starting {
+            sleepBegan = sleepBegan ?? context.snapshot.now
+            perform(decisions.sleepComing(state: context.snapshot.state))
+        } else {
+            sleepBegan = nil
+            perform(decisions.resumed())
+            // The monotonic clock stood still while the system slept: plans in wall-clock
+            // time (the scheduler's) are due again, as after a step of the wall clock.
+            context.announceWallClockStep(because: "the system resumed from sleep")
+        }
     }
 
     private func prepareForShutdown(_ starting: Bool) {
@@ -411,8 +413,19 @@ final class LogindDriver {
         releaseTimer?.cancel()
         releaseTimer = nil
         guard lock >= 0 else { return }
-        closeLockDescriptor()
-        logger.info("let go of logind's delay lock: the system may sleep")
+        close(lock)
+        lock = -1
+        let waited = sleepBegan.map { context.snapshot.now - $0 }
+        // Published together: whoever sees the lock gone sees how long the sleep waited.
+        published.withLock {
+            $0.holdsLock = false
+            if let waited { $0.lastSleepWait = waited }
+        }
+        if let waited {
+            logger.info("let go of logind's delay lock \(waited) after the sleep was announced: the system may sleep")
+        } else {
+            logger.info("let go of logind's delay lock")
+        }
     }
 
     private func closeLockDescriptor() {

@@ -40,7 +40,7 @@ final class ControlCommands: Sendable {
         let source = "control socket"
         switch request.command {
         case "status":
-            return ControlResponse(ok: true, status: status(context.snapshot))
+            return ControlResponse(ok: true, status: status(context.snapshot, parts: context.statusParts))
         case "tasks":
             return ControlResponse(ok: true, tasks: context.openTasks().map(ControlTask.init))
         case "background":
@@ -87,11 +87,11 @@ final class ControlCommands: Sendable {
         return ControlResponse(ok: true, message: "\(request.command) accepted")
     }
 
-    private func status(_ snapshot: RuntimeSnapshot) -> ControlStatus {
+    private func status(_ snapshot: RuntimeSnapshot, parts: [String]) -> ControlStatus {
         ControlStatus(
             state: "\(snapshot.state)", pid: getpid(), openBackgroundTasks: snapshot.openBackgroundTasks,
             backgroundTimeRemaining: snapshot.backgroundTimeRemaining?.secondsValue,
-            terminating: snapshot.isTerminating)
+            terminating: snapshot.isTerminating, parts: parts)
     }
 }
 

@@ -78,39 +78,87 @@ final class SystemBus {
 
     /// Reads a `t` property of logind's manager.
     func managerProperty(_ name: String, reply: @escaping (Result<UInt64, SystemBusError>) -> Void) {
+        property(
+            of: Logind.name, at: Logind.path, interface: Logind.manager, name,
+            read: { message in
+                var value: UInt64 = 0
+                let result = overtime_bus_read_variant_u64(message, &value)
+                return result >= 0 ? value : nil
+            }, reply: reply)
+    }
+
+    /// Reads the property `name` of `interface` on `destination`'s object `path` with
+    /// `read` (`nil`: not of the type expected).
+    func property<Value>(
+        of destination: String, at path: String, interface: String, _ name: String,
+        read: @escaping (OpaquePointer) -> Value?, reply: @escaping (Result<Value, SystemBusError>) -> Void
+    ) {
         call(
             failed: { reply(.failure($0)) },
             reply: { message in
                 if let error = Self.error(in: message) { return reply(.failure(error)) }
-                var value: UInt64 = 0
-                let result = overtime_bus_read_variant_u64(message, &value)
-                reply(result >= 0 ? .success(value) : .failure(SystemBusError("\(name): \(errnoDescription(-result))")))
+                guard let value = read(message) else {
+                    return reply(.failure(SystemBusError("\(destination) \(path) \(name): not of the type expected")))
+                }
+                reply(.success(value))
             }
         ) { bus, slot, handler, user in
-            overtime_bus_call_get_manager_property(bus, slot, name, handler, user)
+            overtime_bus_call_get_property(bus, slot, destination, path, interface, name, handler, user)
         }
     }
 
-    /// Calls `body` with each of logind's manager signal `member`'s boolean argument.
-    func onManagerSignal(_ member: String, _ body: @escaping (Bool) -> Void) {
-        subscribe(
-            { message in
-                let value = overtime_bus_read_bool(message)
-                if value >= 0 { body(value != 0) }
-            },
-            with: { bus, slot, handler, user in overtime_bus_match_manager_signal(bus, slot, member, handler, user) })
+    /// Asks logind for the object path of session `id`.
+    func sessionPath(_ id: String, reply: @escaping (Result<String, SystemBusError>) -> Void) {
+        call(
+            failed: { reply(.failure($0)) },
+            reply: { message in
+                if let error = Self.error(in: message) { return reply(.failure(error)) }
+                var path: UnsafePointer<CChar>?
+                guard overtime_bus_read_object_path(message, &path) >= 0, let path else {
+                    return reply(.failure(SystemBusError("GetSession's reply is not an object path")))
+                }
+                reply(.success(String(cString: path)))
+            }
+        ) { bus, slot, handler, user in
+            overtime_bus_call_get_session(bus, slot, id, handler, user)
+        }
     }
 
-    /// Calls `body` whenever the bus name `name` gets an owner (the service started).
-    func onNameAppearing(_ name: String, _ body: @escaping () -> Void) {
+    /// Calls each of logind's manager signal `member`'s boolean argument.
+    func onManagerSignal(_ member: String, _ body: @escaping (Bool) -> Void) {
+        onSignal(sender: Logind.name, path: Logind.path, interface: Logind.manager, member) { message in
+            let value = overtime_bus_read_bool(message)
+            if value >= 0 { body(value != 0) }
+        }
+    }
+
+    /// Calls `body` with each signal `member` of `interface` that `sender` sends from `path`.
+    func onSignal(
+        sender: String, path: String, interface: String, _ member: String, _ body: @escaping (OpaquePointer) -> Void
+    ) {
+        subscribe(body) { bus, slot, handler, user in
+            overtime_bus_match_signal(bus, slot, sender, path, interface, member, handler, user)
+        }
+    }
+
+    /// Calls `body` whenever an object of `sender` at `path` says its properties changed.
+    func onPropertiesChanged(sender: String, path: String, _ body: @escaping () -> Void) {
+        onSignal(sender: sender, path: path, interface: "org.freedesktop.DBus.Properties", "PropertiesChanged") { _ in
+            body()
+        }
+    }
+
+    /// Calls `body` whenever the bus name `name` gets an owner (`true`: the service
+    /// started) or loses it (`false`).
+    func onNameOwnerChange(_ name: String, _ body: @escaping (Bool) -> Void) {
         subscribe(
             { message in
                 var changed: UnsafePointer<CChar>?
                 var owner: UnsafePointer<CChar>?
                 guard overtime_bus_read_name_owner_changed(message, &changed, &owner) >= 0, let changed, let owner,
-                    String(cString: changed) == name, owner.pointee != 0
+                    String(cString: changed) == name
                 else { return }
-                body()
+                body(owner.pointee != 0)
             }, with: overtime_bus_match_name_owner_changed)
     }
 
@@ -222,6 +270,14 @@ final class SystemBus {
             uv_timer_stop(timer)
         }
     }
+}
+
+/// logind's names on the bus.
+enum Logind {
+    static let name = "org.freedesktop.login1"
+    static let path = "/org/freedesktop/login1"
+    static let manager = "org.freedesktop.login1.Manager"
+    static let session = "org.freedesktop.login1.Session"
 }
 
 /// Why the system bus, or logind on it, cannot be used.
