@@ -313,6 +313,7 @@ let package = Package(
                 "OvertimeTesting",
                 "OvertimeScheduler",
                 "OvertimeSchedulerTesting",
+                "OvertimeSystem",
                 "OvertimeTestSupport",
                 "OvertimeTestHarness",
                 "overtimectl",

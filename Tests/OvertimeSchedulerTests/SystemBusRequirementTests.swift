@@ -2,6 +2,7 @@ import Foundation
 import Overtime
 import OvertimeSchedulerTesting
 import OvertimeSupport
+import OvertimeSystem
 import OvertimeTestSupport
 import OvertimeTesting
 import Testing
@@ -129,6 +130,36 @@ struct SystemBusRequirementTests {
             try standIn.start()
             #expect(try await eventually { conditions.read().deviceIdle == false })
         }
+    }
+
+    /// The system slept: on resume the scheduler reads its conditions again — even those
+    /// only an event announces (the network here, whose change was missed while asleep), and
+    /// for a program already suspended before, whose lifecycle the sleep leaves alone.
+    @Test func aResumeFromSleepReadsTheConditionsAgain() async throws {
+        let standIn = try SystemBusStandIn()
+        try await onOwnThread(resuming: {
+            let source = SchedulerRequirementTests.SilentSource()
+            source.conditions.withLock { $0.networkAvailable = false }
+            let h = try SchedulerHarness(configure: { $0.conditions = source })
+            defer { h.finish() }
+            var configuration = LogindMonitor.Configuration()
+            configuration.busAddress = standIn.address
+            let monitor = LogindMonitor(runtime: h.env.runtime, configuration: configuration)
+            try monitor.start()
+            defer { monitor.stop() }
+            #expect(try await eventually { monitor.status.holdsLock })
+            try h.current.start()
+            try h.current.submit(request(.network))
+            h.env.runtime.requestBackground()
+            #expect(try await eventually { h.env.runtime.state == .suspended })
+            h.settle()
+            #expect(h.current.pendingRequests().first?.waitingFor == .requirement(.network))
+            source.conditions.withLock { $0.networkAvailable = true }  // up while asleep, its event missed
+            try standIn.emit("PrepareForSleep", true)
+            #expect(try await eventually { !monitor.status.holdsLock })
+            try standIn.emit("PrepareForSleep", false)
+            #expect(try await eventually { h.attempts.count == 1 }, "seen on resume")
+        })
     }
 
     @Test func withoutASystemBusBothAreUnknownWithTheReason() throws {

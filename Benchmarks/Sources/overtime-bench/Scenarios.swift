@@ -102,7 +102,10 @@ struct Scenarios {
         case "idle_bytes_written_per_hour":
             return ["log_uploader", "tiny_daemon"].map { name in (name, { try program(name).bytesWrittenPerHour }) }
         case "start_to_ready_ms":
-            return ["tiny_daemon", "log_uploader", "swift_floor"].map { name in
+            return [
+                "tiny_daemon", "tiny_daemon_logind", "log_uploader", "log_uploader_no_system_events", "swift_floor",
+            ]
+            .map { name in
                 (name, { try program(name).startToReadyMilliseconds })
             }
         case "sigterm_to_exit_ms":
@@ -113,8 +116,10 @@ struct Scenarios {
             notes.value.append(
                 "tiny_daemon_logind: tiny-daemon with a system bus (a private dbus-daemon, python-dbusmock's logind): "
                     + "its LogindMonitor connected and holding the delay lock")
-            return ["log_uploader", "tiny_daemon", "tiny_daemon_logind", "service_lifecycle_peer", "swift_floor"].map {
-                name in
+            return [
+                "log_uploader", "log_uploader_no_system_events", "tiny_daemon", "tiny_daemon_logind",
+                "service_lifecycle_peer", "swift_floor",
+            ].map { name in
                 (name, { try program(name).residentMegabytes })
             } + [
                 (
@@ -380,6 +385,11 @@ struct Scenarios {
                     ["DBUS_SYSTEM_BUS_ADDRESS=" + (try PrivateSystemBus.shared().address), programs + "/tiny-daemon"]
                 )
             case "log_uploader": (programs + "/log-uploader", ["--spool", "@D/spool", "--sink", "@D/collected"])
+            case "log_uploader_no_system_events":
+                (
+                    programs + "/log-uploader",
+                    ["--spool", "@D/spool", "--sink", "@D/collected", "--no-system-events"]
+                )
             case "swift_floor": (floor, [])
             case "service_lifecycle_peer":
                 (URL(fileURLWithPath: Self.selfPath).deletingLastPathComponent().path + "/service-lifecycle-peer", [])

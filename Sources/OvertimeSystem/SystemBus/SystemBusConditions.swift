@@ -46,13 +46,9 @@ package final class SystemBusConditions: Sendable {
     package var reading: Reading { published.withLock { $0 } }
 
     /// Connects (or waits for the bus) on the loop; `changed` is called on the loop
-    /// whenever the reading changed. A second call does nothing.
+    /// whenever the reading changed. A second call does nothing. libsystemd is loaded only
+    /// once a bus is there to talk to: a machine without one pays nothing for it.
     package func start(changed: @escaping @Sendable () -> Void) {
-        var failure = [CChar](repeating: 0, count: 256)
-        guard overtime_bus_load(&failure, failure.count) == 0 else {
-            published.withLock { $0 = .unknown("libsystemd cannot be loaded: \(LogindMonitor.text(failure))") }
-            return changed()
-        }
         let (address, logger, published) = (address, logger, published)
         slot.install(
             { context in
@@ -88,7 +84,8 @@ final class ConditionsDriver {
         link = SystemBusLink(
             context: context, address: address, logger: logger,
             connected: { [unowned self] bus in self.connected(bus) },
-            lost: { [unowned self] reason in self.update { $0 = .unknown("the system bus went away (\(reason))") } })
+            lost: { [unowned self] reason in self.update { $0 = .unknown("the system bus went away (\(reason))") } },
+            unusable: { [unowned self] reason in self.update { $0 = .unknown(reason) } })
     }
 
     func start() {

@@ -21,6 +21,7 @@ final class SystemBusLink {
     private let logger: Logger
     private let connected: (SystemBus) -> Void
     private let lost: (String) -> Void
+    private let unusable: (String) -> Void
     private(set) var bus: SystemBus?
     private var socketWatch: UnsafeMutablePointer<uv_fs_event_t>?
     private var retry: UnsafeMutablePointer<uv_timer_t>?
@@ -29,16 +30,18 @@ final class SystemBusLink {
 
     /// A link to the bus at `address` (`nil`: `$DBUS_SYSTEM_BUS_ADDRESS`, else the
     /// standard socket). `connected` is called with each new connection, `lost` when one
-    /// ends.
+    /// ends, `unusable` when a bus that is there cannot be used (libsystemd cannot be
+    /// loaded, the connection is refused).
     init(
         context: DriverContext, address: String?, logger: Logger, connected: @escaping (SystemBus) -> Void,
-        lost: @escaping (String) -> Void
+        lost: @escaping (String) -> Void, unusable: @escaping (String) -> Void = { _ in }
     ) {
         self.context = context
         self.address = address
         self.logger = logger
         self.connected = connected
         self.lost = lost
+        self.unusable = unusable
     }
 
     /// Connects, or waits for the bus.
@@ -77,8 +80,10 @@ final class SystemBusLink {
         socketPath(ofAddress: effectiveAddress(address)).map { access($0, F_OK) == 0 } ?? true
     }
 
-    /// Connects; `false` when the bus is not there.
+    /// Connects; `false` when the bus is not there (its socket missing: libsystemd is not
+    /// even loaded) or cannot be used.
     private func connect() -> Bool {
+        guard Self.exists(address: address) else { return false }
         let made: SystemBus
         do {
             made = try SystemBus(context: context, address: address) { [weak self] reason in
@@ -86,6 +91,7 @@ final class SystemBusLink {
             }
         } catch {
             logger.debug("\(error)")
+            unusable("\(error)")
             return false
         }
         bus = made
