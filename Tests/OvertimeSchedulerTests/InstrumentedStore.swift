@@ -81,6 +81,10 @@ final class InstrumentedStore: ScheduleStore {
         pass()
         return try inner.history(identifier: identifier, limit: limit)
     }
+    func pruneHistory(endedBefore: WallClockInstant?, keepingPerIdentifier: Int?) throws(ScheduleStoreError) -> Int {
+        pass()
+        return try inner.pruneHistory(endedBefore: endedBefore, keepingPerIdentifier: keepingPerIdentifier)
+    }
     func close() { inner.close() }
     var recovery: StoreRecovery { inner.recovery }
 }

@@ -111,6 +111,7 @@ extension Scheduler {
             }
         }
         finishCommitted(ending, starting, now: now, backlogStarted: backlog.started)
+        if !ending.isEmpty || state.value.lastPruned == nil { pruneHistoryIfDue(now: now) }
         syncSoon()
         if !ending.isEmpty { cycleSoon() }  // their requests may be due again at once
         armForNextDue(after: now, unmet: unmet, wake: wake)
@@ -445,6 +446,24 @@ extension Scheduler {
         showNextRun(next.map { "next run: \($0.identifier) at \($0.at)" })
         // Terminating: nothing more starts, so nothing to wake for.
         arm(state.value.terminating ? nil : wake)
+    }
+
+    /// Deletes what ``SchedulerConfiguration/historyRetention`` no longer keeps: at the
+    /// first cycle, then at most once per its check interval, after commits that recorded
+    /// ends (what adds to the history). A failure is logged and tried at the next chance.
+    private func pruneHistoryIfDue(now: WallClockInstant) {
+        let retention = configuration.historyRetention
+        guard retention.maximumAge != nil || retention.maximumAttemptsPerRequest != nil else { return }
+        if let last = state.value.lastPruned, now < last + retention.checkInterval, now >= last { return }
+        state.value.lastPruned = now
+        do {
+            let deleted = try store.pruneHistory(
+                endedBefore: retention.maximumAge.map { now - $0 },
+                keepingPerIdentifier: retention.maximumAttemptsPerRequest)
+            if deleted > 0 { logger.info("history: deleted \(deleted) attempts older or more than \(retention) keeps") }
+        } catch {
+            logger.error("cannot prune the history: \(error)")
+        }
     }
 
     /// Updates the status line's part when it changed.

@@ -168,6 +168,8 @@ public final class Scheduler: Sendable {
         var ended: [String] = []
         /// Runs whose end is written, their grants open until a sync puts it on disk.
         var awaitingDisk: [AwaitingDisk] = []
+        /// When the history was last pruned (wall clock), `nil` before the first time.
+        var lastPruned: WallClockInstant?
     }
 
     /// Opens (creating) the store and recovers it. Nothing runs until ``start()``.
@@ -181,6 +183,7 @@ public final class Scheduler: Sendable {
                 code: .invalidRequest, message: "maximumConcurrentRuns must be at least 1",
                 field: "maximumConcurrentRuns")
         }
+        try configuration.historyRetention.check()
         try ScheduleLimits.check("startSpacing", configuration.startSpacing, in: .zero...ScheduleLimits.maximumDuration)
         try ScheduleLimits.check(
             "conditionRecheckInterval", configuration.conditionRecheckInterval,

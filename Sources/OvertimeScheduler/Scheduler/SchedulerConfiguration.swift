@@ -34,6 +34,9 @@ public struct SchedulerConfiguration: Sendable {
     /// a power loss in between can run that attempt again, as if it had not started. A
     /// run's end is always on disk before its grant ends, and a submit before it returns.
     public var waitsForDiskBeforeStarting = false
+    /// What the history keeps of finished runs and requests. Default: 30 days, at most
+    /// 1,000 attempts per request (``HistoryRetention``).
+    public var historyRetention = HistoryRetention()
     /// Where the scheduler logs.
     public var logger = Logger(label: "overtime.scheduler")
 

@@ -71,6 +71,9 @@ final class SQLiteConnection {
         }
     }
 
+    /// Rows the last `INSERT`, `UPDATE` or `DELETE` changed.
+    var changes: Int { handle.map { Int(sqlite3_changes($0)) } ?? 0 }
+
     /// The prepared statement for `sql`, prepared on first use and kept; reset, its
     /// bindings cleared.
     func statement(_ sql: String) throws(SQLiteError) -> SQLiteStatement {

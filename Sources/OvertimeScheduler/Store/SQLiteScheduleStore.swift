@@ -838,6 +838,47 @@ final class SQLiteScheduleStore: ScheduleStore {
         ).stored(rowID: row.int64(21))
     }
 
+    func pruneHistory(endedBefore: WallClockInstant?, keepingPerIdentifier: Int?) throws(ScheduleStoreError) -> Int {
+        try using { connection throws(SQLiteError) in
+            try connection.transaction { () throws(SQLiteError) -> Int in
+                var deleted = 0
+                if let endedBefore {
+                    let old = try connection.statement("DELETE FROM history WHERE ended_at < ?")
+                    old.bind(1, endedBefore.nanosecondsSinceEpoch)
+                    try old.run()
+                    deleted += connection.changes
+                }
+                if let keep = keepingPerIdentifier {
+                    // The newest `keep` of each identifier stay (its primary key's order).
+                    let surplus = try connection.statement(
+                        """
+                        DELETE FROM history WHERE (identifier, run_id, attempt) IN (
+                            SELECT identifier, run_id, attempt FROM (
+                                SELECT identifier, run_id, attempt, ROW_NUMBER() OVER (
+                                    PARTITION BY identifier ORDER BY run_id DESC, attempt DESC) AS newest
+                                FROM history)
+                            WHERE newest > ?)
+                        """)
+                    surplus.bind(1, keep)
+                    try surplus.run()
+                    deleted += connection.changes
+                }
+                if let endedBefore {
+                    // Finished, not running, and nothing of it younger left in the history.
+                    let finished = try connection.statement(
+                        """
+                        DELETE FROM requests WHERE finished = 1 AND running = 0 AND submitted_at < ?1
+                            AND NOT EXISTS (SELECT 1 FROM history
+                                WHERE history.identifier = requests.identifier AND history.ended_at >= ?1)
+                        """)
+                    finished.bind(1, endedBefore.nanosecondsSinceEpoch)
+                    try finished.run()
+                }
+                return deleted
+            }
+        }
+    }
+
     // MARK: Access
 
     /// Runs `body` with the connection, naming the store in its error.

@@ -172,6 +172,12 @@ extension RequestWrite {
     func sync() throws(ScheduleStoreError)
     /// The attempts of `identifier`, newest first, at most `limit`.
     func history(identifier: String, limit: Int) throws(ScheduleStoreError) -> [RunRecord]
+    /// Deletes the attempts that ended before `endedBefore` and those beyond the newest
+    /// `keepingPerIdentifier` of each identifier (`nil`: no bound of that kind), and the
+    /// finished requests not running whose attempts are all gone or ended before
+    /// `endedBefore`. Never a request that is pending or an attempt in progress. Returns
+    /// how many attempts it deleted.
+    func pruneHistory(endedBefore: WallClockInstant?, keepingPerIdentifier: Int?) throws(ScheduleStoreError) -> Int
     /// Closes the store and lets another process (or scheduler) open it; every later call
     /// fails.
     func close()

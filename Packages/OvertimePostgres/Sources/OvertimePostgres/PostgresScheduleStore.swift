@@ -587,6 +587,59 @@ final class PostgresScheduleStore: ScheduleStore {
         }
     }
 
+    func pruneHistory(endedBefore: WallClockInstant?, keepingPerIdentifier: Int?) throws(ScheduleStoreError) -> Int {
+        try using { connection in
+            // The rows this instance sees (the fleet's and its own); other instances prune
+            // theirs. Each statement stands alone: a delete repeated by another instance
+            // deletes nothing more.
+            var deleted: Int64 = 0
+            if let endedBefore {
+                let cutoff = endedBefore.nanosecondsSinceEpoch
+                deleted +=
+                    try run(
+                        connection,
+                        """
+                        WITH gone AS (DELETE FROM overtime.history WHERE ended_at < \(cutoff) AND \(unescaped: visible)
+                            RETURNING 1)
+                        SELECT count(*) FROM gone
+                        """
+                    ).first?.decode(Int64.self) ?? 0
+            }
+            if let keep = keepingPerIdentifier {
+                let kept = Int64(keep)
+                deleted +=
+                    try run(
+                        connection,
+                        """
+                        WITH surplus AS (
+                            SELECT identifier, owner, run_id, attempt FROM (
+                                SELECT identifier, owner, run_id, attempt, row_number() OVER (
+                                    PARTITION BY identifier, owner ORDER BY run_id DESC, attempt DESC) AS newest
+                                FROM overtime.history WHERE \(unescaped: visible)) ranked
+                            WHERE newest > \(kept)),
+                        gone AS (DELETE FROM overtime.history h USING surplus
+                            WHERE (h.identifier, h.owner, h.run_id, h.attempt)
+                                = (surplus.identifier, surplus.owner, surplus.run_id, surplus.attempt)
+                            RETURNING 1)
+                        SELECT count(*) FROM gone
+                        """
+                    ).first?.decode(Int64.self) ?? 0
+            }
+            if let endedBefore {
+                let cutoff = endedBefore.nanosecondsSinceEpoch
+                _ = try run(
+                    connection,
+                    """
+                    DELETE FROM overtime.requests r WHERE r.finished AND NOT r.running AND r.submitted_at < \(cutoff)
+                        AND \(unescaped: visibleR)
+                        AND NOT EXISTS (SELECT 1 FROM overtime.history h
+                            WHERE h.identifier = r.identifier AND h.owner = r.owner AND h.ended_at >= \(cutoff))
+                    """)
+            }
+            return Int(deleted)
+        }
+    }
+
     // MARK: Writing
 
     func commit(_ batch: ScheduleBatch, lastRunID: Int64) throws(ScheduleStoreError) -> CommitRefusals {

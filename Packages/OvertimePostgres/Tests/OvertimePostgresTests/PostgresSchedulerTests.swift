@@ -270,6 +270,36 @@ struct PostgresSchedulerTests {
         second.runtime.requestTermination()
     }
 
+    /// Retention on the shared schedule: a periodic request keeps its newest attempts, and
+    /// a one-shot finished longer ago than the maximum age goes with its attempts.
+    @Test func theHistoryKeepsWhatTheRetentionSays() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        var configuration = Self.configuration(server)
+        configuration.historyRetention = HistoryRetention(
+            maximumAge: .seconds(2), maximumAttemptsPerRequest: 3, checkInterval: .milliseconds(100))
+        let scheduler = try Scheduler(runtime: try Self.runtime(), configuration: configuration)
+        let runs = NIOLockedValueBox(0)
+        try scheduler.register("often") { task in
+            runs.withLockedValue { $0 += 1 }
+            task.setTaskCompleted(success: true)
+        }
+        try scheduler.register("once") { $0.setTaskCompleted(success: true) }
+        try scheduler.start()
+        try scheduler.submit(ScheduledTaskRequest(identifier: "once"))
+        var often = ScheduledTaskRequest(identifier: "often")
+        often.repetition = Repetition(every: .milliseconds(200))
+        try scheduler.submit(often)
+        #expect(Self.eventually(30) { runs.withLockedValue { $0 } >= 10 })
+        #expect(try Self.eventually(10) { try scheduler.history("often").count <= 4 }, "pruned to the newest three")
+        #expect(try Self.eventually(10) { try scheduler.history("once").isEmpty }, "older than two seconds")
+        #expect(
+            try Self.eventually(10) {
+                try server.psql("SELECT count(*) FROM overtime.requests WHERE identifier = 'once'").hasPrefix("0")
+            }, "the finished one-shot's row went with its attempts")
+        scheduler.runtime.requestTermination()
+    }
+
     @Test func aScheduleWrittenByANewerSchemaIsRefusedWithBothVersionsNamed() throws {
         let server = try PostgresServer()
         defer { server.stop() }
