@@ -54,4 +54,19 @@ public struct PendingRequest: Sendable, Hashable {
     /// the store names it (the PostgreSQL store: `host:pid`, after the instance name when
     /// one is configured); `nil` otherwise.
     public let holder: String?
+    /// What the run in progress here last reported with `ScheduledTask.setProgress(_:message:)`;
+    /// `nil` when none runs here or it reported nothing.
+    public let progress: RunProgress?
+
+    init(
+        request: ScheduledTaskRequest, nextRun: WallClockInstant, attempt: Int, waitingFor: Reason, holder: String?,
+        progress: RunProgress? = nil
+    ) {
+        self.request = request
+        self.nextRun = nextRun
+        self.attempt = attempt
+        self.waitingFor = waitingFor
+        self.holder = holder
+        self.progress = progress
+    }
 }

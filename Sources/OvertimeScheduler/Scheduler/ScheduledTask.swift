@@ -49,6 +49,7 @@ public final class ScheduledTask: Sendable {
     private let completed = Atomic<Bool>(false)
     private let expired = Atomic<Bool>(false)
     private let handler = Locked<(@Sendable () -> Void)?>(nil)
+    private let reported = Locked<RunProgress?>(nil)
 
     init(
         identifier: String, runID: Int64, attempt: Int, dueTime: WallClockInstant, attemptDueTime: WallClockInstant,
@@ -95,6 +96,27 @@ public final class ScheduledTask: Sendable {
         handler.withLock { $0 = nil }  // never called now
         completion(success, isExpired)
     }
+
+    /// Reports how far the run has come: `fraction` from 0 to 1 (clamped; a value that is
+    /// not a number is counted as misuse and ignored) and what it is doing. From any
+    /// thread; after completion it does nothing.
+    ///
+    /// ```swift
+    /// task.setProgress(Double(sent) / Double(total), message: "segment \(sent) of \(total)")
+    /// ```
+    public func setProgress(_ fraction: Double, message: String? = nil) {
+        guard !isCompleted else { return }
+        guard let progress = RunProgress(fraction: fraction, message: message) else {
+            metrics.countMisuse("progress_not_a_number")
+            logger.warning(
+                "setProgress called with a fraction that is not a number", metadata: ["task": "\(identifier)"])
+            return
+        }
+        reported.withLock { $0 = progress }
+    }
+
+    /// The last progress reported, `nil` before the first.
+    public var progress: RunProgress? { reported.withLock { $0 } }
 
     /// Whether ``setTaskCompleted(success:fileID:line:)`` was called.
     var isCompleted: Bool { completed.load(ordering: .acquiring) }

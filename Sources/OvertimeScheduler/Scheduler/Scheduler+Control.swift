@@ -47,10 +47,11 @@ extension Scheduler {
             let request = pending.request
             let repeats = request.repetition.map { "every \($0.interval.compactDescription)" } ?? "once"
             let requirements = request.requirements.sorted().map(\.description).joined(separator: ",")
+            var waiting = pending.holder.map { "\(pending.waitingFor) on \($0)" } ?? "\(pending.waitingFor)"
+            if let progress = pending.progress { waiting += " (\(progress))" }
             return [
                 request.identifier, "\(pending.nextRun)", "\(pending.attempt)", repeats,
-                requirements.isEmpty ? "-" : requirements,
-                pending.holder.map { "\(pending.waitingFor) on \($0)" } ?? "\(pending.waitingFor)",
+                requirements.isEmpty ? "-" : requirements, waiting,
             ]
         }
         return TextTable.render([["IDENTIFIER", "NEXT RUN", "ATTEMPT", "REPEATS", "REQUIRES", "WAITING FOR"]] + rows)

@@ -474,11 +474,12 @@ public final class Scheduler: Sendable {
                 return []
             }
             return stored.map { stored in
-                let current = state.value.running[stored.request.identifier]?.stored ?? stored
+                let running = state.value.running[stored.request.identifier]
+                let current = running?.stored ?? stored
                 return PendingRequest(
                     request: current.request, nextRun: SchedulePlanner.dueTime(current.plan, current.request),
                     attempt: current.plan.failedAttempts + 1, waitingFor: waitReason(current, now: now),
-                    holder: stored.holder)
+                    holder: stored.holder, progress: running?.task.progress)
             }
         }
     }
