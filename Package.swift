@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "OvertimeRELP", targets: ["OvertimeRELP"]),
         .library(name: "OvertimeScheduler", targets: ["OvertimeScheduler"]),
         .library(name: "OvertimeSchedulerTesting", targets: ["OvertimeSchedulerTesting"]),
+        .library(name: "OvertimeSchedulerCodable", targets: ["OvertimeSchedulerCodable"]),
         .library(name: "OvertimeSystem", targets: ["OvertimeSystem"]),
         .executable(name: "overtimectl", targets: ["overtimectl"]),
         .executable(name: "tiny-daemon", targets: ["tiny-daemon"]),
@@ -115,6 +116,9 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
+        // Codable values as a request's input and a run's output (JSON): its own module, so
+        // programs that pass bytes link no Foundation.
+        .target(name: "OvertimeSchedulerCodable", dependencies: ["OvertimeScheduler"]),
         // Conditions set by hand and simulated launches and expirations, for tests of
         // programs that use the scheduler.
         .target(
@@ -312,6 +316,7 @@ let package = Package(
                 "OvertimeSupport",
                 "OvertimeTesting",
                 "OvertimeScheduler",
+                "OvertimeSchedulerCodable",
                 "OvertimeSchedulerTesting",
                 "OvertimeSystem",
                 "OvertimeTestSupport",

@@ -240,7 +240,8 @@ struct Schedule: SchedulerCommand {
         abstract: "List the scheduler's pending requests: next run, attempt, what each waits for.")
     static let command = "schedule"
     @OptionGroup var options: ConnectionOptions
-    var arguments: [String] { [] }
+    @Option(help: "Only the requests with this tag.") var tag: String?
+    var arguments: [String] { tag.map { [$0] } ?? [] }
 }
 
 struct History: SchedulerCommand {
@@ -262,13 +263,28 @@ struct Run: SchedulerCommand {
     var arguments: [String] { [identifier] }
 }
 
-struct Cancel: SchedulerCommand {
+struct Cancel: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Remove a request: no run starts for it any more (a run in progress is told to stop).")
-    static let command = "cancel"
+        abstract:
+            "Remove a request, or every request with a tag: no run starts for it any more (a run in progress is told to stop)."
+    )
     @OptionGroup var options: ConnectionOptions
-    @Argument(help: "The request's identifier.") var identifier: String
-    var arguments: [String] { [identifier] }
+    @Argument(help: "The request's identifier.") var identifier: String?
+    @Option(help: "Every pending request with this tag instead.") var tag: String?
+
+    func validate() throws {
+        guard (identifier == nil) != (tag == nil) else {
+            throw ValidationError("give an identifier or --tag TAG, not both")
+        }
+    }
+
+    func run() throws {
+        let request =
+            tag.map { ControlRequest(command: "cancel-tag", arguments: [$0]) }
+            ?? ControlRequest(command: "cancel", arguments: [identifier ?? ""])
+        let response = try options.send(request)
+        if !options.json { print(response.message ?? "ok") }
+    }
 }
 
 /// How overtimectl shows times.

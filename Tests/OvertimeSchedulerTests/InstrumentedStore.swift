@@ -50,6 +50,10 @@ final class InstrumentedStore: ScheduleStore {
         pass()
         return try inner.pendingRequests()
     }
+    func pendingRequests(tagged tag: String) throws(ScheduleStoreError) -> [StoredRequest] {
+        pass()
+        return try inner.pendingRequests(tagged: tag)
+    }
     func pendingCount() throws(ScheduleStoreError) -> Int { try inner.pendingCount() }
     func due(at now: WallClockInstant, unmet: Int64, limit: Int) throws(ScheduleStoreError) -> [StoredRequest] {
         pass()

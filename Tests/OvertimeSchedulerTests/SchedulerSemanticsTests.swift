@@ -57,6 +57,18 @@ struct SchedulerSemanticsTests {
         try await onOwnThread { try SchedulerSemantics.finishedWorkIsResubmittedUnderEveryPolicy(Fixture()) }
     }
 
+    @Test func aCalendarRepetitionIsKeptAndRunsOnItsCalendar() async throws {
+        try await onOwnThread { try SchedulerSemantics.aCalendarRepetitionIsKeptAndRunsOnItsCalendar(Fixture()) }
+    }
+
+    @Test func requestsAreFoundAndCancelledByTag() async throws {
+        try await onOwnThread { try SchedulerSemantics.requestsAreFoundAndCancelledByTag(Fixture()) }
+    }
+
+    @Test func inputReachesTheRunAndItsOutputIsKept() async throws {
+        try await onOwnThread { try SchedulerSemantics.inputReachesTheRunAndItsOutputIsKept(Fixture()) }
+    }
+
     @Test func pendingWorkFollowsThePolicy() async throws {
         try await onOwnThread { try SchedulerSemantics.pendingWorkFollowsThePolicy(Fixture()) }
     }

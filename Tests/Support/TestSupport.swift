@@ -69,9 +69,10 @@ package struct VirtualRuntime {
 
     package init(
         budget: Duration = .seconds(30), lead: Duration = .seconds(5), maximumOpen: Int = 100_000,
+        wallClock: WallClockInstant = ManualClock.defaultWallClockStart,
         configure: (inout RuntimeConfiguration) -> Void = { _ in }
     ) throws {
-        clock = ManualClock(now: MonotonicInstant(nanoseconds: 1_000_000_000))
+        clock = ManualClock(now: MonotonicInstant(nanoseconds: 1_000_000_000), wallClock: wallClock)
         logs = LogCapture()
         metrics = TestMetrics()
         var configuration = RuntimeConfiguration()

@@ -18,12 +18,16 @@ import Overtime
     /// The planned time the run in progress or being retried stands for, kept across its
     /// attempts (a retry's or a takeover's own time is ``retryAt``); `nil` between runs.
     public var plannedTime: WallClockInstant?
+    /// A calendar repetition's randomized delay, drawn at submission: every planned time is
+    /// the calendar's time plus it. (An interval's is in its anchor.)
+    public var gridOffset: Duration = .zero
 
     /// A plan as a store wrote it.
     public init(
         anchor: WallClockInstant, owed: Int = 0, retryAt: WallClockInstant? = nil, failedAttempts: Int = 0,
-        isFinished: Bool = false, plannedTime: WallClockInstant? = nil
+        isFinished: Bool = false, plannedTime: WallClockInstant? = nil, gridOffset: Duration = .zero
     ) {
+        self.gridOffset = gridOffset
         self.anchor = anchor
         self.owed = owed
         self.retryAt = retryAt
@@ -56,16 +60,54 @@ enum RunOutcome: Sendable, Hashable {
 /// The rules of a request's schedule. Pure: the scheduler passes the time (and the random
 /// delay it drew), and performs the result. Tested as transcripts.
 @_spi(ScheduleStore) public enum SchedulePlanner {
+    /// The anchor of a calendar repetition whose calendar names no more times: nothing is
+    /// due again, and the request is finished after its run in progress.
+    static let exhausted = WallClockInstant(nanosecondsSinceEpoch: .max)
+
     /// The plan of a newly submitted request: its first planned time is its earliest
-    /// begin (or `now`) plus the random delay drawn for it.
+    /// begin (or `now`) — a calendar's first time from then — plus the random delay drawn
+    /// for it.
     static func initial(_ request: ScheduledTaskRequest, now: WallClockInstant, randomDelay: Duration) -> PlanState {
-        PlanState(anchor: (request.earliestBegin ?? now) + randomDelay)
+        let begin = request.earliestBegin ?? now
+        guard let calendar = request.repetition?.calendar else { return PlanState(anchor: begin + randomDelay) }
+        let first = calendar.nextTime(after: begin - .nanoseconds(1)).map { $0 + randomDelay } ?? exhausted
+        return PlanState(anchor: first, gridOffset: randomDelay)
+    }
+
+    /// The planned time after `planned` on the request's grid (`exhausted` when a calendar
+    /// names no more).
+    static func plannedTime(
+        after planned: WallClockInstant, _ state: PlanState, _ request: ScheduledTaskRequest
+    ) -> WallClockInstant {
+        guard let calendar = request.repetition?.calendar else { return planned + interval(request) }
+        return calendar.nextTime(after: planned - state.gridOffset).map { $0 + state.gridOffset } ?? exhausted
+    }
+
+    /// The planned time before `planned` on the request's grid, if there is one.
+    static func plannedTime(
+        before planned: WallClockInstant, _ state: PlanState, _ request: ScheduledTaskRequest
+    ) -> WallClockInstant? {
+        guard let calendar = request.repetition?.calendar else { return planned - interval(request) }
+        if planned == exhausted { return nil }
+        return calendar.previousTime(before: planned - state.gridOffset).map { $0 + state.gridOffset }
+    }
+
+    /// Where the flex window before the planned time `planned` opens: `flex` earlier, never
+    /// before the planned time before it.
+    static func windowStart(
+        _ planned: WallClockInstant, _ state: PlanState, _ request: ScheduledTaskRequest
+    ) -> WallClockInstant {
+        guard let repetition = request.repetition else { return planned }  // a one-shot: no window
+        let flex = repetition.flex
+        guard repetition.calendar != nil else { return planned - min(flex, repetition.interval) }
+        guard flex > .zero, planned != exhausted else { return planned }
+        return max(planned - flex, plannedTime(before: planned, state, request) ?? planned - flex)
     }
 
     /// The earliest time a run may start: a retry's time, or the start of the anchor's
     /// flex window — never before the earliest begin.
     static func dueTime(_ state: PlanState, _ request: ScheduledTaskRequest) -> WallClockInstant {
-        var due = state.retryAt ?? (state.anchor - min(request.repetition?.flex ?? .zero, interval(request)))
+        var due = state.retryAt ?? windowStart(state.anchor, state, request)
         if let earliest = request.earliestBegin, due < earliest { due = earliest }
         return due
     }
@@ -76,8 +118,22 @@ enum RunOutcome: Sendable, Hashable {
         -> WallClockInstant?
     {
         if state.isFinished { return nil }
-        if state.owed > 0, state.retryAt == nil { return state.anchor - interval(request) }
+        if state.owed > 0, state.retryAt == nil {
+            return plannedTime(before: state.anchor, state, request) ?? state.anchor
+        }
         return dueTime(state, request)
+    }
+
+    /// Where the flex window of a repeating request's previous planned time opened, as a
+    /// store indexes it to find the plans a wall clock set back leaves ahead: `nil` for a
+    /// one-shot request.
+    @_spi(ScheduleStore) public static func previousWindowStart(_ state: PlanState, _ request: ScheduledTaskRequest)
+        -> WallClockInstant?
+    {
+        guard let repetition = request.repetition, !state.isFinished,
+            let previous = plannedTime(before: state.anchor, state, request)
+        else { return nil }
+        return repetition.calendar == nil ? windowStart(previous, state, request) : previous - repetition.flex
     }
 
     /// The planned time a run started now stands for: a retried run's own (kept from its
@@ -85,7 +141,15 @@ enum RunOutcome: Sendable, Hashable {
     /// due time.
     static func plannedTime(_ state: PlanState, _ request: ScheduledTaskRequest) -> WallClockInstant {
         if let planned = state.plannedTime, state.retryAt != nil || state.failedAttempts > 0 { return planned }
-        if state.owed > 0, state.retryAt == nil { return state.anchor - interval(request) * state.owed }
+        if state.owed > 0, state.retryAt == nil {
+            guard request.repetition?.calendar != nil else { return state.anchor - interval(request) * state.owed }
+            var planned = state.anchor
+            for _ in 0..<state.owed {
+                guard let earlier = plannedTime(before: planned, state, request) else { break }
+                planned = earlier
+            }
+            return planned
+        }
         return dueTime(state, request)
     }
 
@@ -107,7 +171,7 @@ enum RunOutcome: Sendable, Hashable {
         if state.owed > 0 {
             state.owed -= 1
         } else if request.repetition != nil, now >= dueTime(state, request) {
-            state.anchor = state.anchor + interval(request)
+            state.anchor = plannedTime(after: state.anchor, state, request)
         }
         return state
     }
@@ -122,7 +186,7 @@ enum RunOutcome: Sendable, Hashable {
         case .succeeded:
             state.failedAttempts = 0
             state.plannedTime = nil
-            if request.repetition == nil { state.isFinished = true }
+            if request.repetition == nil || state.anchor == exhausted && state.owed == 0 { state.isFinished = true }
         case .failed, .stopped:
             state.failedAttempts += 1
             if state.failedAttempts >= max(1, request.retry.maximumAttempts) {
@@ -130,7 +194,7 @@ enum RunOutcome: Sendable, Hashable {
                 // request gives up this run and goes on with its grid.
                 state.failedAttempts = 0
                 state.plannedTime = nil
-                if request.repetition == nil { state.isFinished = true }
+                if request.repetition == nil || state.anchor == exhausted && state.owed == 0 { state.isFinished = true }
             } else if outcome == .stopped {
                 state.retryAt = now
             } else {
@@ -160,6 +224,7 @@ enum RunOutcome: Sendable, Hashable {
     /// anchor back onto the grid (the next run never waits longer than an interval and its
     /// flex).
     static func catchUp(_ state: PlanState, _ request: ScheduledTaskRequest, now: WallClockInstant) -> PlanState {
+        if request.repetition?.calendar != nil { return calendarCatchUp(state, request, now: now) }
         guard let repetition = request.repetition, !state.isFinished, repetition.interval > .zero else { return state }
         var state = state
         let interval = repetition.interval
@@ -201,6 +266,39 @@ enum RunOutcome: Sendable, Hashable {
             state.retryAt = min(retry + step, now + longest)
         } else if request.repetition == nil, request.earliestBegin == nil {
             state.anchor = min(state.anchor + step, now + request.randomizedDelay)
+        }
+        return state
+    }
+
+    /// ``catchUp(_:_:now:)`` for a calendar: the same rules, walking the calendar's times.
+    private static func calendarCatchUp(_ state: PlanState, _ request: ScheduledTaskRequest, now: WallClockInstant)
+        -> PlanState
+    {
+        guard let repetition = request.repetition, !state.isFinished, state.anchor != exhausted else { return state }
+        var state = state
+        if let previousWindow = previousWindowStart(state, request), previousWindow > now {
+            // The clock went back: the next planned time is the first whose window is ahead.
+            state.anchor = plannedTime(after: now + repetition.flex, state, request)
+            return state
+        }
+        guard now > state.anchor else { return state }
+        let counted: Int
+        switch request.catchUp.kind {
+        case .every(let maximum): counted = maximum
+        case .once, .none: counted = 1
+        }
+        var missed = 1
+        var planned = state.anchor
+        while missed < counted {
+            planned = plannedTime(after: planned, state, request)
+            guard planned <= now else { break }
+            missed += 1
+        }
+        state.anchor = plannedTime(after: now, state, request)
+        switch request.catchUp.kind {
+        case .once: state.owed = max(state.owed, 1)
+        case .every(let maximum): state.owed = min(state.owed + missed, maximum)
+        case .none: state.owed = 0
         }
         return state
     }

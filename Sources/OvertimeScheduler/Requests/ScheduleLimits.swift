@@ -6,6 +6,41 @@ import Overtime
 /// refused at submission with ``SchedulerError/Code/invalidRequest`` naming the field and
 /// its range; nothing is clamped silently.
 public enum ScheduleLimits {
+    /// The most bytes a request's input, and a run's output, hold: 64 KiB. The history keeps
+    /// every attempt's output, so it stays small (WorkManager's limit is 10 KB); larger
+    /// results belong in a file the output names.
+    public static let maximumDataBytes = 65_536
+
+    /// Checks data of `count` bytes for `field` (`input`, `output`).
+    static func check(dataOf count: Int, field: String, identifier: String) throws(SchedulerError) {
+        guard count > maximumDataBytes else { return }
+        throw SchedulerError(
+            code: .dataTooLarge,
+            message: "'\(identifier)': its \(field) is \(count) bytes; at most \(maximumDataBytes) are kept",
+            field: field)
+    }
+
+    /// The most tags a request has.
+    public static let maximumTags = 16
+    /// The longest tag, in UTF-8 bytes.
+    public static let maximumTagLength = 64
+
+    /// Checks `tag`: 1 to ``maximumTagLength`` bytes, no comma (the stores' separator),
+    /// no control character.
+    static func check(tag: String, identifier: String?) throws(SchedulerError) {
+        let bytes = tag.utf8
+        guard !bytes.isEmpty, bytes.count <= maximumTagLength,
+            !bytes.contains(where: { $0 == UInt8(ascii: ",") || $0 < 0x20 || $0 == 0x7F })
+        else {
+            let owner = identifier.map { "'\($0)': " } ?? ""
+            throw SchedulerError(
+                code: .invalidRequest,
+                message:
+                    "\(owner)the tag '\(tag.prefix(80))' must be 1 to \(maximumTagLength) bytes without commas or control characters",
+                field: "tags")
+        }
+    }
+
     /// The shortest repetition interval: 100 ms. Every run is a grant and a durable
     /// commit of its plan and history; below this the bookkeeping outweighs any work, and
     /// a shared store would take thousands of writes a second from one request. (Where

@@ -30,6 +30,44 @@ public struct ScheduledTaskRequest: Sendable, Hashable {
     /// Where a store that several instances share keeps it: one schedule for the fleet
     /// (the default) or one per instance. The same for a store one instance owns.
     public var scope = RequestScope.shared
+    /// Bytes handed to every run's handler as ``ScheduledTask/input`` (what to work on: a
+    /// file name, an encoded value). At most ``ScheduleLimits/maximumDataBytes``; empty by
+    /// default.
+    public var input: [UInt8] {
+        get { extras?.input ?? [] }
+        set { setExtras { $0.input = newValue } }
+    }
+    /// Names for groups of requests, to find and cancel them together
+    /// (``Scheduler/pendingRequests(tag:)``, ``Scheduler/cancel(tag:)``), as WorkManager's
+    /// tags: at most 16, each 1 to 64 bytes, without commas or control characters.
+    public var tags: Set<String> {
+        get { extras?.tags ?? [] }
+        set { setExtras { $0.tags = newValue } }
+    }
+
+    /// The input and the tags, behind one optional reference (none while both are empty):
+    /// a request is copied many times a run, and most have neither.
+    private var extras: Extras?
+
+    private struct ExtraValues: Hashable {
+        var input: [UInt8] = []
+        var tags: Set<String> = []
+    }
+
+    private final class Extras: Sendable, Hashable {
+        let values: ExtraValues
+        var input: [UInt8] { values.input }
+        var tags: Set<String> { values.tags }
+        init(_ values: ExtraValues) { self.values = values }
+        static func == (lhs: Extras, rhs: Extras) -> Bool { lhs.values == rhs.values }
+        func hash(into hasher: inout Hasher) { hasher.combine(values) }
+    }
+
+    private mutating func setExtras(_ change: (inout ExtraValues) -> Void) {
+        var values = extras?.values ?? ExtraValues()
+        change(&values)
+        extras = values == ExtraValues() ? nil : Extras(values)
+    }
 
     /// A one-shot request due at once.
     public init(identifier: String) {
@@ -37,18 +75,51 @@ public struct ScheduledTaskRequest: Sendable, Hashable {
     }
 }
 
-/// A repeating schedule: a run is planned every `interval`, at the end of a window of
-/// `flex` in which it may start (WorkManager's flex interval). Planned times stay on the
-/// grid `first + k × interval` whatever the runs take: they never drift.
+/// A repeating schedule: a run is planned every `interval`, or at each time a calendar
+/// expression names, at the end of a window of `flex` in which it may start (WorkManager's
+/// flex interval). Planned times stay on the grid — `first + k × interval`, or the
+/// calendar's times — whatever the runs take: they never drift.
+///
+/// ```swift
+/// request.repetition = Repetition(every: .seconds(3600), flex: .seconds(600))
+/// request.repetition = Repetition(on: try CalendarSchedule("*-*-* 02:30 Europe/Berlin"))
+/// ```
 public struct Repetition: Sendable, Hashable {
-    /// The time between planned runs.
-    public var interval: Duration
-    /// How long before each planned time a run may start. At most `interval`.
+    // An interval and an optional calendar (one reference), not an enum of the two: a
+    // request is copied many times a run, and a plain field copies faster than an enum
+    // that holds a reference.
+    private var every: Duration
+    /// The calendar whose times are the planned runs, or `nil` for a repetition by interval.
+    public private(set) var calendar: CalendarSchedule?
+
+    /// The time between planned runs; zero for a calendar repetition. Setting it makes the
+    /// repetition one by interval.
+    public var interval: Duration {
+        get { calendar == nil ? every : .zero }
+        set {
+            every = newValue
+            calendar = nil
+        }
+    }
+
+    /// How long before each planned time a run may start: at most `interval` (at most the
+    /// time since the calendar's previous time).
     public var flex: Duration
 
     /// Every `interval`, free to start up to `flex` early.
     public init(every interval: Duration, flex: Duration = .zero) {
-        self.interval = interval
+        self.every = interval
+        self.flex = flex
+    }
+
+    /// At each time `calendar` names (`OnCalendar=`), free to start up to `flex` early.
+    /// Runs missed while the program was not running follow the request's ``CatchUpPolicy``
+    /// as with intervals (systemd's `Persistent=` is `.once`); its randomized delay moves
+    /// every planned time by the same drawn amount (`RandomizedDelaySec=` with
+    /// `FixedRandomDelay=`).
+    public init(on calendar: CalendarSchedule, flex: Duration = .zero) {
+        self.every = .zero
+        self.calendar = calendar
         self.flex = flex
     }
 }

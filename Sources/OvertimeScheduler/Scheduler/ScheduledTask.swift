@@ -30,6 +30,9 @@ public final class ScheduledTask: Sendable {
     /// its backoff, or when a crash or a lost claim (a fleet's takeover) left it to retry.
     public let attemptDueTime: WallClockInstant
 
+    /// The request's ``ScheduledTaskRequest/input``: what to work on.
+    public let input: [UInt8]
+
     /// This attempt as a token that later attempts (a retry, a fleet's takeover) exceed:
     /// pass it with writes that must happen once, to a store that refuses smaller tokens.
     public var fencingToken: FencingToken { FencingToken(runID: runID, attempt: attempt) }
@@ -49,13 +52,22 @@ public final class ScheduledTask: Sendable {
     private let completed = Atomic<Bool>(false)
     private let expired = Atomic<Bool>(false)
     private let handler = Locked<(@Sendable () -> Void)?>(nil)
-    private let reported = Locked<RunProgress?>(nil)
+    /// What the handler reported: its progress and its output (one lock for both: a task
+    /// is made for every run).
+    private let reported = Locked<Reported>(Reported())
+
+    struct Reported: Sendable {
+        var progress: RunProgress?
+        var output: [UInt8]?
+    }
 
     init(
         identifier: String, runID: Int64, attempt: Int, dueTime: WallClockInstant, attemptDueTime: WallClockInstant,
-        logger: Logger, metrics: SchedulerMetrics, claimCheck: @escaping @Sendable () -> Bool = { true },
+        input: [UInt8] = [], logger: Logger, metrics: SchedulerMetrics,
+        claimCheck: @escaping @Sendable () -> Bool = { true },
         completion: @escaping @Sendable (_ success: Bool, _ expired: Bool) -> Void
     ) {
+        self.input = input
         self.claimCheck = claimCheck
         self.metrics = metrics
         self.identifier = identifier
@@ -112,11 +124,34 @@ public final class ScheduledTask: Sendable {
                 "setProgress called with a fraction that is not a number", metadata: ["task": "\(identifier)"])
             return
         }
-        reported.withLock { $0 = progress }
+        reported.withLock { $0.progress = progress }
     }
 
+    /// Keeps `bytes` as this attempt's result, recorded with it in the history when it ends
+    /// (``RunRecord/output``); a later call replaces it. More than
+    /// ``ScheduleLimits/maximumDataBytes`` is refused with
+    /// ``SchedulerError/Code/dataTooLarge`` and keeps what was set before. After completion
+    /// it is counted as misuse and does nothing.
+    ///
+    /// ```swift
+    /// try task.setOutput(Array("uploaded 42 segments".utf8))
+    /// task.setTaskCompleted(success: true)
+    /// ```
+    public func setOutput(_ bytes: [UInt8]) throws(SchedulerError) {
+        try ScheduleLimits.check(dataOf: bytes.count, field: "output", identifier: identifier)
+        guard !isCompleted else {
+            metrics.countMisuse("output_after_completion")
+            logger.warning("setOutput called after the task was completed", metadata: ["task": "\(identifier)"])
+            return
+        }
+        reported.withLock { $0.output = bytes }
+    }
+
+    /// What ``setOutput(_:)`` kept, `nil` when nothing.
+    var output: [UInt8]? { reported.withLock { $0.output } }
+
     /// The last progress reported, `nil` before the first.
-    public var progress: RunProgress? { reported.withLock { $0 } }
+    public var progress: RunProgress? { reported.withLock { $0.progress } }
 
     /// Whether ``setTaskCompleted(success:fileID:line:)`` was called.
     var isCompleted: Bool { completed.load(ordering: .acquiring) }

@@ -7,7 +7,11 @@ import OvertimeSupport
 extension Scheduler {
     /// Adds the scheduler's commands to the runtime's control socket.
     func addControlCommands() {
-        addCommand("schedule", usage: nil) { scheduler, _ in Self.scheduleTable(scheduler.pendingRequests()) }
+        addCommand("schedule", usage: nil) { scheduler, arguments in
+            // An argument is a tag: the requests with it.
+            Self.scheduleTable(
+                arguments.first.map { scheduler.pendingRequests(tag: $0) } ?? scheduler.pendingRequests())
+        }
         addCommand("history", usage: "history ID [LIMIT]") { scheduler, arguments throws(SchedulerError) in
             let limit = arguments.dropFirst().first.flatMap { Int($0) } ?? 20
             return Self.historyTable(try scheduler.history(arguments[0], limit: max(1, limit)))
@@ -18,6 +22,10 @@ extension Scheduler {
         addCommand("cancel", usage: "cancel ID") { scheduler, arguments throws(SchedulerError) in
             try scheduler.cancel(arguments[0])
             return "cancelled '\(arguments[0])'"
+        }
+        addCommand("cancel-tag", usage: "cancel-tag TAG") { scheduler, arguments throws(SchedulerError) in
+            let count = try scheduler.cancel(tag: arguments[0])
+            return "cancelled \(count) request\(count == 1 ? "" : "s") tagged '\(arguments[0])'"
         }
     }
 
@@ -45,16 +53,21 @@ extension Scheduler {
         guard !pending.isEmpty else { return "no pending requests" }
         let rows = pending.map { pending -> [String] in
             let request = pending.request
-            let repeats = request.repetition.map { "every \($0.interval.compactDescription)" } ?? "once"
+            let repeats =
+                request.repetition.map { repetition in
+                    repetition.calendar.map { "on \($0)" } ?? "every \(repetition.interval.compactDescription)"
+                } ?? "once"
             let requirements = request.requirements.sorted().map(\.description).joined(separator: ",")
+            let tags = request.tags.sorted().joined(separator: ",")
             var waiting = pending.holder.map { "\(pending.waitingFor) on \($0)" } ?? "\(pending.waitingFor)"
             if let progress = pending.progress { waiting += " (\(progress))" }
             return [
                 request.identifier, "\(pending.nextRun)", "\(pending.attempt)", repeats,
-                requirements.isEmpty ? "-" : requirements, waiting,
+                requirements.isEmpty ? "-" : requirements, tags.isEmpty ? "-" : tags, waiting,
             ]
         }
-        return TextTable.render([["IDENTIFIER", "NEXT RUN", "ATTEMPT", "REPEATS", "REQUIRES", "WAITING FOR"]] + rows)
+        return TextTable.render(
+            [["IDENTIFIER", "NEXT RUN", "ATTEMPT", "REPEATS", "REQUIRES", "TAGS", "WAITING FOR"]] + rows)
     }
 
     static func historyTable(_ records: [RunRecord]) -> String {
@@ -62,10 +75,17 @@ extension Scheduler {
         let rows = records.map { record -> [String] in
             [
                 "\(record.runID)", "\(record.attempt)", "\(record.startedAt)", record.endedAt.map { "\($0)" } ?? "-",
-                "\(record.result)", record.stopReason ?? "",
+                "\(record.result)", record.output.map(Self.shown) ?? "-", record.stopReason ?? "",
             ]
         }
-        return TextTable.render([["RUN", "ATTEMPT", "STARTED", "ENDED", "RESULT", "WHY IT STOPPED"]] + rows)
+        return TextTable.render([["RUN", "ATTEMPT", "STARTED", "ENDED", "RESULT", "OUTPUT", "WHY IT STOPPED"]] + rows)
+    }
+
+    /// An output as a table shows it: short printable text as it is, else its size.
+    static func shown(_ output: [UInt8]) -> String {
+        let printable = output.allSatisfy { $0 >= 0x20 && $0 != 0x7F }
+        if printable, output.count <= 60, let text = String(validating: output, as: UTF8.self) { return "\"\(text)\"" }
+        return "\(output.count) bytes"
     }
 }
 

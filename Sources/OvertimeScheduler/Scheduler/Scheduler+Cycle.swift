@@ -274,7 +274,8 @@ extension Scheduler {
         let planned = SchedulePlanner.plannedTime(stored.plan, stored.request)
         let task = ScheduledTask(
             identifier: identifier, runID: runID, attempt: attempt, dueTime: planned,
-            attemptDueTime: attempt == 1 ? planned : due, logger: logger, metrics: metrics,
+            attemptDueTime: attempt == 1 ? planned : due, input: stored.request.input, logger: logger,
+            metrics: metrics,
             claimCheck: { [store] in store.isClaimHeld(identifier) }
         ) {
             [weak self] success, expired in

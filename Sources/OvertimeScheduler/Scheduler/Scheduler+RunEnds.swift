@@ -88,7 +88,7 @@ extension Scheduler {
         stored.isRunning = false
         let record = RunRecord(
             identifier: identifier, runID: run.task.runID, attempt: run.task.attempt, startedAt: run.startedAt,
-            endedAt: now, result: result, stopReason: reason)
+            endedAt: now, result: result, stopReason: reason, output: run.task.output)
         state.value.running[identifier]?.ending = RunEnd(record: record, plan: stored, scope: stored.request.scope)
         state.value.running[identifier]?.grantEnded = grantEnded
         state.value.ended.append(identifier)

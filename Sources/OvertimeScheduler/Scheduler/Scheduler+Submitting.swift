@@ -69,8 +69,24 @@ extension Scheduler {
             }
         }
         let identifier = request.identifier
+        guard request.tags.count <= ScheduleLimits.maximumTags else {
+            throw SchedulerError(
+                code: .invalidRequest,
+                message: "'\(identifier)' has \(request.tags.count) tags; at most \(ScheduleLimits.maximumTags)",
+                field: "tags")
+        }
+        for tag in request.tags.sorted() { try ScheduleLimits.check(tag: tag, identifier: identifier) }
+        try ScheduleLimits.check(dataOf: request.input.count, field: "input", identifier: identifier)
         let longest = ScheduleLimits.maximumDuration
-        if let repetition = request.repetition {
+        if let repetition = request.repetition, let calendar = repetition.calendar {
+            try ScheduleLimits.check("repetition.flex", repetition.flex, in: .zero...longest, identifier: identifier)
+            guard calendar.nextTime(after: max(wallClockNow, request.earliestBegin ?? wallClockNow)) != nil else {
+                throw SchedulerError(
+                    code: .invalidRequest,
+                    message: "'\(identifier)': the calendar '\(calendar)' names no time after now: it would never run",
+                    field: "repetition.calendar")
+            }
+        } else if let repetition = request.repetition {
             try ScheduleLimits.check(
                 "repetition.interval", repetition.interval, in: ScheduleLimits.minimumInterval...longest,
                 identifier: identifier)

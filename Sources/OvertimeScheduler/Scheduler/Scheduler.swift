@@ -462,13 +462,41 @@ public final class Scheduler: Sendable {
         cycleSoon()
     }
 
+    /// Removes every pending request tagged `tag` (see ``ScheduledTaskRequest/tags``), as
+    /// ``cancel(_:)`` removes each, in one transaction; returns how many it removed.
+    @discardableResult
+    public func cancel(tag: String) throws(SchedulerError) -> Int {
+        let count = try onQueue { () throws(SchedulerError) -> Int in
+            try ScheduleLimits.check(tag: tag, identifier: nil)
+            let tagged = try fromStore { () throws(ScheduleStoreError) in try store.pendingRequests(tagged: tag) }
+            let identifiers = Set(tagged.map(\.request.identifier))
+            guard !identifiers.isEmpty else { return 0 }
+            try commit(ScheduleBatch(writes: identifiers.sorted().map { .delete($0) }))
+            detachRuns { identifiers.contains($0) }
+            return identifiers.count
+        }
+        cycleSoon()
+        return count
+    }
+
     /// Every request not finished, with its next planned time and what it waits for.
     public func pendingRequests() -> [PendingRequest] {
+        pending { () throws(ScheduleStoreError) in try store.pendingRequests() }
+    }
+
+    /// The requests not finished that are tagged `tag` (see ``ScheduledTaskRequest/tags``),
+    /// in submission order, as ``pendingRequests()`` shows them.
+    public func pendingRequests(tag: String) -> [PendingRequest] {
+        pending { () throws(ScheduleStoreError) in try store.pendingRequests(tagged: tag) }
+    }
+
+    /// The requests `read` returns, with their next planned times and what they wait for.
+    private func pending(_ read: () throws(ScheduleStoreError) -> [StoredRequest]) -> [PendingRequest] {
         queue.sync {
             let now = wallClockNow
             let stored: [StoredRequest]
             do {
-                stored = try store.pendingRequests()
+                stored = try read()
             } catch {
                 logger.error("cannot read the pending requests: \(error)")
                 return []

@@ -119,7 +119,7 @@ public struct SchedulerError: Error, Sendable, Hashable, CustomStringConvertible
         enum Kind: String, Hashable {
             case alreadyRegistered, registeredAfterStart, notRegistered, unknownIdentifier
             case alreadyStarted, notStarted, invalidRequest, store, storeInUse, alreadyRunning, refused
-            case requirementUnavailable
+            case requirementUnavailable, dataTooLarge
         }
 
         let kind: Kind
@@ -150,6 +150,11 @@ public struct SchedulerError: Error, Sendable, Hashable, CustomStringConvertible
         /// The request needs a requirement that cannot be told on this machine at all (the
         /// network, where neither netlink nor `/proc/net` can be read): it would wait for good.
         public static let requirementUnavailable = Code(kind: .requirementUnavailable)
+
+        /// A request's input or a run's output is larger than
+        /// ``ScheduleLimits/maximumDataBytes``: the request is not submitted, the output not
+        /// kept.
+        public static let dataTooLarge = Code(kind: .dataTooLarge)
 
         /// The code's name.
         public var description: String { kind.rawValue }

@@ -52,6 +52,21 @@ import Overtime
     public var scope: String
     /// `planned_at`: the planned time of the run in progress or being retried.
     public var plannedAt: Int64?
+    /// `calendar`: a calendar repetition's expression (`interval_ns` is then 0).
+    public var calendar: String?
+    /// `grid_offset_ns`: a calendar repetition's randomized delay, drawn at submission.
+    public var gridOffsetNanoseconds: Int64
+    /// `input`: the bytes handed to each run.
+    public var input: [UInt8]
+    /// `tags`: sorted, each between commas (`,nightly,reports,`), empty without tags, so
+    /// that a store finds a tag as `,tag,` in it.
+    public var tags: String
+
+    /// `previous_window_at`, where a calendar repetition's previous planned time's window
+    /// opened, which stores look at to find the plans a wall clock set back leaves ahead
+    /// (``ScheduleStore/plannedAheadOfClock(_:)``; an interval's is found by arithmetic);
+    /// `nil` for other requests. Written, never read back.
+    public var previousWindowAt: Int64?
 
     /// `due_at`, when the next run may start (`nil`: nothing more runs), which stores
     /// index. Written, never read back (`nil` in columns read back).
@@ -90,6 +105,13 @@ import Overtime
         running = stored.isRunning
         scope = request.scope.description
         plannedAt = plan.plannedTime?.nanosecondsSinceEpoch
+        calendar = request.repetition?.calendar?.expression
+        gridOffsetNanoseconds = plan.gridOffset.saturatingNanoseconds
+        tags = Self.tagsColumn(request.tags)
+        input = request.input
+        previousWindowAt =
+            request.repetition?.calendar == nil
+            ? nil : SchedulePlanner.previousWindowStart(plan, request)?.nanosecondsSinceEpoch
         dueAt = SchedulePlanner.nextStart(plan, request)?.nanosecondsSinceEpoch
         requirementMask = request.requirements.mask
     }
@@ -100,8 +122,14 @@ import Overtime
         catchUp: String, catchUpMaximum: Int, randomizedDelayNanoseconds: Int64, maximumDurationNanoseconds: Int64,
         backoff: String, initialDelayNanoseconds: Int64, maximumDelayNanoseconds: Int64, maximumAttempts: Int,
         requirements: String, anchor: Int64, owed: Int, retryAt: Int64?, failedAttempts: Int, finished: Bool,
-        submittedAt: Int64, currentRunID: Int64?, running: Bool, scope: String, plannedAt: Int64? = nil
+        submittedAt: Int64, currentRunID: Int64?, running: Bool, scope: String, plannedAt: Int64? = nil,
+        calendar: String? = nil, gridOffsetNanoseconds: Int64 = 0, tags: String = "", input: [UInt8] = []
     ) {
+        self.input = input
+        self.tags = tags
+        self.calendar = calendar
+        self.gridOffsetNanoseconds = gridOffsetNanoseconds
+        previousWindowAt = nil
         self.identifier = identifier
         self.earliestBegin = earliestBegin
         self.intervalNanoseconds = intervalNanoseconds
@@ -129,11 +157,22 @@ import Overtime
         requirementMask = 0
     }
 
+    /// `tags` as the column holds them.
+    public static func tagsColumn(_ tags: Set<String>) -> String {
+        tags.isEmpty ? "" : "," + tags.sorted().joined(separator: ",") + ","
+    }
+
+    /// What a store looks for in the `tags` column to find `tag`.
+    public static func tagPattern(_ tag: String) -> String { "," + tag + "," }
+
     /// The stored request these columns hold; `rowID` is the store's own key for the row.
     public func stored(rowID: Int64?) -> StoredRequest {
         var request = ScheduledTaskRequest(identifier: identifier)
         request.earliestBegin = earliestBegin.map(WallClockInstant.init(nanosecondsSinceEpoch:))
-        if let intervalNanoseconds {
+        if let calendar {
+            request.repetition = Repetition(
+                on: CalendarSchedule(storedExpression: calendar), flex: .nanoseconds(flexNanoseconds ?? 0))
+        } else if let intervalNanoseconds {
             request.repetition = Repetition(
                 every: .nanoseconds(intervalNanoseconds), flex: .nanoseconds(flexNanoseconds ?? 0))
         }
@@ -152,10 +191,13 @@ import Overtime
             request.requirements = Set(requirements.split(separator: ",").compactMap { Requirement(named: String($0)) })
         }
         request.scope = scope == "perInstance" ? .perInstance : .shared
+        if !tags.isEmpty { request.tags = Set(tags.split(separator: ",").map(String.init)) }
+        if !input.isEmpty { request.input = input }
         let plan = PlanState(
             anchor: WallClockInstant(nanosecondsSinceEpoch: anchor), owed: owed,
             retryAt: retryAt.map(WallClockInstant.init(nanosecondsSinceEpoch:)), failedAttempts: failedAttempts,
-            isFinished: finished, plannedTime: plannedAt.map(WallClockInstant.init(nanosecondsSinceEpoch:)))
+            isFinished: finished, plannedTime: plannedAt.map(WallClockInstant.init(nanosecondsSinceEpoch:)),
+            gridOffset: .nanoseconds(gridOffsetNanoseconds))
         return StoredRequest(
             request: request, plan: plan, submittedAt: WallClockInstant(nanosecondsSinceEpoch: submittedAt),
             currentRunID: currentRunID, isRunning: running, rowID: rowID)

@@ -58,12 +58,16 @@ public struct RunRecord: Sendable, Hashable {
     public let result: RunResult
     /// Why it stopped, when something stopped it (expiration, a requirement, a crash).
     public let stopReason: String?
+    /// What the handler set with ``ScheduledTask/setOutput(_:)`` before it completed the
+    /// attempt; `nil` when it set none.
+    public let output: [UInt8]?
 
     /// An attempt as a store recorded it.
     @_spi(ScheduleStore) public init(
         identifier: String, runID: Int64, attempt: Int, startedAt: WallClockInstant, endedAt: WallClockInstant?,
-        result: RunResult, stopReason: String?
+        result: RunResult, stopReason: String?, output: [UInt8]? = nil
     ) {
+        self.output = output
         self.identifier = identifier
         self.runID = runID
         self.attempt = attempt

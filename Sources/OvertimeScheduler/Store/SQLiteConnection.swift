@@ -180,6 +180,19 @@ final class SQLiteStatement {
         }
     }
 
+    func bind(_ index: Int32, _ value: [UInt8]?) {
+        guard let value else {
+            sqlite3_bind_null(pointer, index)
+            return
+        }
+        // A zero-length blob, not NULL: the column says "none" with NULL only.
+        value.withUnsafeBytes { bytes in
+            _ = sqlite3_bind_blob(
+                pointer, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(bytes.count),
+                overtime_sqlite_transient())
+        }
+    }
+
     /// Steps once: `true` while there is a row to read.
     @discardableResult
     func step() throws(SQLiteError) -> Bool {
@@ -216,4 +229,12 @@ final class SQLiteStatement {
     }
 
     func optionalText(_ column: Int32) -> String? { isNull(column) ? nil : text(column) }
+
+    /// A blob column's bytes; `nil` for NULL.
+    func optionalBytes(_ column: Int32) -> [UInt8]? {
+        if isNull(column) { return nil }
+        let count = Int(sqlite3_column_bytes(pointer, column))
+        guard count > 0, let start = sqlite3_column_blob(pointer, column) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: start, count: count))
+    }
 }

@@ -35,7 +35,7 @@ import OvertimeSupport
 /// (its `-wal` and `-shm` take its mode).
 final class SQLiteScheduleStore: ScheduleStore {
     /// The schema this build writes and reads.
-    static let schemaVersion = 7
+    static let schemaVersion = 8
     /// Overtime's mark in the SQLite header (`application_id`): "OTSC".
     static let applicationID: Int64 = 0x4F54_5343
     /// The tables this schema has (and had; `grdb_migrations` from builds that migrated
@@ -336,7 +336,7 @@ final class SQLiteScheduleStore: ScheduleStore {
                         """)
                     // Read as the columns stood then (the scope came with version 6).
                     let stored = try connection.rows(
-                        "SELECT \(requestColumnsBeforeScope), 'shared', NULL FROM requests", request)
+                        "SELECT \(requestColumnsBeforeScope), 'shared', NULL, NULL FROM requests", request)
                     let update = "UPDATE requests SET due_at = ?, requirement_mask = ? WHERE identifier = ?"
                     for stored in stored {
                         let statement = try connection.statement(update)
@@ -411,6 +411,20 @@ final class SQLiteScheduleStore: ScheduleStore {
                     try connection.execute("ALTER TABLE requests ADD COLUMN planned_at INTEGER")
                 }
             ),
+            (
+                8,
+                { connection throws(SQLiteError) in
+                    // A calendar repetition's expression and drawn delay, a request's tags
+                    // and its input, packed in one column (`details`, NULL for most
+                    // requests): every update of a plan rewrites its row, and each column
+                    // more costs every update. An attempt's output.
+                    try connection.execute(
+                        """
+                        ALTER TABLE requests ADD COLUMN details BLOB;
+                        ALTER TABLE history ADD COLUMN output BLOB;
+                        """)
+                }
+            ),
         ]
     }
 
@@ -473,6 +487,25 @@ final class SQLiteScheduleStore: ScheduleStore {
         }
     }
 
+    func pendingRequests(tagged tag: String) throws(ScheduleStoreError) -> [StoredRequest] {
+        try using { connection throws(SQLiteError) in
+            // The pattern may also turn up in a calendar or an input: read back, the
+            // request's own tags say.
+            let statement = try connection.statement(
+                """
+                SELECT \(Self.requestColumns) FROM requests
+                WHERE finished = 0 AND instr(details, CAST(? AS BLOB)) > 0 ORDER BY sequence
+                """)
+            statement.bind(1, RequestColumns.tagPattern(tag))
+            var tagged: [StoredRequest] = []
+            while try statement.step() {
+                let stored = Self.request(statement)
+                if stored.request.tags.contains(tag) { tagged.append(stored) }
+            }
+            return tagged
+        }
+    }
+
     func pendingCount() throws(ScheduleStoreError) -> Int {
         try using { connection throws(SQLiteError) in
             Int(try connection.integer("SELECT COUNT(*) FROM requests WHERE finished = 0") ?? 0)
@@ -530,8 +563,10 @@ final class SQLiteScheduleStore: ScheduleStore {
         try using { connection throws(SQLiteError) in
             let statement = try connection.statement(
                 """
-                SELECT \(Self.requestColumns) FROM requests WHERE finished = 0 AND interval_ns > 0
-                    AND anchor - interval_ns - MIN(flex_ns, interval_ns) > ? ORDER BY sequence
+                SELECT \(Self.requestColumns) FROM requests WHERE finished = 0 AND ((interval_ns > 0
+                    AND anchor - interval_ns - MIN(flex_ns, interval_ns) > ?1)
+                    OR substr(details, 1, 1) = x'01')
+                ORDER BY sequence
                 """)
             statement.bind(1, now.nanosecondsSinceEpoch)
             var ahead: [StoredRequest] = []
@@ -684,6 +719,7 @@ final class SQLiteScheduleStore: ScheduleStore {
         statement.bind(5, record.endedAt?.nanosecondsSinceEpoch)
         statement.bind(6, record.result.description)
         statement.bind(7, record.stopReason)
+        statement.bind(8, record.output)
         try statement.run()
     }
 
@@ -692,10 +728,10 @@ final class SQLiteScheduleStore: ScheduleStore {
             // The attempt in progress lives in its request's row until it ends.
             let statement = try connection.statement(
                 """
-                SELECT identifier, run_id, attempt, started_at, ended_at, result, stop_reason FROM history
+                SELECT identifier, run_id, attempt, started_at, ended_at, result, stop_reason, output FROM history
                     WHERE identifier = ?1
-                UNION ALL SELECT identifier, active_run_id, active_attempt, active_started_at, NULL, 'running', NULL
-                    FROM requests WHERE identifier = ?1 AND active_run_id IS NOT NULL
+                UNION ALL SELECT identifier, active_run_id, active_attempt, active_started_at, NULL, 'running', NULL,
+                    NULL FROM requests WHERE identifier = ?1 AND active_run_id IS NOT NULL
                 ORDER BY 2 DESC, 3 DESC LIMIT ?2
                 """)
             statement.bind(1, identifier)
@@ -707,7 +743,8 @@ final class SQLiteScheduleStore: ScheduleStore {
                         identifier: statement.text(0), runID: statement.int64(1), attempt: statement.int(2),
                         startedAt: WallClockInstant(nanosecondsSinceEpoch: statement.int64(3)),
                         endedAt: statement.optionalInt64(4).map(WallClockInstant.init(nanosecondsSinceEpoch:)),
-                        result: RunResult(stored: statement.text(5)) ?? .failed, stopReason: statement.optionalText(6)))
+                        result: RunResult(stored: statement.text(5)) ?? .failed, stopReason: statement.optionalText(6),
+                        output: statement.optionalBytes(7)))
             }
             return records
         }
@@ -734,12 +771,13 @@ final class SQLiteScheduleStore: ScheduleStore {
     private static let updatePlanColumns = """
         UPDATE requests SET anchor = ?, owed = ?, retry_at = ?, failed_attempts = ?, finished = ?,
             current_run_id = ?, due_at = ?, running = ?, active_run_id = ?, active_attempt = ?,
-            active_started_at = ?, planned_at = ?14 WHERE
+            active_started_at = ?, planned_at = ?14
         """
     // By rowid when read with one (the identifier checked on the row found, not searched
     // for), else by identifier.
-    private static let updatePlanQuery = SQLiteQuery(updatePlanColumns + " identifier = ?12")
-    private static let updatePlanByRowQuery = SQLiteQuery(updatePlanColumns + " rowid = ?13 AND identifier = ?12")
+    private static let updatePlanQuery = SQLiteQuery(updatePlanColumns + " WHERE identifier = ?12")
+    private static let updatePlanByRowQuery = SQLiteQuery(
+        updatePlanColumns + " WHERE rowid = ?13 AND identifier = ?12")
     private static let endDetachedQuery = SQLiteQuery(
         """
         UPDATE requests SET running = 0, active_run_id = NULL, active_attempt = NULL,
@@ -747,8 +785,8 @@ final class SQLiteScheduleStore: ScheduleStore {
         """)
     private static let insertRunQuery = SQLiteQuery(
         """
-        INSERT OR REPLACE INTO history (run_id, attempt, identifier, started_at, ended_at, result, stop_reason)
-        VALUES (?, ?, ?, ?, ?, ?, ?)
+        INSERT OR REPLACE INTO history (run_id, attempt, identifier, started_at, ended_at, result, stop_reason, output)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
         """)
     private static let lastRunIDQuery = SQLiteQuery("UPDATE counters SET value = MAX(value, ?) WHERE name = 'run_id'")
     private static let sequenceQuery = SQLiteQuery("SELECT value FROM counters WHERE name = 'sequence'")
@@ -787,6 +825,7 @@ final class SQLiteScheduleStore: ScheduleStore {
         statement.bind(24, sequence)
         statement.bind(25, row.scope)
         statement.bind(26, row.plannedAt)
+        statement.bind(27, RequestDetails(row).packed)
         try statement.run()
     }
 
@@ -794,8 +833,8 @@ final class SQLiteScheduleStore: ScheduleStore {
         INSERT INTO requests (identifier, submitted_at, earliest_begin, interval_ns, flex_ns, catch_up,
             catch_up_maximum, randomized_delay_ns, maximum_duration_ns, backoff, initial_delay_ns, maximum_delay_ns,
             maximum_attempts, anchor, owed, retry_at, failed_attempts, finished, current_run_id, requirements,
-            due_at, requirement_mask, running, sequence, scope, planned_at)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            due_at, requirement_mask, running, sequence, scope, planned_at, details)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
     private static let insertIfAbsentQuery = SQLiteQuery(insertColumns + " ON CONFLICT (identifier) DO NOTHING")
     private static let saveQuery = SQLiteQuery(
@@ -811,12 +850,13 @@ final class SQLiteScheduleStore: ScheduleStore {
                 finished = excluded.finished, current_run_id = excluded.current_run_id,
                 requirements = excluded.requirements, due_at = excluded.due_at,
                 requirement_mask = excluded.requirement_mask, running = excluded.running, scope = excluded.scope,
-                planned_at = excluded.planned_at
+                planned_at = excluded.planned_at, details = excluded.details
             """)
 
     /// The columns a request is read from, in the order ``request(_:)`` decodes them by
     /// position.
-    static let requestColumns = requestColumnsBeforeScope + ", scope, planned_at"
+    static let requestColumns =
+        requestColumnsBeforeScope + ", scope, planned_at, details"
 
     /// The same without the scope, which stores before schema version 6 lack.
     private static let requestColumnsBeforeScope = """
@@ -826,7 +866,8 @@ final class SQLiteScheduleStore: ScheduleStore {
         """
 
     private static func request(_ row: SQLiteStatement) -> StoredRequest {
-        RequestColumns(
+        let details = RequestDetails(packed: row.optionalBytes(24))
+        return RequestColumns(
             identifier: row.text(0), earliestBegin: row.optionalInt64(1), intervalNanoseconds: row.optionalInt64(2),
             flexNanoseconds: row.optionalInt64(3), catchUp: row.text(4), catchUpMaximum: row.int(5),
             randomizedDelayNanoseconds: row.int64(6), maximumDurationNanoseconds: row.int64(7), backoff: row.text(8),
@@ -834,7 +875,8 @@ final class SQLiteScheduleStore: ScheduleStore {
             requirements: row.text(12), anchor: row.int64(13), owed: row.int(14), retryAt: row.optionalInt64(15),
             failedAttempts: row.int(16), finished: row.bool(17), submittedAt: row.int64(18),
             currentRunID: row.optionalInt64(19), running: row.bool(20), scope: row.text(22),
-            plannedAt: row.optionalInt64(23)
+            plannedAt: row.optionalInt64(23), calendar: details.calendar,
+            gridOffsetNanoseconds: details.gridOffsetNanoseconds, tags: details.tags, input: details.input
         ).stored(rowID: row.int64(21))
     }
 

@@ -132,6 +132,8 @@ extension RequestWrite {
     func request(_ identifier: String) throws(ScheduleStoreError) -> StoredRequest?
     /// Every request not finished, in submission order.
     func pendingRequests() throws(ScheduleStoreError) -> [StoredRequest]
+    /// Every request not finished that has the tag `tag`, in submission order.
+    func pendingRequests(tagged tag: String) throws(ScheduleStoreError) -> [StoredRequest]
     /// How many requests are not finished.
     func pendingCount() throws(ScheduleStoreError) -> Int
     /// Requests not running whose next start is at or before `now` and whose

@@ -156,6 +156,76 @@ enum SchedulerSemantics {
         #expect(try scheduler.history("semantics.again").map(\.result) == [.succeeded, .succeeded])
     }
 
+    /// A calendar repetition is kept as submitted — read back with its expression, its flex
+    /// and its drawn delay — and runs on its calendar: the next run planned for one of its
+    /// times, never every second when it names every other one.
+    static func aCalendarRepetitionIsKeptAndRunsOnItsCalendar(_ fixture: some SchedulerSemanticsFixture) throws {
+        let runs = Runs()
+        let scheduler = try fixture.makeScheduler { task in
+            runs.note(task.identifier)
+            return true
+        }
+        defer { fixture.finish() }
+        var request = ScheduledTaskRequest(identifier: "semantics.calendar")
+        request.repetition = Repetition(on: try CalendarSchedule("*:*:0/2 UTC"), flex: .milliseconds(500))
+        request.randomizedDelay = .milliseconds(300)
+        try scheduler.submit(request)
+        #expect(fixture.until { runs.count("semantics.calendar") >= 3 })
+        let pending = try #require(scheduler.pendingRequests().first { $0.request.identifier == "semantics.calendar" })
+        #expect(pending.request.repetition?.calendar?.expression == "*:*:0/2 UTC")
+        #expect(pending.request.repetition?.flex == .milliseconds(500))
+        // Planned on the calendar's even seconds, moved by one drawn delay of at most 300 ms
+        // (the next run may start from its flex window's opening, 500 ms before).
+        let offset = (pending.nextRun + .milliseconds(500)).nanosecondsSinceEpoch % 2_000_000_000
+        #expect(offset <= 300_000_000, "next run \(pending.nextRun)")
+        let starts = try scheduler.history("semantics.calendar").map(\.startedAt).sorted()
+        #expect(starts.count >= 3)
+        if let first = starts.first, let last = starts.last, starts.count >= 3 {
+            // Two seconds apart (less its flex): three runs take more than 2 s.
+            #expect(last - first >= .seconds(2), "\(starts)")
+        }
+    }
+
+    /// Tags are kept with their requests: found by tag (a tag inside another is another
+    /// tag) and cancelled together, in one transaction.
+    static func requestsAreFoundAndCancelledByTag(_ fixture: some SchedulerSemanticsFixture) throws {
+        let scheduler = try fixture.makeScheduler { _ in true }
+        defer { fixture.finish() }
+        let later = WallClockInstant(secondsSinceEpoch: Int64(Date().timeIntervalSince1970) + 3600)
+        for (identifier, tags) in [
+            ("semantics.a", ["nightly", "eu"]), ("semantics.b", ["night"]), ("semantics.c", ["nightly"]),
+        ] {
+            var request = ScheduledTaskRequest(identifier: identifier)
+            request.earliestBegin = later
+            request.tags = Set(tags)
+            try scheduler.submit(request)
+        }
+        #expect(scheduler.pendingRequests(tag: "nightly").map(\.request.identifier) == ["semantics.a", "semantics.c"])
+        #expect(scheduler.pendingRequests(tag: "eu").first?.request.tags == ["nightly", "eu"])
+        #expect(try scheduler.cancel(tag: "nightly") == 2)
+        #expect(scheduler.pendingRequests().map(\.request.identifier) == ["semantics.b"])
+        #expect(try scheduler.cancel(tag: "nightly") == 0)
+    }
+
+    /// A request's input (any bytes) reaches its run, and the run's output is kept with its
+    /// attempt in the history, byte for byte.
+    static func inputReachesTheRunAndItsOutputIsKept(_ fixture: some SchedulerSemanticsFixture) throws {
+        let bytes = (0..<300).map { UInt8($0 % 256) }
+        let inputs = Outcomes()
+        let scheduler = try fixture.makeScheduler { task in
+            inputs.note(task.input == bytes ? "same" : "different: \(task.input.count) bytes")
+            try? task.setOutput(task.input.reversed())
+            return true
+        }
+        defer { fixture.finish() }
+        var request = ScheduledTaskRequest(identifier: "semantics.data")
+        request.input = bytes
+        try scheduler.submit(request)
+        #expect(try fixture.until { try scheduler.history("semantics.data").first?.result == .succeeded })
+        #expect(inputs.all == ["same"])
+        #expect(try scheduler.history("semantics.data").first?.output == bytes.reversed())
+    }
+
     /// What the checks' handlers saw, safe from any thread.
     final class Outcomes: @unchecked Sendable {
         private let lock = NSLock()

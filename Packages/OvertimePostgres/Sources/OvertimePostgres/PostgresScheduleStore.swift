@@ -33,7 +33,7 @@ import PostgresNIO
 /// renewals and notifications use a second one on the store's event loop.
 final class PostgresScheduleStore: ScheduleStore {
     /// The schema this build writes and reads.
-    static let schemaVersion: Int64 = 4
+    static let schemaVersion: Int64 = 5
     /// The channel instances notify each other on.
     static let channel = "overtime_schedule"
 
@@ -179,6 +179,7 @@ final class PostgresScheduleStore: ScheduleStore {
             }
             for (target, statements) in [
                 (1, Self.schemaVersion1), (2, Self.schemaVersion2), (3, Self.schemaVersion3), (4, Self.schemaVersion4),
+                (5, Self.schemaVersion5),
             ] where version < target {
                 for statement in statements { _ = try run(connection, PostgresQuery(unsafeSQL: statement)) }
             }
@@ -245,16 +246,31 @@ final class PostgresScheduleStore: ScheduleStore {
         "ALTER TABLE overtime.requests ADD COLUMN planned_at bigint"
     ]
 
+    /// Version 5: calendar repetitions (the expression, the drawn delay, and where the
+    /// previous planned time's window opened, which a clock set back looks for), tags, a
+    /// request's input and an attempt's output.
+    static let schemaVersion5 = [
+        "ALTER TABLE overtime.requests ADD COLUMN calendar text",
+        "ALTER TABLE overtime.requests ADD COLUMN grid_offset_ns bigint NOT NULL DEFAULT 0",
+        "ALTER TABLE overtime.requests ADD COLUMN previous_window_at bigint",
+        "ALTER TABLE overtime.requests ADD COLUMN tags text NOT NULL DEFAULT ''",
+        "ALTER TABLE overtime.requests ADD COLUMN input bytea NOT NULL DEFAULT ''::bytea",
+        "ALTER TABLE overtime.history ADD COLUMN output bytea",
+    ]
+
     // MARK: Reading
 
     /// The columns a request is read from, in the order ``request(_:)`` decodes them.
     static let columns = """
         identifier, earliest_begin, interval_ns, flex_ns, catch_up, catch_up_maximum, randomized_delay_ns,
         maximum_duration_ns, backoff, initial_delay_ns, maximum_delay_ns, maximum_attempts, requirements, anchor, owed,
-        retry_at, failed_attempts, finished, submitted_at, current_run_id, running, planned_at, owner
+        retry_at, failed_attempts, finished, submitted_at, current_run_id, running, planned_at, owner, calendar,
+        grid_offset_ns, tags, input
         """
     /// How many ``columns`` there are: the position of the first column a query adds.
-    static let columnCount = 23
+    static let columnCount = 27
+    /// The position of `owner` in ``columns``.
+    static let ownerColumn = 22
 
     private static func request(_ row: PostgresRow) throws -> StoredRequest {
         let cells = row.makeRandomAccess()
@@ -271,8 +287,10 @@ final class PostgresScheduleStore: ScheduleStore {
             retryAt: try cells[15].decode(Int64?.self), failedAttempts: Int(try cells[16].decode(Int64.self)),
             finished: try cells[17].decode(Bool.self), submittedAt: try cells[18].decode(Int64.self),
             currentRunID: try cells[19].decode(Int64?.self), running: try cells[20].decode(Bool.self),
-            scope: try cells[22].decode(String.self).isEmpty ? "shared" : "perInstance",
-            plannedAt: try cells[21].decode(Int64?.self)
+            scope: try cells[ownerColumn].decode(String.self).isEmpty ? "shared" : "perInstance",
+            plannedAt: try cells[21].decode(Int64?.self), calendar: try cells[23].decode(String?.self),
+            gridOffsetNanoseconds: try cells[24].decode(Int64.self), tags: try cells[25].decode(String.self),
+            input: Array(try cells[26].decode(ByteBuffer.self).readableBytesView)
         ).stored(rowID: nil)
     }
 
@@ -322,6 +340,25 @@ final class PostgresScheduleStore: ScheduleStore {
                 SELECT \(unescaped: Self.columns),
                     CASE WHEN running THEN regexp_replace(claimed_by, ' [0-9]+$', '') END
                 FROM overtime.requests WHERE NOT finished AND \(unescaped: visible) ORDER BY sequence
+                """
+            ).map { row in
+                var stored = try Self.request(row)
+                stored.holder = try row.makeRandomAccess()[Self.columnCount].decode(String?.self)
+                return stored
+            }
+        }
+    }
+
+    func pendingRequests(tagged tag: String) throws(ScheduleStoreError) -> [StoredRequest] {
+        try using { connection in
+            try run(
+                connection,
+                """
+                SELECT \(unescaped: Self.columns),
+                    CASE WHEN running THEN regexp_replace(claimed_by, ' [0-9]+$', '') END
+                FROM overtime.requests WHERE NOT finished AND \(unescaped: visible)
+                    AND strpos(tags, \(RequestColumns.tagPattern(tag))) > 0
+                ORDER BY sequence
                 """
             ).map { row in
                 var stored = try Self.request(row)
@@ -417,7 +454,7 @@ final class PostgresScheduleStore: ScheduleStore {
             let first = Self.columnCount
             let holder = try cells[first + 3].decode(String?.self) ?? "?"
             let now = WallClockInstant(nanosecondsSinceEpoch: try cells[first + 4].decode(Int64.self))
-            let rowOwner = try cells[first - 1].decode(String.self)  // owner, the last of the columns
+            let rowOwner = try cells[Self.ownerColumn].decode(String.self)
             guard let runID = try cells[first].decode(Int64?.self),
                 let attempt = try cells[first + 1].decode(Int64?.self)
             else {
@@ -546,8 +583,9 @@ final class PostgresScheduleStore: ScheduleStore {
             try run(
                 connection,
                 """
-                SELECT \(unescaped: Self.columns) FROM overtime.requests WHERE NOT finished AND interval_ns > 0
-                    AND \(unescaped: visible) AND anchor - interval_ns - least(flex_ns, interval_ns) > \(now.nanosecondsSinceEpoch)
+                SELECT \(unescaped: Self.columns) FROM overtime.requests WHERE NOT finished AND \(unescaped: visible)
+                    AND ((interval_ns > 0 AND anchor - interval_ns - least(flex_ns, interval_ns) > \(now.nanosecondsSinceEpoch))
+                        OR previous_window_at > \(now.nanosecondsSinceEpoch))
                 ORDER BY sequence
                 """
             ).map(Self.request)
@@ -568,21 +606,22 @@ final class PostgresScheduleStore: ScheduleStore {
             try run(
                 connection,
                 """
-                SELECT identifier, run_id, attempt, started_at, ended_at, result, stop_reason FROM overtime.history
-                    WHERE identifier = \(identifier) AND \(unescaped: visible)
-                UNION ALL SELECT identifier, active_run_id, active_attempt, active_started_at, NULL, 'running', NULL
-                    FROM overtime.requests
+                SELECT identifier, run_id, attempt, started_at, ended_at, result, stop_reason, output
+                    FROM overtime.history WHERE identifier = \(identifier) AND \(unescaped: visible)
+                UNION ALL SELECT identifier, active_run_id, active_attempt, active_started_at, NULL, 'running', NULL,
+                    NULL::bytea FROM overtime.requests
                     WHERE identifier = \(identifier) AND running AND active_run_id IS NOT NULL AND \(unescaped: visible)
                 ORDER BY 2 DESC, 3 DESC LIMIT \(limit)
                 """
             ).map { row in
-                let (identifier, runID, attempt, started, ended, result, reason) = try row.decode(
-                    (String, Int64, Int64, Int64, Int64?, String, String?).self)
+                let (identifier, runID, attempt, started, ended, result, reason, output) = try row.decode(
+                    (String, Int64, Int64, Int64, Int64?, String, String?, ByteBuffer?).self)
                 return RunRecord(
                     identifier: identifier, runID: runID, attempt: Int(attempt),
                     startedAt: WallClockInstant(nanosecondsSinceEpoch: started),
                     endedAt: ended.map(WallClockInstant.init(nanosecondsSinceEpoch:)),
-                    result: RunResult(stored: result) ?? .failed, stopReason: reason)
+                    result: RunResult(stored: result) ?? .failed, stopReason: reason,
+                    output: output.map { Array($0.readableBytesView) })
             }
         }
     }
@@ -905,6 +944,8 @@ final class PostgresScheduleStore: ScheduleStore {
                 failed_attempts = excluded.failed_attempts, finished = excluded.finished,
                 current_run_id = excluded.current_run_id, due_at = excluded.due_at,
                 requirement_mask = excluded.requirement_mask, planned_at = excluded.planned_at,
+                calendar = excluded.calendar, grid_offset_ns = excluded.grid_offset_ns,
+                previous_window_at = excluded.previous_window_at, tags = excluded.tags, input = excluded.input,
                 active_run_id = CASE WHEN excluded.current_run_id IS DISTINCT FROM requests.current_run_id
                     THEN NULL ELSE requests.active_run_id END
             """
@@ -914,13 +955,16 @@ final class PostgresScheduleStore: ScheduleStore {
             INSERT INTO overtime.requests AS requests (identifier, submitted_at, earliest_begin, interval_ns, flex_ns,
                 catch_up, catch_up_maximum, randomized_delay_ns, maximum_duration_ns, backoff, initial_delay_ns,
                 maximum_delay_ns, maximum_attempts, requirements, anchor, owed, retry_at, failed_attempts, finished,
-                current_run_id, due_at, requirement_mask, sequence, owner, planned_at)
+                current_run_id, due_at, requirement_mask, sequence, owner, planned_at, calendar, grid_offset_ns,
+                previous_window_at, tags, input)
             SELECT \(row.identifier), \(row.submittedAt), \(row.earliestBegin), \(row.intervalNanoseconds),
                 \(row.flexNanoseconds), \(row.catchUp), \(Int64(row.catchUpMaximum)), \(row.randomizedDelayNanoseconds),
                 \(row.maximumDurationNanoseconds), \(row.backoff), \(row.initialDelayNanoseconds),
                 \(row.maximumDelayNanoseconds), \(Int64(row.maximumAttempts)), \(row.requirements), \(row.anchor),
                 \(Int64(row.owed)), \(row.retryAt), \(Int64(row.failedAttempts)), \(row.finished), \(row.currentRunID),
-                \(row.dueAt), \(row.requirementMask), nextval('overtime.submissions'), \(rowOwner), \(row.plannedAt)
+                \(row.dueAt), \(row.requirementMask), nextval('overtime.submissions'), \(rowOwner), \(row.plannedAt),
+                \(row.calendar), \(row.gridOffsetNanoseconds), \(row.previousWindowAt), \(row.tags),
+                \(ByteBuffer(bytes: row.input))
             -- Kept: a request of the identifier this instance sees, or a shared one another
             -- instance would see beside its own.
             WHERE \(!ifAbsent) OR NOT EXISTS (SELECT 1 FROM overtime.requests WHERE identifier = \(row.identifier)
@@ -1008,6 +1052,7 @@ final class PostgresScheduleStore: ScheduleStore {
         bindings.append(claimSeconds)
         bindings.append(writes.map { rowOwner(of: $0.stored) })
         bindings.append(rows.map { $0.plannedAt ?? none })
+        bindings.append(rows.map { $0.previousWindowAt ?? none })
         let (claim, rowCondition) =
             switch condition {
             case .any: ("claimed_by = NULL, claim_until = NULL", "true")
@@ -1030,11 +1075,12 @@ final class PostgresScheduleStore: ScheduleStore {
                 current_run_id = NULLIF(v.current_run_id, \(none15)), due_at = NULLIF(v.due_at, \(none15)),
                 running = v.running, active_run_id = NULLIF(v.run, \(none15)),
                 active_attempt = NULLIF(v.attempt, \(none15)), active_started_at = NULLIF(v.started, \(none15)),
-                planned_at = NULLIF(v.planned, \(none15)), \(claim)
+                planned_at = NULLIF(v.planned, \(none15)), previous_window_at = NULLIF(v.previous_window, \(none15)),
+                \(claim)
             FROM unnest(\((1...14).map { parameter($0) + Self.arrayTypes[$0 - 1] }.joined(separator: ", ")),
-                \(parameter(18))::text[], \(parameter(19))::bigint[])
+                \(parameter(18))::text[], \(parameter(19))::bigint[], \(parameter(20))::bigint[])
                 AS v(identifier, anchor, owed, retry_at, failed_attempts, finished, current_run_id, due_at, running,
-                    run, attempt, started, ending_run, ending_attempt, owner, planned)
+                    run, attempt, started, ending_run, ending_attempt, owner, planned, previous_window)
             WHERE r.identifier = v.identifier AND r.owner = v.owner AND \(rowCondition)
             RETURNING r.identifier, r.owner
             """
@@ -1077,15 +1123,19 @@ final class PostgresScheduleStore: ScheduleStore {
         bindings.append(owners)
         bindings.append(none)
         bindings.append(instance)
+        bindings.append(records.map { ByteBuffer(bytes: $0.output ?? []) })
+        bindings.append(records.map { $0.output != nil })
         return """
             INSERT INTO overtime.history (identifier, run_id, attempt, started_at, ended_at, result, stop_reason, instance,
-                owner)
+                owner, output)
             SELECT identifier, run_id, attempt, started_at, NULLIF(ended_at, \(parameter(10))),
-                result, CASE WHEN has_reason THEN stop_reason END, \(parameter(11)), owner
+                result, CASE WHEN has_reason THEN stop_reason END, \(parameter(11)), owner,
+                CASE WHEN has_output THEN output END
             FROM unnest(\(parameter(1))::text[], \(parameter(2))::bigint[], \(parameter(3))::bigint[],
                 \(parameter(4))::bigint[], \(parameter(5))::bigint[], \(parameter(6))::text[], \(parameter(7))::text[],
-                \(parameter(8))::boolean[], \(parameter(9))::text[])
-                AS v(identifier, run_id, attempt, started_at, ended_at, result, stop_reason, has_reason, owner)
+                \(parameter(8))::boolean[], \(parameter(9))::text[], \(parameter(12))::bytea[], \(parameter(13))::boolean[])
+                AS v(identifier, run_id, attempt, started_at, ended_at, result, stop_reason, has_reason, owner, output,
+                    has_output)
             ON CONFLICT (identifier, run_id, attempt) DO NOTHING
             """
     }

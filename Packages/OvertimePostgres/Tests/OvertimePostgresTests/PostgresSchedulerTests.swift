@@ -258,6 +258,12 @@ struct PostgresSchedulerTests {
             ALTER TABLE overtime.history DROP COLUMN owner;
             ALTER TABLE overtime.requests DROP COLUMN owner;
             ALTER TABLE overtime.requests DROP COLUMN planned_at;
+            ALTER TABLE overtime.requests DROP COLUMN calendar;
+            ALTER TABLE overtime.requests DROP COLUMN grid_offset_ns;
+            ALTER TABLE overtime.requests DROP COLUMN previous_window_at;
+            ALTER TABLE overtime.requests DROP COLUMN tags;
+            ALTER TABLE overtime.requests DROP COLUMN input;
+            ALTER TABLE overtime.history DROP COLUMN output;
             ALTER TABLE overtime.requests ADD PRIMARY KEY (identifier);
             CREATE INDEX IF NOT EXISTS requests_pending ON overtime.requests (sequence) WHERE NOT finished;
             UPDATE overtime.meta SET value = 1 WHERE name = 'schema_version'
@@ -266,7 +272,7 @@ struct PostgresSchedulerTests {
         try second.register("hourly") { $0.setTaskCompleted(success: true) }
         let after = try #require(second.pendingRequests().first)
         #expect(after.request == hourly && after.nextRun == before.nextRun, "\(after) after \(before)")
-        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("4"))
+        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("5"))
         second.runtime.requestTermination()
     }
 
@@ -312,7 +318,7 @@ struct PostgresSchedulerTests {
         } catch let error as SchedulerError {
             #expect(error.code == .store)
             #expect(
-                error.message.contains("schema version 99") && error.message.contains("up to version 4"), "\(error)")
+                error.message.contains("schema version 99") && error.message.contains("up to version 5"), "\(error)")
         }
     }
 

@@ -46,6 +46,18 @@ struct PostgresSemanticsTests {
         try SchedulerSemantics.finishedWorkIsResubmittedUnderEveryPolicy(Fixture())
     }
 
+    @Test func aCalendarRepetitionIsKeptAndRunsOnItsCalendar() throws {
+        try SchedulerSemantics.aCalendarRepetitionIsKeptAndRunsOnItsCalendar(Fixture())
+    }
+
+    @Test func requestsAreFoundAndCancelledByTag() throws {
+        try SchedulerSemantics.requestsAreFoundAndCancelledByTag(Fixture())
+    }
+
+    @Test func inputReachesTheRunAndItsOutputIsKept() throws {
+        try SchedulerSemantics.inputReachesTheRunAndItsOutputIsKept(Fixture())
+    }
+
     @Test func pendingWorkFollowsThePolicy() throws {
         try SchedulerSemantics.pendingWorkFollowsThePolicy(Fixture())
     }
