@@ -2,6 +2,7 @@
 // every hour, even across restarts, and retry when it fails".
 //
 //   swift run periodic-report --every 10 --fail-attempts 1
+//   swift run periodic-report --on "Mon..Fri *-*-* 08:00 Europe/Berlin"   # systemd's OnCalendar=
 //   overtimectl --socket ./periodic-report-state/control.sock schedule
 //   overtimectl --socket ./periodic-report-state/control.sock history report
 //
@@ -29,6 +30,12 @@ struct PeriodicReport: ParsableCommand {
     @Option(help: "Seconds between planned runs.")
     var every = 3600
 
+    @Option(
+        help:
+            "Run at the times of this calendar expression instead, in systemd's OnCalendar= grammar (e.g. '*-*-* 02:30 Europe/Berlin')."
+    )
+    var on: String?
+
     @Option(help: "Seconds of the window before each planned time in which a run may start.")
     var flex = 0
 
@@ -50,7 +57,16 @@ struct PeriodicReport: ParsableCommand {
 
     func validate() throws {
         guard every > 0 else { throw ValidationError("--every must be positive") }
-        guard (0...every).contains(flex) else { throw ValidationError("--flex must be between 0 and --every") }
+        if let on {
+            do {
+                _ = try CalendarSchedule(on)
+            } catch {
+                throw ValidationError("--on: \(error.message)")
+            }
+            guard flex >= 0 else { throw ValidationError("--flex must not be negative") }
+        } else {
+            guard (0...every).contains(flex) else { throw ValidationError("--flex must be between 0 and --every") }
+        }
         guard ["once", "every", "none"].contains(catchUp) else {
             throw ValidationError("--catch-up is once, every or none")
         }
@@ -91,11 +107,13 @@ struct PeriodicReport: ParsableCommand {
         try scheduler.start()
 
         var request = ScheduledTaskRequest(identifier: "report")
-        request.repetition = Repetition(every: .seconds(every), flex: .seconds(flex))
+        request.repetition =
+            try on.map { Repetition(on: try CalendarSchedule($0), flex: .seconds(flex)) }
+            ?? Repetition(every: .seconds(every), flex: .seconds(flex))
         request.catchUp = catchUp == "every" ? .every(maximum: 10) : catchUp == "none" ? .none : .once
         request.retry.initialDelay = .seconds(retryDelay)
         request.requirements = Set(requires.split(separator: ",").compactMap { Requirement(named: String($0)) })
-        // Update: a changed --every takes effect, the schedule and its history stay.
+        // Update: a changed --every or --on takes effect, the schedule and its history stay.
         try scheduler.submit(request, ifExists: .update)
         for pending in scheduler.pendingRequests() {
             say("\(pending.request.identifier): next run \(pending.nextRun) (\(pending.waitingFor))")

@@ -75,4 +75,33 @@ struct PeriodicReportDaemonTests {
             #expect(again.waitForExit(timeout: .seconds(20)) == 0)
         }
     }
+
+    @Test func aCalendarScheduleRunsAtItsTimesAndABadOneIsAClearError() async throws {
+        try await onOwnThread {
+            let folder = TemporaryDirectory("periodic-report")
+            defer { folder.remove() }
+            let bad = try RunningChild(
+                ["--state-directory", folder.path, "--on", "*-*-* 25:00 UTC"], executable: "periodic-report")
+            #expect(bad.waitForExit() != 0)
+            #expect(bad.standardError.joined().contains("--on: '*-*-* 25:00 UTC' is not a calendar expression"))
+            let zone = try RunningChild(
+                ["--state-directory", folder.path, "--on", "daily Mars/Olympus"], executable: "periodic-report")
+            #expect(zone.waitForExit() != 0)
+            #expect(zone.standardError.joined().contains("Mars/Olympus"), "\(zone.standardError)")
+
+            let socket = folder.path + "/control.sock"
+            let daemon = try RunningChild(
+                ["--state-directory", folder.path, "--on", "*:*:0/2 UTC"], executable: "periodic-report")
+            #expect(daemon.waitForLine { $0.contains("attempt 1: written") } != nil)
+            #expect(daemon.waitForLine { $0.contains("run 2 attempt 1: written") } != nil)
+            let schedule = try overtimectl(socket, ["schedule"])
+            #expect(schedule.output.contains("on *:*:0/2 UTC"), "\(schedule.output)")
+            // The next run is planned on one of the calendar's times: an even second, exactly.
+            let next = schedule.output.split(separator: " ").first { $0.hasSuffix("Z") && $0.contains("T") }
+            let second = next.flatMap { Int($0.dropLast(8).suffix(2)) }
+            #expect(next?.hasSuffix(".000000Z") == true && second.map { $0 % 2 == 0 } == true, "\(schedule.output)")
+            daemon.send(SIGTERM)
+            #expect(daemon.waitForExit(timeout: .seconds(20)) == 0)
+        }
+    }
 }

@@ -239,6 +239,54 @@ struct PostgresSchedulerTests {
         b.runtime.requestTermination()
     }
 
+    @Test func aCalendarRequestTwoInstancesShareRunsEachOfItsTimesOnceWithItsInputAndGoesByItsTag() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        struct Run: Sendable {
+            let instance: String
+            let due: Int64
+            let input: [UInt8]
+        }
+        let runs = NIOLockedValueBox<[Run]>([])
+        var request = ScheduledTaskRequest(identifier: "fleet.calendar")
+        request.repetition = Repetition(on: try CalendarSchedule("*:*:* UTC"))
+        request.tags = ["fleet", "every-second"]
+        request.input = Array("payload".utf8)
+        // What each instance does at every start: register, start, submit (kept if there).
+        func instance(_ name: String) throws -> Scheduler {
+            let scheduler = try Scheduler(
+                runtime: try Self.runtime(), configuration: Self.configuration(server, claim: .seconds(3), name: name))
+            try scheduler.register(request.identifier) { task in
+                runs.withLockedValue {
+                    $0.append(Run(instance: name, due: task.dueTime.nanosecondsSinceEpoch, input: task.input))
+                }
+                try? task.setOutput(Array(name.utf8))
+                task.setTaskCompleted(success: true)
+            }
+            try scheduler.start()
+            try scheduler.submit(request)
+            return scheduler
+        }
+        let a = try instance("a")
+        let b = try instance("b")
+        #expect(Self.eventually(30) { runs.withLockedValue { $0.count } >= 6 })
+        let seen = runs.withLockedValue { $0 }
+        let dues = seen.map(\.due)
+        #expect(Set(dues).count == dues.count, "each of the calendar's times once across the fleet: \(dues)")
+        #expect(dues.allSatisfy { $0 % 1_000_000_000 == 0 }, "the calendar's whole seconds: \(dues)")
+        #expect(seen.allSatisfy { $0.input == Array("payload".utf8) }, "the input reached every run")
+        let outputs = try a.history(request.identifier).compactMap(\.output).map { String(decoding: $0, as: UTF8.self) }
+        #expect(!outputs.isEmpty && Set(outputs).isSubset(of: ["a", "b"]), "\(outputs)")
+        #expect(b.pendingRequests(tag: "every-second").map(\.request.identifier) == [request.identifier])
+        #expect(try b.cancel(tag: "fleet") == 1, "cancelled by its tag from either instance")
+        #expect(a.pendingRequests().isEmpty && b.pendingRequests().isEmpty)
+        let after = runs.withLockedValue { $0.count }
+        usleep(2_500_000)
+        #expect(runs.withLockedValue { $0.count } <= after + 1, "no run starts once it is cancelled")
+        a.runtime.requestTermination()
+        b.runtime.requestTermination()
+    }
+
     @Test func aScheduleOfSchemaVersion1IsMigratedWithItsRequestsKept() throws {
         let server = try PostgresServer()
         defer { server.stop() }
