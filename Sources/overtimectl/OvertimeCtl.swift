@@ -23,7 +23,7 @@ struct OvertimeCtl: ParsableCommand {
         subcommands: [
             Status.self, Tasks.self, Background.self, Foreground.self, Terminate.self, Reload.self, MemoryWarning.self,
             Expire.self,
-            Schedule.self, History.self, Run.self, Cancel.self, Call.self,
+            Schedule.self, History.self, Work.self, Run.self, Cancel.self, Call.self,
         ])
 }
 
@@ -254,6 +254,17 @@ struct History: SchedulerCommand {
     var arguments: [String] { [identifier, "\(limit)"] }
 }
 
+struct Work: SchedulerCommand {
+    static let configuration = CommandConfiguration(
+        abstract:
+            "Show where a request stands: enqueued, blocked (on what), running, succeeded, failed or cancelled; its attempt, next run and newest attempt."
+    )
+    static let command = "work"
+    @OptionGroup var options: ConnectionOptions
+    @Argument(help: "The request's identifier.") var identifier: String
+    var arguments: [String] { [identifier] }
+}
+
 struct Run: SchedulerCommand {
     static let configuration = CommandConfiguration(
         abstract: "Start a run of a request now, whatever its plan and requirements say.")
@@ -266,7 +277,7 @@ struct Run: SchedulerCommand {
 struct Cancel: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract:
-            "Remove a request, or every request with a tag: no run starts for it any more (a run in progress is told to stop)."
+            "Cancel a request, or every pending request with a tag: no run starts for it any more (a run in progress is told to stop); it stays as cancelled in `work` and its history."
     )
     @OptionGroup var options: ConnectionOptions
     @Argument(help: "The request's identifier.") var identifier: String?

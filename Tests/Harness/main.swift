@@ -339,6 +339,57 @@ func schedulerCrash(directory: String) throws {
     say("TERMINATED")
 }
 
+/// A scheduler daemon for the chain crash test: chains of three links
+/// (`chain-K.a` → `chain-K.b` → `chain-K.c`), one after another, in `<dir>/schedule.db`.
+/// Each run appends `START id run attempt <outputs handed on>` to `<dir>/effects.log`,
+/// works a random 20–120 ms off the loop, appends `DONE id run attempt` (each line
+/// fsynced), sets its output to what it was handed and its identifier, joined by `|`, and
+/// completes; `c` submits the next chain first (unless `finishing`: the test's last run,
+/// which lets the chains submitted finish). Killed with -9 at random moments by the test.
+func schedulerChain(directory: String, finishing: Bool) throws {
+    let (runtime, scheduler) = try schedulerDaemon(directory: directory)
+    let effects = open(directory + "/effects.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+    @Sendable func effect(_ line: String) {
+        _ = writeAll(effects, Array((line + "\n").utf8), to: .file)
+        fsync(effects)
+    }
+    /// Submits chain `number` unless it was (a finished link submitted again would run again).
+    @Sendable func submitChain(_ number: Int) throws {
+        guard try scheduler.workInfo("chain-\(number).a") == nil else { return }
+        var links: [ScheduledTaskRequest] = []
+        for (link, prerequisite) in [("a", nil), ("b", "a"), ("c", "b")] as [(String, String?)] {
+            var request = ScheduledTaskRequest(identifier: "chain-\(number).\(link)")
+            // A link interrupted twice in a row is retried after a second, not the default 30.
+            request.retry.initialDelay = .seconds(1)
+            request.retry.maximumDelay = .seconds(1)
+            if let prerequisite { request.prerequisites = ["chain-\(number).\(prerequisite)"] }
+            links.append(request)
+        }
+        try scheduler.submit(contentsOf: links)
+    }
+    try scheduler.register(prefix: "chain-") { task in
+        let handed = task.prerequisiteOutputs.values.map { String(decoding: $0, as: UTF8.self) }.sorted()
+        effect("START \(task.identifier) \(task.runID) \(task.attempt) \(handed.joined(separator: ","))")
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int.random(in: 20...120))) {
+            effect("DONE \(task.identifier) \(task.runID) \(task.attempt)")
+            try? task.setOutput(Array((handed + [task.identifier]).joined(separator: "|").utf8))
+            if !finishing, task.identifier.hasSuffix(".c"), let number = Int(task.identifier.dropFirst(6).dropLast(2)) {
+                try? submitChain(number + 1)
+            }
+            task.setTaskCompleted(success: true)
+        }
+    }
+    runtime.start()
+    try scheduler.start()
+    var last = 0
+    while try scheduler.workInfo("chain-\(last + 1).a") != nil { last += 1 }
+    let lastFinished = try last == 0 || scheduler.workInfo("chain-\(last).c")?.state == .succeeded
+    if lastFinished, !finishing { try submitChain(last + 1) }
+    say("READY")
+    runtime.waitUntilTerminated()
+    say("TERMINATED")
+}
+
 /// A scheduler daemon for the network requirement test, run in its own network namespace:
 /// one request that needs the network. Each run says `RAN run attempt` and waits; told to
 /// stop it says `STOPPED run attempt` and completes unsuccessfully.
@@ -408,6 +459,9 @@ case "daemon": try daemon()
 case "spool-full-disk": try spoolFullDisk(CommandLine.arguments[2])
 case "spool-full-disk-concurrent": try spoolFullDiskConcurrent(CommandLine.arguments[2])
 case "scheduler-crash": try schedulerCrash(directory: CommandLine.arguments[2])
+case "scheduler-chain":
+    try schedulerChain(
+        directory: CommandLine.arguments[2], finishing: CommandLine.arguments.dropFirst(3).first == "finish")
 case "scheduler-network": try schedulerNetwork(directory: CommandLine.arguments[2])
 case "scheduler-power": try schedulerPower(directory: CommandLine.arguments[2])
 case "scheduler-clock-step": try schedulerClockStep(directory: CommandLine.arguments[2])

@@ -55,6 +55,12 @@ final class InstrumentedStore: ScheduleStore {
         return try inner.pendingRequests(tagged: tag)
     }
     func pendingCount() throws(ScheduleStoreError) -> Int { try inner.pendingCount() }
+    func dependents(of identifiers: [String]) throws(ScheduleStoreError) -> [StoredRequest] {
+        try inner.dependents(of: identifiers)
+    }
+    func waitingOnFinishedPrerequisites() throws(ScheduleStoreError) -> [StoredRequest] {
+        try inner.waitingOnFinishedPrerequisites()
+    }
     func due(at now: WallClockInstant, unmet: Int64, limit: Int) throws(ScheduleStoreError) -> [StoredRequest] {
         pass()
         return try inner.due(at: now, unmet: unmet, limit: limit)

@@ -6,7 +6,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite("Scheduler crash safety: a real daemon killed with -9 a hundred times", .timeLimit(.minutes(4)))
+@Suite("Scheduler crash safety: a real daemon killed with -9 again and again", .timeLimit(.minutes(4)))
 struct SchedulerCrashTests {
     private struct Attempt: Hashable {
         let identifier: String
@@ -83,6 +83,84 @@ struct SchedulerCrashTests {
             for attempt in attempts where attempt.result == "succeeded" {
                 #expect(done.contains("DONE \(attempt.identifier) \(attempt.runID) \(attempt.attempt)"))
             }
+        }
+    }
+
+    /// Chains of three links with outputs, the daemon killed with -9 fifty times at random
+    /// moments: every link of every chain runs to success exactly once (one run ID; a run
+    /// a kill interrupted retried under it), only after its prerequisite's success is
+    /// recorded, with that prerequisite's output; outputs are intact to the chain's end.
+    @Test func everyLinkOfAChainRunsOnceToSuccessAfterItsPrerequisiteWithItsOutputAcross50Kills() async throws {
+        try await onOwnThread {
+            let folder = TemporaryDirectory("scheduler-chain")
+            defer { folder.remove() }
+            var generator = SplitMix64(seed: 0xC4A1)
+            for _ in 0..<50 {
+                let child = try RunningChild(["scheduler-chain", folder.path])
+                #expect(child.waitForLine { $0 == "READY" } != nil)
+                usleep(UInt32(30_000 + generator.next() % 300_000))
+                child.send(SIGKILL)
+                _ = child.waitForExit()
+            }
+            // Once more without a kill and without new chains, until what was submitted has
+            // finished (a link interrupted twice in a row waits for its retry's backoff).
+            let store = folder.path + "/schedule.db"
+            let last = try RunningChild(["scheduler-chain", folder.path, "finish"])
+            #expect(last.waitForLine { $0 == "READY" } != nil)
+            var pending = -1
+            for _ in 0..<1200 where pending != 0 {
+                usleep(100_000)
+                pending =
+                    (try? sqliteShell(store, "SELECT count(*) FROM requests WHERE finished = 0"))?
+                    .first?.first.flatMap { Int($0) } ?? -1
+            }
+            #expect(pending == 0, "every chain submitted finished")
+            last.send(SIGTERM)
+            #expect(last.waitForExit(timeout: .seconds(30)) == 0)
+
+            let rows = try sqliteShell(
+                store,
+                "SELECT identifier, run_id, attempt, result, CAST(output AS TEXT) FROM history ORDER BY run_id, attempt"
+            )
+            let effects = try String(contentsOfFile: folder.path + "/effects.log", encoding: .utf8)
+                .split(separator: "\n").map(String.init)
+            let chains = Set(rows.map { $0[0].split(separator: ".")[0] })
+            var complete = 0
+            var interrupted = 0
+            for chain in chains.sorted() {
+                let output: (String) -> String? = { link in
+                    rows.first { $0[0] == "\(chain).\(link)" && $0[3] == "succeeded" }?[4]
+                }
+                for (link, prerequisite) in [("a", nil), ("b", "a"), ("c", "b")] as [(String, String?)] {
+                    let identifier = "\(chain).\(link)"
+                    let attempts = rows.filter { $0[0] == identifier }
+                    interrupted += attempts.filter { $0[3] == "interrupted" }.count
+                    #expect(Set(attempts.map { $0[1] }).count <= 1, "\(identifier): one run, however often interrupted")
+                    #expect(attempts.filter { $0[3] == "succeeded" }.count <= 1, "\(identifier): one success at most")
+                    #expect(attempts.allSatisfy { $0[3] == "succeeded" || $0[3] == "interrupted" }, "\(attempts)")
+                    if let success = attempts.firstIndex(where: { $0[3] == "succeeded" }) {
+                        #expect(success == attempts.count - 1, "\(identifier): never run again once it succeeded")
+                    }
+                    let starts = effects.enumerated().filter { $0.element.hasPrefix("START \(identifier) ") }
+                    guard let prerequisite else { continue }
+                    let before = "\(chain).\(prerequisite)"
+                    let done = effects.firstIndex { $0.hasPrefix("DONE \(before) ") }
+                    for start in starts {
+                        #expect(
+                            done.map { $0 < start.offset } == true, "\(identifier) started after \(before) was done")
+                        #expect(
+                            start.element.hasSuffix(" " + (output(prerequisite) ?? "?")),
+                            "\(identifier) was handed \(before)'s output: \(start.element)")
+                    }
+                }
+                if let final = output("c") {
+                    #expect(final == "\(chain).a|\(chain).b|\(chain).c", "the outputs intact to the end")
+                    complete += 1
+                }
+            }
+            print("scheduler chain crash test: 50 kills, \(complete) chains complete, \(interrupted) links interrupted")
+            #expect(complete >= 1 && complete == chains.count, "every chain complete")
+            #expect(interrupted > 0, "kills landed during runs")
         }
     }
 }

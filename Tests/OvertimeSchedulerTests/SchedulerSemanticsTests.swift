@@ -65,6 +65,14 @@ struct SchedulerSemanticsTests {
         try await onOwnThread { try SchedulerSemantics.requestsAreFoundAndCancelledByTag(Fixture()) }
     }
 
+    @Test func workInfoFollowsARequestAndCancellationsAreKept() async throws {
+        try await onOwnThread { try SchedulerSemantics.workInfoFollowsARequestAndCancellationsAreKept(Fixture()) }
+    }
+
+    @Test func chainsHandOnOutputsAndPassOnFailuresAndCancellations() async throws {
+        try await onOwnThread { try SchedulerSemantics.chainsHandOnOutputsAndPassOnFailuresAndCancellations(Fixture()) }
+    }
+
     @Test func inputReachesTheRunAndItsOutputIsKept() async throws {
         try await onOwnThread { try SchedulerSemantics.inputReachesTheRunAndItsOutputIsKept(Fixture()) }
     }

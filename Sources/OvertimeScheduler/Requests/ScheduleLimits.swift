@@ -20,6 +20,10 @@ public enum ScheduleLimits {
             field: field)
     }
 
+    /// The most prerequisites a request has (``ScheduledTaskRequest/prerequisites``): each
+    /// hands its output on, and they stay with the request until it runs.
+    public static let maximumPrerequisites = 16
+
     /// The most tags a request has.
     public static let maximumTags = 16
     /// The longest tag, in UTF-8 bytes.

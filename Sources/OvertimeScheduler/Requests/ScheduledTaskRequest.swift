@@ -45,19 +45,35 @@ public struct ScheduledTaskRequest: Sendable, Hashable {
         set { setExtras { $0.tags = newValue } }
     }
 
-    /// The input and the tags, behind one optional reference (none while both are empty):
-    /// a request is copied many times a run, and most have neither.
+    /// The identifiers of one-shot requests that must succeed before this one becomes due,
+    /// as a link of a chain (WorkManager's `beginWith(…).then(…)`, systemd's `Requires=` with
+    /// `After=`); several make a fan-in. Their outputs reach the run as
+    /// ``ScheduledTask/prerequisiteOutputs``. One that fails for good or is cancelled fails
+    /// or cancels this request in turn, and what waits on it (``WorkInfo/stoppedBy``).
+    ///
+    /// At most ``ScheduleLimits/maximumPrerequisites``; each submitted before this request
+    /// (or earlier in the same `submit(contentsOf:)`); this request a one-shot in the shared
+    /// scope. Empty by default.
+    public var prerequisites: Set<String> {
+        get { extras?.prerequisites ?? [] }
+        set { setExtras { $0.prerequisites = newValue } }
+    }
+
+    /// The input, the tags and the prerequisites, behind one optional reference (none
+    /// while all are empty): a request is copied many times a run, and most have none.
     private var extras: Extras?
 
     private struct ExtraValues: Hashable {
         var input: [UInt8] = []
         var tags: Set<String> = []
+        var prerequisites: Set<String> = []
     }
 
     private final class Extras: Sendable, Hashable {
         let values: ExtraValues
         var input: [UInt8] { values.input }
         var tags: Set<String> { values.tags }
+        var prerequisites: Set<String> { values.prerequisites }
         init(_ values: ExtraValues) { self.values = values }
         static func == (lhs: Extras, rhs: Extras) -> Bool { lhs.values == rhs.values }
         func hash(into hasher: inout Hasher) { hasher.combine(values) }

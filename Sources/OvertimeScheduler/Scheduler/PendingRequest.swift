@@ -14,6 +14,9 @@ public struct PendingRequest: Sendable, Hashable {
         case plannedTime(WallClockInstant)
         /// A failed attempt's retry, after its backoff.
         case retry(at: WallClockInstant)
+        /// A prerequisite that has not succeeded yet (the first, in identifier order, of
+        /// those left): see ``ScheduledTaskRequest/prerequisites``.
+        case prerequisite(String)
         /// The most runs at once are running.
         case concurrencyLimit
         /// Due with others: started one after another, ``SchedulerConfiguration/startSpacing`` apart.
@@ -33,6 +36,7 @@ public struct PendingRequest: Sendable, Hashable {
             case .running: "running"
             case .plannedTime(let time): "earliest begin at \(time)"
             case .retry(let time): "retry at \(time)"
+            case .prerequisite(let identifier): "prerequisite '\(identifier)'"
             case .concurrencyLimit: "the concurrency limit"
             case .startSpacing: "runs due together start one after another"
             case .runtimeRefused(let reason): "no grant: \(reason)"

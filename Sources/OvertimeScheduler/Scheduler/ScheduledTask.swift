@@ -33,6 +33,11 @@ public final class ScheduledTask: Sendable {
     /// The request's ``ScheduledTaskRequest/input``: what to work on.
     public let input: [UInt8]
 
+    /// The outputs of the request's ``ScheduledTaskRequest/prerequisites`` (each set with
+    /// ``setOutput(_:)`` by the run that succeeded), by identifier; a prerequisite that set
+    /// none is absent. Empty for a request without prerequisites.
+    public let prerequisiteOutputs: [String: [UInt8]]
+
     /// This attempt as a token that later attempts (a retry, a fleet's takeover) exceed:
     /// pass it with writes that must happen once, to a store that refuses smaller tokens.
     public var fencingToken: FencingToken { FencingToken(runID: runID, attempt: attempt) }
@@ -46,6 +51,7 @@ public final class ScheduledTask: Sendable {
     public var isClaimHeld: Bool { !isCompleted && claimCheck() }
 
     private let claimCheck: @Sendable () -> Bool
+    private let progressReported: @Sendable (RunProgress) -> Void
     private let completion: @Sendable (_ success: Bool, _ expired: Bool) -> Void
     private let logger: Logger
     private let metrics: SchedulerMetrics
@@ -63,11 +69,14 @@ public final class ScheduledTask: Sendable {
 
     init(
         identifier: String, runID: Int64, attempt: Int, dueTime: WallClockInstant, attemptDueTime: WallClockInstant,
-        input: [UInt8] = [], logger: Logger, metrics: SchedulerMetrics,
+        input: [UInt8] = [], prerequisiteOutputs: [String: [UInt8]] = [:], logger: Logger, metrics: SchedulerMetrics,
         claimCheck: @escaping @Sendable () -> Bool = { true },
+        progressReported: @escaping @Sendable (RunProgress) -> Void = { _ in },
         completion: @escaping @Sendable (_ success: Bool, _ expired: Bool) -> Void
     ) {
+        self.progressReported = progressReported
         self.input = input
+        self.prerequisiteOutputs = prerequisiteOutputs
         self.claimCheck = claimCheck
         self.metrics = metrics
         self.identifier = identifier
@@ -125,6 +134,7 @@ public final class ScheduledTask: Sendable {
             return
         }
         reported.withLock { $0.progress = progress }
+        progressReported(progress)
     }
 
     /// Keeps `bytes` as this attempt's result, recorded with it in the history when it ends

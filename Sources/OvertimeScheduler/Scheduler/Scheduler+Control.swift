@@ -1,5 +1,5 @@
 // The scheduler on the runtime's control socket (`overtimectl schedule | history ID |
-// run ID | cancel ID`) and in its status line (systemd's STATUS=: the next run).
+// work ID | run ID | cancel ID`) and in its status line (systemd's STATUS=: the next run).
 
 import Overtime
 import OvertimeSupport
@@ -15,6 +15,12 @@ extension Scheduler {
         addCommand("history", usage: "history ID [LIMIT]") { scheduler, arguments throws(SchedulerError) in
             let limit = arguments.dropFirst().first.flatMap { Int($0) } ?? 20
             return Self.historyTable(try scheduler.history(arguments[0], limit: max(1, limit)))
+        }
+        addCommand("work", usage: "work ID") { scheduler, arguments throws(SchedulerError) in
+            guard let info = try scheduler.workInfo(arguments[0]) else {
+                throw SchedulerError(code: .unknownIdentifier, message: "no request '\(arguments[0])'")
+            }
+            return Self.workTable(info)
         }
         addCommand("run", usage: "run ID") { scheduler, arguments throws(SchedulerError) in
             "started run \(try scheduler.runNow(arguments[0])) of '\(arguments[0])'"
@@ -53,10 +59,7 @@ extension Scheduler {
         guard !pending.isEmpty else { return "no pending requests" }
         let rows = pending.map { pending -> [String] in
             let request = pending.request
-            let repeats =
-                request.repetition.map { repetition in
-                    repetition.calendar.map { "on \($0)" } ?? "every \(repetition.interval.compactDescription)"
-                } ?? "once"
+            let repeats = Self.repeats(request)
             let requirements = request.requirements.sorted().map(\.description).joined(separator: ",")
             let tags = request.tags.sorted().joined(separator: ",")
             var waiting = pending.holder.map { "\(pending.waitingFor) on \($0)" } ?? "\(pending.waitingFor)"
@@ -68,6 +71,39 @@ extension Scheduler {
         }
         return TextTable.render(
             [["IDENTIFIER", "NEXT RUN", "ATTEMPT", "REPEATS", "REQUIRES", "TAGS", "WAITING FOR"]] + rows)
+    }
+
+    /// `once`, `every 3600 s`, `on *-*-* 02:30 Europe/Berlin`.
+    static func repeats(_ request: ScheduledTaskRequest) -> String {
+        request.repetition.map { repetition in
+            repetition.calendar.map { "on \($0)" } ?? "every \(repetition.interval.compactDescription)"
+        } ?? "once"
+    }
+
+    /// One request's work info, a line per field.
+    static func workTable(_ info: WorkInfo) -> String {
+        let request = info.request
+        var rows: [[String]] = [["identifier", request.identifier], ["state", "\(info.state)"]]
+        if let waiting = info.waitingFor, info.state != .running { rows.append(["waiting for", "\(waiting)"]) }
+        if let holder = info.holder { rows.append(["holder", holder]) }
+        if let progress = info.progress { rows.append(["progress", "\(progress)"]) }
+        if let next = info.nextRun { rows.append(["next run", "\(next)"]) }
+        rows.append(["attempt", "\(info.attempt) of \(request.retry.maximumAttempts)"])
+        rows.append(["repeats", repeats(request)])
+        if !request.tags.isEmpty { rows.append(["tags", request.tags.sorted().joined(separator: ",")]) }
+        rows.append(["submitted", "\(info.submittedAt)"])
+        if !request.prerequisites.isEmpty {
+            rows.append(["prerequisites", request.prerequisites.sorted().joined(separator: ", ")])
+        }
+        if let stopper = info.stoppedBy { rows.append(["stopped by", "prerequisite '\(stopper)'"]) }
+        if let cancelled = info.cancelledAt { rows.append(["cancelled", "\(cancelled)"]) }
+        if let last = info.lastRun {
+            let ended = last.endedAt.map { " at \($0)" } ?? ""
+            rows.append(["last run", "run \(last.runID), attempt \(last.attempt): \(last.result)\(ended)"])
+            if let reason = last.stopReason { rows.append(["why it stopped", reason]) }
+            if let output = last.output { rows.append(["output", shown(output)]) }
+        }
+        return TextTable.render(rows)
     }
 
     static func historyTable(_ records: [RunRecord]) -> String {

@@ -111,10 +111,13 @@ extension Scheduler {
             }
         }
         finishCommitted(ending, starting, now: now, backlogStarted: backlog.started)
+        let concluded = ending.compactMap { $0.plan?.plan.isFinished == true ? $0.record.identifier : nil }
+        if !concluded.isEmpty { settleChains(concluded: concluded) }
         if !ending.isEmpty || state.value.lastPruned == nil { pruneHistoryIfDue(now: now) }
         syncSoon()
         if !ending.isEmpty { cycleSoon() }  // their requests may be due again at once
         armForNextDue(after: now, unmet: unmet, wake: wake)
+        refreshWatchers()
     }
 
     /// How many runs of the backlog may start in this cycle (see ``cycle(conditionsAreFresh:)``).
@@ -274,9 +277,11 @@ extension Scheduler {
         let planned = SchedulePlanner.plannedTime(stored.plan, stored.request)
         let task = ScheduledTask(
             identifier: identifier, runID: runID, attempt: attempt, dueTime: planned,
-            attemptDueTime: attempt == 1 ? planned : due, input: stored.request.input, logger: logger,
+            attemptDueTime: attempt == 1 ? planned : due, input: stored.request.input,
+            prerequisiteOutputs: stored.chain?.handedOn ?? [:], logger: logger,
             metrics: metrics,
-            claimCheck: { [store] in store.isClaimHeld(identifier) }
+            claimCheck: { [store] in store.isClaimHeld(identifier) },
+            progressReported: { [weak self] progress in self?.progressReported(identifier, progress) }
         ) {
             [weak self] success, expired in
             self?.finish(identifier, runID: runID, attempt: attempt, success: success, expired: expired)

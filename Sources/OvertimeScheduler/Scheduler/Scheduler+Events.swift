@@ -114,6 +114,7 @@ extension Scheduler {
         let state = self.state.value
         let identifier = stored.request.identifier
         if state.running[identifier] != nil || stored.isRunning { return .running }
+        if let waiting = stored.chain?.waitingOn.min() { return .prerequisite(waiting) }
         if let retry = stored.plan.retryAt, retry > now { return .retry(at: retry) }
         let due = SchedulePlanner.dueTime(stored.plan, stored.request)
         if due > now { return .plannedTime(due) }

@@ -76,6 +76,7 @@ extension Scheduler {
                 field: "tags")
         }
         for tag in request.tags.sorted() { try ScheduleLimits.check(tag: tag, identifier: identifier) }
+        try validatePrerequisites(of: request)
         try ScheduleLimits.check(dataOf: request.input.count, field: "input", identifier: identifier)
         let longest = ScheduleLimits.maximumDuration
         if let repetition = request.repetition, let calendar = repetition.calendar {
@@ -113,16 +114,17 @@ extension Scheduler {
     }
 
     /// The write `request` takes under `policy` (`nil`: it changes nothing) and what it
-    /// does; a `.keep` write's outcome is the store's to tell (``CommitRefusals``), `.added`
+    /// does, its link of a chain as `chain` decided; a `.keep` write's outcome is the store's to tell (``CommitRefusals``), `.added`
     /// until then.
-    func prepare(_ request: ScheduledTaskRequest, policy: ExistingRequestPolicy) throws(SchedulerError)
-        -> (RequestWrite?, SubmitOutcome)
+    func prepare(_ request: ScheduledTaskRequest, policy: ExistingRequestPolicy, chain: ChainAction? = nil)
+        throws(SchedulerError) -> (RequestWrite?, SubmitOutcome)
     {
         let now = wallClockNow
         let delay = Duration.nanoseconds(Int64.random(in: 0...max(0, request.randomizedDelay.saturatingNanoseconds)))
-        let fresh = StoredRequest(
+        var fresh = StoredRequest(
             request: request, plan: SchedulePlanner.initial(request, now: now, randomDelay: delay), submittedAt: now,
             currentRunID: nil)
+        if let chain { fresh.take(chain, now: now) }
         let running = state.value.running[request.identifier]
         if let running, !running.detached, running.ending?.plan?.plan.isFinished == true {
             // Its handler completed a one-shot (done, or failed for good) whose end is not
@@ -152,10 +154,17 @@ extension Scheduler {
         var updated = existing
         updated.request = request
         updated.isRunning = running != nil
+        if existing.request.prerequisites != request.prerequisites {
+            // Other prerequisites: the link is decided afresh.
+            updated.chain = fresh.chain
+            updated.plan.isFinished = fresh.plan.isFinished
+            updated.cancelledAt = fresh.cancelledAt
+        }
         return (.save(updated), .updated)
     }
 
-    /// Marks the runs of identifiers `matching` as detached (their requests are gone) and
+    /// Marks the runs of identifiers `matching` as detached (their requests are cancelled or
+    /// replaced) and
     /// tells them to stop.
     func detachRuns(_ matching: (String) -> Bool) {
         var grants: [BackgroundTaskID] = []

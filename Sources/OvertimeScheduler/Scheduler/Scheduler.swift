@@ -80,6 +80,11 @@ public final class Scheduler: Sendable {
     let runtimeShutDown = Locked(false)
     /// Into the runtime's metrics factory.
     let metrics: SchedulerMetrics
+    /// Numbers the consumers of ``workInfoUpdates(_:)``.
+    let watcherIDs = Atomic<Int>(0)
+    /// How many consumers of ``workInfoUpdates(_:)`` there are (the queue counts them): a
+    /// handler's progress reaches the queue only when someone watches.
+    let watching = Atomic<Int>(0)
     var logger: Logger { configuration.logger }
 
     enum Handler: Sendable {
@@ -170,6 +175,8 @@ public final class Scheduler: Sendable {
         var awaitingDisk: [AwaitingDisk] = []
         /// When the history was last pruned (wall clock), `nil` before the first time.
         var lastPruned: WallClockInstant?
+        /// The consumers of ``workInfoUpdates(_:)``, by identifier and number.
+        var watchers: [String: [Int: WorkWatcher]] = [:]
     }
 
     /// Opens (creating) the store and recovers it. Nothing runs until ``start()``.
@@ -345,7 +352,11 @@ public final class Scheduler: Sendable {
         runtime.execute { [weak self] in
             context.onWallClockStep { [weak self] in self?.wallClockStepped() }
             context.addStatusPart { [weak self] in self?.statusPart.withLock { $0 } }
-            context.onShutdown { [weak self] in self?.runtimeShutDown.withLock { $0 = true } }
+            context.onShutdown { [weak self] in
+                guard let self else { return }
+                runtimeShutDown.withLock { $0 = true }
+                queue.async { self.finishWatchers() }
+            }
             if let threshold = self?.store.stallThreshold {
                 context.onStall(longerThan: threshold) { [weak self] away in self?.checkClaimsAfterStall(away) }
             }
@@ -357,6 +368,7 @@ public final class Scheduler: Sendable {
             state.value.wallClockOffset = wallClockOffset()
             state.value.backlogMark = wallClockNow
             retryInterruptedRuns()
+            settleChainsLeftWaiting()
             correctPlansForTheClock(step: nil)
             cycle(conditionsAreFresh: true)
         }
@@ -398,10 +410,20 @@ public final class Scheduler: Sendable {
         let outcomes = try onQueue { () throws(SchedulerError) -> [SubmitOutcome] in
             var batch = ScheduleBatch()
             var outcomes: [SubmitOutcome] = []
+            var earlier: [String: ScheduledTaskRequest] = [:]
+            var links: [String] = []
+            var concluded: [String] = []
             for request in requests {
-                let (write, outcome) = try prepare(request, policy: policy)
+                let chain = try initialChain(of: request, earlier: earlier)
+                earlier[request.identifier] = request
+                let (write, outcome) = try prepare(request, policy: policy, chain: chain)
                 if let write { batch.writes.append(write) }
                 outcomes.append(outcome)
+                switch chain {
+                case .wait?: links.append(request.identifier)
+                case .fail?, .cancel?: concluded.append(request.identifier)
+                case .ready?, nil: break
+                }
             }
             let found = try commit(batch)
             for (index, request) in requests.enumerated() where outcomes[index] == .added {
@@ -430,14 +452,20 @@ public final class Scheduler: Sendable {
                 }
             }
             for grant in replaced { runtime.expireBackgroundTask(grant) }
+            // A prerequisite may have concluded elsewhere (another instance of a fleet)
+            // between the read above and this commit: its links are decided again now.
+            if !links.isEmpty || !concluded.isEmpty { settleChains(links: links, concluded: concluded) }
             return outcomes
         }
         cycleSoon()
         return outcomes
     }
 
-    /// Removes the request for `identifier`: no run starts for it any more; a run in
-    /// progress is told to stop (its expiration handler). Its history stays.
+    /// Cancels the request for `identifier`: no run starts for it any more; a run in
+    /// progress is told to stop (its expiration handler). It stays, finished, as
+    /// ``WorkInfo/State-swift.struct/cancelled`` in ``workInfo(_:)`` with its history until
+    /// ``SchedulerConfiguration/historyRetention`` prunes it; submitting the identifier again
+    /// starts afresh. A finished request is left as it ended.
     public func cancel(_ identifier: String) throws(SchedulerError) {
         try onQueue { () throws(SchedulerError) in
             // An identifier no request could have is not looked up (a NUL is an error to a
@@ -447,23 +475,24 @@ public final class Scheduler: Sendable {
             else {
                 throw SchedulerError(code: .unknownIdentifier, message: "no request '\(identifier)'")
             }
-            try commit(ScheduleBatch(writes: [.delete(identifier)]))
+            try commit(ScheduleBatch(writes: [.cancel(identifier, at: wallClockNow)]))
             detachRuns { $0 == identifier }
+            settleChains(concluded: [identifier])
         }
         cycleSoon()
     }
 
-    /// Removes every request (see ``cancel(_:)``).
+    /// Cancels every pending request (see ``cancel(_:)``).
     public func cancelAll() throws(SchedulerError) {
         try onQueue { () throws(SchedulerError) in
-            try commit(ScheduleBatch(writes: [.deleteAll]))
+            try commit(ScheduleBatch(writes: [.cancelAll(at: wallClockNow)]))
             detachRuns { _ in true }
         }
         cycleSoon()
     }
 
-    /// Removes every pending request tagged `tag` (see ``ScheduledTaskRequest/tags``), as
-    /// ``cancel(_:)`` removes each, in one transaction; returns how many it removed.
+    /// Cancels every pending request tagged `tag` (see ``ScheduledTaskRequest/tags``), as
+    /// ``cancel(_:)`` cancels each, in one transaction; returns how many it cancelled.
     @discardableResult
     public func cancel(tag: String) throws(SchedulerError) -> Int {
         let count = try onQueue { () throws(SchedulerError) -> Int in
@@ -471,8 +500,10 @@ public final class Scheduler: Sendable {
             let tagged = try fromStore { () throws(ScheduleStoreError) in try store.pendingRequests(tagged: tag) }
             let identifiers = Set(tagged.map(\.request.identifier))
             guard !identifiers.isEmpty else { return 0 }
-            try commit(ScheduleBatch(writes: identifiers.sorted().map { .delete($0) }))
+            let now = wallClockNow
+            try commit(ScheduleBatch(writes: identifiers.sorted().map { .cancel($0, at: now) }))
             detachRuns { identifiers.contains($0) }
+            settleChains(concluded: identifiers.sorted())
             return identifiers.count
         }
         cycleSoon()
@@ -549,6 +580,11 @@ public final class Scheduler: Sendable {
                     code: .unknownIdentifier,
                     message: stored == nil ? "no request '\(identifier)'" : "'\(identifier)' has finished")
             }
+            if let waiting = stored.chain?.waitingOn.sorted().first {
+                throw SchedulerError(
+                    code: .invalidRequest, message: "'\(identifier)' waits on its prerequisite '\(waiting)'",
+                    field: "prerequisites")
+            }
             return try startNow(stored)
         }
     }
@@ -590,6 +626,7 @@ public final class Scheduler: Sendable {
     package func abandon() {
         queue.sync {
             state.value.abandoned = true
+            finishWatchers()
             state.value.timer?.cancel()
             conditions.stop()
             syncQueue.sync {}  // no sync asked for before runs on a closed store

@@ -15,6 +15,7 @@ import CoreMetrics
 /// | `overtime_scheduler_lateness_seconds` | timer | `handler` |
 /// | `overtime_scheduler_misuse_total` | counter | `kind` |
 /// | `overtime_scheduler_superseded_total` | counter | `handler` |
+/// | `overtime_scheduler_run_progress_ratio` | gauge | `handler` |
 struct SchedulerMetrics: Sendable {
     let factory: any MetricsFactory
 
@@ -39,6 +40,13 @@ struct SchedulerMetrics: Sendable {
     func countSuperseded(handler: String) {
         Counter(label: "overtime_scheduler_superseded_total", dimensions: [("handler", handler)], factory: factory)
             .increment()
+    }
+
+    /// The progress a run of the handler last reported (0…1): with runs of one handler at
+    /// once, the latest report of any of them.
+    func recordProgress(handler: String, _ fraction: Double) {
+        Gauge(label: "overtime_scheduler_run_progress_ratio", dimensions: [("handler", handler)], factory: factory)
+            .record(fraction)
     }
 
     func countMisuse(_ kind: String) {

@@ -62,6 +62,14 @@ import Overtime
     /// that a store finds a tag as `,tag,` in it.
     public var tags: String
 
+    /// `cancelled_at`: when the request was cancelled (``RequestWrite/cancel(_:at:)``).
+    public var cancelledAt: Int64?
+    /// `prerequisites`: the request's prerequisites, one per line (an identifier holds no
+    /// control character), sorted; empty without.
+    public var prerequisites: String
+    /// `chain`: ``ChainState/packed`` for a request with prerequisites, else `nil`.
+    public var chain: [UInt8]?
+
     /// `previous_window_at`, where a calendar repetition's previous planned time's window
     /// opened, which stores look at to find the plans a wall clock set back leaves ahead
     /// (``ScheduleStore/plannedAheadOfClock(_:)``; an interval's is found by arithmetic);
@@ -109,10 +117,13 @@ import Overtime
         gridOffsetNanoseconds = plan.gridOffset.saturatingNanoseconds
         tags = Self.tagsColumn(request.tags)
         input = request.input
+        cancelledAt = stored.cancelledAt?.nanosecondsSinceEpoch
+        prerequisites = request.prerequisites.sorted().joined(separator: "\n")
+        chain = stored.chain?.packed
         previousWindowAt =
             request.repetition?.calendar == nil
             ? nil : SchedulePlanner.previousWindowStart(plan, request)?.nanosecondsSinceEpoch
-        dueAt = SchedulePlanner.nextStart(plan, request)?.nanosecondsSinceEpoch
+        dueAt = stored.nextStart?.nanosecondsSinceEpoch
         requirementMask = request.requirements.mask
     }
 
@@ -123,8 +134,12 @@ import Overtime
         backoff: String, initialDelayNanoseconds: Int64, maximumDelayNanoseconds: Int64, maximumAttempts: Int,
         requirements: String, anchor: Int64, owed: Int, retryAt: Int64?, failedAttempts: Int, finished: Bool,
         submittedAt: Int64, currentRunID: Int64?, running: Bool, scope: String, plannedAt: Int64? = nil,
-        calendar: String? = nil, gridOffsetNanoseconds: Int64 = 0, tags: String = "", input: [UInt8] = []
+        calendar: String? = nil, gridOffsetNanoseconds: Int64 = 0, tags: String = "", input: [UInt8] = [],
+        cancelledAt: Int64? = nil, prerequisites: String = "", chain: [UInt8]? = nil
     ) {
+        self.prerequisites = prerequisites
+        self.chain = chain
+        self.cancelledAt = cancelledAt
         self.input = input
         self.tags = tags
         self.calendar = calendar
@@ -193,6 +208,10 @@ import Overtime
         request.scope = scope == "perInstance" ? .perInstance : .shared
         if !tags.isEmpty { request.tags = Set(tags.split(separator: ",").map(String.init)) }
         if !input.isEmpty { request.input = input }
+        if !prerequisites.isEmpty {
+            request.prerequisites = Set(
+                prerequisites.split(separator: "\n", omittingEmptySubsequences: true).map(String.init))
+        }
         let plan = PlanState(
             anchor: WallClockInstant(nanosecondsSinceEpoch: anchor), owed: owed,
             retryAt: retryAt.map(WallClockInstant.init(nanosecondsSinceEpoch:)), failedAttempts: failedAttempts,
@@ -200,6 +219,8 @@ import Overtime
             gridOffset: .nanoseconds(gridOffsetNanoseconds))
         return StoredRequest(
             request: request, plan: plan, submittedAt: WallClockInstant(nanosecondsSinceEpoch: submittedAt),
-            currentRunID: currentRunID, isRunning: running, rowID: rowID)
+            currentRunID: currentRunID, isRunning: running, rowID: rowID,
+            cancelledAt: cancelledAt.map(WallClockInstant.init(nanosecondsSinceEpoch:)),
+            chain: chain.flatMap { ChainState(packed: $0) })
     }
 }

@@ -35,12 +35,12 @@ import OvertimeSupport
 /// (its `-wal` and `-shm` take its mode).
 final class SQLiteScheduleStore: ScheduleStore {
     /// The schema this build writes and reads.
-    static let schemaVersion = 8
+    static let schemaVersion = 9
     /// Overtime's mark in the SQLite header (`application_id`): "OTSC".
     static let applicationID: Int64 = 0x4F54_5343
     /// The tables this schema has (and had; `grdb_migrations` from builds that migrated
     /// with GRDB): a database holding any other is not ours.
-    static let tables: Set<String> = ["requests", "runs", "counters", "history", "grdb_migrations"]
+    static let tables: Set<String> = ["requests", "runs", "counters", "history", "prerequisites", "grdb_migrations"]
     /// The log is checkpointed into the database once it is this large.
     static let checkpointBytes = 8 << 20
 
@@ -57,6 +57,9 @@ final class SQLiteScheduleStore: ScheduleStore {
     /// The connection, used only under ``database``'s lock.
     private final class Connection: @unchecked Sendable {
         var connection: SQLiteConnection?
+        /// A request with prerequisites was written (now, or before this process): until
+        /// then, asking for dependents reads nothing.
+        var hasLinks = false
     }
 
     /// The write-ahead log, used only under ``log``'s lock.
@@ -143,6 +146,7 @@ final class SQLiteScheduleStore: ScheduleStore {
         let checkpointer = try? SQLiteConnection(path: path)
         let holder = Connection()
         holder.connection = connection
+        holder.hasLinks = (try? connection.integer("SELECT EXISTS (SELECT 1 FROM prerequisites)")) == 1
         database = Locked(holder)
         log = Locked(LogFile(descriptor: descriptor, checkpointer: checkpointer))
     }
@@ -336,7 +340,7 @@ final class SQLiteScheduleStore: ScheduleStore {
                         """)
                     // Read as the columns stood then (the scope came with version 6).
                     let stored = try connection.rows(
-                        "SELECT \(requestColumnsBeforeScope), 'shared', NULL, NULL FROM requests", request)
+                        "SELECT \(requestColumnsBeforeScope), 'shared', NULL, NULL, NULL FROM requests", request)
                     let update = "UPDATE requests SET due_at = ?, requirement_mask = ? WHERE identifier = ?"
                     for stored in stored {
                         let statement = try connection.statement(update)
@@ -422,6 +426,23 @@ final class SQLiteScheduleStore: ScheduleStore {
                         """
                         ALTER TABLE requests ADD COLUMN details BLOB;
                         ALTER TABLE history ADD COLUMN output BLOB;
+                        """)
+                }
+            ),
+            (
+                9,
+                { connection throws(SQLiteError) in
+                    // A cancelled request stays, finished, until retention prunes it. Links of
+                    // chains: which request waits on which (the request keeps the rest of its
+                    // state in `details`), found by the prerequisite when it concludes.
+                    try connection.execute(
+                        """
+                        ALTER TABLE requests ADD COLUMN cancelled_at INTEGER;
+                        CREATE TABLE prerequisites (
+                            prerequisite TEXT NOT NULL,
+                            identifier TEXT NOT NULL,
+                            PRIMARY KEY (prerequisite, identifier)
+                        ) WITHOUT ROWID;
                         """)
                 }
             ),
@@ -575,6 +596,36 @@ final class SQLiteScheduleStore: ScheduleStore {
         }
     }
 
+    func dependents(of identifiers: [String]) throws(ScheduleStoreError) -> [StoredRequest] {
+        guard !identifiers.isEmpty, database.withLock({ $0.hasLinks }) else { return [] }
+        return try using { connection throws(SQLiteError) in
+            var found: [StoredRequest] = []
+            var seen = Set<String>()
+            for identifier in identifiers {
+                let statement = try connection.statement(Self.dependentsQuery)
+                statement.bind(1, identifier)
+                while try statement.step() {
+                    let stored = Self.request(statement)
+                    if seen.insert(stored.request.identifier).inserted { found.append(stored) }
+                }
+            }
+            return found
+        }
+    }
+
+    func waitingOnFinishedPrerequisites() throws(ScheduleStoreError) -> [StoredRequest] {
+        guard database.withLock({ $0.hasLinks }) else { return [] }
+        return try using { connection throws(SQLiteError) in
+            try connection.rows(
+                """
+                SELECT \(Self.requestColumns) FROM requests WHERE finished = 0 AND identifier IN (
+                    SELECT p.identifier FROM prerequisites p LEFT JOIN requests x ON x.identifier = p.prerequisite
+                    WHERE x.identifier IS NULL OR x.finished != 0)
+                ORDER BY sequence
+                """, Self.request)
+        }
+    }
+
     func lastRunID() throws(ScheduleStoreError) -> Int64 {
         try using { connection throws(SQLiteError) in
             // Raised in the transaction of every start, so no run ID above it exists.
@@ -584,6 +635,7 @@ final class SQLiteScheduleStore: ScheduleStore {
 
     func commit(_ batch: ScheduleBatch, lastRunID: Int64) throws(ScheduleStoreError) -> CommitRefusals {
         guard !batch.isEmpty else { return CommitRefusals() }
+        if batch.writes.contains(where: \.writesLinks) { database.withLock { $0.hasLinks = true } }
         return try using { connection throws(SQLiteError) in
             try connection.transaction { () throws(SQLiteError) in
                 // One scheduler owns the store: nothing else claims starts.
@@ -664,12 +716,15 @@ final class SQLiteScheduleStore: ScheduleStore {
                 }
                 sequence += 1
                 try upsert(stored, sequence: sequence, ifAbsent: true, connection)
-            case .delete(let identifier):
-                let statement = try connection.statement(deleteQuery)
-                statement.bind(1, identifier)
+            case .cancel(let identifier, let time):
+                let statement = try connection.statement(cancelQuery + " AND identifier = ?2")
+                statement.bind(1, time.nanosecondsSinceEpoch)
+                statement.bind(2, identifier)
                 try statement.run()
-            case .deleteAll:
-                try connection.execute("DELETE FROM requests")
+            case .cancelAll(let time):
+                let statement = try connection.statement(cancelQuery)
+                statement.bind(1, time.nanosecondsSinceEpoch)
+                try statement.run()
             }
         }
         let statement = try connection.statement(setSequenceQuery)
@@ -686,7 +741,7 @@ final class SQLiteScheduleStore: ScheduleStore {
         let plan = stored.plan
         let statement = try connection.statement(stored.rowID == nil ? updatePlanQuery : updatePlanByRowQuery)
         bindPlan(stored, to: statement, at: 1)
-        statement.bind(7, SchedulePlanner.nextStart(plan, stored.request)?.nanosecondsSinceEpoch)
+        statement.bind(7, stored.nextStart?.nanosecondsSinceEpoch)
         statement.bind(8, start != nil)
         statement.bind(9, start?.runID)
         statement.bind(10, start?.attempt)
@@ -753,6 +808,11 @@ final class SQLiteScheduleStore: ScheduleStore {
     // MARK: Statements run for every request or run
 
     private static let requestQuery = SQLiteQuery("SELECT \(requestColumns) FROM requests WHERE identifier = ?")
+    private static let dependentsQuery = SQLiteQuery(
+        """
+        SELECT \(requestColumns) FROM requests WHERE finished = 0
+            AND identifier IN (SELECT identifier FROM prerequisites WHERE prerequisite = ?)
+        """)
     private static let dueQuery = SQLiteQuery(
         """
         SELECT \(requestColumns) FROM requests WHERE running = 0 AND due_at <= ? AND (requirement_mask & ?) = 0
@@ -793,6 +853,11 @@ final class SQLiteScheduleStore: ScheduleStore {
     private static let setSequenceQuery = SQLiteQuery("UPDATE counters SET value = ? WHERE name = 'sequence'")
     private static let deleteQuery = SQLiteQuery("DELETE FROM requests WHERE identifier = ?")
     private static let finishedQuery = SQLiteQuery("SELECT finished FROM requests WHERE identifier = ?")
+    /// Cancels the pending requests (`AND` more conditions) at `?1`.
+    private static let cancelQuery = """
+        UPDATE requests SET finished = 1, cancelled_at = ?1, due_at = NULL, owed = 0, retry_at = NULL
+            WHERE finished = 0
+        """
 
     // MARK: Rows
 
@@ -826,15 +891,31 @@ final class SQLiteScheduleStore: ScheduleStore {
         statement.bind(25, row.scope)
         statement.bind(26, row.plannedAt)
         statement.bind(27, RequestDetails(row).packed)
+        statement.bind(28, row.cancelledAt)
         try statement.run()
+        if !stored.request.prerequisites.isEmpty, connection.changes > 0 { try writeLinks(stored, connection) }
+    }
+
+    /// Writes which prerequisites `stored` waits on (those it no longer waits on go).
+    private static func writeLinks(_ stored: StoredRequest, _ connection: SQLiteConnection) throws(SQLiteError) {
+        let identifier = stored.request.identifier
+        let clear = try connection.statement("DELETE FROM prerequisites WHERE identifier = ?")
+        clear.bind(1, identifier)
+        try clear.run()
+        for prerequisite in stored.chain?.waitingOn ?? [] {
+            let insert = try connection.statement("INSERT OR IGNORE INTO prerequisites VALUES (?, ?)")
+            insert.bind(1, prerequisite)
+            insert.bind(2, identifier)
+            try insert.run()
+        }
     }
 
     private static let insertColumns = """
         INSERT INTO requests (identifier, submitted_at, earliest_begin, interval_ns, flex_ns, catch_up,
             catch_up_maximum, randomized_delay_ns, maximum_duration_ns, backoff, initial_delay_ns, maximum_delay_ns,
             maximum_attempts, anchor, owed, retry_at, failed_attempts, finished, current_run_id, requirements,
-            due_at, requirement_mask, running, sequence, scope, planned_at, details)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            due_at, requirement_mask, running, sequence, scope, planned_at, details, cancelled_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
     private static let insertIfAbsentQuery = SQLiteQuery(insertColumns + " ON CONFLICT (identifier) DO NOTHING")
     private static let saveQuery = SQLiteQuery(
@@ -850,13 +931,13 @@ final class SQLiteScheduleStore: ScheduleStore {
                 finished = excluded.finished, current_run_id = excluded.current_run_id,
                 requirements = excluded.requirements, due_at = excluded.due_at,
                 requirement_mask = excluded.requirement_mask, running = excluded.running, scope = excluded.scope,
-                planned_at = excluded.planned_at, details = excluded.details
+                planned_at = excluded.planned_at, details = excluded.details, cancelled_at = excluded.cancelled_at
             """)
 
     /// The columns a request is read from, in the order ``request(_:)`` decodes them by
     /// position.
     static let requestColumns =
-        requestColumnsBeforeScope + ", scope, planned_at, details"
+        requestColumnsBeforeScope + ", scope, planned_at, details, cancelled_at"
 
     /// The same without the scope, which stores before schema version 6 lack.
     private static let requestColumnsBeforeScope = """
@@ -876,7 +957,8 @@ final class SQLiteScheduleStore: ScheduleStore {
             failedAttempts: row.int(16), finished: row.bool(17), submittedAt: row.int64(18),
             currentRunID: row.optionalInt64(19), running: row.bool(20), scope: row.text(22),
             plannedAt: row.optionalInt64(23), calendar: details.calendar,
-            gridOffsetNanoseconds: details.gridOffsetNanoseconds, tags: details.tags, input: details.input
+            gridOffsetNanoseconds: details.gridOffsetNanoseconds, tags: details.tags, input: details.input,
+            cancelledAt: row.optionalInt64(25), prerequisites: details.prerequisites, chain: details.chain
         ).stored(rowID: row.int64(21))
     }
 
@@ -910,11 +992,19 @@ final class SQLiteScheduleStore: ScheduleStore {
                     let finished = try connection.statement(
                         """
                         DELETE FROM requests WHERE finished = 1 AND running = 0 AND submitted_at < ?1
+                            AND IFNULL(cancelled_at, 0) < ?1
                             AND NOT EXISTS (SELECT 1 FROM history
                                 WHERE history.identifier = requests.identifier AND history.ended_at >= ?1)
                         """)
                     finished.bind(1, endedBefore.nanosecondsSinceEpoch)
                     try finished.run()
+                    if connection.changes > 0 {
+                        try connection.execute(
+                            """
+                            DELETE FROM prerequisites
+                                WHERE identifier NOT IN (SELECT identifier FROM requests WHERE finished = 0)
+                            """)
+                    }
                 }
                 return deleted
             }

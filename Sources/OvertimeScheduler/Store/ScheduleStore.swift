@@ -26,12 +26,21 @@ import Overtime
     /// In a store that instances share: the instance whose run is in progress (its name),
     /// as ``ScheduleStore/pendingRequests()`` reads it.
     public var holder: String?
+    /// When it was cancelled (``RequestWrite/cancel(_:at:)``): it is finished, and nothing
+    /// more of it runs. `nil` for a request that was not.
+    public var cancelledAt: WallClockInstant?
+    /// A request with prerequisites: what it waits on, what they handed on, what stopped
+    /// it; `nil` for a request without prerequisites.
+    public var chain: ChainState?
 
     /// A stored request.
     public init(
         request: ScheduledTaskRequest, plan: PlanState, submittedAt: WallClockInstant, currentRunID: Int64?,
-        isRunning: Bool = false, rowID: Int64? = nil, holder: String? = nil
+        isRunning: Bool = false, rowID: Int64? = nil, holder: String? = nil, cancelledAt: WallClockInstant? = nil,
+        chain: ChainState? = nil
     ) {
+        self.chain = chain
+        self.cancelledAt = cancelledAt
         self.request = request
         self.plan = plan
         self.submittedAt = submittedAt
@@ -50,13 +59,24 @@ import Overtime
     /// one-shot, or one failed for good, is replaced (WorkManager's KEEP). The commit says
     /// which happened (`CommitRefusals.kept`, `CommitRefusals.resubmitted`).
     case insertUnlessPending(StoredRequest)
-    /// Removed (its history stays).
-    case delete(String)
-    /// Every request removed (their history stays).
-    case deleteAll
+    /// The pending request of the identifier is cancelled at the time given: finished,
+    /// nothing more of it runs, and it stays (with its history, and its run in progress
+    /// until that ends) as cancelled until retention prunes it. A finished one is left as
+    /// it is.
+    case cancel(String, at: WallClockInstant)
+    /// Every pending request cancelled at the time given (see ``cancel(_:at:)``).
+    case cancelAll(at: WallClockInstant)
 }
 
 extension RequestWrite {
+    /// Whether it writes a request with prerequisites (a link of a chain).
+    var writesLinks: Bool {
+        switch self {
+        case .save(let stored), .insertUnlessPending(let stored): !stored.request.prerequisites.isEmpty
+        case .cancel, .cancelAll: false
+        }
+    }
+
     /// Inserted only when no pending request of its identifier exists.
     @available(*, deprecated, renamed: "insertUnlessPending")
     public static func insertIfAbsent(_ stored: StoredRequest) -> RequestWrite { .insertUnlessPending(stored) }
@@ -134,6 +154,13 @@ extension RequestWrite {
     func pendingRequests() throws(ScheduleStoreError) -> [StoredRequest]
     /// Every request not finished that has the tag `tag`, in submission order.
     func pendingRequests(tagged tag: String) throws(ScheduleStoreError) -> [StoredRequest]
+    /// The requests not finished that wait on one of `identifiers` (their
+    /// ``StoredRequest/chain`` names it), each once.
+    func dependents(of identifiers: [String]) throws(ScheduleStoreError) -> [StoredRequest]
+    /// The requests not finished that wait on a prerequisite that has finished or that no
+    /// request has any more: what a process that ended between a prerequisite's end and
+    /// its dependents' update left.
+    func waitingOnFinishedPrerequisites() throws(ScheduleStoreError) -> [StoredRequest]
     /// How many requests are not finished.
     func pendingCount() throws(ScheduleStoreError) -> Int
     /// Requests not running whose next start is at or before `now` and whose
@@ -176,8 +203,8 @@ extension RequestWrite {
     func history(identifier: String, limit: Int) throws(ScheduleStoreError) -> [RunRecord]
     /// Deletes the attempts that ended before `endedBefore` and those beyond the newest
     /// `keepingPerIdentifier` of each identifier (`nil`: no bound of that kind), and the
-    /// finished requests not running whose attempts are all gone or ended before
-    /// `endedBefore`. Never a request that is pending or an attempt in progress. Returns
+    /// finished requests not running, submitted (and cancelled) before `endedBefore`, whose
+    /// attempts are all gone or ended before it. Never a request that is pending or an attempt in progress. Returns
     /// how many attempts it deleted.
     func pruneHistory(endedBefore: WallClockInstant?, keepingPerIdentifier: Int?) throws(ScheduleStoreError) -> Int
     /// Closes the store and lets another process (or scheduler) open it; every later call

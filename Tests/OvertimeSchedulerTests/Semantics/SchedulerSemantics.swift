@@ -226,6 +226,92 @@ enum SchedulerSemantics {
         #expect(try scheduler.history("semantics.data").first?.output == bytes.reversed())
     }
 
+    /// Every request's state is there to ask for, finished or not: succeeded, failed for
+    /// good, enqueued (and why), cancelled (kept, with its time, until submitted again); a
+    /// finished request is left as it ended by a cancellation of everything.
+    static func workInfoFollowsARequestAndCancellationsAreKept(_ fixture: some SchedulerSemanticsFixture) throws {
+        let scheduler = try fixture.makeScheduler { task in task.identifier.hasSuffix(".ok") }
+        defer { fixture.finish() }
+        let later = WallClockInstant(secondsSinceEpoch: Int64(Date().timeIntervalSince1970) + 3600)
+        var failing = ScheduledTaskRequest(identifier: "semantics.bad")
+        failing.retry.maximumAttempts = 1
+        var waiting = ScheduledTaskRequest(identifier: "semantics.later")
+        waiting.earliestBegin = later
+        try scheduler.submit(contentsOf: [ScheduledTaskRequest(identifier: "semantics.ok"), failing, waiting])
+        #expect(
+            try fixture.until {
+                try scheduler.workInfo("semantics.ok")?.state == .succeeded
+                    && scheduler.workInfo("semantics.bad")?.state == .failed
+            })
+        let done = try #require(try scheduler.workInfo("semantics.ok"))
+        #expect(done.lastRun?.result == .succeeded && done.attempt == 1 && done.nextRun == nil)
+        #expect(done.waitingFor == nil && done.cancelledAt == nil)
+        #expect(try scheduler.workInfo("semantics.bad")?.lastRun?.result == .failed)
+        let enqueued = try #require(try scheduler.workInfo("semantics.later"))
+        #expect(enqueued.state == .enqueued && enqueued.waitingFor == .plannedTime(later) && enqueued.nextRun == later)
+        #expect(enqueued.attempt == 1 && enqueued.lastRun == nil)
+
+        try scheduler.cancel("semantics.later")
+        let cancelled = try #require(try scheduler.workInfo("semantics.later"))
+        #expect(cancelled.state == .cancelled && cancelled.cancelledAt != nil && cancelled.nextRun == nil)
+        #expect(try scheduler.pendingRequestCount() == 0)
+        #expect(try scheduler.submit(waiting) == .resubmitted, "a cancelled request is finished")
+        #expect(try scheduler.workInfo("semantics.later")?.state == .enqueued)
+        #expect(try scheduler.workInfo("semantics.later")?.cancelledAt == nil)
+        try scheduler.cancelAll()
+        #expect(try scheduler.workInfo("semantics.later")?.state == .cancelled)
+        #expect(try scheduler.workInfo("semantics.ok")?.state == .succeeded, "finished: left as it ended")
+        #expect(try scheduler.workInfo("semantics.bad")?.state == .failed)
+        #expect(try scheduler.workInfo("semantics.none") == nil)
+        #expect(try scheduler.workInfo("") == nil, "no request can have it")
+    }
+
+    /// A chain runs link after link, each with its prerequisites' outputs; a failure and a
+    /// cancellation pass down it; a link whose prerequisite is not submitted is refused.
+    static func chainsHandOnOutputsAndPassOnFailuresAndCancellations(_ fixture: some SchedulerSemanticsFixture) throws {
+        let handed = Outcomes()
+        let scheduler = try fixture.makeScheduler { task in
+            let inputs = task.prerequisiteOutputs.sorted { $0.key < $1.key }.map {
+                String(decoding: $0.value, as: UTF8.self)
+            }
+            handed.note("\(task.identifier) <- \(inputs.joined(separator: ","))")
+            try? task.setOutput(Array((inputs + [task.identifier]).joined(separator: "|").utf8))
+            return !task.identifier.hasSuffix(".bad")
+        }
+        defer { fixture.finish() }
+        func link(_ name: String, after: [String] = []) -> ScheduledTaskRequest {
+            var request = ScheduledTaskRequest(identifier: "semantics.\(name)")
+            request.prerequisites = Set(after.map { "semantics.\($0)" })
+            request.retry.maximumAttempts = 1
+            return request
+        }
+        try scheduler.submit(contentsOf: [link("a"), link("b", after: ["a"]), link("c", after: ["a", "b"])])
+        #expect(try fixture.until { try scheduler.workInfo("semantics.c")?.state == .succeeded })
+        #expect(
+            handed.all == [
+                "semantics.a <- ", "semantics.b <- semantics.a",
+                "semantics.c <- semantics.a,semantics.a|semantics.b",
+            ])
+        #expect(
+            try scheduler.history("semantics.c").first?.output
+                == Array("semantics.a|semantics.a|semantics.b|semantics.c".utf8))
+
+        try scheduler.submit(contentsOf: [link("x.bad"), link("y", after: ["x.bad"]), link("z", after: ["y"])])
+        #expect(try fixture.until { try scheduler.workInfo("semantics.z")?.state == .failed })
+        #expect(try scheduler.workInfo("semantics.y")?.stoppedBy == "semantics.x.bad")
+        #expect(try scheduler.workInfo("semantics.z")?.stoppedBy == "semantics.y")
+        #expect(try scheduler.history("semantics.z").isEmpty)
+
+        var later = link("p")
+        later.earliestBegin = WallClockInstant(secondsSinceEpoch: Int64(Date().timeIntervalSince1970) + 3600)
+        try scheduler.submit(contentsOf: [later, link("q", after: ["p"])])
+        #expect(try scheduler.workInfo("semantics.q")?.waitingFor == .prerequisite("semantics.p"))
+        try scheduler.cancel("semantics.p")
+        #expect(try scheduler.workInfo("semantics.q")?.state == .cancelled)
+        #expect(throws: SchedulerError.self) { try scheduler.submit(link("r", after: ["nowhere"])) }
+        #expect(try scheduler.workInfo("semantics.r") == nil)
+    }
+
     /// What the checks' handlers saw, safe from any thread.
     final class Outcomes: @unchecked Sendable {
         private let lock = NSLock()

@@ -33,7 +33,7 @@ import PostgresNIO
 /// renewals and notifications use a second one on the store's event loop.
 final class PostgresScheduleStore: ScheduleStore {
     /// The schema this build writes and reads.
-    static let schemaVersion: Int64 = 5
+    static let schemaVersion: Int64 = 6
     /// The channel instances notify each other on.
     static let channel = "overtime_schedule"
 
@@ -76,6 +76,10 @@ final class PostgresScheduleStore: ScheduleStore {
     /// known. Lapsed claims are looked for only from then.
     private let foreignClaimEnd = NIOLockedValueBox<Int64?>(nil)
     private let background: NIOLockedValueBox<Background>
+    /// Requests this instance's commits finished (ended, failed, cancelled) that others
+    /// wait on, as the rows said when they were written: ``dependents(of:)`` asks the
+    /// database only about these, so an end that nothing waits on costs no round trip.
+    private let concludedWithDependents = NIOLockedValueBox<Set<String>>([])
     private var loop: any EventLoop { group.next() }
     /// `overtime_fleet_held_runs{instance}`: the runs this instance holds claims on.
     private let heldRuns: Gauge
@@ -179,7 +183,7 @@ final class PostgresScheduleStore: ScheduleStore {
             }
             for (target, statements) in [
                 (1, Self.schemaVersion1), (2, Self.schemaVersion2), (3, Self.schemaVersion3), (4, Self.schemaVersion4),
-                (5, Self.schemaVersion5),
+                (5, Self.schemaVersion5), (6, Self.schemaVersion6),
             ] where version < target {
                 for statement in statements { _ = try run(connection, PostgresQuery(unsafeSQL: statement)) }
             }
@@ -193,7 +197,7 @@ final class PostgresScheduleStore: ScheduleStore {
     }
 
     /// The tables the migrations make in the `overtime` schema.
-    static let tables: Set<String> = ["meta", "requests", "history"]
+    static let tables: Set<String> = ["meta", "requests", "history", "prerequisites"]
 
     static let schemaVersion1 = [
         "CREATE SEQUENCE overtime.run_ids",
@@ -258,6 +262,24 @@ final class PostgresScheduleStore: ScheduleStore {
         "ALTER TABLE overtime.history ADD COLUMN output bytea",
     ]
 
+    /// Version 6: a cancelled request stays, finished, until retention prunes it. Links of
+    /// chains: a request's prerequisites and its state (`chain`, ``ChainState/packed``),
+    /// which request waits on which (found by the prerequisite when it concludes), and on
+    /// each prerequisite whether anything waits on it — which a submission of a link sets
+    /// under the prerequisite's row lock, so that the instance that ends the prerequisite
+    /// reads it as it stands after that submission.
+    static let schemaVersion6 = [
+        "ALTER TABLE overtime.requests ADD COLUMN cancelled_at bigint",
+        "ALTER TABLE overtime.requests ADD COLUMN prerequisites text NOT NULL DEFAULT ''",
+        "ALTER TABLE overtime.requests ADD COLUMN chain bytea",
+        "ALTER TABLE overtime.requests ADD COLUMN has_dependents boolean NOT NULL DEFAULT false",
+        """
+        CREATE TABLE overtime.prerequisites (
+            prerequisite text NOT NULL, identifier text NOT NULL, PRIMARY KEY (prerequisite, identifier))
+        """,
+        "CREATE INDEX prerequisites_by_identifier ON overtime.prerequisites (identifier)",
+    ]
+
     // MARK: Reading
 
     /// The columns a request is read from, in the order ``request(_:)`` decodes them.
@@ -265,10 +287,10 @@ final class PostgresScheduleStore: ScheduleStore {
         identifier, earliest_begin, interval_ns, flex_ns, catch_up, catch_up_maximum, randomized_delay_ns,
         maximum_duration_ns, backoff, initial_delay_ns, maximum_delay_ns, maximum_attempts, requirements, anchor, owed,
         retry_at, failed_attempts, finished, submitted_at, current_run_id, running, planned_at, owner, calendar,
-        grid_offset_ns, tags, input
+        grid_offset_ns, tags, input, cancelled_at, prerequisites, chain
         """
     /// How many ``columns`` there are: the position of the first column a query adds.
-    static let columnCount = 27
+    static let columnCount = 30
     /// The position of `owner` in ``columns``.
     static let ownerColumn = 22
 
@@ -290,7 +312,9 @@ final class PostgresScheduleStore: ScheduleStore {
             scope: try cells[ownerColumn].decode(String.self).isEmpty ? "shared" : "perInstance",
             plannedAt: try cells[21].decode(Int64?.self), calendar: try cells[23].decode(String?.self),
             gridOffsetNanoseconds: try cells[24].decode(Int64.self), tags: try cells[25].decode(String.self),
-            input: Array(try cells[26].decode(ByteBuffer.self).readableBytesView)
+            input: Array(try cells[26].decode(ByteBuffer.self).readableBytesView),
+            cancelledAt: try cells[27].decode(Int64?.self), prerequisites: try cells[28].decode(String.self),
+            chain: try cells[29].decode(ByteBuffer?.self).map { Array($0.readableBytesView) }
         ).stored(rowID: nil)
     }
 
@@ -365,6 +389,40 @@ final class PostgresScheduleStore: ScheduleStore {
                 stored.holder = try row.makeRandomAccess()[Self.columnCount].decode(String?.self)
                 return stored
             }
+        }
+    }
+
+    func dependents(of identifiers: [String]) throws(ScheduleStoreError) -> [StoredRequest] {
+        let asked = concludedWithDependents.withLockedValue { known in
+            let asked = identifiers.filter { known.contains($0) }
+            known.subtract(asked)
+            return asked
+        }
+        guard !asked.isEmpty else { return [] }
+        return try using { connection in
+            try run(
+                connection,
+                """
+                SELECT \(unescaped: Self.columns) FROM overtime.requests WHERE NOT finished AND owner = ''
+                    AND identifier IN (SELECT identifier FROM overtime.prerequisites WHERE prerequisite = ANY(\(asked)))
+                ORDER BY sequence
+                """
+            ).map { try Self.request($0) }
+        }
+    }
+
+    func waitingOnFinishedPrerequisites() throws(ScheduleStoreError) -> [StoredRequest] {
+        try using { connection in
+            try run(
+                connection,
+                """
+                SELECT \(unescaped: Self.columns) FROM overtime.requests WHERE NOT finished AND owner = ''
+                    AND identifier IN (SELECT p.identifier FROM overtime.prerequisites p
+                        LEFT JOIN overtime.requests x ON x.identifier = p.prerequisite AND x.owner = ''
+                        WHERE x.identifier IS NULL OR x.finished)
+                ORDER BY sequence
+                """
+            ).map { try Self.request($0) }
         }
     }
 
@@ -670,9 +728,15 @@ final class PostgresScheduleStore: ScheduleStore {
                     connection,
                     """
                     DELETE FROM overtime.requests r WHERE r.finished AND NOT r.running AND r.submitted_at < \(cutoff)
-                        AND \(unescaped: visibleR)
+                        AND coalesce(r.cancelled_at, 0) < \(cutoff) AND \(unescaped: visibleR)
                         AND NOT EXISTS (SELECT 1 FROM overtime.history h
                             WHERE h.identifier = r.identifier AND h.owner = r.owner AND h.ended_at >= \(cutoff))
+                    """)
+                _ = try run(
+                    connection,
+                    """
+                    DELETE FROM overtime.prerequisites p WHERE NOT EXISTS (SELECT 1 FROM overtime.requests r
+                        WHERE r.identifier = p.identifier AND r.owner = '' AND NOT r.finished)
                     """)
             }
             return Int(deleted)
@@ -699,7 +763,7 @@ final class PostgresScheduleStore: ScheduleStore {
         }
         // Others hear of an end only when it leaves something to run (a repeating request's
         // next time, a retry); a finished one-shot wakes no one.
-        let endsLeaveRuns = planned.contains { SchedulePlanner.nextStart($0.stored.plan, $0.stored.request) != nil }
+        let endsLeaveRuns = planned.contains { $0.stored.nextStart != nil }
         var found = CommitRefusals()
         let recorded =
             batch.writes.isEmpty
@@ -814,6 +878,8 @@ final class PostgresScheduleStore: ScheduleStore {
             UNION ALL
             SELECT identifier, true FROM superseded
             UNION ALL
+            SELECT identifier, NULL FROM ended WHERE linked
+            UNION ALL
             SELECT NULL, NULL FROM (SELECT pg_notify($\(base + 5), $\(base + 3))
                 WHERE $\(base + 4) OR EXISTS (SELECT 1 FROM freed) OR EXISTS (SELECT 1 FROM released)
                     OR (\(lastEnd))) AS notified
@@ -823,7 +889,9 @@ final class PostgresScheduleStore: ScheduleStore {
         for row in rows {
             let (identifier, late) = try row.decode((String?, Bool?).self)
             guard let identifier else { continue }
-            if late == true {
+            if late == nil {
+                concludedWithDependents.withLockedValue { _ = $0.insert(identifier) }
+            } else if late == true {
                 recorded.superseded.insert(identifier)
             } else {
                 recorded.started.insert(identifier)
@@ -899,14 +967,26 @@ final class PostgresScheduleStore: ScheduleStore {
         switch write {
         case .save(let stored): return try upsert(stored, ifAbsent: false, connection)
         case .insertUnlessPending(let stored): return try upsert(stored, ifAbsent: true, connection)
-        case .delete(let identifier):
-            _ = try run(
-                connection,
-                "DELETE FROM overtime.requests WHERE identifier = \(identifier) AND \(unescaped: visible)"
-            )
-        case .deleteAll:
-            _ = try run(
-                connection, "DELETE FROM overtime.requests WHERE \(unescaped: visible)")
+        case .cancel(let identifier, let time):
+            try noteConcluded(
+                run(
+                    connection,
+                    """
+                    UPDATE overtime.requests SET finished = true, cancelled_at = \(time.nanosecondsSinceEpoch),
+                        due_at = NULL, owed = 0, retry_at = NULL
+                    WHERE identifier = \(identifier) AND NOT finished AND \(unescaped: visible)
+                    RETURNING identifier, has_dependents
+                    """))
+        case .cancelAll(let time):
+            try noteConcluded(
+                run(
+                    connection,
+                    """
+                    UPDATE overtime.requests SET finished = true, cancelled_at = \(time.nanosecondsSinceEpoch),
+                        due_at = NULL, owed = 0, retry_at = NULL
+                    WHERE NOT finished AND \(unescaped: visible)
+                    RETURNING identifier, has_dependents
+                    """))
         }
         return true
     }
@@ -946,6 +1026,7 @@ final class PostgresScheduleStore: ScheduleStore {
                 requirement_mask = excluded.requirement_mask, planned_at = excluded.planned_at,
                 calendar = excluded.calendar, grid_offset_ns = excluded.grid_offset_ns,
                 previous_window_at = excluded.previous_window_at, tags = excluded.tags, input = excluded.input,
+                cancelled_at = excluded.cancelled_at, prerequisites = excluded.prerequisites, chain = excluded.chain,
                 active_run_id = CASE WHEN excluded.current_run_id IS DISTINCT FROM requests.current_run_id
                     THEN NULL ELSE requests.active_run_id END
             """
@@ -956,7 +1037,7 @@ final class PostgresScheduleStore: ScheduleStore {
                 catch_up, catch_up_maximum, randomized_delay_ns, maximum_duration_ns, backoff, initial_delay_ns,
                 maximum_delay_ns, maximum_attempts, requirements, anchor, owed, retry_at, failed_attempts, finished,
                 current_run_id, due_at, requirement_mask, sequence, owner, planned_at, calendar, grid_offset_ns,
-                previous_window_at, tags, input)
+                previous_window_at, tags, input, cancelled_at, prerequisites, chain)
             SELECT \(row.identifier), \(row.submittedAt), \(row.earliestBegin), \(row.intervalNanoseconds),
                 \(row.flexNanoseconds), \(row.catchUp), \(Int64(row.catchUpMaximum)), \(row.randomizedDelayNanoseconds),
                 \(row.maximumDurationNanoseconds), \(row.backoff), \(row.initialDelayNanoseconds),
@@ -964,15 +1045,55 @@ final class PostgresScheduleStore: ScheduleStore {
                 \(Int64(row.owed)), \(row.retryAt), \(Int64(row.failedAttempts)), \(row.finished), \(row.currentRunID),
                 \(row.dueAt), \(row.requirementMask), nextval('overtime.submissions'), \(rowOwner), \(row.plannedAt),
                 \(row.calendar), \(row.gridOffsetNanoseconds), \(row.previousWindowAt), \(row.tags),
-                \(ByteBuffer(bytes: row.input))
+                \(ByteBuffer(bytes: row.input)), \(row.cancelledAt), \(row.prerequisites),
+                \(row.chain.map { ByteBuffer(bytes: $0) })
             -- Kept: a request of the identifier this instance sees, or a shared one another
             -- instance would see beside its own.
             WHERE \(!ifAbsent) OR NOT EXISTS (SELECT 1 FROM overtime.requests WHERE identifier = \(row.identifier)
                 AND (\(unescaped: visible) OR \(rowOwner) = ''))
             ON CONFLICT (identifier, owner) \(unescaped: conflict)
-            RETURNING identifier
+            RETURNING identifier, has_dependents
             """)
-        return written.first != nil
+        guard let first = written.first else { return false }
+        if stored.plan.isFinished, try first.decode((String, Bool).self).1 {
+            concludedWithDependents.withLockedValue { _ = $0.insert(row.identifier) }
+        }
+        if !stored.request.prerequisites.isEmpty { try writeLinks(stored, connection) }
+        return true
+    }
+
+    /// Writes which prerequisites `stored` waits on (those it no longer waits on go), and
+    /// marks each as waited on — under its row lock, so that an instance ending it at the
+    /// same time reads the mark once this commits, or this reads it ended (and the
+    /// scheduler decides the link again after the commit).
+    private func writeLinks(_ stored: StoredRequest, _ connection: PostgresConnection) throws {
+        let identifier = stored.request.identifier
+        let waiting = (stored.chain?.waitingOn ?? []).sorted()
+        _ = try run(connection, "DELETE FROM overtime.prerequisites WHERE identifier = \(identifier)")
+        guard !waiting.isEmpty else { return }
+        _ = try run(
+            connection,
+            """
+            INSERT INTO overtime.prerequisites (prerequisite, identifier)
+                SELECT unnest(\(waiting)::text[]), \(identifier) ON CONFLICT DO NOTHING
+            """)
+        _ = try run(
+            connection,
+            """
+            UPDATE overtime.requests SET has_dependents = true
+                WHERE identifier = ANY(\(waiting)) AND owner = '' AND NOT has_dependents
+            """)
+    }
+
+    /// Notes the requests `rows` (identifier, has_dependents) finished that others wait on.
+    private func noteConcluded(_ rows: PostgresQueryResult) throws {
+        var linked: [String] = []
+        for row in rows {
+            let (identifier, waitedOn) = try row.decode((String, Bool).self)
+            if waitedOn { linked.append(identifier) }
+        }
+        guard !linked.isEmpty else { return }
+        concludedWithDependents.withLockedValue { $0.formUnion(linked) }
     }
 
     /// The owner column of a request's row: this instance's name for a per-instance
@@ -1082,7 +1203,7 @@ final class PostgresScheduleStore: ScheduleStore {
                 AS v(identifier, anchor, owed, retry_at, failed_attempts, finished, current_run_id, due_at, running,
                     run, attempt, started, ending_run, ending_attempt, owner, planned, previous_window)
             WHERE r.identifier = v.identifier AND r.owner = v.owner AND \(rowCondition)
-            RETURNING r.identifier, r.owner
+            RETURNING r.identifier, r.owner, r.finished AND r.has_dependents AS linked
             """
     }
 

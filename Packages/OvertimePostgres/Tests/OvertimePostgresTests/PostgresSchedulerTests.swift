@@ -287,6 +287,60 @@ struct PostgresSchedulerTests {
         b.runtime.requestTermination()
     }
 
+    /// A chain whose links run on different instances (each serves only its own): every
+    /// link runs once, after its prerequisite, with the output the other instance set; a
+    /// failure on one instance fails the links that wait on it, as both instances see.
+    @Test func aChainsLinksRunOnDifferentInstancesWithTheOutputsTheOthersSet() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let runs = NIOLockedValueBox<[(link: String, instance: String, handed: [String: [UInt8]])]>([])
+        func instance(_ name: String, serving links: [String]) throws -> Scheduler {
+            let scheduler = try Scheduler(
+                runtime: try Self.runtime(), configuration: Self.configuration(server, claim: .seconds(3), name: name))
+            for link in links {
+                try scheduler.register("chain.\(link)") { task in
+                    runs.withLockedValue { $0.append((task.identifier, name, task.prerequisiteOutputs)) }
+                    try? task.setOutput(Array("\(task.identifier) on \(name)".utf8))
+                    task.setTaskCompleted(success: !task.identifier.hasSuffix("bad"))
+                }
+            }
+            try scheduler.start()
+            return scheduler
+        }
+        let a = try instance("a", serving: ["one", "three", "bad"])
+        let b = try instance("b", serving: ["two", "after-bad"])
+        // Each link submitted by the instance that serves it (a handler is needed to submit);
+        // the first two seconds ahead, so that the others wait on it.
+        func link(_ name: String, after: String? = nil) -> ScheduledTaskRequest {
+            var request = ScheduledTaskRequest(identifier: "chain.\(name)")
+            request.prerequisites = after.map { ["chain.\($0)"] } ?? []
+            if after == nil {
+                request.earliestBegin = WallClockInstant(secondsSinceEpoch: Int64(Date().timeIntervalSince1970) + 2)
+            }
+            request.retry.maximumAttempts = 1
+            return request
+        }
+        try a.submit(link("one"))
+        try b.submit(link("two", after: "one"))
+        try a.submit(link("three", after: "two"))
+        #expect(try b.workInfo("chain.three")?.waitingFor == .prerequisite("chain.two"))
+        #expect(Self.eventually(30) { (try? a.workInfo("chain.three"))??.state == .succeeded })
+        let seen = runs.withLockedValue { $0 }
+        #expect(seen.map(\.link) == ["chain.one", "chain.two", "chain.three"], "each once, in order")
+        #expect(seen.map(\.instance) == ["a", "b", "a"], "on the instance that serves it")
+        #expect(seen[1].handed == ["chain.one": Array("chain.one on a".utf8)])
+        #expect(seen[2].handed == ["chain.two": Array("chain.two on b".utf8)])
+        #expect(try b.workInfo("chain.three")?.lastRun?.output == Array("chain.three on a".utf8))
+
+        try a.submit(link("bad"))
+        try b.submit(link("after-bad", after: "bad"))
+        #expect(Self.eventually(30) { (try? b.workInfo("chain.after-bad"))??.state == .failed })
+        #expect(try a.workInfo("chain.after-bad")?.stoppedBy == "chain.bad", "as the other instance sees it")
+        #expect(!runs.withLockedValue { $0.map(\.link) }.contains("chain.after-bad"))
+        a.runtime.requestTermination()
+        b.runtime.requestTermination()
+    }
+
     @Test func aScheduleOfSchemaVersion1IsMigratedWithItsRequestsKept() throws {
         let server = try PostgresServer()
         defer { server.stop() }
@@ -312,6 +366,11 @@ struct PostgresSchedulerTests {
             ALTER TABLE overtime.requests DROP COLUMN tags;
             ALTER TABLE overtime.requests DROP COLUMN input;
             ALTER TABLE overtime.history DROP COLUMN output;
+            ALTER TABLE overtime.requests DROP COLUMN cancelled_at;
+            ALTER TABLE overtime.requests DROP COLUMN prerequisites;
+            ALTER TABLE overtime.requests DROP COLUMN chain;
+            ALTER TABLE overtime.requests DROP COLUMN has_dependents;
+            DROP TABLE overtime.prerequisites;
             ALTER TABLE overtime.requests ADD PRIMARY KEY (identifier);
             CREATE INDEX IF NOT EXISTS requests_pending ON overtime.requests (sequence) WHERE NOT finished;
             UPDATE overtime.meta SET value = 1 WHERE name = 'schema_version'
@@ -320,7 +379,7 @@ struct PostgresSchedulerTests {
         try second.register("hourly") { $0.setTaskCompleted(success: true) }
         let after = try #require(second.pendingRequests().first)
         #expect(after.request == hourly && after.nextRun == before.nextRun, "\(after) after \(before)")
-        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("5"))
+        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("6"))
         second.runtime.requestTermination()
     }
 
@@ -366,7 +425,7 @@ struct PostgresSchedulerTests {
         } catch let error as SchedulerError {
             #expect(error.code == .store)
             #expect(
-                error.message.contains("schema version 99") && error.message.contains("up to version 5"), "\(error)")
+                error.message.contains("schema version 99") && error.message.contains("up to version 6"), "\(error)")
         }
     }
 

@@ -54,6 +54,14 @@ struct PostgresSemanticsTests {
         try SchedulerSemantics.requestsAreFoundAndCancelledByTag(Fixture())
     }
 
+    @Test func workInfoFollowsARequestAndCancellationsAreKept() throws {
+        try SchedulerSemantics.workInfoFollowsARequestAndCancellationsAreKept(Fixture())
+    }
+
+    @Test func chainsHandOnOutputsAndPassOnFailuresAndCancellations() throws {
+        try SchedulerSemantics.chainsHandOnOutputsAndPassOnFailuresAndCancellations(Fixture())
+    }
+
     @Test func inputReachesTheRunAndItsOutputIsKept() throws {
         try SchedulerSemantics.inputReachesTheRunAndItsOutputIsKept(Fixture())
     }
