@@ -390,6 +390,27 @@ func schedulerChain(directory: String, finishing: Bool) throws {
     say("TERMINATED")
 }
 
+/// A scheduler daemon for the wake-alarm test: one request that wakes the system, an hour
+/// ahead, in `<dir>/schedule.db`. Says `READY` once submitted, or `REFUSED <message>` and
+/// exits 1 when the submit is refused (no CAP_WAKE_ALARM).
+func schedulerWake(directory: String) throws {
+    let (runtime, scheduler) = try schedulerDaemon(directory: directory)
+    try scheduler.register("wake") { $0.setTaskCompleted(success: true) }
+    runtime.start()
+    try scheduler.start()
+    var request = ScheduledTaskRequest(identifier: "wake")
+    request.earliestBegin = runtime.clock.wallClockNow + .seconds(3600)
+    request.wakesSystem = true
+    do {
+        try scheduler.submit(request)
+    } catch {
+        say("REFUSED \(error.code): \(error.message)")
+        exit(1)
+    }
+    say("READY")
+    runtime.waitUntilTerminated()
+}
+
 /// A scheduler daemon for the network requirement test, run in its own network namespace:
 /// one request that needs the network. Each run says `RAN run attempt` and waits; told to
 /// stop it says `STOPPED run attempt` and completes unsuccessfully.
@@ -459,6 +480,7 @@ case "daemon": try daemon()
 case "spool-full-disk": try spoolFullDisk(CommandLine.arguments[2])
 case "spool-full-disk-concurrent": try spoolFullDiskConcurrent(CommandLine.arguments[2])
 case "scheduler-crash": try schedulerCrash(directory: CommandLine.arguments[2])
+case "scheduler-wake": try schedulerWake(directory: CommandLine.arguments[2])
 case "scheduler-chain":
     try schedulerChain(
         directory: CommandLine.arguments[2], finishing: CommandLine.arguments.dropFirst(3).first == "finish")

@@ -102,5 +102,16 @@ struct ChainDecisionsTests {
                     StoredRequest(request: plain, plan: PlanState(anchor: now), submittedAt: now, currentRunID: nil))
             ).packed)
         #expect(old[0] == 0 && RequestDetails(packed: old).input == [9, 8, 7], "without a chain: the layout as before")
+
+        // A calendar that wakes the system: 1 | 4, which `plannedAheadOfClock` looks for.
+        var waking = plain
+        waking.repetition = Repetition(on: try CalendarSchedule("daily UTC"))
+        waking.wakesSystem = true
+        let calendar = try #require(
+            RequestDetails(
+                RequestColumns(
+                    StoredRequest(request: waking, plan: PlanState(anchor: now), submittedAt: now, currentRunID: nil))
+            ).packed)
+        #expect(calendar[0] == 5 && RequestDetails(packed: calendar).wakesSystem)
     }
 }

@@ -58,6 +58,7 @@ final class InstrumentedStore: ScheduleStore {
     func dependents(of identifiers: [String]) throws(ScheduleStoreError) -> [StoredRequest] {
         try inner.dependents(of: identifiers)
     }
+    func nextWakingStart() throws(ScheduleStoreError) -> WallClockInstant? { try inner.nextWakingStart() }
     func waitingOnFinishedPrerequisites() throws(ScheduleStoreError) -> [StoredRequest] {
         try inner.waitingOnFinishedPrerequisites()
     }

@@ -105,13 +105,16 @@ struct SchedulerCalendarTests {
         }
     }
 
-    @Test func aClockSetBackPlansTheCalendarsNextTimeFromTheNewNow() async throws {
+    @Test(arguments: [false, true])
+    func aClockSetBackPlansTheCalendarsNextTimeFromTheNewNow(wakesSystem: Bool) async throws {
         try await onOwnThread {
             let start: Int64 = 1_806_062_400  // 12:00 UTC
             let h = try harness(at: start)
             defer { h.finish() }
             try h.current.start()
-            try h.current.submit(try daily("*-*-* 02:30 UTC"))
+            var request = try daily("*-*-* 02:30 UTC")
+            request.wakesSystem = wakesSystem  // another bit in the store's details: still found
+            try h.current.submit(request)
             h.advance(by: .seconds(18 * 3600))  // 06:00 the next day, after one run
             #expect(h.attempts.count == 1)
             h.clock.stepWallClock(by: .seconds(-3 * 86_400))

@@ -110,6 +110,48 @@ package final class DriverContext: @unchecked Sendable {  // confined to the loo
         }
     }
 
+    /// Why this process cannot wake the system from suspend (``setWakeAlarm(at:)``), or
+    /// `nil` when it can. From any thread.
+    package static var wakeAlarmUnavailableReason: String? { WakeAlarm.unavailableReason() }
+
+    /// Wakes the system from suspend at `time` (`nil`: no alarm), as systemd's
+    /// `WakeSystem=`: a `CLOCK_REALTIME_ALARM` timer, which needs `CAP_WAKE_ALARM`. Under a
+    /// virtual clock the time is only kept (``wakeAlarmTime``). Returns why the kernel
+    /// refused, or `nil`.
+    package func setWakeAlarm(at time: WallClockInstant?) -> String? {
+        core.assertOnLoop()
+        guard time != core.hooks.wakeAlarmTime else { return nil }
+        guard !core.turnState.wakeup.isVirtual else {
+            core.hooks.wakeAlarmTime = time
+            return nil
+        }
+        if core.hooks.wakeAlarm == nil, time != nil {
+            let core = self.core
+            core.hooks.wakeAlarm = WakeAlarm(loop: core.host.loop) { [unowned core] in
+                core.turn { for hook in core.hooks.wakeAlarmFired { hook() } }
+            }
+            guard core.hooks.wakeAlarm != nil else { return Self.wakeAlarmUnavailableReason ?? errnoDescription() }
+        }
+        guard core.hooks.wakeAlarm?.arm(at: time) ?? true else {
+            return "timerfd_settime(CLOCK_REALTIME_ALARM): \(errnoDescription())"
+        }
+        core.hooks.wakeAlarmTime = time
+        return nil
+    }
+
+    /// When the wake alarm is armed for, `nil` when it is not.
+    package var wakeAlarmTime: WallClockInstant? {
+        core.assertOnLoop()
+        return core.hooks.wakeAlarmTime
+    }
+
+    /// Calls `body` when the wake alarm fires: the system woke for it, or it came due while
+    /// awake.
+    package func onWakeAlarm(_ body: @escaping () -> Void) {
+        core.assertOnLoop()
+        core.hooks.wakeAlarmFired.append(body)
+    }
+
     /// Tells the wall-clock step hooks that wall-clock time moved against the monotonic
     /// clock without the kernel saying so (the system slept: the monotonic clock stood
     /// still), so that plans in wall-clock time are made again.

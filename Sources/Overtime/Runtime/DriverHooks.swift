@@ -10,6 +10,12 @@ struct DriverHooks {
     var wallClockSteps: [() -> Void] = []
     /// What notices a step of the wall clock (made with the first hook).
     var wallClockWatcher: WallClockStepWatcher?
+    /// Called when the wake alarm fires.
+    var wakeAlarmFired: [() -> Void] = []
+    /// The timer that wakes the system (made when first armed; none under a virtual clock).
+    var wakeAlarm: WakeAlarm?
+    /// When the wake alarm is armed for (under a virtual clock too), `nil`: not armed.
+    var wakeAlarmTime: WallClockInstant?
     /// Parts of the status line (the scheduler's next run), asked each time it is made.
     var statusParts: [() -> String?] = []
     /// Called when a part of the status line changed.

@@ -27,6 +27,13 @@ public struct ScheduledTaskRequest: Sendable, Hashable {
     public var retry = RetryPolicy()
     /// What runs need (network, power, storage, the background): none by default.
     public var requirements: Set<Requirement> = []
+    /// Wake the system from suspend for its runs, as systemd's `WakeSystem=`: while it is
+    /// pending, the scheduler keeps a `CLOCK_REALTIME_ALARM` timer at the earliest next run
+    /// of such requests. That needs `CAP_WAKE_ALARM` (`AmbientCapabilities=CAP_WAKE_ALARM`
+    /// in a unit); without it, submitting one is refused with
+    /// ``SchedulerError/Code/wakeUnavailable``. A run woken for holds the system awake only
+    /// as long as something takes a sleep inhibitor. Default `false`.
+    public var wakesSystem = false
     /// Where a store that several instances share keeps it: one schedule for the fleet
     /// (the default) or one per instance. The same for a store one instance owns.
     public var scope = RequestScope.shared

@@ -51,8 +51,9 @@ public final class ScheduledTask: Sendable {
     public var isClaimHeld: Bool { !isCompleted && claimCheck() }
 
     private let claimCheck: @Sendable () -> Bool
-    private let progressReported: @Sendable (RunProgress) -> Void
-    private let completion: @Sendable (_ success: Bool, _ expired: Bool) -> Void
+    /// Tells the scheduler what the handler did: completed the task, or reported progress
+    /// (one closure for both: a task is made for every run).
+    private let report: @Sendable (Report) -> Void
     private let logger: Logger
     private let metrics: SchedulerMetrics
     private let completed = Atomic<Bool>(false)
@@ -61,6 +62,14 @@ public final class ScheduledTask: Sendable {
     /// What the handler reported: its progress and its output (one lock for both: a task
     /// is made for every run).
     private let reported = Locked<Reported>(Reported())
+
+    /// What the handler did, as the scheduler hears it.
+    enum Report: Sendable {
+        /// ``setTaskCompleted(success:fileID:line:)``, after the expiration handler or not.
+        case completed(success: Bool, expired: Bool)
+        /// ``setProgress(_:message:)``.
+        case progress(RunProgress)
+    }
 
     struct Reported: Sendable {
         var progress: RunProgress?
@@ -71,10 +80,9 @@ public final class ScheduledTask: Sendable {
         identifier: String, runID: Int64, attempt: Int, dueTime: WallClockInstant, attemptDueTime: WallClockInstant,
         input: [UInt8] = [], prerequisiteOutputs: [String: [UInt8]] = [:], logger: Logger, metrics: SchedulerMetrics,
         claimCheck: @escaping @Sendable () -> Bool = { true },
-        progressReported: @escaping @Sendable (RunProgress) -> Void = { _ in },
-        completion: @escaping @Sendable (_ success: Bool, _ expired: Bool) -> Void
+        report: @escaping @Sendable (Report) -> Void
     ) {
-        self.progressReported = progressReported
+        self.report = report
         self.input = input
         self.prerequisiteOutputs = prerequisiteOutputs
         self.claimCheck = claimCheck
@@ -85,7 +93,6 @@ public final class ScheduledTask: Sendable {
         self.dueTime = dueTime
         self.attemptDueTime = attemptDueTime
         self.logger = logger
-        self.completion = completion
     }
 
     /// Called (on the runtime's loop thread) when the run's time is up: its grant is
@@ -115,7 +122,7 @@ public final class ScheduledTask: Sendable {
             return
         }
         handler.withLock { $0 = nil }  // never called now
-        completion(success, isExpired)
+        report(.completed(success: success, expired: isExpired))
     }
 
     /// Reports how far the run has come: `fraction` from 0 to 1 (clamped; a value that is
@@ -134,7 +141,7 @@ public final class ScheduledTask: Sendable {
             return
         }
         reported.withLock { $0.progress = progress }
-        progressReported(progress)
+        report(.progress(progress))
     }
 
     /// Keeps `bytes` as this attempt's result, recorded with it in the history when it ends

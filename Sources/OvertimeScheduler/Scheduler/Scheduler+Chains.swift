@@ -102,6 +102,7 @@ extension Scheduler {
     /// changes is one commit. On the queue; a store error is logged, and the start of the
     /// next process decides again what is left.
     func settleChains(links: [String] = [], concluded: [String]) {
+        guard !links.isEmpty || !concluded.isEmpty else { return }
         var concluded = concluded
         var candidates: [StoredRequest] = []
         do throws(SchedulerError) {
@@ -118,6 +119,7 @@ extension Scheduler {
                     candidates += try fromStore { () throws(ScheduleStoreError) in try store.dependents(of: waiting) }
                     concluded = []
                 }
+                if candidates.isEmpty { break }
                 var writes: [RequestWrite] = []
                 var seen = Set<String>()
                 let now = wallClockNow

@@ -280,11 +280,14 @@ extension Scheduler {
             attemptDueTime: attempt == 1 ? planned : due, input: stored.request.input,
             prerequisiteOutputs: stored.chain?.handedOn ?? [:], logger: logger,
             metrics: metrics,
-            claimCheck: { [store] in store.isClaimHeld(identifier) },
-            progressReported: { [weak self] progress in self?.progressReported(identifier, progress) }
-        ) {
-            [weak self] success, expired in
-            self?.finish(identifier, runID: runID, attempt: attempt, success: success, expired: expired)
+            claimCheck: { [store] in store.isClaimHeld(identifier) }
+        ) { [weak self] report in
+            switch report {
+            case .completed(let success, let expired):
+                self?.finish(identifier, runID: runID, attempt: attempt, success: success, expired: expired)
+            case .progress(let progress):
+                self?.progressReported(identifier, progress)
+            }
         }
         let begun = runtime.begin(
             name: identifier, maximumDuration: stored.request.maximumDuration,
@@ -452,6 +455,29 @@ extension Scheduler {
         showNextRun(next.map { "next run: \($0.identifier) at \($0.at)" })
         // Terminating: nothing more starts, so nothing to wake for.
         arm(state.value.terminating ? nil : wake)
+        setWakeAlarm(after: now)
+    }
+
+    /// Keeps the wake alarm at the earliest next run of the requests that wake the system
+    /// (none: disarmed). A time already past is not set: the run is due now, and the
+    /// system awake.
+    private func setWakeAlarm(after now: WallClockInstant) {
+        let time: WallClockInstant?
+        do {
+            time = state.value.terminating ? nil : try store.nextWakingStart().map { max($0, now) }
+        } catch {
+            logger.error("cannot read the next run that wakes the system: \(error)")
+            return
+        }
+        guard time != state.value.wakeAlarm else { return }
+        state.value.wakeAlarm = time
+        let context = runtime.driverContext
+        let logger = logger
+        runtime.execute {
+            if let problem = context.setWakeAlarm(at: time) {
+                logger.error("cannot set the alarm that wakes the system: \(problem)")
+            }
+        }
     }
 
     /// Deletes what ``SchedulerConfiguration/historyRetention`` no longer keeps: at the

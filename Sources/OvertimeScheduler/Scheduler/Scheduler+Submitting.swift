@@ -77,6 +77,12 @@ extension Scheduler {
         }
         for tag in request.tags.sorted() { try ScheduleLimits.check(tag: tag, identifier: identifier) }
         try validatePrerequisites(of: request)
+        if request.wakesSystem, let reason = wakeAlarmUnavailableReason {
+            throw SchedulerError(
+                code: .wakeUnavailable,
+                message: "'\(identifier)' asks to wake the system, which this process cannot: \(reason)",
+                field: "wakesSystem")
+        }
         try ScheduleLimits.check(dataOf: request.input.count, field: "input", identifier: identifier)
         let longest = ScheduleLimits.maximumDuration
         if let repetition = request.repetition, let calendar = repetition.calendar {

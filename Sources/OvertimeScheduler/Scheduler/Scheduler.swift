@@ -80,6 +80,9 @@ public final class Scheduler: Sendable {
     let runtimeShutDown = Locked(false)
     /// Into the runtime's metrics factory.
     let metrics: SchedulerMetrics
+    /// Why this process cannot wake the system (``ScheduledTaskRequest/wakesSystem``),
+    /// asked of the kernel once; `nil` when it can.
+    let wakeAlarmUnavailableReason = DriverContext.wakeAlarmUnavailableReason
     /// Numbers the consumers of ``workInfoUpdates(_:)``.
     let watcherIDs = Atomic<Int>(0)
     /// How many consumers of ``workInfoUpdates(_:)`` there are (the queue counts them): a
@@ -175,6 +178,9 @@ public final class Scheduler: Sendable {
         var awaitingDisk: [AwaitingDisk] = []
         /// When the history was last pruned (wall clock), `nil` before the first time.
         var lastPruned: WallClockInstant?
+        /// When the wake alarm is set for (the earliest next run of a request that wakes the
+        /// system), as last asked of the runtime.
+        var wakeAlarm: WallClockInstant?
         /// The consumers of ``workInfoUpdates(_:)``, by identifier and number.
         var watchers: [String: [Int: WorkWatcher]] = [:]
     }
@@ -352,6 +358,7 @@ public final class Scheduler: Sendable {
         runtime.execute { [weak self] in
             context.onWallClockStep { [weak self] in self?.wallClockStepped() }
             context.addStatusPart { [weak self] in self?.statusPart.withLock { $0 } }
+            context.onWakeAlarm { [weak self] in self?.cycleSoon() }
             context.onShutdown { [weak self] in
                 guard let self else { return }
                 runtimeShutDown.withLock { $0 = true }
@@ -410,12 +417,14 @@ public final class Scheduler: Sendable {
         let outcomes = try onQueue { () throws(SchedulerError) -> [SubmitOutcome] in
             var batch = ScheduleBatch()
             var outcomes: [SubmitOutcome] = []
+            // What a link in the batch may wait on (kept only when one is there).
             var earlier: [String: ScheduledTaskRequest] = [:]
+            let chained = requests.contains { !$0.prerequisites.isEmpty }
             var links: [String] = []
             var concluded: [String] = []
             for request in requests {
-                let chain = try initialChain(of: request, earlier: earlier)
-                earlier[request.identifier] = request
+                let chain = chained ? try initialChain(of: request, earlier: earlier) : nil
+                if chained { earlier[request.identifier] = request }
                 let (write, outcome) = try prepare(request, policy: policy, chain: chain)
                 if let write { batch.writes.append(write) }
                 outcomes.append(outcome)

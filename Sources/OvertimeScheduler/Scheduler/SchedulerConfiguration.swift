@@ -119,7 +119,7 @@ public struct SchedulerError: Error, Sendable, Hashable, CustomStringConvertible
         enum Kind: String, Hashable {
             case alreadyRegistered, registeredAfterStart, notRegistered, unknownIdentifier
             case alreadyStarted, notStarted, invalidRequest, store, storeInUse, alreadyRunning, refused
-            case requirementUnavailable, dataTooLarge
+            case requirementUnavailable, dataTooLarge, wakeUnavailable
         }
 
         let kind: Kind
@@ -155,6 +155,11 @@ public struct SchedulerError: Error, Sendable, Hashable, CustomStringConvertible
         /// ``ScheduleLimits/maximumDataBytes``: the request is not submitted, the output not
         /// kept.
         public static let dataTooLarge = Code(kind: .dataTooLarge)
+
+        /// The request asks to wake the system (``ScheduledTaskRequest/wakesSystem``), which
+        /// this process cannot: it lacks `CAP_WAKE_ALARM`, or the kernel has no alarm
+        /// timers (the message says which).
+        public static let wakeUnavailable = Code(kind: .wakeUnavailable)
 
         /// The code's name.
         public var description: String { kind.rawValue }

@@ -62,6 +62,8 @@ import Overtime
     /// that a store finds a tag as `,tag,` in it.
     public var tags: String
 
+    /// `wakes_system`: whether its runs wake the system.
+    public var wakesSystem: Bool
     /// `cancelled_at`: when the request was cancelled (``RequestWrite/cancel(_:at:)``).
     public var cancelledAt: Int64?
     /// `prerequisites`: the request's prerequisites, one per line (an identifier holds no
@@ -118,7 +120,9 @@ import Overtime
         tags = Self.tagsColumn(request.tags)
         input = request.input
         cancelledAt = stored.cancelledAt?.nanosecondsSinceEpoch
-        prerequisites = request.prerequisites.sorted().joined(separator: "\n")
+        wakesSystem = request.wakesSystem
+        let prerequisites = request.prerequisites
+        self.prerequisites = prerequisites.isEmpty ? "" : prerequisites.sorted().joined(separator: "\n")
         chain = stored.chain?.packed
         previousWindowAt =
             request.repetition?.calendar == nil
@@ -135,8 +139,9 @@ import Overtime
         requirements: String, anchor: Int64, owed: Int, retryAt: Int64?, failedAttempts: Int, finished: Bool,
         submittedAt: Int64, currentRunID: Int64?, running: Bool, scope: String, plannedAt: Int64? = nil,
         calendar: String? = nil, gridOffsetNanoseconds: Int64 = 0, tags: String = "", input: [UInt8] = [],
-        cancelledAt: Int64? = nil, prerequisites: String = "", chain: [UInt8]? = nil
+        cancelledAt: Int64? = nil, prerequisites: String = "", chain: [UInt8]? = nil, wakesSystem: Bool = false
     ) {
+        self.wakesSystem = wakesSystem
         self.prerequisites = prerequisites
         self.chain = chain
         self.cancelledAt = cancelledAt
@@ -208,6 +213,7 @@ import Overtime
         request.scope = scope == "perInstance" ? .perInstance : .shared
         if !tags.isEmpty { request.tags = Set(tags.split(separator: ",").map(String.init)) }
         if !input.isEmpty { request.input = input }
+        request.wakesSystem = wakesSystem
         if !prerequisites.isEmpty {
             request.prerequisites = Set(
                 prerequisites.split(separator: "\n", omittingEmptySubsequences: true).map(String.init))

@@ -6,8 +6,9 @@
 /// each start and end of a run rewrites its request's row, and every column costs each
 /// rewrite (four more cost a tenth of the runs a second here).
 ///
-/// Byte 0 has bit 0 set with a calendar (what `plannedAheadOfClock` looks for: a chain
-/// link is a one-shot, so a calendar's byte is exactly 1) and bit 1 with a chain section;
+/// Byte 0 has bit 0 set with a calendar, bit 1 with a chain section and bit 2 for a request
+/// that wakes the system (`plannedAheadOfClock` looks for a calendar as 1 or 5: a chain
+/// link is a one-shot);
 /// bytes 1–8 the drawn delay in nanoseconds, 9–12 the calendar's length and 13–16 the
 /// tags' (all little-endian); with a chain section, 17–20 the input's length. Then the
 /// calendar's UTF-8, the tags as the `tags` column writes them (`,a,b,`, which
@@ -20,10 +21,12 @@ struct RequestDetails: Equatable {
     var input: [UInt8] = []
     var prerequisites = ""
     var chain: [UInt8]?
+    var wakesSystem = false
 
     private static let headerLength = 17
     private static let calendarBit: UInt8 = 1
     private static let chainBit: UInt8 = 2
+    private static let wakeBit: UInt8 = 4
 
     /// The details of `row`.
     init(_ row: RequestColumns) {
@@ -33,13 +36,14 @@ struct RequestDetails: Equatable {
         input = row.input
         prerequisites = row.prerequisites
         chain = row.chain
+        wakesSystem = row.wakesSystem
     }
 
     /// The details a column holds; none for `nil` or bytes that are not details.
     init(packed: [UInt8]?) {
-        guard let packed, packed.count >= Self.headerLength, packed[0] <= Self.calendarBit | Self.chainBit else {
-            return
-        }
+        guard let packed, packed.count >= Self.headerLength,
+            packed[0] <= Self.calendarBit | Self.chainBit | Self.wakeBit
+        else { return }
         func integer(_ start: Int, _ count: Int) -> UInt64 {
             packed[start..<start + count].reversed().reduce(0) { $0 << 8 | UInt64($1) }
         }
@@ -53,6 +57,7 @@ struct RequestDetails: Equatable {
         let inputEnd = hasChain ? inputStart + Int(integer(17, 4)) : packed.count
         guard inputEnd <= packed.count else { return }
         gridOffsetNanoseconds = Int64(bitPattern: integer(1, 8))
+        wakesSystem = packed[0] & Self.wakeBit != 0
         if packed[0] & Self.calendarBit != 0 {
             calendar = String(decoding: packed[header..<tagsStart], as: UTF8.self)
         }
@@ -68,12 +73,14 @@ struct RequestDetails: Equatable {
     /// The column's value: `nil` when there is nothing to keep.
     var packed: [UInt8]? {
         let hasChain = !prerequisites.isEmpty || chain != nil
-        guard calendar != nil || gridOffsetNanoseconds != 0 || !tags.isEmpty || !input.isEmpty || hasChain else {
-            return nil
-        }
+        guard
+            calendar != nil || gridOffsetNanoseconds != 0 || !tags.isEmpty || !input.isEmpty || hasChain || wakesSystem
+        else { return nil }
         let calendarBytes = Array((calendar ?? "").utf8)
         let tagBytes = Array(tags.utf8)
-        var bytes: [UInt8] = [(calendar == nil ? 0 : Self.calendarBit) | (hasChain ? Self.chainBit : 0)]
+        var bytes: [UInt8] = [
+            (calendar == nil ? 0 : Self.calendarBit) | (hasChain ? Self.chainBit : 0) | (wakesSystem ? Self.wakeBit : 0)
+        ]
         bytes.reserveCapacity(Self.headerLength + 4 + calendarBytes.count + tagBytes.count + input.count)
         func append(_ value: UInt64, bytes count: Int) {
             for index in 0..<count { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(index * 8))) }

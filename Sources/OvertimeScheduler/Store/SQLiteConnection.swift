@@ -215,6 +215,9 @@ final class SQLiteStatement {
 
     func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(pointer, column) }
 
+    /// How many columns a row of it has.
+    var columnCount: Int32 { sqlite3_column_count(pointer) }
+
     func int(_ column: Int32) -> Int { Int(sqlite3_column_int64(pointer, column)) }
 
     func bool(_ column: Int32) -> Bool { sqlite3_column_int64(pointer, column) != 0 }

@@ -35,12 +35,14 @@ import OvertimeSupport
 /// (its `-wal` and `-shm` take its mode).
 final class SQLiteScheduleStore: ScheduleStore {
     /// The schema this build writes and reads.
-    static let schemaVersion = 9
+    static let schemaVersion = 10
     /// Overtime's mark in the SQLite header (`application_id`): "OTSC".
     static let applicationID: Int64 = 0x4F54_5343
     /// The tables this schema has (and had; `grdb_migrations` from builds that migrated
     /// with GRDB): a database holding any other is not ours.
-    static let tables: Set<String> = ["requests", "runs", "counters", "history", "prerequisites", "grdb_migrations"]
+    static let tables: Set<String> = [
+        "requests", "runs", "counters", "history", "prerequisites", "waking", "grdb_migrations",
+    ]
     /// The log is checkpointed into the database once it is this large.
     static let checkpointBytes = 8 << 20
 
@@ -60,6 +62,9 @@ final class SQLiteScheduleStore: ScheduleStore {
         /// A request with prerequisites was written (now, or before this process): until
         /// then, asking for dependents reads nothing.
         var hasLinks = false
+        /// A request that wakes the system was written (now, or is pending from before):
+        /// until then, asking for the next waking start reads nothing.
+        var hasWaking = false
     }
 
     /// The write-ahead log, used only under ``log``'s lock.
@@ -147,6 +152,7 @@ final class SQLiteScheduleStore: ScheduleStore {
         let holder = Connection()
         holder.connection = connection
         holder.hasLinks = (try? connection.integer("SELECT EXISTS (SELECT 1 FROM prerequisites)")) == 1
+        holder.hasWaking = (try? connection.integer("SELECT EXISTS (SELECT 1 FROM waking)")) == 1
         database = Locked(holder)
         log = Locked(LogFile(descriptor: descriptor, checkpointer: checkpointer))
     }
@@ -340,7 +346,7 @@ final class SQLiteScheduleStore: ScheduleStore {
                         """)
                     // Read as the columns stood then (the scope came with version 6).
                     let stored = try connection.rows(
-                        "SELECT \(requestColumnsBeforeScope), 'shared', NULL, NULL, NULL FROM requests", request)
+                        "SELECT \(requestColumnsBeforeScope), 'shared', NULL, NULL FROM requests", request)
                     let update = "UPDATE requests SET due_at = ?, requirement_mask = ? WHERE identifier = ?"
                     for stored in stored {
                         let statement = try connection.statement(update)
@@ -444,6 +450,15 @@ final class SQLiteScheduleStore: ScheduleStore {
                             PRIMARY KEY (prerequisite, identifier)
                         ) WITHOUT ROWID;
                         """)
+                }
+            ),
+            (
+                10,
+                { connection throws(SQLiteError) in
+                    // Which requests wake the system (each says so in `details` too): an index
+                    // on `due_at` would cost every update of a plan; this table, only their
+                    // own writes.
+                    try connection.execute("CREATE TABLE waking (identifier TEXT PRIMARY KEY NOT NULL) WITHOUT ROWID")
                 }
             ),
         ]
@@ -586,7 +601,7 @@ final class SQLiteScheduleStore: ScheduleStore {
                 """
                 SELECT \(Self.requestColumns) FROM requests WHERE finished = 0 AND ((interval_ns > 0
                     AND anchor - interval_ns - MIN(flex_ns, interval_ns) > ?1)
-                    OR substr(details, 1, 1) = x'01')
+                    OR substr(details, 1, 1) IN (x'01', x'05'))
                 ORDER BY sequence
                 """)
             statement.bind(1, now.nanosecondsSinceEpoch)
@@ -613,6 +628,18 @@ final class SQLiteScheduleStore: ScheduleStore {
         }
     }
 
+    func nextWakingStart() throws(ScheduleStoreError) -> WallClockInstant? {
+        guard database.withLock({ $0.hasWaking }) else { return nil }
+        return try using { connection throws(SQLiteError) in
+            try connection.integer(
+                """
+                SELECT MIN(r.due_at) FROM waking w JOIN requests r ON r.identifier = w.identifier
+                    WHERE r.running = 0 AND r.due_at IS NOT NULL
+                """
+            ).map(WallClockInstant.init(nanosecondsSinceEpoch:))
+        }
+    }
+
     func waitingOnFinishedPrerequisites() throws(ScheduleStoreError) -> [StoredRequest] {
         guard database.withLock({ $0.hasLinks }) else { return [] }
         return try using { connection throws(SQLiteError) in
@@ -635,12 +662,16 @@ final class SQLiteScheduleStore: ScheduleStore {
 
     func commit(_ batch: ScheduleBatch, lastRunID: Int64) throws(ScheduleStoreError) -> CommitRefusals {
         guard !batch.isEmpty else { return CommitRefusals() }
-        if batch.writes.contains(where: \.writesLinks) { database.withLock { $0.hasLinks = true } }
-        return try using { connection throws(SQLiteError) in
+        return try usingHolder { holder, connection throws(SQLiteError) in
             try connection.transaction { () throws(SQLiteError) in
                 // One scheduler owns the store: nothing else claims starts.
                 var found = CommitRefusals()
-                if !batch.writes.isEmpty { found = try Self.write(batch.writes, connection) }
+                if !batch.writes.isEmpty {
+                    var kinds = WrittenKinds(hadWaking: holder.hasWaking)
+                    found = try Self.write(batch.writes, connection, &kinds)
+                    if kinds.links { holder.hasLinks = true }
+                    if kinds.waking { holder.hasWaking = true }
+                }
                 for end in batch.ends {
                     try Self.insertRun(end.record, connection)
                     if let plan = end.plan {
@@ -689,8 +720,8 @@ final class SQLiteScheduleStore: ScheduleStore {
 
     /// Request writes, new rows numbered in submission order. Returns the conditional
     /// inserts that kept a pending request or replaced a finished one.
-    private static func write(_ writes: [RequestWrite], _ connection: SQLiteConnection) throws(SQLiteError)
-        -> CommitRefusals
+    private static func write(_ writes: [RequestWrite], _ connection: SQLiteConnection, _ kinds: inout WrittenKinds)
+        throws(SQLiteError) -> CommitRefusals
     {
         let read = try connection.statement(sequenceQuery)
         var sequence = try read.step() ? read.int64(0) : 0
@@ -699,7 +730,7 @@ final class SQLiteScheduleStore: ScheduleStore {
             switch write {
             case .save(let stored):
                 sequence += 1
-                try upsert(stored, sequence: sequence, ifAbsent: false, connection)
+                try upsert(stored, sequence: sequence, ifAbsent: false, connection, &kinds)
             case .insertUnlessPending(let stored):
                 let existing = try connection.statement(finishedQuery)
                 existing.bind(1, stored.request.identifier)
@@ -715,7 +746,7 @@ final class SQLiteScheduleStore: ScheduleStore {
                     found.resubmitted.insert(stored.request.identifier)
                 }
                 sequence += 1
-                try upsert(stored, sequence: sequence, ifAbsent: true, connection)
+                try upsert(stored, sequence: sequence, ifAbsent: true, connection, &kinds)
             case .cancel(let identifier, let time):
                 let statement = try connection.statement(cancelQuery + " AND identifier = ?2")
                 statement.bind(1, time.nanosecondsSinceEpoch)
@@ -807,7 +838,8 @@ final class SQLiteScheduleStore: ScheduleStore {
 
     // MARK: Statements run for every request or run
 
-    private static let requestQuery = SQLiteQuery("SELECT \(requestColumns) FROM requests WHERE identifier = ?")
+    private static let requestQuery = SQLiteQuery(
+        "SELECT \(requestColumns), cancelled_at FROM requests WHERE identifier = ?")
     private static let dependentsQuery = SQLiteQuery(
         """
         SELECT \(requestColumns) FROM requests WHERE finished = 0
@@ -865,7 +897,8 @@ final class SQLiteScheduleStore: ScheduleStore {
     /// existing one keeps its own, and its run in progress. With `ifAbsent`, an existing
     /// row is left as it is.
     private static func upsert(
-        _ stored: StoredRequest, sequence: Int64, ifAbsent: Bool, _ connection: SQLiteConnection
+        _ stored: StoredRequest, sequence: Int64, ifAbsent: Bool, _ connection: SQLiteConnection,
+        _ kinds: inout WrittenKinds
     ) throws(SQLiteError) {
         let row = RequestColumns(stored)
         let statement = try connection.statement(ifAbsent ? insertIfAbsentQuery : saveQuery)
@@ -893,7 +926,32 @@ final class SQLiteScheduleStore: ScheduleStore {
         statement.bind(27, RequestDetails(row).packed)
         statement.bind(28, row.cancelledAt)
         try statement.run()
-        if !stored.request.prerequisites.isEmpty, connection.changes > 0 { try writeLinks(stored, connection) }
+        guard connection.changes > 0 else { return }
+        if !stored.request.prerequisites.isEmpty {
+            try writeLinks(stored, connection)
+            kinds.links = true
+        }
+        if row.wakesSystem {
+            let waking = try connection.statement("INSERT OR IGNORE INTO waking VALUES (?)")
+            waking.bind(1, row.identifier)
+            try waking.run()
+            kinds.waking = true
+        } else if kinds.hadWaking {
+            // It may have woken the system before this write.
+            let waking = try connection.statement("DELETE FROM waking WHERE identifier = ?")
+            waking.bind(1, row.identifier)
+            try waking.run()
+        }
+    }
+
+    /// What a batch's request writes held, for the flags that spare queries.
+    struct WrittenKinds {
+        /// A request with prerequisites.
+        var links = false
+        /// A request that wakes the system.
+        var waking = false
+        /// The store held one before the batch.
+        var hadWaking = false
     }
 
     /// Writes which prerequisites `stored` waits on (those it no longer waits on go).
@@ -936,8 +994,9 @@ final class SQLiteScheduleStore: ScheduleStore {
 
     /// The columns a request is read from, in the order ``request(_:)`` decodes them by
     /// position.
+    /// (`cancelled_at` is added where a finished request may be read: by identifier.)
     static let requestColumns =
-        requestColumnsBeforeScope + ", scope, planned_at, details, cancelled_at"
+        requestColumnsBeforeScope + ", scope, planned_at, details"
 
     /// The same without the scope, which stores before schema version 6 lack.
     private static let requestColumnsBeforeScope = """
@@ -958,7 +1017,8 @@ final class SQLiteScheduleStore: ScheduleStore {
             currentRunID: row.optionalInt64(19), running: row.bool(20), scope: row.text(22),
             plannedAt: row.optionalInt64(23), calendar: details.calendar,
             gridOffsetNanoseconds: details.gridOffsetNanoseconds, tags: details.tags, input: details.input,
-            cancelledAt: row.optionalInt64(25), prerequisites: details.prerequisites, chain: details.chain
+            cancelledAt: row.columnCount > 25 ? row.optionalInt64(25) : nil, prerequisites: details.prerequisites,
+            chain: details.chain, wakesSystem: details.wakesSystem
         ).stored(rowID: row.int64(21))
     }
 
@@ -1002,7 +1062,8 @@ final class SQLiteScheduleStore: ScheduleStore {
                         try connection.execute(
                             """
                             DELETE FROM prerequisites
-                                WHERE identifier NOT IN (SELECT identifier FROM requests WHERE finished = 0)
+                                WHERE identifier NOT IN (SELECT identifier FROM requests WHERE finished = 0);
+                            DELETE FROM waking WHERE identifier NOT IN (SELECT identifier FROM requests);
                             """)
                     }
                 }
@@ -1012,6 +1073,17 @@ final class SQLiteScheduleStore: ScheduleStore {
     }
 
     // MARK: Access
+
+    /// Runs `body` with the connection and what it holds beside it, naming the store in
+    /// its error.
+    private func usingHolder<T>(_ body: (Connection, SQLiteConnection) throws(SQLiteError) -> T)
+        throws(ScheduleStoreError) -> T
+    {
+        try database.withLock { holder throws(ScheduleStoreError) in
+            guard let connection = holder.connection else { throw ScheduleStoreError("schedule store \(path): closed") }
+            return try Self.named(path) { () throws(SQLiteError) in try body(holder, connection) }
+        }
+    }
 
     /// Runs `body` with the connection, naming the store in its error.
     private func using<T>(_ body: (SQLiteConnection) throws(SQLiteError) -> T) throws(ScheduleStoreError) -> T {

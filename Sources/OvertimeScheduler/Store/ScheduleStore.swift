@@ -28,10 +28,44 @@ import Overtime
     public var holder: String?
     /// When it was cancelled (``RequestWrite/cancel(_:at:)``): it is finished, and nothing
     /// more of it runs. `nil` for a request that was not.
-    public var cancelledAt: WallClockInstant?
+    public var cancelledAt: WallClockInstant? {
+        get { extras?.cancelledAt }
+        set { setExtras { $0.cancelledAt = newValue } }
+    }
     /// A request with prerequisites: what it waits on, what they handed on, what stopped
     /// it; `nil` for a request without prerequisites.
-    public var chain: ChainState?
+    public var chain: ChainState? {
+        get { extras?.chain }
+        set { setExtras { $0.chain = newValue } }
+    }
+
+    /// The cancellation and the chain, behind one optional reference (none for most
+    /// requests): a stored request is copied several times a run.
+    private var extras: Extras?
+
+    private final class Extras: Sendable, Hashable {
+        let cancelledAt: WallClockInstant?
+        let chain: ChainState?
+        init(cancelledAt: WallClockInstant?, chain: ChainState?) {
+            self.cancelledAt = cancelledAt
+            self.chain = chain
+        }
+        static func == (lhs: Extras, rhs: Extras) -> Bool {
+            lhs.cancelledAt == rhs.cancelledAt && lhs.chain == rhs.chain
+        }
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(cancelledAt)
+            hasher.combine(chain)
+        }
+    }
+
+    private mutating func setExtras(_ change: (inout (cancelledAt: WallClockInstant?, chain: ChainState?)) -> Void) {
+        var values = (cancelledAt: extras?.cancelledAt, chain: extras?.chain)
+        change(&values)
+        extras =
+            values.cancelledAt == nil && values.chain == nil
+            ? nil : Extras(cancelledAt: values.cancelledAt, chain: values.chain)
+    }
 
     /// A stored request.
     public init(
@@ -39,8 +73,7 @@ import Overtime
         isRunning: Bool = false, rowID: Int64? = nil, holder: String? = nil, cancelledAt: WallClockInstant? = nil,
         chain: ChainState? = nil
     ) {
-        self.chain = chain
-        self.cancelledAt = cancelledAt
+        if cancelledAt != nil || chain != nil { extras = Extras(cancelledAt: cancelledAt, chain: chain) }
         self.request = request
         self.plan = plan
         self.submittedAt = submittedAt
@@ -69,14 +102,6 @@ import Overtime
 }
 
 extension RequestWrite {
-    /// Whether it writes a request with prerequisites (a link of a chain).
-    var writesLinks: Bool {
-        switch self {
-        case .save(let stored), .insertUnlessPending(let stored): !stored.request.prerequisites.isEmpty
-        case .cancel, .cancelAll: false
-        }
-    }
-
     /// Inserted only when no pending request of its identifier exists.
     @available(*, deprecated, renamed: "insertUnlessPending")
     public static func insertIfAbsent(_ stored: StoredRequest) -> RequestWrite { .insertUnlessPending(stored) }
@@ -161,6 +186,9 @@ extension RequestWrite {
     /// request has any more: what a process that ended between a prerequisite's end and
     /// its dependents' update left.
     func waitingOnFinishedPrerequisites() throws(ScheduleStoreError) -> [StoredRequest]
+    /// The earliest next start of the requests not running that wake the system
+    /// (``ScheduledTaskRequest/wakesSystem``), or `nil`.
+    func nextWakingStart() throws(ScheduleStoreError) -> WallClockInstant?
     /// How many requests are not finished.
     func pendingCount() throws(ScheduleStoreError) -> Int
     /// Requests not running whose next start is at or before `now` and whose

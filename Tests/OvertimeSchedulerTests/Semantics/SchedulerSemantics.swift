@@ -237,6 +237,7 @@ enum SchedulerSemantics {
         failing.retry.maximumAttempts = 1
         var waiting = ScheduledTaskRequest(identifier: "semantics.later")
         waiting.earliestBegin = later
+        waiting.wakesSystem = true
         try scheduler.submit(contentsOf: [ScheduledTaskRequest(identifier: "semantics.ok"), failing, waiting])
         #expect(
             try fixture.until {
@@ -250,6 +251,7 @@ enum SchedulerSemantics {
         let enqueued = try #require(try scheduler.workInfo("semantics.later"))
         #expect(enqueued.state == .enqueued && enqueued.waitingFor == .plannedTime(later) && enqueued.nextRun == later)
         #expect(enqueued.attempt == 1 && enqueued.lastRun == nil)
+        #expect(enqueued.request.wakesSystem, "kept with the request")
 
         try scheduler.cancel("semantics.later")
         let cancelled = try #require(try scheduler.workInfo("semantics.later"))

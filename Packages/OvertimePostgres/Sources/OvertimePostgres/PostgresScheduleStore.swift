@@ -33,7 +33,7 @@ import PostgresNIO
 /// renewals and notifications use a second one on the store's event loop.
 final class PostgresScheduleStore: ScheduleStore {
     /// The schema this build writes and reads.
-    static let schemaVersion: Int64 = 6
+    static let schemaVersion: Int64 = 7
     /// The channel instances notify each other on.
     static let channel = "overtime_schedule"
 
@@ -80,6 +80,10 @@ final class PostgresScheduleStore: ScheduleStore {
     /// wait on, as the rows said when they were written: ``dependents(of:)`` asks the
     /// database only about these, so an end that nothing waits on costs no round trip.
     private let concludedWithDependents = NIOLockedValueBox<Set<String>>([])
+    /// Whether to ask for the next start of requests that wake the system: until the first
+    /// answer, and after this instance submitted one. (One another instance submits later
+    /// is armed by that instance, and by those that start after.)
+    private let asksForWaking = NIOLockedValueBox(true)
     private var loop: any EventLoop { group.next() }
     /// `overtime_fleet_held_runs{instance}`: the runs this instance holds claims on.
     private let heldRuns: Gauge
@@ -183,7 +187,7 @@ final class PostgresScheduleStore: ScheduleStore {
             }
             for (target, statements) in [
                 (1, Self.schemaVersion1), (2, Self.schemaVersion2), (3, Self.schemaVersion3), (4, Self.schemaVersion4),
-                (5, Self.schemaVersion5), (6, Self.schemaVersion6),
+                (5, Self.schemaVersion5), (6, Self.schemaVersion6), (7, Self.schemaVersion7),
             ] where version < target {
                 for statement in statements { _ = try run(connection, PostgresQuery(unsafeSQL: statement)) }
             }
@@ -280,6 +284,12 @@ final class PostgresScheduleStore: ScheduleStore {
         "CREATE INDEX prerequisites_by_identifier ON overtime.prerequisites (identifier)",
     ]
 
+    /// Version 7: requests that wake the system, and the earliest next start among them.
+    static let schemaVersion7 = [
+        "ALTER TABLE overtime.requests ADD COLUMN wakes_system boolean NOT NULL DEFAULT false",
+        "CREATE INDEX requests_waking ON overtime.requests (due_at) WHERE wakes_system AND NOT finished",
+    ]
+
     // MARK: Reading
 
     /// The columns a request is read from, in the order ``request(_:)`` decodes them.
@@ -287,10 +297,10 @@ final class PostgresScheduleStore: ScheduleStore {
         identifier, earliest_begin, interval_ns, flex_ns, catch_up, catch_up_maximum, randomized_delay_ns,
         maximum_duration_ns, backoff, initial_delay_ns, maximum_delay_ns, maximum_attempts, requirements, anchor, owed,
         retry_at, failed_attempts, finished, submitted_at, current_run_id, running, planned_at, owner, calendar,
-        grid_offset_ns, tags, input, cancelled_at, prerequisites, chain
+        grid_offset_ns, tags, input, cancelled_at, prerequisites, chain, wakes_system
         """
     /// How many ``columns`` there are: the position of the first column a query adds.
-    static let columnCount = 30
+    static let columnCount = 31
     /// The position of `owner` in ``columns``.
     static let ownerColumn = 22
 
@@ -314,7 +324,8 @@ final class PostgresScheduleStore: ScheduleStore {
             gridOffsetNanoseconds: try cells[24].decode(Int64.self), tags: try cells[25].decode(String.self),
             input: Array(try cells[26].decode(ByteBuffer.self).readableBytesView),
             cancelledAt: try cells[27].decode(Int64?.self), prerequisites: try cells[28].decode(String.self),
-            chain: try cells[29].decode(ByteBuffer?.self).map { Array($0.readableBytesView) }
+            chain: try cells[29].decode(ByteBuffer?.self).map { Array($0.readableBytesView) },
+            wakesSystem: try cells[30].decode(Bool.self)
         ).stored(rowID: nil)
     }
 
@@ -409,6 +420,21 @@ final class PostgresScheduleStore: ScheduleStore {
                 """
             ).map { try Self.request($0) }
         }
+    }
+
+    func nextWakingStart() throws(ScheduleStoreError) -> WallClockInstant? {
+        guard asksForWaking.withLockedValue({ $0 }) else { return nil }
+        let (next, pending) = try using { connection in
+            try run(
+                connection,
+                """
+                SELECT min(due_at) FILTER (WHERE NOT running), count(*) FROM overtime.requests
+                    WHERE wakes_system AND NOT finished AND \(unescaped: visible)
+                """
+            ).first?.decode((Int64?, Int64).self) ?? (nil, Int64(0))
+        }
+        if pending == 0 { asksForWaking.withLockedValue { $0 = false } }
+        return next.map(WallClockInstant.init(nanosecondsSinceEpoch:))
     }
 
     func waitingOnFinishedPrerequisites() throws(ScheduleStoreError) -> [StoredRequest] {
@@ -1027,6 +1053,7 @@ final class PostgresScheduleStore: ScheduleStore {
                 calendar = excluded.calendar, grid_offset_ns = excluded.grid_offset_ns,
                 previous_window_at = excluded.previous_window_at, tags = excluded.tags, input = excluded.input,
                 cancelled_at = excluded.cancelled_at, prerequisites = excluded.prerequisites, chain = excluded.chain,
+                wakes_system = excluded.wakes_system,
                 active_run_id = CASE WHEN excluded.current_run_id IS DISTINCT FROM requests.current_run_id
                     THEN NULL ELSE requests.active_run_id END
             """
@@ -1037,7 +1064,7 @@ final class PostgresScheduleStore: ScheduleStore {
                 catch_up, catch_up_maximum, randomized_delay_ns, maximum_duration_ns, backoff, initial_delay_ns,
                 maximum_delay_ns, maximum_attempts, requirements, anchor, owed, retry_at, failed_attempts, finished,
                 current_run_id, due_at, requirement_mask, sequence, owner, planned_at, calendar, grid_offset_ns,
-                previous_window_at, tags, input, cancelled_at, prerequisites, chain)
+                previous_window_at, tags, input, cancelled_at, prerequisites, chain, wakes_system)
             SELECT \(row.identifier), \(row.submittedAt), \(row.earliestBegin), \(row.intervalNanoseconds),
                 \(row.flexNanoseconds), \(row.catchUp), \(Int64(row.catchUpMaximum)), \(row.randomizedDelayNanoseconds),
                 \(row.maximumDurationNanoseconds), \(row.backoff), \(row.initialDelayNanoseconds),
@@ -1046,7 +1073,7 @@ final class PostgresScheduleStore: ScheduleStore {
                 \(row.dueAt), \(row.requirementMask), nextval('overtime.submissions'), \(rowOwner), \(row.plannedAt),
                 \(row.calendar), \(row.gridOffsetNanoseconds), \(row.previousWindowAt), \(row.tags),
                 \(ByteBuffer(bytes: row.input)), \(row.cancelledAt), \(row.prerequisites),
-                \(row.chain.map { ByteBuffer(bytes: $0) })
+                \(row.chain.map { ByteBuffer(bytes: $0) }), \(row.wakesSystem)
             -- Kept: a request of the identifier this instance sees, or a shared one another
             -- instance would see beside its own.
             WHERE \(!ifAbsent) OR NOT EXISTS (SELECT 1 FROM overtime.requests WHERE identifier = \(row.identifier)
@@ -1059,6 +1086,7 @@ final class PostgresScheduleStore: ScheduleStore {
             concludedWithDependents.withLockedValue { _ = $0.insert(row.identifier) }
         }
         if !stored.request.prerequisites.isEmpty { try writeLinks(stored, connection) }
+        if stored.request.wakesSystem { asksForWaking.withLockedValue { $0 = true } }
         return true
     }
 

@@ -371,6 +371,7 @@ struct PostgresSchedulerTests {
             ALTER TABLE overtime.requests DROP COLUMN chain;
             ALTER TABLE overtime.requests DROP COLUMN has_dependents;
             DROP TABLE overtime.prerequisites;
+            ALTER TABLE overtime.requests DROP COLUMN wakes_system;
             ALTER TABLE overtime.requests ADD PRIMARY KEY (identifier);
             CREATE INDEX IF NOT EXISTS requests_pending ON overtime.requests (sequence) WHERE NOT finished;
             UPDATE overtime.meta SET value = 1 WHERE name = 'schema_version'
@@ -379,7 +380,7 @@ struct PostgresSchedulerTests {
         try second.register("hourly") { $0.setTaskCompleted(success: true) }
         let after = try #require(second.pendingRequests().first)
         #expect(after.request == hourly && after.nextRun == before.nextRun, "\(after) after \(before)")
-        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("6"))
+        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("7"))
         second.runtime.requestTermination()
     }
 
@@ -425,7 +426,7 @@ struct PostgresSchedulerTests {
         } catch let error as SchedulerError {
             #expect(error.code == .store)
             #expect(
-                error.message.contains("schema version 99") && error.message.contains("up to version 6"), "\(error)")
+                error.message.contains("schema version 99") && error.message.contains("up to version 7"), "\(error)")
         }
     }
 
