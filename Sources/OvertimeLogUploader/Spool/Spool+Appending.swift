@@ -63,13 +63,24 @@ extension Spool {
             state.storedBytes += state.pending.count - start
             let lead = !state.writing
             state.writing = true
+            state.waiters[state.issuedTicket + 1, default: 0] += 1
             return (first...(state.nextSequence - 1), state.issuedTicket + 1, lead)
         }
         if lead { writeBatches() }
         let shift = try state.withLock(waitingUntil: { $0.durableTicket >= ticket }) {
             (state, _) throws(SpoolError) -> UInt64 in
-            if let error = state.failures[ticket] { throw error }
-            return state.sequenceShifts[ticket] ?? 0
+            let failure = state.failures[ticket]
+            let shift = state.sequenceShifts[ticket] ?? 0
+            // The last appender of the batch to read its outcome lets it go.
+            if let left = state.waiters[ticket], left > 1 {
+                state.waiters[ticket] = left - 1
+            } else {
+                state.waiters[ticket] = nil
+                state.failures[ticket] = nil
+                state.sequenceShifts[ticket] = nil
+            }
+            if let failure { throw failure }
+            return shift
         }
         counters.appended.increment(by: Int64(lines.count))
         state.withLock { $0.appendedLines += lines.count }
@@ -137,10 +148,6 @@ extension Spool {
                     state.active = active
                 }
                 state.durableTicket = work.ticket
-                if state.failures.count > 64 { state.failures = state.failures.filter { $0.key + 32 > work.ticket } }
-                if state.sequenceShifts.count > 64 {
-                    state.sequenceShifts = state.sequenceShifts.filter { $0.key + 32 > work.ticket }
-                }
                 self.state.broadcast()
             }
         }

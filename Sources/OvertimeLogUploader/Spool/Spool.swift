@@ -183,6 +183,10 @@ public final class Spool: Sendable {
         /// By ticket: how far the sequences its appenders were given moved down, because a
         /// batch before it failed and gave its numbers back (the stream has no gaps).
         var sequenceShifts: [UInt64: UInt64] = [:]
+        /// By ticket: how many appenders have not yet read its outcome. Its failure and its
+        /// shift are kept until the last has: an appender that wakes late (a loaded machine)
+        /// must still find them, however many batches went on meanwhile.
+        var waiters: [UInt64: Int] = [:]
         var writing = false
         var storedBytes: Int
         var acknowledged: Checkpoint
