@@ -120,8 +120,8 @@ extension Scheduler {
     }
 
     /// The write `request` takes under `policy` (`nil`: it changes nothing) and what it
-    /// does, its link of a chain as `chain` decided; a `.keep` write's outcome is the store's to tell (``CommitRefusals``), `.added`
-    /// until then.
+    /// does, its link of a chain as `chain` decided; a `.keep` write's outcome is the
+    /// store's to tell (``CommitRefusals``), `.added` until then.
     func prepare(_ request: ScheduledTaskRequest, policy: ExistingRequestPolicy, chain: ChainAction? = nil)
         throws(SchedulerError) -> (RequestWrite?, SubmitOutcome)
     {
@@ -170,8 +170,7 @@ extension Scheduler {
     }
 
     /// Marks the runs of identifiers `matching` as detached (their requests are cancelled or
-    /// replaced) and
-    /// tells them to stop.
+    /// replaced) and tells them to stop.
     func detachRuns(_ matching: (String) -> Bool) {
         var grants: [BackgroundTaskID] = []
         for (identifier, run) in state.value.running where matching(identifier) && !run.detached {
