@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "OvertimeSchedulerTesting", targets: ["OvertimeSchedulerTesting"]),
         .library(name: "OvertimeSchedulerCodable", targets: ["OvertimeSchedulerCodable"]),
         .library(name: "OvertimeSystem", targets: ["OvertimeSystem"]),
+        .library(name: "OvertimePrometheus", targets: ["OvertimePrometheus"]),
         .executable(name: "overtimectl", targets: ["overtimectl"]),
         .executable(name: "tiny-daemon", targets: ["tiny-daemon"]),
         .executable(name: "log-uploader", targets: ["log-uploader"]),
@@ -29,6 +30,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         // Only the bridge module uses it, so the core stays free of it.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        // Only the Prometheus module uses it (with swift-atomics, its one other dependency).
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // libuv from the system (Debian: libuv1-dev), found through pkg-config.
@@ -137,6 +140,19 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Prometheus' text exposition of the program's metrics, over the control socket and
+        // GET /metrics on the runtime's loop. Its own module, so programs that export no
+        // metrics link nothing of it.
+        .target(
+            name: "OvertimePrometheus",
+            dependencies: [
+                "Overtime",
+                "OvertimeSupport",
+                "CLibUV",
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ]
+        ),
         .target(
             name: "OvertimeServiceLifecycle",
             dependencies: [
@@ -159,7 +175,9 @@ let package = Package(
         ),
         .executableTarget(
             name: "tiny-daemon",
-            dependencies: ["Overtime", "OvertimeSystem"],
+            dependencies: [
+                "Overtime", "OvertimeSystem", "OvertimePrometheus", .product(name: "Metrics", package: "swift-metrics"),
+            ],
             path: "Examples/tiny-daemon"
         ),
         .executableTarget(
@@ -171,6 +189,7 @@ let package = Package(
                 "OvertimeRELP",
                 "OvertimeScheduler",
                 "OvertimeSystem",
+                "OvertimePrometheus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -183,8 +202,10 @@ let package = Package(
                 "Overtime",
                 "OvertimeSupport",
                 "OvertimeScheduler",
+                "OvertimePrometheus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ],
             path: "Examples/periodic-report"
         ),
@@ -323,6 +344,24 @@ let package = Package(
                 "OvertimeTestHarness",
                 "overtimectl",
                 "periodic-report",
+            ]
+        ),
+        // The exposition, the endpoint against real clients, and the daemons scraped by a
+        // real Prometheus server.
+        .testTarget(
+            name: "OvertimePrometheusTests",
+            dependencies: [
+                "Overtime",
+                "OvertimeSupport",
+                "OvertimePrometheus",
+                "OvertimeLogUploader",
+                "OvertimeTestSupport",
+                "overtimectl",
+                "log-uploader",
+                "periodic-report",
+                "tiny-daemon",
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         .testTarget(

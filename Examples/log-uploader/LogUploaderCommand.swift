@@ -6,8 +6,10 @@
 //   seq 1 1000 | swift run log-uploader --exit-on-eof        (or: scripts/run-example)
 import ArgumentParser
 import Logging
+import Metrics
 import Overtime
 import OvertimeLogUploader
+import OvertimePrometheus
 import OvertimeRELP
 import OvertimeScheduler
 import OvertimeSupport
@@ -96,6 +98,11 @@ struct Run: ParsableCommand {
         help: "HTTP statuses that dead-letter a segment, comma-separated (default 400,411,413,414,415,422).")
     var permanentStatuses: String?
     @Flag(help: "Terminate (and upload) when stdin closes.") var exitOnEof = false
+    @Option(
+        help:
+            "Serve GET /metrics for Prometheus at ADDR:PORT (a port alone: on loopback); off by default. `overtimectl metrics` prints them either way."
+    )
+    var metricsListen: String?
     @Flag(
         inversion: .prefixedNo,
         help: """
@@ -130,6 +137,13 @@ struct Run: ParsableCommand {
         }
         if sink.hasPrefix("syslog://") || sink.hasPrefix("relp://"), hostAndPort() == nil {
             throw ValidationError("expected syslog://host:port or relp://host:port; got '\(HTTPSink.redacting(sink))'")
+        }
+        if let metricsListen {
+            do {
+                _ = try MetricsListenAddress(parsing: metricsListen)
+            } catch {
+                throw ValidationError("--metrics-listen: \(error)")
+            }
         }
         // Written so that NaN fails each test: every comparison with it is false.
         let year = 86_400.0 * 365
@@ -210,6 +224,9 @@ struct Run: ParsableCommand {
     func run() throws {
         // Before anything sizes itself by it (connection caps are an eighth of the limit).
         DescriptorBudget.raiseSoftLimit()
+        // Before the spool and the uploader make their counters: those made earlier record nowhere.
+        let metrics = PrometheusExporter()
+        MetricsSystem.bootstrap(metrics.factory)
         if sink.hasPrefix("http://") || sink.hasPrefix("https://"), let unavailable = HTTPSink.libcurlUnavailable {
             FileOutput.standardError("log-uploader: an HTTP sink needs libcurl (Debian: libcurl4): \(unavailable)")
             throw ExitCode(69)  // EX_UNAVAILABLE
@@ -250,6 +267,11 @@ struct Run: ParsableCommand {
         configuration.expirationLeadTime = .milliseconds(Int(lead * 1000))
         configuration.controlSocket = controlSocket.map(SocketEndpoint.init(argument:))
         let runtime = try Runtime(configuration: configuration)
+        if let endpoint = try metrics.serve(
+            on: runtime, listeningAt: metricsListen.map { try MetricsListenAddress(parsing: $0) })
+        {
+            logger.notice("metrics at \(endpoint.url)")
+        }
         let uploader = LogUploader(runtime: runtime, spool: store, sink: try makeSink(runtime, s3: s3))
         uploader.start()
         let scheduler = uploadInterval > 0 ? try schedulePeriodicUpload(uploader, runtime) : nil

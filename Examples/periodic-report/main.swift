@@ -12,7 +12,9 @@
 import ArgumentParser
 import Foundation
 import Logging
+import Metrics
 import Overtime
+import OvertimePrometheus
 import OvertimeScheduler
 
 @main
@@ -55,6 +57,12 @@ struct PeriodicReport: ParsableCommand {
     @Option(help: "The control socket (default: <state>/control.sock).")
     var controlSocket: String?
 
+    @Option(
+        help:
+            "Serve GET /metrics for Prometheus at ADDR:PORT (a port alone: on loopback); off by default. `overtimectl metrics` prints them either way."
+    )
+    var metricsListen: String?
+
     func validate() throws {
         guard every > 0 else { throw ValidationError("--every must be positive") }
         if let on {
@@ -70,6 +78,13 @@ struct PeriodicReport: ParsableCommand {
         guard ["once", "every", "none"].contains(catchUp) else {
             throw ValidationError("--catch-up is once, every or none")
         }
+        if let metricsListen {
+            do {
+                _ = try MetricsListenAddress(parsing: metricsListen)
+            } catch {
+                throw ValidationError("--metrics-listen: \(error)")
+            }
+        }
         guard retryDelay >= 10 else { throw ValidationError("--retry-delay is at least 10 seconds") }
         for name in requires.split(separator: ",") where Requirement(named: String(name)) == nil {
             throw ValidationError("unknown requirement '\(name)'; known: \(Requirement.all.map(\.description))")
@@ -81,10 +96,17 @@ struct PeriodicReport: ParsableCommand {
         let state = stateDirectory ?? environment["STATE_DIRECTORY"] ?? "./periodic-report-state"
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
         LoggingSystem.bootstrap(StreamLogHandler.standardError)
+        let metrics = PrometheusExporter()
+        MetricsSystem.bootstrap(metrics.factory)
 
         var runtimeConfiguration = RuntimeConfiguration()
         runtimeConfiguration.controlSocket = SocketEndpoint(argument: controlSocket ?? state + "/control.sock")
         let runtime = try Runtime(configuration: runtimeConfiguration)
+        if let endpoint = try metrics.serve(
+            on: runtime, listeningAt: metricsListen.map { try MetricsListenAddress(parsing: $0) })
+        {
+            say("metrics at \(endpoint.url)")
+        }
         let scheduler = try Scheduler(
             runtime: runtime, configuration: SchedulerConfiguration(storePath: state + "/schedule.db"))
         if let aside = scheduler.recovery.movedAside {

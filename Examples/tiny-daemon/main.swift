@@ -4,7 +4,9 @@
 // Try it:  scripts/run-example   (or type commands into: swift run tiny-daemon)
 // Commands on stdin: "work" queues a job, "bg"/"fg" move the lifecycle, "memory" acts as
 // the kernel's memory pressure would (a memory warning), EOF terminates.
+import Metrics
 import Overtime
+import OvertimePrometheus
 import OvertimeSystem
 
 #if canImport(Glibc)
@@ -12,22 +14,50 @@ import OvertimeSystem
 #endif
 
 if CommandLine.arguments.dropFirst().contains(where: { $0 == "--help" || $0 == "-h" }) {
-    print(
+    say(
         """
-        usage: tiny-daemon
+        usage: tiny-daemon [--control-socket PATH] [--metrics-listen ADDR:PORT]
         Reads commands on stdin: "work" queues a job, "bg" and "fg" move the lifecycle,
         "memory" delivers a memory warning, EOF (or SIGTERM) terminates. Work left when it
         goes to the background is finished inside a grant of background time (3 s,
         expiring 1 s before its end). The kernel's memory pressure (PSI) is a memory
         warning too: the results kept of finished jobs are dropped on it.
+        --control-socket PATH: listen for overtimectl there (`overtimectl metrics` among its commands).
+        --metrics-listen ADDR:PORT: serve GET /metrics for Prometheus there (a port alone: on loopback).
         """)
     exit(0)
 }
 
+/// The value after `name` on the command line; exits with a usage error when it is missing.
+func option(_ name: String) -> String? {
+    let arguments = Array(CommandLine.arguments.dropFirst())
+    guard let index = arguments.firstIndex(of: name) else { return nil }
+    guard index + 1 < arguments.count else {
+        say("tiny-daemon: \(name) needs a value (see --help)")
+        exit(64)
+    }
+    return arguments[index + 1]
+}
+
+// Prometheus' registry as the metrics backend, before anything makes a metric.
+let metrics = PrometheusExporter()
+MetricsSystem.bootstrap(metrics.factory)
+let metricsAddress: MetricsListenAddress?
+do {
+    metricsAddress = try option("--metrics-listen").map { try MetricsListenAddress(parsing: $0) }
+} catch {
+    say("tiny-daemon: --metrics-listen: \(error)")
+    exit(64)
+}
+
 var configuration = RuntimeConfiguration()
+configuration.controlSocket = option("--control-socket").map { .path($0) }
 configuration.backgroundBudget = .seconds(3)
 configuration.expirationLeadTime = .seconds(1)
 let runtime = try Runtime(configuration: configuration)
+if let endpoint = try metrics.serve(on: runtime, listeningAt: metricsAddress) {
+    say("metrics at \(endpoint.url)")
+}
 
 /// Pending work, isolated to the runtime's loop thread: observers and handlers run
 /// there, so they reach it synchronously (`assumeIsolated`); other threads queue work
@@ -67,7 +97,7 @@ let memoryPressure = MemoryPressureMonitor(runtime: runtime)
 do {
     try memoryPressure.start()
 } catch {
-    print("memory warnings from the kernel: off (\(error))")
+    say("memory warnings from the kernel: off (\(error))")
 }
 
 // logind's sleep and shutdown (a lid closed, a device suspending) move the lifecycle:
@@ -77,27 +107,27 @@ if LogindMonitor.systemBusExists {
     do {
         try logind.start()
     } catch {
-        print("sleep and shutdown from logind: off (\(error))")
+        say("sleep and shutdown from logind: off (\(error))")
     }
 }
 
 let token = runtime.observe { event in
-    print("event: \(event)")
+    say("event: \(event)")
     if event == .didReceiveMemoryWarning {
-        print("dropped \(jobs.assumeIsolated { $0.dropResults() }) cached result(s)")
+        say("dropped \(jobs.assumeIsolated { $0.dropResults() }) cached result(s)")
         return
     }
     let pending = jobs.assumeIsolated { $0.pending }
     guard event == .didEnterBackground, pending > 0 else { return }
     // Leaving the foreground with work left: ask for time to finish it.
     let id = runtime.beginBackgroundTask(name: "finish-jobs") {
-        print("expiring: \(jobs.assumeIsolated { $0.pending }) job(s) left for next time")  // stop; keep state
+        say("expiring: \(jobs.assumeIsolated { $0.pending }) job(s) left for next time")  // stop; keep state
     } endHandler: { reason in
-        print("grant ended: \(reason)")
+        say("grant ended: \(reason)")
     }
     runtime.execute {
         let finished = jobs.assumeIsolated { $0.finishAll() }
-        print("finished \(finished) job(s), \(runtime.backgroundTimeRemaining) left")
+        say("finished \(finished) job(s), \(runtime.backgroundTimeRemaining) left")
         runtime.endBackgroundTask(id)
     }
 }
@@ -111,14 +141,14 @@ readOnOwnThread {
         case "bg": runtime.requestBackground()
         case "fg": runtime.requestForeground()
         case "memory": runtime.requestMemoryWarning()
-        default: print("unknown command: \(line)")
+        default: say("unknown command: \(line)")
         }
     }
     runtime.requestTermination()  // stdin closed
 }
 
 runtime.run()  // until terminated
-print("terminated; loop closed cleanly: \(runtime.loopClosedCleanly ?? false)")
+say("terminated; loop closed cleanly: \(runtime.loopClosedCleanly ?? false)")
 withExtendedLifetime(token) {}
 
 /// Runs `body` on a new detached thread.
@@ -137,4 +167,11 @@ func readOnOwnThread(_ body: @escaping @Sendable () -> Void) {
         }, context)
     guard created == 0 else { fatalError("cannot start the stdin reader: error \(created)") }
     pthread_detach(thread)
+}
+
+/// Writes `line` to standard output at once: a pipe to journald, a supervisor or a test
+/// sees each event when it happens, not when a buffer fills.
+func say(_ line: String) {
+    var text = line + "\n"
+    text.withUTF8 { bytes in _ = write(STDOUT_FILENO, bytes.baseAddress, bytes.count) }
 }

@@ -58,6 +58,14 @@ package final class Locked<Value: Sendable>: @unchecked Sendable {
         return try body(&value)
     }
 
+    /// Runs `body` with the value when the lock is free now; `nil` without waiting when
+    /// another thread holds it (for readers that must not block, such as the loop).
+    package func withLockIfFree<Result>(_ body: (inout Value) -> Result) -> Result? {
+        guard pthread_mutex_trylock(mutex) == 0 else { return nil }
+        defer { pthread_mutex_unlock(mutex) }
+        return body(&value)
+    }
+
     /// Waits, with the lock released meanwhile, until `ready` holds for the value (or
     /// `timeout` seconds pass, monotonic), then runs `body` with the value and whether it
     /// was ready, all under the lock. ``broadcast()`` wakes waiters to check again.

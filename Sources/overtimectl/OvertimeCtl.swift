@@ -23,7 +23,7 @@ struct OvertimeCtl: ParsableCommand {
         subcommands: [
             Status.self, Tasks.self, Background.self, Foreground.self, Terminate.self, Reload.self, MemoryWarning.self,
             Expire.self,
-            Schedule.self, History.self, Work.self, Run.self, Cancel.self, Call.self,
+            Schedule.self, History.self, Work.self, Run.self, Cancel.self, Metrics.self, Call.self,
         ])
 }
 
@@ -201,6 +201,19 @@ struct Expire: ParsableCommand {
         }
         let response = try options.send(request)
         if !options.json { print(response.message ?? "ok") }
+    }
+}
+
+struct Metrics: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract:
+            "Print the daemon's metrics in Prometheus' text format (for daemons that export them: log-uploader, periodic-report, tiny-daemon)."
+    )
+    @OptionGroup var options: ConnectionOptions
+
+    func run() throws {
+        let response = try options.send(ControlRequest(command: "metrics"))
+        if !options.json { print(response.message ?? "", terminator: "") }
     }
 }
 

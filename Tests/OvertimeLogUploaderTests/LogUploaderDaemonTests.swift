@@ -20,18 +20,6 @@ struct LogUploaderDaemonTests {
         }
     }
 
-    private func sendDatagrams(_ lines: [String], to path: String) throws {
-        let socket = makeUnixSocket(datagram: true)
-        defer { close(socket) }
-        let address = try #require(UnixSocketAddress(path))
-        for line in lines {
-            let sent = address.withSockAddr { pointer, length in
-                line.withCString { sendto(socket, $0, strlen($0), 0, pointer, length) }
-            }
-            try #require(sent > 0, "sendto: \(errnoDescription())")
-        }
-    }
-
     @Test func backgroundUploadsWhatIsSpooledAndTerminationUploadsTheRestExactlyOnce() throws {
         let folder = TemporaryDirectory("daemon")
         defer { folder.remove() }

@@ -29,6 +29,9 @@ public struct SealedSegment: Sendable, Hashable {
     /// again. A segment sealed since the spool was opened cannot be stored anywhere under
     /// a numbering the checkpoint proves, so sinks may skip asking before its first upload.
     public let mayAlreadyBeStored: Bool
+    /// When its first line was spooled (nanoseconds since 1970, the lowest bit a flag; 0
+    /// when unknown), for the age of what waits.
+    package var firstLineTime: UInt64 = 0
 
     /// Reads its records (for sinks that send record by record).
     public func readRecords() throws(SpoolError) -> [SpoolRecord] {
@@ -63,7 +66,8 @@ extension SealedSegment {
         else { return nil }
         self.init(
             stream: stream, number: number, path: path, bytes: parsed.validLength, records: parsed.records.count,
-            firstSequence: first.sequence, lastSequence: last.sequence, mayAlreadyBeStored: mayAlreadyBeStored)
+            firstSequence: first.sequence, lastSequence: last.sequence, mayAlreadyBeStored: mayAlreadyBeStored,
+            firstLineTime: first.time)
     }
 }
 
@@ -75,17 +79,6 @@ package struct Checkpoint: Sendable, Equatable {
     /// The highest acknowledged sequence number (0: none).
     package let sequence: UInt64
 
-}
-
-/// The spool's counters (swift-metrics, global factory).
-struct SpoolCounters: Sendable {
-    let appended = Counter(label: "overtime_spool_appended_lines_total")
-    let droppedLines = Counter(label: "overtime_spool_dropped_lines_total")
-    let writeErrors = Counter(label: "overtime_spool_write_errors_total")
-    let quotaRejections = Counter(label: "overtime_spool_quota_rejections_total")
-    let sealed = Counter(label: "overtime_spool_segments_sealed_total")
-    let deadLettered = Counter(label: "overtime_spool_dead_lettered_segments_total")
-    let redriven = Counter(label: "overtime_spool_redriven_segments_total")
 }
 
 extension String {

@@ -53,6 +53,7 @@ extension Spool {
             if state.pending.capacity < start + needed {
                 state.pending.reserveCapacity(max(start + needed, 2 * state.pending.capacity))
             }
+            if state.pendingRecords == 0 { state.pendingFirstTime = time }
             for (index, line) in lines.enumerated() {
                 SegmentFormat.appendRecord(
                     sequence: state.nextSequence, time: time, line: line, endsAppend: index == lines.count - 1,
@@ -109,7 +110,8 @@ extension Spool {
                 } catch {
                     // The batch cannot be placed: fail its writers, keep nothing of it.
                     failPending(&state, error)
-                    return Batch(bytes: [], ticket: 0, fd: -1, path: "", size: 0, records: 0, lastSequence: 0)
+                    return Batch(
+                        bytes: [], ticket: 0, fd: -1, path: "", size: 0, records: 0, lastSequence: 0, firstTime: 0)
                 }
                 let active = state.active!
                 state.issuedTicket += 1
@@ -118,7 +120,8 @@ extension Spool {
                 defer { state.pendingRecords = 0 }
                 return Batch(
                     bytes: bytes, ticket: state.issuedTicket, fd: active.fd, path: active.path, size: active.size,
-                    records: state.pendingRecords, lastSequence: state.nextSequence - 1)
+                    records: state.pendingRecords, lastSequence: state.nextSequence - 1,
+                    firstTime: state.pendingFirstTime)
             }
             guard let work else { return }
             guard work.fd >= 0 else { continue }
@@ -141,7 +144,10 @@ extension Spool {
                     logger.error("spool write failed: \(failure)")
                 } else if var active = state.active {
                     // A batch holds consecutive sequences; a failed one before it leaves a gap.
-                    if active.records == 0 { active.firstSequence = work.lastSequence - UInt64(work.records) + 1 }
+                    if active.records == 0 {
+                        active.firstSequence = work.lastSequence - UInt64(work.records) + 1
+                        active.firstLineTime = work.firstTime
+                    }
                     active.size += work.bytes.count
                     active.records += work.records
                     active.lastSequence = work.lastSequence
@@ -186,5 +192,7 @@ extension Spool {
         let size: Int
         let records: Int
         let lastSequence: UInt64
+        /// When its first line was spooled.
+        let firstTime: UInt64
     }
 }

@@ -66,7 +66,7 @@ extension Spool {
             SealedSegment(
                 stream: streamID, number: active.number, path: sealedPath, bytes: active.size,
                 records: active.records, firstSequence: active.firstSequence, lastSequence: active.lastSequence,
-                mayAlreadyBeStored: false))
+                mayAlreadyBeStored: false, firstLineTime: active.firstLineTime))
         counters.sealed.increment()
         try SpoolFiles.syncDirectory(segmentsDirectory)
     }

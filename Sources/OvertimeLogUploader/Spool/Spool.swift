@@ -48,6 +48,8 @@ public final class Spool: Sendable {
     let lock: SpoolLock
     let logger: Logger
     let counters: SpoolCounters
+    /// Records the levels when metrics are collected; set once the spool is open.
+    private let levelSampler = Locked<MetricSamplerRegistration?>(nil)
     /// Called after every durable append (``onAppend(_:)``).
     let appendObservers = Locked<[@Sendable () -> Void]>([])
     var segmentsDirectory: String { directory + "/segments" }
@@ -99,6 +101,13 @@ public final class Spool: Sendable {
                 sealed: recovered.sealed, resend: recovered.resend,
                 storedBytes: (recovered.sealed + recovered.resend).reduce(0) { $0 + $1.bytes },
                 acknowledged: recovered.checkpoint.record.checkpoint))
+        // Sampled without waiting: a collection that finds the spool sealing (which syncs
+        // under its lock) keeps the levels it recorded last.
+        let levels = SpoolLevels()
+        let sampler = MetricSamplers.add { [weak self] in
+            _ = self?.state.withLockIfFree { levels.record($0) }
+        }
+        levelSampler.withLock { $0 = sampler }
         let lostBytes = report.truncations.reduce(0) { $0 + $1.droppedBytes }
         if !report.isClean, lostBytes == 0, report.quarantined.isEmpty {
             // A checkpoint rebuilt or a segment closed where it ended: repaired, nothing lost.
@@ -159,6 +168,8 @@ public final class Spool: Sendable {
         var records: Int
         var firstSequence: UInt64
         var lastSequence: UInt64
+        /// When its first line was spooled (as ``SealedSegment/firstLineTime``).
+        var firstLineTime: UInt64 = 0
     }
 
     struct Retiring {
@@ -176,6 +187,8 @@ public final class Spool: Sendable {
         var resend: [SealedSegment]
         var pending: [UInt8] = []
         var pendingRecords = 0
+        /// When the first line of ``pending`` was spooled.
+        var pendingFirstTime: UInt64 = 0
         /// The last batch handed to a writer, and the last one finished (written or failed).
         var issuedTicket: UInt64 = 0
         var durableTicket: UInt64 = 0

@@ -80,10 +80,7 @@ public final class LogUploader: Sendable {
     /// Where acknowledgements are made durable (the checkpoint's fsyncs), beside the
     /// uploads: one thread for the uploader's life, asleep while there is nothing to write.
     private let acknowledgementQueue = SerialWorkQueue(name: "overtime-ack")
-    private let uploaded = Counter(label: "overtime_uploader_segments_total", dimensions: [("result", "stored")])
-    private let deadLettered = Counter(
-        label: "overtime_uploader_segments_total", dimensions: [("result", "dead_letter")])
-    private let failures = Counter(label: "overtime_uploader_failed_attempts_total")
+    private let metrics: UploaderMetrics
 
     private struct DrainState {
         var draining: Task<Void, Never>?
@@ -116,6 +113,7 @@ public final class LogUploader: Sendable {
         self.runtime = runtime
         self.spool = spool
         self.sink = sink
+        self.metrics = UploaderMetrics(sink: sink)
         self.configuration = configuration
         self.logger = logger
         backoff = BackoffSleep(runtime: runtime)
@@ -250,7 +248,9 @@ public final class LogUploader: Sendable {
     /// ``Acknowledger``; every exit waits for them.
     private func drainOnce() async {
         let acknowledger = Acknowledger(spool: spool, queue: acknowledgementQueue) { [self] segments in
-            uploaded.increment(by: Int64(segments.count))
+            metrics.stored.increment(by: Int64(segments.count))
+            metrics.lines.increment(by: Int64(segments.reduce(0) { $0 + $1.records }))
+            metrics.bytes.increment(by: Int64(segments.reduce(0) { $0 + $1.bytes }))
             published.withLock { state in
                 state.statistics.uploadedSegments += segments.count
                 state.statistics.uploadedLines += segments.reduce(0) { $0 + $1.records }
@@ -341,7 +341,7 @@ public final class LogUploader: Sendable {
                             noteFailure(error, segment: oldest)
                             continue  // still in the spool: sent again next drain
                         }
-                        deadLettered.increment()
+                        metrics.deadLettered.increment()
                         published.withLock {
                             $0.statistics.deadLetteredSegments += 1
                             $0.statistics.deadLetteredLines += oldest.records
@@ -430,12 +430,13 @@ public final class LogUploader: Sendable {
     }
 
     private func record(took duration: Duration) {
+        metrics.duration.recordNanoseconds(duration.saturatingNanoseconds)
         // Weighted toward the recent, so a slower collector raises the estimate quickly.
         drainState.value.estimate = drainState.value.estimate * 0.5 + duration * 0.5
     }
 
     private func noteFailure(_ error: any Error, segment: SealedSegment?) {
-        failures.increment()
+        metrics.failures.increment()
         logger.warning(
             "upload failed: \(error)", metadata: ["segment": "\(segment?.name ?? "-")", "sink": "\(sink)"])
         published.withLock {

@@ -401,7 +401,12 @@ extension Scheduler {
         }
         if backlogStarted { state.value.lastBacklogStart = runtime.clock.now }
         for end in ended {
-            metrics.countRun(handler: handlerName(for: end.record.identifier), result: end.record.result)
+            let handler = handlerName(for: end.record.identifier)
+            metrics.countRun(handler: handler, result: end.record.result)
+            // A failure (an expiration, a termination) that leaves no retry: failed for good.
+            if [.failed, .expired, .terminated].contains(end.record.result), end.plan?.plan.failedAttempts == 0 {
+                metrics.countFailedForGood(handler: handler)
+            }
         }
         guard !starting.isEmpty else { return }
         for start in starting {

@@ -80,6 +80,10 @@ public final class Scheduler: Sendable {
     let runtimeShutDown = Locked(false)
     /// Into the runtime's metrics factory.
     let metrics: SchedulerMetrics
+    /// Counts the requests by state when metrics are collected; set by ``start()``.
+    let requestSampler = Locked<MetricSamplerRegistration?>(nil)
+    /// A count of the requests by state is on its way (one at a time).
+    let samplingRequests = Atomic<Bool>(false)
     /// Why this process cannot wake the system (``ScheduledTaskRequest/wakesSystem``),
     /// asked of the kernel once; `nil` when it can.
     let wakeAlarmUnavailableReason = DriverContext.wakeAlarmUnavailableReason
@@ -378,7 +382,9 @@ public final class Scheduler: Sendable {
             settleChainsLeftWaiting()
             correctPlansForTheClock(step: nil)
             cycle(conditionsAreFresh: true)
+            recordRequestCounts()
         }
+        requestSampler.withLock { $0 = MetricSamplers.add { [weak self] in self?.sampleRequestCounts() } }
     }
 
     // MARK: Requests

@@ -16,6 +16,8 @@ import CoreMetrics
 /// | `overtime_scheduler_misuse_total` | counter | `kind` |
 /// | `overtime_scheduler_superseded_total` | counter | `handler` |
 /// | `overtime_scheduler_run_progress_ratio` | gauge | `handler` |
+/// | `overtime_scheduler_failed_for_good_total` | counter | `handler` |
+/// | `overtime_scheduler_requests` | gauge (when collected) | `state`: enqueued, blocked, running |
 struct SchedulerMetrics: Sendable {
     let factory: any MetricsFactory
 
@@ -47,6 +49,21 @@ struct SchedulerMetrics: Sendable {
     func recordProgress(handler: String, _ fraction: Double) {
         Gauge(label: "overtime_scheduler_run_progress_ratio", dimensions: [("handler", handler)], factory: factory)
             .record(fraction)
+    }
+
+    /// A run failed with no retry left: its request failed for good (a repeating one goes
+    /// on to its next planned run).
+    func countFailedForGood(handler: String) {
+        Counter(label: "overtime_scheduler_failed_for_good_total", dimensions: [("handler", handler)], factory: factory)
+            .increment()
+    }
+
+    /// The requests not finished, by state (see ``WorkInfo/State``).
+    func recordRequests(enqueued: Int, blocked: Int, running: Int) {
+        let label = "overtime_scheduler_requests"
+        Gauge(label: label, dimensions: [("state", "enqueued")], factory: factory).record(enqueued)
+        Gauge(label: label, dimensions: [("state", "blocked")], factory: factory).record(blocked)
+        Gauge(label: label, dimensions: [("state", "running")], factory: factory).record(running)
     }
 
     func countMisuse(_ kind: String) {

@@ -548,6 +548,20 @@ final class SQLiteScheduleStore: ScheduleStore {
         }
     }
 
+    func waitingCounts(at now: WallClockInstant) throws(ScheduleStoreError) -> (enqueued: Int, blocked: Int) {
+        try using { connection throws(SQLiteError) in
+            // A link waiting on a prerequisite has no next start (NULL): blocked.
+            let statement = try connection.statement(
+                """
+                SELECT COALESCE(SUM(due_at > ?1), 0), COALESCE(SUM(due_at IS NULL OR due_at <= ?1), 0)
+                FROM requests WHERE finished = 0 AND running = 0
+                """)
+            statement.bind(1, now.nanosecondsSinceEpoch)
+            guard try statement.step() else { return (0, 0) }
+            return (Int(statement.int64(0)), Int(statement.int64(1)))
+        }
+    }
+
     func due(at now: WallClockInstant, unmet: Int64, limit: Int) throws(ScheduleStoreError) -> [StoredRequest] {
         try using { connection throws(SQLiteError) in
             let statement = try connection.statement(Self.dueQuery)

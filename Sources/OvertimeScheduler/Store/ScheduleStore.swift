@@ -191,6 +191,10 @@ extension RequestWrite {
     func nextWakingStart() throws(ScheduleStoreError) -> WallClockInstant?
     /// How many requests are not finished.
     func pendingCount() throws(ScheduleStoreError) -> Int
+    /// Of the requests not finished and not running: how many wait for a next start after
+    /// `now` (`enqueued`), and how many are due at `now` but not started, or wait on a
+    /// prerequisite (`blocked`). Read when metrics are collected, off the loop.
+    func waitingCounts(at now: WallClockInstant) throws(ScheduleStoreError) -> (enqueued: Int, blocked: Int)
     /// Requests not running whose next start is at or before `now` and whose
     /// requirements share no bit with `unmet`, earliest first, at most `limit`.
     func due(at now: WallClockInstant, unmet: Int64, limit: Int) throws(ScheduleStoreError) -> [StoredRequest]
@@ -259,6 +263,19 @@ extension RequestWrite {
 }
 
 extension ScheduleStore {
+    /// Counted from ``pendingRequests()``: a store with a cheaper count implements its own.
+    public func waitingCounts(at now: WallClockInstant) throws(ScheduleStoreError) -> (enqueued: Int, blocked: Int) {
+        var counts = (enqueued: 0, blocked: 0)
+        for stored in try pendingRequests() where !stored.isRunning {
+            if let start = SchedulePlanner.nextStart(stored.plan, stored.request), start > now {
+                counts.enqueued += 1
+            } else {
+                counts.blocked += 1
+            }
+        }
+        return counts
+    }
+
     /// A store one scheduler owns has nothing to tell between calls.
     public func start(_ events: ScheduleStoreEvents) {}
 

@@ -85,14 +85,18 @@ final class PostgresScheduleStore: ScheduleStore {
     /// is armed by that instance, and by those that start after.)
     private let asksForWaking = NIOLockedValueBox(true)
     private var loop: any EventLoop { group.next() }
-    /// `overtime_fleet_held_runs{instance}`: the runs this instance holds claims on.
+    /// `overtime_fleet_held_runs{fleet_instance}`: the runs this instance holds claims on.
     private let heldRuns: Gauge
-    /// `overtime_fleet_reclaimed_runs_total{instance}`: runs this instance took over from
+    /// `overtime_fleet_reclaimed_runs_total{fleet_instance}`: runs this instance took over from
     /// instances that stopped renewing their claims.
     private let reclaimedRuns: Counter
-    /// `overtime_fleet_lost_claims_total{instance}`: runs stopped here because their claims
+    /// `overtime_fleet_lost_claims_total{fleet_instance}`: runs stopped here because their claims
     /// could not be renewed or were taken.
     private let lostClaims: Counter
+    /// `overtime_fleet_database_round_trip_seconds`: each statement, sent and answered.
+    private let roundTrips: Timer
+    /// `overtime_fleet_listen_connected`: 1 while notifications from other instances arrive.
+    private let listenConnected: Gauge
 
     /// What the event loop owns: the runs this instance holds, and the connection that
     /// renews their claims and listens.
@@ -123,10 +127,14 @@ final class PostgresScheduleStore: ScheduleStore {
         owner = configuration.instanceName
         (visible, visibleR) = (Self.visibility(of: "owner", owner), Self.visibility(of: "r.owner", owner))
         visibleInDueOrder = "owner IN ('', \(Self.literal(owner)))"
-        let dimensions = [("instance", configuration.instanceName)]
+        // Not `instance`: Prometheus gives every scraped series an `instance` label of its own.
+        let dimensions = [("fleet_instance", configuration.instanceName)]
         heldRuns = Gauge(label: "overtime_fleet_held_runs", dimensions: dimensions)
         reclaimedRuns = Counter(label: "overtime_fleet_reclaimed_runs_total", dimensions: dimensions)
         lostClaims = Counter(label: "overtime_fleet_lost_claims_total", dimensions: dimensions)
+        roundTrips = Timer(label: "overtime_fleet_database_round_trip_seconds", dimensions: dimensions)
+        listenConnected = Gauge(label: "overtime_fleet_listen_connected", dimensions: dimensions)
+        listenConnected.record(0)
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         background = NIOLockedValueBox(Background())
         do {
@@ -449,6 +457,22 @@ final class PostgresScheduleStore: ScheduleStore {
                 ORDER BY sequence
                 """
             ).map { try Self.request($0) }
+        }
+    }
+
+    func waitingCounts(at now: WallClockInstant) throws(ScheduleStoreError) -> (enqueued: Int, blocked: Int) {
+        try using { connection in
+            // A link waiting on a prerequisite has no next start (NULL): blocked.
+            let counts =
+                try run(
+                    connection,
+                    """
+                    SELECT count(*) FILTER (WHERE due_at > \(now.nanosecondsSinceEpoch)),
+                        count(*) FILTER (WHERE due_at IS NULL OR due_at <= \(now.nanosecondsSinceEpoch))
+                    FROM overtime.requests WHERE NOT finished AND NOT running AND \(unescaped: visible)
+                    """
+                ).first?.decode((Int64, Int64).self) ?? (Int64(0), Int64(0))
+            return (Int(counts.0), Int(counts.1))
         }
     }
 
@@ -1369,8 +1393,10 @@ final class PostgresScheduleStore: ScheduleStore {
                 connection.addListener(channel: Self.channel) { [instance] _, notification in
                     if notification.payload != instance { events.changed() }
                 }
+                listenConnected.record(1)
                 connection.closeFuture.whenComplete { [weak self] _ in
                     guard let self else { return }
+                    listenConnected.record(0)
                     let closed = background.withLockedValue { background in
                         background.connection = nil
                         return background.closed
@@ -1566,7 +1592,9 @@ final class PostgresScheduleStore: ScheduleStore {
     }
 
     private func run(_ connection: PostgresConnection, _ query: PostgresQuery) throws -> PostgresQueryResult {
-        try answer(connection.query(query, logger: logger), closing: connection)
+        let started = ContinuousClock.now
+        defer { roundTrips.recordNanoseconds(Int64((ContinuousClock.now - started) / .nanoseconds(1))) }
+        return try answer(connection.query(query, logger: logger), closing: connection)
     }
 
     /// Waits for `future`, at most ``PostgresScheduleConfiguration/operationTimeout``: a

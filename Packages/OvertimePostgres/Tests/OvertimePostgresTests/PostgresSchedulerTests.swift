@@ -110,7 +110,15 @@ struct PostgresSchedulerTests {
         let pending = first.pendingRequests()
         let holder = "first (\(ProcessInfo.processInfo.hostName):\(getpid()))"
         #expect(pending.map(\.holder) == [holder] && pending.map(\.waitingFor) == [.running], "\(pending)")
-        #expect(try Self.metrics.expectGauge("overtime_fleet_held_runs", [("instance", "first")]).lastValue == 1)
+        #expect(try Self.metrics.expectGauge("overtime_fleet_held_runs", [("fleet_instance", "first")]).lastValue == 1)
+        #expect(
+            try Self.metrics.expectTimer("overtime_fleet_database_round_trip_seconds", [("fleet_instance", "first")])
+                .values.count > 5)
+        #expect(
+            Self.eventually(10) {
+                (try? Self.metrics.expectGauge("overtime_fleet_listen_connected", [("fleet_instance", "first")])
+                    .lastValue) == 1
+            })
 
         // Its claim ends as if its instance had died (the database says so).
         try server.psql("UPDATE overtime.requests SET claim_until = now() - interval '1 second' WHERE running")
@@ -142,10 +150,12 @@ struct PostgresSchedulerTests {
         #expect(due.count == 2 && due[0].1 == due[0].0 && due[1].1 > due[0].0, "the attempt's own time: \(due)")
         #expect(try second.pendingRequestCount() == 0)
         #expect(
-            try Self.metrics.expectCounter("overtime_fleet_reclaimed_runs_total", [("instance", "second")]).totalValue
+            try Self.metrics.expectCounter("overtime_fleet_reclaimed_runs_total", [("fleet_instance", "second")])
+                .totalValue
                 == 1)
         #expect(
-            try Self.metrics.expectCounter("overtime_fleet_lost_claims_total", [("instance", "first")]).totalValue == 1)
+            try Self.metrics.expectCounter("overtime_fleet_lost_claims_total", [("fleet_instance", "first")]).totalValue
+                == 1)
         first.runtime.requestTermination()
         second.runtime.requestTermination()
     }
@@ -461,7 +471,7 @@ struct PostgresSchedulerTests {
             try scheduler.register("nothing") { $0.setTaskCompleted(success: true) }
             try scheduler.start()
             // Its connection for calls and its listening one.
-            let listening = try Self.eventually(10) { try server.psql(clients) == "2" }
+            let listening = try Self.eventually(30) { try server.psql(clients) == "2" }
             #expect(listening, "client connections: \((try? server.psql(clients)) ?? "?")")
             scheduler.runtime.requestTermination()
         }

@@ -2,6 +2,7 @@
 // with zstd or gzip. The spool always keeps records uncompressed (its recovery reads them).
 
 import CCompression
+import CoreMetrics
 
 /// How a sink encodes a segment for the collector, and how the stored object is named
 /// (`<segment>.log`, `.log.zst`, `.log.gz`) and labelled (`Content-Encoding`).
@@ -113,6 +114,11 @@ public struct SegmentEncoding: Sendable, Hashable, CustomStringConvertible {
         }
         guard status == 0 else { throw .retryable("\(self) could not compress \(bytes.count) bytes", retryAfter: nil) }
         output.removeSubrange(written...)
+        // What compression saves, per encoding: the figures before and after.
+        let dimensions = [("encoding", contentEncoding ?? "none")]
+        Counter(label: "overtime_uploader_compression_input_bytes_total", dimensions: dimensions)
+            .increment(by: Int64(bytes.count))
+        Counter(label: "overtime_uploader_compressed_bytes_total", dimensions: dimensions).increment(by: Int64(written))
         return output
     }
 

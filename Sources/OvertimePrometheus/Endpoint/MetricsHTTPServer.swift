@@ -1,0 +1,253 @@
+// GET /metrics on the runtime's loop: a libuv TCP listener, each client read, answered
+// once and closed, bounded whatever clients do.
+
+import CLibUV
+import CoreMetrics
+import Overtime
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Serves the exposition over HTTP/1.1 from the runtime's loop, one answer per connection.
+///
+/// Bounded whatever clients do: at most ``maximumConnections`` at once (more get a 503 at
+/// once, written without waiting, and are closed); each connection is closed
+/// ``connectionDeadline`` (10 s by default) after it was accepted, whether it sent half a request, never
+/// read its answer or never closed; a request's head may take
+/// ``ScrapeRequest/maximumHeadBytes``. Nothing runs while nobody connects: the listener is
+/// one epoll registration, and each connection's deadline is a timer of its own.
+/// Errors are counted in `overtime_metrics_http_errors_total{kind}`.
+final class MetricsHTTPServer {
+    static let maximumConnections = 16
+    static let connectionDeadline: Duration = .seconds(10)
+
+    private let context: DriverContext
+    private let render: () -> [UInt8]
+    private let errors: (String) -> Void
+    private let deadline: Duration
+    private var listener: UnsafeMutablePointer<uv_tcp_t>?
+    private var connections: [ObjectIdentifier: MetricsConnection] = [:]
+
+    init(
+        context: DriverContext, render: @escaping () -> [UInt8], errors: @escaping (String) -> Void,
+        connectionDeadline: Duration = connectionDeadline
+    ) {
+        self.deadline = connectionDeadline
+        self.context = context
+        self.render = render
+        self.errors = errors
+    }
+
+    /// Serves `socket` (already listening); its descriptor is the server's from here on.
+    /// `false` when libuv cannot take it (the descriptor is closed).
+    func start(_ socket: TCPListeningSocket) -> Bool {
+        context.assertOnLoop()
+        let handle = context.makeHandle(uv_tcp_t.self)
+        uv_tcp_init(context.loop, handle)
+        handle.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        let opened = uv_tcp_open(handle, uv_os_sock_t(socket.fd))
+        let listening =
+            opened == 0
+            ? uv_listen(asStream(handle), 64) { server, status in
+                let owner = Unmanaged<MetricsHTTPServer>.fromOpaque(server!.pointee.data).takeUnretainedValue()
+                owner.context.turn { owner.accept(status: status) }
+            } : opened
+        listener = handle
+        guard listening == 0 else {
+            context.logger.error("metrics endpoint: cannot serve: \(String(cString: uv_strerror(listening)))")
+            if opened != 0 { close(socket.fd) }
+            stop()
+            return false
+        }
+        context.onShutdown { [self] in stop() }
+        return true
+    }
+
+    /// Closes every connection and the listener.
+    func stop() {
+        for connection in connections.values { connection.close() }
+        if let listener, uv_is_closing(asHandle(listener)) == 0 {
+            uv_close(asHandle(listener), nil)  // the handle's memory is the context's
+        }
+        listener = nil
+    }
+
+    private func accept(status: Int32) {
+        guard let listener else { return }
+        guard status == 0 else {
+            errors("accept_failed")
+            context.logger.warning("metrics endpoint: accept failed: \(String(cString: uv_strerror(status)))")
+            return
+        }
+        let connection = MetricsConnection(server: self, context: context)
+        guard uv_accept(asStream(listener), asStream(connection.tcp)) == 0 else {
+            errors("accept_failed")
+            connection.close()
+            connections[ObjectIdentifier(connection)] = connection  // until its handles close
+            return
+        }
+        connections[ObjectIdentifier(connection)] = connection
+        guard connections.count <= Self.maximumConnections else {
+            errors(ScrapeAnswer.busy.errorKind ?? "")
+            connection.turnAway(ScrapeAnswer.busy.bytes { [] })
+            return
+        }
+        connection.start(deadline: deadline)
+    }
+
+    fileprivate func answer(_ answer: ScrapeAnswer) -> [UInt8] {
+        if let kind = answer.errorKind { errors(kind) }
+        return answer.bytes(exposition: render)
+    }
+
+    fileprivate func timedOut() {
+        errors("deadline")
+    }
+
+    fileprivate func forget(_ connection: MetricsConnection) {
+        connections.removeValue(forKey: ObjectIdentifier(connection))
+    }
+}
+
+/// One client: its socket, its deadline, what it sent, the answer in flight.
+private final class MetricsConnection {
+    let tcp: UnsafeMutablePointer<uv_tcp_t>
+    private let timer: UnsafeMutablePointer<uv_timer_t>
+    private let write = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
+    private let shutdownRequest = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
+    private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 1)
+    /// The answer's bytes while libuv writes them.
+    private var answerBytes: UnsafeMutableRawBufferPointer?
+    // Strong until both handles closed: the close callbacks tell the server to forget it.
+    private let server: MetricsHTTPServer
+    private let context: DriverContext
+    private var received: [UInt8] = []
+    private var answered = false
+    private var isClosing = false
+    private var openHandles = 2
+
+    init(server: MetricsHTTPServer, context: DriverContext) {
+        self.server = server
+        self.context = context
+        tcp = .allocate(capacity: 1)
+        timer = .allocate(capacity: 1)
+        uv_tcp_init(context.loop, tcp)
+        uv_timer_init(context.loop, timer)
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        tcp.pointee.data = me
+        timer.pointee.data = me
+    }
+
+    deinit {
+        write.deallocate()
+        shutdownRequest.deallocate()
+        readBuffer.deallocate()
+        answerBytes?.deallocate()
+        tcp.deallocate()
+        timer.deallocate()
+    }
+
+    private static func from(_ pointer: UnsafeMutableRawPointer?) -> MetricsConnection {
+        Unmanaged<MetricsConnection>.fromOpaque(pointer!).takeUnretainedValue()
+    }
+
+    func start(deadline: Duration) {
+        let milliseconds = UInt64(
+            max(deadline.components.seconds * 1000 + deadline.components.attoseconds / 1_000_000_000_000_000, 1))
+        uv_timer_start(
+            timer,
+            { timer in
+                let connection = MetricsConnection.from(timer!.pointee.data)
+                connection.context.turn {
+                    connection.server.timedOut()
+                    connection.close()
+                }
+            }, milliseconds, 0)
+        uv_read_start(
+            asStream(tcp),
+            { handle, _, buffer in
+                let connection = MetricsConnection.from(handle!.pointee.data)
+                buffer!.pointee = uv_buf_init(
+                    connection.readBuffer.baseAddress!.assumingMemoryBound(to: CChar.self),
+                    UInt32(connection.readBuffer.count))
+            },
+            { stream, count, _ in
+                let connection = MetricsConnection.from(stream!.pointee.data)
+                connection.context.turn { connection.received(count: count) }
+            })
+    }
+
+    /// Answers a client the server has no room for, without waiting on it, and closes.
+    func turnAway(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { raw in
+            var buffer = uv_buf_init(
+                UnsafeMutablePointer(mutating: raw.baseAddress!.assumingMemoryBound(to: CChar.self)),
+                UInt32(raw.count))
+            _ = uv_try_write(asStream(tcp), &buffer, 1)
+        }
+        close()
+    }
+
+    private func received(count: Int) {
+        guard !isClosing else { return }
+        guard count >= 0 else {
+            close()  // the client closed or failed: nothing more to do for it
+            return
+        }
+        guard !answered else { return }  // what follows an answered request is read and dropped
+        received += UnsafeRawBufferPointer(rebasing: readBuffer[0..<count])
+        guard case .answer(let answer) = ScrapeRequest.decide(received) else { return }
+        answered = true
+        received = []
+        send(server.answer(answer))
+    }
+
+    /// Writes `bytes`, then ends the sending side; the connection closes when the client
+    /// closes its side (or at its deadline), so that the client reads every byte first.
+    private func send(_ bytes: [UInt8]) {
+        let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 1)
+        copy.copyBytes(from: bytes)
+        answerBytes = copy
+        write.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        var buffer = uv_buf_init(copy.baseAddress!.assumingMemoryBound(to: CChar.self), UInt32(copy.count))
+        let status = uv_write(write, asStream(tcp), &buffer, 1) { request, status in
+            let connection = MetricsConnection.from(request!.pointee.data)
+            guard status == 0 else {
+                connection.close()
+                return
+            }
+            connection.finishSending()
+        }
+        if status != 0 { close() }
+    }
+
+    private func finishSending() {
+        guard !isClosing else { return }
+        shutdownRequest.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        if uv_shutdown(shutdownRequest, asStream(tcp), { _, _ in }) != 0 { close() }
+    }
+
+    func close() {
+        guard !isClosing else { return }
+        isClosing = true
+        uv_timer_stop(timer)
+        for handle in [asHandle(tcp), asHandle(timer)] {
+            uv_close(handle) { handle in
+                let connection = MetricsConnection.from(handle!.pointee.data)
+                connection.openHandles -= 1
+                if connection.openHandles == 0 { connection.server.forget(connection) }
+            }
+        }
+    }
+}
+
+private func asStream(_ tcp: UnsafeMutablePointer<uv_tcp_t>) -> UnsafeMutablePointer<uv_stream_t> {
+    UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_stream_t.self)
+}
+
+private func asHandle<Handle>(_ handle: UnsafeMutablePointer<Handle>) -> UnsafeMutablePointer<uv_handle_t> {
+    UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_handle_t.self)
+}
