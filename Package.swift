@@ -26,6 +26,8 @@ let package = Package(
         // The core keeps its dependency list short on purpose: users embed it.
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // The tracing API only (with swift-service-context's context): a program bootstraps a tracer.
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
         // Only the command-line tools use it; the Overtime library does not.
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         // Only the bridge module uses it, so the core stays free of it.
@@ -77,6 +79,7 @@ let package = Package(
                 "CLibUV",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         // CRC-32C with the CPU's crc32 instruction, for spool records.
@@ -97,6 +100,7 @@ let package = Package(
                 "CCompression",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         // The RELP sink: its own module, so only programs that send RELP link librelp.
@@ -117,6 +121,7 @@ let package = Package(
                 "CSQLite",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         // Codable values as a request's input and a run's output (JSON): its own module, so
@@ -263,6 +268,8 @@ let package = Package(
                 "OvertimeTestHarness",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ]
         ),
         // The drivers against real processes: signals, systemd's notify socket, the
@@ -328,6 +335,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ]
         ),
         .testTarget(
@@ -344,6 +353,8 @@ let package = Package(
                 "OvertimeTestHarness",
                 "overtimectl",
                 "periodic-report",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ]
         ),
         // The exposition, the endpoint against real clients, and the daemons scraped by a

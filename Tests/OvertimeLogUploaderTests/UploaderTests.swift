@@ -4,6 +4,7 @@ import OvertimeSupport
 import OvertimeTestSupport
 import OvertimeTesting
 import Testing
+import Tracing
 
 @testable import OvertimeLogUploader
 
@@ -17,9 +18,9 @@ struct UploaderTests {
 
         init(
             sink: (TemporaryDirectory) -> any LogSink, lines: Int = 300, budget: Duration = .seconds(30),
-            lead: Duration = .seconds(5)
+            lead: Duration = .seconds(5), tracer: (any Tracer)? = nil
         ) throws {
-            env = try VirtualRuntime(budget: budget, lead: lead)
+            env = try VirtualRuntime(budget: budget, lead: lead) { $0.tracer = tracer }
             folder = TemporaryDirectory("uploader")
             var options = SpoolConfiguration()
             options.segmentBytes = 4096

@@ -200,6 +200,13 @@ struct MetricSpec: Sendable {
                 + "bus); p50 and p99 of the cycles; logind_delay: the time logind allows (InhibitDelayMaxSec)",
             target: "≤ 5 (p99)"
         ) { values in values["overtime_p99"].map { $0 <= 5 } },
+        MetricSpec(
+            name: "metrics_scrape_ms", unit: "ms", higherIsBetter: false,
+            what:
+                "GET /metrics of log-uploader --metrics-listen, connect → the whole exposition read, from another "
+                + "process: at rest (p50), and while it spools a steady stream of lines (p50, p99)",
+            target: "≤ 5 (busy, p99)"
+        ) { values in values["log_uploader_busy_p99"].map { $0 <= 5 } },
         .context(name: "footprint_threads", unit: "threads", what: "threads at rest", target: "(context)"),
         .context(
             name: "footprint_shared_libraries", unit: "libraries", what: "shared libraries mapped at rest",

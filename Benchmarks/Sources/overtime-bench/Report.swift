@@ -80,7 +80,10 @@ struct Report {
             ("start → READY=1", "start_to_ready_ms", " ms"), ("SIGTERM → exit", "sigterm_to_exit_ms", " ms"),
             ("stripped, static", "binary_size_mb", " MB"),
         ]
-        let programs = ["log_uploader", "tiny_daemon", "service_lifecycle_peer", "swift_floor"]
+        let programs = [
+            "log_uploader", "log_uploader_metrics", "tiny_daemon", "tiny_daemon_metrics", "service_lifecycle_peer",
+            "swift_floor",
+        ]
         func value(_ metric: String, _ program: String) -> Double? {
             values[metric]?.first { $0.0 == program }?.1
         }

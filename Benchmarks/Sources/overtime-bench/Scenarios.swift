@@ -20,6 +20,8 @@ struct Scenarios {
     let fleetFigures = Unprotected<[String: Double]?>(nil)
     /// The run's mode (the fleet program sizes itself by it).
     let mode: BenchmarkMode
+    /// Where the `_metrics` programs serve GET /metrics (loopback, free when the run began).
+    let metricsPort = (try? MetricsScrape.freePort()) ?? 19_464
 
     typealias Row = (String, () throws -> Double)
 
@@ -95,7 +97,9 @@ struct Scenarios {
             }
             return children + [
                 ("log_uploader", { try program("log_uploader").wakeupsPerSecond }),
+                ("log_uploader_metrics", { try program("log_uploader_metrics").wakeupsPerSecond }),
                 ("tiny_daemon", { try program("tiny_daemon").wakeupsPerSecond }),
+                ("tiny_daemon_metrics", { try program("tiny_daemon_metrics").wakeupsPerSecond }),
                 ("tiny_daemon_logind", { try program("tiny_daemon_logind").wakeupsPerSecond }),
                 ("service_lifecycle_peer", { try program("service_lifecycle_peer").wakeupsPerSecond }),
             ]
@@ -103,7 +107,8 @@ struct Scenarios {
             return ["log_uploader", "tiny_daemon"].map { name in (name, { try program(name).bytesWrittenPerHour }) }
         case "start_to_ready_ms":
             return [
-                "tiny_daemon", "tiny_daemon_logind", "log_uploader", "log_uploader_no_system_events", "swift_floor",
+                "tiny_daemon", "tiny_daemon_logind", "tiny_daemon_metrics", "log_uploader",
+                "log_uploader_no_system_events", "log_uploader_metrics", "swift_floor",
             ]
             .map { name in
                 (name, { try program(name).startToReadyMilliseconds })
@@ -116,9 +121,12 @@ struct Scenarios {
             notes.value.append(
                 "tiny_daemon_logind: tiny-daemon with a system bus (a private dbus-daemon, python-dbusmock's logind): "
                     + "its LogindMonitor connected and holding the delay lock")
+            notes.value.append(
+                "_metrics: the program with --metrics-listen on loopback (Prometheus' registry bootstrapped, "
+                    + "GET /metrics served from its loop), nobody scraping")
             return [
-                "log_uploader", "log_uploader_no_system_events", "tiny_daemon", "tiny_daemon_logind",
-                "service_lifecycle_peer", "swift_floor",
+                "log_uploader", "log_uploader_no_system_events", "log_uploader_metrics", "tiny_daemon",
+                "tiny_daemon_logind", "tiny_daemon_metrics", "service_lifecycle_peer", "swift_floor",
             ].map { name in
                 (name, { try program(name).residentMegabytes })
             } + [
@@ -143,7 +151,10 @@ struct Scenarios {
                 ),
             ]
         case "footprint_threads":
-            return ["log_uploader", "tiny_daemon", "tiny_daemon_logind", "service_lifecycle_peer"].map { name in
+            return [
+                "log_uploader", "log_uploader_metrics", "tiny_daemon", "tiny_daemon_logind", "tiny_daemon_metrics",
+                "service_lifecycle_peer",
+            ].map { name in
                 (name, { Double(try program(name).threads) })
             }
         case "footprint_shared_libraries":
@@ -157,6 +168,26 @@ struct Scenarios {
                     { try ProgramFootprint.strippedMegabytes(programs + "/" + product) }
                 )
             }
+        case "metrics_scrape_ms":
+            let scrapes = s.programStarts > 1 ? 500 : 20
+            let measured = Unprotected<[Bool: MetricsScrape.Figures]>([:])
+            let figures = { (busy: Bool) throws -> MetricsScrape.Figures in
+                if let done = measured.value[busy] { return done }
+                let (executable, arguments) = try programCommand("log_uploader_metrics")
+                let done = try MetricsScrape.measure(
+                    executable, arguments, port: metricsPort, scrapes: scrapes, busy: busy)
+                measured.value[busy] = done
+                notes.value.append(
+                    "metrics_scrape_ms / log_uploader_\(busy ? "busy" : "idle"): \(scrapes) scrapes 20 ms apart, "
+                        + "exposition \(done.bytes) bytes"
+                        + (busy ? ", while about 50,000 lines a second came in on stdin" : ", at rest"))
+                return done
+            }
+            return [
+                ("log_uploader_idle_p50", { Double(percentile(try figures(false).microseconds, 0.5)) / 1000 }),
+                ("log_uploader_busy_p50", { Double(percentile(try figures(true).microseconds, 0.5)) / 1000 }),
+                ("log_uploader_busy_p99", { Double(percentile(try figures(true).microseconds, 0.99)) / 1000 }),
+            ]
         case "sleep_to_release_ms":
             let cycles = max(5, min(200, s.transitions / 100))
             let measured = Unprotected<(samples: [Int64], logindDelay: Double)?>(nil)
@@ -390,6 +421,14 @@ struct Scenarios {
                     programs + "/log-uploader",
                     ["--spool", "@D/spool", "--sink", "@D/collected", "--no-system-events"]
                 )
+            case "log_uploader_metrics":
+                (
+                    programs + "/log-uploader",
+                    [
+                        "--spool", "@D/spool", "--sink", "@D/collected", "--metrics-listen", "127.0.0.1:\(metricsPort)",
+                    ]
+                )
+            case "tiny_daemon_metrics": (programs + "/tiny-daemon", ["--metrics-listen", "127.0.0.1:\(metricsPort)"])
             case "swift_floor": (floor, [])
             case "service_lifecycle_peer":
                 (URL(fileURLWithPath: Self.selfPath).deletingLastPathComponent().path + "/service-lifecycle-peer", [])

@@ -118,6 +118,9 @@ extension Runtime {
                     maximumDuration: maximumDuration, expirationHandler: expirationHandler, endHandler: endHandler,
                     launches: launching))
         }
+        if let tracing = core.tracing, case .success(let id) = result {
+            tracing.grantBegan(id, name: name, callSite: callSite)
+        }
         if case .failure(let refusal) = result {
             metrics.countRefusal(refusal)
             configuration.logger.warning(

@@ -10,6 +10,10 @@ extension Runtime {
     /// driver, the scheduler). Package-only: users never see libuv.
     package var driverContext: DriverContext { drivers }
 
+    /// The runtime's spans, for parts that make their own beside them (the scheduler's
+    /// runs, the uploader's segments); `nil` without a tracer.
+    package var tracing: RuntimeTracing? { core.tracing }
+
     /// Starts the configured drivers, on the thread about to run the loop.
     func startDrivers() {
         if let handling = configuration.signalHandling {

@@ -1,6 +1,7 @@
 import CLibUV
 import CoreMetrics
 import Logging
+import Tracing
 
 /// How a ``Runtime`` behaves. Every field has the default the design gives.
 ///
@@ -32,6 +33,11 @@ public struct RuntimeConfiguration: Sendable {
     public var logger = Logger(label: "overtime")
     /// The metrics backend; `nil` uses the one bootstrapped in `MetricsSystem`.
     public var metricsFactory: (any MetricsFactory)?
+    /// Where spans of grants go (`overtime.grant`; the scheduler's runs and the uploader's
+    /// segments beside them); `nil` uses the tracer bootstrapped in `InstrumentationSystem`
+    /// when the runtime is created. With none (the no-op tracer) no span is made and
+    /// nothing is spent on them.
+    public var tracer: (any Tracer)?
     /// Which Unix signals move the lifecycle; `nil` leaves signals to the host program.
     /// Default ``SignalHandling/default``. Watched while the loop runs; from the runtime's
     /// creation until then they are blocked on the creating thread (and the threads it

@@ -136,6 +136,7 @@ extension RuntimeCore {
         if let stale = record.extended?.heapEntries, stale > 0 { engine.deadlines.noteEntriesStale(stale) }
         let reason: BackgroundTaskEndReason = record.phase == .open ? .completed : .expired
         if reason == .completed { metrics.pendingCompleted += 1 } else { metrics.pendingExpiredEnds += 1 }
+        if let tracing { tracing.grantEnded(id, reason) }
         if let endHandler = record.extended?.endHandler {
             callUser(
                 .endHandler(name: record.name, id: id, callSite: record.callSite), timer: metrics.endHandlerDuration
@@ -278,6 +279,7 @@ extension RuntimeCore {
     private func expire(slot: Int32, generation: UInt32) {
         guard engine.grants[slot].phase == .open else { return }
         metrics.pendingExpirations += 1
+        if let tracing { tracing.grantExpiring(engine.grants.id(ofSlot: slot)) }
         guard let handler = engine.grants[slot].expirationHandler else {
             engine.grants[slot].phase = .expired
             return
@@ -304,6 +306,7 @@ extension RuntimeCore {
         published.setOpenOnLoop(engine.grants.openCount)
         if let stale = record.extended?.heapEntries, stale > 0 { engine.deadlines.noteEntriesStale(stale) }
         metrics.pendingTerminated += 1
+        if let tracing { tracing.grantEnded(id, .terminated) }
         let report = TerminationReport(
             name: record.name, id: id, callSite: record.callSite, begunAt: record.begunAt,
             terminatedAt: now, state: lifecycle.state,

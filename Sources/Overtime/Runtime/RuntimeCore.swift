@@ -32,6 +32,8 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
     // (copy out, call the handler, write back), because a handler may begin or end
     // grants and so touch the same storage.
     @exclusivity(unchecked) var metrics: RuntimeMetrics
+    /// Spans of grants; `nil` without a tracer.
+    let tracing: RuntimeTracing?
     @exclusivity(unchecked) var lifecycle: LifecycleMachine
     /// The open grants, their deadlines and the rules over them.
     let engine: GrantEngine
@@ -54,6 +56,7 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
         turnState = TurnState(wakeup: WakeupTimer(loop: loop, virtual: nil))
         self.published = published
         self.metrics = RuntimeMetrics(factory: configuration.metricsFactory)
+        self.tracing = RuntimeTracing.make(configuration.tracer)
         self.engine = GrantEngine(
             leadTime: configuration.expirationLeadTime, terminationPolicy: configuration.terminationPolicy)
         self.lifecycle = LifecycleMachine(

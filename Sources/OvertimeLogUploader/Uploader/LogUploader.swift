@@ -28,6 +28,7 @@ import CoreMetrics
 import Logging
 import Overtime
 import OvertimeSupport
+import Tracing
 
 /// Uploads a ``Spool``'s sealed segments to a ``LogSink`` inside a background grant.
 ///
@@ -170,7 +171,11 @@ public final class LogUploader: Sendable {
             return
         }
         let start: @Sendable () -> Void = { [self, runtime] in
-            guard let task = startDrain(then: { runtime.endBackgroundTask(id) }) else {
+            // The drain's spans are the grant's children.
+            let started = InstrumentationContext.withValue(runtime.tracing?.context(ofGrant: id)) {
+                startDrain(then: { runtime.endBackgroundTask(id) })
+            }
+            guard let task = started else {
                 runtime.endBackgroundTask(id)  // the running drain has its own grant
                 return
             }
@@ -192,10 +197,12 @@ public final class LogUploader: Sendable {
     /// nothing is uploaded (the sinks' transfers run on its loop).
     @discardableResult
     public func drain() async -> Int {
-        // Started on the loop, which owns the drain's state.
+        // Started on the loop, which owns the drain's state, in the caller's context (a
+        // scheduled run's span is its segments' parent).
+        let context = InstrumentationContext.current
         let started: (task: Task<Void, Never>, ours: Bool)? = await withCheckedContinuation { continuation in
             let start: @Sendable () -> Void = { [self] in
-                if let task = startDrain(then: {}) {
+                if let task = InstrumentationContext.withValue(context, operation: { startDrain(then: {}) }) {
                     continuation.resume(returning: (task, true))
                 } else {
                     continuation.resume(returning: drainState.value.draining.map { ($0, false) })
@@ -273,9 +280,13 @@ public final class LogUploader: Sendable {
             logger.error("cannot seal the active segment: \(error)")
         }
         var window = UploadWindow(size: min(configuration.maximumUploadsInFlight, sink.concurrentStores))
+        var spans = SegmentSpans(tracer: runtime.tracing?.tracer, sink: metrics.sinkKind)
         await withTaskGroup(of: (SealedSegment, UploadOutcome).self) { uploads in
             // Whatever stops this drain, no upload outlives it.
-            defer { uploads.cancelAll() }
+            defer {
+                uploads.cancelAll()
+                spans.endAll()
+            }
             var generator = SystemRandomNumberGenerator()
             let retry = RetryPolicy(initial: configuration.initialRetryDelay, cap: configuration.maximumRetryDelay)
             var attempt = 0
@@ -300,6 +311,7 @@ public final class LogUploader: Sendable {
                         break
                     }
                     window.started(segment.path)
+                    spans.attemptStarted(segment)
                     uploads.addTask(executorPreference: storeExecutor) { [sink, runtime] in
                         let started = runtime.clock.now
                         do throws(SinkError) {
@@ -319,7 +331,9 @@ public final class LogUploader: Sendable {
                     switch window.ended(segment.path, outcome, oldest: oldest.path) {
                     case .decide(let outcome): decided = outcome
                     case .kept, .later(nil): break
-                    case .later(let error?): noteFailure(error, segment: segment)
+                    case .later(let error?):
+                        noteFailure(error, segment: segment)
+                        spans.attemptFailed(segment, "\(error)")
                     }
                 }
                 guard let outcome = decided else { return }  // unreachable: the oldest was in flight
@@ -327,6 +341,7 @@ public final class LogUploader: Sendable {
                 case .stored(let took):
                     acknowledger.submit(oldest)
                     finished.insert(oldest.path)
+                    spans.decided(oldest, "stored")
                     record(took: took)
                     attempt = 0
                 case .failed(let error):
@@ -342,6 +357,7 @@ public final class LogUploader: Sendable {
                             continue  // still in the spool: sent again next drain
                         }
                         metrics.deadLettered.increment()
+                        spans.decided(oldest, "dead_letter")
                         published.withLock {
                             $0.statistics.deadLetteredSegments += 1
                             $0.statistics.deadLetteredLines += oldest.records
@@ -349,6 +365,7 @@ public final class LogUploader: Sendable {
                         }
                     default:  // retryable, and any code added later
                         noteFailure(error, segment: oldest)
+                        spans.attemptFailed(oldest, "\(error)")
                         if let retryAfter = error.retryAfter {
                             // Waited out at the top of the loop, against whatever budget then runs.
                             let notBefore = runtime.clock.now + retryAfter

@@ -19,9 +19,12 @@ struct UploaderMetrics: Sendable {
     let duration: Timer
     let lines: Counter
     let bytes: Counter
+    /// The sink's kind, as the `sink` label says it.
+    let sinkKind: String
 
     init(sink: any LogSink) {
-        let dimensions = [("sink", Self.kind(of: sink))]
+        sinkKind = Self.kind(of: sink)
+        let dimensions = [("sink", sinkKind)]
         let segments = "overtime_uploader_segments_total"
         stored = Counter(label: segments, dimensions: dimensions + [("result", "stored")])
         deadLettered = Counter(label: segments, dimensions: dimensions + [("result", "dead_letter")])

@@ -3,6 +3,7 @@
 
 import Overtime
 import OvertimeSupport
+import Tracing
 
 extension Scheduler {
     /// A run about to start: its grant is open, its start not yet durable.
@@ -13,6 +14,9 @@ extension Scheduler {
         let stored: StoredRequest
         let record: RunRecord
         let lateness: Duration?
+        /// `overtime.scheduled_run`, with a tracer: the run's grant and its handler's work
+        /// are its children.
+        let span: (any Span)?
     }
 
     /// Queues one cycle for however many changes come before it runs. From any thread.
@@ -289,15 +293,23 @@ extension Scheduler {
                 self?.progressReported(identifier, progress)
             }
         }
-        let begun = runtime.begin(
-            name: identifier, maximumDuration: stored.request.maximumDuration,
-            callSite: CallSite(fileID: #fileID, line: #line), expirationHandler: { task.expire() },
-            endHandler: { [weak self] reason, report in
-                guard reason == .terminated, let self else { return }
-                queue.async { self.terminated(identifier, task: task, report: report) }
-            }, launching: true)
+        let span = runtime.tracing.map { tracing in
+            RunSpan.start(
+                tracing.tracer, stored, runID: runID, attempt: attempt, handler: handlerName(for: identifier),
+                instance: store.holderName)
+        }
+        let begun = InstrumentationContext.withValue(span?.context) {
+            runtime.begin(
+                name: identifier, maximumDuration: stored.request.maximumDuration,
+                callSite: CallSite(fileID: #fileID, line: #line), expirationHandler: { task.expire() },
+                endHandler: { [weak self] reason, report in
+                    guard reason == .terminated, let self else { return }
+                    queue.async { self.terminated(identifier, task: task, report: report) }
+                }, launching: true)
+        }
         guard case .success(let grant) = begun else {
             if case .failure(let refusal) = begun { state.value.refusal = "\(refusal)" }
+            if let span { RunSpan.refused(span, "\(begun)") }
             return nil
         }
         var started = stored
@@ -309,7 +321,7 @@ extension Scheduler {
             stopReason: nil)
         return Starting(
             task: task, grant: grant, handler: handler, stored: started, record: record,
-            lateness: now >= due ? now - due : nil)
+            lateness: now >= due ? now - due : nil, span: span)
     }
 
     /// Starts a run of `stored` at once, durable on its own (``runNow(_:)``).
@@ -385,6 +397,7 @@ extension Scheduler {
     ) {
         for end in ended {
             guard let run = state.value.running.removeValue(forKey: end.record.identifier) else { continue }
+            if let span = run.span { RunSpan.end(span, end.record) }
             state.value.awaitingDisk.append(
                 AwaitingDisk(
                     task: run.task, grant: run.grant, batch: writtenBatches.load(ordering: .relaxed),
@@ -392,7 +405,7 @@ extension Scheduler {
         }
         for start in starting {
             state.value.running[start.record.identifier] = ActiveRun(
-                task: start.task, grant: start.grant, startedAt: now, stored: start.stored)
+                task: start.task, grant: start.grant, startedAt: now, stored: start.stored, span: start.span)
         }
         if !starting.isEmpty {
             openRuns.withLock { runs in
@@ -416,7 +429,12 @@ extension Scheduler {
         }
         let handlerQueue = self.handlerQueue
         runtime.execute {
-            for start in starting { Self.launch(start.handler, start.task, on: handlerQueue) }
+            for start in starting {
+                // The handler's own spans, and its async body's, are the run's children.
+                InstrumentationContext.withValue(start.span?.context) {
+                    Self.launch(start.handler, start.task, on: handlerQueue)
+                }
+            }
         }
     }
 

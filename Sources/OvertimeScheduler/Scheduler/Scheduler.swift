@@ -2,6 +2,7 @@ import Logging
 import Overtime
 import OvertimeSupport
 import Synchronization
+import Tracing
 
 /// Deferred and periodic background work that survives restarts: what BGTaskScheduler and
 /// WorkManager give mobile apps and systemd timers give units, for a program that embeds
@@ -106,6 +107,8 @@ public final class Scheduler: Sendable {
         let startedAt: WallClockInstant
         /// The request and plan as they stand (an update while it runs changes the request).
         var stored: StoredRequest
+        /// Its span (with a tracer), ended with its end.
+        let span: (any Span)?
         /// The request was replaced or cancelled while this run ran: its end touches no plan.
         var detached = false
         /// A requirement stopped holding: the run was told to stop.

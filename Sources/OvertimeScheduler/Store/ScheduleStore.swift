@@ -256,6 +256,9 @@ extension RequestWrite {
     /// Whether this process still safely holds the claim on the run in progress of
     /// `identifier` (a store one scheduler owns: always).
     func isClaimHeld(_ identifier: String) -> Bool
+    /// This instance's name as ``StoredRequest/holder`` shows it, in a store instances
+    /// share; `nil` in one a scheduler owns.
+    var holderName: String? { get }
     /// The wall-clock time on the store's clock, given the runtime's (`local`): a store
     /// many machines share compares due times on its own clock, so that a machine whose
     /// clock is off runs nothing early.
@@ -275,6 +278,9 @@ extension ScheduleStore {
         }
         return counts
     }
+
+    /// A store one scheduler owns has no instances to tell apart.
+    public var holderName: String? { nil }
 
     /// A store one scheduler owns has nothing to tell between calls.
     public func start(_ events: ScheduleStoreEvents) {}

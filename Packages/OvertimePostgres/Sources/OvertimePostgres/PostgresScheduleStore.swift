@@ -460,6 +460,9 @@ final class PostgresScheduleStore: ScheduleStore {
         }
     }
 
+    /// This instance as the schedule's holder column names it (`worker-1 (host:4242)`).
+    var holderName: String? { configuration.holderName }
+
     func waitingCounts(at now: WallClockInstant) throws(ScheduleStoreError) -> (enqueued: Int, blocked: Int) {
         try using { connection in
             // A link waiting on a prerequisite has no next start (NULL): blocked.
