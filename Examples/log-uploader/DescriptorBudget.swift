@@ -2,6 +2,7 @@
 
 import Overtime
 import OvertimeLogUploader
+import OvertimePrometheus
 import OvertimeSupport
 
 #if canImport(Glibc)
@@ -31,14 +32,14 @@ enum DescriptorBudget {
         (try? listDirectory("/proc/self/fd").get().count) ?? 0
     }
 
-    /// What the daemon needs beyond what is open at rest: its ingestion and control
-    /// connections at their caps, the uploads in flight (a socket each, and a segment file),
+    /// What the daemon needs beyond what is open at rest: its ingestion, control and
+    /// metrics connections at their caps, the uploads in flight (a socket each, and a segment file),
     /// a few for rotating segments, the checkpoint and the schedule's journal, and with
     /// system events, the system bus, logind's lock, inotify and the pressure trigger (opened
     /// on the loop once it runs).
-    static func room(ingest: Bool, control: Bool, uploads: Int, systemEvents: Bool) -> Int {
+    static func room(ingest: Bool, control: Bool, metrics: Bool, uploads: Int, systemEvents: Bool) -> Int {
         (ingest ? IngestProtocol.maximumConnections : 0) + (control ? connectionLimit(preferred: 64) : 0)
-            + 2 * uploads + 8 + (systemEvents ? 4 : 0)
+            + (metrics ? PrometheusExporter.maximumConnections + 1 : 0) + 2 * uploads + 8 + (systemEvents ? 4 : 0)
     }
 
     /// Whether the limit holds what is open now and `room` more; else the message.

@@ -330,7 +330,7 @@ struct Run: ParsableCommand {
         if interval > 0 { progress.every(seconds: interval) }
 
         let room = DescriptorBudget.room(
-            ingest: ingestSocket != nil, control: controlSocket != nil,
+            ingest: ingestSocket != nil, control: controlSocket != nil, metrics: metricsListen != nil,
             uploads: UploaderConfiguration().maximumUploadsInFlight, systemEvents: systemEvents)
         if let shortage = DescriptorBudget.check(room: room) {
             FileOutput.standardError("log-uploader: \(shortage)")

@@ -33,6 +33,10 @@ import Prometheus
 /// Overtime's histograms get buckets that suit them (a scheduler's lateness runs to hours).
 /// The metrics an operator alerts on are listed in <doc:Alerting>.
 public final class PrometheusExporter: Sendable {
+    /// The most clients `GET /metrics` serves at once (more are answered 503 and closed):
+    /// the descriptors a program should keep room for, beside the listener's own.
+    public static let maximumConnections = MetricsHTTPServer.maximumConnections
+
     /// The registry the factory records into; add the program's own metrics here or through
     /// swift-metrics.
     public let registry: PrometheusCollectorRegistry

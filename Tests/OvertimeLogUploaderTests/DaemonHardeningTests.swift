@@ -316,7 +316,12 @@ struct DaemonHardeningTests {
         try SpoolIngestClient(path: socket).send(["kept for the next run"])
         child.send(SIGTERM)
         #expect(child.waitForExit(timeout: .seconds(20)) == 3)
-        #expect(child.standardError.contains { $0.contains("upload aborted: the grant expired") })
+        // Aborted at the expiration; or, on a loaded machine where the drain starts late, not
+        // started for want of time: either way the segment stays.
+        #expect(
+            child.standardError.contains {
+                $0.contains("upload aborted: the grant expired") || $0.contains("not starting another upload")
+            })
         #expect(child.standardError.contains { $0.contains("not uploaded; the next run uploads them") })
     }
 

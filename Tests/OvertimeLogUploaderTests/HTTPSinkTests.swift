@@ -231,7 +231,8 @@ struct HTTPSinkTests {
     }
 
     @Test func aCollectorDownLongerThanTheBudgetThenUpLosesNothing() async throws {
-        let port = try freeLoopbackPort()  // nothing listens there yet
+        let reserved = try ReservedLoopbackPort()  // nothing listens there yet, nor can meanwhile
+        let port = reserved.port
         let env = try VirtualRuntime(budget: .seconds(30), lead: .seconds(5))
         let folder = TemporaryDirectory("http")
         defer { folder.remove() }
@@ -254,6 +255,7 @@ struct HTTPSinkTests {
         #expect(spool.pendingLines == 300)
         #expect(env.counter("overtime_background_tasks_ended_total", [("reason", "expired")]) == 1)
         #expect(env.counter("overtime_background_tasks_ended_total", [("reason", "terminated")]) == 0)
+        reserved.release()
         let nginx = try NginxServer(port: port)  // the collector is back
         env.runtime.requestForeground()
         env.runtime.requestBackground()

@@ -37,6 +37,18 @@ final class PrometheusServer {
                 "--config.file=\(folder.path)/prometheus.yml", "--storage.tsdb.path=\(folder.path)/data",
                 "--web.listen-address=127.0.0.1:\(port)",
             ], port: port)
+        // Ready once it answers (503 while it starts), and what answers must be this one:
+        // another test's server may have taken the port meanwhile.
+        var flags = httpGet(port: port, "/api/v1/status/flags")
+        for _ in 0..<200 where flags?.status != 200 {
+            usleep(50_000)
+            flags = httpGet(port: port, "/api/v1/status/flags")
+        }
+        guard let flags, flags.body.contains(folder.path) else {
+            stopServer(process)
+            folder.remove()
+            throw POSIXError(.EADDRINUSE)
+        }
     }
 
     func stop() {

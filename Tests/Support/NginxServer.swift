@@ -32,6 +32,7 @@ package final class NginxServer: @unchecked Sendable {
                 server {
                     listen 127.0.0.1:\(port);
                     root \(folder.path)/data;
+                    location = /identity { return 200 "\(folder.path)"; }
                     location /logs/ {
                         dav_methods PUT;
                         create_full_put_path on;
@@ -61,6 +62,15 @@ package final class NginxServer: @unchecked Sendable {
         process = try launchServer(
             "/usr/sbin/nginx",
             ["-c", folder.path + "/nginx.conf", "-p", folder.path, "-e", folder.path + "/error.log"], port: port)
+        // Another test's server may have taken the port meanwhile: what answers must be this one.
+        let identity = try SpawnedProcess.run(
+            "/usr/bin/curl", ["-s", "--max-time", "5", "http://127.0.0.1:\(port)/identity"])
+        guard identity.output == folder.path else {
+            stopServer(process)
+            throw NSError(
+                domain: "NginxServer", code: 1,
+                userInfo: [NSLocalizedDescriptionKey: "port \(port) answers for another server, not this nginx"])
+        }
     }
 
     deinit {
@@ -120,6 +130,45 @@ package func freeLoopbackPort() throws -> Int {
         if (try? bindLoopback(port: port)) == port { return port }
     }
     return try bindLoopback(port: 0)  // everything tried was taken: any free port
+}
+
+/// A loopback port held for a server a test starts later: bound (without `SO_REUSEADDR`)
+/// and not listening, so a client's connection is refused there as if nothing were, and no
+/// other server can take it meanwhile; ``release()`` lets it go just before the server starts.
+package final class ReservedLoopbackPort: @unchecked Sendable {
+    package let port: Int
+    private var fd: Int32
+
+    package init() throws {
+        for _ in 0..<200 {
+            let candidate = Int.random(in: 20_000..<32_768)
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            address.sin_port = UInt16(candidate).bigEndian
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            if bound == 0 {
+                self.port = candidate
+                self.fd = fd
+                return
+            }
+            close(fd)
+        }
+        throw NSError(domain: "ReservedLoopbackPort", code: Int(EADDRINUSE))
+    }
+
+    /// Lets the port go (once), for the server that is about to listen on it.
+    package func release() {
+        if fd >= 0 { close(fd) }
+        fd = -1
+    }
+
+    deinit { release() }
 }
 
 /// Binds a socket to 127.0.0.1:`port` (0: any) and closes it; returns the port bound.
