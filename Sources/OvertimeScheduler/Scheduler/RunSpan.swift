@@ -38,6 +38,13 @@ enum RunSpan {
         span.end()
     }
 
+    /// Runs `body` with `span` as the current context; without a span (no tracer: the path
+    /// every run takes then), just runs it, with no task-local binding to push and pop.
+    static func within<T>(_ span: (any Span)?, _ body: () -> T) -> T {
+        guard let span else { return body() }
+        return InstrumentationContext.withValue(span.context, operation: body)
+    }
+
     /// The runtime gave the run no grant: it did not start.
     static func refused(_ span: any Span, _ why: String) {
         span.attributes["overtime.run.result"] = "refused"

@@ -298,7 +298,7 @@ extension Scheduler {
                 tracing.tracer, stored, runID: runID, attempt: attempt, handler: handlerName(for: identifier),
                 instance: store.holderName)
         }
-        let begun = InstrumentationContext.withValue(span?.context) {
+        let begun = RunSpan.within(span) {
             runtime.begin(
                 name: identifier, maximumDuration: stored.request.maximumDuration,
                 callSite: CallSite(fileID: #fileID, line: #line), expirationHandler: { task.expire() },
@@ -417,7 +417,7 @@ extension Scheduler {
             let handler = handlerName(for: end.record.identifier)
             metrics.countRun(handler: handler, result: end.record.result)
             // A failure (an expiration, a termination) that leaves no retry: failed for good.
-            if [.failed, .expired, .terminated].contains(end.record.result), end.plan?.plan.failedAttempts == 0 {
+            if end.record.result.isFailure, end.plan?.plan.failedAttempts == 0 {
                 metrics.countFailedForGood(handler: handler)
             }
         }
@@ -431,7 +431,7 @@ extension Scheduler {
         runtime.execute {
             for start in starting {
                 // The handler's own spans, and its async body's, are the run's children.
-                InstrumentationContext.withValue(start.span?.context) {
+                RunSpan.within(start.span) {
                     Self.launch(start.handler, start.task, on: handlerQueue)
                 }
             }

@@ -16,7 +16,7 @@ extension Scheduler {
 
     /// Records `overtime_scheduler_requests{state}`: enqueued and blocked from the store,
     /// running from this scheduler's runs. On the queue.
-    func recordRequestCounts() {
+    private func recordRequestCounts() {
         guard !state.value.abandoned, !runtimeShutDown.withLock({ $0 }) else { return }
         do {
             let counts = try store.waitingCounts(at: wallClockNow)

@@ -385,7 +385,6 @@ public final class Scheduler: Sendable {
             settleChainsLeftWaiting()
             correctPlansForTheClock(step: nil)
             cycle(conditionsAreFresh: true)
-            recordRequestCounts()
         }
         requestSampler.withLock { $0 = MetricSamplers.add { [weak self] in self?.sampleRequestCounts() } }
     }

@@ -18,6 +18,16 @@ import CoreMetrics
 /// | `overtime_scheduler_run_progress_ratio` | gauge | `handler` |
 /// | `overtime_scheduler_failed_for_good_total` | counter | `handler` |
 /// | `overtime_scheduler_requests` | gauge (when collected) | `state`: enqueued, blocked, running |
+extension RunResult {
+    /// A failure, an expiration or a termination: an attempt that counts against the retries.
+    var isFailure: Bool {
+        switch self {
+        case .failed, .expired, .terminated: true
+        default: false
+        }
+    }
+}
+
 struct SchedulerMetrics: Sendable {
     let factory: any MetricsFactory
 
