@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "OvertimeSchedulerCodable", targets: ["OvertimeSchedulerCodable"]),
         .library(name: "OvertimeSystem", targets: ["OvertimeSystem"]),
         .library(name: "OvertimePrometheus", targets: ["OvertimePrometheus"]),
+        .library(name: "OvertimeControl", targets: ["OvertimeControl"]),
         .executable(name: "overtimectl", targets: ["overtimectl"]),
         .executable(name: "tiny-daemon", targets: ["tiny-daemon"]),
         .executable(name: "log-uploader", targets: ["log-uploader"]),
@@ -71,6 +72,8 @@ let package = Package(
         // The control socket's protocol (JSON lines), shared by the runtime and overtimectl,
         // so that overtimectl links no runtime.
         .target(name: "OvertimeControlProtocol"),
+        // A client of the control socket: overtimectl's, and programs' (a dashboard's actions).
+        .target(name: "OvertimeControl", dependencies: ["OvertimeControlProtocol", "OvertimeSupport"]),
         .target(
             name: "Overtime",
             dependencies: [
@@ -168,6 +171,7 @@ let package = Package(
         .executableTarget(
             name: "overtimectl",
             dependencies: [
+                "OvertimeControl",
                 "OvertimeControlProtocol",
                 "OvertimeSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -256,6 +260,8 @@ let package = Package(
         // The control protocol's JSON, against Foundation's as an independent reader:
         .testTarget(
             name: "OvertimeControlProtocolTests", dependencies: ["OvertimeControlProtocol", "OvertimeTestSupport"]),
+        .testTarget(
+            name: "OvertimeControlTests", dependencies: ["OvertimeControl", "Overtime", "OvertimeTestSupport"]),
         // The core's parts and runtime:
         .testTarget(
             name: "OvertimeTests",

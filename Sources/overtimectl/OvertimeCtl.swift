@@ -1,4 +1,5 @@
 import ArgumentParser
+import OvertimeControl
 import OvertimeControlProtocol
 import OvertimeSupport
 

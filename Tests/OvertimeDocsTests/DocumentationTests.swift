@@ -46,10 +46,13 @@ struct DocumentationTests {
     }
 
     /// The lines of every Swift file that the packages compile for the documentation: the
-    /// examples, this target, and the fleet's test worker.
+    /// examples, this target, the fleet's test worker and the dashboard's tests.
     static func compiledLines() throws -> [(path: String, lines: [String])] {
         var files: [(String, [String])] = []
-        for folder in ["Examples", "Tests/OvertimeDocsTests", "Packages/OvertimePostgres/Tests/FleetWorker"] {
+        for folder in [
+            "Examples", "Tests/OvertimeDocsTests", "Packages/OvertimePostgres/Tests/FleetWorker",
+            "Packages/OvertimeDashboard/Tests/OvertimeDashboardTests",
+        ] {
             let url = root.appendingPathComponent(folder)
             // Hidden folders skipped: an example package's .build holds its dependencies.
             guard

@@ -4,7 +4,7 @@ import OvertimeTestSupport
 /// A loopback TCP client that does only what a test tells it: send bytes, read to the end,
 /// or hold the connection and never read.
 final class ScrapeClient {
-    let fd: Int32
+    private(set) var fd: Int32
 
     init(port: UInt16) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -25,7 +25,13 @@ final class ScrapeClient {
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
-    deinit { close(fd) }
+    /// Closes the connection now, once: a descriptor closed twice could be another thread's by then.
+    func hangUp() {
+        if fd >= 0 { close(fd) }
+        fd = -1
+    }
+
+    deinit { hangUp() }
 
     func send(_ text: String) {
         _ = text.withCString { Glibc.send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }

@@ -138,7 +138,7 @@ struct MetricsEndpointTests {
             // A holder finishes its scrape; its place serves the next client.
             holders[0].send("GET /metrics HTTP/1.1\r\n\r\n")
             #expect(ScrapeClient.parts(holders[0].readToEnd()).status == "HTTP/1.1 200 OK")
-            close(holders[0].fd)
+            holders[0].hangUp()
             usleep(200_000)
             let next = try ScrapeClient(port: port)
             next.send("GET /metrics HTTP/1.1\r\n\r\n")

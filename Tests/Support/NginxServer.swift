@@ -208,6 +208,8 @@ package func canConnect(port: Int) -> Bool {
 package final class SilentServer: @unchecked Sendable {
     package let port: Int
     private let fd: Int32
+    /// Whether a thread of its own accepts the first client (and so closes the listener).
+    private let watching: Bool
     /// Whether the first client was accepted, and when it closed its connection (with
     /// `watchingFirstConnection`).
     private let first = Locked<(accepted: Bool, closed: ContinuousClock.Instant?)>((false, nil))
@@ -217,6 +219,7 @@ package final class SilentServer: @unchecked Sendable {
     /// client closes, noting when.
     package init(port requestedPort: Int? = nil, watchingFirstConnection: Bool = false) throws {
         port = try requestedPort ?? freeLoopbackPort()
+        watching = watchingFirstConnection
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -231,7 +234,11 @@ package final class SilentServer: @unchecked Sendable {
         guard watchingFirstConnection else { return }
         let (listener, first) = (fd, first)
         Thread.detachNewThread {
+            // The thread closes the listener itself, after accept returns (a shutdown in
+            // deinit makes it return): closed in deinit instead, the number could be another
+            // thread's descriptor by the time this accept ran.
             let client = accept(listener, nil, nil)
+            close(listener)
             guard client >= 0 else { return }
             first.withLock { $0.accepted = true }
             var buffer = [UInt8](repeating: 0, count: 4096)
@@ -263,7 +270,7 @@ package final class SilentServer: @unchecked Sendable {
     }
 
     deinit {
-        shutdown(fd, Int32(SHUT_RDWR))  // wakes a watching thread still in accept
-        close(fd)
+        shutdown(fd, Int32(SHUT_RDWR))  // a watching thread's accept returns, and it closes the listener
+        if !watching { close(fd) }
     }
 }

@@ -207,6 +207,22 @@ struct MetricSpec: Sendable {
                 + "process: at rest (p50), and while it spools a steady stream of lines (p50, p99)",
             target: "≤ 5 (busy, p99)"
         ) { values in values["log_uploader_busy_p99"].map { $0 <= 5 } },
+        MetricSpec(
+            name: "dashboard_page_p99_ms", unit: "ms", higherIsBetter: false,
+            what:
+                "overtime-dashboard beside a SQLite schedule of 1,000,000 attempts and 100,000 pending requests: "
+                + "a page loaded over a new connection (first, deep, by prefix, filtered), p50 and p99 of the "
+                + "requests pages and of the history pages",
+            target: "≤ 50 (p99, both)"
+        ) { values in
+            guard let requests = values["requests_p99"], let history = values["history_p99"] else { return nil }
+            return requests <= 50 && history <= 50
+        },
+        MetricSpec(
+            name: "dashboard_live_update_ms", unit: "ms", higherIsBetter: false,
+            what: "a submit committed by the daemon → the change event on a page's open event stream",
+            target: "≤ 1000 (p99)"
+        ) { values in values["p99"].map { $0 <= 1000 } },
         .context(name: "footprint_threads", unit: "threads", what: "threads at rest", target: "(context)"),
         .context(
             name: "footprint_shared_libraries", unit: "libraries", what: "shared libraries mapped at rest",

@@ -20,6 +20,10 @@ struct Scenarios {
     let fleetFigures = Unprotected<[String: Double]?>(nil)
     /// The run's mode (the fleet program sizes itself by it).
     let mode: BenchmarkMode
+    /// The dashboard's executable (`overtime-dashboard`), for its rows.
+    let dashboard: String?
+    /// The dashboard rows, measured once for both metrics.
+    let dashboardFigures = Unprotected<DashboardPages.Figures?>(nil)
     /// Where the `_metrics` programs serve GET /metrics (loopback, free when the run began).
     let metricsPort = (try? MetricsScrape.freePort()) ?? 19_464
 
@@ -187,6 +191,38 @@ struct Scenarios {
                 ("log_uploader_idle_p50", { Double(percentile(try figures(false).microseconds, 0.5)) / 1000 }),
                 ("log_uploader_busy_p50", { Double(percentile(try figures(true).microseconds, 0.5)) / 1000 }),
                 ("log_uploader_busy_p99", { Double(percentile(try figures(true).microseconds, 0.99)) / 1000 }),
+            ]
+        case "dashboard_page_p99_ms", "dashboard_live_update_ms":
+            let figures = { () throws -> DashboardPages.Figures in
+                if let done = dashboardFigures.value { return done }
+                guard let dashboard else {
+                    throw ScenarioError("no --dashboard: Benchmarks/run builds overtime-dashboard")
+                }
+                let (history, pending, loads, changes) =
+                    switch mode {
+                    case .full: (1_000_000, 100_000, 500, 50)
+                    case .quick: (200_000, 100_000, 200, 20)
+                    case .smoke: (200, 50, 4, 2)
+                    }
+                let done = try DashboardPages.measure(
+                    dashboard: dashboard, history: history, pending: pending, loads: loads, changes: changes,
+                    scratch: scratch)
+                dashboardFigures.value = done
+                notes.value.append(done.shape)
+                return done
+            }
+            let ms = { (values: [Int64], fraction: Double) in Double(percentile(values, fraction)) / 1000 }
+            if metric == "dashboard_live_update_ms" {
+                return [
+                    ("p50", { ms(try figures().live, 0.5) }),
+                    ("p99", { ms(try figures().live, 0.99) }),
+                ]
+            }
+            return [
+                ("requests_p50", { ms(try figures().requests, 0.5) }),
+                ("requests_p99", { ms(try figures().requests, 0.99) }),
+                ("history_p50", { ms(try figures().history, 0.5) }),
+                ("history_p99", { ms(try figures().history, 0.99) }),
             ]
         case "sleep_to_release_ms":
             let cycles = max(5, min(200, s.transitions / 100))

@@ -35,6 +35,9 @@ struct OvertimeBench: ParsableCommand {
     @Option(help: "The shipped programs' static release builds (scripts/check-static-binaries makes them).")
     var programs: String = "../.build-static/release"
 
+    @Option(help: "overtime-dashboard's build (Packages/OvertimeDashboard), for the dashboard rows.")
+    var dashboard: String?
+
     @Option(help: "The floor program's static release build (Benchmarks/run makes it with scripts/build-static).")
     var floor: String = ".build-static/release/swift-floor"
 
@@ -101,7 +104,8 @@ struct OvertimeBench: ParsableCommand {
             return store
         }
         let scenarios = Scenarios(
-            sizes: sizes, nginx: nginx, s3: store, scratch: scratch, programs: programs, floor: floor, mode: mode)
+            sizes: sizes, nginx: nginx, s3: store, scratch: scratch, programs: programs, floor: floor, mode: mode,
+            dashboard: dashboard)
         for spec in MetricSpec.all where selected?.contains(spec.name) ?? true {
             let chosen = implementations.map { Set($0.split(separator: ",").map(String.init)) }
             for (implementation, measure) in scenarios.rows(for: spec.name)

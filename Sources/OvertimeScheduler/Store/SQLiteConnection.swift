@@ -153,7 +153,7 @@ final class SQLiteStatement {
 
     fileprivate func finalize() { sqlite3_finalize(pointer) }
 
-    fileprivate func reset() {
+    func reset() {
         sqlite3_reset(pointer)
         sqlite3_clear_bindings(pointer)
     }

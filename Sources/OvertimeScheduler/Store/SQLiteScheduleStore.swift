@@ -35,7 +35,7 @@ import OvertimeSupport
 /// (its `-wal` and `-shm` take its mode).
 final class SQLiteScheduleStore: ScheduleStore {
     /// The schema this build writes and reads.
-    static let schemaVersion = 10
+    static let schemaVersion = 11
     /// Overtime's mark in the SQLite header (`application_id`): "OTSC".
     static let applicationID: Int64 = 0x4F54_5343
     /// The tables this schema has (and had; `grdb_migrations` from builds that migrated
@@ -195,7 +195,7 @@ final class SQLiteScheduleStore: ScheduleStore {
     }
 
     /// Refuses a symbolic link at `path` (or at its log or shared-memory file).
-    private static func refuseLinks(_ path: String) throws(ScheduleStoreError) {
+    static func refuseLinks(_ path: String) throws(ScheduleStoreError) {
         for candidate in [path, path + "-wal", path + "-shm"] {
             var info = stat()
             if lstat(candidate, &info) == 0, info.st_mode & S_IFMT == S_IFLNK {
@@ -220,7 +220,7 @@ final class SQLiteScheduleStore: ScheduleStore {
     /// Refuses a database that is not an Overtime store: another program's marker, or no
     /// marker and tables this schema never had. Read through a read-only connection, so
     /// the file is left as it was.
-    private static func refuseForeign(_ existing: SQLiteConnection, _ path: String) throws {
+    static func refuseForeign(_ existing: SQLiteConnection, _ path: String) throws {
         let marker = try existing.integer("PRAGMA application_id") ?? 0
         if marker == applicationID { return }
         let names = Set(try existing.rows("SELECT name FROM sqlite_master WHERE type = 'table'") { $0.text(0) })
@@ -273,7 +273,7 @@ final class SQLiteScheduleStore: ScheduleStore {
         return connection
     }
 
-    private static func refuseNewer(_ version: Int, _ path: String) throws(ScheduleStoreError) {
+    static func refuseNewer(_ version: Int, _ path: String) throws(ScheduleStoreError) {
         guard version > schemaVersion else { return }
         throw ScheduleStoreError(
             "the schedule store \(path) has schema version \(version); this build reads up to version "
@@ -459,6 +459,20 @@ final class SQLiteScheduleStore: ScheduleStore {
                     // on `due_at` would cost every update of a plan; this table, only their
                     // own writes.
                     try connection.execute("CREATE TABLE waking (identifier TEXT PRIMARY KEY NOT NULL) WITHOUT ROWID")
+                }
+            ),
+            (
+                11,
+                { connection throws(SQLiteError) in
+                    // For an inspector beside the daemon: the whole history newest first, a
+                    // page at a time, without a sort of every row; the requests not finished
+                    // in the store's order, without reading the finished ones (a million
+                    // one-shots that ran).
+                    try connection.execute(
+                        """
+                        CREATE INDEX history_by_run ON history (run_id, attempt);
+                        CREATE INDEX requests_unfinished ON requests (finished);
+                        """)
                 }
             ),
         ]
@@ -837,17 +851,20 @@ final class SQLiteScheduleStore: ScheduleStore {
             statement.bind(1, identifier)
             statement.bind(2, limit)
             var records: [RunRecord] = []
-            while try statement.step() {
-                records.append(
-                    RunRecord(
-                        identifier: statement.text(0), runID: statement.int64(1), attempt: statement.int(2),
-                        startedAt: WallClockInstant(nanosecondsSinceEpoch: statement.int64(3)),
-                        endedAt: statement.optionalInt64(4).map(WallClockInstant.init(nanosecondsSinceEpoch:)),
-                        result: RunResult(stored: statement.text(5)) ?? .failed, stopReason: statement.optionalText(6),
-                        output: statement.optionalBytes(7)))
-            }
+            while try statement.step() { records.append(Self.record(statement)) }
             return records
         }
+    }
+
+    /// An attempt read from the columns identifier, run_id, attempt, started_at, ended_at,
+    /// result, stop_reason, output.
+    static func record(_ row: SQLiteStatement) -> RunRecord {
+        RunRecord(
+            identifier: row.text(0), runID: row.int64(1), attempt: row.int(2),
+            startedAt: WallClockInstant(nanosecondsSinceEpoch: row.int64(3)),
+            endedAt: row.optionalInt64(4).map(WallClockInstant.init(nanosecondsSinceEpoch:)),
+            result: RunResult(stored: row.text(5)) ?? .failed, stopReason: row.optionalText(6),
+            output: row.optionalBytes(7))
     }
 
     // MARK: Statements run for every request or run
@@ -1019,7 +1036,7 @@ final class SQLiteScheduleStore: ScheduleStore {
         retry_at, failed_attempts, finished, submitted_at, current_run_id, running, rowid
         """
 
-    private static func request(_ row: SQLiteStatement) -> StoredRequest {
+    static func request(_ row: SQLiteStatement) -> StoredRequest {
         let details = RequestDetails(packed: row.optionalBytes(24))
         return RequestColumns(
             identifier: row.text(0), earliestBegin: row.optionalInt64(1), intervalNanoseconds: row.optionalInt64(2),

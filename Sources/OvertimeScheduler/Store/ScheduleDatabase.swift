@@ -14,6 +14,7 @@ import Overtime
 /// ```
 public struct ScheduleDatabase: Sendable, CustomStringConvertible {
     let open: @Sendable (ScheduleStoreContext) throws(ScheduleStoreError) -> any ScheduleStore
+    let inspect: (@Sendable () throws(ScheduleStoreError) -> any ScheduleInspector)?
 
     /// Names the database for logs: the file, or the server and database.
     public let description: String
@@ -21,18 +22,32 @@ public struct ScheduleDatabase: Sendable, CustomStringConvertible {
     /// One SQLite file, created if missing with its folders; one scheduler per file
     /// (`<path>.lock` is held while it is open).
     public static func sqlite(path: String) -> ScheduleDatabase {
-        ScheduleDatabase(description: path) { context throws(ScheduleStoreError) in
-            try SQLiteScheduleStore(path: path, now: context.now, logger: context.logger)
-        }
+        ScheduleDatabase(
+            description: path,
+            open: { context throws(ScheduleStoreError) in
+                try SQLiteScheduleStore(path: path, now: context.now, logger: context.logger)
+            },
+            inspect: { () throws(ScheduleStoreError) in try SQLiteScheduleInspector(path: path) })
     }
 
-    /// A database whose store `open` makes, for store implementations.
+    /// Opens the schedule for reading beside the scheduler that owns it (see
+    /// ``ScheduleInspector``): nothing is created, locked or written. A SQLite file must
+    /// exist and be an Overtime schedule store.
+    public func inspector() throws(ScheduleStoreError) -> any ScheduleInspector {
+        guard let inspect else { throw ScheduleStoreError("\(description): this database cannot be inspected") }
+        return try inspect()
+    }
+
+    /// A database whose store `open` makes, and whose schedule `inspect` reads, for store
+    /// implementations.
     @_spi(ScheduleStore) public init(
         description: String,
-        open: @escaping @Sendable (ScheduleStoreContext) throws(ScheduleStoreError) -> any ScheduleStore
+        open: @escaping @Sendable (ScheduleStoreContext) throws(ScheduleStoreError) -> any ScheduleStore,
+        inspect: (@Sendable () throws(ScheduleStoreError) -> any ScheduleInspector)? = nil
     ) {
         self.description = description
         self.open = open
+        self.inspect = inspect
     }
 }
 

@@ -66,27 +66,7 @@ public enum MetricsScrape {
 
     /// One GET /metrics on loopback `port`: the body's size, or an error unless 200.
     static func scrape(port: Int) throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else { throw ScenarioError("cannot connect to 127.0.0.1:\(port)") }
-        let request = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-        _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
-        var answer: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let count = recv(fd, &buffer, buffer.count, 0)
-            if count <= 0 { break }
-            answer += buffer[..<count]
-        }
+        let answer = try LoopbackHTTP.exchange(port: port, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         guard answer.starts(with: Array("HTTP/1.1 200".utf8)),
             let split = answer.firstRange(of: Array("\r\n\r\n".utf8))
         else { throw ScenarioError("the scrape was not answered with 200") }

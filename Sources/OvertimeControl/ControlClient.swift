@@ -1,3 +1,6 @@
+// Talking to a daemon's control socket: one request, one answer, over a blocking Unix
+// socket — what overtimectl does, for programs too (a dashboard's actions).
+
 import OvertimeControlProtocol
 import OvertimeSupport
 
@@ -8,26 +11,32 @@ import OvertimeSupport
 #endif
 
 /// Why talking to the daemon failed, with the exit status it maps to.
-struct ControlClientError: Error, CustomStringConvertible {
-    let description: String
+package struct ControlClientError: Error, CustomStringConvertible {
+    package let description: String
     /// 1: it answered an error; 64 (`EX_USAGE`): a bad path; 69 (`EX_UNAVAILABLE`): no daemon
     /// there; 71 (`EX_OSERR`): no socket could be made; 76 (`EX_PROTOCOL`): its answer is not
     /// the protocol's; 77 (`EX_NOPERM`): refused.
-    let exitStatus: Int32
+    package let exitStatus: Int32
 }
 
 /// One request, one response, over a blocking Unix socket.
-struct ControlClient {
-    let path: String
-    var timeoutSeconds = 10
+package struct ControlClient {
+    package let path: String
+    package var timeoutSeconds = 10
+
+    package init(path: String, timeoutSeconds: Int = 10) {
+        self.path = path
+        self.timeoutSeconds = timeoutSeconds
+    }
+
     /// The longest answer read: far above any the runtime gives (a table of 100,000 open
     /// tasks is about 10 MB).
-    static let maximumAnswerBytes = 64 << 20
+    package static let maximumAnswerBytes = 64 << 20
 
     /// Sends `request` and returns the answer and its line as the daemon wrote it. With
     /// `waitForClose`, then waits (without a timeout) until the daemon closes the
     /// connection, which it does as it exits.
-    func send(
+    package func send(
         _ request: ControlRequest, waitForClose: Bool = false
     ) throws(ControlClientError) -> (response: ControlResponse, line: String) {
         guard let address = UnixSocketAddress(path) else {
@@ -98,4 +107,57 @@ struct ControlClient {
         }
         return (response, String(decoding: answer, as: UTF8.self))
     }
+}
+
+/// A client of an Overtime daemon's control socket, for programs: what `overtimectl`
+/// sends, one command at a time. Each call connects, sends one request, reads one answer
+/// and closes; it blocks the calling thread for at most the timeout (call it off any
+/// event loop).
+///
+/// ```swift
+/// let daemon = ControlSocketClient(path: "/run/report/control.sock")
+/// let message = try daemon.call("run", ["com.example.report"])  // "started run 7 of …"
+/// ```
+public struct ControlSocketClient: Sendable {
+    /// The socket's path.
+    public let path: String
+    /// How long a call waits for the daemon to accept, read and answer.
+    public let timeout: Duration
+
+    /// A client of the daemon listening at `path`.
+    public init(path: String, timeout: Duration = .seconds(10)) {
+        self.path = path
+        self.timeout = timeout
+    }
+
+    /// Sends `command` with `arguments` and returns the daemon's answer (the message it
+    /// printed, or `ok`); throws ``ControlSocketError`` when the daemon refused it or could
+    /// not be reached.
+    public func call(_ command: String, _ arguments: [String] = []) throws(ControlSocketError) -> String {
+        let seconds = Int(max(1, timeout.components.seconds))
+        let answer: ControlResponse
+        do {
+            answer = try ControlClient(path: path, timeoutSeconds: seconds)
+                .send(ControlRequest(command: command, arguments: arguments.isEmpty ? nil : arguments)).response
+        } catch {
+            throw ControlSocketError(message: error.description, isRefusal: false)
+        }
+        guard answer.ok else {
+            throw ControlSocketError(message: answer.error ?? "the daemon refused", isRefusal: true)
+        }
+        return answer.message ?? "ok"
+    }
+}
+
+/// Why a ``ControlSocketClient`` call failed.
+public struct ControlSocketError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What went wrong: the daemon's own error, or why it could not be reached.
+    public let message: String
+    /// `true`: the daemon answered and refused (an unknown identifier, a finished request);
+    /// `false`: no answer (no daemon at the path, permission denied, a timeout, an answer
+    /// that is not the protocol's).
+    public let isRefusal: Bool
+
+    /// The message.
+    public var description: String { message }
 }

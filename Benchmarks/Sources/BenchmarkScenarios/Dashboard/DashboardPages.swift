@@ -1,0 +1,169 @@
+// The dashboard's rows: how long its pages take over a large schedule (a million attempts
+// in the history, a hundred thousand requests pending), and how soon an open page hears of
+// a change. The schedule is made by a real scheduler; the dashboard is the shipped
+// `overtime-dashboard`, reading the store beside it.
+
+import Foundation
+import Overtime
+import OvertimeScheduler
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `dashboard_page_p99_ms` and `dashboard_live_update_ms`.
+public enum DashboardPages {
+    /// What one measurement found.
+    public struct Figures: Sendable {
+        /// Per load of a requests page, in microseconds.
+        public var requests: [Int64] = []
+        /// Per load of a history page, in microseconds.
+        public var history: [Int64] = []
+        /// From a commit to the `change` event on an open event stream, in microseconds.
+        public var live: [Int64] = []
+        /// What was measured, for the notes.
+        public var shape = ""
+    }
+
+    /// Makes a store with `history` attempts (one-shots that ran) and `pending` requests
+    /// waiting, starts `dashboard` beside it, loads each page `loads` times and times
+    /// `changes` live updates.
+    public static func measure(
+        dashboard: String, history: Int, pending: Int, loads: Int, changes: Int, scratch: String
+    ) throws -> Figures {
+        let ran = Atomic<Int>(0)
+        let (runtime, scheduler, folder) = try SchedulerScenarios.make(scratch: scratch, maximumConcurrentRuns: 1000) {
+            _ in ran.add(1, ordering: .relaxed)
+        }
+        defer { SchedulerScenarios.finish(runtime, folder) }
+        let built = ContinuousClock.now
+        var index = 0
+        while index < history {
+            try scheduler.submit(
+                contentsOf: (index..<min(index + 10_000, history)).map { ScheduledTaskRequest(identifier: "job-\($0)") }
+            )
+            index += 10_000
+        }
+        try scheduler.start()
+        while ran.load(ordering: .relaxed) < history { usleep(10_000) }
+        while try scheduler.pendingRequestCount() > 0 { usleep(1_000) }
+        let far = runtime.clock.wallClockNow + .seconds(86_400)
+        index = 0
+        while index < pending {
+            try scheduler.submit(
+                contentsOf: (index..<min(index + 10_000, pending)).map {
+                    var request = ScheduledTaskRequest(identifier: "due-\($0)")
+                    request.earliestBegin = far
+                    return request
+                })
+            index += 10_000
+        }
+        let buildSeconds = seconds(ContinuousClock.now - built)
+
+        let token = "bench-" + String(UInt64.random(in: 1 << 60...UInt64.max), radix: 16)
+        let credentials = folder + "/credentials"
+        _ = FileManager.default.createFile(
+            atPath: credentials, contents: Data("bench:\(token)\n".utf8), attributes: [.posixPermissions: 0o600])
+        let port = try MetricsScrape.freePort()
+        let process = try MeasuredProcess(
+            dashboard,
+            ["--store", folder + "/schedule.db", "--credentials", credentials, "--listen", "127.0.0.1:\(port)"],
+            folder: folder)
+        defer { _ = try? process.terminate(timeout: 30) }
+        let deadline = ContinuousClock.now + .seconds(60)
+        while (try? get(port: port, "/requests", token: token)) == nil {
+            guard ContinuousClock.now < deadline else {
+                throw ScenarioError("the dashboard did not answer: \(process.standardError.suffix(400))")
+            }
+            usleep(20_000)
+        }
+
+        // Rowids follow submission: the pending requests come after the one-shots that ran.
+        let requestPages = [
+            "/requests", "/requests?state=pending&after=\(history + pending / 2)",
+            "/requests?state=all&after=\(history / 2)", "/requests?prefix=due-4",
+        ]
+        let historyPages = [
+            "/history", "/history?before=\(max(1, history / 2)):1", "/history?prefix=job-12",
+            "/history?result=succeeded&before=\(max(1, history / 3)):1",
+        ]
+        var figures = Figures()
+        for load in 0..<loads {
+            for (pages, keep) in [(requestPages, \Figures.requests), (historyPages, \Figures.history)] {
+                let page = pages[load % pages.count]
+                let started = monotonicNanoseconds()
+                let body = try get(port: port, page, token: token)
+                figures[keyPath: keep].append((monotonicNanoseconds() - started) / 1000)
+                guard body.contains("<tbody>"), body.contains("<td>") || pending == 0 else {
+                    throw ScenarioError("\(page) shows no rows")
+                }
+            }
+        }
+
+        // Live: an event stream open, a submit committed, the change event timed.
+        let stream = try EventStream(port: port, token: token)
+        for change in 0..<changes {
+            // A random pause: the commit falls anywhere between two looks of the feed.
+            usleep(UInt32.random(in: 250_000...650_000))
+            var request = ScheduledTaskRequest(identifier: "due-live-\(change)")
+            request.earliestBegin = far
+            let started = monotonicNanoseconds()
+            try scheduler.submit(request)
+            try stream.waitForChange(timeout: 10)
+            figures.live.append((monotonicNanoseconds() - started) / 1000)
+        }
+        figures.shape =
+            "dashboard_page_p99_ms: \(history) attempts in the history, \(pending) requests pending "
+            + "(\(Int(buildSeconds)) s to make by the scheduler); \(loads) loads of each kind over "
+            + "\(requestPages.count) requests pages and \(historyPages.count) history pages (first, deep, by prefix, "
+            + "filtered), each a new connection with a bearer token; dashboard_live_update_ms: \(changes) submits, "
+            + "from the commit to the event on an open stream (the feed looks every 200 ms, its default)"
+        return figures
+    }
+
+    /// GET `path` with `token`: the body, or an error unless 200.
+    static func get(port: Int, _ path: String, token: String) throws -> String {
+        let answer = try LoopbackHTTP.exchange(
+            port: port,
+            "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nConnection: close\r\n\r\n")
+        guard answer.starts(with: Array("HTTP/1.1 200".utf8)) else {
+            throw ScenarioError("GET \(path): \(String(decoding: answer.prefix(200), as: UTF8.self))")
+        }
+        return String(decoding: answer, as: UTF8.self)
+    }
+
+    /// An open `/events` stream, read as it comes.
+    final class EventStream {
+        let fd: Int32
+        private var pending: [UInt8] = []
+
+        init(port: Int, token: String) throws {
+            fd = try LoopbackHTTP.connect(port: port)
+            let request = "GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n"
+            _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+            try read(until: "retry:", timeout: 10)
+        }
+
+        deinit { close(fd) }
+
+        func waitForChange(timeout: Double) throws { try read(until: "event: change", timeout: timeout) }
+
+        private func read(until marker: String, timeout: Double) throws {
+            let deadline = monotonicNanoseconds() + Int64(timeout * 1e9)
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while monotonicNanoseconds() < deadline {
+                if let found = pending.firstRange(of: Array(marker.utf8)) {
+                    pending.removeSubrange(..<found.upperBound)
+                    return
+                }
+                var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&descriptor, 1, 50) > 0 else { continue }
+                let count = recv(fd, &buffer, buffer.count, 0)
+                guard count > 0 else { throw ScenarioError("the event stream closed") }
+                pending += buffer[..<count]
+            }
+            throw ScenarioError("no '\(marker)' on the event stream within \(timeout) s")
+        }
+    }
+}

@@ -1,0 +1,52 @@
+// What the dashboard's buttons do, through the one owner of the schedule: a daemon's
+// control socket (a SQLite schedule belongs to the daemon that holds it).
+
+import OvertimeControl
+
+/// Changes a dashboard asks of a schedule's owner. Each call blocks for at most a few
+/// seconds (the dashboard calls it off its event loops) and returns what the owner said.
+public protocol ScheduleActions: Sendable {
+    /// Starts a run of `identifier` now, whatever its plan and requirements say.
+    func runNow(_ identifier: String, by user: String) throws(ScheduleActionError) -> String
+    /// Cancels `identifier`: no run starts for it any more; a run in progress is told to stop.
+    func cancel(_ identifier: String, by user: String) throws(ScheduleActionError) -> String
+}
+
+/// Why an action was not done: the owner refused it, or could not be reached.
+public struct ScheduleActionError: Error, Sendable, CustomStringConvertible {
+    /// What the owner said, or why it could not be asked.
+    public let message: String
+    /// An action error saying `message`.
+    public init(_ message: String) { self.message = message }
+    /// The message.
+    public var description: String { message }
+}
+
+/// Actions through a daemon's control socket: what `overtimectl run` and
+/// `overtimectl cancel` send.
+public struct ControlSocketActions: ScheduleActions {
+    let client: ControlSocketClient
+
+    /// The daemon listening at `path`.
+    public init(controlSocket path: String) {
+        client = ControlSocketClient(path: path, timeout: .seconds(10))
+    }
+
+    /// Sends `run ID`: the daemon starts a run now and says its run ID.
+    public func runNow(_ identifier: String, by user: String) throws(ScheduleActionError) -> String {
+        try call("run", identifier)
+    }
+
+    /// Sends `cancel ID`: the daemon cancels the request.
+    public func cancel(_ identifier: String, by user: String) throws(ScheduleActionError) -> String {
+        try call("cancel", identifier)
+    }
+
+    private func call(_ command: String, _ identifier: String) throws(ScheduleActionError) -> String {
+        do {
+            return try client.call(command, [identifier])
+        } catch {
+            throw ScheduleActionError(error.message)
+        }
+    }
+}

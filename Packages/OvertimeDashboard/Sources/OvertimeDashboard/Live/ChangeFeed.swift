@@ -1,0 +1,69 @@
+// Live updates: server-sent events that say when the schedule changed, so an open page
+// reads itself again. A SQLite schedule is watched through its change mark (SQLite's
+// data_version moves with every commit its owner makes).
+
+import HTTPTypes
+import Hummingbird
+import NIOConcurrencyHelpers
+import NIOPosix
+import OvertimeScheduler
+
+/// Streams `change` events to each open page, at most ``maximumListeners`` at once.
+final class ChangeFeed: Sendable {
+    static let maximumListeners = 64
+    /// A comment line this often keeps proxies from closing a quiet stream, and finds
+    /// clients that left.
+    static let keepAliveInterval: Duration = .seconds(15)
+
+    private let inspector: any ScheduleInspector
+    private let interval: Duration
+    private let listeners = NIOLockedValueBox(0)
+
+    init(inspector: any ScheduleInspector, interval: Duration) {
+        self.inspector = inspector
+        self.interval = interval
+    }
+
+    /// The event stream's response, or `nil` when as many pages listen as are allowed.
+    func response() -> Response? {
+        let admitted = listeners.withLockedValue { count -> Bool in
+            guard count < Self.maximumListeners else { return false }
+            count += 1
+            return true
+        }
+        guard admitted else { return nil }
+        var headers = HTTPAnswers.headers(contentType: "text/event-stream")
+        headers[HTTPField.Name("X-Accel-Buffering")!] = "no"
+        let body = ResponseBody { [self] writer in
+            defer { listeners.withLockedValue { $0 -= 1 } }
+            var last = try await mark()
+            // Said at once: the browser knows the stream is open (and waits 2 s to reconnect).
+            try await writer.write(ByteBuffer(string: "retry: 2000\n\n"))
+            var quiet = Duration.zero
+            while !Task.isCancelled {
+                try await Task.sleep(for: interval)
+                let current = try await mark()
+                if current != last {
+                    last = current
+                    quiet = .zero
+                    try await writer.write(ByteBuffer(string: "event: change\ndata: \(current)\n\n"))
+                } else {
+                    quiet += interval
+                    if quiet >= Self.keepAliveInterval {
+                        quiet = .zero
+                        try await writer.write(ByteBuffer(string: ": still here\n\n"))
+                    }
+                }
+            }
+            try await writer.finish(nil)
+        }
+        return Response(status: .ok, headers: headers, body: body)
+    }
+
+    /// The schedule's change mark, read on a thread of the pool (a read may wait for the
+    /// owner's commit).
+    private func mark() async throws -> Int64 {
+        let inspector = self.inspector
+        return try await NIOThreadPool.singleton.runIfActive { try inspector.changeMark() }
+    }
+}

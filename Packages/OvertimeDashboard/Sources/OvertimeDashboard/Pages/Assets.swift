@@ -1,0 +1,77 @@
+// The stylesheet and the one script, served from the dashboard itself (the page's
+// Content-Security-Policy allows nothing from elsewhere, and no inline script or style).
+
+enum Assets {
+    static let stylesheet = """
+        :root { color-scheme: light dark; --line: #8884; --muted: #888; --accent: #2a6fdb; }
+        * { box-sizing: border-box; }
+        body { margin: 0; font: 15px/1.45 system-ui, sans-serif; }
+        header { display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: center; padding: .6rem 1rem;
+          border-bottom: 1px solid var(--line); }
+        .brand { font-weight: 700; text-decoration: none; color: inherit; }
+        nav { display: flex; flex-wrap: wrap; gap: .25rem .8rem; }
+        nav a { text-decoration: none; color: var(--accent); }
+        nav a[aria-current] { font-weight: 700; color: inherit; }
+        .who { margin-left: auto; display: flex; gap: .5rem; align-items: center; }
+        main { padding: 0 1rem 2rem; max-width: 90rem; }
+        h1 { font-size: 1.35rem; } h2 { font-size: 1.1rem; margin-top: 2rem; }
+        .scroll { overflow-x: auto; }
+        table { border-collapse: collapse; width: 100%; }
+        th, td { text-align: left; padding: .35rem .6rem; border-bottom: 1px solid var(--line); vertical-align: top;
+          overflow-wrap: anywhere; }
+        th { font-weight: 600; white-space: nowrap; }
+        pre { margin: 0; white-space: pre-wrap; overflow-wrap: anywhere; font-size: .9em; }
+        .empty, .updated, .note { color: var(--muted); }
+        .filters { display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: end; margin-bottom: 1rem; }
+        .filters label, .login label { display: flex; flex-direction: column; font-size: .85rem; gap: .15rem; }
+        input, select, button, .button { font: inherit; padding: .3rem .5rem; }
+        .button { display: inline-block; border: 1px solid var(--line); border-radius: 4px; text-decoration: none;
+          color: inherit; }
+        .danger { color: #c0392b; }
+        .error { color: #c0392b; font-weight: 600; }
+        .badge, .state, .result { display: inline-block; padding: 0 .4rem; border-radius: 3px; background: #8882;
+          white-space: nowrap; }
+        .state.running, .result.running { background: #2a6fdb33; }
+        .state.failed, .result.failed, .result.expired, .result.terminated, .result.interrupted { background: #c0392b33; }
+        .state.succeeded, .result.succeeded { background: #27ae6033; }
+        .state.blocked { background: #f39c1233; }
+        dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .3rem 1rem; }
+        dl.facts dt { font-weight: 600; } dl.facts dd { margin: 0; overflow-wrap: anywhere; }
+        @media (max-width: 40rem) { dl.facts { grid-template-columns: 1fr; } .who { margin-left: 0; } }
+
+        """
+
+    /// Live updates: when the server says the schedule changed, the page's main part is read
+    /// again and replaced. Without JavaScript, or without EventSource, the page is simply
+    /// as it was read.
+    static let liveScript = """
+        (function () {
+          "use strict";
+          var main = document.querySelector("main");
+          if (!main || !window.EventSource || !window.fetch || !window.DOMParser) return;
+          var busy = false, again = false;
+          function refresh() {
+            if (busy) { again = true; return; }
+            busy = true;
+            fetch(location.href, { credentials: "same-origin", headers: { "X-Overtime-Live": "1" } })
+              .then(function (response) { return response.ok ? response.text() : null; })
+              .then(function (text) {
+                if (text === null) return;
+                var next = new DOMParser().parseFromString(text, "text/html").querySelector("main");
+                if (!next) return;
+                var focused = document.activeElement && main.contains(document.activeElement);
+                if (focused) return;  // never under the reader's cursor: the next change brings it
+                main.replaceWith(next);
+                main = next;
+                document.body.setAttribute("data-refreshed", String(Date.now()));
+              })
+              .catch(function () {})
+              .then(function () { busy = false; if (again) { again = false; refresh(); } });
+          }
+          var events = new EventSource(document.body.getAttribute("data-events"));
+          events.addEventListener("change", refresh);
+          events.addEventListener("open", function () { document.body.setAttribute("data-live", "connected"); });
+        })();
+
+        """
+}

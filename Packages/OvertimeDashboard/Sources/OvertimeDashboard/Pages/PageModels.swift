@@ -1,0 +1,234 @@
+// What each page shows, as the templates read it: plain values, every text still raw
+// (the templates escape it).
+
+import Overtime
+import OvertimeScheduler
+
+/// What every page has: the header, the user, where the dashboard is mounted.
+struct Frame {
+    struct NavigationItem {
+        let path: String
+        let label: String
+        let current: Bool
+    }
+    let site: String
+    let title: String
+    let page: String
+    let base: String
+    let nav: [NavigationItem]
+    let user: String?
+    let csrf: String?
+    /// A browser's session (not a program's bearer token): it can sign out.
+    let signedIn: Bool
+    let readOnly: Bool
+    let readAt: String
+
+    static let sections: [(path: String, label: String)] = [
+        ("/requests", "Requests"), ("/running", "Running"), ("/history", "History"), ("/failed", "Failed"),
+        ("/instances", "Instances"), ("/actions", "Actions"),
+    ]
+}
+
+/// A page: the frame and the page's own model, whose keys the templates find on either.
+struct Page<Body> {
+    let frame: Frame
+    let body: Body
+}
+
+struct Choice {
+    let value: String
+    let label: String
+    let selected: Bool
+}
+
+struct RequestRow {
+    let identifier: String
+    let link: String
+    let state: String
+    let next: String?
+    let nextRelative: String?
+    let waitsFor: String?
+    let attempt: String
+    let tags: String
+
+    init(_ inspected: InspectedRequest, now: WallClockInstant) {
+        identifier = inspected.request.identifier
+        link = Formatting.query(identifier)
+        state = inspected.state.description
+        let nextRun = inspected.waitingFor.flatMap(Self.time(of:))
+        next = nextRun.map(Formatting.time)
+        nextRelative = nextRun.map { Formatting.relative($0, from: now) }
+        waitsFor = inspected.waitingFor.map { Self.explain($0, now: now) }
+        attempt = inspected.attempt == 0 ? "" : "\(inspected.attempt)"
+        tags = inspected.request.tags.sorted().joined(separator: ", ")
+    }
+
+    static func time(of wait: ScheduleWait) -> WallClockInstant? {
+        switch wait {
+        case .plannedTime(let time), .retry(let time): time
+        case .requirements(_, let since), .turn(let since): since
+        case .prerequisite: nil
+        }
+    }
+
+    /// What a request waits for, in words, with times relative to now.
+    static func explain(_ wait: ScheduleWait, now: WallClockInstant) -> String {
+        switch wait {
+        case .plannedTime(let time): "its planned time, \(Formatting.relative(time, from: now))"
+        case .retry(let time): "a retry after its backoff, \(Formatting.relative(time, from: now))"
+        case .prerequisite(let identifier): "prerequisite \(identifier) to succeed"
+        case .requirements(let requirements, let since):
+            (requirements.count == 1 ? "requirement " : "requirements ")
+                + requirements.map(\.description).joined(separator: ", ")
+                + " (due \(Formatting.relative(since, from: now)))"
+        case .turn(let since):
+            "its turn: the concurrency limit or a grant (due \(Formatting.relative(since, from: now)))"
+        }
+    }
+}
+
+struct RequestsPage {
+    let states: [Choice]
+    let prefix: String
+    let tag: String
+    let rows: [RequestRow]
+    let filtered: Bool
+    let nextPage: String?
+}
+
+struct RunningRow {
+    let identifier: String
+    let link: String
+    let runID: Int64
+    let attempt: Int
+    let started: String
+    let startedRelative: String
+    let timeLeft: String
+    let holder: String
+}
+
+struct RunningPage {
+    let rows: [RunningRow]
+}
+
+struct AttemptRow {
+    let identifier: String
+    let link: String
+    let runID: Int64
+    let attempt: Int
+    let started: String
+    let startedRelative: String
+    let took: String
+    let result: String
+    let stopReason: String
+    let output: String?
+
+    init(_ record: RunRecord, now: WallClockInstant) {
+        identifier = record.identifier
+        link = Formatting.query(record.identifier)
+        runID = record.runID
+        attempt = record.attempt
+        started = Formatting.time(record.startedAt)
+        startedRelative = Formatting.relative(record.startedAt, from: now)
+        took = record.endedAt.map { Formatting.duration($0 - record.startedAt) } ?? "running"
+        result = record.result.description
+        stopReason = record.stopReason ?? ""
+        output = Formatting.bytes(record.output)
+    }
+}
+
+struct HistoryPage {
+    let prefix: String
+    let results: [Choice]
+    let from: String
+    let until: String
+    let rows: [AttemptRow]
+    let filtered: Bool
+    let nextPage: String?
+}
+
+struct FailedRow {
+    let identifier: String
+    let link: String
+    let lastResult: String
+    let ended: String
+    let stopReason: String
+    let stoppedBy: String
+}
+
+struct FailedPage {
+    let rows: [FailedRow]
+    let nextPage: String?
+}
+
+struct InstanceRow {
+    let name: String
+    let claims: Int
+    let claimsUntil: String
+    let connections: Int
+    let lastSeen: String
+}
+
+struct InstancesPage {
+    let single: Bool
+    let rows: [InstanceRow]
+}
+
+struct StoryFacts {
+    let state: String
+    let waitsFor: String?
+    let next: String?
+    let nextRelative: String?
+    let running: RunningRow?
+    let repeats: String
+    let requirements: String?
+    let prerequisites: String?
+    let tags: String?
+    let submitted: String
+    let cancelled: String?
+    let stoppedBy: String?
+    let retry: String
+    let maximumDuration: String
+    let input: String?
+}
+
+struct StoryPage {
+    let request: StoryFacts
+    let link: String
+    let canAct: Bool
+    let canRun: Bool
+    let canCancel: Bool
+    let actionsOff: String?
+    let attempts: [AttemptRow]
+}
+
+struct ConfirmPage {
+    let question: String
+    let action: String
+    let button: String
+    let buttonClass: String
+    let back: String
+}
+
+struct MessagePage {
+    let kind: String
+    let text: String
+    let back: String?
+}
+
+struct ActionRow {
+    let at: String
+    let user: String
+    let action: String
+    let identifier: String
+    let link: String
+    let outcome: String
+}
+
+struct ActionsPage {
+    let rows: [ActionRow]
+}
+
+struct LoginPage {
+    let failed: Bool
+}

@@ -1,0 +1,164 @@
+// The pages' Mustache templates, compiled in (one binary to deploy, no template folder to
+// lose). `{{value}}` escapes HTML; no template uses `{{{…}}}`, so nothing a request, an
+// identifier, an output or an error holds can become markup.
+
+enum Templates {
+    static let all: [String: String] = [
+        "top": top, "bottom": bottom, "requests": requests, "running": running, "history": history,
+        "failed": failed, "instances": instances, "story": story, "confirm": confirm, "message": message,
+        "actions": actions, "login": login,
+    ]
+
+    static let top = """
+        <!doctype html>
+        <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>{{title}} · {{site}}</title><link rel="stylesheet" href="{{base}}/assets/dashboard.css"></head>
+        <body data-events="{{base}}/events">
+        <header><a class="brand" href="{{base}}/requests">{{site}}</a>
+        <nav>{{#nav}}<a href="{{base}}{{path}}"{{#current}} aria-current="page"{{/current}}>{{label}}</a>{{/nav}}</nav>
+        {{#user}}<form method="post" action="{{base}}/logout" class="who"><span>{{user}}</span>\
+        {{#readOnly}} <span class="badge">read-only</span>{{/readOnly}}{{#signedIn}}<input type="hidden" name="csrf" value="{{csrf}}"> \
+        <button>Sign out</button>{{/signedIn}}</form>{{/user}}
+        </header>
+        <main data-page="{{page}}">
+        <h1>{{title}}</h1>
+
+        """
+
+    static let bottom = """
+        <p class="updated">Read at {{readAt}}.</p>
+        </main>
+        <script src="{{base}}/assets/live.js"></script>
+        </body></html>
+
+        """
+
+    static let requests = """
+        {{> top}}
+        <form method="get" action="{{base}}/requests" class="filters">
+        <label>State <select name="state">{{#states}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{value}}</option>{{/states}}</select></label>
+        <label>Identifier starts with <input name="prefix" value="{{prefix}}"></label>
+        <label>Tag <input name="tag" value="{{tag}}"></label>
+        <button>Show</button></form>
+        <div class="scroll"><table><thead><tr><th>Identifier</th><th>State</th><th>Next run</th><th>Waits for</th><th>Attempt</th><th>Tags</th></tr></thead><tbody>
+        {{#rows}}<tr><td><a href="{{base}}/request?id={{link}}">{{identifier}}</a></td><td><span class="state {{state}}">{{state}}</span></td>\
+        <td>{{#next}}<time title="{{next}}">{{nextRelative}}</time>{{/next}}</td><td>{{waitsFor}}</td><td>{{attempt}}</td><td>{{tags}}</td></tr>
+        {{/rows}}{{^rows}}<tr><td colspan="6" class="empty">No requests{{#filtered}} match{{/filtered}}.</td></tr>{{/rows}}
+        </tbody></table></div>
+        {{#nextPage}}<p class="pager"><a href="{{nextPage}}">Next page →</a></p>{{/nextPage}}
+        {{> bottom}}
+        """
+
+    static let running = """
+        {{> top}}
+        <div class="scroll"><table><thead><tr><th>Identifier</th><th>Run</th><th>Attempt</th><th>Started</th><th>Time left in its grant</th><th>Instance</th></tr></thead><tbody>
+        {{#rows}}<tr><td><a href="{{base}}/request?id={{link}}">{{identifier}}</a></td><td>{{runID}}</td><td>{{attempt}}</td>\
+        <td><time title="{{started}}">{{startedRelative}}</time></td><td>{{timeLeft}}</td><td>{{holder}}</td></tr>
+        {{/rows}}{{^rows}}<tr><td colspan="6" class="empty">Nothing is running.</td></tr>{{/rows}}
+        </tbody></table></div>
+        {{> bottom}}
+        """
+
+    static let history = """
+        {{> top}}
+        <form method="get" action="{{base}}/history" class="filters">
+        <label>Identifier starts with <input name="prefix" value="{{prefix}}"></label>
+        <label>Result <select name="result">{{#results}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/results}}</select></label>
+        <label>Started from (UTC) <input type="datetime-local" name="from" value="{{from}}"></label>
+        <label>until <input type="datetime-local" name="until" value="{{until}}"></label>
+        <button>Show</button></form>
+        <div class="scroll"><table><thead><tr><th>Identifier</th><th>Run</th><th>Attempt</th><th>Started</th><th>Took</th><th>Result</th><th>Stop reason</th></tr></thead><tbody>
+        {{#rows}}<tr><td><a href="{{base}}/request?id={{link}}">{{identifier}}</a></td><td>{{runID}}</td><td>{{attempt}}</td>\
+        <td><time title="{{started}}">{{startedRelative}}</time></td><td>{{took}}</td><td><span class="result {{result}}">{{result}}</span></td><td>{{stopReason}}</td></tr>
+        {{/rows}}{{^rows}}<tr><td colspan="7" class="empty">No attempts{{#filtered}} match{{/filtered}}.</td></tr>{{/rows}}
+        </tbody></table></div>
+        {{#nextPage}}<p class="pager"><a href="{{nextPage}}">Older →</a></p>{{/nextPage}}
+        {{> bottom}}
+        """
+
+    static let failed = """
+        {{> top}}
+        <p>Requests that finished without succeeding: their last run failed with no retry left, or a prerequisite's failure or cancellation stopped them.</p>
+        <div class="scroll"><table><thead><tr><th>Identifier</th><th>Last attempt</th><th>Ended</th><th>Stop reason</th><th>Stopped by</th></tr></thead><tbody>
+        {{#rows}}<tr><td><a href="{{base}}/request?id={{link}}">{{identifier}}</a></td><td>{{lastResult}}</td><td>{{ended}}</td><td>{{stopReason}}</td><td>{{stoppedBy}}</td></tr>
+        {{/rows}}{{^rows}}<tr><td colspan="5" class="empty">Nothing failed for good.</td></tr>{{/rows}}
+        </tbody></table></div>
+        {{#nextPage}}<p class="pager"><a href="{{nextPage}}">Next page →</a></p>{{/nextPage}}
+        {{> bottom}}
+        """
+
+    static let instances = """
+        {{> top}}
+        {{#single}}<p>One daemon owns this schedule (a SQLite store): there is no fleet of instances.</p>{{/single}}
+        {{^single}}<div class="scroll"><table><thead><tr><th>Instance</th><th>Runs held</th><th>Claims until</th><th>Connections</th><th>Last seen</th></tr></thead><tbody>
+        {{#rows}}<tr><td>{{name}}</td><td>{{claims}}</td><td>{{claimsUntil}}</td><td>{{connections}}</td><td>{{lastSeen}}</td></tr>
+        {{/rows}}{{^rows}}<tr><td colspan="5" class="empty">No instance is connected.</td></tr>{{/rows}}
+        </tbody></table></div>{{/single}}
+        {{> bottom}}
+        """
+
+    static let story = """
+        {{> top}}
+        {{#request}}
+        <dl class="facts">
+        <dt>State</dt><dd><span class="state {{state}}">{{state}}</span></dd>
+        {{#waitsFor}}<dt>Waits for</dt><dd>{{waitsFor}}</dd>{{/waitsFor}}
+        {{#next}}<dt>Next run</dt><dd><time title="{{next}}">{{nextRelative}}</time> ({{next}})</dd>{{/next}}
+        {{#running}}<dt>Running</dt><dd>run {{runID}}, attempt {{attempt}}, since {{started}}; {{timeLeft}} left in its grant</dd>{{/running}}
+        <dt>Repeats</dt><dd>{{repeats}}</dd>
+        {{#requirements}}<dt>Requirements</dt><dd>{{requirements}}</dd>{{/requirements}}
+        {{#prerequisites}}<dt>Prerequisites</dt><dd>{{prerequisites}}</dd>{{/prerequisites}}
+        {{#tags}}<dt>Tags</dt><dd>{{tags}}</dd>{{/tags}}
+        <dt>Submitted</dt><dd>{{submitted}}</dd>
+        {{#cancelled}}<dt>Cancelled</dt><dd>{{cancelled}}</dd>{{/cancelled}}
+        {{#stoppedBy}}<dt>Stopped by</dt><dd>prerequisite {{stoppedBy}}</dd>{{/stoppedBy}}
+        <dt>Retries</dt><dd>{{retry}}</dd>
+        <dt>Longest run</dt><dd>{{maximumDuration}}</dd>
+        {{#input}}<dt>Input</dt><dd><pre>{{input}}</pre></dd>{{/input}}
+        </dl>
+        {{/request}}
+        {{#canAct}}<p class="actions">{{#canRun}}<a class="button" href="{{base}}/request/run?id={{link}}">Run now…</a>{{/canRun}} \
+        {{#canCancel}}<a class="button danger" href="{{base}}/request/cancel?id={{link}}">Cancel…</a>{{/canCancel}}</p>{{/canAct}}
+        {{#actionsOff}}<p class="note">{{actionsOff}}</p>{{/actionsOff}}
+        <h2>Attempts</h2>
+        <div class="scroll"><table><thead><tr><th>Run</th><th>Attempt</th><th>Started</th><th>Took</th><th>Result</th><th>Stop reason</th><th>Output</th></tr></thead><tbody>
+        {{#attempts}}<tr><td>{{runID}}</td><td>{{attempt}}</td><td><time title="{{started}}">{{startedRelative}}</time></td><td>{{took}}</td>\
+        <td><span class="result {{result}}">{{result}}</span></td><td>{{stopReason}}</td><td>{{#output}}<pre>{{output}}</pre>{{/output}}</td></tr>
+        {{/attempts}}{{^attempts}}<tr><td colspan="7" class="empty">No attempt yet.</td></tr>{{/attempts}}
+        </tbody></table></div>
+        {{> bottom}}
+        """
+
+    static let confirm = """
+        {{> top}}
+        <p>{{question}}</p>
+        <form method="post" action="{{action}}"><input type="hidden" name="csrf" value="{{csrf}}">
+        <button class="{{buttonClass}}">{{button}}</button> <a href="{{back}}">Go back</a></form>
+        {{> bottom}}
+        """
+
+    static let message = """
+        {{> top}}
+        <p class="{{kind}}">{{text}}</p>
+        {{#back}}<p><a href="{{back}}">Back</a></p>{{/back}}
+        {{> bottom}}
+        """
+
+    static let actions = """
+        {{> top}}
+        <div class="scroll"><table><thead><tr><th>When</th><th>Who</th><th>Action</th><th>Identifier</th><th>Outcome</th></tr></thead><tbody>
+        {{#rows}}<tr><td>{{at}}</td><td>{{user}}</td><td>{{action}}</td><td><a href="{{base}}/request?id={{link}}">{{identifier}}</a></td><td>{{outcome}}</td></tr>
+        {{/rows}}{{^rows}}<tr><td colspan="5" class="empty">No action taken since the dashboard started.</td></tr>{{/rows}}
+        </tbody></table></div>
+        {{> bottom}}
+        """
+
+    static let login = """
+        {{> top}}
+        {{#failed}}<p class="error">That token is not known here.</p>{{/failed}}
+        <form method="post" action="{{base}}/login" class="login">
+        <label>Token <input type="password" name="token" autocomplete="current-password" required autofocus></label>
+        <button>Sign in</button></form>
+        {{> bottom}}
+        """
+}

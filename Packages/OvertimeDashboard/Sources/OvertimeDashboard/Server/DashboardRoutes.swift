@@ -1,0 +1,405 @@
+// The dashboard's routes: sign-in first, then pages read from the inspector, and actions
+// that a form carrying the session's CSRF token confirms.
+
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Overtime
+import OvertimeScheduler
+
+/// Who is asking: a signed-in browser (its session's CSRF token) or a program with a bearer token.
+struct Viewer {
+    let user: String
+    let sessionID: String?
+    let csrf: String?
+}
+
+struct DashboardRoutes: Sendable {
+    let dashboard: Dashboard
+    static let sessionCookie = "overtime_dashboard_session"
+    static let pageSize = 50
+
+    var base: String { dashboard.configuration.mountPath }
+
+    func add<Context: RequestContext>(to router: some RouterMethods<Context>) {
+        router.get("") { _, _ in HTTPAnswers.redirect(to: base + "/requests") }
+        router.get("assets/dashboard.css") { _, _ in
+            HTTPAnswers.asset(Assets.stylesheet, type: "text/css; charset=utf-8")
+        }
+        router.get("assets/live.js") { _, _ in
+            HTTPAnswers.asset(Assets.liveScript, type: "text/javascript; charset=utf-8")
+        }
+        router.get("login") { request, _ in
+            render("login", title: "Sign in", viewer: nil, LoginPage(failed: false))
+        }
+        router.post("login") { request, _ in try await signIn(request) }
+        router.post("logout") { request, _ in try await signOut(request) }
+        router.get("events") { request, _ in
+            guard viewer(request) != nil else { return HTTPAnswers.plain("sign in first", status: .unauthorized) }
+            return dashboard.feed.response()
+                ?? HTTPAnswers.plain("too many live pages are open", status: .serviceUnavailable)
+        }
+        router.get("requests") { request, _ in
+            try await page(request) { viewer, now in try requests(request, viewer, now) }
+        }
+        router.get("running") { request, _ in try await page(request) { viewer, now in try running(viewer, now) } }
+        router.get("history") { request, _ in
+            try await page(request) { viewer, now in try history(request, viewer, now) }
+        }
+        router.get("failed") { request, _ in try await page(request) { viewer, now in try failed(request, viewer, now) }
+        }
+        router.get("instances") { request, _ in try await page(request) { viewer, now in try instances(viewer, now) } }
+        router.get("actions") { request, _ in try await page(request) { viewer, _ in taken(viewer) } }
+        router.get("request") { request, _ in try await page(request) { viewer, now in try story(request, viewer, now) }
+        }
+        for action in ["run", "cancel"] {
+            router.get(RouterPath("request/\(action)")) { request, _ in
+                try await page(request) { viewer, now in try confirm(action, request, viewer, now) }
+            }
+            router.post(RouterPath("request/\(action)")) { request, _ in try await act(action, request) }
+        }
+    }
+
+    // MARK: Access
+
+    func viewer(_ request: Request) -> Viewer? {
+        if let authorization = request.headers[.authorization], authorization.hasPrefix("Bearer ") {
+            let token = String(authorization.dropFirst("Bearer ".count))
+            return dashboard.configuration.credentials.user(withToken: token).map {
+                Viewer(user: $0, sessionID: nil, csrf: nil)
+            }
+        }
+        guard let id = request.cookies[Self.sessionCookie]?.value, let session = dashboard.sessions.session(id) else {
+            return nil
+        }
+        return Viewer(user: session.user, sessionID: id, csrf: session.csrfToken)
+    }
+
+    /// A form's post is the session's own: its CSRF token, and no other site's origin. A
+    /// bearer token is never sent by a browser on its own, so it needs neither.
+    func isOwnPost(_ request: Request, _ viewer: Viewer, form: [String: String]) -> Bool {
+        guard let expected = viewer.csrf else { return viewer.sessionID == nil }
+        guard let given = form["csrf"],
+            DashboardCredentials.equalInConstantTime(Array(expected.utf8), Array(given.utf8))
+        else { return false }
+        if let site = request.headers[HTTPField.Name("Sec-Fetch-Site")!], site == "cross-site" { return false }
+        if let origin = request.headers[HTTPField.Name("Origin")!], origin != "null" {
+            let host = request.head.authority ?? ""
+            guard origin == "http://\(host)" || origin == "https://\(host)" else { return false }
+        }
+        return true
+    }
+
+    func signIn(_ request: Request) async throws -> Response {
+        let form = HTTPAnswers.form(try await request.body.collect(upTo: 8192))
+        guard let user = dashboard.configuration.credentials.user(withToken: form["token"] ?? "") else {
+            dashboard.logger.notice("dashboard sign-in refused")
+            try await Task.sleep(for: .milliseconds(250))  // guessing is slow
+            return render("login", title: "Sign in", viewer: nil, LoginPage(failed: true), status: .unauthorized)
+        }
+        let id = dashboard.sessions.open(for: user)
+        dashboard.logger.info("dashboard sign-in", metadata: ["user": "\(user)"])
+        var response = HTTPAnswers.redirect(to: base + "/requests")
+        response.setCookie(
+            Cookie(
+                name: Self.sessionCookie, value: id, maxAge: Int(DashboardSessions.lifetime.components.seconds),
+                path: base.isEmpty ? "/" : base, httpOnly: true, sameSite: .strict))
+        return response
+    }
+
+    func signOut(_ request: Request) async throws -> Response {
+        let form = HTTPAnswers.form(try await request.body.collect(upTo: 8192))
+        guard let viewer = viewer(request), isOwnPost(request, viewer, form: form) else {
+            return HTTPAnswers.plain("refused: not signed in, or the form is not this session's", status: .forbidden)
+        }
+        if let id = viewer.sessionID { dashboard.sessions.close(id) }
+        var response = HTTPAnswers.redirect(to: base + "/login")
+        response.setCookie(
+            Cookie(name: Self.sessionCookie, value: "", maxAge: 0, path: base.isEmpty ? "/" : base, sameSite: .strict))
+        return response
+    }
+
+    // MARK: Pages
+
+    /// A page for a signed-in viewer (else to sign-in), its data read off the event loop.
+    func page(
+        _ request: Request, _ make: @escaping @Sendable (Viewer, WallClockInstant) throws -> Response
+    ) async throws -> Response {
+        guard let viewer = viewer(request) else {
+            if request.headers[.authorization] != nil {
+                return HTTPAnswers.plain("unknown token", status: .unauthorized)
+            }
+            return HTTPAnswers.redirect(to: base + "/login")
+        }
+        let now = dashboard.now()
+        do {
+            return try await dashboard.offLoop { try make(viewer, now) }
+        } catch let error as ScheduleStoreError {
+            return render(
+                "message", title: "The schedule cannot be read", viewer: viewer,
+                MessagePage(kind: "error", text: error.message, back: nil), status: .serviceUnavailable)
+        }
+    }
+
+    func render<Body>(
+        _ template: String, title: String, viewer: Viewer?, _ body: Body, status: HTTPResponse.Status = .ok
+    ) -> Response {
+        let frame = Frame(
+            site: dashboard.configuration.siteName, title: title, page: template, base: base,
+            nav: viewer == nil ? [] : Frame.sections.map { .init(path: $0.path, label: $0.label, current: false) },
+            user: viewer?.user, csrf: viewer?.csrf, signedIn: viewer?.csrf != nil, readOnly: !canAct,
+            readAt: Formatting.time(dashboard.now()))
+        let html = dashboard.templates.render(Page(frame: frame, body: body), withTemplate: "page-" + template) ?? ""
+        return HTTPAnswers.html(html, status: status)
+    }
+
+    var canAct: Bool { dashboard.configuration.actions != nil && !dashboard.configuration.readOnly }
+
+    func requests(_ request: Request, _ viewer: Viewer, _ now: WallClockInstant) throws -> Response {
+        let query = request.uri.queryParameters
+        let state = query["state"].map(String.init).flatMap(RequestQuery.Selection.init(named:)) ?? .pending
+        let prefix = query["prefix"].map(String.init) ?? ""
+        let tag = query["tag"].map(String.init) ?? ""
+        let after = query["after"].flatMap { Int64(String($0)) }
+        let page = try dashboard.inspector.requests(
+            RequestQuery(selection: state, identifierPrefix: prefix, tag: tag, after: after, limit: Self.pageSize),
+            now: now)
+        let found = page.requests
+        let nextPage = page.next.map { next in
+            "\(base)/requests?state=\(state)&prefix=\(Formatting.query(prefix))&tag=\(Formatting.query(tag))"
+                + "&after=\(next)"
+        }
+        let states = ["pending", "running", "failed", "cancelled", "all"].map {
+            Choice(value: $0, label: $0, selected: $0 == state.description)
+        }
+        return render(
+            "requests", title: "Requests", viewer: viewer,
+            RequestsPage(
+                states: states, prefix: prefix, tag: tag, rows: found.map { RequestRow($0, now: now) },
+                filtered: !prefix.isEmpty || !tag.isEmpty, nextPage: nextPage))
+    }
+
+    func running(_ viewer: Viewer, _ now: WallClockInstant) throws -> Response {
+        let found = try dashboard.inspector.requests(RequestQuery(selection: .running, limit: 1000), now: now).requests
+        let rows = found.compactMap { inspected in inspected.running.map { runningRow(inspected, $0, now) } }
+        return render("running", title: "Running", viewer: viewer, RunningPage(rows: rows))
+    }
+
+    func runningRow(_ inspected: InspectedRequest, _ run: RunningAttempt, _ now: WallClockInstant) -> RunningRow {
+        let left = run.deadline - now
+        return RunningRow(
+            identifier: inspected.request.identifier, link: Formatting.query(inspected.request.identifier),
+            runID: run.runID, attempt: run.attempt, started: Formatting.time(run.startedAt),
+            startedRelative: Formatting.relative(run.startedAt, from: now),
+            timeLeft: left > .zero ? Formatting.duration(left) : "none: past its deadline",
+            holder: run.holder ?? "")
+    }
+
+    func history(_ request: Request, _ viewer: Viewer, _ now: WallClockInstant) throws -> Response {
+        let query = request.uri.queryParameters
+        let prefix = query["prefix"].map(String.init) ?? ""
+        let resultName = query["result"].map(String.init) ?? ""
+        let result = Self.results.first { $0.description == resultName }
+        let from = query["from"].map(String.init) ?? ""
+        let until = query["until"].map(String.init) ?? ""
+        let before = query["before"].flatMap { text -> HistoryPosition? in
+            let parts = text.split(separator: ":")
+            guard parts.count == 2, let run = Int64(parts[0]), let attempt = Int(parts[1]) else { return nil }
+            return HistoryPosition(runID: run, attempt: attempt)
+        }
+        let found = try dashboard.inspector.history(
+            HistoryQuery(
+                identifierPrefix: prefix, result: result, startedFrom: Self.instant(from),
+                startedBefore: Self.instant(until), before: before, limit: Self.pageSize))
+        let nextPage =
+            found.count == Self.pageSize
+            ? found.last.map { last in
+                "\(base)/history?prefix=\(Formatting.query(prefix))&result=\(Formatting.query(resultName))"
+                    + "&from=\(Formatting.query(from))&until=\(Formatting.query(until))&before=\(last.runID):\(last.attempt)"
+            } : nil
+        let choices =
+            [Choice(value: "", label: "any", selected: result == nil)]
+            + Self.results.map { Choice(value: $0.description, label: $0.description, selected: $0 == result) }
+        return render(
+            "history", title: "History", viewer: viewer,
+            HistoryPage(
+                prefix: prefix, results: choices, from: from, until: until,
+                rows: found.map { AttemptRow($0, now: now) },
+                filtered: !prefix.isEmpty || result != nil || !from.isEmpty || !until.isEmpty, nextPage: nextPage))
+    }
+
+    static let results: [RunResult] = [
+        .succeeded, .failed, .expired, .stopped, .terminated, .interrupted, .superseded,
+    ]
+
+    /// A `datetime-local` value read as UTC (`2026-11-27T09:30`, seconds optional).
+    static func instant(_ text: String) -> WallClockInstant? {
+        guard !text.isEmpty else { return nil }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        for format in ["yyyy-MM-dd'T'HH:mm:ss", "yyyy-MM-dd'T'HH:mm", "yyyy-MM-dd"] {
+            formatter.dateFormat = format
+            if let date = formatter.date(from: text) {
+                return WallClockInstant(nanosecondsSinceEpoch: Int64(date.timeIntervalSince1970) * 1_000_000_000)
+            }
+        }
+        return nil
+    }
+
+    func failed(_ request: Request, _ viewer: Viewer, _ now: WallClockInstant) throws -> Response {
+        let after = request.uri.queryParameters["after"].flatMap { Int64(String($0)) }
+        let page = try dashboard.inspector.requests(
+            RequestQuery(selection: .failed, after: after, limit: Self.pageSize), now: now)
+        let found = page.requests
+        let rows = try found.map { inspected -> FailedRow in
+            let last = try dashboard.inspector.history(
+                HistoryQuery(identifierPrefix: inspected.request.identifier, limit: 50)
+            ).first { $0.identifier == inspected.request.identifier }
+            return FailedRow(
+                identifier: inspected.request.identifier, link: Formatting.query(inspected.request.identifier),
+                lastResult: last.map { "\($0.result) (run \($0.runID), attempt \($0.attempt))" } ?? "none ran",
+                ended: last?.endedAt.map { Formatting.relative($0, from: now) } ?? "",
+                stopReason: last?.stopReason ?? "", stoppedBy: inspected.stoppedBy ?? "")
+        }
+        let nextPage = page.next.map { "\(base)/failed?after=\($0)" }
+        return render("failed", title: "Failed", viewer: viewer, FailedPage(rows: rows, nextPage: nextPage))
+    }
+
+    func instances(_ viewer: Viewer, _ now: WallClockInstant) throws -> Response {
+        let found = try dashboard.inspector.instances(now: now)
+        let single = !dashboard.inspector.isShared
+        let rows = found.map {
+            InstanceRow(
+                name: $0.name, claims: $0.claims,
+                claimsUntil: $0.claimsUntil.map { Formatting.relative($0, from: now) } ?? "",
+                connections: $0.connections, lastSeen: $0.lastSeen.map { Formatting.relative($0, from: now) } ?? "")
+        }
+        return render("instances", title: "Instances", viewer: viewer, InstancesPage(single: single, rows: rows))
+    }
+
+    func taken(_ viewer: Viewer) -> Response {
+        let rows = dashboard.actionLog.newestFirst.map {
+            ActionRow(
+                at: Formatting.time(WallClockInstant(nanosecondsSinceEpoch: Int64($0.at.timeIntervalSince1970 * 1e9))),
+                user: $0.user, action: $0.action, identifier: $0.identifier, link: Formatting.query($0.identifier),
+                outcome: ($0.succeeded ? "" : "refused: ") + $0.answer)
+        }
+        return render("actions", title: "Actions", viewer: viewer, ActionsPage(rows: rows))
+    }
+
+    func story(_ request: Request, _ viewer: Viewer, _ now: WallClockInstant) throws -> Response {
+        let identifier = request.uri.queryParameters["id"].map(String.init) ?? ""
+        guard let inspected = try dashboard.inspector.request(identifier, now: now) else {
+            return render(
+                "message", title: "No such request", viewer: viewer,
+                MessagePage(
+                    kind: "error", text: "No request has the identifier \(identifier).", back: base + "/requests"),
+                status: .notFound)
+        }
+        let attempts = try dashboard.inspector.history(HistoryQuery(identifierPrefix: identifier, limit: 200))
+            .filter { $0.identifier == identifier }
+        let submitted = inspected.request
+        let nextRun = inspected.waitingFor.flatMap(RequestRow.time(of:))
+        let facts = StoryFacts(
+            state: inspected.state.description, waitsFor: inspected.waitingFor.map { RequestRow.explain($0, now: now) },
+            next: nextRun.map(Formatting.time), nextRelative: nextRun.map { Formatting.relative($0, from: now) },
+            running: inspected.running.map { runningRow(inspected, $0, now) },
+            repeats: submitted.repetition.map { "\($0)" } ?? "once",
+            requirements: submitted.requirements.isEmpty
+                ? nil : submitted.requirements.map(\.description).sorted().joined(separator: ", "),
+            prerequisites: submitted.prerequisites.isEmpty
+                ? nil : submitted.prerequisites.sorted().joined(separator: ", "),
+            tags: submitted.tags.isEmpty ? nil : submitted.tags.sorted().joined(separator: ", "),
+            submitted: Formatting.time(inspected.submittedAt), cancelled: inspected.cancelledAt.map(Formatting.time),
+            stoppedBy: inspected.stoppedBy,
+            retry: "\(submitted.retry.maximumAttempts) attempt\(submitted.retry.maximumAttempts == 1 ? "" : "s"), "
+                + "\(submitted.retry.backoff) backoff from "
+                + Formatting.duration(submitted.retry.initialDelay),
+            maximumDuration: Formatting.duration(submitted.maximumDuration), input: Formatting.bytes(submitted.input))
+        let pending = !inspected.state.isFinished
+        return render(
+            "story", title: identifier, viewer: viewer,
+            StoryPage(
+                request: facts, link: Formatting.query(identifier), canAct: canAct && pending,
+                canRun: inspected.state != .running, canCancel: true,
+                actionsOff: canAct || !pending ? nil : actionsOffReason,
+                attempts: attempts.map { AttemptRow($0, now: now) }))
+    }
+
+    var actionsOffReason: String {
+        dashboard.configuration.readOnly
+            ? "This dashboard is read-only."
+            : "Actions are off: the dashboard was started without the daemon's control socket."
+    }
+
+    // MARK: Actions
+
+    func confirm(_ action: String, _ request: Request, _ viewer: Viewer, _ now: WallClockInstant) throws -> Response {
+        let identifier = request.uri.queryParameters["id"].map(String.init) ?? ""
+        guard canAct else {
+            return render(
+                "message", title: "Not allowed", viewer: viewer,
+                MessagePage(kind: "error", text: actionsOffReason, back: nil), status: .forbidden)
+        }
+        let back = "\(base)/request?id=\(Formatting.query(identifier))"
+        let question =
+            action == "run"
+            ? "Start a run of \(identifier) now, whatever its plan and requirements say?"
+            : "Cancel \(identifier)? No run of it starts any more, and a run in progress is told to stop."
+        return render(
+            "confirm", title: action == "run" ? "Run now" : "Cancel", viewer: viewer,
+            ConfirmPage(
+                question: question, action: "\(base)/request/\(action)?id=\(Formatting.query(identifier))",
+                button: action == "run" ? "Run it now" : "Cancel it", buttonClass: action == "run" ? "" : "danger",
+                back: back))
+    }
+
+    func act(_ action: String, _ request: Request) async throws -> Response {
+        let form = HTTPAnswers.form(try await request.body.collect(upTo: 8192))
+        guard let viewer = viewer(request) else {
+            return HTTPAnswers.plain("refused: sign in first", status: .unauthorized)
+        }
+        guard isOwnPost(request, viewer, form: form) else {
+            dashboard.logger.warning(
+                "dashboard action refused: no valid CSRF token",
+                metadata: ["user": "\(viewer.user)", "action": "\(action)"])
+            return HTTPAnswers.plain("refused: the form is not this session's (CSRF check)", status: .forbidden)
+        }
+        guard canAct, let actions = dashboard.configuration.actions else {
+            return HTTPAnswers.plain("refused: \(actionsOffReason)", status: .forbidden)
+        }
+        let identifier = request.uri.queryParameters["id"].map(String.init) ?? ""
+        let user = viewer.user
+        let outcome: Result<String, ScheduleActionError> = try await dashboard.offLoop {
+            do {
+                return .success(
+                    action == "run"
+                        ? try actions.runNow(identifier, by: user) : try actions.cancel(identifier, by: user))
+            } catch let error as ScheduleActionError {
+                return .failure(error)
+            }
+        }
+        let (succeeded, answer) =
+            switch outcome {
+            case .success(let text): (true, text)
+            case .failure(let error): (false, error.message)
+            }
+        let logFailure = dashboard.actionLog.record(
+            ActionRecord(
+                at: Date(), user: user, action: action, identifier: identifier, succeeded: succeeded, answer: answer))
+        dashboard.logger.notice(
+            "dashboard action",
+            metadata: [
+                "user": "\(user)", "action": "\(action)", "identifier": "\(identifier)", "succeeded": "\(succeeded)",
+                "answer": "\(answer)",
+            ])
+        let text = (succeeded ? "Done: " : "Refused: ") + answer + (logFailure.map { " (\($0))" } ?? "")
+        return render(
+            "message", title: action == "run" ? "Run now" : "Cancel", viewer: viewer,
+            MessagePage(
+                kind: succeeded ? "done" : "error", text: text,
+                back: "\(base)/request?id=\(Formatting.query(identifier))"),
+            status: succeeded ? .ok : .conflict)
+    }
+}

@@ -1,0 +1,114 @@
+// overtime-dashboard: the schedule of a daemon in the browser, beside it.
+//
+//   overtime-dashboard --store /var/lib/app/schedule.db --control-socket /run/app/control.sock \
+//       --credentials /etc/overtime/dashboard.credentials
+//   open http://127.0.0.1:8460/
+
+import ArgumentParser
+import Foundation
+import Hummingbird
+import Logging
+import OvertimeDashboard
+import OvertimeScheduler
+
+@main
+struct OvertimeDashboardCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "overtime-dashboard",
+        abstract: "Serve an Overtime schedule as web pages: what waits and why, what runs, the history.",
+        discussion: """
+            Credentials: a file of name:token lines, readable by its owner only (chmod 600); by default
+            $CREDENTIALS_DIRECTORY/dashboard (systemd's LoadCredential=dashboard:PATH). Sign in with a token;
+            programs may send it as Authorization: Bearer TOKEN. Without --control-socket (or with --read-only)
+            the dashboard only reads.
+            """)
+
+    @Option(help: "The daemon's SQLite schedule store (read beside it; nothing is written).")
+    var store: String
+
+    @Option(help: "The daemon's control socket: run now and cancel go through it.")
+    var controlSocket: String?
+
+    @Option(help: "Listen at ADDR:PORT (a port alone: on loopback).")
+    var listen = "127.0.0.1:8460"
+
+    @Option(help: "The credentials file (name:token per line).")
+    var credentials: String?
+
+    @Flag(help: "Show the schedule and refuse every action.")
+    var readOnly = false
+
+    @Option(help: "Append each action (who, what, the outcome) to this file, one JSON object per line.")
+    var actionLog: String?
+
+    @Option(help: "Serve under this path (behind a proxy), e.g. /dashboard.")
+    var mountPath = ""
+
+    func validate() throws {
+        guard Self.address(listen) != nil else {
+            throw ValidationError("--listen: ADDR:PORT or PORT (a port from 0 to 65535), got '\(listen)'")
+        }
+    }
+
+    static func address(_ text: String) -> (host: String, port: Int)? {
+        if let port = Int(text), (0...65535).contains(port) { return ("127.0.0.1", port) }
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+            (0...65535).contains(port)
+        else { return nil }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return host.isEmpty ? nil : (host, port)
+    }
+
+    func run() async throws {
+        LoggingSystem.bootstrap(StreamLogHandler.standardError)
+        let logger = Logger(label: "overtime.dashboard")
+        let credentialsPath =
+            credentials ?? ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"].map { $0 + "/dashboard" }
+        guard let credentialsPath else {
+            Self.fail(
+                "no credentials: pass --credentials FILE (name:token per line, chmod 600), or run under systemd with LoadCredential=dashboard:FILE"
+            )
+        }
+        var configuration: DashboardConfiguration
+        do {
+            configuration = DashboardConfiguration(credentials: try DashboardCredentials(contentsOf: credentialsPath))
+        } catch {
+            Self.fail("\(error)")
+        }
+        configuration.readOnly = readOnly
+        configuration.actions = controlSocket.map { ControlSocketActions(controlSocket: $0) }
+        configuration.actionLogPath = actionLog
+        configuration.mountPath = mountPath
+        let inspector: any ScheduleInspector
+        do {
+            inspector = try ScheduleDatabase.sqlite(path: store).inspector()
+        } catch {
+            Self.fail("\(error)")
+        }
+        let dashboard: Dashboard
+        do {
+            dashboard = try Dashboard(inspector: inspector, configuration: configuration, logger: logger)
+        } catch {
+            Self.fail("\(error)")
+        }
+        let (host, port) = Self.address(listen)!
+        if !["127.0.0.1", "::1", "localhost"].contains(host) {
+            logger.warning(
+                "listening beyond loopback: put TLS in front (a reverse proxy) so tokens never travel in clear")
+        }
+        let mount = mountPath
+        let app = dashboard.application(host: host, port: port) { port in
+            let shown = host.contains(":") ? "[\(host)]" : host
+            print("dashboard at http://\(shown):\(port)\(mount)/")
+            fflush(nil)
+        }
+        try await app.runService()
+        inspector.close()
+    }
+
+    static func fail(_ message: String) -> Never {
+        FileHandle.standardError.write(Data("overtime-dashboard: \(message)\n".utf8))
+        Foundation.exit(64)
+    }
+}

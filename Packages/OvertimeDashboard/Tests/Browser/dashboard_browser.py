@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""The dashboard in a real browser: headless Chromium driven through chromedriver (Selenium).
+
+Run by DashboardBrowserTests against a real daemon and a real overtime-dashboard:
+  DASHBOARD_URL  the dashboard's base URL       DASHBOARD_TOKEN  a user's token
+  DAEMON_SOCKET  the daemon's control socket    DASHBOARD_SCREENSHOTS  where the PNGs go
+Every check that fails is printed; the exit status is the number of failures (0: all held).
+A line `live-update-seconds N` reports how long a change took to show without a reload.
+"""
+import json
+import os
+import socket
+import sys
+import time
+import urllib.error
+import urllib.request
+
+from selenium import webdriver
+from selenium.common.exceptions import NoAlertPresentException
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
+
+BASE = os.environ["DASHBOARD_URL"]
+TOKEN = os.environ["DASHBOARD_TOKEN"]
+SOCKET = os.environ["DAEMON_SOCKET"]
+SHOTS = os.environ["DASHBOARD_SCREENSHOTS"]
+XSS = "xss.<img src=x onerror=alert(1)>"
+failures = []
+
+
+def check(condition, what):
+    if not condition:
+        failures.append(what)
+        print("FAILED:", what, flush=True)
+
+
+def control(command, *arguments):
+    """One request on the daemon's control socket: its JSON answer."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.settimeout(10)
+        connection.connect(SOCKET)
+        request = {"command": command}
+        if arguments:
+            request["arguments"] = list(arguments)
+        connection.sendall((json.dumps(request) + "\n").encode())
+        answer = b""
+        while not answer.endswith(b"\n"):
+            chunk = connection.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+    return json.loads(answer)
+
+
+def shot(driver, name):
+    driver.save_screenshot(os.path.join(SHOTS, name + ".png"))
+
+
+def no_alert(driver, where):
+    try:
+        driver.switch_to.alert
+        check(False, f"{where}: a script ran (an alert is open)")
+    except NoAlertPresentException:
+        pass
+    check(not driver.find_elements(By.TAG_NAME, "img"), f"{where}: an <img> element exists")
+
+
+def settle(driver, part, timeout=10):
+    """Waits until the address holds `part` and the page has loaded (a click does not wait)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if part in driver.current_url and driver.execute_script("return document.readyState") == "complete":
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def cells(driver):
+    return [[cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
+            for row in driver.find_elements(By.CSS_SELECTOR, "main tbody tr")]
+
+
+def main():
+    options = Options()
+    options.binary_location = "/usr/bin/chromium"
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1280,900", "--hide-scrollbars"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        run(driver)
+    finally:
+        driver.quit()
+
+
+def run(driver):
+    # Nothing without credentials: the browser lands on the sign-in page.
+    driver.get(BASE + "/requests")
+    check(driver.current_url.endswith("/login"), f"not sent to sign in: {driver.current_url}")
+    shot(driver, "login")
+    driver.find_element(By.NAME, "token").send_keys("not-the-token-at-all")
+    driver.find_element(By.CSS_SELECTOR, "form.login button").click()
+    time.sleep(0.5)  # the refusal answers after a pause
+    settle(driver, "/login")
+    check("not known" in driver.page_source, "a wrong token is not refused")
+    driver.find_element(By.NAME, "token").send_keys(TOKEN)
+    driver.find_element(By.CSS_SELECTOR, "form.login button").click()
+    check(settle(driver, "/requests"), f"not signed in: {driver.current_url}")
+
+    # Requests: what each waits for.
+    rows = {row[0]: row for row in cells(driver)}
+    expected = {
+        "fail.retrying": "a retry after its backoff", "ok.later": "its planned time",
+        "ok.link": "prerequisite ok.later to succeed", "ok.background": "requirement background",
+        "ok.queued": "its turn: the concurrency limit or a grant",
+    }
+    for identifier, waits in expected.items():
+        check(identifier in rows and waits in rows[identifier][3], f"{identifier} waits for {rows.get(identifier)}")
+    check(rows.get("hang.running", ["", ""])[1] == "running", f"hang.running: {rows.get('hang.running')}")
+    check("ok.done" not in rows, "a finished request among the pending")
+    shot(driver, "requests")
+
+    Select(driver.find_element(By.NAME, "state")).select_by_value("all")
+    driver.find_element(By.CSS_SELECTOR, "form.filters button").click()
+    settle(driver, "state=all")
+    links = [link.text for link in driver.find_elements(By.CSS_SELECTOR, "main tbody a")]
+    check(XSS in links, f"the identifier with markup is not shown as text: {links}")
+    no_alert(driver, "requests, all")
+
+    # Running work.
+    driver.get(BASE + "/running")
+    running = cells(driver)
+    check(len(running) == 1 and running[0][0] == "hang.running", f"running: {running}")
+    check(running and "min" in running[0][4], f"time left: {running}")
+    shot(driver, "running")
+
+    # History, then filtered by result through its form.
+    driver.get(BASE + "/history")
+    history = cells(driver)
+    results = {row[0]: row[5] for row in history}
+    check(results.get("ok.done") == "succeeded" and results.get("fail.broken") == "failed", f"history: {history}")
+    shot(driver, "history")
+    Select(driver.find_element(By.NAME, "result")).select_by_value("failed")
+    driver.find_element(By.CSS_SELECTOR, "form.filters button").click()
+    settle(driver, "result=failed")
+    failed_rows = cells(driver)
+    check(failed_rows and all(row[5] == "failed" for row in failed_rows), f"filtered history: {failed_rows}")
+    check("result=failed" in driver.current_url, "the filter is not in the address (not shareable)")
+
+    driver.get(BASE + "/failed")
+    failed = [row[0] for row in cells(driver)]
+    check("fail.broken" in failed and XSS in failed, f"failed for good: {failed}")
+    no_alert(driver, "failed")
+    shot(driver, "failed")
+
+    driver.get(BASE + "/instances")
+    check("One daemon owns this schedule" in driver.page_source, "instances of a single daemon")
+    shot(driver, "instances")
+
+    # One request's story: its identifier and its output, as text.
+    driver.find_element(By.LINK_TEXT, "Failed").click()
+    settle(driver, "/failed")
+    driver.find_element(By.LINK_TEXT, XSS).click()
+    settle(driver, "/request?id=xss.")
+    check(driver.find_element(By.TAG_NAME, "h1").text == XSS, "the story's title is not the identifier as text")
+    outputs = [element.text for element in driver.find_elements(By.CSS_SELECTOR, "main td pre")]
+    check("<script>alert('output')</script>" in outputs, f"the output is not shown as text: {outputs}")
+    no_alert(driver, "story")
+    shot(driver, "story")
+
+    # An action in the browser: run ok.background now, confirmed; the daemon runs it.
+    driver.get(BASE + "/request?id=ok.background")
+    driver.find_element(By.LINK_TEXT, "Run now…").click()
+    settle(driver, "/request/run")
+    check("Start a run of ok.background now" in driver.page_source, "no confirmation asked")
+    shot(driver, "confirm")
+    driver.find_element(By.CSS_SELECTOR, "main form button").click()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and "Done:" not in driver.page_source and "Refused:" not in driver.page_source:
+        time.sleep(0.02)
+    check("Done: started run" in driver.page_source, "the run was not started")
+    deadline = time.monotonic() + 10
+    history = ""
+    while time.monotonic() < deadline and "succeeded" not in history:
+        history = control("history", "ok.background").get("message", "")
+        time.sleep(0.1)
+    check("succeeded" in history, f"the daemon did not run it: {history}")
+
+    # A form post without the session's CSRF token, from the page itself: refused.
+    driver.get(BASE + "/requests")
+    status = driver.execute_async_script(
+        "var done = arguments[0];"
+        "fetch('request/cancel?id=ok.queued'.replace(/^/, document.body.getAttribute('data-events')"
+        ".replace(/events$/, '')), {method: 'POST', credentials: 'same-origin',"
+        " headers: {'Content-Type': 'application/x-www-form-urlencoded'}, body: 'csrf=forged'})"
+        ".then(function (r) { done(r.status); }, function () { done(0); });")
+    check(status == 403, f"a forged post got {status}")
+    check("blocked" in control("work", "ok.queued").get("message", ""), "ok.queued changed after a forged post")
+    # Without credentials (another client, no cookie): nothing.
+    try:
+        urllib.request.urlopen(urllib.request.Request(BASE + "/request/cancel?id=ok.queued", data=b"csrf=x"))
+        check(False, "an action without credentials was accepted")
+    except urllib.error.HTTPError as error:
+        check(error.code == 401, f"an action without credentials got {error.code}")
+
+    # Live: a request submitted to the daemon appears on the open page without a reload.
+    driver.get(BASE + "/requests")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and driver.find_element(By.TAG_NAME, "body").get_attribute("data-live") != "connected":
+        time.sleep(0.02)
+    driver.execute_script("window.notReloaded = true;")
+    answer = control("submit", "ok.fresh")
+    submitted = time.monotonic()
+    seen = None
+    while time.monotonic() < submitted + 10:
+        if "ok.fresh" in driver.find_element(By.TAG_NAME, "main").text:
+            seen = time.monotonic() - submitted
+            break
+        time.sleep(0.01)
+    check(answer.get("ok") is True, f"submit: {answer}")
+    check(seen is not None, "the new request never appeared")
+    check(driver.execute_script("return window.notReloaded === true;"), "the page was reloaded")
+    if seen is not None:
+        # How long it took is the benchmarks' row (dashboard_live_update_ms), not a check here.
+        print(f"live-update-seconds {seen:.3f}", flush=True)
+    shot(driver, "requests-live")
+
+    # A phone: the page fits its width (tables scroll inside their box).
+    driver.set_window_size(390, 844)
+    driver.get(BASE + "/requests?state=all")
+    overflow = driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth;")
+    check(overflow <= 1, f"the page is {overflow} px wider than a phone")
+    shot(driver, "requests-phone")
+
+
+if __name__ == "__main__":
+    main()
+    print(f"{len(failures)} failed", flush=True)
+    sys.exit(min(len(failures), 100))

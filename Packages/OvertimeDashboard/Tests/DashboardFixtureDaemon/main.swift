@@ -1,0 +1,89 @@
+// A daemon whose schedule has a request in every state, for the dashboard's browser tests:
+// it owns its SQLite store and listens on a control socket, as a real daemon does.
+//
+//   dashboard-fixture-daemon --store DIR/schedule.db --control-socket DIR/control.sock
+//
+// Requests by prefix: `ok.` succeed, `fail.` fail, `hang.` never complete (a grant of an
+// hour), `xss.` fail with markup in their output. Control commands it adds: `submit ID`
+// (a one-shot due in an hour) for tests that need the schedule to change.
+
+import Foundation
+import Overtime
+import OvertimeScheduler
+
+func option(_ name: String) -> String? {
+    let arguments = CommandLine.arguments
+    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
+    return arguments[index + 1]
+}
+
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+guard let store = option("--store"), let socket = option("--control-socket") else {
+    FileHandle.standardError.write(Data("usage: dashboard-fixture-daemon --store PATH --control-socket PATH\n".utf8))
+    exit(64)
+}
+var runtimeConfiguration = RuntimeConfiguration()
+runtimeConfiguration.controlSocket = .path(socket)
+let runtime = try Runtime(configuration: runtimeConfiguration)
+var configuration = SchedulerConfiguration(storePath: store)
+configuration.maximumConcurrentRuns = 1
+configuration.startSpacing = .zero
+let scheduler = try Scheduler(runtime: runtime, configuration: configuration)
+try scheduler.register(prefix: "ok.") { task in task.setTaskCompleted(success: true) }
+try scheduler.register(prefix: "fail.") { task in task.setTaskCompleted(success: false) }
+try scheduler.register(prefix: "hang.") { task in
+    task.expirationHandler = { task.setTaskCompleted(success: false) }
+}
+try scheduler.register(prefix: "xss.") { task in
+    try? task.setOutput(Array("<script>alert('output')</script>".utf8))
+    task.setTaskCompleted(success: false)
+}
+_ = runtime.addControlCommand(
+    "submit",
+    arguments: { arguments in
+        guard let identifier = arguments.first else { return .failure(ControlCommandError("usage: submit ID")) }
+        var request = ScheduledTaskRequest(identifier: identifier)
+        request.earliestBegin = runtime.clock.wallClockNow + .seconds(3600)
+        do {
+            try scheduler.submit(request)
+            return .success("submitted '\(identifier)'")
+        } catch {
+            return .failure(ControlCommandError("\(error)"))
+        }
+    })
+runtime.start()
+try scheduler.start()
+
+func request(_ identifier: String, _ change: (inout ScheduledTaskRequest) -> Void = { _ in }) -> ScheduledTaskRequest {
+    var request = ScheduledTaskRequest(identifier: identifier)
+    change(&request)
+    return request
+}
+let now = runtime.clock.wallClockNow
+// What runs at once, first: its results are history before the hanging run takes the one slot.
+try scheduler.submit(request("ok.done") { $0.tags = ["nightly"] })
+try scheduler.submit(request("fail.broken") { $0.retry.maximumAttempts = 1 })
+try scheduler.submit(request("fail.retrying") { $0.retry.initialDelay = .seconds(3600) })
+try scheduler.submit(request("xss.<img src=x onerror=alert(1)>") { $0.retry.maximumAttempts = 1 })
+let first = ["ok.done", "fail.broken", "fail.retrying", "xss.<img src=x onerror=alert(1)>"]
+for _ in 0..<1000 where first.contains(where: { (try? scheduler.history($0, limit: 1))?.isEmpty ?? true }) {
+    usleep(10_000)
+}
+try scheduler.submit(request("hang.running") { $0.maximumDuration = .seconds(3600) })
+for _ in 0..<500 where (try? scheduler.workInfo("hang.running"))??.state != .running { usleep(10_000) }
+try scheduler.submit(request("ok.later") { $0.earliestBegin = now + .seconds(86_400) })
+try scheduler.submit(
+    request("ok.link") {
+        $0.prerequisites = ["ok.later"]
+        $0.tags = ["nightly", "eu"]
+    })
+try scheduler.submit(request("ok.background") { $0.requirements = [.background] })
+try scheduler.submit(request("ok.queued"))
+try scheduler.submit(request("ok.gone") { $0.earliestBegin = now + .seconds(60) })
+try scheduler.cancel("ok.gone")
+for _ in 0..<1000 where (try? scheduler.workInfo("ok.gone"))??.state != .cancelled { usleep(10_000) }
+say("READY")
+runtime.waitUntilTerminated()

@@ -1,0 +1,71 @@
+// HTTP as a client outside the dashboard sends it: curl, one request each.
+
+import Foundation
+
+/// One answer: the status, the headers (names lowercased), the body.
+struct Answer {
+    let status: Int
+    let headers: [String: String]
+    let body: String
+}
+
+enum Curl {
+    /// `method` `url` with `form` fields (a POST's body), a cookie jar file, a bearer token,
+    /// and extra headers; redirects are not followed.
+    static func post(
+        _ url: String, form: [String: String] = [:], jar: String? = nil, bearer: String? = nil,
+        headers: [String] = []
+    ) throws -> Answer {
+        try request(url, method: "POST", form: form, jar: jar, bearer: bearer, headers: headers)
+    }
+
+    static func request(
+        _ url: String, method: String = "GET", form: [String: String]? = nil, jar: String? = nil,
+        bearer: String? = nil, headers: [String] = []
+    ) throws -> Answer {
+        var arguments = ["-s", "-i", "-X", method, "--max-time", "20"]
+        if let jar { arguments += ["-b", jar, "-c", jar] }
+        if let bearer { arguments += ["-H", "Authorization: Bearer \(bearer)"] }
+        for header in headers { arguments += ["-H", header] }
+        if let form {
+            if form.isEmpty { arguments += ["--data", ""] }
+            for (name, value) in form.sorted(by: { $0.key < $1.key }) {
+                arguments += ["--data-urlencode", "\(name)=\(value)"]
+            }
+        }
+        arguments.append(url)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let text = String(decoding: data, as: UTF8.self)
+        guard let split = text.range(of: "\r\n\r\n") else { return Answer(status: 0, headers: [:], body: text) }
+        let head = text[..<split.lowerBound].components(separatedBy: "\r\n")
+        var headers: [String: String] = [:]
+        for line in head.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                in: .whitespaces)
+        }
+        let status = Int(head.first?.split(separator: " ").dropFirst().first ?? "") ?? 0
+        return Answer(status: status, headers: headers, body: String(text[split.upperBound...]))
+    }
+
+    /// Signs in with `token` into a new cookie jar; returns the jar's path.
+    static func signIn(_ base: String, token: String, folder: String) throws -> String {
+        let jar = folder + "/jar-\(UUID().uuidString)"
+        _ = try post(base + "/login", form: ["token": token], jar: jar)
+        return jar
+    }
+
+    /// The CSRF token a signed-in page carries.
+    static func csrf(in body: String) -> String? {
+        guard let range = body.range(of: #"name="csrf" value=""#) else { return nil }
+        let rest = body[range.upperBound...]
+        return String(rest.prefix { $0 != "\"" })
+    }
+}

@@ -1,0 +1,186 @@
+import Foundation
+import OvertimeScheduler
+import Testing
+
+/// The dashboard as an attacker and a careless operator meet it, over real HTTP against a
+/// real daemon: nothing without credentials, no action without the session's CSRF token or
+/// from another site, nothing an identifier or output holds becomes markup, a read-only
+/// dashboard acts on nothing, and credentials others can read are refused.
+@Suite("Dashboard access and safety", .serialized, .timeLimit(.minutes(3)))
+struct DashboardAccessTests {
+    static let pages = [
+        "/requests", "/running", "/history", "/failed", "/instances", "/actions", "/request?id=ok.done",
+    ]
+    static let xss = "xss.<img src=x onerror=alert(1)>"
+
+    @Test func nothingIsShownOrDoneWithoutCredentials() throws {
+        let dashboard = try DashboardUnderTest()
+        defer { dashboard.stop() }
+        for page in Self.pages {
+            let answer = try Curl.request(dashboard.url + page)
+            #expect(answer.status == 303 && answer.headers["location"] == "/login", "\(page): \(answer.status)")
+            #expect(!answer.body.contains("ok.done"))
+            let wrong = try Curl.request(dashboard.url + page, bearer: "not-a-token-of-anyone-here")
+            #expect(wrong.status == 401, "\(page) with an unknown token: \(wrong.status)")
+        }
+        #expect(try Curl.request(dashboard.url + "/events").status == 401)
+        let post = try Curl.post(dashboard.url + "/request/run?id=ok.queued", form: ["csrf": "x"])
+        #expect(post.status == 401)
+        let refused = try Curl.post(dashboard.url + "/login", form: ["token": "guess-guess-guess-guess"])
+        #expect(refused.status == 401 && refused.headers["set-cookie"] == nil)
+        #expect(try dashboard.history("ok.queued").isEmpty, "nothing ran")
+        // A program with a token sees the pages.
+        let seen = try Curl.request(dashboard.url + "/requests?state=all", bearer: dashboard.token)
+        #expect(seen.status == 200 && seen.body.contains("ok.done"))
+    }
+
+    @Test func everyPageIsEscapedAndCarriesAStrictPolicy() throws {
+        let dashboard = try DashboardUnderTest()
+        defer { dashboard.stop() }
+        let escapedID = "xss.%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E"
+        for page in Self.pages + [
+            "/requests?state=all", "/history?prefix=xss.", "/request?id=\(escapedID)", "/request/run?id=\(escapedID)",
+            "/requests?prefix=%3Cscript%3E&tag=%22%3E%3Cb%3E", "/request?id=%3Cscript%3Ealert(3)%3C/script%3E",
+        ] {
+            let answer = try Curl.request(dashboard.url + page, bearer: dashboard.token)
+            #expect([200, 404].contains(answer.status), "\(page): \(answer.status)")
+            let policy = answer.headers["content-security-policy"] ?? ""
+            #expect(policy.contains("default-src 'none'") && policy.contains("script-src 'self'"), "\(page)")
+            #expect(!policy.contains("unsafe-inline") && !policy.contains("unsafe-eval"))
+            #expect(
+                answer.headers["x-frame-options"] == "DENY" && answer.headers["x-content-type-options"] == "nosniff")
+            #expect(!answer.body.contains("<img"), "\(page) has markup from an identifier")
+            #expect(!answer.body.contains("<script>"), "\(page) has markup from an output or a query")
+            #expect(!answer.body.contains("<b>"))
+            #expect(answer.body.components(separatedBy: "<script").count - 1 <= 1, "only the dashboard's own script")
+        }
+        let story = try Curl.request(dashboard.url + "/request?id=\(escapedID)", bearer: dashboard.token)
+        #expect(story.body.contains("xss.&lt;img src=x onerror=alert(1)&gt;"))
+        #expect(story.body.contains("&lt;script&gt;alert(&#39;output&#39;)&lt;/script&gt;"), "the output, as text")
+    }
+
+    @Test func anActionNeedsTheSessionsFormAndIsRecordedWithWhoDidIt() throws {
+        let dashboard = try DashboardUnderTest()
+        defer { dashboard.stop() }
+        let jar = try Curl.signIn(dashboard.url, token: dashboard.token, folder: dashboard.folder)
+        let confirm = try Curl.request(dashboard.url + "/request/cancel?id=ok.later", jar: jar)
+        #expect(confirm.status == 200)
+        let csrf = try #require(Curl.csrf(in: confirm.body))
+        // Without the token, with another's, from another site: refused, nothing changed.
+        let target = dashboard.url + "/request/cancel?id=ok.later"
+        #expect(try Curl.post(target, form: [:], jar: jar).status == 403)
+        #expect(try Curl.post(target, form: ["csrf": String(csrf.reversed())], jar: jar).status == 403)
+        let bobJar = try Curl.signIn(dashboard.url, token: dashboard.otherToken, folder: dashboard.folder)
+        let bobsPage = try Curl.request(dashboard.url + "/requests", jar: bobJar)
+        let bobs = try #require(Curl.csrf(in: bobsPage.body))
+        #expect(bobs != csrf, "each session its own token")
+        #expect(try Curl.post(target, form: ["csrf": bobs], jar: jar).status == 403)
+        let crossSite = try Curl.post(
+            target, form: ["csrf": csrf], jar: jar, headers: ["Origin: http://evil.example"])
+        #expect(crossSite.status == 403)
+        #expect(try dashboard.inspected("ok.later")?.state == .enqueued, "not cancelled by any of those")
+
+        let done = try Curl.post(target, form: ["csrf": csrf], jar: jar)
+        #expect(done.status == 200 && done.body.contains("Done: cancelled"), "\(done.body)")
+        #expect(try dashboard.inspected("ok.later")?.state == .cancelled)
+        let run = try Curl.post(dashboard.url + "/request/run?id=ok.queued", form: ["csrf": csrf], jar: jar)
+        #expect(run.status == 200, "\(run.body)")
+        #expect(try waitFor { try dashboard.history("ok.queued").contains { $0.result == .succeeded } })
+        // Refused by the daemon (finished): said, recorded, nothing changed.
+        let again = try Curl.post(target, form: ["csrf": csrf], jar: jar)
+        #expect(again.status == 200 || again.status == 409)
+        let log = DashboardUnderTest.read(dashboard.actionLog).split(separator: "\n")
+        #expect(log.count == 3, "\(log)")
+        #expect(log.first?.contains(#""user":"alice""#) == true && log.first?.contains(#""action":"cancel""#) == true)
+        #expect(log.dropFirst().first?.contains(#""identifier":"ok.queued""#) == true)
+        let page = try Curl.request(dashboard.url + "/actions", jar: jar)
+        #expect(page.body.contains("<td>alice</td><td>cancel</td>"))
+        // Signing out ends the session: its cookie and token open nothing any more.
+        #expect(try Curl.post(dashboard.url + "/logout", form: ["csrf": csrf], jar: jar).status == 303)
+        let after = try Curl.request(dashboard.url + "/requests", jar: jar)
+        #expect(after.status == 303)
+    }
+
+    @Test func aReadOnlyDashboardAndOneWithoutTheDaemonActOnNothing() throws {
+        let dashboard = try DashboardUnderTest(dashboardArguments: ["--read-only"])
+        defer { dashboard.stop() }
+        let jar = try Curl.signIn(dashboard.url, token: dashboard.token, folder: dashboard.folder)
+        let story = try Curl.request(dashboard.url + "/request?id=ok.queued", jar: jar)
+        #expect(story.status == 200 && !story.body.contains("Run now") && story.body.contains("read-only"))
+        let csrf = try #require(Curl.csrf(in: story.body))
+        #expect(try Curl.request(dashboard.url + "/request/run?id=ok.queued", jar: jar).status == 403)
+        let post = try Curl.post(dashboard.url + "/request/run?id=ok.queued", form: ["csrf": csrf], jar: jar)
+        #expect(post.status == 403)
+        #expect(try dashboard.history("ok.queued").isEmpty)
+
+        // Without the control socket: reads, acts on nothing, says why.
+        try dashboard.startDashboard([
+            "--store", dashboard.store, "--credentials", dashboard.credentials, "--listen", "0",
+        ])
+        let bare = try Curl.request(dashboard.url + "/request?id=ok.queued", bearer: dashboard.token)
+        #expect(bare.body.contains("without the daemon&#39;s control socket"))
+        #expect(
+            try Curl.post(dashboard.url + "/request/cancel?id=ok.queued", bearer: dashboard.token).status
+                == 403)
+        #expect(try dashboard.inspected("ok.queued")?.state == .blocked)
+    }
+
+    @Test func badSetupIsRefusedWithAClearErrorAndLeavesTheSchedule() throws {
+        let dashboard = try DashboardUnderTest()
+        defer { dashboard.stop() }
+        let open = dashboard.folder + "/open-credentials"
+        _ = FileManager.default.createFile(
+            atPath: open, contents: Data("alice:\(dashboard.token)\n".utf8), attributes: [.posixPermissions: 0o644])
+        let cases: [([String], String)] = [
+            (["--store", dashboard.store, "--credentials", open], "can be read by others"),
+            (["--store", dashboard.store], "no credentials"),
+            (
+                ["--store", dashboard.folder + "/absent.db", "--credentials", dashboard.credentials],
+                "no schedule store"
+            ),
+            (["--store", dashboard.credentials, "--credentials", dashboard.credentials], "schedule store"),
+            (["--store", dashboard.store, "--credentials", dashboard.credentials, "--listen", "nope"], "--listen"),
+            (
+                ["--store", dashboard.store, "--credentials", dashboard.credentials, "--mount-path", "dash/"],
+                "mountPath"
+            ),
+        ]
+        let before = try Data(contentsOf: URL(fileURLWithPath: dashboard.credentials))
+        for (arguments, message) in cases {
+            let (status, output) = try DashboardUnderTest.run("overtime-dashboard", arguments)
+            #expect(status == 64, "\(arguments): \(status) \(output)")
+            #expect(output.contains(message), "\(arguments): \(output)")
+        }
+        let short = dashboard.folder + "/short"
+        _ = FileManager.default.createFile(
+            atPath: short, contents: Data("alice:short\n".utf8), attributes: [.posixPermissions: 0o600])
+        let (status, output) = try DashboardUnderTest.run(
+            "overtime-dashboard", ["--store", dashboard.store, "--credentials", short])
+        #expect(status == 64 && output.contains("at least 16 characters"), "\(output)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: dashboard.credentials)) == before)
+        #expect(!FileManager.default.fileExists(atPath: dashboard.folder + "/absent.db"), "nothing created")
+    }
+
+    @Test func mountedUnderAPathEveryLinkStaysUnderIt() throws {
+        let dashboard = try DashboardUnderTest(mountPath: "/ops/schedule")
+        defer { dashboard.stop() }
+        let answer = try Curl.request(dashboard.url + "/requests?state=all", bearer: dashboard.token)
+        #expect(answer.status == 200)
+        let links = answer.body.components(separatedBy: "href=\"").dropFirst().map { $0.prefix { $0 != "\"" } }
+        #expect(!links.isEmpty && links.allSatisfy { $0.hasPrefix("/ops/schedule/") }, "\(links)")
+        #expect(
+            try Curl.request(
+                "http://127.0.0.1:\(dashboard.url.split(separator: ":")[2].prefix { $0.isNumber })/requests"
+            ).status == 404)
+    }
+}
+
+/// Waits up to 10 s for `condition`.
+func waitFor(_ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(10)
+    while Date() < deadline {
+        if try condition() { return true }
+        usleep(50_000)
+    }
+    return try condition()
+}

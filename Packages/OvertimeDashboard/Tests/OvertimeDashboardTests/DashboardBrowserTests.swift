@@ -1,0 +1,63 @@
+import Foundation
+import OvertimeScheduler
+import Testing
+
+/// The dashboard in a real browser — headless Chromium driven by Selenium
+/// (`Tests/Browser/dashboard_browser.py`) — against a real daemon: every page shows the
+/// state the daemon made, an identifier with markup stays text and runs nothing, a run
+/// started in the browser runs (checked here through the inspector), a forged post and one
+/// without credentials are refused, a change appears on the open page without a reload, the
+/// page fits a phone. It saves a PNG of each page in `.build/screenshots` (or
+/// `$DASHBOARD_SCREENSHOTS`).
+@Suite("Dashboard in a browser", .serialized, .timeLimit(.minutes(5)))
+struct DashboardBrowserTests {
+    static let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    @Test func everyPageAnActionAndALiveChangeInChromium() throws {
+        let dashboard = try DashboardUnderTest()
+        defer { dashboard.stop() }
+        let screenshots =
+            ProcessInfo.processInfo.environment["DASHBOARD_SCREENSHOTS"]
+            ?? Self.package.appendingPathComponent(".build/screenshots").path
+        try? FileManager.default.removeItem(atPath: screenshots)
+        try FileManager.default.createDirectory(atPath: screenshots, withIntermediateDirectories: true)
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", Self.package.appendingPathComponent("Tests/Browser/dashboard_browser.py").path]
+        var environment = ProcessInfo.processInfo.environment
+        environment["DASHBOARD_URL"] = dashboard.url
+        environment["DASHBOARD_TOKEN"] = dashboard.token
+        environment["DAEMON_SOCKET"] = dashboard.socket
+        environment["DASHBOARD_SCREENSHOTS"] = screenshots
+        environment["SE_OFFLINE"] = "true"  // Selenium uses the chromedriver given, never downloads one
+        process.environment = environment
+        let output = dashboard.folder + "/browser.out"
+        _ = FileManager.default.createFile(atPath: output, contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        process.waitUntilExit()
+        let printed = DashboardUnderTest.read(output)
+        #expect(process.terminationStatus == 0, "\(printed)")
+        #expect(printed.contains("0 failed"), "\(printed)")
+        if let latency = printed.split(separator: "\n").first(where: { $0.hasPrefix("live-update-seconds") }) {
+            print("dashboard browser test: \(latency); screenshots in \(screenshots)")
+        }
+
+        // What the browser did, as the schedule's own store tells it.
+        #expect(try dashboard.history("ok.background").contains { $0.result == .succeeded }, "run from the browser")
+        #expect(try dashboard.inspected("ok.queued")?.state == .blocked, "not cancelled by the forged post")
+        #expect(try dashboard.inspected("ok.fresh")?.state == .enqueued)
+        let pictures = (try? FileManager.default.contentsOfDirectory(atPath: screenshots)) ?? []
+        for page in [
+            "login", "requests", "running", "history", "failed", "instances", "story", "confirm", "requests-phone",
+        ] {
+            #expect(pictures.contains(page + ".png"), "no screenshot of \(page)")
+            let data = (try? Data(contentsOf: URL(fileURLWithPath: screenshots + "/" + page + ".png"))) ?? Data()
+            #expect(data.starts(with: [0x89, 0x50, 0x4E, 0x47]) && data.count > 5000, "\(page).png is not a picture")
+        }
+    }
+}

@@ -1,0 +1,136 @@
+// A real daemon (the fixture: a schedule in every state, its control socket) and a real
+// `overtime-dashboard` beside it, each its own process, in a folder of their own.
+
+import Foundation
+import Overtime
+import OvertimeControl
+import OvertimeScheduler
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The fixture daemon and a dashboard of its schedule.
+final class DashboardUnderTest {
+    let folder: String
+    let token = "alice-" + String(UInt64.random(in: 1 << 60...UInt64.max), radix: 16)
+    let otherToken = "bob-" + String(UInt64.random(in: 1 << 60...UInt64.max), radix: 16)
+    var store: String { folder + "/schedule.db" }
+    var socket: String { folder + "/control.sock" }
+    var credentials: String { folder + "/credentials" }
+    var actionLog: String { folder + "/actions.log" }
+    private(set) var daemon: Process?
+    private(set) var dashboard: Process?
+    private(set) var port = 0
+    var url: String { "http://127.0.0.1:\(port)\(mountPath)" }
+    private(set) var mountPath = ""
+
+    /// Starts the daemon, and the dashboard with `arguments` added (`--read-only`, …).
+    init(dashboardArguments arguments: [String] = [], mountPath: String = "") throws {
+        folder = FileManager.default.temporaryDirectory.appendingPathComponent("dashboard-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(
+            atPath: credentials, contents: Data("# who may sign in\nalice:\(token)\nbob:\(otherToken)\n".utf8),
+            attributes: [.posixPermissions: 0o600])
+        daemon = try Self.spawn(
+            "dashboard-fixture-daemon", ["--store", store, "--control-socket", socket], output: folder + "/daemon.out")
+        guard Self.waitForLine(in: folder + "/daemon.out", { $0 == "READY" }) != nil else {
+            throw Failure("the daemon did not start: \(Self.read(folder + "/daemon.out"))")
+        }
+        self.mountPath = mountPath
+        try startDashboard(
+            [
+                "--store", store, "--control-socket", socket, "--credentials", credentials, "--listen", "0",
+                "--action-log", actionLog,
+            ] + (mountPath.isEmpty ? [] : ["--mount-path", mountPath]) + arguments)
+    }
+
+    func startDashboard(_ arguments: [String]) throws {
+        let output = folder + "/dashboard-\(UUID().uuidString).out"
+        dashboard = try Self.spawn("overtime-dashboard", arguments, output: output)
+        guard
+            let line = Self.waitForLine(in: output, { $0.hasPrefix("dashboard at http://127.0.0.1:") }),
+            let port = Int(line.dropFirst("dashboard at http://127.0.0.1:".count).prefix { $0.isNumber })
+        else {
+            throw Failure("the dashboard did not start: \(Self.read(output))")
+        }
+        self.port = port
+    }
+
+    /// The daemon's answer to a control command.
+    func control(_ command: String, _ arguments: [String] = []) throws -> String {
+        try ControlSocketClient(path: socket).call(command, arguments)
+    }
+
+    /// The schedule as an inspector reads it: what the tests check actions against.
+    func inspected(_ identifier: String) throws -> InspectedRequest? {
+        let inspector = try ScheduleDatabase.sqlite(path: store).inspector()
+        defer { inspector.close() }
+        return try inspector.request(identifier, now: SystemClock().wallClockNow)
+    }
+
+    func history(_ identifier: String) throws -> [RunRecord] {
+        let inspector = try ScheduleDatabase.sqlite(path: store).inspector()
+        defer { inspector.close() }
+        return try inspector.history(HistoryQuery(identifierPrefix: identifier, limit: 100))
+            .filter { $0.identifier == identifier }
+    }
+
+    func stop() {
+        // Children of the test runner's threads start with signals blocked: SIGKILL reaches them.
+        for process in [dashboard, daemon].compactMap({ $0 }) where process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(atPath: folder)
+    }
+
+    // MARK: Processes
+
+    static func executable(_ name: String) -> URL {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent(name)
+    }
+
+    static func spawn(_ name: String, _ arguments: [String], output: String) throws -> Process {
+        let process = Process()
+        process.executableURL = executable(name)
+        process.arguments = arguments
+        _ = FileManager.default.createFile(atPath: output, contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        return process
+    }
+
+    /// Runs `name` to its end: its exit status and everything it printed.
+    static func run(_ name: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("run-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: output) }
+        let process = try spawn(name, arguments, output: output)
+        let deadline = Date().addingTimeInterval(30)
+        while process.isRunning && Date() < deadline { usleep(20_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+        }
+        process.waitUntilExit()
+        return (process.terminationStatus, read(output))
+    }
+
+    static func read(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
+
+    static func waitForLine(in path: String, timeout: TimeInterval = 60, _ match: (String) -> Bool) -> String? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let line = read(path).split(separator: "\n").map(String.init).first(where: match) { return line }
+            usleep(20_000)
+        }
+        return nil
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
+    }
+}

@@ -1,0 +1,232 @@
+// A SQLite schedule read beside the daemon that owns it: a read-only connection, no lock
+// taken, nothing written (WAL lets it read while the owner commits).
+
+import Overtime
+import OvertimeSupport
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+final class SQLiteScheduleInspector: ScheduleInspector {
+    let path: String
+    /// One query at a time on the read-only connection (the dashboard's requests come on
+    /// several threads).
+    private let database: Locked<Holder>
+
+    /// The connection, used only under ``database``'s lock.
+    private final class Holder: @unchecked Sendable {
+        var connection: SQLiteConnection?
+        init(_ connection: SQLiteConnection) { self.connection = connection }
+    }
+
+    /// Opens `path` for reading. It must exist and be an Overtime schedule store this build
+    /// reads; nothing is created, migrated or repaired (the owner does that).
+    init(path: String, rowsReadPerPage: Int = 20_000) throws(ScheduleStoreError) {
+        self.path = path
+        self.rowsReadPerPage = rowsReadPerPage
+        guard access(path, F_OK) == 0 else {
+            throw ScheduleStoreError("no schedule store at \(path): \(errnoDescription())")
+        }
+        try SQLiteScheduleStore.refuseLinks(path)
+        let connection: SQLiteConnection
+        do {
+            connection = try SQLiteConnection(path: path, readOnly: true)
+            try SQLiteScheduleStore.refuseForeign(connection, path)
+            let version = Int(try connection.integer("PRAGMA user_version") ?? 0)
+            try SQLiteScheduleStore.refuseNewer(version, path)
+            guard version >= 9 else {
+                throw ScheduleStoreError(
+                    "\(path) has schema version \(version): start the daemon that owns it once with this build to upgrade it"
+                )
+            }
+            // Reads wait for the owner's commits rather than fail (a checkpoint may hold them).
+            try connection.execute("PRAGMA query_only = 1")
+        } catch let error as ScheduleStoreError {
+            throw error
+        } catch {
+            throw ScheduleStoreError("\(path) cannot be read as a schedule store: \(error)")
+        }
+        database = Locked(Holder(connection))
+    }
+
+    /// The most rows one page reads for a selection the indexes do not answer (failed
+    /// requests, a tag): a page stays quick at a million finished requests.
+    let rowsReadPerPage: Int
+
+    func requests(_ query: RequestQuery, now: WallClockInstant) throws(ScheduleStoreError) -> RequestPage {
+        try using { connection throws(SQLiteError) in
+            var conditions: [String] = []
+            var values: [Value] = []
+            // Pending and running requests are found through requests_unfinished (finished,
+            // rowid): a store holding a million finished one-shots reads only its pending ones.
+            switch query.selection.kind {
+            case .pending: conditions.append("finished = 0")
+            case .running: conditions.append("finished = 0 AND running = 1")
+            case .failed: conditions.append("finished = 1 AND cancelled_at IS NULL")
+            case .cancelled: conditions.append("cancelled_at IS NOT NULL")
+            case .all: break
+            }
+            if let prefix = query.identifierPrefix {
+                conditions.append("identifier >= ? AND identifier < ?")
+                values += [.text(prefix), .text(Self.prefixEnd(prefix))]
+            }
+            if let tag = query.tag {
+                conditions.append("instr(details, CAST(? AS BLOB)) > 0")
+                values.append(.text(RequestColumns.tagPattern(tag)))
+            }
+            // Failed requests are told from succeeded ones by their newest attempt, and a
+            // tag's pattern may turn up in an input: such rows are checked here, and the read
+            // goes on (up to rowsReadPerPage rows) until the page is full.
+            let checked = query.selection == .failed || query.tag != nil
+            let batch = checked ? min(max(query.limit, 500), rowsReadPerPage) : query.limit
+            var found: [InspectedRequest] = []
+            var after = query.after
+            var read = 0
+            while true {
+                var page = conditions
+                var pageValues = values
+                if let after {
+                    page.append("rowid > ?")
+                    pageValues.append(.integer(after))
+                }
+                let statement = try connection.statement(
+                    """
+                    SELECT \(SQLiteScheduleStore.requestColumns), cancelled_at, active_run_id, active_attempt,
+                        active_started_at, (SELECT result FROM history h WHERE h.identifier = requests.identifier
+                        ORDER BY run_id DESC, attempt DESC LIMIT 1)
+                    FROM requests \(page.isEmpty ? "" : "WHERE " + page.joined(separator: " AND "))
+                    ORDER BY rowid LIMIT \(batch)
+                    """)
+                Self.bind(statement, pageValues)
+                var rows = 0
+                while found.count < query.limit, try statement.step() {
+                    rows += 1
+                    let inspected = Self.inspected(statement, now: now)
+                    after = inspected.position
+                    if let tag = query.tag, !inspected.request.tags.contains(tag) { continue }
+                    if query.selection == .failed, inspected.state != .failed { continue }
+                    found.append(inspected)
+                }
+                statement.reset()
+                read += rows
+                if rows < batch && found.count < query.limit { return RequestPage(requests: found, next: nil) }
+                if found.count >= query.limit || read >= rowsReadPerPage {
+                    return RequestPage(requests: found, next: after)
+                }
+            }
+        }
+    }
+
+    func request(_ identifier: String, now: WallClockInstant) throws(ScheduleStoreError) -> InspectedRequest? {
+        try using { connection throws(SQLiteError) in
+            let statement = try connection.statement(
+                """
+                SELECT \(SQLiteScheduleStore.requestColumns), cancelled_at, active_run_id, active_attempt,
+                    active_started_at, (SELECT result FROM history h WHERE h.identifier = ?1
+                    ORDER BY run_id DESC, attempt DESC LIMIT 1)
+                FROM requests WHERE identifier = ?1
+                """)
+            statement.bind(1, identifier)
+            defer { while (try? statement.step()) == true {} }
+            return try statement.step() ? Self.inspected(statement, now: now) : nil
+        }
+    }
+
+    func history(_ query: HistoryQuery) throws(ScheduleStoreError) -> [RunRecord] {
+        try using { connection throws(SQLiteError) in
+            var conditions: [String] = []
+            var values: [Value] = []
+            if let before = query.before {
+                conditions.append("(run_id, attempt) < (?, ?)")
+                values += [.integer(before.runID), .integer(Int64(before.attempt))]
+            }
+            if let prefix = query.identifierPrefix {
+                conditions.append("identifier >= ? AND identifier < ?")
+                values += [.text(prefix), .text(Self.prefixEnd(prefix))]
+            }
+            if let result = query.result {
+                conditions.append("result = ?")
+                values.append(.text(result.description))
+            }
+            if let from = query.startedFrom {
+                conditions.append("started_at >= ?")
+                values.append(.integer(from.nanosecondsSinceEpoch))
+            }
+            if let before = query.startedBefore {
+                conditions.append("started_at < ?")
+                values.append(.integer(before.nanosecondsSinceEpoch))
+            }
+            let statement = try connection.statement(
+                """
+                SELECT identifier, run_id, attempt, started_at, ended_at, result, stop_reason, output FROM history
+                \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND "))
+                ORDER BY run_id DESC, attempt DESC LIMIT \(query.limit)
+                """)
+            Self.bind(statement, values)
+            var records: [RunRecord] = []
+            while try statement.step() { records.append(SQLiteScheduleStore.record(statement)) }
+            return records
+        }
+    }
+
+    func changeMark() throws(ScheduleStoreError) -> Int64 {
+        // data_version changes on this connection whenever another commits.
+        try using { connection throws(SQLiteError) in try connection.integer("PRAGMA data_version") ?? 0 }
+    }
+
+    func close() {
+        database.withLock { holder in
+            holder.connection?.close()
+            holder.connection = nil
+        }
+    }
+
+    // MARK: Rows
+
+    private enum Value {
+        case text(String)
+        case integer(Int64)
+    }
+
+    private static func bind(_ statement: SQLiteStatement, _ values: [Value]) {
+        for (index, value) in values.enumerated() {
+            switch value {
+            case .text(let text): statement.bind(Int32(index + 1), text)
+            case .integer(let number): statement.bind(Int32(index + 1), number)
+            }
+        }
+    }
+
+    /// The smallest text after every text that starts with `prefix` (SQLite compares text
+    /// byte by byte, and no UTF-8 sequence starts with a byte above U+10FFFF's first).
+    static func prefixEnd(_ prefix: String) -> String { prefix + "\u{10FFFF}\u{10FFFF}" }
+
+    /// A request row with the columns the queries above add after the store's.
+    private static func inspected(_ row: SQLiteStatement, now: WallClockInstant) -> InspectedRequest {
+        let stored = SQLiteScheduleStore.request(row)
+        let base: Int32 = 26  // after the store's columns and cancelled_at
+        let running = row.optionalInt64(base).map { runID in
+            let started = WallClockInstant(nanosecondsSinceEpoch: row.int64(base + 2))
+            return RunningAttempt(
+                runID: runID, attempt: row.int(base + 1), startedAt: started,
+                deadline: started + stored.request.maximumDuration, holder: nil)
+        }
+        let lastResult = row.optionalText(base + 3).flatMap(RunResult.init(stored:))
+        return InspectedRequest(
+            stored, running: running, lastResult: lastResult, position: stored.rowID ?? 0, at: now)
+    }
+
+    private func using<T>(_ body: (SQLiteConnection) throws(SQLiteError) -> T) throws(ScheduleStoreError) -> T {
+        try database.withLock { holder throws(ScheduleStoreError) in
+            guard let connection = holder.connection else { throw ScheduleStoreError("schedule store \(path): closed") }
+            do {
+                return try body(connection)
+            } catch {
+                throw ScheduleStoreError("schedule store \(path): \(error)")
+            }
+        }
+    }
+}

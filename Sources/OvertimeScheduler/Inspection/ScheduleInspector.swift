@@ -1,0 +1,213 @@
+// Reading a schedule without taking part in it: what a dashboard or a report shows beside
+// the daemon that owns the schedule.
+
+import Overtime
+
+/// Reads a schedule while the scheduler that owns it runs, and changes nothing: for
+/// dashboards, reports and scripts beside the daemon. Every answer is read from the store
+/// at that moment; none is kept. Opened with ``ScheduleDatabase/inspector()``.
+public protocol ScheduleInspector: Sendable {
+    /// The requests `query` selects, in the order the store keeps them (submission order),
+    /// at most `query.limit`, each with where it stands at `now`; and where the next page
+    /// starts. A selection the store cannot index (``RequestQuery/Selection-swift.struct/failed``,
+    /// a tag) reads a bounded number of rows per page, so a page may hold fewer than the
+    /// limit and still have a next.
+    func requests(_ query: RequestQuery, now: WallClockInstant) throws(ScheduleStoreError) -> RequestPage
+    /// The request of `identifier`, finished or not, or `nil`.
+    func request(_ identifier: String, now: WallClockInstant) throws(ScheduleStoreError) -> InspectedRequest?
+    /// The ended attempts `query` selects, newest first, at most `query.limit`.
+    func history(_ query: HistoryQuery) throws(ScheduleStoreError) -> [RunRecord]
+    /// A number that changes whenever the schedule does (a commit by its owner): polled, it
+    /// says when to read again.
+    func changeMark() throws(ScheduleStoreError) -> Int64
+    /// The instances of a fleet sharing the schedule, with what each holds; empty for a
+    /// schedule one daemon owns.
+    func instances(now: WallClockInstant) throws(ScheduleStoreError) -> [InspectedInstance]
+    /// Whether instances of a fleet share the schedule (``instances(now:)`` lists them).
+    var isShared: Bool { get }
+    /// Closes the inspector; later calls fail.
+    func close()
+}
+
+extension ScheduleInspector {
+    /// A schedule one daemon owns has no instances to list.
+    public func instances(now: WallClockInstant) throws(ScheduleStoreError) -> [InspectedInstance] { [] }
+
+    /// A schedule one daemon owns.
+    public var isShared: Bool { false }
+}
+
+/// Which requests a ``ScheduleInspector`` lists.
+public struct RequestQuery: Sendable, Hashable {
+    /// Which states a query selects. A struct, so that selections can be added.
+    public struct Selection: Sendable, Hashable, CustomStringConvertible {
+        enum Kind: String, Hashable, CaseIterable {
+            case pending, running, failed, cancelled, all
+        }
+        let kind: Kind
+        /// Not finished: enqueued, blocked or running.
+        public static let pending = Selection(kind: .pending)
+        /// A run in progress.
+        public static let running = Selection(kind: .running)
+        /// Finished because its last run failed for good, or a prerequisite's failure or
+        /// cancellation stopped it.
+        public static let failed = Selection(kind: .failed)
+        /// Cancelled, and kept until retention prunes it.
+        public static let cancelled = Selection(kind: .cancelled)
+        /// Every request the store keeps.
+        public static let all = Selection(kind: .all)
+        /// The selection named `name` (`pending`, `running`, `failed`, `cancelled`, `all`).
+        public init?(named name: String) {
+            guard let kind = Kind(rawValue: name) else { return nil }
+            self.kind = kind
+        }
+        init(kind: Kind) { self.kind = kind }
+        /// Its name.
+        public var description: String { kind.rawValue }
+    }
+
+    /// Which states.
+    public var selection: Selection
+    /// Only identifiers that start with this text; `nil`: any.
+    public var identifierPrefix: String?
+    /// Only requests with this tag; `nil`: any.
+    public var tag: String?
+    /// Only requests after this position (``InspectedRequest/position`` of the last one a
+    /// page showed): the next page.
+    public var after: Int64?
+    /// At most this many (1 to 1,000).
+    public var limit: Int
+
+    /// A query; `limit` is kept within 1 to 1,000.
+    public init(
+        selection: Selection = .pending, identifierPrefix: String? = nil, tag: String? = nil, after: Int64? = nil,
+        limit: Int = 50
+    ) {
+        self.selection = selection
+        self.identifierPrefix = identifierPrefix.flatMap { $0.isEmpty ? nil : $0 }
+        self.tag = tag.flatMap { $0.isEmpty ? nil : $0 }
+        self.after = after
+        self.limit = min(max(limit, 1), 1000)
+    }
+}
+
+/// Which ended attempts a ``ScheduleInspector`` lists.
+public struct HistoryQuery: Sendable, Hashable {
+    /// Only identifiers that start with this text; `nil`: any.
+    public var identifierPrefix: String?
+    /// Only attempts that ended so; `nil`: any.
+    public var result: RunResult?
+    /// Only attempts started at or after this time; `nil`: any.
+    public var startedFrom: WallClockInstant?
+    /// Only attempts started before this time; `nil`: any.
+    public var startedBefore: WallClockInstant?
+    /// Only attempts older than this one (the last a page showed): the next page.
+    public var before: HistoryPosition?
+    /// At most this many (1 to 1,000).
+    public var limit: Int
+
+    /// A query; `limit` is kept within 1 to 1,000.
+    public init(
+        identifierPrefix: String? = nil, result: RunResult? = nil, startedFrom: WallClockInstant? = nil,
+        startedBefore: WallClockInstant? = nil, before: HistoryPosition? = nil, limit: Int = 50
+    ) {
+        self.identifierPrefix = identifierPrefix.flatMap { $0.isEmpty ? nil : $0 }
+        self.result = result
+        self.startedFrom = startedFrom
+        self.startedBefore = startedBefore
+        self.before = before
+        self.limit = min(max(limit, 1), 1000)
+    }
+}
+
+/// A page of requests.
+public struct RequestPage: Sendable, Hashable {
+    /// The requests, in the store's order.
+    public let requests: [InspectedRequest]
+    /// Where the next page starts (``RequestQuery/after``); `nil` when the selection ends here.
+    public let next: Int64?
+
+    /// A page; for stores outside this module.
+    public init(requests: [InspectedRequest], next: Int64?) {
+        self.requests = requests
+        self.next = next
+    }
+}
+
+/// Where a page of history ended: its last attempt's run and attempt.
+public struct HistoryPosition: Sendable, Hashable {
+    /// The run's ID.
+    public var runID: Int64
+    /// The attempt.
+    public var attempt: Int
+
+    /// The position of `runID`'s `attempt`.
+    public init(runID: Int64, attempt: Int) {
+        self.runID = runID
+        self.attempt = attempt
+    }
+
+    /// The position of `record`.
+    public init(_ record: RunRecord) { self.init(runID: record.runID, attempt: record.attempt) }
+}
+
+/// One request as an inspector reads it: the request, its state, and what it waits for.
+public struct InspectedRequest: Sendable, Hashable {
+    /// The request.
+    public let request: ScheduledTaskRequest
+    /// Its state: enqueued, blocked, running, or finished (succeeded, failed, cancelled).
+    public let state: WorkInfo.State
+    /// When it was submitted.
+    public let submittedAt: WallClockInstant
+    /// What it waits for; `nil` when running or finished.
+    public let waitingFor: ScheduleWait?
+    /// The attempt that runs next, or the one in progress; when finished, 0.
+    public let attempt: Int
+    /// The attempt in progress; `nil` when none is.
+    public let running: RunningAttempt?
+    /// When it was cancelled; `nil` unless it was.
+    public let cancelledAt: WallClockInstant?
+    /// The prerequisite whose failure or cancellation stopped it; `nil` otherwise.
+    public let stoppedBy: String?
+    /// Where it stands in the store's order: ``RequestQuery/after`` for the next page.
+    public let position: Int64
+}
+
+/// An attempt in progress, as the store records it.
+public struct RunningAttempt: Sendable, Hashable {
+    /// The run's ID.
+    public let runID: Int64
+    /// The attempt.
+    public let attempt: Int
+    /// When it started.
+    public let startedAt: WallClockInstant
+    /// When its grant ends at the latest: its start plus the request's maximum duration.
+    public let deadline: WallClockInstant
+    /// In a fleet: the instance that holds it; `nil` otherwise.
+    public let holder: String?
+}
+
+/// An instance of a fleet, as the shared store sees it.
+public struct InspectedInstance: Sendable, Hashable {
+    /// Its name (`host:pid`, after the instance name when one is configured).
+    public let name: String
+    /// How many runs it holds now.
+    public let claims: Int
+    /// The latest time its claims run to (renewed while it lives); `nil` when it holds none.
+    public let claimsUntil: WallClockInstant?
+    /// Its connections to the database.
+    public let connections: Int
+    /// When it was last heard from (its newest connection's last activity).
+    public let lastSeen: WallClockInstant?
+
+    /// An instance; for stores outside this module.
+    public init(
+        name: String, claims: Int, claimsUntil: WallClockInstant?, connections: Int, lastSeen: WallClockInstant?
+    ) {
+        self.name = name
+        self.claims = claims
+        self.claimsUntil = claimsUntil
+        self.connections = connections
+        self.lastSeen = lastSeen
+    }
+}

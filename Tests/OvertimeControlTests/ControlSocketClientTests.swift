@@ -1,0 +1,43 @@
+import Foundation
+import Overtime
+import OvertimeControl
+import OvertimeTestSupport
+import Testing
+
+/// A program's client of the control socket against a real runtime's socket: answers,
+/// refusals, and a daemon that is not there, each told apart.
+@Suite("Control socket client", .timeLimit(.minutes(1)))
+struct ControlSocketClientTests {
+    @Test func answersRefusalsAndNoDaemonAreToldApart() async throws {
+        let folder = TemporaryDirectory("control-client")
+        defer { folder.remove() }
+        let path = folder.path + "/control.sock"
+        let env = try VirtualRuntime { $0.controlSocket = .path(path) }
+        defer { env.shutDown() }
+        _ = env.runtime.addControlCommand("echo") { arguments in .success(arguments.joined(separator: "|")) }
+        _ = env.runtime.addControlCommand("refuse") { _ in .failure(ControlCommandError("not today")) }
+        try await onOwnThread {
+            let client = ControlSocketClient(path: path, timeout: .seconds(5))
+            #expect(try client.call("echo", ["a b", "<c>"]) == "a b|<c>")
+            #expect(try client.call("echo") == "")
+            do {
+                _ = try client.call("refuse")
+                Issue.record("a refusal was taken for an answer")
+            } catch let error as ControlSocketError {
+                #expect(error.isRefusal && error.message == "refuse: not today", "\(error)")
+            }
+            do {
+                _ = try client.call("no-such-command")
+                Issue.record("an unknown command was answered")
+            } catch let error as ControlSocketError {
+                #expect(error.isRefusal && error.message.contains("no-such-command"), "\(error)")
+            }
+            do {
+                _ = try ControlSocketClient(path: folder.path + "/absent.sock").call("status")
+                Issue.record("no daemon, and yet an answer")
+            } catch let error as ControlSocketError {
+                #expect(!error.isRefusal && error.message.contains("cannot connect"), "\(error)")
+            }
+        }
+    }
+}

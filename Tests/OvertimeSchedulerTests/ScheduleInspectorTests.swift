@@ -1,0 +1,215 @@
+import Foundation
+import OvertimeSchedulerTesting
+import OvertimeSupport
+import OvertimeTestSupport
+import OvertimeTesting
+import Testing
+
+@testable import Overtime
+@_spi(ScheduleStore) @testable import OvertimeScheduler
+
+/// An inspector reads a schedule beside the scheduler that owns it — every state and what
+/// each request waits for, history newest first with filters and pages — and changes
+/// nothing; on virtual time against a real SQLite file.
+@Suite("Schedule inspector", .serialized, .timeLimit(.minutes(2)))
+struct ScheduleInspectorTests {
+    /// A schedule with a request in every state, the scheduler still holding it.
+    private func schedule() throws -> SchedulerHarness {
+        let network = ManualConditionSource(SystemConditions(networkAvailable: false))
+        let h = try SchedulerHarness(
+            prefixes: ["x."],
+            configure: {
+                $0.conditions = network
+                $0.maximumConcurrentRuns = 1
+            })
+        h.script.withLock {
+            $0 = { (attempt: SchedulerHarness.Attempt) -> SchedulerHarness.Answer in
+                switch attempt.identifier {
+                case "x.hang": .hang
+                case "x.broken", "x.retrying": .fail
+                default: .succeed
+                }
+            }
+        }
+        try h.current.start()
+        func request(_ identifier: String, _ change: (inout ScheduledTaskRequest) -> Void = { _ in })
+            -> ScheduledTaskRequest
+        {
+            var request = ScheduledTaskRequest(identifier: identifier)
+            change(&request)
+            return request
+        }
+        try h.current.submit(request("x.done") { $0.tags = ["nightly"] })
+        try h.current.submit(request("x.broken") { $0.retry.maximumAttempts = 1 })
+        try h.current.submit(request("x.retrying") { $0.retry.initialDelay = .seconds(60) })
+        h.advance(by: .seconds(1))
+        try h.current.submit(request("x.hang") { $0.maximumDuration = .seconds(300) })
+        h.advance(by: .seconds(1))
+        try h.current.submit(request("x.later") { $0.earliestBegin = h.now + .seconds(3600) })
+        try h.current.submit(
+            request("x.link") {
+                $0.prerequisites = ["x.later"]
+                $0.tags = ["nightly", "eu"]
+            })
+        try h.current.submit(request("x.online") { $0.requirements = [.network] })
+        try h.current.submit(request("x.queued"))  // due; the one run allowed is x.hang's
+        try h.current.submit(request("x.gone") { $0.earliestBegin = h.now + .seconds(60) })
+        try h.current.cancel("x.gone")
+        h.advance(by: .seconds(1))
+        return h
+    }
+
+    @Test func everyStateAndWhatEachWaitsForAsTheStoreTellsIt() async throws {
+        try await onOwnThread {
+            let h = try schedule()
+            defer { h.finish() }
+            let inspector = try ScheduleDatabase.sqlite(path: h.path).inspector()
+            defer { inspector.close() }
+            let now = h.now
+            let all = try inspector.requests(RequestQuery(selection: .all), now: now).requests
+            let byName = Dictionary(uniqueKeysWithValues: all.map { ($0.request.identifier, $0) })
+            #expect(
+                all.map(\.request.identifier) == [
+                    "x.done", "x.broken", "x.retrying", "x.hang", "x.later", "x.link", "x.online", "x.queued", "x.gone",
+                ], "submission order")
+            #expect(byName["x.done"]?.state == .succeeded && byName["x.done"]?.waitingFor == nil)
+            #expect(byName["x.broken"]?.state == .failed)
+            #expect(byName["x.gone"]?.state == .cancelled && byName["x.gone"]?.cancelledAt != nil)
+            let retrying = try #require(byName["x.retrying"])
+            #expect(retrying.state == .enqueued && retrying.attempt == 2)
+            guard case .retry(let retryAt) = retrying.waitingFor else {
+                Issue.record("x.retrying waits for \(String(describing: retrying.waitingFor))")
+                return
+            }
+            #expect(retryAt > now)
+            let hang = try #require(byName["x.hang"]?.running)
+            #expect(byName["x.hang"]?.state == .running && hang.attempt == 1)
+            #expect(hang.deadline == hang.startedAt + .seconds(300))
+            #expect(byName["x.later"]?.waitingFor == .plannedTime(now + .seconds(3600) - .seconds(1)))
+            #expect(byName["x.link"]?.waitingFor == .prerequisite("x.later") && byName["x.link"]?.state == .blocked)
+            guard case .requirements([.network], _) = byName["x.online"]?.waitingFor else {
+                Issue.record("x.online waits for \(String(describing: byName["x.online"]?.waitingFor))")
+                return
+            }
+            guard case .turn(let since) = byName["x.queued"]?.waitingFor else {
+                Issue.record("x.queued waits for \(String(describing: byName["x.queued"]?.waitingFor))")
+                return
+            }
+            #expect(since <= now && byName["x.queued"]?.state == .blocked)
+
+            // Each selection, a prefix, a tag, pages.
+            let names = { (query: RequestQuery) in
+                try inspector.requests(query, now: now).requests.map(\.request.identifier)
+            }
+            #expect(
+                try names(RequestQuery(selection: .pending))
+                    == ["x.retrying", "x.hang", "x.later", "x.link", "x.online", "x.queued"])
+            #expect(try names(RequestQuery(selection: .running)) == ["x.hang"])
+            #expect(try names(RequestQuery(selection: .failed)) == ["x.broken"])
+            #expect(try names(RequestQuery(selection: .cancelled)) == ["x.gone"])
+            #expect(try names(RequestQuery(selection: .all, identifierPrefix: "x.l")) == ["x.later", "x.link"])
+            #expect(try names(RequestQuery(selection: .all, tag: "nightly")) == ["x.done", "x.link"])
+            #expect(try names(RequestQuery(selection: .all, tag: "night")).isEmpty, "a tag inside another is another")
+            var pages: [[String]] = []
+            var after: Int64?
+            repeat {
+                let page = try inspector.requests(RequestQuery(selection: .all, after: after, limit: 4), now: now)
+                pages.append(page.requests.map(\.request.identifier))
+                after = page.next
+            } while after != nil && pages.count < 10
+            #expect(pages.flatMap { $0 } == all.map(\.request.identifier) && pages.count == 3)
+            let failedPage = try inspector.requests(RequestQuery(selection: .failed, limit: 1), now: now)
+            #expect(failedPage.requests.map(\.request.identifier) == ["x.broken"])
+            // A page of failed requests reads a bounded number of rows, and says where to go on.
+            let bounded = try SQLiteScheduleInspector(path: h.path, rowsReadPerPage: 1)
+            defer { bounded.close() }
+            var seen: [String] = []
+            var reads = 0
+            var next: Int64? = nil
+            repeat {
+                let page = try bounded.requests(RequestQuery(selection: .failed, after: next, limit: 5), now: now)
+                #expect(page.requests.count <= 1)
+                seen += page.requests.map(\.request.identifier)
+                next = page.next
+                reads += 1
+            } while next != nil && reads < 50
+            #expect(seen == ["x.broken"] && reads > 2, "\(seen) in \(reads) pages")
+            #expect(try inspector.request("x.link", now: now)?.stoppedBy == nil)
+            #expect(try inspector.request("absent", now: now) == nil)
+        }
+    }
+
+    @Test func historyNewestFirstWithFiltersAndPagesAndAMarkThatMovesWithTheSchedule() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness(prefixes: ["h."])
+            defer { h.finish() }
+            h.script.withLock { $0 = { $0.runID % 3 == 0 ? .fail : .succeed } }
+            try h.current.start()
+            let start = h.now
+            for index in 0..<30 {
+                var request = ScheduledTaskRequest(identifier: "h.\(index % 2 == 0 ? "even" : "odd").\(index)")
+                request.retry.maximumAttempts = 1
+                try h.current.submit(request)
+                h.advance(by: .seconds(10))
+            }
+            let inspector = try ScheduleDatabase.sqlite(path: h.path).inspector()
+            defer { inspector.close() }
+            let mark = try inspector.changeMark()
+            #expect(try inspector.changeMark() == mark, "nothing changed")
+
+            let everything = try inspector.history(HistoryQuery(limit: 1000))
+            #expect(everything.count == 30)
+            #expect(everything.map(\.runID) == everything.map(\.runID).sorted(by: >), "newest first")
+            var paged: [RunRecord] = []
+            var before: HistoryPosition?
+            repeat {
+                let page = try inspector.history(HistoryQuery(before: before, limit: 7))
+                paged += page
+                before = page.last.map(HistoryPosition.init)
+            } while before != nil && paged.count < 100
+            #expect(paged == everything)
+            let failed = try inspector.history(HistoryQuery(result: .failed, limit: 1000))
+            #expect(!failed.isEmpty && failed == everything.filter { $0.result == .failed })
+            let odd = try inspector.history(HistoryQuery(identifierPrefix: "h.odd.", limit: 1000))
+            #expect(odd.count == 15 && odd.allSatisfy { $0.identifier.hasPrefix("h.odd.") })
+            let window = try inspector.history(
+                HistoryQuery(startedFrom: start + .seconds(100), startedBefore: start + .seconds(200), limit: 1000))
+            #expect(
+                window
+                    == everything.filter {
+                        $0.startedAt >= start + .seconds(100) && $0.startedAt < start + .seconds(200)
+                    })
+            #expect(window.count == 10)
+
+            try h.current.submit(ScheduledTaskRequest(identifier: "h.more"))
+            h.settle()
+            #expect(try inspector.changeMark() != mark, "the owner committed")
+        }
+    }
+
+    @Test func nothingIsMadeOrChangedAndWhatIsNotAScheduleIsRefused() async throws {
+        let folder = TemporaryDirectory("inspector")
+        defer { folder.remove() }
+        let missing = folder.path + "/absent.db"
+        #expect(throws: ScheduleStoreError.self) { try ScheduleDatabase.sqlite(path: missing).inspector() }
+        #expect(access(missing, F_OK) != 0, "nothing created")
+        // Another program's database is left byte for byte.
+        let foreign = folder.path + "/other.db"
+        let made = try SQLiteConnection(path: foreign)
+        try made.execute("CREATE TABLE notes (text TEXT); INSERT INTO notes VALUES ('keep')")
+        made.close()
+        let before = try Data(contentsOf: URL(fileURLWithPath: foreign))
+        do {
+            _ = try ScheduleDatabase.sqlite(path: foreign).inspector()
+            Issue.record("a foreign database was opened")
+        } catch {
+            #expect(error.message.contains("not an Overtime schedule store"), "\(error)")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: foreign)) == before)
+        // A link to a store is not followed.
+        symlink(foreign, folder.path + "/link.db")
+        #expect(throws: ScheduleStoreError.self) {
+            try ScheduleDatabase.sqlite(path: folder.path + "/link.db").inspector()
+        }
+    }
+}
