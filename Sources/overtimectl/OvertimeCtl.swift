@@ -24,7 +24,7 @@ struct OvertimeCtl: ParsableCommand {
         subcommands: [
             Status.self, Tasks.self, Background.self, Foreground.self, Terminate.self, Reload.self, MemoryWarning.self,
             Expire.self,
-            Schedule.self, History.self, Work.self, Run.self, Cancel.self, Metrics.self, Call.self,
+            Schedule.self, History.self, Work.self, Run.self, Retry.self, Cancel.self, Metrics.self, Call.self,
         ])
 }
 
@@ -274,6 +274,15 @@ struct Work: SchedulerCommand {
             "Show where a request stands: enqueued, blocked (on what), running, succeeded, failed or cancelled; its attempt, next run and newest attempt."
     )
     static let command = "work"
+    @OptionGroup var options: ConnectionOptions
+    @Argument(help: "The request's identifier.") var identifier: String
+    var arguments: [String] { [identifier] }
+}
+
+struct Retry: SchedulerCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Submit again a request that failed for good: due now, its attempts counted afresh.")
+    static let command = "retry"
     @OptionGroup var options: ConnectionOptions
     @Argument(help: "The request's identifier.") var identifier: String
     var arguments: [String] { [identifier] }

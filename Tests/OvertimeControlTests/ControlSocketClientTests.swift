@@ -9,14 +9,16 @@ import Testing
 @Suite("Control socket client", .timeLimit(.minutes(1)))
 struct ControlSocketClientTests {
     @Test func answersRefusalsAndNoDaemonAreToldApart() async throws {
-        let folder = TemporaryDirectory("control-client")
-        defer { folder.remove() }
-        let path = folder.path + "/control.sock"
-        let env = try VirtualRuntime { $0.controlSocket = .path(path) }
-        defer { env.shutDown() }
-        _ = env.runtime.addControlCommand("echo") { arguments in .success(arguments.joined(separator: "|")) }
-        _ = env.runtime.addControlCommand("refuse") { _ in .failure(ControlCommandError("not today")) }
+        // Everything that blocks (the runtime's start and end, the client's calls) on a
+        // thread of its own, never on the test runner's cooperative threads.
         try await onOwnThread {
+            let folder = TemporaryDirectory("control-client")
+            defer { folder.remove() }
+            let path = folder.path + "/control.sock"
+            let env = try VirtualRuntime { $0.controlSocket = .path(path) }
+            defer { env.shutDown() }
+            _ = env.runtime.addControlCommand("echo") { arguments in .success(arguments.joined(separator: "|")) }
+            _ = env.runtime.addControlCommand("refuse") { _ in .failure(ControlCommandError("not today")) }
             let client = ControlSocketClient(path: path, timeout: .seconds(5))
             #expect(try client.call("echo", ["a b", "<c>"]) == "a b|<c>")
             #expect(try client.call("echo") == "")

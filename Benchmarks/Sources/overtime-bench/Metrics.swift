@@ -212,7 +212,7 @@ struct MetricSpec: Sendable {
             what:
                 "overtime-dashboard beside a SQLite schedule of 1,000,000 attempts and 100,000 pending requests: "
                 + "a page loaded over a new connection (first, deep, by prefix, filtered), p50 and p99 of the "
-                + "requests pages and of the history pages",
+                + "requests pages and of the history pages; and of the failed pages (no target: a bounded read)",
             target: "≤ 50 (p99, both)"
         ) { values in
             guard let requests = values["requests_p99"], let history = values["history_p99"] else { return nil }

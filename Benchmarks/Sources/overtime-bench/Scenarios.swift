@@ -223,6 +223,8 @@ struct Scenarios {
                 ("requests_p99", { ms(try figures().requests, 0.99) }),
                 ("history_p50", { ms(try figures().history, 0.5) }),
                 ("history_p99", { ms(try figures().history, 0.99) }),
+                ("failed_p50", { ms(try figures().failed, 0.5) }),
+                ("failed_p99", { ms(try figures().failed, 0.99) }),
             ]
         case "sleep_to_release_ms":
             let cycles = max(5, min(200, s.transitions / 100))

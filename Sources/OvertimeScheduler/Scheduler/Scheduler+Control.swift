@@ -1,5 +1,5 @@
 // The scheduler on the runtime's control socket (`overtimectl schedule | history ID |
-// work ID | run ID | cancel ID`) and in its status line (systemd's STATUS=: the next run).
+// work ID | run ID | retry ID | cancel ID`) and in its status line (systemd's STATUS=: the next run).
 
 import Overtime
 import OvertimeSupport
@@ -24,6 +24,10 @@ extension Scheduler {
         }
         addCommand("run", usage: "run ID") { scheduler, arguments throws(SchedulerError) in
             "started run \(try scheduler.runNow(arguments[0])) of '\(arguments[0])'"
+        }
+        addCommand("retry", usage: "retry ID") { scheduler, arguments throws(SchedulerError) in
+            try scheduler.retry(arguments[0])
+            return "submitted '\(arguments[0])' again: due now"
         }
         addCommand("cancel", usage: "cancel ID") { scheduler, arguments throws(SchedulerError) in
             try scheduler.cancel(arguments[0])

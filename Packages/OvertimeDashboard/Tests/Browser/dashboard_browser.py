@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 
 from selenium import webdriver
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -77,9 +77,29 @@ def settle(driver, part, timeout=10):
     return False
 
 
+# The live script may replace the page's main part at any moment (the daemon's schedule
+# changes on its own: a run ends): what a check reads is read in one step, in the page.
 def cells(driver):
-    return [[cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
-            for row in driver.find_elements(By.CSS_SELECTOR, "main tbody tr")]
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll('main tbody tr')).map(function (row) {"
+        " return Array.from(row.querySelectorAll('td')).map(function (cell) { return cell.innerText; }); });")
+
+
+def texts(driver, selector):
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0])).map(function (e) { return e.innerText; });",
+        selector)
+
+
+def click(driver, by, value):
+    """Clicks the element, found again if the live script replaced it meanwhile."""
+    for _ in range(20):
+        try:
+            driver.find_element(by, value).click()
+            return
+        except StaleElementReferenceException:
+            time.sleep(0.05)
+    driver.find_element(by, value).click()
 
 
 def main():
@@ -123,10 +143,11 @@ def run(driver):
     check("ok.done" not in rows, "a finished request among the pending")
     shot(driver, "requests")
 
+    driver.get(BASE + "/requests")  # the form as the page has it now
     Select(driver.find_element(By.NAME, "state")).select_by_value("all")
-    driver.find_element(By.CSS_SELECTOR, "form.filters button").click()
+    click(driver, By.CSS_SELECTOR, "form.filters button")
     settle(driver, "state=all")
-    links = [link.text for link in driver.find_elements(By.CSS_SELECTOR, "main tbody a")]
+    links = texts(driver, "main tbody a")
     check(XSS in links, f"the identifier with markup is not shown as text: {links}")
     no_alert(driver, "requests, all")
 
@@ -144,7 +165,7 @@ def run(driver):
     check(results.get("ok.done") == "succeeded" and results.get("fail.broken") == "failed", f"history: {history}")
     shot(driver, "history")
     Select(driver.find_element(By.NAME, "result")).select_by_value("failed")
-    driver.find_element(By.CSS_SELECTOR, "form.filters button").click()
+    click(driver, By.CSS_SELECTOR, "form.filters button")
     settle(driver, "result=failed")
     failed_rows = cells(driver)
     check(failed_rows and all(row[5] == "failed" for row in failed_rows), f"filtered history: {failed_rows}")
@@ -161,23 +182,23 @@ def run(driver):
     shot(driver, "instances")
 
     # One request's story: its identifier and its output, as text.
-    driver.find_element(By.LINK_TEXT, "Failed").click()
+    click(driver, By.LINK_TEXT, "Failed")
     settle(driver, "/failed")
-    driver.find_element(By.LINK_TEXT, XSS).click()
+    click(driver, By.LINK_TEXT, XSS)
     settle(driver, "/request?id=xss.")
-    check(driver.find_element(By.TAG_NAME, "h1").text == XSS, "the story's title is not the identifier as text")
-    outputs = [element.text for element in driver.find_elements(By.CSS_SELECTOR, "main td pre")]
+    check(texts(driver, "h1") == [XSS], "the story's title is not the identifier as text")
+    outputs = texts(driver, "main td pre")
     check("<script>alert('output')</script>" in outputs, f"the output is not shown as text: {outputs}")
     no_alert(driver, "story")
     shot(driver, "story")
 
     # An action in the browser: run ok.background now, confirmed; the daemon runs it.
     driver.get(BASE + "/request?id=ok.background")
-    driver.find_element(By.LINK_TEXT, "Run now…").click()
+    click(driver, By.LINK_TEXT, "Run now…")
     settle(driver, "/request/run")
     check("Start a run of ok.background now" in driver.page_source, "no confirmation asked")
     shot(driver, "confirm")
-    driver.find_element(By.CSS_SELECTOR, "main form button").click()
+    click(driver, By.CSS_SELECTOR, "main form button")
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and "Done:" not in driver.page_source and "Refused:" not in driver.page_source:
         time.sleep(0.02)
@@ -216,7 +237,7 @@ def run(driver):
     submitted = time.monotonic()
     seen = None
     while time.monotonic() < submitted + 10:
-        if "ok.fresh" in driver.find_element(By.TAG_NAME, "main").text:
+        if "ok.fresh" in "".join(texts(driver, "main")):
             seen = time.monotonic() - submitted
             break
         time.sleep(0.01)

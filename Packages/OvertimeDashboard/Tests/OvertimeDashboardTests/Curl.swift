@@ -69,3 +69,11 @@ enum Curl {
         return String(rest.prefix { $0 != "\"" })
     }
 }
+
+/// Runs `body`, which blocks (curl, a process), on a thread of its own: the cooperative
+/// threads stay free for a server in this process that answers it.
+func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+    }
+}

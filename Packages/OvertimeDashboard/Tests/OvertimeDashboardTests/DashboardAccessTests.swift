@@ -89,8 +89,22 @@ struct DashboardAccessTests {
         // Refused by the daemon (finished): said, recorded, nothing changed.
         let again = try Curl.post(target, form: ["csrf": csrf], jar: jar)
         #expect(again.status == 200 || again.status == 409)
+        // What failed for good, submitted again: pending again, waiting for its turn (the
+        // fixture's one run at a time is held by hang.running).
+        let failedPage = try Curl.request(dashboard.url + "/failed", jar: jar)
+        #expect(failedPage.body.contains("/request/retry?id=fail.broken"), "a retry link on the failed page")
+        #expect(!failedPage.body.contains("/request/retry?id=ok."))
+        let retried = try Curl.post(dashboard.url + "/request/retry?id=fail.broken", form: ["csrf": csrf], jar: jar)
+        #expect(retried.status == 200 && retried.body.contains("Done: submitted"), "\(retried.body)")
+        let pendingAgain = try #require(try dashboard.inspected("fail.broken"))
+        #expect(pendingAgain.state == .blocked && pendingAgain.attempt == 1, "\(pendingAgain.state)")
+        #expect(try dashboard.history("fail.broken").count == 1, "its failure stays in its history")
+        let refusedRetry = try Curl.post(dashboard.url + "/request/retry?id=ok.done", form: ["csrf": csrf], jar: jar)
+        #expect(refusedRetry.status == 409 && refusedRetry.body.contains("succeeded"), "\(refusedRetry.body)")
+        let story = try Curl.request(dashboard.url + "/request?id=ok.later", jar: jar)
+        #expect(story.body.contains("Done from this dashboard") && story.body.contains("<td>alice</td><td>cancel</td>"))
         let log = DashboardUnderTest.read(dashboard.actionLog).split(separator: "\n")
-        #expect(log.count == 3, "\(log)")
+        #expect(log.count == 5, "\(log)")
         #expect(log.first?.contains(#""user":"alice""#) == true && log.first?.contains(#""action":"cancel""#) == true)
         #expect(log.dropFirst().first?.contains(#""identifier":"ok.queued""#) == true)
         let page = try Curl.request(dashboard.url + "/actions", jar: jar)

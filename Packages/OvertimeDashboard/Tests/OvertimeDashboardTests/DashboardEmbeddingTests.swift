@@ -11,7 +11,7 @@ import Testing
 @Suite("Dashboard in an application", .serialized, .timeLimit(.minutes(2)))
 struct DashboardEmbeddingTests {
     @Test func mountedUnderAGroupBesideTheApplicationsRoutes() async throws {
-        let daemon = try DashboardUnderTest(dashboardArguments: ["--read-only"])
+        let daemon = try await onOwnThread { try DashboardUnderTest(dashboardArguments: ["--read-only"]) }
         defer { daemon.stop() }
         let (store, socket, credentials) = (daemon.store, daemon.socket, daemon.credentials)
 
@@ -33,19 +33,21 @@ struct DashboardEmbeddingTests {
             tasks.addTask { try await group.run() }
             let listening = try await port.wait()
             let base = "http://127.0.0.1:\(listening)"
-            #expect(try Curl.request(base + "/health").body == "ok")
-            let page = try Curl.request(base + "/dashboard/requests?state=all", bearer: daemon.token)
-            #expect(page.status == 200 && page.body.contains("ok.done"))
-            #expect(page.body.contains("href=\"/dashboard/request?id=ok.done\""))
-            let signIn = try Curl.request(base + "/dashboard/requests")
-            #expect(signIn.status == 303 && signIn.headers["location"] == "/dashboard/login")
-            // Its actions go to the daemon: a run started through the mounted dashboard runs.
-            let jar = try Curl.signIn(base + "/dashboard", token: daemon.token, folder: daemon.folder)
-            let confirm = try Curl.request(base + "/dashboard/request/run?id=ok.queued", jar: jar)
-            let csrf = try #require(Curl.csrf(in: confirm.body))
-            let run = try Curl.post(base + "/dashboard/request/run?id=ok.queued", form: ["csrf": csrf], jar: jar)
-            #expect(run.status == 200 && run.body.contains("Done: started run"), "\(run.body)")
-            #expect(try waitFor { try daemon.history("ok.queued").contains { $0.result == .succeeded } })
+            try await onOwnThread {
+                #expect(try Curl.request(base + "/health").body == "ok")
+                let page = try Curl.request(base + "/dashboard/requests?state=all", bearer: daemon.token)
+                #expect(page.status == 200 && page.body.contains("ok.done"))
+                #expect(page.body.contains("href=\"/dashboard/request?id=ok.done\""))
+                let signIn = try Curl.request(base + "/dashboard/requests")
+                #expect(signIn.status == 303 && signIn.headers["location"] == "/dashboard/login")
+                // Its actions go to the daemon: a run started through the mounted dashboard runs.
+                let jar = try Curl.signIn(base + "/dashboard", token: daemon.token, folder: daemon.folder)
+                let confirm = try Curl.request(base + "/dashboard/request/run?id=ok.queued", jar: jar)
+                let csrf = try #require(Curl.csrf(in: confirm.body))
+                let run = try Curl.post(base + "/dashboard/request/run?id=ok.queued", form: ["csrf": csrf], jar: jar)
+                #expect(run.status == 200 && run.body.contains("Done: started run"), "\(run.body)")
+                #expect(try waitFor { try daemon.history("ok.queued").contains { $0.result == .succeeded } })
+            }
             await group.triggerGracefulShutdown()
             try await tasks.waitForAll()
         }

@@ -11,7 +11,7 @@ import OvertimeScheduler
 #endif
 
 /// The fixture daemon and a dashboard of its schedule.
-final class DashboardUnderTest {
+final class DashboardUnderTest: @unchecked Sendable {  // changed only while it starts
     let folder: String
     let token = "alice-" + String(UInt64.random(in: 1 << 60...UInt64.max), radix: 16)
     let otherToken = "bob-" + String(UInt64.random(in: 1 << 60...UInt64.max), radix: 16)

@@ -10,6 +10,8 @@ public protocol ScheduleActions: Sendable {
     func runNow(_ identifier: String, by user: String) throws(ScheduleActionError) -> String
     /// Cancels `identifier`: no run starts for it any more; a run in progress is told to stop.
     func cancel(_ identifier: String, by user: String) throws(ScheduleActionError) -> String
+    /// Submits again `identifier`, which failed for good: due now, its attempts counted afresh.
+    func retry(_ identifier: String, by user: String) throws(ScheduleActionError) -> String
 }
 
 /// Why an action was not done: the owner refused it, or could not be reached.
@@ -22,8 +24,8 @@ public struct ScheduleActionError: Error, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// Actions through a daemon's control socket: what `overtimectl run` and
-/// `overtimectl cancel` send.
+/// Actions through a daemon's control socket: what `overtimectl run`, `overtimectl retry`
+/// and `overtimectl cancel` send.
 public struct ControlSocketActions: ScheduleActions {
     let client: ControlSocketClient
 
@@ -40,6 +42,11 @@ public struct ControlSocketActions: ScheduleActions {
     /// Sends `cancel ID`: the daemon cancels the request.
     public func cancel(_ identifier: String, by user: String) throws(ScheduleActionError) -> String {
         try call("cancel", identifier)
+    }
+
+    /// Sends `retry ID`: the daemon submits the request that failed for good again.
+    public func retry(_ identifier: String, by user: String) throws(ScheduleActionError) -> String {
+        try call("retry", identifier)
     }
 
     private func call(_ command: String, _ identifier: String) throws(ScheduleActionError) -> String {

@@ -150,6 +150,7 @@ struct HistoryPage {
 struct FailedRow {
     let identifier: String
     let link: String
+    let canRetry: Bool
     let lastResult: String
     let ended: String
     let stopReason: String
@@ -198,8 +199,12 @@ struct StoryPage {
     let canAct: Bool
     let canRun: Bool
     let canCancel: Bool
+    let canRetry: Bool
     let actionsOff: String?
     let attempts: [AttemptRow]
+    /// What was done to it from this dashboard, newest first.
+    let taken: [ActionRow]
+    let hasTaken: Bool
 }
 
 struct ConfirmPage {

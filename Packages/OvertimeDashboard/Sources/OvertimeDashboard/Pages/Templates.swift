@@ -79,9 +79,10 @@ enum Templates {
     static let failed = """
         {{> top}}
         <p>Requests that finished without succeeding: their last run failed with no retry left, or a prerequisite's failure or cancellation stopped them.</p>
-        <div class="scroll"><table><thead><tr><th>Identifier</th><th>Last attempt</th><th>Ended</th><th>Stop reason</th><th>Stopped by</th></tr></thead><tbody>
-        {{#rows}}<tr><td><a href="{{base}}/request?id={{link}}">{{identifier}}</a></td><td>{{lastResult}}</td><td>{{ended}}</td><td>{{stopReason}}</td><td>{{stoppedBy}}</td></tr>
-        {{/rows}}{{^rows}}<tr><td colspan="5" class="empty">Nothing failed for good.</td></tr>{{/rows}}
+        <div class="scroll"><table><thead><tr><th>Identifier</th><th>Last attempt</th><th>Ended</th><th>Stop reason</th><th>Stopped by</th><th></th></tr></thead><tbody>
+        {{#rows}}<tr><td><a href="{{base}}/request?id={{link}}">{{identifier}}</a></td><td>{{lastResult}}</td><td>{{ended}}</td><td>{{stopReason}}</td><td>{{stoppedBy}}</td>\
+        <td>{{#canRetry}}<a href="{{base}}/request/retry?id={{link}}">Retry…</a>{{/canRetry}}</td></tr>
+        {{/rows}}{{^rows}}<tr><td colspan="6" class="empty">Nothing failed for good.</td></tr>{{/rows}}
         </tbody></table></div>
         {{#nextPage}}<p class="pager"><a href="{{nextPage}}">Next page →</a></p>{{/nextPage}}
         {{> bottom}}
@@ -118,6 +119,7 @@ enum Templates {
         </dl>
         {{/request}}
         {{#canAct}}<p class="actions">{{#canRun}}<a class="button" href="{{base}}/request/run?id={{link}}">Run now…</a>{{/canRun}} \
+        {{#canRetry}}<a class="button" href="{{base}}/request/retry?id={{link}}">Retry…</a>{{/canRetry}} \
         {{#canCancel}}<a class="button danger" href="{{base}}/request/cancel?id={{link}}">Cancel…</a>{{/canCancel}}</p>{{/canAct}}
         {{#actionsOff}}<p class="note">{{actionsOff}}</p>{{/actionsOff}}
         <h2>Attempts</h2>
@@ -126,6 +128,10 @@ enum Templates {
         <td><span class="result {{result}}">{{result}}</span></td><td>{{stopReason}}</td><td>{{#output}}<pre>{{output}}</pre>{{/output}}</td></tr>
         {{/attempts}}{{^attempts}}<tr><td colspan="7" class="empty">No attempt yet.</td></tr>{{/attempts}}
         </tbody></table></div>
+        {{#hasTaken}}<h2>Done from this dashboard</h2>
+        <div class="scroll"><table><thead><tr><th>When</th><th>Who</th><th>Action</th><th>Outcome</th></tr></thead><tbody>
+        {{#taken}}<tr><td>{{at}}</td><td>{{user}}</td><td>{{action}}</td><td>{{outcome}}</td></tr>
+        {{/taken}}</tbody></table></div>{{/hasTaken}}
         {{> bottom}}
         """
 

@@ -52,7 +52,7 @@ struct DashboardRoutes: Sendable {
         router.get("actions") { request, _ in try await page(request) { viewer, _ in taken(viewer) } }
         router.get("request") { request, _ in try await page(request) { viewer, now in try story(request, viewer, now) }
         }
-        for action in ["run", "cancel"] {
+        for action in ["run", "retry", "cancel"] {
             router.get(RouterPath("request/\(action)")) { request, _ in
                 try await page(request) { viewer, now in try confirm(action, request, viewer, now) }
             }
@@ -258,6 +258,7 @@ struct DashboardRoutes: Sendable {
             ).first { $0.identifier == inspected.request.identifier }
             return FailedRow(
                 identifier: inspected.request.identifier, link: Formatting.query(inspected.request.identifier),
+                canRetry: canAct && inspected.stoppedBy == nil,
                 lastResult: last.map { "\($0.result) (run \($0.runID), attempt \($0.attempt))" } ?? "none ran",
                 ended: last?.endedAt.map { Formatting.relative($0, from: now) } ?? "",
                 stopReason: last?.stopReason ?? "", stoppedBy: inspected.stoppedBy ?? "")
@@ -279,13 +280,15 @@ struct DashboardRoutes: Sendable {
     }
 
     func taken(_ viewer: Viewer) -> Response {
-        let rows = dashboard.actionLog.newestFirst.map {
-            ActionRow(
-                at: Formatting.time(WallClockInstant(nanosecondsSinceEpoch: Int64($0.at.timeIntervalSince1970 * 1e9))),
-                user: $0.user, action: $0.action, identifier: $0.identifier, link: Formatting.query($0.identifier),
-                outcome: ($0.succeeded ? "" : "refused: ") + $0.answer)
-        }
+        let rows = dashboard.actionLog.newestFirst.map(actionRow)
         return render("actions", title: "Actions", viewer: viewer, ActionsPage(rows: rows))
+    }
+
+    func actionRow(_ record: ActionRecord) -> ActionRow {
+        ActionRow(
+            at: Formatting.time(WallClockInstant(nanosecondsSinceEpoch: Int64(record.at.timeIntervalSince1970 * 1e9))),
+            user: record.user, action: record.action, identifier: record.identifier,
+            link: Formatting.query(record.identifier), outcome: (record.succeeded ? "" : "refused: ") + record.answer)
     }
 
     func story(_ request: Request, _ viewer: Viewer, _ now: WallClockInstant) throws -> Response {
@@ -318,13 +321,15 @@ struct DashboardRoutes: Sendable {
                 + Formatting.duration(submitted.retry.initialDelay),
             maximumDuration: Formatting.duration(submitted.maximumDuration), input: Formatting.bytes(submitted.input))
         let pending = !inspected.state.isFinished
+        let retriable = inspected.state == .failed && inspected.stoppedBy == nil
+        let taken = dashboard.actionLog.newestFirst.filter { $0.identifier == identifier }.map(actionRow)
         return render(
             "story", title: identifier, viewer: viewer,
             StoryPage(
-                request: facts, link: Formatting.query(identifier), canAct: canAct && pending,
-                canRun: inspected.state != .running, canCancel: true,
-                actionsOff: canAct || !pending ? nil : actionsOffReason,
-                attempts: attempts.map { AttemptRow($0, now: now) }))
+                request: facts, link: Formatting.query(identifier), canAct: canAct && (pending || retriable),
+                canRun: pending && inspected.state != .running, canCancel: pending, canRetry: retriable,
+                actionsOff: canAct || !(pending || retriable) ? nil : actionsOffReason,
+                attempts: attempts.map { AttemptRow($0, now: now) }, taken: taken, hasTaken: !taken.isEmpty))
     }
 
     var actionsOffReason: String {
@@ -343,16 +348,31 @@ struct DashboardRoutes: Sendable {
                 MessagePage(kind: "error", text: actionsOffReason, back: nil), status: .forbidden)
         }
         let back = "\(base)/request?id=\(Formatting.query(identifier))"
-        let question =
-            action == "run"
-            ? "Start a run of \(identifier) now, whatever its plan and requirements say?"
-            : "Cancel \(identifier)? No run of it starts any more, and a run in progress is told to stop."
+        let (title, question, button) = Self.wording(action, identifier)
         return render(
-            "confirm", title: action == "run" ? "Run now" : "Cancel", viewer: viewer,
+            "confirm", title: title, viewer: viewer,
             ConfirmPage(
                 question: question, action: "\(base)/request/\(action)?id=\(Formatting.query(identifier))",
-                button: action == "run" ? "Run it now" : "Cancel it", buttonClass: action == "run" ? "" : "danger",
-                back: back))
+                button: button, buttonClass: action == "cancel" ? "danger" : "", back: back))
+    }
+
+    /// An action's page title, the question its confirmation asks, and its button.
+    static func wording(_ action: String, _ identifier: String) -> (String, String, String) {
+        switch action {
+        case "run":
+            ("Run now", "Start a run of \(identifier) now, whatever its plan and requirements say?", "Run it now")
+        case "retry":
+            (
+                "Retry",
+                "Submit \(identifier) again? It failed for good; it becomes due now, with every attempt its "
+                    + "retry policy allows.", "Retry it"
+            )
+        default:
+            (
+                "Cancel", "Cancel \(identifier)? No run of it starts any more, and a run in progress is told to stop.",
+                "Cancel it"
+            )
+        }
     }
 
     func act(_ action: String, _ request: Request) async throws -> Response {
@@ -373,9 +393,11 @@ struct DashboardRoutes: Sendable {
         let user = viewer.user
         let outcome: Result<String, ScheduleActionError> = try await dashboard.offLoop {
             do {
-                return .success(
-                    action == "run"
-                        ? try actions.runNow(identifier, by: user) : try actions.cancel(identifier, by: user))
+                switch action {
+                case "run": return .success(try actions.runNow(identifier, by: user))
+                case "retry": return .success(try actions.retry(identifier, by: user))
+                default: return .success(try actions.cancel(identifier, by: user))
+                }
             } catch let error as ScheduleActionError {
                 return .failure(error)
             }
@@ -396,7 +418,7 @@ struct DashboardRoutes: Sendable {
             ])
         let text = (succeeded ? "Done: " : "Refused: ") + answer + (logFailure.map { " (\($0))" } ?? "")
         return render(
-            "message", title: action == "run" ? "Run now" : "Cancel", viewer: viewer,
+            "message", title: Self.wording(action, identifier).0, viewer: viewer,
             MessagePage(
                 kind: succeeded ? "done" : "error", text: text,
                 back: "\(base)/request?id=\(Formatting.query(identifier))"),
