@@ -41,6 +41,7 @@ let package = Package(
                 "OvertimeDashboard",
                 .product(name: "OvertimeScheduler", package: "Overtime"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -8,6 +8,7 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
 import OvertimeDashboard
 import OvertimeScheduler
 
@@ -103,12 +104,22 @@ struct OvertimeDashboardCommand: AsyncParsableCommand {
             print("dashboard at http://\(shown):\(port)\(mount)/")
             fflush(nil)
         }
-        try await app.runService()
+        do {
+            try await app.runService()
+        } catch let error as IOError where error.errnoCode == EADDRINUSE {
+            Self.fail(
+                "cannot listen at \(listen): the address is in use (another program, or another dashboard, listens there)",
+                status: 69)
+        } catch let error as IOError {
+            Self.fail("cannot listen at \(listen): \(error)", status: 69)
+        }
         inspector.close()
     }
 
-    static func fail(_ message: String) -> Never {
+    /// Says why and exits: 64 (`EX_USAGE`) for a bad setup, 69 (`EX_UNAVAILABLE`) when the
+    /// address cannot be listened at.
+    static func fail(_ message: String, status: Int32 = 64) -> Never {
         FileHandle.standardError.write(Data("overtime-dashboard: \(message)\n".utf8))
-        Foundation.exit(64)
+        Foundation.exit(status)
     }
 }

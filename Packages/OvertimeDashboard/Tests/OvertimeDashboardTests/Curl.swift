@@ -77,3 +77,46 @@ func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async 
         Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
     }
 }
+
+/// A client of the live feed on a socket of its own: it reads what comes, or holds the
+/// stream open and reads nothing.
+final class EventStreamClient {
+    let fd: Int32
+    private var received: [UInt8] = []
+
+    init(port: Int, token: String) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else {
+            close(fd)
+            throw DashboardUnderTest.Failure("cannot connect to 127.0.0.1:\(port)")
+        }
+        let request = "GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n"
+        _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+    }
+
+    deinit { close(fd) }
+
+    /// Whether `marker` came within `seconds`.
+    func read(until marker: String, seconds: Double = 10) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while Date() < deadline {
+            if received.firstRange(of: Array(marker.utf8)) != nil { return true }
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptor, 1, 50) > 0 else { continue }
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count <= 0 { break }
+            received += buffer[..<count]
+        }
+        return received.firstRange(of: Array(marker.utf8)) != nil
+    }
+}

@@ -165,6 +165,15 @@ struct DashboardAccessTests {
             #expect(status == 64, "\(arguments): \(status) \(output)")
             #expect(output.contains(message), "\(arguments): \(output)")
         }
+        // Two dashboards on one address: the second says so and leaves the first serving.
+        let taken = try DashboardUnderTest.run(
+            "overtime-dashboard",
+            [
+                "--store", dashboard.store, "--credentials", dashboard.credentials, "--listen",
+                "127.0.0.1:\(dashboard.port)",
+            ])
+        #expect(taken.status == 69 && taken.output.contains("the address is in use"), "\(taken)")
+        #expect(try Curl.request(dashboard.url + "/requests", bearer: dashboard.token).status == 200)
         let short = dashboard.folder + "/short"
         _ = FileManager.default.createFile(
             atPath: short, contents: Data("alice:short\n".utf8), attributes: [.posixPermissions: 0o600])
@@ -173,6 +182,27 @@ struct DashboardAccessTests {
         #expect(status == 64 && output.contains("at least 16 characters"), "\(output)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: dashboard.credentials)) == before)
         #expect(!FileManager.default.fileExists(atPath: dashboard.folder + "/absent.db"), "nothing created")
+    }
+
+    @Test func theLiveFeedServesABoundedNumberOfPagesAndGivesPlacesBack() throws {
+        let dashboard = try DashboardUnderTest()
+        defer { dashboard.stop() }
+        // Clients that come and go at once take no place for good.
+        for _ in 0..<100 { _ = try EventStreamClient(port: dashboard.port, token: dashboard.token) }
+        var open = try (0..<64).map { _ in try EventStreamClient(port: dashboard.port, token: dashboard.token) }
+        for client in open { #expect(client.read(until: "retry: 2000"), "a place for each of the 64") }
+        let turnedAway = try EventStreamClient(port: dashboard.port, token: dashboard.token)
+        #expect(turnedAway.read(until: "too many live pages are open"))
+        // A change reaches every open page.
+        _ = try dashboard.control("submit", ["ok.fresh"])
+        #expect(open.allSatisfy { $0.read(until: "event: change") })
+        // Once they leave, their places serve others.
+        open.removeAll()
+        #expect(
+            try waitFor {
+                try EventStreamClient(port: dashboard.port, token: dashboard.token).read(
+                    until: "retry: 2000", seconds: 1)
+            })
     }
 
     @Test func mountedUnderAPathEveryLinkStaysUnderIt() throws {

@@ -24,38 +24,48 @@ final class ChangeFeed: Sendable {
         self.interval = interval
     }
 
-    /// The event stream's response, or `nil` when as many pages listen as are allowed.
-    func response() -> Response? {
-        let admitted = listeners.withLockedValue { count -> Bool in
-            guard count < Self.maximumListeners else { return false }
-            count += 1
-            return true
-        }
-        guard admitted else { return nil }
+    /// The event stream's response. Past ``maximumListeners`` the stream says so and ends
+    /// (the browser tries again later): a place is taken only once the stream is written,
+    /// and given back when it ends, however it ends.
+    func response(to request: Request) -> Response {
         var headers = HTTPAnswers.headers(contentType: "text/event-stream")
         headers[HTTPField.Name("X-Accel-Buffering")!] = "no"
         let body = ResponseBody { [self] writer in
+            let admitted = listeners.withLockedValue { count -> Bool in
+                guard count < Self.maximumListeners else { return false }
+                count += 1
+                return true
+            }
+            guard admitted else {
+                try await writer.write(ByteBuffer(string: "retry: 30000\n: too many live pages are open\n\n"))
+                try await writer.finish(nil)
+                return
+            }
             defer { listeners.withLockedValue { $0 -= 1 } }
             var last = try await mark()
             // Said at once: the browser knows the stream is open (and waits 2 s to reconnect).
             try await writer.write(ByteBuffer(string: "retry: 2000\n\n"))
-            var quiet = Duration.zero
-            while !Task.isCancelled {
-                try await Task.sleep(for: interval)
-                let current = try await mark()
-                if current != last {
-                    last = current
-                    quiet = .zero
-                    try await writer.write(ByteBuffer(string: "event: change\ndata: \(current)\n\n"))
-                } else {
-                    quiet += interval
-                    if quiet >= Self.keepAliveInterval {
+            // Ended as soon as the client closes its side (a page closed, a client gone):
+            // its place is free at once, not at the next write that fails.
+            try? await request.body.consumeWithCancellationOnInboundClose { _ in
+                var quiet = Duration.zero
+                while !Task.isCancelled {
+                    try await Task.sleep(for: interval)
+                    let current = try await mark()
+                    if current != last {
+                        last = current
                         quiet = .zero
-                        try await writer.write(ByteBuffer(string: ": still here\n\n"))
+                        try await writer.write(ByteBuffer(string: "event: change\ndata: \(current)\n\n"))
+                    } else {
+                        quiet += interval
+                        if quiet >= Self.keepAliveInterval {
+                            quiet = .zero
+                            try await writer.write(ByteBuffer(string: ": still here\n\n"))
+                        }
                     }
                 }
             }
-            try await writer.finish(nil)
+            try? await writer.finish(nil)
         }
         return Response(status: .ok, headers: headers, body: body)
     }

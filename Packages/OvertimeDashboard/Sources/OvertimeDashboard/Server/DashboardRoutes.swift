@@ -36,8 +36,7 @@ struct DashboardRoutes: Sendable {
         router.post("logout") { request, _ in try await signOut(request) }
         router.get("events") { request, _ in
             guard viewer(request) != nil else { return HTTPAnswers.plain("sign in first", status: .unauthorized) }
-            return dashboard.feed.response()
-                ?? HTTPAnswers.plain("too many live pages are open", status: .serviceUnavailable)
+            return dashboard.feed.response(to: request)
         }
         router.get("requests") { request, _ in
             try await page(request) { viewer, now in try requests(request, viewer, now) }
