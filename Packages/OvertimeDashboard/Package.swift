@@ -2,7 +2,8 @@
 import PackageDescription
 
 // The schedule and fleet dashboard, in the browser: a package of its own, so that neither
-// the Overtime core nor the daemons pull in Hummingbird or SwiftNIO.
+// the Overtime core nor the daemons pull in Hummingbird or SwiftNIO. It reads fleets
+// through OvertimePostgres (whose postgres-nio shares this package's SwiftNIO).
 let package = Package(
     name: "OvertimeDashboard",
     platforms: [.macOS(.v14)],
@@ -12,6 +13,7 @@ let package = Package(
     ],
     dependencies: [
         .package(name: "Overtime", path: "../.."),
+        .package(name: "OvertimePostgres", path: "../OvertimePostgres"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -27,6 +29,7 @@ let package = Package(
                 .product(name: "Overtime", package: "Overtime"),
                 .product(name: "OvertimeScheduler", package: "Overtime"),
                 .product(name: "OvertimeControl", package: "Overtime"),
+                .product(name: "OvertimePostgres", package: "OvertimePostgres"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "Logging", package: "swift-log"),
@@ -40,6 +43,7 @@ let package = Package(
             dependencies: [
                 "OvertimeDashboard",
                 .product(name: "OvertimeScheduler", package: "Overtime"),
+                .product(name: "OvertimePostgres", package: "OvertimePostgres"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -52,6 +56,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Overtime", package: "Overtime"),
                 .product(name: "OvertimeScheduler", package: "Overtime"),
+                .product(name: "OvertimePostgres", package: "OvertimePostgres"),
             ],
             path: "Tests/DashboardFixtureDaemon"
         ),
@@ -64,6 +69,8 @@ let package = Package(
                 .product(name: "Overtime", package: "Overtime"),
                 .product(name: "OvertimeControl", package: "Overtime"),
                 .product(name: "OvertimeScheduler", package: "Overtime"),
+                .product(name: "OvertimePostgres", package: "OvertimePostgres"),
+                .product(name: "PostgresTestServer", package: "OvertimePostgres"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]

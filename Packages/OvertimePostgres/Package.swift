@@ -6,7 +6,9 @@ import PackageDescription
 let package = Package(
     name: "OvertimePostgres",
     products: [
-        .library(name: "OvertimePostgres", targets: ["OvertimePostgres"])
+        .library(name: "OvertimePostgres", targets: ["OvertimePostgres"]),
+        // For tests: a real PostgreSQL server started in a temporary folder (the dashboard's too).
+        .library(name: "PostgresTestServer", targets: ["PostgresTestServer"]),
     ],
     dependencies: [
         .package(name: "Overtime", path: "../.."),
@@ -39,10 +41,12 @@ let package = Package(
             ],
             path: "Tests/FleetWorker"
         ),
+        .target(name: "PostgresTestServer", path: "Tests/PostgresTestServer"),
         .testTarget(
             name: "OvertimePostgresTests",
             dependencies: [
                 "OvertimePostgres",
+                "PostgresTestServer",
                 "overtime-fleet-worker",
                 .product(name: "Overtime", package: "Overtime"),
                 .product(name: "OvertimeTesting", package: "Overtime"),

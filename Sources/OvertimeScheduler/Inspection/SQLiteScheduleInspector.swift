@@ -78,15 +78,8 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 conditions.append("instr(details, CAST(? AS BLOB)) > 0")
                 values.append(.text(RequestColumns.tagPattern(tag)))
             }
-            // Failed requests are told from succeeded ones by their newest attempt, and a
-            // tag's pattern may turn up in an input: such rows are checked here, and the read
-            // goes on (up to rowsReadPerPage rows) until the page is full.
-            let checked = query.selection == .failed || query.tag != nil
-            let batch = checked ? min(max(query.limit, 500), rowsReadPerPage) : query.limit
-            var found: [InspectedRequest] = []
-            var after = query.after
-            var read = 0
-            while true {
+            return try RequestPage.reading(query, rowsReadPerPage: rowsReadPerPage) {
+                after, limit, visit throws(SQLiteError) in
                 var page = conditions
                 var pageValues = values
                 if let after {
@@ -99,24 +92,16 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                         active_started_at, (SELECT result FROM history h WHERE h.identifier = requests.identifier
                         ORDER BY run_id DESC, attempt DESC LIMIT 1)
                     FROM requests \(page.isEmpty ? "" : "WHERE " + page.joined(separator: " AND "))
-                    ORDER BY rowid LIMIT \(batch)
+                    ORDER BY rowid LIMIT \(limit)
                     """)
+                defer { statement.reset() }
                 Self.bind(statement, pageValues)
                 var rows = 0
-                while found.count < query.limit, try statement.step() {
+                while try statement.step() {
                     rows += 1
-                    let inspected = Self.inspected(statement, now: now)
-                    after = inspected.position
-                    if let tag = query.tag, !inspected.request.tags.contains(tag) { continue }
-                    if query.selection == .failed, inspected.state != .failed { continue }
-                    found.append(inspected)
+                    if !visit(Self.inspected(statement, now: now)) { break }
                 }
-                statement.reset()
-                read += rows
-                if rows < batch && found.count < query.limit { return RequestPage(requests: found, next: nil) }
-                if found.count >= query.limit || read >= rowsReadPerPage {
-                    return RequestPage(requests: found, next: after)
-                }
+                return rows
             }
         }
     }

@@ -134,6 +134,41 @@ public struct RequestPage: Sendable, Hashable {
     }
 }
 
+extension RequestPage {
+    /// The page `query` selects, read in batches by `read`: given where to start (after a
+    /// position) and how many rows to read at most, it hands each request to `visit` in the
+    /// store's order until `visit` says stop, and returns how many it handed. Selections no
+    /// index answers (failed for good, a tag) are checked here, reading on — at most
+    /// `rowsReadPerPage` rows — until the page is full: for store implementations.
+    @_spi(ScheduleStore) public static func reading<Failure: Error>(
+        _ query: RequestQuery, rowsReadPerPage: Int,
+        _ read: (_ after: Int64?, _ limit: Int, _ visit: (InspectedRequest) -> Bool) throws(Failure) -> Int
+    ) throws(Failure) -> RequestPage {
+        // Failed requests are told from succeeded ones by their newest attempt, and a tag's
+        // pattern may turn up in an input: such rows are read in larger batches.
+        let checked = query.selection == .failed || query.tag != nil
+        let batch = checked ? min(max(query.limit, 500), rowsReadPerPage) : query.limit
+        var found: [InspectedRequest] = []
+        var after = query.after
+        var total = 0
+        while true {
+            let rows = try read(after, batch) { inspected in
+                after = inspected.position
+                let selected =
+                    query.tag.map { inspected.request.tags.contains($0) } ?? true
+                    && (query.selection != .failed || inspected.state == .failed)
+                if selected { found.append(inspected) }
+                return found.count < query.limit
+            }
+            total += rows
+            if rows < batch && found.count < query.limit { return RequestPage(requests: found, next: nil) }
+            if found.count >= query.limit || total >= rowsReadPerPage {
+                return RequestPage(requests: found, next: after)
+            }
+        }
+    }
+}
+
 /// Where a page of history ended: its last attempt's run and attempt.
 public struct HistoryPosition: Sendable, Hashable {
     /// The run's ID.
@@ -185,6 +220,17 @@ public struct RunningAttempt: Sendable, Hashable {
     public let deadline: WallClockInstant
     /// In a fleet: the instance that holds it; `nil` otherwise.
     public let holder: String?
+
+    /// An attempt whose grant ends `deadline` at the latest: for store implementations.
+    @_spi(ScheduleStore) public init(
+        runID: Int64, attempt: Int, startedAt: WallClockInstant, deadline: WallClockInstant, holder: String?
+    ) {
+        self.runID = runID
+        self.attempt = attempt
+        self.startedAt = startedAt
+        self.deadline = deadline
+        self.holder = holder
+    }
 }
 
 /// An instance of a fleet, as the shared store sees it.
@@ -199,15 +245,19 @@ public struct InspectedInstance: Sendable, Hashable {
     public let connections: Int
     /// When it was last heard from (its newest connection's last activity).
     public let lastSeen: WallClockInstant?
+    /// Its own requests (scoped to the instance) not yet finished: what retiring it removes.
+    public let requests: Int
 
     /// An instance; for stores outside this module.
     public init(
-        name: String, claims: Int, claimsUntil: WallClockInstant?, connections: Int, lastSeen: WallClockInstant?
+        name: String, claims: Int, claimsUntil: WallClockInstant?, connections: Int, lastSeen: WallClockInstant?,
+        requests: Int = 0
     ) {
         self.name = name
         self.claims = claims
         self.claimsUntil = claimsUntil
         self.connections = connections
         self.lastSeen = lastSeen
+        self.requests = requests
     }
 }

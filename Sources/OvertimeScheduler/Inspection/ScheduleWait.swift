@@ -50,8 +50,8 @@ public enum ScheduleWait: Sendable, Hashable, CustomStringConvertible {
 
 extension InspectedRequest {
     /// `stored` at `now`, given the attempt in progress and the result of its newest ended
-    /// attempt (`nil` when none ended).
-    init(
+    /// attempt (`nil` when none ended): for store implementations.
+    @_spi(ScheduleStore) public init(
         _ stored: StoredRequest, running: RunningAttempt?, lastResult: RunResult?, position: Int64,
         at now: WallClockInstant
     ) {

@@ -2,6 +2,7 @@
 //
 //   overtime-dashboard --store /var/lib/app/schedule.db --control-socket /run/app/control.sock \
 //       --credentials /etc/overtime/dashboard.credentials
+//   overtime-dashboard --store postgres://app@db/app --control-socket /run/app/control.sock …  (a fleet)
 //   open http://127.0.0.1:8460/
 
 import ArgumentParser
@@ -10,6 +11,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import OvertimeDashboard
+import OvertimePostgres
 import OvertimeScheduler
 
 @main
@@ -21,13 +23,18 @@ struct OvertimeDashboardCommand: AsyncParsableCommand {
             Credentials: a file of name:token lines, readable by its owner only (chmod 600); by default
             $CREDENTIALS_DIRECTORY/dashboard (systemd's LoadCredential=dashboard:PATH). Sign in with a token;
             programs may send it as Authorization: Bearer TOKEN. Without --control-socket (or with --read-only)
-            the dashboard only reads.
+            the dashboard only reads. A fleet's database is given as a URL (postgres://USER@HOST:PORT/DATABASE,
+            a password from PGPASSWORD or the password file); its instances can then be retired, and runs,
+            cancels and retries go through the control socket of one of its instances.
             """)
 
-    @Option(help: "The daemon's SQLite schedule store (read beside it; nothing is written).")
+    @Option(
+        help:
+            "The schedule: a daemon's SQLite store, or a fleet's PostgreSQL database as a postgres:// URL (read beside them; nothing is written)."
+    )
     var store: String
 
-    @Option(help: "The daemon's control socket: run now and cancel go through it.")
+    @Option(help: "The daemon's control socket (in a fleet, one instance's): run now, cancel and retry go through it.")
     var controlSocket: String?
 
     @Option(help: "Listen at ADDR:PORT (a port alone: on loopback).")
@@ -78,12 +85,18 @@ struct OvertimeDashboardCommand: AsyncParsableCommand {
             Self.fail("\(error)")
         }
         configuration.readOnly = readOnly
-        configuration.actions = controlSocket.map { ControlSocketActions(controlSocket: $0) }
         configuration.actionLogPath = actionLog
         configuration.mountPath = mountPath
         let inspector: any ScheduleInspector
         do {
-            inspector = try ScheduleDatabase.sqlite(path: store).inspector()
+            if store.hasPrefix("postgres://") || store.hasPrefix("postgresql://") {
+                let fleet = try PostgresScheduleConfiguration(url: store)
+                configuration.actions = FleetActions(database: fleet, controlSocket: controlSocket)
+                inspector = try ScheduleDatabase.postgres(fleet).inspector()
+            } else {
+                configuration.actions = controlSocket.map { ControlSocketActions(controlSocket: $0) }
+                inspector = try ScheduleDatabase.sqlite(path: store).inspector()
+            }
         } catch {
             Self.fail("\(error)")
         }

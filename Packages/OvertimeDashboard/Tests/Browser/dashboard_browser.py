@@ -4,6 +4,7 @@
 Run by DashboardBrowserTests against a real daemon and a real overtime-dashboard:
   DASHBOARD_URL  the dashboard's base URL       DASHBOARD_TOKEN  a user's token
   DAEMON_SOCKET  the daemon's control socket    DASHBOARD_SCREENSHOTS  where the PNGs go
+  DASHBOARD_FLEET  1: the schedule is a fleet's (instance alpha runs, beta died and is retired here)
 Every check that fails is printed; the exit status is the number of failures (0: all held).
 A line `live-update-seconds N` reports how long a change took to show without a reload.
 """
@@ -26,6 +27,7 @@ BASE = os.environ["DASHBOARD_URL"]
 TOKEN = os.environ["DASHBOARD_TOKEN"]
 SOCKET = os.environ["DAEMON_SOCKET"]
 SHOTS = os.environ["DASHBOARD_SCREENSHOTS"]
+FLEET = os.environ.get("DASHBOARD_FLEET") == "1"
 XSS = "xss.<img src=x onerror=alert(1)>"
 failures = []
 
@@ -111,9 +113,93 @@ def main():
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
     driver.set_page_load_timeout(30)
     try:
-        run(driver)
+        if FLEET:
+            run_fleet(driver)
+        else:
+            run(driver)
     finally:
         driver.quit()
+
+
+def sign_in(driver):
+    driver.get(BASE + "/login")
+    driver.find_element(By.NAME, "token").send_keys(TOKEN)
+    driver.find_element(By.CSS_SELECTOR, "form.login button").click()
+    check(settle(driver, "/requests"), f"not signed in: {driver.current_url}")
+
+
+def wait_for_text(driver, text, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and text not in driver.page_source:
+        time.sleep(0.02)
+    return text in driver.page_source
+
+
+def live_change(driver, identifier, shot_name):
+    """Submits `identifier` through the daemon; checks it appears on the open page unreloaded."""
+    driver.get(BASE + "/requests")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and driver.find_element(By.TAG_NAME, "body").get_attribute("data-live") != "connected":
+        time.sleep(0.02)
+    driver.execute_script("window.notReloaded = true;")
+    answer = control("submit", identifier)
+    submitted = time.monotonic()
+    seen = None
+    while time.monotonic() < submitted + 10:
+        if identifier in "".join(texts(driver, "main")):
+            seen = time.monotonic() - submitted
+            break
+        time.sleep(0.01)
+    check(answer.get("ok") is True, f"submit: {answer}")
+    check(seen is not None, f"the new request {identifier} never appeared")
+    check(driver.execute_script("return window.notReloaded === true;"), "the page was reloaded")
+    if seen is not None:
+        # How long it took is the benchmarks' row (dashboard_live_update_ms), not a check here.
+        print(f"live-update-seconds {seen:.3f}", flush=True)
+    shot(driver, shot_name)
+
+
+def run_fleet(driver):
+    sign_in(driver)
+    rows = {row[0]: row for row in cells(driver)}
+    check("ok.later" in rows and "its planned time" in rows["ok.later"][3], f"ok.later: {rows.get('ok.later')}")
+    check("ok.link" in rows and "prerequisite ok.later" in rows["ok.link"][3], f"ok.link: {rows.get('ok.link')}")
+    check(rows.get("hang.running", ["", ""])[1] == "running", f"hang.running: {rows.get('hang.running')}")
+    check("local.rotate" in rows, f"an instance's own request is not listed: {sorted(rows)}")
+    no_alert(driver, "fleet requests")
+    shot(driver, "fleet-requests")
+
+    # Running work, with the instance that holds it.
+    driver.get(BASE + "/running")
+    running = cells(driver)
+    check(len(running) == 1 and running[0][0] == "hang.running", f"running: {running}")
+    check(running and running[0][5].startswith("alpha ("), f"the holder is not shown: {running}")
+    shot(driver, "fleet-running")
+
+    # Instances: alpha connected, beta gone with its own request; beta retired from here.
+    driver.get(BASE + "/instances")
+    instances = {row[0]: row for row in cells(driver)}
+    check(set(instances) == {"alpha", "beta"}, f"instances: {instances}")
+    check(instances.get("alpha", [""] * 5)[4] not in ("", "0"), f"alpha has no connection: {instances.get('alpha')}")
+    check(instances.get("beta", [""] * 5)[1:5] == ["1", "0", "", "0"], f"beta: {instances.get('beta')}")
+    check("Retire" not in instances.get("alpha", [""] * 7)[-1], "a running instance offered for retiring")
+    shot(driver, "fleet-instances")
+    click(driver, By.LINK_TEXT, "Retire…")
+    settle(driver, "/instance/retire")
+    check("Retire instance beta for good?" in driver.page_source, "no confirmation asked")
+    shot(driver, "fleet-retire")
+    click(driver, By.CSS_SELECTOR, "main form button")
+    check(wait_for_text(driver, "Done: retired instance"), f"not retired: {texts(driver, 'main')}")
+    driver.get(BASE + "/instances")
+    names = [row[0] for row in cells(driver)]
+    check(names == ["alpha"], f"after retiring beta: {names}")
+    shot(driver, "fleet-retired")
+    driver.get(BASE + "/actions")
+    taken = cells(driver)
+    check(taken and taken[0][2] == "retire" and taken[0][3] == "beta" and taken[0][1] == "alice", f"actions: {taken}")
+
+    # Live, from the instances' notifications.
+    live_change(driver, "ok.fleet-fresh", "fleet-requests-live")
 
 
 def run(driver):
@@ -228,26 +314,7 @@ def run(driver):
         check(error.code == 401, f"an action without credentials got {error.code}")
 
     # Live: a request submitted to the daemon appears on the open page without a reload.
-    driver.get(BASE + "/requests")
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and driver.find_element(By.TAG_NAME, "body").get_attribute("data-live") != "connected":
-        time.sleep(0.02)
-    driver.execute_script("window.notReloaded = true;")
-    answer = control("submit", "ok.fresh")
-    submitted = time.monotonic()
-    seen = None
-    while time.monotonic() < submitted + 10:
-        if "ok.fresh" in "".join(texts(driver, "main")):
-            seen = time.monotonic() - submitted
-            break
-        time.sleep(0.01)
-    check(answer.get("ok") is True, f"submit: {answer}")
-    check(seen is not None, "the new request never appeared")
-    check(driver.execute_script("return window.notReloaded === true;"), "the page was reloaded")
-    if seen is not None:
-        # How long it took is the benchmarks' row (dashboard_live_update_ms), not a check here.
-        print(f"live-update-seconds {seen:.3f}", flush=True)
-    shot(driver, "requests-live")
+    live_change(driver, "ok.fresh", "requests-live")
 
     # A phone: the page fits its width (tables scroll inside their box).
     driver.set_window_size(390, 844)

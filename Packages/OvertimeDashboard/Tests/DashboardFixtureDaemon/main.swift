@@ -2,13 +2,19 @@
 // it owns its SQLite store and listens on a control socket, as a real daemon does.
 //
 //   dashboard-fixture-daemon --store DIR/schedule.db --control-socket DIR/control.sock
+//   dashboard-fixture-daemon --postgres URL --name NAME --control-socket DIR/control.sock  (a fleet's instance)
+//   dashboard-fixture-daemon --postgres URL --name NAME --member-only
 //
+// In a fleet each instance also keeps a request of its own, `local.rotate` (due in a day). A
+// member only connects and submits that request, and runs nothing (it does not start its
+// scheduler): killed, it is an instance that died, for the dashboard to retire.
 // Requests by prefix: `ok.` succeed, `fail.` fail, `hang.` never complete (a grant of an
 // hour), `xss.` fail with markup in their output. Control commands it adds: `submit ID`
 // (a one-shot due in an hour) for tests that need the schedule to change.
 
 import Foundation
 import Overtime
+import OvertimePostgres
 import OvertimeScheduler
 
 func option(_ name: String) -> String? {
@@ -21,18 +27,42 @@ func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
-guard let store = option("--store"), let socket = option("--control-socket") else {
-    FileHandle.standardError.write(Data("usage: dashboard-fixture-daemon --store PATH --control-socket PATH\n".utf8))
+let memberOnly = CommandLine.arguments.contains("--member-only")
+let database: ScheduleDatabase
+if let url = option("--postgres"), let name = option("--name") {
+    var fleet = try PostgresScheduleConfiguration(url: url)
+    fleet.instanceName = name
+    database = .postgres(fleet)
+} else if let store = option("--store") {
+    database = .sqlite(path: store)
+} else {
+    FileHandle.standardError.write(
+        Data("usage: dashboard-fixture-daemon (--store PATH | --postgres URL --name NAME) --control-socket PATH\n".utf8)
+    )
     exit(64)
 }
+let isFleet = option("--postgres") != nil
 var runtimeConfiguration = RuntimeConfiguration()
-runtimeConfiguration.controlSocket = .path(socket)
+runtimeConfiguration.controlSocket = option("--control-socket").map(SocketEndpoint.path)
 let runtime = try Runtime(configuration: runtimeConfiguration)
-var configuration = SchedulerConfiguration(storePath: store)
+var configuration = SchedulerConfiguration(database: database)
 configuration.maximumConcurrentRuns = 1
 configuration.startSpacing = .zero
 let scheduler = try Scheduler(runtime: runtime, configuration: configuration)
 try scheduler.register(prefix: "ok.") { task in task.setTaskCompleted(success: true) }
+try scheduler.register(prefix: "local.") { task in task.setTaskCompleted(success: true) }
+if isFleet {
+    var local = ScheduledTaskRequest(identifier: "local.rotate")
+    local.scope = .perInstance
+    local.earliestBegin = runtime.clock.wallClockNow + .seconds(86_400)
+    try scheduler.submit(local)
+}
+if memberOnly {
+    say("READY")
+    runtime.start()
+    runtime.waitUntilTerminated()
+    exit(0)
+}
 try scheduler.register(prefix: "fail.") { task in task.setTaskCompleted(success: false) }
 try scheduler.register(prefix: "hang.") { task in
     task.expirationHandler = { task.setTaskCompleted(success: false) }

@@ -115,6 +115,42 @@ struct DashboardAccessTests {
         #expect(after.status == 303)
     }
 
+    /// Retiring an instance: refused while a process runs under its name, without the
+    /// session's token, and for a schedule one daemon owns; a fleet's runs and cancels go
+    /// through the instance's control socket (the dashboard joins no fleet).
+    @Test func anInstanceIsRetiredOnlyWhenNoProcessRunsAsItAndOnlyInAFleet() throws {
+        let fleet = try DashboardUnderTest(fleet: true)
+        defer { fleet.stop() }
+        let jar = try Curl.signIn(fleet.url, token: fleet.token, folder: fleet.folder)
+        let confirm = try Curl.request(fleet.url + "/instance/retire?id=beta", jar: jar)
+        let csrf = try #require(Curl.csrf(in: confirm.body))
+        #expect(confirm.body.contains("Retire instance beta for good?"))
+        let page = try Curl.request(fleet.url + "/instances", jar: jar)
+        #expect(!page.body.contains("/instance/retire?id="), "no Retire offered while every instance runs")
+        let running = try Curl.post(fleet.url + "/instance/retire?id=beta", form: ["csrf": csrf], jar: jar)
+        #expect(running.status == 409 && running.body.contains("is running"), "\(running.body)")
+        try fleet.killMember()
+        #expect(try Curl.post(fleet.url + "/instance/retire?id=beta", form: [:], jar: jar).status == 403)
+        #expect(try fleet.instances().first { $0.name == "beta" }?.requests == 1, "kept after those refusals")
+        let cancelled = try Curl.post(fleet.url + "/request/cancel?id=ok.later", form: ["csrf": csrf], jar: jar)
+        #expect(cancelled.status == 200 && cancelled.body.contains("Done: cancelled"), "\(cancelled.body)")
+        #expect(try fleet.inspected("ok.later")?.state == .cancelled)
+        let retired = try Curl.post(fleet.url + "/instance/retire?id=beta", form: ["csrf": csrf], jar: jar)
+        #expect(retired.status == 200 && retired.body.contains("1 request of its own removed"), "\(retired.body)")
+        #expect(try fleet.instances().allSatisfy { $0.name != "beta" })
+        // The fleet's own requests (the shared schedule, the empty name) are never an instance's.
+        let shared = try Curl.post(fleet.url + "/instance/retire?id=", form: ["csrf": csrf], jar: jar)
+        #expect(shared.status == 409 && shared.body.contains("an instance name is needed"), "\(shared.body)")
+
+        let single = try DashboardUnderTest()
+        defer { single.stop() }
+        let singleJar = try Curl.signIn(single.url, token: single.token, folder: single.folder)
+        let singleToken = try #require(
+            Curl.csrf(in: try Curl.request(single.url + "/requests", jar: singleJar).body))
+        let none = try Curl.post(single.url + "/instance/retire?id=x", form: ["csrf": singleToken], jar: singleJar)
+        #expect(none.status == 409 && none.body.contains("there is no fleet instance to retire"), "\(none.body)")
+    }
+
     @Test func aReadOnlyDashboardAndOneWithoutTheDaemonActOnNothing() throws {
         let dashboard = try DashboardUnderTest(dashboardArguments: ["--read-only"])
         defer { dashboard.stop() }

@@ -14,13 +14,12 @@ struct DashboardBrowserTests {
     static let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 
-    @Test func everyPageAnActionAndALiveChangeInChromium() throws {
-        let dashboard = try DashboardUnderTest()
-        defer { dashboard.stop() }
-        let screenshots =
-            ProcessInfo.processInfo.environment["DASHBOARD_SCREENSHOTS"]
-            ?? Self.package.appendingPathComponent(".build/screenshots").path
-        try? FileManager.default.removeItem(atPath: screenshots)
+    static let screenshots =
+        ProcessInfo.processInfo.environment["DASHBOARD_SCREENSHOTS"]
+        ?? package.appendingPathComponent(".build/screenshots").path
+
+    /// Runs the browser script against `dashboard` (`fleet`: its fleet part); what it printed.
+    static func browse(_ dashboard: DashboardUnderTest, fleet: Bool) throws -> String {
         try FileManager.default.createDirectory(atPath: screenshots, withIntermediateDirectories: true)
 
         let process = Process()
@@ -31,6 +30,7 @@ struct DashboardBrowserTests {
         environment["DASHBOARD_TOKEN"] = dashboard.token
         environment["DAEMON_SOCKET"] = dashboard.socket
         environment["DASHBOARD_SCREENSHOTS"] = screenshots
+        environment["DASHBOARD_FLEET"] = fleet ? "1" : "0"
         environment["SE_OFFLINE"] = "true"  // Selenium uses the chromedriver given, never downloads one
         process.environment = environment
         let output = dashboard.folder + "/browser.out"
@@ -43,21 +43,66 @@ struct DashboardBrowserTests {
         let printed = DashboardUnderTest.read(output)
         #expect(process.terminationStatus == 0, "\(printed)")
         #expect(printed.contains("0 failed"), "\(printed)")
+        return printed
+    }
+
+    static func removeScreenshots(_ pages: [String]) {
+        for page in pages { try? FileManager.default.removeItem(atPath: screenshots + "/" + page + ".png") }
+    }
+
+    static func expectScreenshots(_ pages: [String]) {
+        let pictures = (try? FileManager.default.contentsOfDirectory(atPath: screenshots)) ?? []
+        for page in pages {
+            #expect(pictures.contains(page + ".png"), "no screenshot of \(page)")
+            let data = (try? Data(contentsOf: URL(fileURLWithPath: screenshots + "/" + page + ".png"))) ?? Data()
+            #expect(data.starts(with: [0x89, 0x50, 0x4E, 0x47]) && data.count > 5000, "\(page).png is not a picture")
+        }
+    }
+
+    @Test func everyPageAnActionAndALiveChangeInChromium() throws {
+        let dashboard = try DashboardUnderTest()
+        defer { dashboard.stop() }
+        let pages = [
+            "login", "requests", "running", "history", "failed", "instances", "story", "confirm", "requests-phone",
+        ]
+        Self.removeScreenshots(pages)
+        let printed = try Self.browse(dashboard, fleet: false)
         if let latency = printed.split(separator: "\n").first(where: { $0.hasPrefix("live-update-seconds") }) {
-            print("dashboard browser test: \(latency); screenshots in \(screenshots)")
+            print("dashboard browser test: \(latency); screenshots in \(Self.screenshots)")
         }
 
         // What the browser did, as the schedule's own store tells it.
         #expect(try dashboard.history("ok.background").contains { $0.result == .succeeded }, "run from the browser")
         #expect(try dashboard.inspected("ok.queued")?.state == .blocked, "not cancelled by the forged post")
         #expect(try dashboard.inspected("ok.fresh")?.state == .enqueued)
-        let pictures = (try? FileManager.default.contentsOfDirectory(atPath: screenshots)) ?? []
-        for page in [
-            "login", "requests", "running", "history", "failed", "instances", "story", "confirm", "requests-phone",
-        ] {
-            #expect(pictures.contains(page + ".png"), "no screenshot of \(page)")
-            let data = (try? Data(contentsOf: URL(fileURLWithPath: screenshots + "/" + page + ".png"))) ?? Data()
-            #expect(data.starts(with: [0x89, 0x50, 0x4E, 0x47]) && data.count > 5000, "\(page).png is not a picture")
+        Self.expectScreenshots(pages)
+    }
+
+    /// A fleet of two instances on a real PostgreSQL: `alpha` (the fixture, its control
+    /// socket given to the dashboard) and `beta`, killed with its own request left behind.
+    /// The pages show the fleet's schedule with the holder of the running work; the
+    /// instances page lists both, and `beta` is retired from the browser (checked in the
+    /// database); a submit to `alpha` appears on the open page (its notification).
+    @Test func aFleetsPagesRetiringAnInstanceAndALiveChangeInChromium() throws {
+        let dashboard = try DashboardUnderTest(fleet: true)
+        defer { dashboard.stop() }
+        try dashboard.killMember()
+        #expect(try dashboard.instances().first { $0.name == "beta" }?.requests == 1)
+        let pages = ["fleet-requests", "fleet-running", "fleet-instances", "fleet-retire", "fleet-retired"]
+        Self.removeScreenshots(pages)
+        let printed = try Self.browse(dashboard, fleet: true)
+        if let latency = printed.split(separator: "\n").first(where: { $0.hasPrefix("live-update-seconds") }) {
+            print("dashboard browser test, fleet: \(latency)")
         }
+        // What the browser did, as the fleet's database tells it.
+        let instances = try dashboard.instances()
+        #expect(!instances.contains { $0.name == "beta" }, "beta retired: \(instances)")
+        #expect(instances.first { $0.name == "alpha" }.map { $0.connections > 0 && $0.requests == 1 } == true)
+        #expect(
+            try dashboard.fleet?.psql("SELECT count(*) FROM overtime.requests WHERE owner = 'beta'") == "0",
+            "beta's own request removed")
+        #expect(try dashboard.inspected("ok.fleet-fresh")?.state == .enqueued)
+        #expect(DashboardUnderTest.read(dashboard.actionLog).contains("\"retire\""), "the retirement is logged")
+        Self.expectScreenshots(pages)
     }
 }

@@ -4,36 +4,60 @@
 import Foundation
 import Overtime
 import OvertimeControl
+import OvertimePostgres
 import OvertimeScheduler
+import PostgresTestServer
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// The fixture daemon and a dashboard of its schedule.
+/// The fixture daemon and a dashboard of its schedule; or, on a fleet's PostgreSQL, the
+/// fixture as instance `alpha` beside a member `beta` (see ``killMember()``).
 final class DashboardUnderTest: @unchecked Sendable {  // changed only while it starts
     let folder: String
+    /// The fleet's database server, when the schedule is a fleet's.
+    let fleet: PostgresServer?
     let token = "alice-" + String(UInt64.random(in: 1 << 60...UInt64.max), radix: 16)
     let otherToken = "bob-" + String(UInt64.random(in: 1 << 60...UInt64.max), radix: 16)
-    var store: String { folder + "/schedule.db" }
+    /// What the dashboard's `--store` is given: the SQLite file, or the fleet's URL.
+    var store: String {
+        fleet.map { "postgres://postgres@127.0.0.1:\($0.port)/postgres" } ?? folder + "/schedule.db"
+    }
+    var database: ScheduleDatabase {
+        get throws {
+            fleet == nil ? .sqlite(path: store) : .postgres(try PostgresScheduleConfiguration(url: store))
+        }
+    }
     var socket: String { folder + "/control.sock" }
     var credentials: String { folder + "/credentials" }
     var actionLog: String { folder + "/actions.log" }
     private(set) var daemon: Process?
+    private(set) var member: Process?
     private(set) var dashboard: Process?
     private(set) var port = 0
     var url: String { "http://127.0.0.1:\(port)\(mountPath)" }
     private(set) var mountPath = ""
 
     /// Starts the daemon, and the dashboard with `arguments` added (`--read-only`, …).
-    init(dashboardArguments arguments: [String] = [], mountPath: String = "") throws {
+    init(dashboardArguments arguments: [String] = [], mountPath: String = "", fleet: Bool = false) throws {
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("dashboard-\(UUID().uuidString)").path
+        self.fleet = fleet ? try PostgresServer() : nil
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         _ = FileManager.default.createFile(
             atPath: credentials, contents: Data("# who may sign in\nalice:\(token)\nbob:\(otherToken)\n".utf8),
             attributes: [.posixPermissions: 0o600])
+        if fleet {
+            member = try Self.spawn(
+                "dashboard-fixture-daemon", ["--postgres", store, "--name", "beta", "--member-only"],
+                output: folder + "/member.out")
+            guard Self.waitForLine(in: folder + "/member.out", { $0 == "READY" }) != nil else {
+                throw Failure("the member did not start: \(Self.read(folder + "/member.out"))")
+            }
+        }
+        let schedule = fleet ? ["--postgres", store, "--name", "alpha"] : ["--store", store]
         daemon = try Self.spawn(
-            "dashboard-fixture-daemon", ["--store", store, "--control-socket", socket], output: folder + "/daemon.out")
+            "dashboard-fixture-daemon", schedule + ["--control-socket", socket], output: folder + "/daemon.out")
         guard Self.waitForLine(in: folder + "/daemon.out", { $0 == "READY" }) != nil else {
             throw Failure("the daemon did not start: \(Self.read(folder + "/daemon.out"))")
         }
@@ -64,24 +88,45 @@ final class DashboardUnderTest: @unchecked Sendable {  // changed only while it 
 
     /// The schedule as an inspector reads it: what the tests check actions against.
     func inspected(_ identifier: String) throws -> InspectedRequest? {
-        let inspector = try ScheduleDatabase.sqlite(path: store).inspector()
+        let inspector = try database.inspector()
         defer { inspector.close() }
         return try inspector.request(identifier, now: SystemClock().wallClockNow)
     }
 
     func history(_ identifier: String) throws -> [RunRecord] {
-        let inspector = try ScheduleDatabase.sqlite(path: store).inspector()
+        let inspector = try database.inspector()
         defer { inspector.close() }
         return try inspector.history(HistoryQuery(identifierPrefix: identifier, limit: 100))
             .filter { $0.identifier == identifier }
     }
 
+    /// The fleet's instances, as an inspector reads them.
+    func instances() throws -> [InspectedInstance] {
+        let inspector = try database.inspector()
+        defer { inspector.close() }
+        return try inspector.instances(now: SystemClock().wallClockNow)
+    }
+
+    /// Kills the fleet's member `beta` (kill -9: a machine that died) and waits until the
+    /// database no longer lists a connection of it.
+    func killMember() throws {
+        guard let member else { return }
+        kill(member.processIdentifier, SIGKILL)
+        member.waitUntilExit()
+        for _ in 0..<500 {
+            if try instances().first(where: { $0.name == "beta" })?.connections == 0 { return }
+            usleep(20_000)
+        }
+        throw Failure("beta is still connected: \(try instances())")
+    }
+
     func stop() {
         // Children of the test runner's threads start with signals blocked: SIGKILL reaches them.
-        for process in [dashboard, daemon].compactMap({ $0 }) where process.isRunning {
+        for process in [dashboard, daemon, member].compactMap({ $0 }) where process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
+        fleet?.stop()
         try? FileManager.default.removeItem(atPath: folder)
     }
 

@@ -227,10 +227,11 @@ extension ScheduleDatabase {
     public static func postgres(_ configuration: PostgresScheduleConfiguration) -> ScheduleDatabase {
         ScheduleDatabase(
             description: "postgres://\(configuration.username)@\(configuration.serverName)"
-                + "/\(configuration.database ?? configuration.username)"
-        ) { context throws(ScheduleStoreError) in
-            try PostgresScheduleStore(
-                configuration: configuration, wallClock: context.wallClock, logger: context.logger)
-        }
+                + "/\(configuration.database ?? configuration.username)",
+            open: { context throws(ScheduleStoreError) in
+                try PostgresScheduleStore(
+                    configuration: configuration, wallClock: context.wallClock, logger: context.logger)
+            },
+            inspect: { () throws(ScheduleStoreError) in try PostgresScheduleInspector(configuration: configuration) })
     }
 }

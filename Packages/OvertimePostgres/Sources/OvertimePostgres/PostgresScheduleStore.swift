@@ -33,7 +33,7 @@ import PostgresNIO
 /// renewals and notifications use a second one on the store's event loop.
 final class PostgresScheduleStore: ScheduleStore {
     /// The schema this build writes and reads.
-    static let schemaVersion: Int64 = 7
+    static let schemaVersion: Int64 = 8
     /// The channel instances notify each other on.
     static let channel = "overtime_schedule"
 
@@ -195,7 +195,7 @@ final class PostgresScheduleStore: ScheduleStore {
             }
             for (target, statements) in [
                 (1, Self.schemaVersion1), (2, Self.schemaVersion2), (3, Self.schemaVersion3), (4, Self.schemaVersion4),
-                (5, Self.schemaVersion5), (6, Self.schemaVersion6), (7, Self.schemaVersion7),
+                (5, Self.schemaVersion5), (6, Self.schemaVersion6), (7, Self.schemaVersion7), (8, Self.schemaVersion8),
             ] where version < target {
                 for statement in statements { _ = try run(connection, PostgresQuery(unsafeSQL: statement)) }
             }
@@ -298,6 +298,12 @@ final class PostgresScheduleStore: ScheduleStore {
         "CREATE INDEX requests_waking ON overtime.requests (due_at) WHERE wakes_system AND NOT finished",
     ]
 
+    /// Version 8: the history newest first, across identifiers (what a dashboard's history
+    /// page reads, a page at a time, at a million attempts).
+    static let schemaVersion8 = [
+        "CREATE INDEX IF NOT EXISTS history_by_run ON overtime.history (run_id, attempt)"
+    ]
+
     // MARK: Reading
 
     /// The columns a request is read from, in the order ``request(_:)`` decodes them.
@@ -312,7 +318,7 @@ final class PostgresScheduleStore: ScheduleStore {
     /// The position of `owner` in ``columns``.
     static let ownerColumn = 22
 
-    private static func request(_ row: PostgresRow) throws -> StoredRequest {
+    static func request(_ row: PostgresRow) throws -> StoredRequest {
         let cells = row.makeRandomAccess()
         return RequestColumns(
             identifier: try cells[0].decode(String.self), earliestBegin: try cells[1].decode(Int64?.self),
@@ -724,17 +730,21 @@ final class PostgresScheduleStore: ScheduleStore {
                     WHERE identifier = \(identifier) AND running AND active_run_id IS NOT NULL AND \(unescaped: visible)
                 ORDER BY 2 DESC, 3 DESC LIMIT \(limit)
                 """
-            ).map { row in
-                let (identifier, runID, attempt, started, ended, result, reason, output) = try row.decode(
-                    (String, Int64, Int64, Int64, Int64?, String, String?, ByteBuffer?).self)
-                return RunRecord(
-                    identifier: identifier, runID: runID, attempt: Int(attempt),
-                    startedAt: WallClockInstant(nanosecondsSinceEpoch: started),
-                    endedAt: ended.map(WallClockInstant.init(nanosecondsSinceEpoch:)),
-                    result: RunResult(stored: result) ?? .failed, stopReason: reason,
-                    output: output.map { Array($0.readableBytesView) })
-            }
+            ).map(Self.record)
         }
+    }
+
+    /// An attempt read from `identifier, run_id, attempt, started_at, ended_at, result,
+    /// stop_reason, output`.
+    static func record(_ row: PostgresRow) throws -> RunRecord {
+        let (identifier, runID, attempt, started, ended, result, reason, output) = try row.decode(
+            (String, Int64, Int64, Int64, Int64?, String, String?, ByteBuffer?).self)
+        return RunRecord(
+            identifier: identifier, runID: runID, attempt: Int(attempt),
+            startedAt: WallClockInstant(nanosecondsSinceEpoch: started),
+            endedAt: ended.map(WallClockInstant.init(nanosecondsSinceEpoch:)),
+            result: RunResult(stored: result) ?? .failed, stopReason: reason,
+            output: output.map { Array($0.readableBytesView) })
     }
 
     func pruneHistory(endedBefore: WallClockInstant?, keepingPerIdentifier: Int?) throws(ScheduleStoreError) -> Int {
@@ -1607,16 +1617,23 @@ final class PostgresScheduleStore: ScheduleStore {
     /// per call would wake an idle instance long after its last call.)
     private func answer<T: Sendable>(_ future: EventLoopFuture<T>, closing connection: PostgresConnection?) throws -> T
     {
+        try Self.answer(future, within: configuration.operationTimeout, closing: connection)
+    }
+
+    /// Waits for `future` at most `timeout`, off its event loop; on timeout `connection` is
+    /// closed and ``Unanswered`` thrown.
+    static func answer<T: Sendable>(
+        _ future: EventLoopFuture<T>, within timeout: Duration, closing connection: PostgresConnection?
+    ) throws -> T {
         let answered = DispatchSemaphore(value: 0)
         let result = NIOLockedValueBox<Result<T, any Error>?>(nil)
         future.whenComplete { outcome in
             result.withLockedValue { $0 = outcome }
             answered.signal()
         }
-        let timeout = configuration.operationTimeout.nanosecondsClamped
-        guard answered.wait(timeout: .now() + .nanoseconds(Int(timeout))) == .success else {
+        guard answered.wait(timeout: .now() + .nanoseconds(Int(timeout.nanosecondsClamped))) == .success else {
             connection?.close().whenComplete { _ in }
-            throw Unanswered(seconds: Self.seconds(configuration.operationTimeout))
+            throw Unanswered(seconds: seconds(timeout))
         }
         return try result.withLockedValue { $0! }.get()
     }

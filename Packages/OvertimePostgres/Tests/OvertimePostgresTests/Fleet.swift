@@ -4,6 +4,7 @@
 import Foundation
 import Overtime
 @_spi(ScheduleStore) import OvertimeScheduler
+import PostgresTestServer
 
 #if canImport(Glibc)
     import Glibc

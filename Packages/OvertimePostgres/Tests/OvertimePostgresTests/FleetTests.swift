@@ -3,6 +3,7 @@ import NIOConcurrencyHelpers
 import Overtime
 import OvertimePostgres
 import OvertimeScheduler
+import PostgresTestServer
 import Testing
 
 #if canImport(Glibc)

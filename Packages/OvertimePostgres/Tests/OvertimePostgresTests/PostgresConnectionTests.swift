@@ -3,6 +3,7 @@ import Logging
 import NIOConcurrencyHelpers
 import Overtime
 import OvertimeScheduler
+import PostgresTestServer
 import Testing
 
 @testable import OvertimePostgres

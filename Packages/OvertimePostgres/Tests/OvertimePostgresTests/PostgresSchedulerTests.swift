@@ -5,6 +5,7 @@ import NIOConcurrencyHelpers
 import Overtime
 import OvertimePostgres
 import OvertimeScheduler
+import PostgresTestServer
 import Testing
 
 /// Schedulers on a real PostgreSQL 15 that the test starts: a shared schedule, claims taken
@@ -382,6 +383,7 @@ struct PostgresSchedulerTests {
             ALTER TABLE overtime.requests DROP COLUMN has_dependents;
             DROP TABLE overtime.prerequisites;
             ALTER TABLE overtime.requests DROP COLUMN wakes_system;
+            DROP INDEX overtime.history_by_run;
             ALTER TABLE overtime.requests ADD PRIMARY KEY (identifier);
             CREATE INDEX IF NOT EXISTS requests_pending ON overtime.requests (sequence) WHERE NOT finished;
             UPDATE overtime.meta SET value = 1 WHERE name = 'schema_version'
@@ -390,7 +392,8 @@ struct PostgresSchedulerTests {
         try second.register("hourly") { $0.setTaskCompleted(success: true) }
         let after = try #require(second.pendingRequests().first)
         #expect(after.request == hourly && after.nextRun == before.nextRun, "\(after) after \(before)")
-        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("7"))
+        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("8"))
+        #expect(try server.psql("SELECT count(*) FROM pg_indexes WHERE indexname = 'history_by_run'") == "1")
         second.runtime.requestTermination()
     }
 
@@ -436,7 +439,7 @@ struct PostgresSchedulerTests {
         } catch let error as SchedulerError {
             #expect(error.code == .store)
             #expect(
-                error.message.contains("schema version 99") && error.message.contains("up to version 7"), "\(error)")
+                error.message.contains("schema version 99") && error.message.contains("up to version 8"), "\(error)")
         }
     }
 

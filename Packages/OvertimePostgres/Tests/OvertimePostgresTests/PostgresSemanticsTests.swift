@@ -2,6 +2,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import Overtime
 import OvertimeScheduler
+import PostgresTestServer
 import Testing
 
 /// The store-independent semantics (``SchedulerSemantics``) on the PostgreSQL store, on

@@ -3,6 +3,7 @@ import NIOConcurrencyHelpers
 import Overtime
 import OvertimePostgres
 import OvertimeScheduler
+import PostgresTestServer
 import Testing
 
 /// TLS to a real PostgreSQL server that takes TLS connections only and authenticates

@@ -12,6 +12,16 @@ public protocol ScheduleActions: Sendable {
     func cancel(_ identifier: String, by user: String) throws(ScheduleActionError) -> String
     /// Submits again `identifier`, which failed for good: due now, its attempts counted afresh.
     func retry(_ identifier: String, by user: String) throws(ScheduleActionError) -> String
+    /// Removes the own requests of fleet instance `name`, retired for good (no process runs
+    /// under it); its history stays.
+    func retireInstance(_ name: String, by user: String) throws(ScheduleActionError) -> String
+}
+
+extension ScheduleActions {
+    /// A schedule one daemon owns has no instances to retire.
+    public func retireInstance(_ name: String, by user: String) throws(ScheduleActionError) -> String {
+        throw ScheduleActionError("this schedule is one daemon's: there is no fleet instance to retire")
+    }
 }
 
 /// Why an action was not done: the owner refused it, or could not be reached.

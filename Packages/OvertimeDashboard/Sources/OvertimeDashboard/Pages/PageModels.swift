@@ -164,15 +164,19 @@ struct FailedPage {
 
 struct InstanceRow {
     let name: String
+    let link: String
+    let requests: Int
     let claims: Int
     let claimsUntil: String
     let connections: Int
     let lastSeen: String
+    let canRetire: Bool
 }
 
 struct InstancesPage {
     let single: Bool
     let rows: [InstanceRow]
+    let canAct: Bool
 }
 
 struct StoryFacts {
@@ -226,7 +230,8 @@ struct ActionRow {
     let user: String
     let action: String
     let identifier: String
-    let link: String
+    /// The page of what it was done to.
+    let href: String
     let outcome: String
 }
 

@@ -91,9 +91,10 @@ enum Templates {
     static let instances = """
         {{> top}}
         {{#single}}<p>One daemon owns this schedule (a SQLite store): there is no fleet of instances.</p>{{/single}}
-        {{^single}}<div class="scroll"><table><thead><tr><th>Instance</th><th>Runs held</th><th>Claims until</th><th>Connections</th><th>Last seen</th></tr></thead><tbody>
-        {{#rows}}<tr><td>{{name}}</td><td>{{claims}}</td><td>{{claimsUntil}}</td><td>{{connections}}</td><td>{{lastSeen}}</td></tr>
-        {{/rows}}{{^rows}}<tr><td colspan="5" class="empty">No instance is connected.</td></tr>{{/rows}}
+        {{^single}}<p>Instances of the fleet sharing this schedule: those connected to its database, those holding runs, and those whose own requests it keeps. An instance no process runs as any more can be retired: its own requests are removed.</p>
+        <div class="scroll"><table><thead><tr><th>Instance</th><th>Own requests</th><th>Runs held</th><th>Claims until</th><th>Connections</th><th>Last seen</th>{{#canAct}}<th></th>{{/canAct}}</tr></thead><tbody>
+        {{#rows}}<tr><td>{{name}}</td><td>{{requests}}</td><td>{{claims}}</td><td>{{claimsUntil}}</td><td>{{connections}}</td><td>{{lastSeen}}</td>{{#canAct}}<td>{{#canRetire}}<a class="button danger" href="{{base}}/instance/retire?id={{link}}">Retire…</a>{{/canRetire}}</td>{{/canAct}}</tr>
+        {{/rows}}{{^rows}}<tr><td colspan="7" class="empty">No instance is connected.</td></tr>{{/rows}}
         </tbody></table></div>{{/single}}
         {{> bottom}}
         """
@@ -153,7 +154,7 @@ enum Templates {
     static let actions = """
         {{> top}}
         <div class="scroll"><table><thead><tr><th>When</th><th>Who</th><th>Action</th><th>Identifier</th><th>Outcome</th></tr></thead><tbody>
-        {{#rows}}<tr><td>{{at}}</td><td>{{user}}</td><td>{{action}}</td><td><a href="{{base}}/request?id={{link}}">{{identifier}}</a></td><td>{{outcome}}</td></tr>
+        {{#rows}}<tr><td>{{at}}</td><td>{{user}}</td><td>{{action}}</td><td><a href="{{href}}">{{identifier}}</a></td><td>{{outcome}}</td></tr>
         {{/rows}}{{^rows}}<tr><td colspan="5" class="empty">No action taken since the dashboard started.</td></tr>{{/rows}}
         </tbody></table></div>
         {{> bottom}}

@@ -57,6 +57,10 @@ struct DashboardRoutes: Sendable {
             }
             router.post(RouterPath("request/\(action)")) { request, _ in try await act(action, request) }
         }
+        router.get("instance/retire") { request, _ in
+            try await page(request) { viewer, now in try confirm("retire", request, viewer, now) }
+        }
+        router.post("instance/retire") { request, _ in try await act("retire", request) }
     }
 
     // MARK: Access
@@ -271,11 +275,15 @@ struct DashboardRoutes: Sendable {
         let single = !dashboard.inspector.isShared
         let rows = found.map {
             InstanceRow(
-                name: $0.name, claims: $0.claims,
+                name: $0.name, link: Formatting.query($0.name), requests: $0.requests, claims: $0.claims,
                 claimsUntil: $0.claimsUntil.map { Formatting.relative($0, from: now) } ?? "",
-                connections: $0.connections, lastSeen: $0.lastSeen.map { Formatting.relative($0, from: now) } ?? "")
+                connections: $0.connections, lastSeen: $0.lastSeen.map { Formatting.relative($0, from: now) } ?? "",
+                // Only an instance no process runs as, and that holds nothing, can be retired.
+                canRetire: canAct && $0.connections == 0 && $0.claims == 0 && $0.requests > 0)
         }
-        return render("instances", title: "Instances", viewer: viewer, InstancesPage(single: single, rows: rows))
+        return render(
+            "instances", title: "Instances", viewer: viewer,
+            InstancesPage(single: single, rows: rows, canAct: canAct && !single))
     }
 
     func taken(_ viewer: Viewer) -> Response {
@@ -287,7 +295,8 @@ struct DashboardRoutes: Sendable {
         ActionRow(
             at: Formatting.time(WallClockInstant(nanosecondsSinceEpoch: Int64(record.at.timeIntervalSince1970 * 1e9))),
             user: record.user, action: record.action, identifier: record.identifier,
-            link: Formatting.query(record.identifier), outcome: (record.succeeded ? "" : "refused: ") + record.answer)
+            href: Self.subjectPath(record.action, record.identifier, base: base),
+            outcome: (record.succeeded ? "" : "refused: ") + record.answer)
     }
 
     func story(_ request: Request, _ viewer: Viewer, _ now: WallClockInstant) throws -> Response {
@@ -321,7 +330,8 @@ struct DashboardRoutes: Sendable {
             maximumDuration: Formatting.duration(submitted.maximumDuration), input: Formatting.bytes(submitted.input))
         let pending = !inspected.state.isFinished
         let retriable = inspected.state == .failed && inspected.stoppedBy == nil
-        let taken = dashboard.actionLog.newestFirst.filter { $0.identifier == identifier }.map(actionRow)
+        let taken = dashboard.actionLog.newestFirst.filter { $0.identifier == identifier && $0.action != "retire" }
+            .map(actionRow)
         return render(
             "story", title: identifier, viewer: viewer,
             StoryPage(
@@ -346,13 +356,20 @@ struct DashboardRoutes: Sendable {
                 "message", title: "Not allowed", viewer: viewer,
                 MessagePage(kind: "error", text: actionsOffReason, back: nil), status: .forbidden)
         }
-        let back = "\(base)/request?id=\(Formatting.query(identifier))"
+        let back = Self.subjectPath(action, identifier, base: base)
         let (title, question, button) = Self.wording(action, identifier)
+        let path = action == "retire" ? "instance/retire" : "request/\(action)"
         return render(
             "confirm", title: title, viewer: viewer,
             ConfirmPage(
-                question: question, action: "\(base)/request/\(action)?id=\(Formatting.query(identifier))",
-                button: button, buttonClass: action == "cancel" ? "danger" : "", back: back))
+                question: question, action: "\(base)/\(path)?id=\(Formatting.query(identifier))",
+                button: button, buttonClass: action == "cancel" || action == "retire" ? "danger" : "", back: back))
+    }
+
+    /// The page of what an action was done to: the instances for a retired instance, else
+    /// the request's story.
+    static func subjectPath(_ action: String, _ subject: String, base: String) -> String {
+        action == "retire" ? "\(base)/instances" : "\(base)/request?id=\(Formatting.query(subject))"
     }
 
     /// An action's page title, the question its confirmation asks, and its button.
@@ -360,6 +377,12 @@ struct DashboardRoutes: Sendable {
         switch action {
         case "run":
             ("Run now", "Start a run of \(identifier) now, whatever its plan and requirements say?", "Run it now")
+        case "retire":
+            (
+                "Retire an instance",
+                "Retire instance \(identifier) for good? Its own requests are removed from the fleet's schedule (its"
+                    + " history stays); refused while a process runs under its name.", "Retire it"
+            )
         case "retry":
             (
                 "Retry",
@@ -395,6 +418,7 @@ struct DashboardRoutes: Sendable {
                 switch action {
                 case "run": return .success(try actions.runNow(identifier, by: user))
                 case "retry": return .success(try actions.retry(identifier, by: user))
+                case "retire": return .success(try actions.retireInstance(identifier, by: user))
                 default: return .success(try actions.cancel(identifier, by: user))
                 }
             } catch let error as ScheduleActionError {
@@ -419,8 +443,7 @@ struct DashboardRoutes: Sendable {
         return render(
             "message", title: Self.wording(action, identifier).0, viewer: viewer,
             MessagePage(
-                kind: succeeded ? "done" : "error", text: text,
-                back: "\(base)/request?id=\(Formatting.query(identifier))"),
+                kind: succeeded ? "done" : "error", text: text, back: Self.subjectPath(action, identifier, base: base)),
             status: succeeded ? .ok : .conflict)
     }
 }

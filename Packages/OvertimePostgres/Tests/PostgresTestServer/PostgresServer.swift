@@ -1,5 +1,6 @@
 // A real PostgreSQL server for one test: initdb in a temporary folder, pg_ctl on a free
-// loopback port, stopped and removed at the end.
+// loopback port, stopped and removed at the end. A library of its own, so that the
+// dashboard's fleet tests start the same server.
 
 import Foundation
 
@@ -8,18 +9,21 @@ import Foundation
 #endif
 
 /// A PostgreSQL server the test started, as the `postgres` user (the server refuses root).
-final class PostgresServer: Sendable {
-    let folder: String
-    let port: Int
-    let bin: String
+public final class PostgresServer: Sendable {
+    /// Its folder: the data, the log and the Unix socket.
+    public let folder: String
+    /// Its loopback TCP port.
+    public let port: Int
+    /// Where the server's programs are.
+    public let bin: String
     /// The server's certificates and a client's, when it takes TLS connections only.
-    let tls: Certificates?
+    public let tls: Certificates?
 
     /// A server on loopback; with `tls`, its TCP connections must use TLS and
     /// authenticate by a client certificate its authority signed (`hostssl … cert`).
     /// With `password`, TCP connections authenticate by it (SCRAM); the Unix socket
     /// trusts its users.
-    init(tls: Bool = false, password: String? = nil) throws {
+    public init(tls: Bool = false, password: String? = nil) throws {
         bin = try Self.findBin()
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("overtime-pg-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -44,13 +48,13 @@ final class PostgresServer: Sendable {
     }
 
     /// `pg_ctl stop`: the server down, its data kept for ``start()``.
-    func pause() throws {
+    public func pause() throws {
         try pgctl("stop -m fast")
     }
 
     /// Sends `signal` to the server and every process it started (SIGSTOP: a server
     /// that hangs, or its machine frozen; SIGCONT to go on).
-    func signalAll(_ signal: Int32) {
+    public func signalAll(_ signal: Int32) {
         guard let text = try? String(contentsOfFile: folder + "/data/postmaster.pid", encoding: .utf8),
             let postmaster = text.split(separator: "\n").first.flatMap({ Int32($0) })
         else { return }
@@ -67,7 +71,7 @@ final class PostgresServer: Sendable {
     }
 
     /// `pg_ctl start` after ``pause()``.
-    func start() throws {
+    public func start() throws {
         try pgctl("start")
     }
 
@@ -85,7 +89,7 @@ final class PostgresServer: Sendable {
 
     /// `pg_ctl restart -m immediate`: the server's processes killed (a crash, to the
     /// clients), started again on the same port, and recovered from its log.
-    func restartImmediately() throws {
+    public func restartImmediately() throws {
         try pgctl("restart -m immediate")
     }
 
@@ -103,12 +107,12 @@ final class PostgresServer: Sendable {
 
     /// SQL run with psql (through the server's Unix socket), its output.
     @discardableResult
-    func psql(_ sql: String) throws -> String {
+    public func psql(_ sql: String) throws -> String {
         try Self.asPostgres(bin + "/psql", ["-h", folder, "-p", "\(port)", "-U", "postgres", "-tA", "-c", sql])
     }
 
     /// `pg_ctl stop`, then the folder removed.
-    func stop() {
+    public func stop() {
         _ = system(
             "/usr/sbin/runuser -u postgres -- \(bin)/pg_ctl -D \(folder)/data -m immediate -w stop >/dev/null 2>&1")
         try? FileManager.default.removeItem(atPath: folder)
@@ -127,8 +131,9 @@ final class PostgresServer: Sendable {
         try run("/usr/sbin/runuser", ["-u", "postgres", "--", program] + arguments)
     }
 
+    /// Runs `program` and returns what it printed; throws when it fails.
     @discardableResult
-    static func run(_ program: String, _ arguments: [String]) throws -> String {
+    public static func run(_ program: String, _ arguments: [String]) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: program)
         process.arguments = arguments
@@ -148,7 +153,7 @@ final class PostgresServer: Sendable {
     }
 
     /// A loopback port nothing listens on now.
-    private static func freePort() throws -> Int {
+    public static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var address = sockaddr_in()
@@ -168,15 +173,22 @@ final class PostgresServer: Sendable {
 /// Certificates made with openssl in a folder: a certificate authority, a server's
 /// certificate for 127.0.0.1 and a client's for the role `postgres`, both signed by it, and
 /// an authority that signed neither.
-struct Certificates: Sendable {
-    let authority: String
-    let serverCertificate: String
-    let serverKey: String
-    let clientCertificate: String
-    let clientKey: String
-    let strangerAuthority: String
+public struct Certificates: Sendable {
+    /// The authority's certificate (PEM).
+    public let authority: String
+    /// The server's certificate.
+    public let serverCertificate: String
+    /// The server's key.
+    public let serverKey: String
+    /// The client's certificate.
+    public let clientCertificate: String
+    /// The client's key.
+    public let clientKey: String
+    /// An authority that signed neither.
+    public let strangerAuthority: String
 
-    init(in folder: String) throws {
+    /// Makes them in `folder`.
+    public init(in folder: String) throws {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         func openssl(_ arguments: String) throws {
             try PostgresServer.run("/bin/sh", ["-c", "cd '\(folder)' && openssl \(arguments) 2>&1"])
@@ -205,7 +217,10 @@ struct Certificates: Sendable {
     }
 }
 
-struct ServerError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
+/// What went wrong starting or driving the server.
+public struct ServerError: Error, CustomStringConvertible {
+    /// What happened.
+    public let description: String
+    /// An error saying `description`.
+    public init(_ description: String) { self.description = description }
 }

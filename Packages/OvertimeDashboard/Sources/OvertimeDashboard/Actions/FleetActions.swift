@@ -1,0 +1,70 @@
+// What the dashboard's buttons do to a fleet's schedule: runs, cancels and retries through
+// one instance's control socket (its scheduler acts on the shared schedule), retiring an
+// instance in the database itself (no instance owns another's retirement).
+
+import Dispatch
+import NIOConcurrencyHelpers
+import OvertimePostgres
+import OvertimeScheduler
+
+/// Actions on a fleet's schedule. Run now, cancel and retry are sent to the control socket
+/// of one of the fleet's instances, which acts for the fleet; without one they are refused
+/// with the reason. Retiring an instance removes its own requests from the database
+/// (`PostgresScheduleConfiguration.retireInstance(_:)`), refused while it still runs.
+public struct FleetActions: ScheduleActions {
+    let database: PostgresScheduleConfiguration
+    let instance: ControlSocketActions?
+
+    /// Actions on the fleet in `database`, through the instance listening at `controlSocket`.
+    public init(database: PostgresScheduleConfiguration, controlSocket: String?) {
+        self.database = database
+        instance = controlSocket.map { ControlSocketActions(controlSocket: $0) }
+    }
+
+    /// Sends `run ID` to the instance.
+    public func runNow(_ identifier: String, by user: String) throws(ScheduleActionError) -> String {
+        try throughInstance().runNow(identifier, by: user)
+    }
+
+    /// Sends `cancel ID` to the instance.
+    public func cancel(_ identifier: String, by user: String) throws(ScheduleActionError) -> String {
+        try throughInstance().cancel(identifier, by: user)
+    }
+
+    /// Sends `retry ID` to the instance.
+    public func retry(_ identifier: String, by user: String) throws(ScheduleActionError) -> String {
+        try throughInstance().retry(identifier, by: user)
+    }
+
+    /// Removes the instance's own requests; says how many.
+    public func retireInstance(_ name: String, by user: String) throws(ScheduleActionError) -> String {
+        // Called off the event loops (the dashboard's thread pool): waiting here blocks
+        // no loop and no task of the concurrency pool.
+        let outcome = NIOLockedValueBox<Result<Int, ScheduleStoreError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task { [database] in
+            do throws(ScheduleStoreError) {
+                let removed = try await database.retireInstance(name)
+                outcome.withLockedValue { $0 = .success(removed) }
+            } catch {
+                outcome.withLockedValue { $0 = .failure(error) }
+            }
+            done.signal()
+        }
+        done.wait()
+        switch outcome.withLockedValue({ $0! }) {
+        case .success(let removed):
+            return "retired instance '\(name)': \(removed) request\(removed == 1 ? "" : "s") of its own removed"
+        case .failure(let error): throw ScheduleActionError(error.message)
+        }
+    }
+
+    private func throughInstance() throws(ScheduleActionError) -> ControlSocketActions {
+        guard let instance else {
+            throw ScheduleActionError(
+                "runs, cancels and retries go through one of the fleet's instances: start the dashboard with"
+                    + " --control-socket of one")
+        }
+        return instance
+    }
+}

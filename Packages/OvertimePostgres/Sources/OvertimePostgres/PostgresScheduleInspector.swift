@@ -1,0 +1,345 @@
+// A fleet's schedule read beside the instances that share it: a connection of its own that
+// listens for their notifications, reads, and writes nothing.
+
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import Overtime
+@_spi(ScheduleStore) import OvertimeScheduler
+import PostgresNIO
+
+/// Reads the `overtime` schema of a fleet's database for a dashboard or a report. Its
+/// connection is named `overtime-inspector` (not an instance: ``PostgresScheduleConfiguration/fleetInstances()``
+/// does not list it), connects again after a loss, and never writes; nothing is made or
+/// migrated (the instances do that).
+final class PostgresScheduleInspector: ScheduleInspector {
+    let configuration: PostgresScheduleConfiguration
+    private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    /// The connection, one query at a time (a dashboard asks from several threads); `nil`
+    /// before the first call and after a failure (the next call connects again).
+    private let connection = NIOLockedValueBox<Connected?>(nil)
+    /// Notifications heard on ``PostgresScheduleStore/channel`` since the inspector opened.
+    private let notifications = NIOLockedValueBox<Int64>(0)
+    private let closed = NIOLockedValueBox(false)
+    /// The most rows one page reads for a selection no index answers (failed, a tag).
+    let rowsReadPerPage: Int
+    private static let logger = Logger(label: "overtime.fleet.inspector") { _ in SwiftLogNoOpLogHandler() }
+
+    private struct Connected {
+        let connection: PostgresConnection
+        /// The database's clock minus this process's, in nanoseconds: the stored times are
+        /// on the database's clock.
+        let clockOffset: Int64
+    }
+
+    init(configuration: PostgresScheduleConfiguration, rowsReadPerPage: Int = 20_000) throws(ScheduleStoreError) {
+        self.configuration = configuration
+        self.rowsReadPerPage = rowsReadPerPage
+        do {
+            _ = try using { _, _ in () }  // connects and checks the schema: a bad setup is said at once
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    var isShared: Bool { true }
+
+    // MARK: Requests
+
+    func requests(_ query: RequestQuery, now: WallClockInstant) throws(ScheduleStoreError) -> RequestPage {
+        try using { connection, offset in
+            var conditions: [String] = []
+            var bindings = PostgresBindings()
+            switch query.selection {
+            case .pending: conditions.append("NOT r.finished")
+            case .running: conditions.append("r.running")
+            case .failed: conditions.append("r.finished AND r.cancelled_at IS NULL")
+            case .cancelled: conditions.append("r.cancelled_at IS NOT NULL")
+            default: break
+            }
+            if let prefix = query.identifierPrefix {
+                bindings.append(prefix)
+                conditions.append("starts_with(r.identifier, $\(bindings.count))")
+            }
+            if let tag = query.tag {
+                bindings.append(RequestColumns.tagPattern(tag))
+                conditions.append("strpos(r.tags, $\(bindings.count)) > 0")
+            }
+            return try RequestPage.reading(query, rowsReadPerPage: rowsReadPerPage) { after, limit, visit in
+                var page = conditions
+                var pageBindings = bindings
+                if let after {
+                    pageBindings.append(after)
+                    page.append("r.sequence > $\(pageBindings.count)")
+                }
+                let rows = try run(
+                    connection,
+                    PostgresQuery(
+                        unsafeSQL: """
+                            SELECT \(Self.requestColumns) FROM overtime.requests r
+                            \(page.isEmpty ? "" : "WHERE " + page.joined(separator: " AND "))
+                            ORDER BY r.sequence LIMIT \(limit)
+                            """, binds: pageBindings))
+                var count = 0
+                for row in rows {
+                    count += 1
+                    if !visit(try Self.inspected(row, now: now, offset: offset)) { break }
+                }
+                return count
+            }
+        }
+    }
+
+    func request(_ identifier: String, now: WallClockInstant) throws(ScheduleStoreError) -> InspectedRequest? {
+        try using { connection, offset in
+            // The fleet's shared request first; else an instance's own of that identifier.
+            try run(
+                connection,
+                """
+                SELECT \(unescaped: Self.requestColumns) FROM overtime.requests r WHERE r.identifier = \(identifier)
+                ORDER BY r.owner = '' DESC, r.owner LIMIT 1
+                """
+            ).first.map { try Self.inspected($0, now: now, offset: offset) }
+        }
+    }
+
+    /// The store's columns, then the attempt in progress, its holder (without the opening's
+    /// token) and the newest ended attempt's result.
+    private static let requestColumns =
+        PostgresScheduleStore.columns.split(separator: ",").map {
+            "r." + $0.trimmingCharacters(in: .whitespacesAndNewlines)
+        }.joined(separator: ", ")
+            + """
+            , r.active_run_id, r.active_attempt, r.active_started_at,
+            CASE WHEN r.running THEN regexp_replace(r.claimed_by, ' [0-9]+$', '') END,
+            (SELECT h.result FROM overtime.history h WHERE h.identifier = r.identifier AND h.owner = r.owner
+                ORDER BY h.run_id DESC, h.attempt DESC LIMIT 1), r.sequence
+            """
+
+    private static func inspected(_ row: PostgresRow, now: WallClockInstant, offset: Int64) throws -> InspectedRequest {
+        let stored = try PostgresScheduleStore.request(row)
+        let cells = row.makeRandomAccess()
+        let base = PostgresScheduleStore.columnCount
+        var running: RunningAttempt?
+        if stored.isRunning, let runID = try cells[base].decode(Int64?.self),
+            let started = try cells[base + 2].decode(Int64?.self)
+        {
+            let startedAt = WallClockInstant(nanosecondsSinceEpoch: started &- offset)
+            running = RunningAttempt(
+                runID: runID, attempt: Int(try cells[base + 1].decode(Int64?.self) ?? 1), startedAt: startedAt,
+                deadline: startedAt + stored.request.maximumDuration, holder: try cells[base + 3].decode(String?.self))
+        }
+        let lastResult = try cells[base + 4].decode(String?.self).flatMap(RunResult.init(stored:))
+        return InspectedRequest(
+            stored, running: running, lastResult: lastResult, position: try cells[base + 5].decode(Int64.self),
+            at: WallClockInstant(nanosecondsSinceEpoch: now.nanosecondsSinceEpoch &+ offset))
+    }
+
+    // MARK: History
+
+    func history(_ query: HistoryQuery) throws(ScheduleStoreError) -> [RunRecord] {
+        try using { connection, _ in
+            var conditions: [String] = []
+            var bindings = PostgresBindings()
+            func bind(_ value: some PostgresNonThrowingEncodable & Sendable) -> String {
+                bindings.append(value)
+                return "$\(bindings.count)"
+            }
+            if let before = query.before {
+                conditions.append("(run_id, attempt) < (\(bind(before.runID)), \(bind(Int64(before.attempt))))")
+            }
+            if let prefix = query.identifierPrefix { conditions.append("starts_with(identifier, \(bind(prefix)))") }
+            if let result = query.result { conditions.append("result = \(bind(result.description))") }
+            if let from = query.startedFrom { conditions.append("started_at >= \(bind(from.nanosecondsSinceEpoch))") }
+            if let until = query.startedBefore {
+                conditions.append("started_at < \(bind(until.nanosecondsSinceEpoch))")
+            }
+            return try run(
+                connection,
+                PostgresQuery(
+                    unsafeSQL: """
+                        SELECT identifier, run_id, attempt, started_at, ended_at, result, stop_reason, output
+                        FROM overtime.history \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND "))
+                        ORDER BY run_id DESC, attempt DESC LIMIT \(query.limit)
+                        """, binds: bindings)
+            ).map(PostgresScheduleStore.record)
+        }
+    }
+
+    // MARK: Changes and instances
+
+    /// The notifications the instances sent, and the server's transaction snapshot: the
+    /// instances notify of submits and ends that leave work to do, not of every change (a
+    /// run that starts, a cancel), and every write moves the snapshot (another database's
+    /// too, which only costs a read).
+    func changeMark() throws(ScheduleStoreError) -> Int64 {
+        let snapshot = try using { connection, _ in
+            try run(connection, "SELECT pg_current_snapshot()::text").first?.decode(String.self) ?? ""
+        }
+        // FNV-1a of the snapshot's text.
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in snapshot.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return Int64(bitPattern: hash) &+ notifications.withLockedValue { $0 }
+    }
+
+    func instances(now: WallClockInstant) throws(ScheduleStoreError) -> [InspectedInstance] {
+        try using { connection, offset in
+            struct Row {
+                var claims = 0
+                var claimsUntil: Int64?
+                var connections = 0
+                var lastSeen: Int64?
+                var requests = 0
+            }
+            var rows: [String: Row] = [:]
+            let nanoseconds = "(extract(epoch FROM %@) * 1000000000)::bigint"
+            let connected = try run(
+                connection,
+                PostgresQuery(
+                    unsafeSQL: """
+                        SELECT substr(application_name, \(PostgresScheduleConfiguration.applicationNamePrefix.count + 1)),
+                            count(*), \(nanoseconds.replacingOccurrences(of: "%@", with: "max(coalesce(state_change, backend_start))"))
+                        FROM pg_stat_activity WHERE starts_with(application_name, 'overtime ') GROUP BY 1
+                        """))
+            for row in connected {
+                let (name, count, seen) = try row.decode((String, Int64, Int64?).self)
+                rows[name, default: Row()].connections = Int(count)
+                rows[name, default: Row()].lastSeen = seen
+            }
+            let owners = try run(
+                connection,
+                "SELECT owner, count(*) FROM overtime.requests WHERE owner <> '' AND NOT finished GROUP BY owner")
+            for row in owners {
+                let (name, count) = try row.decode((String, Int64).self)
+                rows[name, default: Row()].requests = Int(count)
+            }
+            let claims = try run(
+                connection,
+                PostgresQuery(
+                    unsafeSQL: """
+                        SELECT regexp_replace(claimed_by, ' [0-9]+$', ''), count(*),
+                            \(nanoseconds.replacingOccurrences(of: "%@", with: "max(claim_until)"))
+                        FROM overtime.requests WHERE running AND claim_until > now() GROUP BY 1
+                        """))
+            for row in claims {
+                let (holder, count, until) = try row.decode((String, Int64, Int64?).self)
+                let name = Self.instanceName(ofHolder: holder)
+                rows[name, default: Row()].claims += Int(count)
+                rows[name, default: Row()].claimsUntil = max(rows[name]?.claimsUntil ?? .min, until ?? .min)
+            }
+            func local(_ nanoseconds: Int64?) -> WallClockInstant? {
+                nanoseconds.map { WallClockInstant(nanosecondsSinceEpoch: $0 &- offset) }
+            }
+            return rows.sorted { $0.key < $1.key }.map { name, row in
+                InspectedInstance(
+                    name: name, claims: row.claims, claimsUntil: local(row.claimsUntil), connections: row.connections,
+                    lastSeen: local(row.lastSeen), requests: row.requests)
+            }
+        }
+    }
+
+    /// The instance name in a claim's holder: `name (host:pid)`, or `host:pid` for an
+    /// instance named after its host.
+    static func instanceName(ofHolder holder: String) -> String {
+        if holder.hasSuffix(")"), let open = holder.range(of: " (", options: .backwards) {
+            return String(holder[..<open.lowerBound])
+        }
+        return String(holder.split(separator: ":").first ?? Substring(holder))
+    }
+
+    func close() {
+        let wasClosed = closed.withLockedValue { closed in
+            defer { closed = true }
+            return closed
+        }
+        guard !wasClosed else { return }
+        let connected = connection.withLockedValue { connected in
+            defer { connected = nil }
+            return connected
+        }
+        try? connected?.connection.close().wait()
+        try? group.syncShutdownGracefully()
+    }
+
+    deinit { close() }
+
+    // MARK: Access
+
+    /// Runs `body` with the connection (connected, listening and checked first) and the
+    /// clock offset.
+    private func using<T>(_ body: (PostgresConnection, Int64) throws -> T) throws(ScheduleStoreError) -> T {
+        do {
+            return try connection.withLockedValue { connected in
+                guard !closed.withLockedValue({ $0 }) else {
+                    throw ScheduleStoreError("schedule database \(configuration.serverName): the inspector is closed")
+                }
+                if connected == nil || connected!.connection.isClosed {
+                    connected = nil
+                    connected = try connect()
+                }
+                return try body(connected!.connection, connected!.clockOffset)
+            }
+        } catch let error as ScheduleStoreError {
+            throw error
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "42P01" {  // undefined_table
+            throw noSchedule
+        } catch {
+            throw ScheduleStoreError(
+                "schedule database \(configuration.serverName): \(PostgresScheduleStore.describe(error))")
+        }
+    }
+
+    private var noSchedule: ScheduleStoreError {
+        ScheduleStoreError(
+            "schedule database \(configuration.serverName)/\(configuration.database ?? configuration.username) holds no"
+                + " Overtime schedule (schema overtime): no instance has connected to it yet")
+    }
+
+    private func connect() throws -> Connected {
+        var settings = configuration.connection()
+        // Not `overtime <name>`: the inspector is no instance of the fleet.
+        settings.options.additionalStartupParameters = [("application_name", "overtime-inspector")]
+        let made = try answer(
+            PostgresConnection.connect(on: group.next(), configuration: settings, id: 4, logger: Self.logger),
+            closing: nil)
+        do {
+            let version = try run(
+                made, "SELECT value FROM overtime.meta WHERE name = 'schema_version'"
+            ).first?.decode(Int64.self)
+            guard let version else { throw noSchedule }
+            guard version <= PostgresScheduleStore.schemaVersion else {
+                throw ScheduleStoreError(
+                    "schedule database \(configuration.serverName): written by a newer Overtime (schema version"
+                        + " \(version)); this build reads up to version \(PostgresScheduleStore.schemaVersion)")
+            }
+            guard version >= 7 else {
+                throw ScheduleStoreError(
+                    "schedule database \(configuration.serverName) has schema version \(version): start an instance"
+                        + " of this build once to upgrade it")
+            }
+            let before = SystemClock().wallClockNow.nanosecondsSinceEpoch
+            let database =
+                try run(made, "SELECT \(unescaped: PostgresScheduleStore.databaseNow)").first?.decode(Int64.self)
+                ?? before
+            let after = SystemClock().wallClockNow.nanosecondsSinceEpoch
+            made.addListener(channel: PostgresScheduleStore.channel) { [notifications] _, _ in
+                notifications.withLockedValue { $0 &+= 1 }
+            }
+            return Connected(connection: made, clockOffset: database - (before / 2 + after / 2))
+        } catch {
+            try? made.close().wait()
+            throw error
+        }
+    }
+
+    private func run(_ connection: PostgresConnection, _ query: PostgresQuery) throws -> PostgresQueryResult {
+        try answer(connection.query(query, logger: Self.logger), closing: connection)
+    }
+
+    private func answer<T: Sendable>(_ future: EventLoopFuture<T>, closing connection: PostgresConnection?) throws -> T
+    {
+        try PostgresScheduleStore.answer(future, within: configuration.operationTimeout, closing: connection)
+    }
+}

@@ -1,0 +1,224 @@
+import Foundation
+import NIOConcurrencyHelpers
+import Overtime
+import OvertimePostgres
+import OvertimeScheduler
+import PostgresTestServer
+import Testing
+
+/// A fleet's schedule read beside its instances: what a dashboard shows of a real
+/// PostgreSQL 15 that two instances share.
+@Suite("Inspecting a fleet's schedule on PostgreSQL")
+struct PostgresScheduleInspectorTests {
+    static func database(_ server: PostgresServer) -> PostgresScheduleConfiguration {
+        PostgresScheduleConfiguration(host: "127.0.0.1", port: server.port, username: "postgres")
+    }
+
+    @Test func everyStateWaitHolderAndInstanceOfAFleetIsReadAndNothingWritten() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let release = NIOLockedValueBox(false)
+        func instance(_ name: String) throws -> Scheduler {
+            let scheduler = try Scheduler(
+                runtime: try PostgresSchedulerTests.runtime(),
+                configuration: PostgresSchedulerTests.configuration(server, name: name))
+            try scheduler.register(prefix: "hold.") { task in
+                Thread.detachNewThread {
+                    while !release.withLockedValue({ $0 }) { usleep(10_000) }
+                    task.setTaskCompleted(success: true)
+                }
+            }
+            try scheduler.register(prefix: "ok.") { $0.setTaskCompleted(success: true) }
+            try scheduler.register(prefix: "fail.") { task in
+                try? task.setOutput(Array("disk <full>".utf8))
+                task.setTaskCompleted(success: false)
+            }
+            try scheduler.register(prefix: "later.") { $0.setTaskCompleted(success: true) }
+            try scheduler.register(prefix: "local.") { $0.setTaskCompleted(success: true) }
+            try scheduler.start()
+            return scheduler
+        }
+        let a = try instance("a")
+        let b = try instance("b")
+        let inspector = try ScheduleDatabase.postgres(Self.database(server)).inspector()
+        defer { inspector.close() }
+        #expect(inspector.isShared)
+
+        var failing = ScheduledTaskRequest(identifier: "fail.1")
+        failing.retry.maximumAttempts = 1
+        var later = ScheduledTaskRequest(identifier: "later.<img src=x>")
+        later.earliestBegin = WallClockInstant(secondsSinceEpoch: Int64(Date().timeIntervalSince1970) + 3600)
+        later.tags = ["nightly"]
+        var link = ScheduledTaskRequest(identifier: "ok.after-hold")
+        link.prerequisites = ["hold.1"]
+        var local = ScheduledTaskRequest(identifier: "local.rotate")
+        local.scope = .perInstance
+        local.earliestBegin = later.earliestBegin
+        try b.submit(ScheduledTaskRequest(identifier: "hold.1"))
+        try a.submit(contentsOf: [ScheduledTaskRequest(identifier: "ok.1"), failing, later, link, local])
+        var cancelled = ScheduledTaskRequest(identifier: "later.cancelled")
+        cancelled.earliestBegin = later.earliestBegin
+        try b.submit(cancelled)
+        try b.cancel("later.cancelled")
+        let now = { SystemClock().wallClockNow }
+        func state(_ identifier: String) throws -> InspectedRequest? { try inspector.request(identifier, now: now()) }
+        let ran = try PostgresSchedulerTests.eventually(30) {
+            try state("ok.1")?.state == .succeeded && state("fail.1")?.state == .failed
+                && state("hold.1")?.state == .running
+        }
+        #expect(ran, "ran: \(String(describing: try? state("hold.1")))")
+
+        let running = try #require(try state("hold.1")?.running)
+        #expect(running.holder.map { $0.hasPrefix("a (") || $0.hasPrefix("b (") } == true, "\(running)")
+        #expect(running.deadline > now() && running.attempt == 1)
+        #expect(try state("ok.after-hold")?.waitingFor == .prerequisite("hold.1"))
+        if case .plannedTime(let time) = try state("later.<img src=x>")?.waitingFor {
+            #expect(abs(time.nanosecondsSinceEpoch - later.earliestBegin!.nanosecondsSinceEpoch) < 2_000_000_000)
+        } else {
+            Issue.record("later waits for its planned time: \(String(describing: try state("later.<img src=x>")))")
+        }
+        #expect(try state("later.cancelled")?.state == .cancelled)
+        #expect(try state("local.rotate")?.request.scope == .perInstance)
+        #expect(try state("no.such") == nil)
+
+        // Selections, a prefix, a tag; pages that cover the selection.
+        func identifiers(_ query: RequestQuery) throws -> [String] {
+            try inspector.requests(query, now: now()).requests.map(\.request.identifier)
+        }
+        #expect(try identifiers(RequestQuery(selection: .failed)) == ["fail.1"])
+        #expect(try identifiers(RequestQuery(selection: .running)) == ["hold.1"])
+        #expect(try identifiers(RequestQuery(selection: .cancelled)) == ["later.cancelled"])
+        #expect(try identifiers(RequestQuery(selection: .pending, tag: "nightly")) == ["later.<img src=x>"])
+        #expect(Set(try identifiers(RequestQuery(selection: .all, identifierPrefix: "later."))).count == 2)
+        let all = try identifiers(RequestQuery(selection: .all, limit: 1000))
+        var paged: [String] = []
+        var after: Int64?
+        repeat {
+            let page = try inspector.requests(RequestQuery(selection: .all, after: after, limit: 2), now: now())
+            paged += page.requests.map(\.request.identifier)
+            after = page.next
+        } while after != nil
+        #expect(paged == all && all.count == 7, "\(paged) against \(all)")
+
+        // History: newest first, filtered, in pages.
+        let failedRuns = try inspector.history(HistoryQuery(result: .failed))
+        #expect(failedRuns.map(\.identifier) == ["fail.1"] && failedRuns.first?.output == Array("disk <full>".utf8))
+        let history = try inspector.history(HistoryQuery(limit: 1000))
+        #expect(history.count == 2 && history.map(\.runID) == history.map(\.runID).sorted(by: >), "\(history)")
+        let firstPage = try inspector.history(HistoryQuery(limit: 1))
+        let secondPage = try inspector.history(HistoryQuery(before: HistoryPosition(firstPage[0]), limit: 1))
+        #expect(firstPage + secondPage == history)
+        #expect(try inspector.history(HistoryQuery(identifierPrefix: "ok.")).map(\.identifier) == ["ok.1"])
+
+        // Instances: both connected, the holder's claim counted, a's own request.
+        let instances = try inspector.instances(now: now())
+        #expect(Set(instances.map(\.name)) == ["a", "b"], "\(instances)")
+        #expect(instances.allSatisfy { $0.connections >= 1 && $0.lastSeen != nil }, "\(instances)")
+        #expect(instances.map(\.claims).reduce(0, +) == 1)
+        #expect(instances.first { $0.name == "a" }?.requests == 1, "\(instances)")
+
+        // The mark moves when an instance writes (a submit, notified; a cancel, not), and
+        // rests while nothing happens.
+        let rests = try PostgresSchedulerTests.eventually(10) { try inspector.changeMark() == inspector.changeMark() }
+        #expect(rests)
+        var mark = try inspector.changeMark()
+        try b.submit(ScheduledTaskRequest(identifier: "later.2"))
+        #expect(try inspector.changeMark() != mark)
+        mark = try inspector.changeMark()
+        try a.cancel("later.2")
+        #expect(try inspector.changeMark() != mark)
+        // A run that starts at its planned time (a claim, which no instance notifies of).
+        var soon = ScheduledTaskRequest(identifier: "hold.2")
+        soon.earliestBegin = WallClockInstant(secondsSinceEpoch: Int64(Date().timeIntervalSince1970) + 2)
+        try a.submit(soon)
+        let settled = try PostgresSchedulerTests.eventually(10) {
+            let before = try inspector.changeMark()
+            usleep(300_000)
+            return try inspector.changeMark() == before && state("hold.2")?.state == .enqueued
+        }
+        mark = try inspector.changeMark()
+        let started = try PostgresSchedulerTests.eventually(10) { try state("hold.2")?.state == .running }
+        #expect(settled && started)
+        #expect(try inspector.changeMark() != mark, "a run's start moves the mark")
+
+        // An instance that died: no connection, its own request kept until it is retired.
+        release.withLockedValue { $0 = true }
+        let linked = try PostgresSchedulerTests.eventually(20) {
+            try state("ok.after-hold")?.state == .succeeded && state("hold.2")?.state == .succeeded
+        }
+        #expect(linked)
+        let fleet = try Fleet(server: server, count: 1, named: true)
+        defer { fleet.removeFolder() }
+        let up = try PostgresSchedulerTests.eventually(30) {
+            try inspector.instances(now: now()).contains {
+                $0.name == "worker-0" && $0.connections > 0 && $0.requests == 1
+            }
+        }
+        #expect(up, "\(String(describing: try? inspector.instances(now: now())))")
+        fleet.killForGood(0)
+        let gone = try PostgresSchedulerTests.eventually(20) {
+            try inspector.instances(now: now()).first { $0.name == "worker-0" }?.connections == 0
+        }
+        #expect(gone)
+        // Its claim on a run of local.tick may hold a few seconds more: retiring waits for it.
+        var removed: Int?
+        for _ in 0..<100 where removed == nil {
+            removed = try? Self.retire("worker-0", Self.database(server))
+            if removed == nil { usleep(100_000) }
+        }
+        #expect(removed == 1)
+        #expect(try inspector.instances(now: now()).first { $0.name == "worker-0" } == nil)
+        a.runtime.requestTermination()
+        b.runtime.requestTermination()
+
+        // Nothing the inspector did wrote a row: every row is the instances'.
+        #expect(
+            try server.psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'overtime-inspector'")
+                .trimmingCharacters(in: .whitespacesAndNewlines) == "1")
+    }
+
+    @Test func aDatabaseWithoutASchedulePlainlyRefusedAndLeftWithout() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        #expect {
+            try ScheduleDatabase.postgres(Self.database(server)).inspector()
+        } throws: { error in
+            "\(error)".contains("holds no Overtime schedule")
+        }
+        #expect(
+            try server.psql("SELECT count(*) FROM pg_namespace WHERE nspname = 'overtime'")
+                .trimmingCharacters(in: .whitespacesAndNewlines) == "0", "no schema made")
+        // A newer schema: refused, naming both versions.
+        let scheduler = try Scheduler(
+            runtime: try PostgresSchedulerTests.runtime(), configuration: PostgresSchedulerTests.configuration(server))
+        try scheduler.start()
+        scheduler.runtime.requestTermination()
+        try server.psql("UPDATE overtime.meta SET value = 99 WHERE name = 'schema_version'")
+        #expect {
+            try ScheduleDatabase.postgres(Self.database(server)).inspector()
+        } throws: { error in
+            "\(error)".contains("schema version 99") && "\(error)".contains("up to version 8")
+        }
+        // No server there: the reason, no trap.
+        var nowhere = Self.database(server)
+        nowhere.port = try PostgresServer.freePort()
+        nowhere.operationTimeout = .seconds(3)
+        #expect(throws: ScheduleStoreError.self) { try ScheduleDatabase.postgres(nowhere).inspector() }
+    }
+
+    static func retire(_ name: String, _ database: PostgresScheduleConfiguration) throws -> Int {
+        let result = NIOLockedValueBox<Result<Int, ScheduleStoreError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            do throws(ScheduleStoreError) {
+                let removed = try await database.retireInstance(name)
+                result.withLockedValue { $0 = .success(removed) }
+            } catch {
+                result.withLockedValue { $0 = .failure(error) }
+            }
+            done.signal()
+        }
+        done.wait()
+        return try result.withLockedValue { $0! }.get()
+    }
+}
