@@ -172,6 +172,11 @@ struct ScheduleInspectorTests {
             #expect(!failed.isEmpty && failed == everything.filter { $0.result == .failed })
             let odd = try inspector.history(HistoryQuery(identifierPrefix: "h.odd.", limit: 1000))
             #expect(odd.count == 15 && odd.allSatisfy { $0.identifier.hasPrefix("h.odd.") })
+            // One request's own: "h.odd.1" and not the newer "h.odd.11", "h.odd.13", … its prefix takes in.
+            var one = HistoryQuery(limit: 3)
+            one.identifier = "h.odd.1"
+            #expect(try inspector.history(one).map(\.identifier) == ["h.odd.1"])
+            #expect(try inspector.history(HistoryQuery(identifierPrefix: "h.odd.1", limit: 3)).count == 3)
             let window = try inspector.history(
                 HistoryQuery(startedFrom: start + .seconds(100), startedBefore: start + .seconds(200), limit: 1000))
             #expect(

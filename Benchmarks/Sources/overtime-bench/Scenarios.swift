@@ -24,6 +24,8 @@ struct Scenarios {
     let dashboard: String?
     /// The dashboard rows, measured once for both metrics.
     let dashboardFigures = Unprotected<DashboardPages.Figures?>(nil)
+    /// The scheduler rows' peers (APScheduler, huey) and their SQLite ceiling.
+    let peers: SchedulerPeers?
     /// Where the `_metrics` programs serve GET /metrics (loopback, free when the run began).
     let metricsPort = (try? MetricsScrape.freePort()) ?? 19_464
 
@@ -332,18 +334,33 @@ struct Scenarios {
             }
         case "scheduler_submit_per_sec":
             let z = s.scheduler
+            let peerSubmits = min(z.singleSubmits, 1_000)
+            notes.value.append(
+                "scheduler_submit_per_sec: the peers submit \(peerSubmits) one by one (APScheduler's add_job, huey's "
+                    + "schedule; neither batches), sqlite_limit the same counts as Overtime")
             return [
                 ("overtime_single", { try SchedulerScenarios.submitSingle(count: z.singleSubmits, scratch: scratch) }),
                 (
                     "overtime_batched",
                     { try SchedulerScenarios.submitBatched(count: z.batchedSubmits, batch: 1_000, scratch: scratch) }
                 ),
+                ("apscheduler_single", { try peer().figure("apscheduler", "submit", [peerSubmits]) }),
+                ("huey_single", { try peer().figure("huey", "submit", [peerSubmits]) }),
+                ("sqlite_limit_single", { try peer().limit("submit", z.singleSubmits) }),
+                ("sqlite_limit_batched", { try peer().limit("batched", z.batchedSubmits) }),
             ]
         case "scheduler_runs_per_sec":
             let z = s.scheduler
+            let peerRuns = min(z.runs, 20_000)
             notes.value.append(
-                "scheduler_runs_per_sec measured with \(z.runs) requests due at once, at most 1,000 running at once")
-            return [("overtime", { try SchedulerScenarios.runs(count: z.runs, concurrent: 1_000, scratch: scratch) })]
+                "scheduler_runs_per_sec measured with \(z.runs) requests due at once, at most 1,000 running at once; "
+                    + "the peers with \(peerRuns) (APScheduler on 20 threads, huey on 8), sqlite_limit with \(z.runs)")
+            return [
+                ("overtime", { try SchedulerScenarios.runs(count: z.runs, concurrent: 1_000, scratch: scratch) }),
+                ("apscheduler", { try peer().figure("apscheduler", "runs", [peerRuns]) }),
+                ("huey", { try peer().figure("huey", "runs", [peerRuns]) }),
+                ("sqlite_limit", { try peer().limit("runs", z.runs) }),
+            ]
         case "scheduler_context_switches_per_run":
             let count = min(2_000, s.scheduler.runs)
             return [
@@ -363,8 +380,11 @@ struct Scenarios {
             ]
         case "scheduler_lateness_p99_us":
             let z = s.scheduler
+            let (peerPending, peerDue) = (min(z.latencyPending, 2_000), min(z.latencyDue, 500))
             notes.value.append(
-                "scheduler_lateness_p99_us measured with \(z.latencyPending) pending, \(z.latencyDue) due over 5 s")
+                "scheduler_lateness_p99_us measured with \(z.latencyPending) pending, \(z.latencyDue) due over 5 s; "
+                    + "the peers with \(peerPending) pending and \(peerDue) due (their single submits make more take minutes)"
+            )
             return [
                 (
                     "overtime",
@@ -372,7 +392,9 @@ struct Scenarios {
                         try SchedulerScenarios.lateness(
                             pending: z.latencyPending, due: z.latencyDue, spread: 5, scratch: scratch)
                     }
-                )
+                ),
+                ("apscheduler", { try peer().figure("apscheduler", "lateness", [peerPending, peerDue, 5]) }),
+                ("huey", { try peer().figure("huey", "lateness", [peerPending, peerDue, 5]) }),
             ]
         case "scheduler_idle_wakeups_per_sec":
             return [
@@ -383,19 +405,49 @@ struct Scenarios {
                             executable: Self.selfPath, implementation: "scheduler", grants: s.scheduler.idleRequests,
                             seconds: s.idleSeconds)
                     }
-                )
+                ),
+                (
+                    "apscheduler",
+                    {
+                        try peer().idleWakeups(
+                            "apscheduler", pending: min(s.scheduler.idleRequests, 2_000), seconds: s.idleSeconds)
+                    }
+                ),
+                (
+                    "huey",
+                    {
+                        try peer().idleWakeups(
+                            "huey", pending: min(s.scheduler.idleRequests, 2_000), seconds: s.idleSeconds)
+                    }
+                ),
             ]
         case "scheduler_resident_mb":
-            notes.value.append("scheduler_resident_mb measured with \(s.scheduler.memoryPending) pending")
+            let peerPending = min(s.scheduler.memoryPending, 2_000)
+            notes.value.append(
+                "scheduler_resident_mb measured with \(s.scheduler.memoryPending) pending; the peers with \(peerPending) "
+                    + "(both keep their jobs in SQLite, not in memory; their submits make a million take hours)")
             return [
                 (
                     "overtime",
                     { try SchedulerScenarios.residentMegabytes(count: s.scheduler.memoryPending, scratch: scratch) }
-                )
+                ),
+                ("apscheduler", { try peer().figure("apscheduler", "resident", [peerPending]) }),
+                ("huey", { try peer().figure("huey", "resident", [peerPending]) }),
             ]
-        case "fleet_runs_per_sec", "fleet_runs_per_sec_at_defaults", "fleet_claim_latency_p99_ms",
-            "fleet_idle_wakeups_per_sec", "fleet_status_p99_ms_database_stopped":
+        case "fleet_runs_per_sec":
+            return [
+                ("overtime", { try fleetFigure(metric) }),
+                ("pgbench_limit", { try fleetFigure("fleet_runs_per_sec_limit") }),
+            ]
+        case "fleet_runs_per_sec_at_defaults", "fleet_claim_latency_p99_ms", "fleet_idle_wakeups_per_sec",
+            "fleet_status_p99_ms_database_stopped":
             return [("overtime", { try fleetFigure(metric) })]
+        case "dashboard_fleet_page_p99_ms":
+            return ["requests_p50", "requests_p99", "history_p50", "history_p99", "failed_p50", "failed_p99"].map {
+                part in (part, { try fleetFigure("dashboard_fleet_" + part) })
+            }
+        case "dashboard_fleet_live_update_ms":
+            return ["p50", "p99"].map { part in (part, { try fleetFigure("dashboard_fleet_live_" + part) }) }
         default:
             return []
         }
@@ -413,7 +465,7 @@ struct Scenarios {
                 .appendingPathComponent("overtime-fleet-bench").path
             let process = Process()
             process.executableURL = URL(fileURLWithPath: program)
-            process.arguments = ["--mode", mode.rawValue]
+            process.arguments = ["--mode", mode.rawValue] + (dashboard.map { ["--dashboard", $0] } ?? [])
             let output = Pipe()
             process.standardOutput = output
             try process.run()
@@ -428,6 +480,15 @@ struct Scenarios {
             notes.value.append(
                 "fleet rows: \(Int(figures["runs_at_once"] ?? 0)) one-shots at once, "
                     + "\(Int(figures["runs_spread"] ?? 0)) spread for the latency")
+            if let pending = figures["dashboard_fleet_pending"] {
+                notes.value.append(
+                    "dashboard_fleet_page_p99_ms: overtime-dashboard --store postgres://… beside the fleet's database: "
+                        + "\(Int(pending)) requests pending (submitted by an instance), \(Int(figures["dashboard_fleet_history"] ?? 0)) "
+                        + "attempts in the history (inserted by SQL, every tenth failed); \(Int(figures["dashboard_fleet_loads"] ?? 0)) "
+                        + "loads of each kind (first, deep, by prefix, filtered), each a new connection; "
+                        + "dashboard_fleet_live_update_ms: a submit by an instance → the change event (NOTIFY; the feed looks every 200 ms)"
+                )
+            }
             if let samples = figures["status_samples"] {
                 notes.value.append(
                     "fleet_status_p99_ms_database_stopped: \(Int(samples)) statuses, the longest "
@@ -437,6 +498,14 @@ struct Scenarios {
         }
         guard let value = fleetFigures.value?[metric] else { throw ScenarioError("no \(metric) from the fleet run") }
         return value
+    }
+
+    /// The peers, or why they cannot be measured.
+    func peer() throws -> SchedulerPeers {
+        guard let peers else {
+            throw ScenarioError("no --peer-python: Benchmarks/run makes the peers' Python environment")
+        }
+        return peers
     }
 
     /// This runner's own executable (children of it measure one implementation alone).

@@ -38,6 +38,12 @@ struct OvertimeBench: ParsableCommand {
     @Option(help: "overtime-dashboard's build (Packages/OvertimeDashboard), for the dashboard rows.")
     var dashboard: String?
 
+    @Option(help: "The Python of the peers' environment (APScheduler, huey), for the scheduler rows' peers.")
+    var peerPython: String?
+
+    @Option(help: "The peers' scripts (Benchmarks/Peers).")
+    var peers: String?
+
     @Option(help: "The floor program's static release build (Benchmarks/run makes it with scripts/build-static).")
     var floor: String = ".build-static/release/swift-floor"
 
@@ -105,7 +111,8 @@ struct OvertimeBench: ParsableCommand {
         }
         let scenarios = Scenarios(
             sizes: sizes, nginx: nginx, s3: store, scratch: scratch, programs: programs, floor: floor, mode: mode,
-            dashboard: dashboard)
+            dashboard: dashboard,
+            peers: peerPython.map { SchedulerPeers(python: $0, folder: peers ?? "Peers", scratch: scratch) })
         for spec in MetricSpec.all where selected?.contains(spec.name) ?? true {
             let chosen = implementations.map { Set($0.split(separator: ",").map(String.init)) }
             for (implementation, measure) in scenarios.rows(for: spec.name)

@@ -13,6 +13,11 @@
 // process; OVERTIME_BENCH_PGDATA names its data folder) while a worker holds a run, has
 // entered the background and was asked for its schedule: how long its `status` takes over
 // the control socket, asked every 50 ms for longer than the store's operation timeout.
+// dashboard_fleet_page_p99_ms, dashboard_fleet_live_update_ms (with --dashboard PATH):
+// overtime-dashboard reading this database beside the fleet, as dashboard_page_p99_ms does
+// a SQLite store: 100,000 requests pending, 1,000,000 attempts in the history (inserted by
+// SQL: a fleet that ran them would take an hour to make), pages over new connections, and a
+// submit to the change event on an open stream.
 
 import ArgumentParser
 import BenchmarkScenarios
@@ -44,6 +49,9 @@ struct FleetBench: ParsableCommand {
 
     @Option(help: .hidden)
     var control: String?
+
+    @Option(help: "overtime-dashboard, for the fleet's dashboard rows.")
+    var dashboard: String?
 
     func run() throws {
         if let log = worker { try Self.work(log: log, defaults: defaults, control: control) }
@@ -122,7 +130,12 @@ struct FleetBench: ParsableCommand {
         let runsPerSecondAtDefaults = Double(runs) / (Double(monotonicNanoseconds() - submittedAtDefaults) / 1e9)
         for worker in atDefaults { _ = try worker.terminate() }
 
+        // The ceiling: the same number of one-shots claimed and completed by pgbench, one per
+        // transaction, from as many clients as workers.
+        let limit = try Self.pgbenchLimit(runs: runs, clients: workers, folder: folder)
+
         var figures: [String: Double] = [
+            "fleet_runs_per_sec_limit": limit.rounded(),
             "fleet_runs_per_sec": runsPerSecond.rounded(),
             "fleet_runs_per_sec_at_defaults": runsPerSecondAtDefaults.rounded(),
             "fleet_claim_latency_p99_ms": Double(percentile(samples, 0.99)) / 1e6,
@@ -137,6 +150,18 @@ struct FleetBench: ParsableCommand {
             figures["status_max_ms"] = stopped.max
             figures["status_samples"] = Double(stopped.samples)
             figures["worker_lived"] = stopped.lived ? 1 : 0
+        }
+        if let dashboard {
+            let (pending, history, loads, changes) =
+                switch mode {
+                case "full": (100_000, 1_000_000, 500, 50)
+                case "quick": (100_000, 200_000, 200, 20)
+                default: (50, 200, 4, 2)
+                }
+            let measured = try Self.dashboardRows(
+                observer: observer, dashboard: dashboard, folder: folder, pending: pending, history: history,
+                loads: loads, changes: changes)
+            figures.merge(measured) { $1 }
         }
         let json = try JSONSerialization.data(withJSONObject: figures, options: [.sortedKeys])
         print(String(decoding: json, as: UTF8.self))
@@ -154,10 +179,129 @@ struct FleetBench: ParsableCommand {
         database.instanceName = "bench-observer"
         let scheduler = try Scheduler(
             runtime: runtime, configuration: SchedulerConfiguration(database: .postgres(database)))
-        for prefix in ["t.", "l.", "s."] {
+        for prefix in ["t.", "l.", "s.", "job-", "due-live-"] {
             try scheduler.register(prefix: prefix) { $0.setTaskCompleted(success: false) }
         }
         return scheduler
+    }
+
+    /// The fleet's dashboard rows: `pending` requests due in a day submitted by `observer`,
+    /// `history` attempts of them inserted by SQL (newest last, every tenth failed), then
+    /// `dashboard` beside the database, its pages loaded `loads` times each kind and `changes`
+    /// live updates timed (milliseconds, p50 and p99; the sizes for the notes).
+    static func dashboardRows(
+        observer: Scheduler, dashboard: String, folder: String, pending: Int, history: Int, loads: Int, changes: Int
+    ) throws -> [String: Double] {
+        let far = SystemClock().wallClockNow + .seconds(86_400)
+        var index = 0
+        while index < pending {
+            try observer.submit(
+                contentsOf: (index..<min(index + 10_000, pending)).map {
+                    var request = ScheduledTaskRequest(identifier: "job-\($0)")
+                    request.earliestBegin = far
+                    return request
+                })
+            index += 10_000
+        }
+        let now = "(extract(epoch FROM now()) * 1000000000)::bigint"
+        try psql(
+            """
+            INSERT INTO overtime.history (identifier, run_id, attempt, started_at, ended_at, result, owner)
+            SELECT 'job-' || (g % \(pending)), 100000000 + g, 1, \(now) - (\(history) - g) * 1000000,
+                \(now) - (\(history) - g) * 1000000 + 500000, CASE WHEN g % 10 = 0 THEN 'failed' ELSE 'succeeded' END, ''
+            FROM generate_series(1, \(history)) g;
+            ANALYZE overtime.history; ANALYZE overtime.requests
+            """)
+        let bounds = try psql(
+            "SELECT min(sequence), max(sequence) FROM overtime.requests WHERE starts_with(identifier, 'job-')"
+        ).split(separator: "|").compactMap { Int64($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        guard bounds.count == 2 else { throw ScenarioError("no job- requests in the database") }
+        let environment = ProcessInfo.processInfo.environment
+        let user = environment["PGUSER"] ?? "postgres"
+        let url =
+            "postgres://\(user)@\(environment["PGHOST"] ?? "127.0.0.1"):\(environment["PGPORT"] ?? "5432")"
+            + "/\(environment["PGDATABASE"] ?? user)"
+        let own = folder + "/dashboard"
+        try FileManager.default.createDirectory(atPath: own, withIntermediateDirectories: true)
+        let served = try DashboardPages.Served(dashboard: dashboard, store: url, folder: own)
+        defer { served.stop() }
+        let (first, last) = (bounds[0], bounds[1])
+        let runs = Int64(100_000_000)
+        var figures = try served.load(
+            requestPages: [
+                "/requests", "/requests?state=pending&after=\((first + last) / 2)",
+                "/requests?state=all&after=\(first + (last - first) / 3)", "/requests?prefix=job-4",
+            ],
+            historyPages: [
+                "/history", "/history?before=\(runs + Int64(history / 2)):1", "/history?prefix=job-12",
+                "/history?result=failed&before=\(runs + Int64(history / 3)):1",
+            ],
+            failedPages: ["/failed", "/failed?after=\((first + last) / 2)"], loads: loads, rowsExpected: true)
+        figures.live = try served.timeLiveUpdates(changes) { change in
+            var request = ScheduledTaskRequest(identifier: "due-live-\(change)")
+            request.earliestBegin = far
+            try observer.submit(request)
+        }
+        let ms = { (values: [Int64], fraction: Double) in Double(percentile(values, fraction)) / 1000 }
+        return [
+            "dashboard_fleet_requests_p50": ms(figures.requests, 0.5),
+            "dashboard_fleet_requests_p99": ms(figures.requests, 0.99),
+            "dashboard_fleet_history_p50": ms(figures.history, 0.5),
+            "dashboard_fleet_history_p99": ms(figures.history, 0.99),
+            "dashboard_fleet_failed_p50": ms(figures.failed, 0.5),
+            "dashboard_fleet_failed_p99": ms(figures.failed, 0.99),
+            "dashboard_fleet_live_p50": ms(figures.live, 0.5),
+            "dashboard_fleet_live_p99": ms(figures.live, 0.99),
+            "dashboard_fleet_pending": Double(pending), "dashboard_fleet_history": Double(history),
+            "dashboard_fleet_loads": Double(loads),
+        ]
+    }
+
+    /// `runs` one-shots in a table of their own, each claimed (`FOR UPDATE SKIP LOCKED`, the
+    /// oldest first) and completed — marked done, an attempt recorded — in one transaction
+    /// (synchronous commit, the server's default) by pgbench's `clients`: transactions per
+    /// second, which is runs per second.
+    static func pgbenchLimit(runs: Int, clients: Int, folder: String) throws -> Double {
+        try psql(
+            """
+            DROP SCHEMA IF EXISTS bench_limit CASCADE; CREATE SCHEMA bench_limit;
+            CREATE TABLE bench_limit.jobs (id bigserial PRIMARY KEY, identifier text NOT NULL, due_at bigint NOT NULL,
+                done boolean NOT NULL DEFAULT false, claimed_by text);
+            CREATE INDEX jobs_due ON bench_limit.jobs (due_at) WHERE NOT done;
+            CREATE TABLE bench_limit.history (identifier text NOT NULL, run_id bigint NOT NULL, started_at bigint,
+                ended_at bigint, result text NOT NULL, PRIMARY KEY (identifier, run_id));
+            INSERT INTO bench_limit.jobs (identifier, due_at) SELECT 'l.' || g, 0 FROM generate_series(1, \(runs)) g;
+            ANALYZE bench_limit.jobs
+            """)
+        let script = folder + "/claim-and-complete.sql"
+        try """
+        BEGIN;
+        WITH job AS (SELECT id, identifier FROM bench_limit.jobs WHERE NOT done ORDER BY due_at LIMIT 1
+            FOR UPDATE SKIP LOCKED),
+        ran AS (UPDATE bench_limit.jobs j SET done = true, claimed_by = 'pgbench' FROM job WHERE j.id = job.id
+            RETURNING job.id, job.identifier)
+        INSERT INTO bench_limit.history SELECT identifier, id, 0, 1, 'succeeded' FROM ran;
+        COMMIT;
+
+        """.write(toFile: script, atomically: true, encoding: .utf8)
+        let text = try programOutput(
+            "/usr/bin/pgbench",
+            [
+                "-n", "-f", script, "-c", String(clients), "-j", String(min(clients, 2)), "-t",
+                String(max(1, runs / clients)),
+            ],
+            what: "pgbench")
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
+            let tps = Double(line.dropFirst("tps = ".count).prefix { $0 == "." || $0.isNumber })
+        else { throw ScenarioError("pgbench: \(text.suffix(400))") }
+        try psql("DROP SCHEMA bench_limit CASCADE")
+        return tps
+    }
+
+    /// Runs `sql` with psql on the database the `PG*` variables name; what it printed.
+    @discardableResult
+    static func psql(_ sql: String) throws -> String {
+        try programOutput("/usr/bin/psql", ["-v", "ON_ERROR_STOP=1", "-tA", "-c", sql], what: "psql")
     }
 
     /// Polls the count of pending requests every `every` µs until none is left (not much

@@ -129,6 +129,10 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 conditions.append("(run_id, attempt) < (?, ?)")
                 values += [.integer(before.runID), .integer(Int64(before.attempt))]
             }
+            if let identifier = query.identifier {
+                conditions.append("identifier = ?")
+                values.append(.text(identifier))
+            }
             if let prefix = query.identifierPrefix {
                 conditions.append("identifier >= ? AND identifier < ?")
                 values += [.text(prefix), .text(Self.prefixEnd(prefix))]

@@ -93,6 +93,9 @@ public struct RequestQuery: Sendable, Hashable {
 
 /// Which ended attempts a ``ScheduleInspector`` lists.
 public struct HistoryQuery: Sendable, Hashable {
+    /// Only this identifier's attempts (one request's history: a prefix would also take in
+    /// `job-10` for `job-1`); `nil`: any.
+    public var identifier: String?
     /// Only identifiers that start with this text; `nil`: any.
     public var identifierPrefix: String?
     /// Only attempts that ended so; `nil`: any.

@@ -65,23 +65,8 @@ public enum DashboardPages {
         try submitAll(earliestBegin: far)
         let buildSeconds = seconds(ContinuousClock.now - built)
 
-        let token = "bench-" + String(UInt64.random(in: 1 << 60...UInt64.max), radix: 16)
-        let credentials = folder + "/credentials"
-        _ = FileManager.default.createFile(
-            atPath: credentials, contents: Data("bench:\(token)\n".utf8), attributes: [.posixPermissions: 0o600])
-        let port = try MetricsScrape.freePort()
-        let process = try MeasuredProcess(
-            dashboard,
-            ["--store", folder + "/schedule.db", "--credentials", credentials, "--listen", "127.0.0.1:\(port)"],
-            folder: folder)
-        defer { _ = try? process.terminate(timeout: 30) }
-        let deadline = ContinuousClock.now + .seconds(60)
-        while (try? get(port: port, "/requests", token: token)) == nil {
-            guard ContinuousClock.now < deadline else {
-                throw ScenarioError("the dashboard did not answer: \(process.standardError.suffix(400))")
-            }
-            usleep(20_000)
-        }
+        let dashboardProcess = try Served(dashboard: dashboard, store: folder + "/schedule.db", folder: folder)
+        defer { dashboardProcess.stop() }
 
         // Rowids follow the first submission (a request submitted again keeps its row).
         let requestPages = [
@@ -93,32 +78,13 @@ public enum DashboardPages {
             "/history?result=succeeded&before=\(max(1, rounds * pending / 3)):1",
         ]
         let failedPages = ["/failed", "/failed?after=\(pending / 2)"]
-        var figures = Figures()
-        for load in 0..<loads {
-            for (pages, keep) in [
-                (requestPages, \Figures.requests), (historyPages, \Figures.history), (failedPages, \Figures.failed),
-            ] {
-                let page = pages[load % pages.count]
-                let started = monotonicNanoseconds()
-                let body = try get(port: port, page, token: token)
-                figures[keyPath: keep].append((monotonicNanoseconds() - started) / 1000)
-                guard body.contains("<tbody>"), body.contains("<td") || pending == 0 else {
-                    throw ScenarioError("\(page) shows no rows")
-                }
-            }
-        }
-
-        // Live: an event stream open, a submit committed, the change event timed.
-        let stream = try EventStream(port: port, token: token)
-        for change in 0..<changes {
-            // A random pause: the commit falls anywhere between two looks of the feed.
-            usleep(UInt32.random(in: 250_000...650_000))
+        var figures = try dashboardProcess.load(
+            requestPages: requestPages, historyPages: historyPages, failedPages: failedPages, loads: loads,
+            rowsExpected: pending > 0)
+        figures.live = try dashboardProcess.timeLiveUpdates(changes) { change in
             var request = ScheduledTaskRequest(identifier: "due-live-\(change)")
             request.earliestBegin = far
-            let started = monotonicNanoseconds()
             try scheduler.submit(request)
-            try stream.waitForChange(timeout: 10)
-            figures.live.append((monotonicNanoseconds() - started) / 1000)
         }
         figures.shape =
             "dashboard_page_p99_ms: \(pending) requests that ran \(rounds) times each (\(rounds * pending) attempts "
@@ -127,6 +93,73 @@ public enum DashboardPages {
             + "filtered) and \(failedPages.count) pages of what failed for good (none did), each a new connection with a bearer token; dashboard_live_update_ms: \(changes) submits, "
             + "from the commit to the event on an open stream (the feed looks every 200 ms, its default)"
         return figures
+    }
+
+    /// `overtime-dashboard` serving `store` (a SQLite file or a `postgres://` URL) on a free
+    /// loopback port, with a bearer token of its own, until ``stop()``.
+    public final class Served {
+        let process: MeasuredProcess
+        let port: Int
+        let token = "bench-" + String(UInt64.random(in: 1 << 60...UInt64.max), radix: 16)
+
+        /// Starts `dashboard` and waits until it answers.
+        public init(dashboard: String, store: String, folder: String) throws {
+            let credentials = folder + "/credentials"
+            _ = FileManager.default.createFile(
+                atPath: credentials, contents: Data("bench:\(token)\n".utf8), attributes: [.posixPermissions: 0o600])
+            port = try MetricsScrape.freePort()
+            process = try MeasuredProcess(
+                dashboard, ["--store", store, "--credentials", credentials, "--listen", "127.0.0.1:\(port)"],
+                folder: folder)
+            let deadline = ContinuousClock.now + .seconds(60)
+            while (try? get(port: port, "/requests", token: token)) == nil {
+                guard ContinuousClock.now < deadline else {
+                    _ = try? process.terminate(timeout: 30)
+                    throw ScenarioError("the dashboard did not answer: \(process.standardError.suffix(400))")
+                }
+                usleep(20_000)
+            }
+        }
+
+        /// Stops the dashboard.
+        public func stop() { _ = try? process.terminate(timeout: 30) }
+
+        /// Loads the pages in turn, `loads` times each kind, each over a new connection.
+        public func load(
+            requestPages: [String], historyPages: [String], failedPages: [String], loads: Int, rowsExpected: Bool
+        ) throws -> Figures {
+            var figures = Figures()
+            for load in 0..<loads {
+                for (pages, keep) in [
+                    (requestPages, \Figures.requests), (historyPages, \Figures.history), (failedPages, \Figures.failed),
+                ] {
+                    let page = pages[load % pages.count]
+                    let started = monotonicNanoseconds()
+                    let body = try get(port: port, page, token: token)
+                    figures[keyPath: keep].append((monotonicNanoseconds() - started) / 1000)
+                    guard body.contains("<tbody>"), body.contains("<td") || !rowsExpected else {
+                        throw ScenarioError("\(page) shows no rows")
+                    }
+                }
+            }
+            return figures
+        }
+
+        /// With an event stream open, `changes` times: a random pause (the commit falls
+        /// anywhere between two looks of the feed), `change(index)` committed, the change
+        /// event awaited; each in microseconds.
+        public func timeLiveUpdates(_ changes: Int, _ change: (Int) throws -> Void) throws -> [Int64] {
+            let stream = try EventStream(port: port, token: token)
+            var live: [Int64] = []
+            for index in 0..<changes {
+                usleep(UInt32.random(in: 250_000...650_000))
+                let started = monotonicNanoseconds()
+                try change(index)
+                try stream.waitForChange(timeout: 10)
+                live.append((monotonicNanoseconds() - started) / 1000)
+            }
+            return live
+        }
     }
 
     /// GET `path` with `token`: the body, or an error unless 200.

@@ -14,7 +14,8 @@ public struct DashboardConfiguration: Sendable {
     /// path like `/dashboard` (no trailing slash).
     public var mountPath = ""
     /// A file each action is appended to (one JSON object per line, synced): who, what,
-    /// which request, the outcome. `nil`: kept in memory only (the latest 200).
+    /// which request, the outcome; its latest 200 are read back at start. `nil`: kept in
+    /// memory only (the latest 200).
     public var actionLogPath: String?
     /// How often the live feed looks for changes to the schedule.
     public var liveCheckInterval: Duration = .milliseconds(200)

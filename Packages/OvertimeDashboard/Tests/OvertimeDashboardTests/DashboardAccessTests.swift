@@ -113,6 +113,19 @@ struct DashboardAccessTests {
         #expect(try Curl.post(dashboard.url + "/logout", form: ["csrf": csrf], jar: jar).status == 303)
         let after = try Curl.request(dashboard.url + "/requests", jar: jar)
         #expect(after.status == 303)
+        // Restarted, with a damaged line and a foreign one in its log: the records are shown
+        // again, the other lines passed over, the file left as it was.
+        let handle = try #require(FileHandle(forWritingAtPath: dashboard.actionLog))
+        handle.seekToEndOfFile()
+        handle.write(Data("{\"at\": \"2026-11-27T00:00:00Z\", \"user\": \"mallory\"\nnot json at all\n".utf8))
+        try handle.close()
+        let before = DashboardUnderTest.read(dashboard.actionLog)
+        try dashboard.restartDashboard()
+        let restarted = try Curl.request(dashboard.url + "/actions", bearer: dashboard.token)
+        #expect(restarted.body.contains("<td>alice</td><td>cancel</td>") && !restarted.body.contains("mallory"))
+        #expect(DashboardUnderTest.read(dashboard.actionLog) == before)
+        let retold = try Curl.request(dashboard.url + "/request?id=ok.later", bearer: dashboard.token)
+        #expect(retold.body.contains("Done from this dashboard"), "the request's page tells it after a restart")
     }
 
     /// Retiring an instance: refused while a process runs under its name, without the

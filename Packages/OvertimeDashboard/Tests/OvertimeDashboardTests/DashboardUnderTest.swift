@@ -69,7 +69,19 @@ final class DashboardUnderTest: @unchecked Sendable {  // changed only while it 
             ] + (mountPath.isEmpty ? [] : ["--mount-path", mountPath]) + arguments)
     }
 
+    /// Kills the dashboard and starts it again with the arguments it had.
+    func restartDashboard() throws {
+        if let dashboard, dashboard.isRunning {
+            kill(dashboard.processIdentifier, SIGKILL)
+            dashboard.waitUntilExit()
+        }
+        try startDashboard(dashboardArguments)
+    }
+
+    private(set) var dashboardArguments: [String] = []
+
     func startDashboard(_ arguments: [String]) throws {
+        dashboardArguments = arguments
         let output = folder + "/dashboard-\(UUID().uuidString).out"
         dashboard = try Self.spawn("overtime-dashboard", arguments, output: output)
         guard
@@ -96,8 +108,9 @@ final class DashboardUnderTest: @unchecked Sendable {  // changed only while it 
     func history(_ identifier: String) throws -> [RunRecord] {
         let inspector = try database.inspector()
         defer { inspector.close() }
-        return try inspector.history(HistoryQuery(identifierPrefix: identifier, limit: 100))
-            .filter { $0.identifier == identifier }
+        var itsOwn = HistoryQuery(limit: 100)
+        itsOwn.identifier = identifier
+        return try inspector.history(itsOwn)
     }
 
     /// The fleet's instances, as an inspector reads them.

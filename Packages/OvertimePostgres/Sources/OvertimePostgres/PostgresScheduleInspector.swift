@@ -150,6 +150,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
             if let before = query.before {
                 conditions.append("(run_id, attempt) < (\(bind(before.runID)), \(bind(Int64(before.attempt))))")
             }
+            if let identifier = query.identifier { conditions.append("identifier = \(bind(identifier))") }
             if let prefix = query.identifierPrefix { conditions.append("starts_with(identifier, \(bind(prefix)))") }
             if let result = query.result { conditions.append("result = \(bind(result.description))") }
             if let from = query.startedFrom { conditions.append("started_at >= \(bind(from.nanosecondsSinceEpoch))") }

@@ -109,6 +109,11 @@ struct PostgresScheduleInspectorTests {
         let secondPage = try inspector.history(HistoryQuery(before: HistoryPosition(firstPage[0]), limit: 1))
         #expect(firstPage + secondPage == history)
         #expect(try inspector.history(HistoryQuery(identifierPrefix: "ok.")).map(\.identifier) == ["ok.1"])
+        var own = HistoryQuery()
+        own.identifier = "fail.1"
+        #expect(try inspector.history(own).map(\.identifier) == ["fail.1"])
+        own.identifier = "fail."
+        #expect(try inspector.history(own).isEmpty, "exact, not a prefix")
 
         // Instances: both connected, the holder's claim counted, a's own request.
         let instances = try inspector.instances(now: now())

@@ -20,15 +20,42 @@ final class ActionLog: Sendable {
     private let path: String?
     private let records = NIOLockedValueBox([ActionRecord]())
 
-    /// Appends to `path` (made owner-only when missing), or keeps them in memory only.
+    /// Appends to `path` (made owner-only when missing), or keeps them in memory only. The
+    /// file's latest ``kept`` records are read back, so that a restarted dashboard still shows
+    /// who did what; a line that is not a record (a damaged or foreign line) is passed over,
+    /// and the file is never rewritten.
     init(path: String?) throws(ScheduleActionError) {
         self.path = path
         if let path {
-            let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            let descriptor = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
             guard descriptor >= 0 else {
                 throw ScheduleActionError("cannot open the action log \(path): \(String(cString: strerror(errno)))")
             }
+            let earlier = Self.tail(of: descriptor)
             close(descriptor)
+            records.withLockedValue { $0 = Array(earlier.suffix(Self.kept)) }
+        }
+    }
+
+    /// The records in the last megabyte of the file open at `descriptor`, oldest first.
+    private static func tail(of descriptor: Int32) -> [ActionRecord] {
+        let size = lseek(descriptor, 0, SEEK_END)
+        let start = max(0, size - 1 << 20)
+        guard size > 0 else { return [] }
+        var bytes = [UInt8](repeating: 0, count: Int(size - start))
+        let count = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, start) }
+        guard count > 0 else { return [] }
+        var lines = bytes[..<count].split(separator: UInt8(ascii: "\n"))
+        if start > 0, !lines.isEmpty { lines.removeFirst() }  // cut by the megabyte's start
+        let dates = ISO8601DateFormatter()
+        return lines.compactMap { line in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any],
+                let at = (object["at"] as? String).flatMap(dates.date(from:)), let user = object["user"] as? String,
+                let action = object["action"] as? String, let identifier = object["identifier"] as? String,
+                let succeeded = object["succeeded"] as? Bool, let answer = object["answer"] as? String
+            else { return nil }
+            return ActionRecord(
+                at: at, user: user, action: action, identifier: identifier, succeeded: succeeded, answer: answer)
         }
     }
 

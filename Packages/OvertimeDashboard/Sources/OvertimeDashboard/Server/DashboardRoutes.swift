@@ -256,9 +256,9 @@ struct DashboardRoutes: Sendable {
             RequestQuery(selection: .failed, after: after, limit: Self.pageSize), now: now)
         let found = page.requests
         let rows = try found.map { inspected -> FailedRow in
-            let last = try dashboard.inspector.history(
-                HistoryQuery(identifierPrefix: inspected.request.identifier, limit: 50)
-            ).first { $0.identifier == inspected.request.identifier }
+            var newest = HistoryQuery(limit: 1)
+            newest.identifier = inspected.request.identifier
+            let last = try dashboard.inspector.history(newest).first
             return FailedRow(
                 identifier: inspected.request.identifier, link: Formatting.query(inspected.request.identifier),
                 canRetry: canAct && inspected.stoppedBy == nil,
@@ -308,8 +308,9 @@ struct DashboardRoutes: Sendable {
                     kind: "error", text: "No request has the identifier \(identifier).", back: base + "/requests"),
                 status: .notFound)
         }
-        let attempts = try dashboard.inspector.history(HistoryQuery(identifierPrefix: identifier, limit: 200))
-            .filter { $0.identifier == identifier }
+        var itsOwn = HistoryQuery(limit: 200)
+        itsOwn.identifier = identifier
+        let attempts = try dashboard.inspector.history(itsOwn)
         let submitted = inspected.request
         let nextRun = inspected.waitingFor.flatMap(RequestRow.time(of:))
         let facts = StoryFacts(
