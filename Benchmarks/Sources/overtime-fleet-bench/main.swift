@@ -207,8 +207,8 @@ struct FleetBench: ParsableCommand {
         try psql(
             """
             INSERT INTO overtime.history (identifier, run_id, attempt, started_at, ended_at, result, owner)
-            SELECT 'job-' || (g % \(pending)), 100000000 + g, 1, \(now) - (\(history) - g) * 1000000,
-                \(now) - (\(history) - g) * 1000000 + 500000, CASE WHEN g % 10 = 0 THEN 'failed' ELSE 'succeeded' END, ''
+            SELECT 'job-' || (g % \(pending)), 100000000 + g, 1, \(now) - (\(history) - g)::bigint * 1000000,
+                \(now) - (\(history) - g)::bigint * 1000000 + 500000, CASE WHEN g % 10 = 0 THEN 'failed' ELSE 'succeeded' END, ''
             FROM generate_series(1, \(history)) g;
             ANALYZE overtime.history; ANALYZE overtime.requests
             """)
