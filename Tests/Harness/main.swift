@@ -56,7 +56,8 @@ func watchdog() throws {
 /// never ended) or flush:<ms> (a grant ended after <ms>); HARNESS_RELOAD_BLOCK_MS (a
 /// reload observer holds the loop that long); HARNESS_GRANTS (that many grants begun at
 /// start, never ended); HARNESS_SELF_TERMINATE (the program asks for its own termination
-/// once ready); OVERTIME_CONTROL_SOCKET.
+/// once ready); HARNESS_REPEAT_GRACE_MS (how long a repeated termination request is the
+/// same request); OVERTIME_CONTROL_SOCKET.
 func daemon() throws {
     func milliseconds(_ name: String, _ fallback: Int) -> Duration {
         .milliseconds(getenv(name).flatMap { Int(String(cString: $0)) } ?? fallback)
@@ -65,6 +66,7 @@ func daemon() throws {
     var configuration = RuntimeConfiguration()
     configuration.backgroundBudget = milliseconds("HARNESS_BUDGET_MS", 30_000)
     configuration.expirationLeadTime = milliseconds("HARNESS_LEAD_MS", 5_000)
+    configuration.repeatedTerminationGrace = milliseconds("HARNESS_REPEAT_GRACE_MS", 1_000)
     configuration.onTermination = { say("REPORT \($0)") }
     configuration.controlSocket = text("OVERTIME_CONTROL_SOCKET").map(SocketEndpoint.init(argument:))
     let setup = milliseconds("HARNESS_SETUP_MS", 0)
@@ -405,6 +407,10 @@ func schedulerWake(directory: String) throws {
         try scheduler.submit(request)
     } catch {
         say("REFUSED \(error.code): \(error.message)")
+        // The loop stopped first: exit(3) runs libuv's destructors, which a loop still
+        // starting its drivers would trip over.
+        runtime.requestTermination()
+        runtime.waitUntilTerminated()
         exit(1)
     }
     say("READY")

@@ -2,7 +2,7 @@ import Foundation
 import OvertimeTestSupport
 import Testing
 
-@Suite("The documentation: its code compiles, and the getting-started daemon works")
+@Suite("The documentation: its code compiles, and the getting-started daemon works", .onOwnThread)
 struct DocumentationTests {
     /// The package's root, from this file's place in it.
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -8,7 +8,7 @@ import OvertimeSystem
 import OvertimeTestSupport
 import Testing
 
-@Suite("The lifecycle on Linux article")
+@Suite("The lifecycle on Linux article", .onOwnThread)
 struct LifecycleOnLinuxArticleTests {
     @Test func aKioskFollowsItsSessionWhenItHasOne() throws {
         let env = try VirtualRuntime()

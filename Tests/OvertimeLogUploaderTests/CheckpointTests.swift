@@ -5,7 +5,9 @@ import Testing
 
 @testable import OvertimeLogUploader
 
-@Suite("Checkpoint: two checksummed slots, damage detected, numbering never guessed", .timeLimit(.minutes(3)))
+@Suite(
+    "Checkpoint: two checksummed slots, damage detected, numbering never guessed", .onOwnThread, .timeLimit(.minutes(3))
+)
 struct CheckpointTests {
     private let stream = StreamID(bytes: Array(0..<16))
 

@@ -7,6 +7,7 @@ import Testing
 
 @Suite(
     "Crash safety: kill -9 while spooling and uploading to a real nginx and a real S3 store, checkpoint damaged between runs",
+    .onOwnThread,
     .serialized, .timeLimit(.minutes(5)))
 struct CrashTests {
     /// Batches of up to 3,000 lines appended in a loop and killed -9 at random moments,

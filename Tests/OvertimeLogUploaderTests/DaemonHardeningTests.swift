@@ -8,7 +8,7 @@ import Testing
 /// log-uploader and overtimectl as an operator misuses them: paths that are not ours,
 /// clients that hold connections or never read, huge lines and datagrams, repeated
 /// signals, a spool left with work.
-@Suite("Daemon hardening: sockets, bounds, repeated signals", .serialized, .timeLimit(.minutes(3)))
+@Suite("Daemon hardening: sockets, bounds, repeated signals", .onOwnThread, .serialized, .timeLimit(.minutes(3)))
 struct DaemonHardeningTests {
     private func daemon(
         _ folder: TemporaryDirectory, _ extra: [String], standardInput: Bool = false, wrapper: [String] = []

@@ -9,7 +9,9 @@ import Testing
 // Six minutes: a test here usually takes 5–40 s, but under the parallel suite one start of
 // SeaweedFS may take three tries of up to a minute each (see `SeaweedFSServer`), and a
 // large segment's stores as long again; three minutes were passed once in several runs.
-@Suite("S3Sink against a real SeaweedFS that checks signatures, read back with boto3", .timeLimit(.minutes(6)))
+@Suite(
+    "S3Sink against a real SeaweedFS that checks signatures, read back with boto3",
+    .timeLimit(.minutes(6)))
 struct S3SinkTests {
     private func spoolWithSegments(_ folder: TemporaryDirectory, lines: Int = 300) throws -> Spool {
         try spoolWithSealedSegments(folder, lines: lines, label: "s3")

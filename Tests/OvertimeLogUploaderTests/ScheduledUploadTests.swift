@@ -97,14 +97,20 @@ struct ScheduledUploadTests {
                 return io.split(separator: "\n").first { $0.hasPrefix("write_bytes:") }
                     .flatMap { Int($0.split(separator: " ").last ?? "") } ?? -1
             }
-            let (switchesBefore, writtenBefore) = (switches(), written())
-            usleep(1_200_000)  // six upload intervals of 200 ms
-            let (switchesAfter, writtenAfter) = (switches(), written())
             // Under ThreadSanitizer its runtime's own background thread wakes the process.
-            if dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_init") == nil {
-                #expect(switchesAfter - switchesBefore == 0, "woke at rest")
+            let countsSwitches = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_init") == nil
+            // At rest: a window of six upload intervals (200 ms) with no wake-up and nothing
+            // written. On a busy machine the last run's tail work can come late, so the
+            // daemon gets a few windows to find one; one that polls never has one.
+            var (woke, wrote) = (0, 0)
+            for _ in 0..<10 {
+                let (switchesBefore, writtenBefore) = (switches(), written())
+                usleep(1_200_000)
+                (woke, wrote) = (switches() - switchesBefore, writtenBefore < 0 ? -1 : written() - writtenBefore)
+                if (!countsSwitches || woke == 0) && wrote == 0 { break }
             }
-            #expect(writtenBefore >= 0 && writtenAfter - writtenBefore == 0, "wrote at rest")
+            if countsSwitches { #expect(woke == 0, "woke at rest") }
+            #expect(wrote == 0, "wrote at rest")
             child.send(SIGTERM)
             #expect(child.waitForExit() == 0)
         }

@@ -4,7 +4,7 @@ import Testing
 
 @testable import OvertimeLogUploader
 
-@Suite("Segment encodings: zstd and gzip through the system's libraries, checked by their own tools")
+@Suite("Segment encodings: zstd and gzip through the system's libraries, checked by their own tools", .onOwnThread)
 struct SegmentEncodingTests {
     static let content: [UInt8] = {
         var generator = SplitMix64(seed: 7)

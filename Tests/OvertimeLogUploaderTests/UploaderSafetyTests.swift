@@ -9,7 +9,9 @@ import Testing
 /// The log-uploader daemon under the faults an operator meets: a spool that fills its
 /// file system, collectors that refuse for a while, termination during a long backoff,
 /// lines still in a pipe at SIGTERM.
-@Suite("log-uploader under faults, against real file systems and servers", .serialized, .timeLimit(.minutes(3)))
+@Suite(
+    "log-uploader under faults, against real file systems and servers", .onOwnThread, .serialized,
+    .timeLimit(.minutes(3)))
 struct UploaderSafetyTests {
     /// Every record stored under `root` (a directory sink's folder, or nginx's `logs/`).
     static func collected(_ root: String) -> [SpoolRecord] {

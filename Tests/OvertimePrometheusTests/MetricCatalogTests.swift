@@ -33,7 +33,7 @@ private func metricNames(in expression: String) -> Set<String> {
         })
 }
 
-@Suite("Every metric has help, a place in the alerting table, and rules Prometheus accepts")
+@Suite("Every metric has help, a place in the alerting table, and rules Prometheus accepts", .onOwnThread)
 struct MetricCatalogTests {
     @Test func theCatalogNamesExactlyTheMetricsTheModulesRecord() {
         // The PostgreSQL store's notification channel is the one such string that is no metric.

@@ -9,7 +9,9 @@ import Testing
 /// Many requests of one kind: one handler for an identifier prefix, the store as the
 /// index of due times (nothing per request in memory), and stores made by the previous
 /// schema.
-@Suite("Scheduler with many requests: prefixes, the due index, migration", .serialized, .timeLimit(.minutes(5)))
+@Suite(
+    "Scheduler with many requests: prefixes, the due index, migration", .serialized,
+    .timeLimit(.minutes(5)))
 struct SchedulerManyRequestsTests {
     @Test func oneHandlerServesEveryIdentifierOfAPrefixAndAnIdentifierOfItsOwnComesFirst() async throws {
         try await onOwnThread {

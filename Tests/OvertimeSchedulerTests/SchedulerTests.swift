@@ -7,7 +7,9 @@ import Testing
 
 @_spi(ScheduleStore) @testable import OvertimeScheduler
 
-@Suite("Scheduler on virtual time: when runs start, retries, restarts, misuse", .serialized, .timeLimit(.minutes(5)))
+@Suite(
+    "Scheduler on virtual time: when runs start, retries, restarts, misuse", .serialized,
+    .timeLimit(.minutes(5)))
 struct SchedulerTests {
     private func hourly(_ identifier: String = "job", flex: Duration = .seconds(600)) -> ScheduledTaskRequest {
         var request = ScheduledTaskRequest(identifier: identifier)

@@ -8,7 +8,9 @@ import Tracing
 
 @_spi(ScheduleStore) @testable import OvertimeScheduler
 
-@Suite("Scheduled runs as spans: the run, its grant and its handler's work", .serialized, .timeLimit(.minutes(2)))
+@Suite(
+    "Scheduled runs as spans: the run, its grant and its handler's work", .serialized,
+    .timeLimit(.minutes(2)))
 struct SchedulerTracingTests {
     private func attribute(_ span: FinishedInMemorySpan, _ name: String) -> SpanAttribute? {
         span.attributes[name]?.toSpanAttribute()

@@ -12,7 +12,7 @@ import Testing
 /// `.unmeteredNetwork` and `.deviceIdle` as NetworkManager and logind tell them, over a
 /// private system bus with python-dbusmock's stand-ins; the scheduler on virtual time.
 @Suite(
-    "Requirements the system bus tells", .serialized,
+    "Requirements the system bus tells", .onOwnThread, .serialized,
     .enabled(
         if: SystemBusStandIn.available, "needs dbus-daemon, busctl and python3-dbusmock (scripts/setup installs them)"),
     .timeLimit(.minutes(3)))

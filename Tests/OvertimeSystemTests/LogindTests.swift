@@ -91,7 +91,7 @@ struct SessionDecisionsTests {
 }
 
 @Suite(
-    "LogindMonitor against a private system bus and python-dbusmock's logind", .serialized,
+    "LogindMonitor against a private system bus and python-dbusmock's logind", .onOwnThread, .serialized,
     .enabled(
         if: SystemBusStandIn.available, "needs dbus-daemon, busctl and python3-dbusmock (scripts/setup installs them)"),
     .timeLimit(.minutes(3)))

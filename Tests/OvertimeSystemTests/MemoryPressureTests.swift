@@ -10,7 +10,8 @@ import Testing
     import Glibc
 #endif
 
-@Suite("Memory pressure: systemd's protocol through FIFOs, sockets and PSI files", .timeLimit(.minutes(3)))
+@Suite(
+    "Memory pressure: systemd's protocol through FIFOs, sockets and PSI files", .onOwnThread, .timeLimit(.minutes(3)))
 struct MemoryPressureTests {
     typealias Surroundings = MemoryPressureSource.Surroundings
 

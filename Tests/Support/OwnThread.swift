@@ -1,6 +1,7 @@
 import Foundation
 import Overtime
 import OvertimeSupport
+import Testing
 
 /// Runs `body` — a test body that blocks: waits on semaphores, spins, sleeps, drives a
 /// child process — on a thread of its own instead of one of the few threads Swift Testing
@@ -37,6 +38,15 @@ package func eventually(_ timeout: Duration = .seconds(15), _ condition: @escapi
     }
 }
 
+/// The threads test bodies run on now (``onOwnThread(_:)``, ``OwnThreadTrait``).
+private let ownThreads = Locked<Set<UInt>>([])
+
+/// Whether the caller runs on a thread of its own (``onOwnThread(_:)``, ``OwnThreadTrait``)
+/// rather than one of the threads every test shares.
+package func runsOnOwnThread() -> Bool {
+    ownThreads.withLock { $0.contains(UInt(pthread_self())) }
+}
+
 /// A task executor with one thread.
 private final class OwnThreadExecutor: TaskExecutor, Sendable {
     private let jobs = Locked<(queue: [UnownedJob], stopping: Bool)>(([], false))
@@ -59,6 +69,8 @@ private final class OwnThreadExecutor: TaskExecutor, Sendable {
     }
 
     private func run() {
+        ownThreads.withLock { _ = $0.insert(UInt(pthread_self())) }
+        defer { ownThreads.withLock { _ = $0.remove(UInt(pthread_self())) } }
         while true {
             let (batch, stop) = jobs.withLock(waitingUntil: { !$0.queue.isEmpty || $0.stopping }) { state, _ in
                 defer { state.queue = [] }
@@ -86,4 +98,69 @@ package func raceOnThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Vo
     }
     start.leave()
     done.wait()
+}
+
+/// Runs every test case of the suite or test it marks on a thread of its own — for tests
+/// whose bodies block (drive child processes, wait on sockets, sleep): run on the two
+/// threads Swift Testing shares between every test on this machine, two such bodies would
+/// hold back every other test, and trivial tests would wait past their time limits.
+///
+/// At most twice as many as the machine has processors run at once; the others wait, without
+/// holding a thread. Those shared threads used to bound them, and unbounded, every marked
+/// suite's child processes at once overran two cores (under ThreadSanitizer a run took
+/// over twenty minutes rather than three).
+package struct OwnThreadTrait: TestTrait, SuiteTrait, TestScoping {
+    package var isRecursive: Bool { true }
+
+    package func scopeProvider(for test: Test, testCase: Test.Case?) -> Self? {
+        testCase == nil ? nil : self
+    }
+
+    package func provideScope(
+        for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+    ) async throws {
+        await blockingBodies.enter()
+        defer { blockingBodies.leave() }
+        try await OvertimeTestSupport.onOwnThread(resuming: function)
+    }
+}
+
+/// The marked test bodies running now (``OwnThreadTrait``).
+private let blockingBodies = AsyncGate(width: 2 * ProcessInfo.processInfo.activeProcessorCount)
+
+/// Lets at most `width` callers in at once; the others suspend, first come first in.
+private final class AsyncGate: Sendable {
+    private let state: Locked<(free: Int, waiting: [CheckedContinuation<Void, Never>])>
+
+    init(width: Int) { state = Locked((max(1, width), [])) }
+
+    func enter() async {
+        await withCheckedContinuation { continuation in
+            let admitted = state.withLock { state in
+                guard state.free > 0 else {
+                    state.waiting.append(continuation)
+                    return false
+                }
+                state.free -= 1
+                return true
+            }
+            if admitted { continuation.resume() }
+        }
+    }
+
+    func leave() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard !state.waiting.isEmpty else {
+                state.free += 1
+                return nil
+            }
+            return state.waiting.removeFirst()
+        }
+        next?.resume()
+    }
+}
+
+extension Trait where Self == OwnThreadTrait {
+    /// Each test case runs on a thread of its own (``OwnThreadTrait``).
+    package static var onOwnThread: Self { OwnThreadTrait() }
 }

@@ -37,7 +37,9 @@ extension Runtime {
                     Task {
                         let outcome: Result<T, any Error>
                         do { outcome = .success(try await body()) } catch { outcome = .failure(error) }
-                        if race.finish(outcome) { self.endBackgroundTask(id, fileID: fileID, line: line) }
+                        // The grant ends before the caller resumes: code after the call
+                        // finds it ended.
+                        race.finish(outcome) { self.endBackgroundTask(id, fileID: fileID, line: line) }
                     }
                 }
             }
@@ -104,9 +106,10 @@ final class BodyRace<T: Sendable>: Sendable {
         task?.cancel()
     }
 
-    /// Resumes the caller with `outcome` if nothing did yet; returns whether it did.
+    /// Resumes the caller with `outcome` if nothing did yet, calling `beforeResuming` first;
+    /// returns whether it did.
     @discardableResult
-    func finish(_ outcome: Result<T, any Error>) -> Bool {
+    func finish(_ outcome: Result<T, any Error>, beforeResuming: () -> Void = {}) -> Bool {
         let continuation: CheckedContinuation<T, any Error>?? = state.withLock { state in
             if state.finished { return .none }
             state.finished = true
@@ -115,6 +118,7 @@ final class BodyRace<T: Sendable>: Sendable {
             return .some(state.continuation)
         }
         guard case .some(let resumable) = continuation else { return false }
+        beforeResuming()
         resumable?.resume(with: outcome)
         return true
     }
