@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Charts of one run beside its table: Benchmarks/Plots/plots.py RESULTS_FOLDER
 
-Reads RESULTS_FOLDER/latest.json and draws, as SVG next to it, the rows where Overtime has
-peers or a ceiling in the same run: the scheduler's throughput against APScheduler, huey
-and the SQLite ceiling (log scale), its lateness against the peers, its footprint at rest,
-and the grant rows against libuv, SwiftNIO, Dispatch and Task. Appends a "Plots" section
-that embeds them to latest.md. A row the run did not measure is left out of its chart.
+Reads RESULTS_FOLDER/latest.json (and distributions.json, every sample behind the latency
+rows) and draws, as SVG next to it, the rows where Overtime has peers or a ceiling in the
+same run: the scheduler's throughput against APScheduler, huey and the SQLite ceiling (log
+scale), its lateness against the peers, its footprint at rest; the fleet's against
+procrastinate, PgQueuer, Oban, APScheduler and pgbench; the distributions (CDFs) of the
+scheduler's lateness and the fleet's claim latency, Overtime's and the peers'; and the grant
+rows against libuv, SwiftNIO, Dispatch and Task. Appends a "Plots" section that embeds them
+to latest.md. A row the run did not measure is left out of its chart.
 """
 import json
 import os
@@ -20,6 +23,8 @@ folder = sys.argv[1]
 results = json.load(open(os.path.join(folder, "latest.json")))
 plt.rcParams["svg.hashsalt"] = "overtime"  # the same run draws the same file
 OVERTIME, PEER, LIMIT = "#d9480f", "#868e96", "#1c7ed6"
+# The peers' lines in the distribution charts: none of them orange, Overtime's colour.
+PEER_LINES = ["#1971c2", "#2b8a3e", "#7048e8", "#c2255c", "#495057", "#0c8599"]
 
 
 def colour(name):
@@ -62,6 +67,37 @@ def chart(name, panels, height):
     return name
 
 
+def distributions(name, panels, height):
+    """One panel per metric: each implementation's samples as a CDF, log x."""
+    path = os.path.join(folder, "distributions.json")
+    samples = json.load(open(path)) if os.path.exists(path) else {}
+    panels = [panel for panel in panels if samples.get(panel[0])]
+    if not panels:
+        return None
+    figure, axes = plt.subplots(len(panels), 1, figsize=(7.5, height), squeeze=False)
+    for index, (metric, title, unit) in enumerate(panels):
+        axis = axes[index][0]
+        peers = iter(PEER_LINES)
+        for implementation, values in sorted(samples[metric].items(), key=lambda item: item[0] != "overtime"):
+            values = sorted(max(value, 1e-3) for value in values)
+            fractions = [(rank + 1) / len(values) for rank in range(len(values))]
+            axis.step(values, fractions, where="post", label=f"{implementation} ({len(values):,})",
+                      color=OVERTIME if implementation == "overtime" else next(peers, PEER),
+                      linewidth=2 if implementation == "overtime" else 1)
+        axis.set_xscale("log")
+        axis.set_ylim(0, 1.01)
+        axis.axhline(0.99, color="#adb5bd", linewidth=0.5, linestyle="--")
+        axis.set_title(title, fontsize=10)
+        axis.set_xlabel(unit, fontsize=9)
+        axis.set_ylabel("fraction of runs", fontsize=9)
+        axis.tick_params(labelsize=8)
+        axis.legend(fontsize=7, loc="lower right")
+    figure.tight_layout()
+    figure.savefig(os.path.join(folder, name), format="svg", metadata={"Date": None})
+    plt.close(figure)
+    return name
+
+
 drawn = [
     chart(
         "scheduler-throughput.svg",
@@ -79,6 +115,21 @@ drawn = [
         ],
         7),
     chart(
+        "fleet.svg",
+        [
+            ("fleet_runs_per_sec", "Fleet: one-shots due at once on 4 workers, PostgreSQL", "runs/s (log)", True),
+            ("fleet_claim_latency_p99_ms", "Fleet: claim latency p99, due time → handler start", "ms (log)", True),
+            ("fleet_idle_wakeups_per_sec", "Fleet: wake-ups at rest, the busiest worker", "wake-ups/s", False),
+        ],
+        7),
+    distributions(
+        "latency-distributions.svg",
+        [
+            ("scheduler_lateness_p99_us", "Scheduler on SQLite: run start after its due time (CDF)", "µs (log)"),
+            ("fleet_claim_latency_p99_ms", "Fleet on PostgreSQL: due time → handler start (CDF)", "ms (log)"),
+        ],
+        7),
+    chart(
         "grants.svg",
         [
             ("grant_begin_end_pairs_per_sec", "Begin+end pairs with 1,000,000 open", "pairs/s (log)", True),
@@ -88,7 +139,7 @@ drawn = [
 ]
 drawn = [name for name in drawn if name]
 with open(os.path.join(folder, "latest.md"), "a") as table:
-    table.write("\n## Plots\n\nOrange: Overtime; grey: its peers; blue: a ceiling.\n\n")
+    table.write("\n## Plots\n\nBars: orange Overtime, grey its peers, blue a ceiling. Distributions: Overtime the thick orange line.\n\n")
     for name in drawn:
         table.write(f"![{name[:-4]}]({name})\n\n")
 print("plots:", ", ".join(drawn) or "none (no row with peers in this run)")

@@ -15,6 +15,9 @@ struct MetricSpec: Sendable {
         MetricSpec(name: name, unit: unit, higherIsBetter: false, what: what, target: target) { _ in nil }
     }
 
+    /// The fleet rows' peers (`Peers/fleet_peer.py`).
+    static let fleetPeers = ["procrastinate", "pgqueuer", "oban", "apscheduler"]
+
     static let all: [MetricSpec] = [
         MetricSpec(
             name: "grant_begin_end_pairs_per_sec", unit: "pairs/s", higherIsBetter: true,
@@ -157,11 +160,14 @@ struct MetricSpec: Sendable {
             name: "fleet_runs_per_sec", unit: "runs/s", higherIsBetter: true,
             what:
                 "4 worker processes on one PostgreSQL schedule, one-shots due at once (size in results); "
-                + "pgbench_limit: as many claimed and completed by pgbench, one per transaction, 4 clients",
-            target: "≥ 5,000, ≥ 50 % of pgbench_limit"
+                + "pgbench_limit: as many claimed and completed by pgbench, one per transaction, 4 clients; "
+                + "procrastinate, PgQueuer, Oban and APScheduler on the same server (sizes in the notes)",
+            target: "≥ 5,000, ≥ 10× the best peer, ≥ 50 % of pgbench_limit"
         ) { values in
             guard let overtime = values["overtime"] else { return nil }
-            return overtime >= 5_000 && overtime >= 0.5 * (values["pgbench_limit"] ?? 0)
+            let peers = Self.fleetPeers.compactMap { values[$0] }
+            return overtime >= 5_000 && overtime >= 10 * (peers.max() ?? 0)
+                && overtime >= 0.5 * (values["pgbench_limit"] ?? 0)
         },
         MetricSpec(
             name: "fleet_runs_per_sec_at_defaults", unit: "runs/s", higherIsBetter: true,
@@ -172,12 +178,18 @@ struct MetricSpec: Sendable {
         ) { values in values["overtime"].map { $0 >= 500 } },
         MetricSpec(
             name: "fleet_claim_latency_p99_ms", unit: "ms", higherIsBetter: false,
-            what: "4 workers, one-shots due over seconds: due time (the database's clock) → handler start",
-            target: "≤ 20"
-        ) { values in values["overtime"].map { $0 <= 20 } },
+            what:
+                "4 workers, one-shots due over seconds: due time (the database's clock) → handler start; the "
+                + "peers the same (distributions in the chart)",
+            target: "≤ 20, ≤ the best peer's"
+        ) { values in
+            guard let overtime = values["overtime"] else { return nil }
+            return overtime <= 20 && overtime <= (Self.fleetPeers.compactMap { values[$0] }.min() ?? .infinity)
+        },
         MetricSpec(
             name: "fleet_idle_wakeups_per_sec", unit: "wake-ups/s", higherIsBetter: false,
-            what: "4 workers at rest (nothing due), every thread, the busiest worker", target: "0"
+            what: "4 workers at rest (nothing due), every thread, the busiest worker; the peers the same",
+            target: "0"
         ) { values in values["overtime"].map { $0 == 0 } },
         MetricSpec(
             name: "fleet_status_p99_ms_database_stopped", unit: "ms", higherIsBetter: false,

@@ -107,6 +107,7 @@ struct Report {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         try json().write(toFile: folder + "/latest.json", atomically: true, encoding: .utf8)
         try markdown().write(toFile: folder + "/latest.md", atomically: true, encoding: .utf8)
+        try Distributions.json().write(to: URL(fileURLWithPath: folder + "/distributions.json"))
     }
 
     /// "CPU model, N cores" from /proc/cpuinfo and the scheduler.

@@ -37,6 +37,10 @@ struct Scenarios {
         case "grant_begin_end_pairs_per_sec":
             return [
                 ("overtime", { try GrantPairs.overtime(open: s.openGrants, .seconds(s.pairSeconds)) }),
+                (
+                    "overtime_bare",
+                    { try GrantPairs.overtime(open: s.openGrants, .seconds(s.pairSeconds), bare: true) }
+                ),
                 ("libuv_timer", { GrantPairs.libuvTimer(open: s.openGrants, .seconds(s.pairSeconds)) }),
                 ("nio_scheduled", { try GrantPairs.nioScheduled(open: s.openGrants, .seconds(s.pairSeconds)) }),
                 ("dispatch_after", { GrantPairs.dispatchAfter(open: s.openGrants, .seconds(s.pairSeconds)) }),
@@ -393,8 +397,11 @@ struct Scenarios {
                             pending: z.latencyPending, due: z.latencyDue, spread: 5, scratch: scratch)
                     }
                 ),
-                ("apscheduler", { try peer().figure("apscheduler", "lateness", [peerPending, peerDue, 5]) }),
-                ("huey", { try peer().figure("huey", "lateness", [peerPending, peerDue, 5]) }),
+                (
+                    "apscheduler",
+                    { try peer().figure("apscheduler", "lateness", [peerPending, peerDue, 5], samplesOf: metric) }
+                ),
+                ("huey", { try peer().figure("huey", "lateness", [peerPending, peerDue, 5], samplesOf: metric) }),
             ]
         case "scheduler_idle_wakeups_per_sec":
             return [
@@ -435,12 +442,29 @@ struct Scenarios {
                 ("huey", { try peer().figure("huey", "resident", [peerPending]) }),
             ]
         case "fleet_runs_per_sec":
+            let runs = mode.fleetPeerRuns
+            notes.value.append(
+                "fleet_runs_per_sec: the peers run \(runs) one-shots on 4 worker processes (APScheduler on 1: "
+                    + "its job store takes one scheduler), 32 at once each, at their defaults otherwise")
             return [
                 ("overtime", { try fleetFigure(metric) }),
                 ("pgbench_limit", { try fleetFigure("fleet_runs_per_sec_limit") }),
-            ]
-        case "fleet_runs_per_sec_at_defaults", "fleet_claim_latency_p99_ms", "fleet_idle_wakeups_per_sec",
-            "fleet_status_p99_ms_database_stopped":
+            ] + fleetPeers.map { name in (name, { try peer().fleetFigure(name, "runs", [Double(runs), 4]) }) }
+        case "fleet_claim_latency_p99_ms":
+            let (due, spread) = mode.fleetPeerLatency
+            notes.value.append(
+                "fleet_claim_latency_p99_ms: the peers with \(due) one-shots due over \(Int(spread)) s on 4 workers "
+                    + "(the same rate as Overtime's), due time → handler start on the one clock of this machine")
+            return [("overtime", { try fleetFigure(metric) })]
+                + fleetPeers.map { name in
+                    (name, { try peer().fleetFigure(name, "latency", [Double(due), spread, 4], samplesOf: metric) })
+                }
+        case "fleet_idle_wakeups_per_sec":
+            return [("overtime", { try fleetFigure(metric) })]
+                + fleetPeers.map { name in
+                    (name, { try peer().fleetFigure(name, "idle", [4, s.idleSeconds]) })
+                }
+        case "fleet_runs_per_sec_at_defaults", "fleet_status_p99_ms_database_stopped":
             return [("overtime", { try fleetFigure(metric) })]
         case "dashboard_fleet_page_p99_ms":
             return ["requests_p50", "requests_p99", "history_p50", "history_p99", "failed_p50", "failed_p99"].map {
@@ -472,10 +496,14 @@ struct Scenarios {
             let data = output.fileHandleForReading.readDataToEndOfFile()
             process.waitUntilExit()
             guard process.terminationStatus == 0,
-                let figures = try JSONSerialization.jsonObject(with: data) as? [String: Double]
+                let printed = try JSONSerialization.jsonObject(with: data) as? [String: Any]
             else {
                 throw ScenarioError("overtime-fleet-bench: exit \(process.terminationStatus)")
             }
+            if let samples = printed["claim_latency_samples_ms"] as? [Double] {
+                Distributions.record("fleet_claim_latency_p99_ms", "overtime", samples)
+            }
+            let figures = printed.compactMapValues { $0 as? Double }
             fleetFigures.value = figures
             notes.value.append(
                 "fleet rows: \(Int(figures["runs_at_once"] ?? 0)) one-shots at once, "
@@ -498,6 +526,19 @@ struct Scenarios {
         }
         guard let value = fleetFigures.value?[metric] else { throw ScenarioError("no \(metric) from the fleet run") }
         return value
+    }
+
+    /// The fleet rows' peers this run measures: Oban only where the peers' Python has it
+    /// (it needs Python 3.12; said in the notes when left out).
+    var fleetPeers: [String] {
+        guard let peers else { return ["procrastinate", "pgqueuer", "oban", "apscheduler"] }
+        if let missing = peers.missing("oban") {
+            if !notes.value.contains(where: { $0.hasPrefix("fleet rows: Oban left out") }) {
+                notes.value.append("fleet rows: Oban left out: \(missing)")
+            }
+            return ["procrastinate", "pgqueuer", "apscheduler"]
+        }
+        return ["procrastinate", "pgqueuer", "oban", "apscheduler"]
     }
 
     /// The peers, or why they cannot be measured.

@@ -143,6 +143,8 @@ struct FleetBench: ParsableCommand {
             // The sizes, for the runner's notes.
             "runs_at_once": Double(runs), "runs_spread": Double(due),
         ]
+        // Every claim latency, for the runner's distribution chart.
+        let latencySamples = samples.sorted().map { Double($0) / 1e6 }
         if let data = ProcessInfo.processInfo.environment["OVERTIME_BENCH_PGDATA"] {
             let stopped = try Self.statusWithDatabaseStopped(
                 observer: observer, latencies: latencies, folder: folder, data: data, seconds: stoppedSeconds)
@@ -163,7 +165,9 @@ struct FleetBench: ParsableCommand {
                 loads: loads, changes: changes)
             figures.merge(measured) { $1 }
         }
-        let json = try JSONSerialization.data(withJSONObject: figures, options: [.sortedKeys])
+        var printed: [String: Any] = figures
+        printed["claim_latency_samples_ms"] = latencySamples
+        let json = try JSONSerialization.data(withJSONObject: printed, options: [.sortedKeys])
         print(String(decoding: json, as: UTF8.self))
         observer.runtime.requestTermination()
     }

@@ -14,7 +14,7 @@ public enum GrantPairs {
     /// The implementations whose instructions per pair are counted (`task_sleep` is left
     /// out: its pairs finish on the cooperative pool, after the count would stop).
     public static let countedImplementations = [
-        "overtime", "libuv_timer", "libuv_timer_reused", "nio_scheduled", "dispatch_after",
+        "overtime", "overtime_bare", "libuv_timer", "libuv_timer_reused", "nio_scheduled", "dispatch_after",
     ]
 
     /// Runs `pairs` pairs of `implementation` with `open` open (in a child process that a
@@ -23,6 +23,7 @@ public enum GrantPairs {
         let run = PairRun.pairs(pairs)
         switch implementation {
         case "overtime": _ = try overtime(open: open, run)
+        case "overtime_bare": _ = try overtime(open: open, run, bare: true)
         case "libuv_timer": _ = libuvTimer(open: open, run)
         case "libuv_timer_reused": _ = libuvTimerReused(open: open, run)
         case "nio_scheduled": _ = try nioScheduled(open: open, run)
@@ -32,7 +33,10 @@ public enum GrantPairs {
     }
 
     /// Overtime on its loop thread: `beginBackgroundTask` + `endBackgroundTask`.
-    public static func overtime(open: Int, _ run: PairRun) throws -> Double {
+    ///
+    /// `bare`: the pairs begun as `beginBackgroundTask()` — no name, no expiration handler —
+    /// what the API costs without the closure and the string it keeps for reports.
+    public static func overtime(open: Int, _ run: PairRun, bare: Bool = false) throws -> Double {
         let runtime = try BenchmarkRuntime.start()
         defer { BenchmarkRuntime.stop(runtime) }
         return BenchmarkRuntime.onLoop(runtime) {
@@ -41,9 +45,13 @@ public enum GrantPairs {
             held.reserveCapacity(open)
             for _ in 0..<open { held.append(runtime.beginBackgroundTask(name: "held", expirationHandler: handler)) }
             let rate = run.measure { count in
-                for _ in 0..<count {
-                    let id = runtime.beginBackgroundTask(name: "pair", expirationHandler: handler)
-                    runtime.endBackgroundTask(id)
+                if bare {
+                    for _ in 0..<count { runtime.endBackgroundTask(runtime.beginBackgroundTask()) }
+                } else {
+                    for _ in 0..<count {
+                        let id = runtime.beginBackgroundTask(name: "pair", expirationHandler: handler)
+                        runtime.endBackgroundTask(id)
+                    }
                 }
             }
             for id in held { runtime.endBackgroundTask(id) }

@@ -176,6 +176,7 @@ public enum SchedulerScenarios {
         let sorted = late.value.sorted()
         lock.unlock()
         guard !sorted.isEmpty else { throw ScenarioError("no run started") }
+        Distributions.record("scheduler_lateness_p99_us", "overtime", sorted)
         return sorted[min(sorted.count - 1, Int(Double(sorted.count) * 0.99))]
     }
 

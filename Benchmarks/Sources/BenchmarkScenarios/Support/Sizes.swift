@@ -104,3 +104,24 @@ public struct SchedulerSizes: Sendable {
     /// Requests pending while resident memory is measured.
     public var memoryPending: Int
 }
+
+extension BenchmarkMode {
+    /// One-shots the fleet rows' peers run at once (fewer than Overtime's: the slowest take
+    /// a minute for 5,000).
+    public var fleetPeerRuns: Int {
+        switch self {
+        case .full: 5_000
+        case .quick: 2_000
+        case .smoke: 100
+        }
+    }
+
+    /// One-shots due over how many seconds for the peers' claim latency: Overtime's rate (100
+    /// a second in full and quick runs) over a shorter spread.
+    public var fleetPeerLatency: (due: Int, spread: Double) {
+        switch self {
+        case .full, .quick: (500, 5)
+        case .smoke: (20, 1)
+        }
+    }
+}

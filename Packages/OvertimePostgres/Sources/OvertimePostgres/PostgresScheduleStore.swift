@@ -75,6 +75,15 @@ final class PostgresScheduleStore: ScheduleStore {
     /// nanoseconds; `Int64.max`: none), as ``nextDue(after:unmet:)`` last saw it; `nil` when not
     /// known. Lapsed claims are looked for only from then.
     private let foreignClaimEnd = NIOLockedValueBox<Int64?>(nil)
+    /// What the last claim (``due(at:unmet:limit:)``) returned, when it took fewer requests
+    /// than its limit: a due request it left unclaimed then was passed over (its row locked
+    /// for a moment by another transaction, or due only since, on the database's clock), not
+    /// left for want of room; one it returned and the scheduler did not start (no handler
+    /// here) was not. `nil` when it took as many as its limit. Read and cleared by
+    /// ``nextDue(after:unmet:)``.
+    private let lastClaimWithRoom = NIOLockedValueBox<[String]?>(nil)
+    /// How soon to look again for a due request the last claim passed over (nanoseconds).
+    static let passedOverRecheck: Int64 = 50_000_000
     private let background: NIOLockedValueBox<Background>
     /// Requests this instance's commits finished (ended, failed, cancelled) that others
     /// wait on, as the rows said when they were written: ``dependents(of:)`` asks the
@@ -536,6 +545,8 @@ final class PostgresScheduleStore: ScheduleStore {
                         try cells[Self.columnCount + 1].decode(Int64.self)
                     ))
             }
+            let returned = claimed.count < limit ? claimed.map(\.0.request.identifier) : nil
+            lastClaimWithRoom.withLockedValue { $0 = returned }
             return claimed.sorted { ($0.1, $0.2) < ($1.1, $1.2) }.map(\.0)
         }
     }
@@ -616,16 +627,29 @@ final class PostgresScheduleStore: ScheduleStore {
     /// Such a time must come no later than every claim held elsewhere, also those this read
     /// does not see yet: nothing tells of a start, and a run whose worker died unseen would be
     /// left until the next change. A request due now that this instance could run but did
-    /// not claim is claimed elsewhere (maybe not yet visible: its lock skipped) or will be, and
-    /// such a claim ends no sooner than a claim's duration from now (give or take the moments
-    /// between a claim and this read). The due index is walked in order (with a plain
-    /// `LIMIT 1` the planner read the table from its start: 20 ms past a burst's dead rows).
+    /// not claim:
+    /// - claimed elsewhere and not started yet: looked at again when that claim ends;
+    /// - unclaimed (or its claim lapsed) though the last claim had room: it was passed over —
+    ///   its row locked for a moment (maybe by another instance claiming it), or due only
+    ///   since the claim's statement read the database's clock — so looked at again soon
+    ///   (``passedOverRecheck``), not a claim's length later;
+    /// - otherwise (this instance at its limit) it is claimed elsewhere or will be, and such a
+    ///   claim ends no sooner than a claim's duration from now (give or take the moments
+    ///   between a claim and this read); an end here looks again anyway.
+    ///
+    /// The due index is walked in order (with a plain `LIMIT 1` the planner read the table
+    /// from its start: 20 ms past a burst's dead rows).
     func nextDue(after now: WallClockInstant, unmet: Int64) throws(ScheduleStoreError) -> (
         identifier: String, at: WallClockInstant
     )? {
         // Also here, not only before a claim: an instance that claims nothing (at its limit)
         // still takes over what dead instances held.
         try reclaimLapsedRunsIfAnyMayHaveEnded(now)
+        let lastClaim = lastClaimWithRoom.withLockedValue { lastClaim in
+            defer { lastClaim = nil }
+            return lastClaim
+        }
+        let passedOver = lastClaim == nil ? configuration.claimDuration.nanosecondsClamped : Self.passedOverRecheck
         return try using { connection in
             let rows = try run(
                 connection,
@@ -640,12 +664,19 @@ final class PostgresScheduleStore: ScheduleStore {
                     WHERE running AND claimed_by <> \(instance) AND \(unescaped: visible)
                     ORDER BY claim_until LIMIT 1)
                 UNION ALL
-                (SELECT true, identifier, \(unescaped: Self.databaseNow) + \(configuration.claimDuration.nanosecondsClamped)
-                    FROM overtime.requests
+                (SELECT true, identifier, \(unescaped: Self.databaseNow) + \(passedOver) FROM overtime.requests
                     WHERE NOT running AND due_at <= least(\(now.nanosecondsSinceEpoch), \(unescaped: Self.databaseNow))
                         AND \(unescaped: visibleInDueOrder)
                         AND (requirement_mask = 0 OR (requirement_mask & \(unmet)) = 0)
-                        AND claimed_by IS DISTINCT FROM \(instance)
+                        AND (claimed_by IS NULL OR (claimed_by <> \(instance) AND claim_until < now()))
+                        AND NOT (identifier = ANY(\(lastClaim ?? [])))
+                    ORDER BY due_at, sequence LIMIT 1)
+                UNION ALL
+                (SELECT true, identifier, (extract(epoch FROM claim_until) * 1000000000)::bigint FROM overtime.requests
+                    WHERE NOT running AND due_at <= least(\(now.nanosecondsSinceEpoch), \(unescaped: Self.databaseNow))
+                        AND \(unescaped: visibleInDueOrder)
+                        AND (requirement_mask = 0 OR (requirement_mask & \(unmet)) = 0)
+                        AND claimed_by <> \(instance) AND claim_until >= now()
                     ORDER BY due_at, sequence LIMIT 1)
                 """)
             var next: (identifier: String, at: WallClockInstant)?

@@ -397,6 +397,38 @@ struct PostgresSchedulerTests {
         second.runtime.requestTermination()
     }
 
+    /// A request that falls due while another transaction holds its row (the claim skips
+    /// locked rows) is claimed soon after the lock goes, not a claim's length (here 30 s)
+    /// later: the instance had room, so the request was passed over, not claimed elsewhere.
+    @Test func aDueRequestWhoseRowWasLockedAMomentIsClaimedSoonAfter() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let scheduler = try Scheduler(runtime: try Self.runtime(), configuration: Self.configuration(server))
+        let ran = NIOLockedValueBox<Date?>(nil)
+        try scheduler.register("locked") { task in
+            ran.withLockedValue { $0 = Date() }
+            task.setTaskCompleted(success: true)
+        }
+        try scheduler.start()
+        var request = ScheduledTaskRequest(identifier: "locked")
+        request.earliestBegin = SystemClock().wallClockNow + .seconds(1)
+        try scheduler.submit(request)
+        // Its row locked from before it is due until 3 s after: the scheduler wakes at its due
+        // time and the claim passes it over.
+        let locker = Thread {
+            _ = try? server.psql(
+                "BEGIN; SELECT 1 FROM overtime.requests WHERE identifier = 'locked' FOR UPDATE; "
+                    + "SELECT pg_sleep(4); COMMIT")
+        }
+        let locked = Date()
+        locker.start()
+        #expect(Self.eventually(20) { ran.withLockedValue { $0 } != nil }, "not run 20 s after its row was unlocked")
+        if let at = ran.withLockedValue({ $0 }) {
+            #expect(at.timeIntervalSince(locked) >= 3, "run while its row was locked")
+        }
+        scheduler.runtime.requestTermination()
+    }
+
     /// Retention on the shared schedule: a periodic request keeps its newest attempts, and
     /// a one-shot finished longer ago than the maximum age goes with its attempts.
     @Test func theHistoryKeepsWhatTheRetentionSays() throws {
