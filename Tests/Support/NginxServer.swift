@@ -274,3 +274,77 @@ package final class SilentServer: @unchecked Sendable {
         if !watching { close(fd) }
     }
 }
+
+/// Whether process `pid` or one of its descendants (pip's `weed` is a launcher that starts
+/// the real binary) holds a socket listening on loopback port `port` — not another program
+/// that took the port between its choice and the bind (a connection alone would reach that
+/// program): a listening socket of that port in `/proc/net/tcp` or `tcp6` among their
+/// descriptors.
+package func listens(pid: pid_t, port: Int) -> Bool {
+    let suffix = ":" + String(port, radix: 16, uppercase: true).leftPadded(to: 4)
+    var inodes = Set<Substring>()
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = wholeProcFile(table)
+        // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+        for line in text.split(separator: "\n").dropFirst() {
+            let fields = line.split(separator: " ")
+            guard fields.count > 9, fields[1].hasSuffix(suffix), fields[3] == "0A" else { continue }
+            inodes.insert(fields[9])
+        }
+    }
+    return processTree(of: pid).contains { member in
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(member)/fd")) ?? []
+        return descriptors.contains { descriptor in
+            guard
+                let target = try? FileManager.default.destinationOfSymbolicLink(
+                    atPath: "/proc/\(member)/fd/\(descriptor)"),
+                target.hasPrefix("socket:[")
+            else { return false }
+            return inodes.contains(target.dropFirst("socket:[".count).dropLast())
+        }
+    }
+}
+
+/// A `/proc` file read to its end: Foundation's readers stop at its first page (a proc file
+/// says its size is 0), and `/proc/net/tcp` has a line per socket of the machine.
+private func wholeProcFile(_ path: String) -> String {
+    let descriptor = open(path, O_RDONLY)
+    guard descriptor >= 0 else { return "" }
+    defer { close(descriptor) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+        guard count > 0 else { break }
+        bytes += chunk[0..<count]
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+/// `pid` and every process descended from it, from each process's parent in `/proc/*/stat`.
+private func processTree(of pid: pid_t) -> [pid_t] {
+    var parents: [pid_t: pid_t] = [:]
+    for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+        guard let child = pid_t(entry),
+            let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { continue }
+        // After the name: state, then the parent's PID.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        if fields.count > 1, let parent = pid_t(fields[1]) { parents[child] = parent }
+    }
+    var tree = [pid]
+    var index = 0
+    while index < tree.count {
+        let member = tree[index]
+        tree += parents.filter { $0.value == member }.map(\.key)
+        index += 1
+    }
+    return tree
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        String(repeating: "0", count: max(0, width - count)) + self
+    }
+}

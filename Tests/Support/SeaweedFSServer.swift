@@ -97,6 +97,15 @@ package final class SeaweedFSServer: @unchecked Sendable {
             guard started.isRunning else { throw CocoaError(.executableLoad) }
             usleep(10_000)
         }
+        // What answers may be another test's store that took the port first (its choice is
+        // racy): ours must hold the listening socket, or every request would reach that store.
+        guard listens(pid: started.pid, port: port) else { throw PortTakenByAnother(port: port) }
+    }
+
+    /// The S3 port chosen was bound by another program before this store could bind it.
+    struct PortTakenByAnother: Error, CustomStringConvertible {
+        let port: Int
+        var description: String { "another program listens on port \(port), chosen for this store's S3 API" }
     }
 
     /// kill -9, as a crash or a power loss would end it.
