@@ -4,7 +4,7 @@ import OvertimeSupport
 import OvertimeTestSupport
 import Testing
 
-@Suite("systemd notify protocol, against a fake systemd socket", .onOwnThread, .timeLimit(.minutes(2)))
+@Suite("systemd notify protocol, against a fake systemd socket", .onOwnThread, .timeLimit(.minutes(4)))
 struct SystemdNotifyTests {
     @Test func readyStatusStoppingAndExtendTimeout() throws {
         let systemd = try FakeSystemd()

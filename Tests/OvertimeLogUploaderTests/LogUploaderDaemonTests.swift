@@ -6,7 +6,7 @@ import Testing
 
 @testable import OvertimeLogUploader
 
-@Suite("log-uploader daemon, end to end on the directory sink and an S3 store", .onOwnThread, .timeLimit(.minutes(2)))
+@Suite("log-uploader daemon, end to end on the directory sink and an S3 store", .onOwnThread, .timeLimit(.minutes(4)))
 struct LogUploaderDaemonTests {
     private func collected(_ folder: TemporaryDirectory) throws -> [SpoolRecord] {
         let root = folder.path + "/collected"

@@ -12,7 +12,7 @@ import Testing
 /// The conditions as Linux shows them: laid-out sysfs and procfs trees, a real small file
 /// system that fills up, and a real network namespace whose default route comes and goes.
 @Suite(
-    "Linux conditions: routes, power supplies, free space, netlink", .onOwnThread, .serialized, .timeLimit(.minutes(2)))
+    "Linux conditions: routes, power supplies, free space, netlink", .onOwnThread, .serialized, .timeLimit(.minutes(4)))
 struct LinuxConditionSourceTests {
     private func write(_ text: String, _ path: String) throws {
         try FileManager.default.createDirectory(
