@@ -19,6 +19,18 @@ struct SchedulerRequirementTests {
         func stop() {}
     }
 
+    /// A source that announces a change as it starts, as the kernel's and the system bus's
+    /// watchers may, with what Linux reads where metering and idleness cannot be told.
+    final class AnnouncingSource: ConditionSource {
+        let manual = ManualConditionSource(SystemConditions(networkMetered: nil, deviceIdle: nil))
+        func read() -> SystemConditions { manual.read() }
+        func start(runtime: Runtime, changed: @escaping @Sendable () -> Void) {
+            manual.start(runtime: runtime, changed: changed)
+            changed()
+        }
+        func stop() { manual.stop() }
+    }
+
     private func request(_ requirements: Set<Requirement>) -> ScheduledTaskRequest {
         var request = ScheduledTaskRequest(identifier: "job")
         request.requirements = requirements
@@ -109,6 +121,38 @@ struct SchedulerRequirementTests {
             #expect(task.isExpired)
             #expect(try h.current.history("job").first?.result == .stopped)
             #expect(h.attempts.count == 1, "not again until back in the background")
+        }
+    }
+
+    /// A daemon's own log goes to its spool: a line at every start would be an upload 30 s
+    /// after every start of a log uploader that has nothing else to send.
+    @Test func conditionsAnnouncedAtStartAreNoChangeAndAChangeIsLoggedOnce() async throws {
+        try await onOwnThread {
+            let source = AnnouncingSource()
+            let h = try SchedulerHarness(configure: { $0.conditions = source })
+            defer { h.finish() }
+            try h.current.start()
+            h.settle()
+            let changes = { h.env.logs.entries.all.filter { $0.message.hasPrefix("conditions changed") } }
+            #expect(changes().isEmpty, "the first reading is no change: \(changes().map(\.message))")
+
+            // What a system bus found missing after start announces: only the reason changes.
+            source.manual.update { $0.unknown[.deviceIdle] = "no system bus" }
+            h.settle()
+            source.manual.update { $0.unknown[.deviceIdle] = "no system bus (it does not exist)" }
+            h.settle()
+            #expect(changes().isEmpty, "a new reason is no change: \(changes().map(\.message))")
+
+            source.manual.update { $0.networkAvailable = false }
+            h.settle()
+            source.manual.update { _ in }  // announced, nothing changed
+            h.settle()
+            #expect(changes().map(\.message) == ["conditions changed: \(source.read())"])
+            #expect(changes().first?.level == .info)
+
+            try h.current.submit(request([.network]))
+            h.settle()
+            #expect(h.current.pendingRequests().first?.waitingFor == .requirement(.network), "the change was read")
         }
     }
 

@@ -166,6 +166,16 @@ public struct SystemConditions: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+extension SystemConditions {
+    /// Whether everything a requirement is decided on reads as in `other`: the reasons in
+    /// ``unknown`` aside (what it says, not why it cannot say more).
+    func holdsAsBefore(_ other: SystemConditions) -> Bool {
+        networkAvailable == other.networkAvailable && externalPower == other.externalPower
+            && batteryLow == other.batteryLow && storageLow == other.storageLow
+            && networkMetered == other.networkMetered && deviceIdle == other.deviceIdle
+    }
+}
+
 /// Where a ``Scheduler`` learns the machine's conditions. ``LinuxConditionSource`` reads
 /// Linux; tests use a manual one (`OvertimeSchedulerTesting`).
 public protocol ConditionSource: AnyObject, Sendable {

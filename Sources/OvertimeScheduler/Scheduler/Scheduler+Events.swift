@@ -12,10 +12,20 @@ extension Scheduler {
     }
 
     func conditionsChanged() {
+        // A source may announce as it starts, before `start()`'s first reading: that
+        // reading follows on this queue, and a change from nothing read is none to log.
+        guard state.value.started else { return }
         let read = conditions.read()
         let previous = state.value.conditions
         state.value.conditions = read
-        if read != previous { logger.info("conditions changed: \(read)") }
+        // Said where what holds changed; a new reason why something cannot be told (the
+        // system bus found missing after "not read yet") changes no decision. A daemon's own
+        // log may go to its spool: an info line here is an upload.
+        if read.holdsAsBefore(previous) {
+            if read != previous { logger.debug("conditions unchanged, reasons now: \(read.unknown)") }
+        } else {
+            logger.info("conditions changed: \(read)")
+        }
         stopRunsWhoseRequirementsFailed()
         cycle(conditionsAreFresh: true)
     }
