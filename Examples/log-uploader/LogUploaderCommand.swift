@@ -357,7 +357,7 @@ struct Run: ParsableCommand {
         }
     }
 
-    /// logind's sleep and shutdown (when a system bus exists) and the kernel's memory
+    /// logind's sleep and shutdown (a system bus that is not there yet waited for) and the kernel's memory
     /// pressure, moving `runtime`. Their lines go to stderr only: a sleep must not leave the
     /// daemon's own notices behind in the spool it is emptying.
     private func startSystemMonitors(_ runtime: Runtime) -> (LogindMonitor, MemoryPressureMonitor) {
@@ -370,12 +370,10 @@ struct Run: ParsableCommand {
             logger.notice("memory warnings from the kernel: off (\(error))")
         }
         let logind = LogindMonitor(runtime: runtime, logger: logger)
-        if LogindMonitor.systemBusExists {
-            do {
-                try logind.start()
-            } catch {
-                logger.notice("sleep and shutdown from logind: off (\(error))")
-            }
+        do {
+            try logind.start()
+        } catch {
+            logger.notice("sleep and shutdown from logind: off (\(error))")
         }
         return (logind, memory)
     }

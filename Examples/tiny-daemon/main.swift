@@ -101,14 +101,13 @@ do {
 }
 
 // logind's sleep and shutdown (a lid closed, a device suspending) move the lifecycle:
-// the work left is finished inside the delay logind grants.
+// the work left is finished inside the delay logind grants. A system bus that is not
+// there yet is waited for, at no cost until it appears.
 let logind = LogindMonitor(runtime: runtime)
-if LogindMonitor.systemBusExists {
-    do {
-        try logind.start()
-    } catch {
-        say("sleep and shutdown from logind: off (\(error))")
-    }
+do {
+    try logind.start()
+} catch {
+    say("sleep and shutdown from logind: off (\(error))")
 }
 
 let token = runtime.observe { event in

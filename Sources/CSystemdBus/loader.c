@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 
 static const char *destination = "org.freedesktop.login1";
 static const char *path = "/org/freedesktop/login1";
@@ -26,6 +28,8 @@ static struct {
     int (*match_signal_async)(
         overtime_bus *, overtime_bus_slot **, const char *, const char *, const char *, const char *,
         overtime_bus_handler, overtime_bus_handler, void *);
+    int (*add_match_async)(overtime_bus *, overtime_bus_slot **, const char *, overtime_bus_handler, overtime_bus_handler, void *);
+    const char *(*message_get_sender)(overtime_bus_message *);
     overtime_bus_slot *(*slot_unref)(overtime_bus_slot *);
     int (*message_is_method_error)(overtime_bus_message *, const char *);
     const overtime_bus_error *(*message_get_error)(overtime_bus_message *);
@@ -49,6 +53,8 @@ static void load(void) {
         {"sd_bus_process", (void **)&sd.process},
         {"sd_bus_call_method_async", (void **)&sd.call_method_async},
         {"sd_bus_match_signal_async", (void **)&sd.match_signal_async},
+        {"sd_bus_add_match_async", (void **)&sd.add_match_async},
+        {"sd_bus_message_get_sender", (void **)&sd.message_get_sender},
         {"sd_bus_slot_unref", (void **)&sd.slot_unref},
         {"sd_bus_message_is_method_error", (void **)&sd.message_is_method_error},
         {"sd_bus_message_get_error", (void **)&sd.message_get_error},
@@ -114,10 +120,31 @@ int overtime_bus_match_signal(
 }
 
 int overtime_bus_match_name_owner_changed(
-    overtime_bus *bus, overtime_bus_slot **slot, overtime_bus_handler handler, void *user) {
-    return sd.match_signal_async(
-        bus, slot, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged",
-        handler, NULL, user);
+    overtime_bus *bus, overtime_bus_slot **slot, const char *name, overtime_bus_handler handler, void *user) {
+    // arg0 names the one service followed: the bus sends nothing for every other client
+    // that comes and goes. Bus names are [A-Za-z0-9_.-], so nothing in `name` needs quoting.
+    char match[512];
+    int length = snprintf(
+        match, sizeof match,
+        "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
+        "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='%s'",
+        name);
+    if (length < 0 || (size_t)length >= sizeof match || strchr(name, '\'') || strchr(name, '\\')) return -EINVAL;
+    return sd.add_match_async(bus, slot, match, handler, NULL, user);
+}
+
+int overtime_bus_call_get_name_owner(
+    overtime_bus *bus, overtime_bus_slot **slot, const char *name, overtime_bus_handler handler, void *user) {
+    return sd.call_method_async(
+        bus, slot, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner", handler,
+        user, "s", name);
+}
+
+const char *overtime_bus_message_sender(overtime_bus_message *message) { return sd.message_get_sender(message); }
+
+int overtime_bus_read_string(overtime_bus_message *message, const char **text) {
+    int result = sd.message_read(message, "s", text);
+    return result < 0 ? result : 0;
 }
 
 int overtime_bus_read_name_owner_changed(overtime_bus_message *message, const char **name, const char **owner) {

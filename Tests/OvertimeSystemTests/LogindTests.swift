@@ -41,7 +41,28 @@ struct SleepDecisionsTests {
         #expect(decisions.lockGranted() == [])
         #expect(decisions.sleepComing(state: .suspended) == [.releaseLock])
         #expect(decisions.resumed() == [.takeLock])
-        #expect(decisions.shutdownComing() == [.terminate(budgetAtMost: .seconds(4))])
+    }
+
+    /// A shutdown announced starts the work in the runtime's own budget (the SIGTERM that
+    /// follows ends it with the stop's); the lock goes when nothing runs or logind's delay
+    /// is up. Called off, it is a resume.
+    @Test func aShutdownStartsTheWorkAndTheLockGoesWithinTheDelay() {
+        var decisions = SleepDecisions(margin: .milliseconds(500))
+        decisions.delayRead(.seconds(5))
+        #expect(decisions.logindAvailable() == [.takeLock])
+        #expect(
+            decisions.shutdownComing(state: .active) == [
+                .enterBackground(budgetAtMost: nil), .releaseLockAfter(.milliseconds(4500)),
+            ])
+        #expect(decisions.shutdownComing(state: .background) == [], "a repeated signal")
+        #expect(decisions.sleepComing(state: .background) == [], "one announcement at a time")
+        #expect(decisions.resumed() == [], "a resume does not end a shutdown")
+        #expect(decisions.nothingRuns() == [.releaseLock])
+        #expect(decisions.nothingRuns() == [])
+        #expect(decisions.shutdownCalledOff() == [.takeLock, .returnToForeground])
+        #expect(decisions.shutdownCalledOff() == [])
+        // Suspended already: nothing to start, the lock goes at once.
+        #expect(decisions.shutdownComing(state: .suspended) == [.releaseLock])
     }
 
     /// A lock that arrives after the sleep began holds nothing back: it goes at once; one
@@ -190,19 +211,26 @@ struct LogindMonitorTests {
         env.shutDown()
     }
 
-    @Test func aShutdownIsATerminationRequest() async throws {
-        let standIn = try SystemBusStandIn()
-        let env = try VirtualRuntime()
-        let events = Recorder<LifecycleEvent>()
-        let token = env.runtime.observe { events.append($0) }
+    /// A shutdown announced is not a termination: the program goes to the background with
+    /// its own budget (not cut to logind's delay), the lock goes within the delay, and the
+    /// SIGTERM that follows ends the work.
+    @Test func aShutdownStartsTheWorkAndLeavesItsEndToTheStop() async throws {
+        let standIn = try SystemBusStandIn(delay: .seconds(5))
+        let env = try VirtualRuntime(budget: .seconds(30), lead: .seconds(5))
         let monitor = try monitor(env, standIn)
-        #expect(try await eventually { monitor.status.holdsLock })
+        #expect(try await eventually { monitor.status.holdsLock && monitor.status.delay == .seconds(5) })
+        let grant = env.runtime.beginBackgroundTask(name: "drain")
         try standIn.emit("PrepareForShutdown", true)
-        #expect(try await eventually { env.runtime.state == .terminated })
-        #expect(events.all.contains(.willTerminate))
-        // The state reads terminated a moment before the loop has closed.
+        #expect(try await eventually { env.runtime.state == .background })
+        env.waitForQueuedRequests()
+        #expect(env.runtime.backgroundTimeRemaining == .seconds(30), "the runtime's own budget")
+        #expect(try standIn.inhibitors() == [who], "held while the work runs, within the delay")
+        env.clock.advance(by: .milliseconds(4500))
+        #expect(try await eventually { (try? standIn.inhibitors()) == [] }, "let go when logind's delay is up")
+        #expect(env.runtime.state == .background, "the work goes on until the stop")
+        env.runtime.requestTermination()
+        env.runtime.endBackgroundTask(grant)
         #expect(try await eventually { env.runtime.loopClosedCleanly == true })
-        withExtendedLifetime(token) {}
     }
 
     /// The bus killed (a crash, a restart of dbus) and started again: logged, no crash,
@@ -222,6 +250,36 @@ struct LogindMonitorTests {
         monitor.stop()
         env.shutDown()
         #expect(env.runtime.loopClosedCleanly == true)
+    }
+
+    /// A bus restarted behind a socket that stays (systemd's `dbus.socket`, dbus-broker): no
+    /// change in the socket's folder says it is back, and still the lock is taken again.
+    @Test func aBusRestartedBehindASocketThatStaysIsConnectedAgain() async throws {
+        let standIn = try SystemBusStandIn(startNow: false)
+        try standIn.startSocketActivated()
+        let env = try VirtualRuntime()
+        let monitor = try monitor(env, standIn)
+        #expect(try await eventually { (try? standIn.inhibitors()) == [who] && monitor.status.holdsLock })
+        try await standIn.restartBusBehindItsSocket { () async throws in
+            let gone = try await eventually { !monitor.status.holdsLock }
+            #expect(gone, "the connection's end was seen")
+        }
+        #expect(try await eventually { (try? standIn.inhibitors()) == [who] && monitor.status.holdsLock })
+        monitor.stop()
+        env.shutDown()
+    }
+
+    /// A bus that appears after start is used, though the folders of its socket did not
+    /// exist then (`/run/dbus` made later): the nearest folder is watched, then the next.
+    @Test func aBusThatAppearsAfterStartIsUsedThoughItsFoldersWereMissing() async throws {
+        let standIn = try SystemBusStandIn(startNow: false)
+        let env = try VirtualRuntime()
+        let monitor = try monitor(env, standIn)
+        #expect(!monitor.status.connected)
+        try standIn.start()
+        #expect(try await eventually { (try? standIn.inhibitors()) == [who] && monitor.status.holdsLock })
+        monitor.stop()
+        env.shutDown()
     }
 
     /// A kiosk's session: switched away or locked sends the program to the background,

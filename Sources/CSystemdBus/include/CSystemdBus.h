@@ -54,9 +54,19 @@ int overtime_bus_call_no_arguments(
 /// Calls logind's manager `GetSession(id)` asynchronously (its reply is an object path).
 int overtime_bus_call_get_session(
     overtime_bus *bus, overtime_bus_slot **slot, const char *id, overtime_bus_handler handler, void *user);
-/// Subscribes to the bus's `NameOwnerChanged` (a service appearing or going).
+/// Subscribes to the bus's `NameOwnerChanged` for the one bus name `name` (arg0): the
+/// service appearing, going or changing hands. -EINVAL for a name that cannot be matched.
 int overtime_bus_match_name_owner_changed(
-    overtime_bus *bus, overtime_bus_slot **slot, overtime_bus_handler handler, void *user);
+    overtime_bus *bus, overtime_bus_slot **slot, const char *name, overtime_bus_handler handler, void *user);
+/// Asks the bus which connection owns `name` (`GetNameOwner`; a unique name, or an error
+/// `NameHasNoOwner`).
+int overtime_bus_call_get_name_owner(
+    overtime_bus *bus, overtime_bus_slot **slot, const char *name, overtime_bus_handler handler, void *user);
+/// The unique name of the connection that sent `message` (the bus driver's messages:
+/// `org.freedesktop.DBus`), as the bus daemon stamped it; NULL when it has none.
+const char *overtime_bus_message_sender(overtime_bus_message *message);
+/// Reads a string (`s`; owned by the message): 0 or -errno.
+int overtime_bus_read_string(overtime_bus_message *message, const char **text);
 /// Reads `NameOwnerChanged`'s name and new owner (owned by the message): 0 or -errno.
 int overtime_bus_read_name_owner_changed(overtime_bus_message *message, const char **name, const char **owner);
 /// Subscribes to the signal `member` of `interface` that `sender` (a well-known name) sends from `path`.

@@ -101,6 +101,14 @@ struct SharedMetrics: Sendable {
         Counter(label: "overtime_memory_warnings_total", factory: factory).increment()
     }
 
+    /// Counts a system-bus signal not acted on, by the bus name it claimed to come from.
+    func countIgnoredSystemBusSignal(_ claimedSender: String) {
+        Counter(
+            label: "overtime_system_bus_ignored_signals_total", dimensions: [("claimed_sender", claimedSender)],
+            factory: factory
+        ).increment()
+    }
+
     /// Counts a misuse (`kind`: unknown_id, invalid_id, dropped_grant).
     func countMisuse(_ kind: String) {
         Counter(label: "overtime_misuse_total", dimensions: [("kind", kind)], factory: factory).increment()

@@ -41,13 +41,20 @@ final class DeadlineSchedule {
         budget = nil
     }
 
-    /// Ends the running budget by `deadline` at the latest (its expiration point moves
-    /// with it, a lead time before); `false` when no budget runs or it ends earlier anyway.
+    /// Ends the running budget by `deadline` at the latest; `false` when no budget runs or
+    /// it ends earlier anyway.
+    ///
+    /// The expiration point moves with it, a lead time before — capped at half of what is
+    /// left from `now`. A budget cut short (a sleep's few seconds against a lead time of
+    /// as many) would otherwise be due for expiration at once, and no work would be done in
+    /// it: cut to 4.5 s with a lead time of 5 s, the work has 2.25 s and the expiration
+    /// handlers 2.25 s.
     @discardableResult
-    func capBudget(deadline: MonotonicInstant) -> Bool {
+    func capBudget(deadline: MonotonicInstant, now: MonotonicInstant) -> Bool {
         guard var capped = budget, deadline < capped.deadline else { return false }
+        let lead = min(leadTime, max(deadline - now, .zero) / 2)
         capped.deadline = deadline
-        capped.expirationPoint = min(capped.expirationPoint, deadline - leadTime)
+        capped.expirationPoint = min(capped.expirationPoint, deadline - lead)
         budget = capped
         return true
     }

@@ -19,6 +19,8 @@ struct GrantDecisions {
         var state: LifecycleState
         /// The background budget's deadline, when one runs.
         var budgetDeadline: MonotonicInstant?
+        /// When its expiration handlers run; `nil`: a lead time before the deadline.
+        var budgetExpirationPoint: MonotonicInstant? = nil
     }
 
     /// Which grants an action is for.
@@ -59,8 +61,13 @@ struct GrantDecisions {
         case .terminated: return .terminated
         case .suspended: return .suspended
         case .background:
-            if let deadline = view.budgetDeadline, deadline - now <= leadTime {
-                return .insufficientTimeRemaining(remaining: max(deadline - now, .zero), leadTime: leadTime)
+            // Past the expiration point, a grant would be asked to stop as it began.
+            if let deadline = view.budgetDeadline {
+                let expirationPoint = view.budgetExpirationPoint ?? deadline - leadTime
+                if now >= expirationPoint {
+                    return .insufficientTimeRemaining(
+                        remaining: max(deadline - now, .zero), leadTime: deadline - expirationPoint)
+                }
             }
         case .active, .inactive: break
         }

@@ -41,6 +41,13 @@ package final class DriverContext: @unchecked Sendable {  // confined to the loo
         core.metrics.shared.countControlError(kind)
     }
 
+    /// Counts a system-bus signal not acted on: sent by a connection that does not own
+    /// `claimedSender`, the bus name it claimed to come from
+    /// (`overtime_system_bus_ignored_signals_total`).
+    package func countIgnoredSystemBusSignal(claimedSender: String) {
+        core.metrics.shared.countIgnoredSystemBusSignal(claimedSender)
+    }
+
     // MARK: Reading
 
     /// The runtime's state now.

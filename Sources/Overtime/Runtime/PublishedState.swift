@@ -34,6 +34,8 @@ final class PublishedState: Sendable {
     private let stateValue = Atomic<UInt8>(LifecycleState.active.rawValue)
     /// Nanoseconds of the background deadline, 0 when none.
     private let deadlineValue = Atomic<UInt64>(0)
+    /// Nanoseconds of the background budget's expiration point, 0 when none.
+    private let expirationPointValue = Atomic<UInt64>(0)
     /// Grants begun off the loop whose begin the loop has not applied yet.
     private let queuedReservations = Atomic<Int>(0)
     /// The grant table's open count, as the loop last stored it (a plain store per
@@ -71,8 +73,16 @@ final class PublishedState: Sendable {
         return raw == 0 ? nil : MonotonicInstant(nanoseconds: raw)
     }
 
-    func setDeadline(_ deadline: MonotonicInstant?) {
-        deadlineValue.store(deadline.map { max($0.nanoseconds, 1) } ?? 0, ordering: .releasing)
+    /// The budget's expiration point (read apart from the deadline: a reader between the
+    /// two stores sees the point of one budget with the deadline of another, both real).
+    var expirationPoint: MonotonicInstant? {
+        let raw = expirationPointValue.load(ordering: .acquiring)
+        return raw == 0 ? nil : MonotonicInstant(nanoseconds: raw)
+    }
+
+    func setBudget(_ budget: DeadlineSchedule.Budget?) {
+        expirationPointValue.store(budget.map { max($0.expirationPoint.nanoseconds, 1) } ?? 0, ordering: .releasing)
+        deadlineValue.store(budget.map { max($0.deadline.nanoseconds, 1) } ?? 0, ordering: .releasing)
     }
 
     /// Off the loop: takes one place under `limit` for a grant not yet applied, unless the

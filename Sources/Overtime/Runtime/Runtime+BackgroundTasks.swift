@@ -59,6 +59,22 @@ extension Runtime {
         }
     }
 
+    /// Time left before the background budget's expiration handlers run: `nil` in the
+    /// foreground, zero once they are due, suspended or terminated. What a piece of work
+    /// must fit in; a lead time short of ``backgroundTimeRemaining``, or less in a budget
+    /// cut short (a sleep).
+    package var timeBeforeExpiration: Duration? {
+        switch published.state {
+        case .active, .inactive:
+            return nil
+        case .background:
+            guard let point = published.expirationPoint else { return .zero }
+            return max(point - clock.now, .zero)
+        case .suspended, .terminated:
+            return .zero
+        }
+    }
+
     /// Time left before the background deadline: ``unlimitedTime`` in the foreground,
     /// `deadline − now` in the background, zero once suspended or terminated.
     public var backgroundTimeRemaining: Duration {
@@ -131,7 +147,9 @@ extension Runtime {
     }
 
     private func beginQueued(_ draft: QueuedBegin) -> Result<BackgroundTaskID, BackgroundTaskRefusal> {
-        var view = GrantDecisions.View(state: published.state, budgetDeadline: published.deadline)
+        var view = GrantDecisions.View(
+            state: published.state, budgetDeadline: published.deadline,
+            budgetExpirationPoint: published.expirationPoint)
         if draft.launches, view.state == .suspended {
             view = GrantDecisions.View(state: .background, budgetDeadline: nil)  // a fresh budget is coming
         }

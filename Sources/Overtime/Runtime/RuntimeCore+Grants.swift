@@ -31,7 +31,9 @@ extension RuntimeCore {
     /// What a begin on the loop sees.
     @inline(__always)
     var admissionView: GrantDecisions.View {
-        GrantDecisions.View(state: lifecycle.state, budgetDeadline: engine.deadlines.budget?.deadline)
+        GrantDecisions.View(
+            state: lifecycle.state, budgetDeadline: engine.deadlines.budget?.deadline,
+            budgetExpirationPoint: engine.deadlines.budget?.expirationPoint)
     }
 
     /// Begins a grant on the loop thread (the fast path: no queue, no lock).
@@ -223,7 +225,7 @@ extension RuntimeCore {
                 engine.deadlines.markBudgetExpirationDone()
             case .clearBudget:
                 engine.deadlines.clearBudget()
-                published.setDeadline(nil)
+                published.setBudget(nil)
             case .settle:
                 turnState.needsSettle = true
             case .expire(.all):

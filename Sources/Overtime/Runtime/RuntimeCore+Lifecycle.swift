@@ -69,10 +69,10 @@ extension RuntimeCore {
                 if event == .didReceiveMemoryWarning { returnFreedMemory() }
             case .startBudget:
                 engine.deadlines.startBudget(now: now, length: configuration.backgroundBudget)
-                published.setDeadline(engine.deadlines.budget?.deadline)
+                published.setBudget(engine.deadlines.budget)
             case .clearBudget:
                 engine.deadlines.clearBudget()
-                published.setDeadline(nil)
+                published.setBudget(nil)
             case .expireAllGrants:
                 forceExpire(nil)
             case .finishTermination:
@@ -135,8 +135,8 @@ extension RuntimeCore {
 
     /// Ends the running background budget within `length` at the latest.
     func capBackgroundBudget(_ length: Duration, from source: String) {
-        guard engine.deadlines.capBudget(deadline: now + max(length, .zero)) else { return }
-        published.setDeadline(engine.deadlines.budget?.deadline)
+        guard engine.deadlines.capBudget(deadline: now + max(length, .zero), now: now) else { return }
+        published.setBudget(engine.deadlines.budget)
         logger.notice("\(source): the background budget ends within \(length)")
     }
 

@@ -441,9 +441,7 @@ public final class LogUploader: Sendable {
 
     /// Time left before the expiration point of the current budget; nil in the foreground.
     private func timeBeforeExpiration() -> Duration? {
-        let remaining = runtime.backgroundTimeRemaining
-        if remaining == Runtime.unlimitedTime { return nil }
-        return remaining - runtime.configuration.expirationLeadTime
+        runtime.timeBeforeExpiration
     }
 
     private func record(took duration: Duration) {

@@ -16,6 +16,8 @@ enum MetricCatalog {
         "overtime_misuse_total": "Program mistakes the runtime absorbed (ending a grant twice, dropping one), by kind.",
         "overtime_control_errors_total": "Control-socket errors, by kind.",
         "overtime_memory_warnings_total": "Memory warnings delivered to the program.",
+        "overtime_system_bus_ignored_signals_total":
+            "System-bus signals not acted on: not sent by the owner of the bus name they claimed to come from (claimed_sender).",
         "overtime_background_duration_seconds": "Time spent out of the foreground per stay.",
         "overtime_handler_duration_seconds": "Time the program's handlers took on the loop, by handler.",
         // The spool, ingest and uploader (OvertimeLogUploader).

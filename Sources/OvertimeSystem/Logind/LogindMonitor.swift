@@ -22,12 +22,20 @@ import OvertimeSupport
 /// ``Configuration/margin`` before logind's `InhibitDelayMaxSec`; grants run and expire
 /// as usual, and the lock is let go the moment nothing runs (the program suspends) —
 /// never later than that budget. On `PrepareForSleep(false)` it takes the lock again and
-/// returns to the foreground if it was there. `PrepareForShutdown(true)` is a termination
-/// request, as SIGTERM is, in the same budget.
+/// returns to the foreground if it was there. `PrepareForShutdown(true)` starts the work
+/// early: the program enters the background with its own budget, the lock goes when
+/// nothing runs or logind's delay is up, and the SIGTERM the service manager sends next
+/// ends what still runs, with the stop's budget.
+///
+/// Only logind moves the program: a signal is acted on when its sender is the connection
+/// that owns `org.freedesktop.login1` now (any local client can address a signal to the
+/// program's connection); others are ignored and counted (``Status/ignoredSignals``,
+/// `overtime_system_bus_ignored_signals_total`).
 ///
 /// sd-bus (libsystemd, loaded when ``start()`` runs) talks to the bus on the runtime's
-/// loop: no thread of its own. When the bus goes away it waits for its socket to come
-/// back (inotify), then connects and takes the lock again: no polling, no wake-up.
+/// loop: no thread of its own. A bus that is not there yet, or goes away, is waited for
+/// (its socket's folder watched; a socket that stays but refuses tried again with a
+/// backoff); connected, nothing polls.
 public final class LogindMonitor: Sendable {
     /// What the lock says, and how early the budget ends.
     public struct Configuration: Sendable {
@@ -83,6 +91,9 @@ public final class LogindMonitor: Sendable {
         public var sessionActive: Bool?
         /// The configured session is locked; `nil` when not followed or not yet read.
         public var sessionLocked: Bool?
+        /// Signals not acted on: sent by a connection that does not own the bus name they
+        /// claimed to come from (a forgery by a local client).
+        public var ignoredSignals = 0
 
         /// One line, as `overtimectl status` shows it: `lock held (delay 5 s); last
         /// PrepareForSleep(false)`.
@@ -97,6 +108,7 @@ public final class LogindMonitor: Sendable {
             }
             if let lastEvent { parts.append("last: \(lastEvent)") }
             if let lastSleepWait { parts.append("last sleep waited \(lastSleepWait)") }
+            if ignoredSignals > 0 { parts.append("\(ignoredSignals) forged signals ignored") }
             return parts.joined(separator: "; ")
         }
     }
@@ -194,7 +206,11 @@ final class LogindDriver {
         decisions = SleepDecisions(margin: configuration.margin)
         link = SystemBusLink(
             context: context, address: configuration.busAddress, logger: logger,
-            connected: { [unowned self] bus in self.connected(bus) }, lost: { [unowned self] _ in self.lost() })
+            connected: { [unowned self] bus in self.connected(bus) }, lost: { [unowned self] _ in self.lost() },
+            ignored: { [unowned self] service in
+                context.countIgnoredSystemBusSignal(claimedSender: service)
+                self.published.withLock { $0.ignoredSignals += 1 }
+            })
     }
 
     private var bus: SystemBus? { link.bus }
@@ -224,15 +240,13 @@ final class LogindDriver {
         published.withLock { $0.connected = true }
         bus.onManagerSignal("PrepareForSleep") { [weak self] starting in self?.prepareForSleep(starting) }
         bus.onManagerSignal("PrepareForShutdown") { [weak self] starting in self?.prepareForShutdown(starting) }
-        bus.onNameOwnerChange(Logind.name) { [weak self] appeared in
-            guard let self, appeared else { return }
+        // Everything waits for logind's owner to be known: it is the only sender heard.
+        bus.onNameOwnerChange(Logind.name) { [weak self] present in
+            guard let self, present else { return }
             self.readDelay()
             self.perform(self.decisions.logindAvailable())
             self.followSession()
         }
-        readDelay()
-        perform(decisions.logindAvailable())
-        followSession()
         logger.info("connected to the system bus for logind's sleep and shutdown")
     }
 
@@ -268,13 +282,13 @@ final class LogindDriver {
             case .failure(let error):
                 self.logger.warning("logind has no session '\(id)' to follow: \(error)")
             case .success(let path):
-                bus.onSignal(sender: Logind.name, path: path, interface: Logind.session, "Lock") { [weak self] _ in
-                    self?.sessionEvent("session locked") { $0.lockRequested() }
+                bus.onSignal(from: Logind.name, path: path, interface: Logind.session, "Lock", read: { _ in () }) {
+                    [weak self] in self?.sessionEvent("session locked") { $0.lockRequested() }
                 }
-                bus.onSignal(sender: Logind.name, path: path, interface: Logind.session, "Unlock") { [weak self] _ in
-                    self?.sessionEvent("session unlocked") { $0.unlockRequested() }
+                bus.onSignal(from: Logind.name, path: path, interface: Logind.session, "Unlock", read: { _ in () }) {
+                    [weak self] in self?.sessionEvent("session unlocked") { $0.unlockRequested() }
                 }
-                bus.onPropertiesChanged(sender: Logind.name, path: path) { [weak self] in
+                bus.onPropertiesChanged(of: Logind.name, path: path) { [weak self] in
                     self?.readSession(path, id: id)
                 }
                 self.readSession(path, id: id)
@@ -344,7 +358,7 @@ final class LogindDriver {
 
     private func prepareForShutdown(_ starting: Bool) {
         note(starting ? "PrepareForShutdown(true)" : "PrepareForShutdown(false)")
-        if starting { perform(decisions.shutdownComing()) }
+        perform(starting ? decisions.shutdownComing(state: context.snapshot.state) : decisions.shutdownCalledOff())
     }
 
     private func note(_ event: String) {
@@ -362,9 +376,11 @@ final class LogindDriver {
             case .releaseLock:
                 releaseLock()
             case .enterBackground(let budget):
-                let source = "logind: the system prepares for sleep"
+                let source =
+                    decisions.announced == .shutdown
+                    ? "logind: the system prepares to shut down" : "logind: the system prepares for sleep"
                 context.request(.background, from: source)
-                context.request(.capBackgroundBudget(budget), from: source)
+                if let budget { context.request(.capBackgroundBudget(budget), from: source) }
                 // Applied in order with the requests: nothing may run by then.
                 let bound = LoopBound<LogindDriver?>(self, context: context)
                 _ = context.execute {
@@ -380,10 +396,6 @@ final class LogindDriver {
                 }
             case .returnToForeground:
                 context.request(.foreground, from: "logind: the system resumed")
-            case .terminate(let budget):
-                let source = "logind: the system prepares to shut down"
-                context.request(.terminate, from: source)
-                context.request(.capBackgroundBudget(budget), from: source)
             }
         }
     }

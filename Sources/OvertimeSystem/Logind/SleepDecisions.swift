@@ -9,21 +9,31 @@ import Overtime
 /// about to sleep, the program goes to the background with a budget that ends before
 /// logind stops waiting, and lets go of the lock as soon as nothing runs (it suspends) —
 /// never later than that budget. On resume it takes the lock again and returns to the
-/// state it had. A shutdown is a termination request, in the same budget.
+/// state it had.
+///
+/// A shutdown announced is not a termination: the service manager's SIGTERM follows, with
+/// the stop's own (longer) budget. The announcement starts the work early — the program
+/// goes to the background with its own budget, not cut to logind's delay — and the lock
+/// goes when nothing runs or logind's delay is up, whichever is first; the SIGTERM ends
+/// what still runs. A shutdown called off (`PrepareForShutdown(false)`) is a resume.
 struct SleepDecisions {
     enum Action: Equatable {
         /// Ask logind for a delay lock.
         case takeLock
         /// Close the lock's descriptor: logind may go on.
         case releaseLock
-        /// Enter the background with a budget of at most this long.
-        case enterBackground(budgetAtMost: Duration)
+        /// Enter the background, with a budget of at most this long (`nil`: the runtime's own).
+        case enterBackground(budgetAtMost: Duration?)
         /// Release the lock after this long whatever still runs.
         case releaseLockAfter(Duration)
-        /// Return to the foreground (the program was there before the sleep).
+        /// Return to the foreground (the program was there before the announcement).
         case returnToForeground
-        /// Terminate, with a budget of at most this long.
-        case terminate(budgetAtMost: Duration)
+    }
+
+    /// What logind announced and has not called off.
+    enum Announcement: Equatable {
+        case sleep
+        case shutdown
     }
 
     /// How long before logind's limit the budget ends: the program's last moment to finish.
@@ -32,9 +42,9 @@ struct SleepDecisions {
     private(set) var delay: Duration = .seconds(5)
     /// A lock is held, or asked for.
     private(set) var holdsLock = false
-    /// Between `PrepareForSleep(true)` and `(false)`.
-    private(set) var preparingForSleep = false
-    private(set) var foregroundBeforeSleep = false
+    /// Between `PrepareForSleep(true)` and `(false)`, or `PrepareForShutdown(true)` and `(false)`.
+    private(set) var announced: Announcement?
+    private(set) var foregroundBefore = false
 
     init(margin: Duration) {
         self.margin = margin
@@ -48,17 +58,17 @@ struct SleepDecisions {
         self.delay = delay
     }
 
-    /// logind is on the bus (connected, or it appeared): take the lock, unless a sleep is
-    /// under way (a lock taken now would hold nothing back; the resume takes it).
+    /// logind is on the bus (connected, or it appeared): take the lock, unless a sleep or
+    /// shutdown is under way (a lock taken now would hold nothing back; the resume takes it).
     mutating func logindAvailable() -> [Action] {
-        guard !holdsLock, !preparingForSleep else { return [] }
+        guard !holdsLock, announced == nil else { return [] }
         holdsLock = true
         return [.takeLock]
     }
 
-    /// The lock came back from logind. Taken while a sleep began: let go at once.
+    /// The lock came back from logind. Taken while a sleep or shutdown began: let go at once.
     mutating func lockGranted() -> [Action] {
-        guard preparingForSleep else { return [] }
+        guard announced != nil else { return [] }
         holdsLock = false
         return [.releaseLock]
     }
@@ -70,36 +80,50 @@ struct SleepDecisions {
 
     /// `PrepareForSleep(true)` while the program is in `state`.
     mutating func sleepComing(state: LifecycleState) -> [Action] {
-        guard !preparingForSleep else { return [] }
-        preparingForSleep = true
-        foregroundBeforeSleep = state == .active || state == .inactive
-        guard holdsLock else { return [] }
-        if state == .suspended || state == .terminated { return release() }
-        return [.enterBackground(budgetAtMost: budget), .releaseLockAfter(budget)]
+        announce(.sleep, state: state, budgetAtMost: budget)
     }
 
-    /// Nothing runs any more (the program suspended), or the budget's time is up.
+    /// `PrepareForShutdown(true)` while the program is in `state`: the work starts now, in
+    /// the runtime's own budget; the SIGTERM that follows ends it.
+    mutating func shutdownComing(state: LifecycleState) -> [Action] {
+        announce(.shutdown, state: state, budgetAtMost: nil)
+    }
+
+    /// Nothing runs any more (the program suspended), or logind's delay is up.
     mutating func nothingRuns() -> [Action] {
-        guard preparingForSleep, holdsLock else { return [] }
+        guard announced != nil, holdsLock else { return [] }
         return release()
     }
 
     /// `PrepareForSleep(false)`: the system is back.
     mutating func resumed() -> [Action] {
-        guard preparingForSleep else { return [] }
-        preparingForSleep = false
+        calledOff(.sleep)
+    }
+
+    /// `PrepareForShutdown(false)`: the shutdown was called off.
+    mutating func shutdownCalledOff() -> [Action] {
+        calledOff(.shutdown)
+    }
+
+    private mutating func announce(_ what: Announcement, state: LifecycleState, budgetAtMost: Duration?) -> [Action] {
+        guard announced == nil else { return [] }
+        announced = what
+        foregroundBefore = state == .active || state == .inactive
+        guard holdsLock else { return [] }
+        if state == .suspended || state == .terminated { return release() }
+        return [.enterBackground(budgetAtMost: budgetAtMost), .releaseLockAfter(budget)]
+    }
+
+    private mutating func calledOff(_ what: Announcement) -> [Action] {
+        guard announced == what else { return [] }
+        announced = nil
         var actions: [Action] = []
         if !holdsLock {
             holdsLock = true
             actions.append(.takeLock)
         }
-        if foregroundBeforeSleep { actions.append(.returnToForeground) }
+        if foregroundBefore { actions.append(.returnToForeground) }
         return actions
-    }
-
-    /// `PrepareForShutdown(true)`: terminate inside logind's delay; the lock goes with the process.
-    mutating func shutdownComing() -> [Action] {
-        [.terminate(budgetAtMost: budget)]
     }
 
     private mutating func release() -> [Action] {

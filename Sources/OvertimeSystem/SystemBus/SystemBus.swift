@@ -34,8 +34,12 @@ final class SystemBus {
     }
 
     /// Connects to the bus at `address` (the system bus when `nil`); `onLost` is called
-    /// once when the connection ends (the bus went away).
-    init(context: DriverContext, address: String?, onLost: @escaping (String) -> Void) throws(SystemBusError) {
+    /// once when the connection ends (the bus went away), `onIgnored` with each signal not
+    /// acted on (the name it claimed to come from, what it was, its real sender).
+    init(
+        context: DriverContext, address: String?, onLost: @escaping (String) -> Void,
+        onIgnored: @escaping (_ claimed: String, _ what: String, _ sender: String?) -> Void
+    ) throws(SystemBusError) {
         context.assertOnLoop()
         var failure = [CChar](repeating: 0, count: 256)
         guard overtime_bus_load(&failure, failure.count) == 0 else {
@@ -48,6 +52,7 @@ final class SystemBus {
         }
         self.context = context
         self.onLost = onLost
+        self.onIgnored = onIgnored
         bus = opened
         poll = context.makeHandle(uv_poll_t.self)
         timer = context.makeHandle(uv_timer_t.self)
@@ -124,42 +129,152 @@ final class SystemBus {
         }
     }
 
-    /// Calls each of logind's manager signal `member`'s boolean argument.
+    /// Calls `body` with each of logind's manager signal `member`'s boolean argument.
     func onManagerSignal(_ member: String, _ body: @escaping (Bool) -> Void) {
-        onSignal(sender: Logind.name, path: Logind.path, interface: Logind.manager, member) { message in
-            let value = overtime_bus_read_bool(message)
-            if value >= 0 { body(value != 0) }
-        }
+        onSignal(
+            from: Logind.name, path: Logind.path, interface: Logind.manager, member,
+            read: { message in
+                let value = overtime_bus_read_bool(message)
+                return value >= 0 ? value != 0 : nil
+            }, body)
     }
 
-    /// Calls `body` with each signal `member` of `interface` that `sender` sends from `path`.
-    func onSignal(
-        sender: String, path: String, interface: String, _ member: String, _ body: @escaping (OpaquePointer) -> Void
+    /// Calls `body` with each signal `member` of `interface` that the owner of `name` sends
+    /// from `path`, read with `read` (`nil`: not of the form expected, dropped).
+    ///
+    /// The bus daemon filters broadcasts by the match's sender, but a signal addressed to
+    /// this connection reaches it whatever its match rules say, from any local client, and
+    /// sd-bus (with no list of the sender's well-known names) lets it through. So each one
+    /// is checked here: its sender, stamped by the bus daemon, must be the connection that
+    /// owns `name` now (followed with `GetNameOwner` and `NameOwnerChanged`). Anything else
+    /// is ignored and counted.
+    func onSignal<Value>(
+        from name: String, path: String, interface: String, _ member: String,
+        read: @escaping (OpaquePointer) -> Value?, _ body: @escaping (Value) -> Void
     ) {
-        subscribe(body) { bus, slot, handler, user in
-            overtime_bus_match_signal(bus, slot, sender, path, interface, member, handler, user)
-        }
-    }
-
-    /// Calls `body` whenever an object of `sender` at `path` says its properties changed.
-    func onPropertiesChanged(sender: String, path: String, _ body: @escaping () -> Void) {
-        onSignal(sender: sender, path: path, interface: "org.freedesktop.DBus.Properties", "PropertiesChanged") { _ in
-            body()
-        }
-    }
-
-    /// Calls `body` whenever the bus name `name` gets an owner (`true`: the service
-    /// started) or loses it (`false`).
-    func onNameOwnerChange(_ name: String, _ body: @escaping (Bool) -> Void) {
+        follow(name)
         subscribe(
-            { message in
-                var changed: UnsafePointer<CChar>?
+            { [weak self] message in
+                guard let self, let value = read(message) else { return }
+                self.deliver(from: name, message: message, what: "\(interface).\(member)") { body(value) }
+            },
+            with: { bus, slot, handler, user in
+                overtime_bus_match_signal(bus, slot, name, path, interface, member, handler, user)
+            })
+    }
+
+    /// Calls `body` whenever the owner of `name` says the properties of its object at
+    /// `path` changed (checked as ``onSignal(from:path:interface:_:read:_:)`` checks).
+    func onPropertiesChanged(of name: String, path: String, _ body: @escaping () -> Void) {
+        onSignal(
+            from: name, path: path, interface: "org.freedesktop.DBus.Properties", "PropertiesChanged",
+            read: { _ in () }, body)
+    }
+
+    /// Calls `body` with `true` when the bus name `name` has an owner (known at first, or
+    /// a service started or took it over) and `false` when it has none (at first, or it
+    /// went): once the first answer is in, then at each change.
+    func onNameOwnerChange(_ name: String, _ body: @escaping (Bool) -> Void) {
+        follow(name)
+        followers[name, default: []].append(body)
+        if case .known(let owner) = owners[name] { body(owner != nil) }
+    }
+
+    /// Signals that were not acted on: sent by a connection that does not own the name
+    /// they claim to come from (or owner changes not sent by the bus itself).
+    private(set) var ignoredSignals = 0
+
+    // MARK: Who owns the names followed
+
+    /// What is known of who owns a well-known name.
+    private enum Owner {
+        /// `GetNameOwner` not answered yet: signals wait here (at most a few) until it is.
+        case asking(pending: [(sender: String?, deliver: () -> Void)])
+        /// The owner's unique name, `nil` when the name has none.
+        case known(String?)
+    }
+
+    private var owners: [String: Owner] = [:]
+    private var followers: [String: [(Bool) -> Void]] = [:]
+    private let onIgnored: (_ claimed: String, _ what: String, _ sender: String?) -> Void
+
+    /// Starts following `name`'s owner, once: its `NameOwnerChanged` (arg0: nothing for
+    /// other names), then its owner now. The bus answers in the order asked, so what comes
+    /// last is what holds.
+    private func follow(_ name: String) {
+        guard owners[name] == nil, !closed else { return }
+        owners[name] = .asking(pending: [])
+        subscribe(
+            { [weak self] message in self?.nameOwnerChanged(message, following: name) },
+            with: { bus, slot, handler, user in
+                overtime_bus_match_name_owner_changed(bus, slot, name, handler, user)
+            })
+        call(
+            failed: { [weak self] _ in self?.ownerLearned(nil, of: name) },
+            reply: { [weak self] message in
                 var owner: UnsafePointer<CChar>?
-                guard overtime_bus_read_name_owner_changed(message, &changed, &owner) >= 0, let changed, let owner,
-                    String(cString: changed) == name
-                else { return }
-                body(owner.pointee != 0)
-            }, with: overtime_bus_match_name_owner_changed)
+                let known = Self.error(in: message) == nil && overtime_bus_read_string(message, &owner) >= 0
+                self?.ownerLearned(known ? owner.map { String(cString: $0) } : nil, of: name)
+            }
+        ) { bus, slot, handler, user in
+            overtime_bus_call_get_name_owner(bus, slot, name, handler, user)
+        }
+    }
+
+    private func nameOwnerChanged(_ message: OpaquePointer, following name: String) {
+        // Only the bus itself says who owns a name; a client's forgery has its own sender.
+        let sender = overtime_bus_message_sender(message).map { String(cString: $0) }
+        guard sender == "org.freedesktop.DBus" else {
+            return ignore(claimed: "org.freedesktop.DBus", what: "NameOwnerChanged", sender: sender)
+        }
+        var changed: UnsafePointer<CChar>?
+        var owner: UnsafePointer<CChar>?
+        guard overtime_bus_read_name_owner_changed(message, &changed, &owner) >= 0, let changed, let owner,
+            String(cString: changed) == name
+        else { return }
+        ownerLearned(owner.pointee == 0 ? nil : String(cString: owner), of: name)
+    }
+
+    private func ownerLearned(_ owner: String?, of name: String) {
+        guard !closed else { return }
+        let before = owners[name]
+        owners[name] = .known(owner)
+        switch before {
+        case .asking(let pending):
+            for signal in pending {
+                if signal.sender != nil, signal.sender == owner {
+                    signal.deliver()
+                } else {
+                    ignore(claimed: name, what: "a signal", sender: signal.sender)
+                }
+            }
+        case .known(let previous):
+            if previous == owner { return }
+        case nil:
+            return
+        }
+        for follower in followers[name] ?? [] { follower(owner != nil) }
+    }
+
+    private func deliver(from name: String, message: OpaquePointer, what: String, _ body: @escaping () -> Void) {
+        let sender = overtime_bus_message_sender(message).map { String(cString: $0) }
+        switch owners[name] {
+        case .known(let owner?) where owner == sender:
+            body()
+        case .asking(var pending) where pending.count < Self.pendingLimit:
+            pending.append((sender, body))
+            owners[name] = .asking(pending: pending)
+        default:
+            ignore(claimed: name, what: what, sender: sender)
+        }
+    }
+
+    /// Signals kept while a name's owner is asked for; more is a flood, not logind.
+    private static let pendingLimit = 8
+
+    private func ignore(claimed: String, what: String, sender: String?) {
+        ignoredSignals += 1
+        onIgnored(claimed, what, sender)
     }
 
     /// Closes the connection; nothing is called back after it. Again is nothing.
@@ -176,6 +291,8 @@ final class SystemBus {
         uv_close(UnsafeMutableRawPointer(timer).assumingMemoryBound(to: uv_handle_t.self), nil)
         for callback in callbacks { callback.release() }
         callbacks = []
+        owners = [:]
+        followers = [:]
     }
 
     // MARK: Driving sd-bus
@@ -228,8 +345,8 @@ final class SystemBus {
         var name: UnsafePointer<CChar>?
         var text: UnsafePointer<CChar>?
         guard overtime_bus_message_error(message, &name, &text) == 1 else { return nil }
-        return SystemBusError(
-            "\(name.map { String(cString: $0) } ?? ""): \(text.map { String(cString: $0) } ?? "")")
+        let errorName = name.map { String(cString: $0) } ?? ""
+        return SystemBusError("\(errorName): \(text.map { String(cString: $0) } ?? "")", name: errorName)
     }
 
     /// Runs sd-bus until it is idle, then waits for what it asks (its descriptor's events,
@@ -283,5 +400,30 @@ enum Logind {
 /// Why the system bus, or logind on it, cannot be used.
 struct SystemBusError: Error, CustomStringConvertible {
     let description: String
-    init(_ description: String) { self.description = description }
+    /// The D-Bus error's name (`org.freedesktop.DBus.Error.ServiceUnknown`) when the bus or
+    /// the service answered with one.
+    let name: String?
+
+    init(_ description: String, name: String? = nil) {
+        self.description = description
+        self.name = name
+    }
+
+    /// What the error means for asking `service` (as a person names it: "NetworkManager"),
+    /// in the words the documentation uses; the raw error only where none fits.
+    func reason(asking service: String) -> String {
+        let prefix = "org.freedesktop.DBus.Error."
+        return switch name.map({ $0.hasPrefix(prefix) ? String($0.dropFirst(prefix.count)) : $0 }) {
+        case "ServiceUnknown", "NameHasNoOwner":
+            "\(service) is not running"
+        case "AccessDenied":
+            "the system bus's policy does not let this program ask \(service)"
+        case "UnknownProperty", "UnknownInterface", "UnknownMethod", "UnknownObject", "InvalidArgs":
+            "\(service) does not offer what is asked (a version without it)"
+        case "NoReply", "Timeout", "TimedOut":
+            "\(service) did not answer"
+        default:
+            "\(service) cannot be asked (\(description))"
+        }
+    }
 }

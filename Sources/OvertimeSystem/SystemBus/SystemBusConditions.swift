@@ -85,7 +85,8 @@ final class ConditionsDriver {
             context: context, address: address, logger: logger,
             connected: { [unowned self] bus in self.connected(bus) },
             lost: { [unowned self] reason in self.update { $0 = .unknown("the system bus went away (\(reason))") } },
-            unusable: { [unowned self] reason in self.update { $0 = .unknown(reason) } })
+            unusable: { [unowned self] reason in self.update { $0 = .unknown(reason) } },
+            ignored: { service in context.countIgnoredSystemBusSignal(claimedSender: service) })
     }
 
     func start() {
@@ -102,19 +103,18 @@ final class ConditionsDriver {
     }
 
     private func connected(_ bus: SystemBus) {
-        bus.onNameOwnerChange(Self.networkManager) { [weak self] appeared in
-            appeared
-                ? self?.readMetered() : self?.update { $0.meteredUnknown(because: "NetworkManager is not running") }
+        // Each service is read once its owner is known, and again when it changes hands or
+        // says its properties changed; a signal from any other connection is not acted on.
+        bus.onNameOwnerChange(Self.networkManager) { [weak self] present in
+            present ? self?.readMetered() : self?.update { $0.meteredUnknown(because: "NetworkManager is not running") }
         }
-        bus.onNameOwnerChange(Logind.name) { [weak self] appeared in
-            appeared ? self?.readIdle() : self?.update { $0.idleUnknown(because: "systemd-logind is not running") }
+        bus.onNameOwnerChange(Logind.name) { [weak self] present in
+            present ? self?.readIdle() : self?.update { $0.idleUnknown(because: "systemd-logind is not running") }
         }
-        bus.onPropertiesChanged(sender: Self.networkManager, path: Self.networkManagerPath) { [weak self] in
+        bus.onPropertiesChanged(of: Self.networkManager, path: Self.networkManagerPath) { [weak self] in
             self?.readMetered()
         }
-        bus.onPropertiesChanged(sender: Logind.name, path: Logind.path) { [weak self] in self?.readIdle() }
-        readMetered()
-        readIdle()
+        bus.onPropertiesChanged(of: Logind.name, path: Logind.path) { [weak self] in self?.readIdle() }
     }
 
     /// NetworkManager's `Metered`: 1 yes, 3 guess-yes; 2 no, 4 guess-no; 0 it does not know.
@@ -131,7 +131,7 @@ final class ConditionsDriver {
                 case .success(1), .success(3): reading.networkMetered = true
                 case .success(2), .success(4): reading.networkMetered = false
                 case .success: reading.meteredUnknown(because: "NetworkManager does not know whether it is metered")
-                case .failure(let error): reading.meteredUnknown(because: "NetworkManager cannot be asked (\(error))")
+                case .failure(let error): reading.meteredUnknown(because: error.reason(asking: "NetworkManager"))
                 }
                 if reading.networkMetered != nil { reading.meteredUnknown = nil }
             }
@@ -151,7 +151,7 @@ final class ConditionsDriver {
                 case .success(let idle):
                     reading.deviceIdle = idle
                     reading.idleUnknown = nil
-                case .failure(let error): reading.idleUnknown(because: "systemd-logind cannot be asked (\(error))")
+                case .failure(let error): reading.idleUnknown(because: error.reason(asking: "systemd-logind"))
                 }
             }
         }

@@ -19,17 +19,27 @@ struct DeadlineScheduleTests {
     /// point a lead time before it, and keeps an expiration already done.
     @Test func aCapMovesTheBudgetEarlierOnly() {
         let schedule = DeadlineSchedule(leadTime: .seconds(5))
-        #expect(!schedule.capBudget(deadline: .zero + .seconds(3)))  // no budget runs
+        #expect(!schedule.capBudget(deadline: .zero + .seconds(3), now: .zero))  // no budget runs
         schedule.startBudget(now: .zero, length: .seconds(30))
-        #expect(!schedule.capBudget(deadline: .zero + .seconds(40)))
-        #expect(schedule.capBudget(deadline: .zero + .seconds(12)))
+        #expect(!schedule.capBudget(deadline: .zero + .seconds(40), now: .zero))
+        #expect(schedule.capBudget(deadline: .zero + .seconds(12), now: .zero))
         #expect(
             schedule.budget
                 == DeadlineSchedule.Budget(deadline: .zero + .seconds(12), expirationPoint: .zero + .seconds(7)))
         schedule.markBudgetExpirationDone()
-        #expect(schedule.capBudget(deadline: .zero + .seconds(8)))
+        #expect(schedule.capBudget(deadline: .zero + .seconds(8), now: .zero))
         #expect(schedule.budget?.expirationDone == true)
         #expect(schedule.nextWakeup == .zero + .seconds(8))
+    }
+
+    /// A budget cut shorter than twice the lead time (a sleep's 4.5 s against a lead time
+    /// of 5 s) keeps half of what is left for work: the lead is capped, never due at once.
+    @Test func aCapShorterThanTheLeadTimeLeavesHalfForWork() {
+        let schedule = DeadlineSchedule(leadTime: .seconds(5))
+        schedule.startBudget(now: .zero, length: .seconds(30))
+        #expect(schedule.capBudget(deadline: .zero + .seconds(14.5), now: .zero + .seconds(10)))
+        #expect(schedule.budget?.expirationPoint == .zero + .seconds(12.25))
+        #expect(schedule.nextWakeup == .zero + .seconds(12.25))
     }
 
     @Test func heapPopsInDeadlineOrderAndCompetesWithTheBudget() {
