@@ -25,6 +25,14 @@ struct LogUploaderCommand: ParsableCommand {
         commandName: "log-uploader",
         abstract: "Spool log lines crash-safely and upload them inside a background grant.",
         subcommands: [Run.self, Redrive.self, Dump.self], defaultSubcommand: Run.self)
+
+    /// Blocks the signals the runtime handles before anything makes a thread, so a SIGTERM
+    /// sent while the daemon still starts waits for its stop instead of killing it; the
+    /// subcommands that make no runtime unblock them.
+    static func main() {
+        SignalHandling.default.blockOnThisThread()
+        main(nil)
+    }
 }
 
 struct Run: ParsableCommand {
@@ -81,17 +89,20 @@ struct Run: ParsableCommand {
     @Option(help: "Listen for overtimectl at this path, or on the socket systemd passed as fd://NAME.")
     var controlSocket: String?
     @Option(
+        parsing: .unconditional,
         help: """
             Also upload every N seconds, as a scheduled request that waits for a default route \
-            when the sink is on the network (0: only on background and stop).
+            when the sink is on the network: 0 (only on background and stop), or 0.1 to 31536000.
             """)
     var uploadInterval = 30.0
     @Option(help: "The schedule of the periodic upload (SQLite; default: schedule.db in the spool folder).")
     var schedule: String?
     @Option(
+        parsing: .unconditional,
         help: """
-            Print a progress line every N seconds (0: only at the end; default: 1 when stderr \
-            is a terminal, else 0, so a journal gets the final line and an idle daemon no wake-ups).
+            Print a progress line every N seconds: 0 (only at the end), or 0.1 to 86400; default: \
+            1 when stderr is a terminal, else 0, so a journal gets the final line and an idle \
+            daemon no wake-ups.
             """)
     var progressInterval: Double?
     @Option(
@@ -172,8 +183,10 @@ struct Run: ParsableCommand {
                 "--upload-interval is 0 or between 0.1 (the scheduler's shortest interval) and \(Int(year)) seconds; got \(uploadInterval)"
             )
         }
-        if let progressInterval, !(progressInterval >= 0 && progressInterval <= 86_400) {
-            throw ValidationError("--progress-interval is between 0 and 86400 seconds; got \(progressInterval)")
+        // The floor keeps a line a tenth of a second apart at most: below it the printing
+        // would be all the daemon does.
+        if let progressInterval, !(progressInterval == 0 || (progressInterval >= 0.1 && progressInterval <= 86_400)) {
+            throw ValidationError("--progress-interval is 0 or between 0.1 and 86400 seconds; got \(progressInterval)")
         }
         for (option, value) in [
             ("--datagram-socket", datagramSocket), ("--ingest-socket", ingestSocket),
@@ -584,6 +597,7 @@ struct Redrive: ParsableCommand {
     @Option(help: "The spool folder.") var spool = "log-uploader/spool"
 
     func run() throws {
+        SignalHandling.default.unblockOnThisThread()  // no runtime: the signals' defaults
         let store = try openSpool(spool)
         print("\(try store.redriveDeadLetters()) dead-lettered segments queued for upload")
     }
@@ -613,6 +627,7 @@ struct Dump: ParsableCommand {
     @Argument(help: "Segment files.") var files: [String]
 
     func run() throws {
+        SignalHandling.default.unblockOnThisThread()  // no runtime: the signals' defaults
         var problems = 0
         for file in files {
             var status = stat()

@@ -23,13 +23,20 @@ struct PeriodicReport: ParsableCommand {
         commandName: "periodic-report",
         abstract: "A daemon that writes a report periodically, with catch-up after downtime and retries.")
 
+    /// Blocks the signals the runtime handles before anything makes a thread: a SIGTERM
+    /// sent while the daemon still starts waits for its stop instead of killing it.
+    static func main() {
+        SignalHandling.default.blockOnThisThread()
+        main(nil)
+    }
+
     @Option(
         help:
             "Where the schedule, the reports and the control socket live (default: $STATE_DIRECTORY, else ./periodic-report-state)."
     )
     var stateDirectory: String?
 
-    @Option(help: "Seconds between planned runs.")
+    @Option(parsing: .unconditional, help: "Seconds between planned runs: 1 or more.")
     var every = 3600
 
     @Option(
@@ -38,7 +45,9 @@ struct PeriodicReport: ParsableCommand {
     )
     var on: String?
 
-    @Option(help: "Seconds of the window before each planned time in which a run may start.")
+    @Option(
+        parsing: .unconditional,
+        help: "Seconds of the window before each planned time in which a run may start (0 to --every).")
     var flex = 0
 
     @Option(help: "After downtime: once (one run for all missed), every (each missed, up to 10), none.")
@@ -64,7 +73,7 @@ struct PeriodicReport: ParsableCommand {
     var metricsListen: String?
 
     func validate() throws {
-        guard every > 0 else { throw ValidationError("--every must be positive") }
+        guard every > 0 else { throw ValidationError("--every is a whole number of seconds, 1 or more; got \(every)") }
         if let on {
             do {
                 _ = try CalendarSchedule(on)

@@ -13,6 +13,10 @@ import OvertimeSystem
     import Glibc
 #endif
 
+// First, before anything makes a thread: a SIGTERM sent while the daemon still starts
+// waits, blocked, for the runtime's loop, and gets the documented stop.
+SignalHandling.default.blockOnThisThread()
+
 if CommandLine.arguments.dropFirst().contains(where: { $0 == "--help" || $0 == "-h" }) {
     say(
         """

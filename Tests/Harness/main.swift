@@ -122,6 +122,17 @@ func daemon() throws {
         reply(.success("first"))
         reply(.failure(ControlCommandError("second")))
     }
+    // A timer that is always due: every HARNESS_BUSY_TIMER_US, its body busy for 2 ms.
+    if let interval = text("HARNESS_BUSY_TIMER_US").flatMap({ Int($0) }) {
+        @Sendable func tick(at instant: MonotonicInstant) {
+            runtime.schedule(at: instant) {
+                let until = runtime.clock.now + .milliseconds(2)
+                while SystemClock().now < until {}
+                tick(at: instant + .microseconds(interval))
+            }
+        }
+        tick(at: runtime.clock.now)
+    }
     let selfTerminate = text("HARNESS_SELF_TERMINATE") != nil
     runtime.execute {
         say("READY")

@@ -39,6 +39,23 @@ struct SignalDriverTests {
         #expect(child.output.last == "RUN RETURNED")
     }
 
+    /// A timer that is always due (every 1 ms, each run busy for 2 ms) never keeps the
+    /// loop from answering a control request or handling SIGTERM.
+    @Test func aTimerThatIsAlwaysDueNeverKeepsASignalOrAControlRequestWaiting() throws {
+        let folder = TemporaryDirectory("busy-timer")
+        defer { folder.remove() }
+        let socket = folder.path + "/control.sock"
+        let child = try RunningChild(
+            ["daemon"], environment: ["HARNESS_BUSY_TIMER_US": "1000", "OVERTIME_CONTROL_SOCKET": socket])
+        #expect(child.waitForLine { $0 == "READY" } != nil)
+        let status = try overtimectl(["status", "--socket", socket])
+        #expect(status.status == 0, "\(status.output)")
+        child.send(SIGTERM)
+        let exited = child.waitForExit(timeout: .seconds(60))
+        #expect(exited == 0)
+        if exited == nil { child.send(SIGKILL) }
+    }
+
     @Test func sigintTerminatesGracefullyWaitingForTheFinalFlush() throws {
         let child = try RunningChild(["daemon"], environment: ["HARNESS_ON_TERMINATE": "flush:300"])
         #expect(child.waitForLine { $0 == "READY" } != nil)

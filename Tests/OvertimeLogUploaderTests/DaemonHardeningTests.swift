@@ -374,7 +374,9 @@ struct DaemonHardeningTests {
     @Test(arguments: [
         ["--budget", "nan"], ["--budget", "inf"], ["--budget", "1e16"], ["--budget", "-1"], ["--lead", "nan"],
         ["--lead", "30"], ["--upload-interval", "nan"], ["--upload-interval", "0.001"],
-        ["--progress-interval", "inf"], ["--progress-interval", "nan"], ["--quota-mb", "-1"],
+        ["--progress-interval", "inf"], ["--progress-interval", "nan"], ["--progress-interval", "0.00005"],
+        ["--progress-interval", "1e-6"], ["--progress-interval", "-1"], ["--upload-interval", "-5"],
+        ["--quota-mb", "-1"],
         ["--quota-mb", "99999999999999"], ["--segment-kb", "99999999999999999"], ["--segment-kb", "-4"],
         ["--quota-mb", "1", "--segment-kb", "1024"], ["--sink", "http://:80/x"], ["--sink", "http://host:99999/x"],
         ["--sink", "https://bad host/x"],
@@ -386,6 +388,20 @@ struct DaemonHardeningTests {
             ["--spool", folder.path + "/spool", "--sink", folder.path + "/out"] + option, executable: "log-uploader")
         #expect(child.waitForExit(timeout: .seconds(10)) == 64)
         #expect(child.standardError.contains { $0.contains(option[0]) }, "\(child.standardError)")
+        #expect(!child.standardError.contains { $0.contains("Missing value") }, "\(child.standardError)")
+    }
+
+    /// Every interval option states its floor in `--help`.
+    @Test func theIntervalsFloorsAreInTheHelp() throws {
+        let tools = ChildProcess.harnessURL.deletingLastPathComponent()
+        let uploader = try ChildCommand.run(tools.appendingPathComponent("log-uploader").path, ["run", "--help"])
+        let flat = uploader.output.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        #expect(flat.contains("0 (only at the end), or 0.1 to 86400"), "\(uploader.output)")
+        #expect(flat.contains("0 (only on background and stop), or 0.1 to 31536000"), "\(uploader.output)")
+        let report = try ChildCommand.run(tools.appendingPathComponent("periodic-report").path, ["--help"])
+        #expect(report.output.contains("1 or more"), "\(report.output)")
+        let negative = try ChildCommand.run(tools.appendingPathComponent("periodic-report").path, ["--every", "-5"])
+        #expect(negative.status == 64 && negative.output.contains("--every is a whole number"), "\(negative.output)")
     }
 
     /// `dump` of a folder or an empty file says what is wrong and exits 1.

@@ -116,7 +116,8 @@ struct MetricsEndpointTests {
             #expect(sample("\(errors){kind=\"not_found\"}", in: body) == 1)
             #expect(sample("\(errors){kind=\"bad_request\"}", in: body) == 1)
             #expect(sample("\(errors){kind=\"too_large\"}", in: body) == 1)
-            #expect(sample("\(errors){kind=\"deadline\"}", in: body) == 2)
+            #expect(sample("\(errors){kind=\"head_deadline\"}", in: body) == 1, "the held client")
+            #expect(sample("\(errors){kind=\"deadline\"}", in: body) == 1, "the deaf client")
         }
     }
 
@@ -129,14 +130,18 @@ struct MetricsEndpointTests {
                 on: virtual.runtime, listeningAt: .loopback(port: 0), connectionDeadline: .seconds(60)))
         try await onOwnThread {
             let port = endpoint.address.port
-            let holders = try (0..<MetricsHTTPServer.maximumConnections).map { _ in try ScrapeClient(port: port) }
-            usleep(200_000)  // the loop has accepted them all
+            // Every place holds a request being answered: the holders asked and never close.
+            let holders = try (0..<MetricsHTTPServer.maximumConnections).map { _ in
+                let holder = try ScrapeClient(port: port)
+                holder.send("GET /metrics HTTP/1.1\r\n\r\n")
+                return holder
+            }
+            usleep(200_000)  // the loop has accepted them all and read their requests
             let turnedAway = try ScrapeClient(port: port)
             let started = ContinuousClock.now
             #expect(ScrapeClient.parts(turnedAway.readToEnd()).status == "HTTP/1.1 503 Service Unavailable")
             #expect(ContinuousClock.now - started < .seconds(5), "turned away at once, not at a deadline")
-            // A holder finishes its scrape; its place serves the next client.
-            holders[0].send("GET /metrics HTTP/1.1\r\n\r\n")
+            // A holder reads its answer and hangs up; its place serves the next client.
             #expect(ScrapeClient.parts(holders[0].readToEnd()).status == "HTTP/1.1 200 OK")
             holders[0].hangUp()
             usleep(200_000)
@@ -145,6 +150,37 @@ struct MetricsEndpointTests {
             let body = ScrapeClient.parts(next.readToEnd()).body
             #expect(sample("overtime_metrics_http_errors_total{kind=\"too_many_connections\"}", in: body) == 1)
             withExtendedLifetime(holders) {}
+        }
+    }
+
+    /// Any local client can open connections and send nothing. Held open, 300 of them do not
+    /// lock Prometheus out: each newcomer takes the place of the oldest idle one, and every
+    /// scrape meanwhile is answered; the idle ones are closed by their 1 s head deadline.
+    @Test func idleConnectionsNeverLockAScrapeOut() async throws {
+        let exporter = PrometheusExporter()
+        let virtual = try runtime(exporter)
+        defer { virtual.shutDown() }
+        let endpoint = try #require(try exporter.serve(on: virtual.runtime, listeningAt: .loopback(port: 0)))
+        try await onOwnThread {
+            let port = endpoint.address.port
+            let idle = try (0..<300).map { _ in try ScrapeClient(port: port) }
+            var statuses: [String] = []
+            for _ in 0..<20 {
+                let scrape = try ScrapeClient(port: port)
+                scrape.send("GET /metrics HTTP/1.1\r\n\r\n")
+                statuses.append(ScrapeClient.parts(scrape.readToEnd()).status)
+                usleep(100_000)
+            }
+            #expect(statuses.allSatisfy { $0 == "HTTP/1.1 200 OK" }, "\(statuses)")
+            // The idle ones were let go: evicted, or closed at their head deadline.
+            let last = try ScrapeClient(port: port)
+            last.send("GET /metrics HTTP/1.1\r\n\r\n")
+            let body = ScrapeClient.parts(last.readToEnd()).body
+            let evicted = sample("overtime_metrics_http_errors_total{kind=\"idle_evicted\"}", in: body) ?? 0
+            let expired = sample("overtime_metrics_http_errors_total{kind=\"head_deadline\"}", in: body) ?? 0
+            #expect(evicted + expired >= 300 - Double(MetricsHTTPServer.maximumConnections), "\(evicted), \(expired)")
+            #expect(sample("overtime_metrics_http_errors_total{kind=\"too_many_connections\"}", in: body) == nil)
+            withExtendedLifetime(idle) {}
         }
     }
 

@@ -217,6 +217,49 @@ struct MemoryPressureTests {
         #expect(env.runtime.loopClosedCleanly == true)
     }
 
+    /// The root of the unified hierarchy (where every process of a hybrid machine is, this
+    /// project's CI machine among them): its `memory.pressure` tells the system's figures,
+    /// but its triggers share one wait queue, and the kernel wakes every process polling it
+    /// whenever any trigger on it is closed — other daemons restarting woke an idle one many
+    /// times a minute. There the monitor takes `/proc/pressure/memory`, whose triggers each
+    /// have their own: twenty triggers opened and closed by another process do not wake
+    /// tiny-daemon's loop thread.
+    @Test(
+        .enabled(
+            if: UnifiedRoot.pressureFile != nil && access("/proc/pressure/memory", W_OK) == 0,
+            "the process is not at the root of a cgroup v2 hierarchy, or PSI cannot be written"))
+    func triggersOtherProcessesCloseDoNotWakeAnIdleDaemon() throws {
+        #expect(MemoryPressureMonitor.ownCgroupPressureFile() == nil, "the root's file is not taken")
+        let folder = TemporaryDirectory("psi-wakeups")
+        defer { folder.remove() }
+        let socket = folder.path + "/control.sock"
+        let daemon = try RunningChild(["--control-socket", socket], executable: "tiny-daemon", standardInput: true)
+        defer {
+            daemon.send(SIGKILL)
+            _ = daemon.waitForExit()
+        }
+        for _ in 0..<2000 where access(socket, F_OK) != 0 { usleep(5000) }
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(daemon.pid)/fd")) ?? []
+        let files = descriptors.compactMap {
+            try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(daemon.pid)/fd/\($0)")
+        }
+        #expect(files.contains("/proc/pressure/memory"), "\(files)")
+        // tiny-daemon runs the loop on its main thread (`runtime.run()`).
+        let loop = "/proc/\(daemon.pid)/task/\(daemon.pid)"
+        let before = try #require(UnifiedRoot.voluntarySwitches(loop))
+        let file = try #require(UnifiedRoot.pressureFile)
+        for _ in 0..<20 {
+            let descriptor = open(file, O_RDWR | O_CLOEXEC)
+            #expect(descriptor >= 0)
+            let trigger = Array("some 150000 2000000".utf8) + [0]
+            #expect(write(descriptor, trigger, trigger.count) == trigger.count)
+            close(descriptor)
+        }
+        let after = try #require(UnifiedRoot.voluntarySwitches(loop))
+        // Before: one wake-up per trigger closed (20); the daemon at rest has none of its own.
+        #expect(after - before < 5, "the loop thread woke \(after - before) times")
+    }
+
     /// Real memory stalls: a child process in a cgroup v2 of its own with `memory.high`
     /// far below what it touches, watched through that cgroup's `memory.pressure`. Needs
     /// the cgroup v2 memory controller; where memory is on cgroup v1 (this project's CI
@@ -280,4 +323,24 @@ private struct CgroupWithMemory {
     }
 
     func remove() { rmdir(path) }
+}
+
+/// The unified cgroup hierarchy's root, when this process is in it.
+private enum UnifiedRoot {
+    /// The root's `memory.pressure`, when `/proc/self/cgroup` says the process is at the root.
+    static let pressureFile: String? = {
+        guard let cgroups = try? String(contentsOfFile: "/proc/self/cgroup", encoding: .utf8),
+            cgroups.split(separator: "\n").contains("0::/")
+        else { return nil }
+        return ["/sys/fs/cgroup/unified/memory.pressure", "/sys/fs/cgroup/memory.pressure"].first {
+            access($0, F_OK) == 0
+        }
+    }()
+
+    /// How often the thread at `task` gave up the CPU to wait.
+    static func voluntarySwitches(_ task: String) -> Int? {
+        guard let status = try? String(contentsOfFile: task + "/status", encoding: .utf8) else { return nil }
+        return status.split(separator: "\n").first { $0.hasPrefix("voluntary_ctxt_switches:") }
+            .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) }
+    }
 }

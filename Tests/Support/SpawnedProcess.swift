@@ -42,14 +42,19 @@ package final class SpawnedProcess: Sendable {
     package let inputPipe: FileHandle?
     /// The status once reaped: the exit status, or the signal that ended it.
     private let reaped = Locked<Int32?>(nil)
+    private let endedBySignal = Locked(false)
+
+    /// Reaped, and ended by a signal (its number is what ``waitForExit(timeout:)`` returned).
+    package var killedBySignal: Bool { endedBySignal.withLock { $0 } }
 
     /// Starts `executable` with `arguments`, in a process group of its own, with
-    /// ``blockedSignals`` blocked and `environment` (the test's own when nil); `passing`
-    /// become the child's descriptors 3, 4, … (as a service manager passes sockets).
+    /// `blocking` blocked (``blockedSignals`` unless told; `[]`: as a service manager
+    /// starts a service, nothing blocked) and `environment` (the test's own when nil);
+    /// `passing` become the child's descriptors 3, 4, … (as a service manager passes sockets).
     package init(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
         standardInput: Bool = false, standardOutput: Destination = .pipe, standardError: Destination = .pipe,
-        passing: [Int32] = []
+        passing: [Int32] = [], blocking: [Int32] = SpawnedProcess.blockedSignals
     ) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -116,7 +121,7 @@ package final class SpawnedProcess: Sendable {
         defer { posix_spawnattr_destroy(&attributes) }
         var blocked = sigset_t()
         sigemptyset(&blocked)
-        for signal in Self.blockedSignals { sigaddset(&blocked, signal) }
+        for signal in blocking { sigaddset(&blocked, signal) }
         posix_spawnattr_setsigmask(&attributes, &blocked)
         posix_spawnattr_setpgroup(&attributes, 0)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP))
@@ -131,7 +136,7 @@ package final class SpawnedProcess: Sendable {
     }
 
     /// The signals a child starts with blocked.
-    static let blockedSignals = [SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2]
+    package static let blockedSignals = [SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2]
 
     deinit {
         if isRunning {
@@ -187,6 +192,7 @@ package final class SpawnedProcess: Sendable {
             guard result == pid else { return nil }
             let signal = status & 0x7f
             reaped = signal == 0 ? (status >> 8) & 0xff : signal
+            endedBySignal.withLock { $0 = signal != 0 }
             return reaped
         }
     }

@@ -68,11 +68,12 @@ struct MetricSpec: Sendable {
             name: "idle_wakeups_per_sec", unit: "wake-ups/s", higherIsBetter: false,
             what: "every thread of a process at rest (from 3 s after READY=1): the runtime with 10,000 open in the "
                 + "foreground (nothing due), the shipped programs with their defaults (watched 95 s: three of "
-                + "log-uploader's 30 s upload intervals), and the ServiceGroup peer",
-            target: "0 (overtime, log_uploader)"
+                + "log-uploader's 30 s upload intervals), and the ServiceGroup peer; _busy: the same on a busy "
+                + "machine (every core spinning, another process of the cgroup closing a PSI trigger every 2 s)",
+            target: "0 (overtime, log_uploader, tiny_daemon_busy)"
         ) { values in
             guard let overtime = values["overtime"], let uploader = values["log_uploader"] else { return nil }
-            return overtime == 0 && uploader == 0
+            return overtime == 0 && uploader == 0 && values["tiny_daemon_busy"].map { $0 == 0 } != false
         },
         MetricSpec(
             name: "idle_bytes_written_per_hour", unit: "bytes/h", higherIsBetter: false,
@@ -274,6 +275,20 @@ struct MetricSpec: Sendable {
             what: "a submit by a fleet's instance → the change event on a page's open event stream",
             target: "≤ 1000 (p99)"
         ) { values in values["p99"].map { $0 <= 1000 } },
+        MetricSpec(
+            name: "footprint_pss_mb", unit: "MB", higherIsBetter: false,
+            what: "proportional set size at rest (Pss of /proc/PID/smaps_rollup: a shared library's pages by share)",
+            target: "(context for footprint_rss_mb)"
+        ) { _ in nil },
+        MetricSpec(
+            name: "footprint_anonymous_mb", unit: "MB", higherIsBetter: false,
+            what:
+                "anonymous memory at rest (Anonymous of /proc/PID/smaps_rollup: the process's own, nothing a file backs)",
+            target: "tiny_daemon_logind ≤ tiny_daemon + 0.25"
+        ) { values in
+            guard let on = values["tiny_daemon_logind"], let off = values["tiny_daemon"] else { return nil }
+            return on <= off + 0.25
+        },
         .context(name: "footprint_threads", unit: "threads", what: "threads at rest", target: "(context)"),
         .context(
             name: "footprint_shared_libraries", unit: "libraries", what: "shared libraries mapped at rest",

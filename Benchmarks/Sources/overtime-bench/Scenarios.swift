@@ -112,6 +112,16 @@ struct Scenarios {
                 ("tiny_daemon_metrics", { try program("tiny_daemon_metrics").wakeupsPerSecond }),
                 ("tiny_daemon_logind", { try program("tiny_daemon_logind").wakeupsPerSecond }),
                 ("service_lifecycle_peer", { try program("service_lifecycle_peer").wakeupsPerSecond }),
+                (
+                    "tiny_daemon_busy",
+                    {
+                        notes.value.append(
+                            "idle_wakeups_per_sec / _busy: the program at rest on a busy machine: \(BusyMachine().description)"
+                        )
+                        return try program("tiny_daemon_busy").wakeupsPerSecond
+                    }
+                ),
+                ("log_uploader_busy", { try program("log_uploader_busy").wakeupsPerSecond }),
             ]
         case "idle_bytes_written_per_hour":
             return ["log_uploader", "tiny_daemon"].map { name in (name, { try program(name).bytesWrittenPerHour }) }
@@ -160,6 +170,14 @@ struct Scenarios {
                     }
                 ),
             ]
+        case "footprint_pss_mb", "footprint_anonymous_mb":
+            let pss = metric == "footprint_pss_mb"
+            return [
+                "log_uploader", "log_uploader_no_system_events", "tiny_daemon", "tiny_daemon_logind",
+                "service_lifecycle_peer", "swift_floor",
+            ].map { name in
+                (name, { pss ? try program(name).proportionalMegabytes : try program(name).anonymousMegabytes })
+            }
         case "footprint_threads":
             return [
                 "log_uploader", "log_uploader_metrics", "tiny_daemon", "tiny_daemon_logind", "tiny_daemon_metrics",
@@ -588,12 +606,15 @@ struct Scenarios {
         return command
     }
 
-    /// The figures of `name`, measured on first use.
+    /// The figures of `name`, measured on first use; `<program>_busy`: the program on a
+    /// busy machine (``BusyMachine``).
     func program(_ name: String) throws -> ProgramFigures {
         if let measured = figures.value[name] { return measured }
-        let (executable, arguments) = try programCommand(name)
+        let busy = name.hasSuffix("_busy")
+        let (executable, arguments) = try programCommand(busy ? String(name.dropLast(5)) : name)
         let measured = try ProgramFootprint.measure(
-            executable, arguments, starts: sizes.programStarts, restSeconds: sizes.programRestSeconds)
+            executable, arguments, starts: sizes.programStarts, restSeconds: sizes.programRestSeconds,
+            load: busy ? BusyMachine() : nil)
         figures.value[name] = measured
         if !measured.wakeupsByThread.isEmpty {
             let threads = measured.wakeupsByThread.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }

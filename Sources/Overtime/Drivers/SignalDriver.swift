@@ -32,17 +32,10 @@ final class SignalDriver {
     /// loop runs waits, pending, for the watchers instead of ending the process; returns
     /// the thread's mask before.
     static func blockUntilWatched(_ handling: SignalHandling) -> sigset_t {
-        var handled = signalSet(handling.actions.keys)
+        var handled = SignalHandling.signalSet(handling.actions.keys)
         var previous = sigset_t()
         pthread_sigmask(SIG_BLOCK, &handled, &previous)
         return previous
-    }
-
-    private static func signalSet(_ signals: some Sequence<Int32>) -> sigset_t {
-        var set = sigset_t()
-        sigemptyset(&set)
-        for signal in signals { sigaddset(&set, signal) }
-        return set
     }
 
     /// Starts one watcher per signal. Runs on the thread that is about to run the loop.
@@ -52,7 +45,7 @@ final class SignalDriver {
             // delivered now, to the watcher). A process may also start with them blocked (a
             // parent that spawned it from a thread that blocks signals, as Dispatch's
             // workers do; the mask is inherited); blocked everywhere, one is never delivered.
-            var handled = Self.signalSet(actions.keys)
+            var handled = SignalHandling.signalSet(actions.keys)
             pthread_sigmask(SIG_UNBLOCK, &handled, nil)
         }
         for signal in actions.keys.sorted() {

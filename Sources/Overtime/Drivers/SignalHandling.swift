@@ -62,6 +62,37 @@ public struct SignalHandling: Sendable, Hashable {
         SIGTERM: .terminate, SIGINT: .terminate, SIGUSR1: .background, SIGUSR2: .foreground, SIGHUP: .reload,
     ])
 
+    /// Blocks these signals on the calling thread, and so on every thread it starts from
+    /// then on (a new thread inherits its creator's mask).
+    ///
+    /// Call it first thing in `main`, before anything makes a thread (Dispatch, a logging
+    /// backend, a client library), in a program that creates its ``Runtime`` later: a
+    /// signal sent while the program still sets up — a service manager stopping a service
+    /// it has just started — then waits, pending, until the runtime's loop watches it, and
+    /// gets the program's documented stop. Without it the signal finds a thread that does
+    /// not block it and ends the process by the signal's default action. The runtime
+    /// unblocks them on its loop thread only; ``Runtime/start()`` gives the creating thread
+    /// back the mask it had, blocked. A program that goes on without a runtime (a
+    /// one-shot subcommand) calls ``unblockOnThisThread()``.
+    public func blockOnThisThread() {
+        var set = Self.signalSet(actions.keys)
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+    }
+
+    /// Unblocks these signals on the calling thread (after ``blockOnThisThread()``, in a
+    /// program that ends up not creating a runtime).
+    public func unblockOnThisThread() {
+        var set = Self.signalSet(actions.keys)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+    }
+
+    static func signalSet(_ signals: some Sequence<Int32>) -> sigset_t {
+        var set = sigset_t()
+        sigemptyset(&set)
+        for signal in signals where signal >= 1 && signal <= 64 { sigaddset(&set, signal) }
+        return set
+    }
+
     /// Linux numbers signals 1 to 64 (SIGRTMAX); SIGKILL and SIGSTOP cannot be caught.
     func validate() throws(RuntimeError) {
         for signal in actions.keys.sorted() {

@@ -100,6 +100,12 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
     }
 
     private func finishTurn() {
+        // Timers this turn made due run once more here (a pause in it — SIGSTOP in a
+        // callback — made them due), never again: a timer that is always due (one that
+        // takes longer than its interval) would otherwise keep the turn from ending, and
+        // the loop from ever reading a signal or a control request. What is due after that
+        // pass arms the timer in the past: the next turn runs it, after the loop has polled.
+        var ranLateTimers = false
         while true {
             drainInbound()
             if turnState.needsSettle {
@@ -107,10 +113,10 @@ final class RuntimeCore: @unchecked Sendable {  // confined to the loop thread
                 settle()
                 continue
             }
-            if let next = timers.nextWakeup {
+            if !ranLateTimers, let next = timers.nextWakeup {
                 let current = now
                 if next <= current {
-                    // A pause in this turn (SIGSTOP in a callback) made these timers due.
+                    ranLateTimers = true
                     checkStalls(at: current)
                     runDueTimers(now: current)
                     continue

@@ -86,38 +86,46 @@ package enum SegmentFormat {
         var offset = headerSize
         var problem: String?
         while offset < bytes.count {
-            guard bytes.count - offset >= frameSize else {
-                problem = "torn record frame at byte \(offset)"
-                break
+            switch readRecord(bytes, at: offset) {
+            case .record(let record, let next):
+                records.append(record)
+                offset = next
+            case .problem(let found):
+                problem = found
             }
-            let length = Int(bytes.readLittleEndian(UInt32.self, at: offset))
-            let crc = bytes.readLittleEndian(UInt32.self, at: offset + 4)
-            guard length >= bodyPrefixSize, length <= bodyPrefixSize + maximumLineBytes else {
-                problem = "invalid record length \(length) at byte \(offset)"
-                break
-            }
-            guard bytes.count - offset - frameSize >= length else {
-                problem =
-                    "torn record at byte \(offset): \(length) bytes announced, \(bytes.count - offset - frameSize) present"
-                break
-            }
-            let bodyStart = offset + frameSize
-            let actual = bytes.withUnsafeBytes {
-                CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[bodyStart..<(bodyStart + length)]))
-            }
-            guard actual == crc else {
-                problem = "checksum mismatch in the record at byte \(offset)"
-                break
-            }
-            records.append(
-                SpoolRecord(
-                    sequence: bytes.readLittleEndian(UInt64.self, at: bodyStart),
-                    time: bytes.readLittleEndian(UInt64.self, at: bodyStart + 8),
-                    line: Array(bytes[(bodyStart + bodyPrefixSize)..<(bodyStart + length)])))
-            offset = bodyStart + length
+            if problem != nil { break }
         }
         return ParsedSegment(
             streamID: streamID, segment: segment, records: records, validLength: offset, problem: problem)
+    }
+
+    /// What is at `offset`: a valid record and where the next begins, or what is wrong.
+    private enum RecordRead {
+        case record(SpoolRecord, next: Int)
+        case problem(String)
+    }
+
+    private static func readRecord(_ bytes: [UInt8], at offset: Int) -> RecordRead {
+        guard bytes.count - offset >= frameSize else { return .problem("torn record frame at byte \(offset)") }
+        let length = Int(bytes.readLittleEndian(UInt32.self, at: offset))
+        let crc = bytes.readLittleEndian(UInt32.self, at: offset + 4)
+        guard length >= bodyPrefixSize, length <= bodyPrefixSize + maximumLineBytes else {
+            return .problem("invalid record length \(length) at byte \(offset)")
+        }
+        guard bytes.count - offset - frameSize >= length else {
+            return .problem(
+                "torn record at byte \(offset): \(length) bytes announced, \(bytes.count - offset - frameSize) present")
+        }
+        let bodyStart = offset + frameSize
+        let actual = bytes.withUnsafeBytes {
+            CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[bodyStart..<(bodyStart + length)]))
+        }
+        guard actual == crc else { return .problem("checksum mismatch in the record at byte \(offset)") }
+        let record = SpoolRecord(
+            sequence: bytes.readLittleEndian(UInt64.self, at: bodyStart),
+            time: bytes.readLittleEndian(UInt64.self, at: bodyStart + 8),
+            line: Array(bytes[(bodyStart + bodyPrefixSize)..<(bodyStart + length)]))
+        return .record(record, next: bodyStart + length)
     }
 }
 
@@ -140,6 +148,78 @@ extension SegmentFormat {
             streamID: parsed.streamID, segment: parsed.segment, records: kept, validLength: length,
             problem: "an append cut short by the crash: its \(dropped) records dropped"
                 + (parsed.problem.map { "; then \($0)" } ?? ""))
+    }
+}
+
+extension SegmentFormat {
+    /// The segment being written when the process died, read past damage: what a crash
+    /// cut (the tail after the last record that ends an append) is dropped whole, as
+    /// ``wholeAppends(_:)`` does; damage inside an append that was completed — a later
+    /// record ending an append is there, so the crash did not cut it — loses only the
+    /// damaged bytes. After a damaged stretch the parse finds the next valid record (its
+    /// frame, checksum and a sequence a little past the last good one) and goes on.
+    ///
+    /// `rewritten` holds the segment's new bytes when records after damage are kept (the
+    /// damaged stretch left out: an open segment was never uploaded, so its bytes may
+    /// change); `nil` when the kept records are a prefix of the file (cut back as before).
+    static func recoverOpen(_ bytes: [UInt8]) -> (parsed: ParsedSegment, rewritten: [UInt8]?) {
+        let first = parse(bytes)
+        guard first.problem != nil, let streamID = first.streamID, let segment = first.segment else {
+            return (wholeAppends(first), nil)
+        }
+        var records = first.records
+        var damaged: [(offset: Int, problem: String)] = [(first.validLength, first.problem ?? "")]
+        var offset = first.validLength
+        var lastSequence = records.last?.sequence ?? 0
+        while let resumed = resynchronize(bytes, after: offset, lastSequence: lastSequence) {
+            offset = resumed
+            while offset < bytes.count, case .record(let record, let next) = readRecord(bytes, at: offset) {
+                records.append(record)
+                lastSequence = record.sequence
+                offset = next
+            }
+            guard offset < bytes.count, case .problem(let problem) = readRecord(bytes, at: offset) else { break }
+            damaged.append((offset, problem))
+        }
+        let whole = wholeAppends(
+            ParsedSegment(streamID: streamID, segment: segment, records: records, validLength: 0, problem: nil))
+        // Nothing past the first damage survives the rule for torn appends: cut back as before.
+        guard whole.records.count > first.records.count else {
+            return (wholeAppends(first), nil)
+        }
+        var rewritten = header(streamID: streamID, segment: segment)
+        for record in whole.records {
+            appendRecord(
+                sequence: record.sequence, time: record.time, line: record.line, endsAppend: record.time & 1 == 1,
+                to: &rewritten)
+        }
+        let places = damaged.map { "byte \($0.offset) (\($0.problem))" }.joined(separator: ", ")
+        let problem =
+            "damage inside appends that were completed, at \(places): \(records.count - first.records.count) "
+            + "records read past it" + (whole.problem.map { "; \($0)" } ?? "")
+        return (
+            ParsedSegment(
+                streamID: streamID, segment: segment, records: whole.records, validLength: rewritten.count,
+                problem: problem),
+            rewritten
+        )
+    }
+
+    /// The offset of the next valid record after the damage at `offset`: a whole frame
+    /// whose checksum holds and whose sequence follows `lastSequence` closely (a random
+    /// match of both is below one in 10^15). `nil` when none is left.
+    private static func resynchronize(_ bytes: [UInt8], after offset: Int, lastSequence: UInt64) -> Int? {
+        var candidate = offset + 1
+        while candidate + frameSize + bodyPrefixSize <= bytes.count {
+            let sequence = bytes.readLittleEndian(UInt64.self, at: candidate + frameSize)
+            if sequence > lastSequence, sequence - lastSequence <= 1 << 20,
+                case .record = readRecord(bytes, at: candidate)
+            {
+                return candidate
+            }
+            candidate += 1
+        }
+        return nil
     }
 }
 

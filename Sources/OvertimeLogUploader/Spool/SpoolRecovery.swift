@@ -24,6 +24,12 @@ import Logging
 ///   last valid record, and the loss is reported; a sealed segment cut back this way may
 ///   have been uploaded whole, so the sequence numbers its lost records may have had are
 ///   never given out again.
+/// - The active (`.open`) segment was never uploaded: an append a crash cut short (the
+///   records after the last one that ends an append) goes whole; damage inside appends
+///   that were completed — a later record ending an append is intact — costs only the
+///   damaged bytes, the records on both sides kept and the segment rewritten without them.
+///   Damage to the segment's very last record cannot be told from a crash's tail and is
+///   taken as one.
 /// - An active (`.open`) segment is sealed, so its lines get uploaded.
 /// - Anything that is not a segment is moved to `quarantine/`.
 struct SpoolRecovery {
@@ -138,8 +144,22 @@ struct SpoolRecovery {
         guard let stream = parsed.streamID, parsed.segment == number else {
             return quarantine(path, name: name, &report)
         }
-        // The segment being written when the process died: an append it cut short goes whole.
-        if isOpen { parsed = SegmentFormat.wholeAppends(parsed) }
+        // The segment being written when the process died: an append it cut short goes
+        // whole; damage inside appends that were completed costs only the damaged bytes.
+        if isOpen {
+            let recovered = SegmentFormat.recoverOpen(bytes)
+            parsed = recovered.parsed
+            if let rewritten = recovered.rewritten {
+                try replace(path, with: rewritten)
+                report.truncations.append(
+                    RecoveryReport.Truncation(
+                        path: path, keptRecords: parsed.records.count, droppedBytes: bytes.count - rewritten.count,
+                        problem: parsed.problem ?? ""))
+                parsed = ParsedSegment(
+                    streamID: parsed.streamID, segment: parsed.segment, records: parsed.records,
+                    validLength: rewritten.count, problem: nil)
+            }
+        }
         if stream != result.stream {
             // An earlier stream's segment: sealed as it is, and sent again under its own name.
             let target = directory + "/resend/" + SegmentName.resendFileName(stream: stream, segment: number)
@@ -211,6 +231,21 @@ struct SpoolRecovery {
             RecoveryReport.Truncation(
                 path: path, keptRecords: parsed.records.count, droppedBytes: size - parsed.validLength,
                 problem: problem))
+    }
+
+    /// Puts `bytes` in place of `path`, durably: written beside it, synced, renamed over it.
+    private func replace(_ path: String, with bytes: [UInt8]) throws(SpoolError) {
+        let temporary = path + ".tmp"
+        let fd = try SpoolFiles.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC)
+        defer { close(fd) }
+        do {
+            try SpoolFiles.writeAll(fd, bytes, path: temporary)
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+        try SpoolFiles.sync(fd, path: temporary)
+        if rename(temporary, path) != 0 { throw .io(operation: "rename", path: temporary, errno: errno) }
     }
 
     /// Moves `path` into `quarantine/`, never over an earlier file there.

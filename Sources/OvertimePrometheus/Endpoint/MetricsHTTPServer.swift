@@ -13,16 +13,24 @@ import Overtime
 
 /// Serves the exposition over HTTP/1.1 from the runtime's loop, one answer per connection.
 ///
-/// Bounded whatever clients do: at most ``maximumConnections`` at once (more get a 503 at
-/// once, written without waiting, and are closed); each connection is closed
-/// ``connectionDeadline`` (10 s by default) after it was accepted, whether it sent half a request, never
-/// read its answer or never closed; a request's head may take
-/// ``ScrapeRequest/maximumHeadBytes``. Nothing runs while nobody connects: the listener is
-/// one epoll registration, and each connection's deadline is a timer of its own.
-/// Errors are counted in `overtime_metrics_http_errors_total{kind}`.
+/// Bounded whatever clients do, and never locked out by idle ones:
+/// - a connection that has not sent a whole request head within ``headDeadline`` (1 s) is
+///   closed (`kind="head_deadline"`); one whose answer is not read and closed by
+///   ``connectionDeadline`` (10 s by default) after it was accepted is closed too;
+/// - at most ``maximumConnections`` at once. A client that comes when they are all taken
+///   takes the place of the oldest one still waiting for its head (`kind="idle_evicted"`):
+///   a scrape is answered however many idle connections a local client holds open. Only
+///   when every place holds a request being answered is the newcomer turned away with a
+///   503, written without waiting;
+/// - a request's head may take ``ScrapeRequest/maximumHeadBytes``.
+///
+/// Nothing runs while nobody connects: the listener is one epoll registration, and each
+/// connection's deadline is a timer of its own. Errors are counted in
+/// `overtime_metrics_http_errors_total{kind}`.
 final class MetricsHTTPServer {
     static let maximumConnections = 16
     static let connectionDeadline: Duration = .seconds(10)
+    static let headDeadline: Duration = .seconds(1)
 
     private let context: DriverContext
     private let render: () -> [UInt8]
@@ -30,6 +38,8 @@ final class MetricsHTTPServer {
     private let deadline: Duration
     private var listener: UnsafeMutablePointer<uv_tcp_t>?
     private var connections: [ObjectIdentifier: MetricsConnection] = [:]
+    /// Accepts so far: each connection's place in the order they came.
+    private var accepted: UInt64 = 0
 
     init(
         context: DriverContext, render: @escaping () -> [UInt8], errors: @escaping (String) -> Void,
@@ -89,13 +99,23 @@ final class MetricsHTTPServer {
             connections[ObjectIdentifier(connection)] = connection  // until its handles close
             return
         }
-        connections[ObjectIdentifier(connection)] = connection
-        guard connections.count <= Self.maximumConnections else {
-            errors(ScrapeAnswer.busy.errorKind ?? "")
-            connection.turnAway(ScrapeAnswer.busy.bytes { [] })
-            return
+        accepted += 1
+        connection.order = accepted
+        let open = connections.values.filter { !$0.isClosing }
+        if open.count >= Self.maximumConnections {
+            // Full: the oldest connection still waiting for its request head gives way.
+            if let idle = open.filter(\.waitsForHead).min(by: { $0.order < $1.order }) {
+                errors("idle_evicted")
+                idle.close()
+            } else {
+                connections[ObjectIdentifier(connection)] = connection
+                errors(ScrapeAnswer.busy.errorKind ?? "")
+                connection.turnAway(ScrapeAnswer.busy.bytes { [] })
+                return
+            }
         }
-        connection.start(deadline: deadline)
+        connections[ObjectIdentifier(connection)] = connection
+        connection.start(headDeadline: min(Self.headDeadline, deadline), deadline: deadline)
     }
 
     fileprivate func answer(_ answer: ScrapeAnswer) -> [UInt8] {
@@ -103,8 +123,8 @@ final class MetricsHTTPServer {
         return answer.bytes(exposition: render)
     }
 
-    fileprivate func timedOut() {
-        errors("deadline")
+    fileprivate func timedOut(waitingForHead: Bool) {
+        errors(waitingForHead ? "head_deadline" : "deadline")
     }
 
     fileprivate func forget(_ connection: MetricsConnection) {
@@ -126,8 +146,15 @@ private final class MetricsConnection {
     private let context: DriverContext
     private var received: [UInt8] = []
     private var answered = false
-    private var isClosing = false
+    private(set) var isClosing = false
     private var openHandles = 2
+    /// Its place in the order connections came (the server's count of accepts).
+    var order: UInt64 = 0
+    /// The rest of the connection's deadline once its head came in time.
+    private var afterHead: Duration = .zero
+
+    /// Open and still waiting for a whole request head.
+    var waitsForHead: Bool { !answered && !isClosing }
 
     init(server: MetricsHTTPServer, context: DriverContext) {
         self.server = server
@@ -154,18 +181,10 @@ private final class MetricsConnection {
         Unmanaged<MetricsConnection>.fromOpaque(pointer!).takeUnretainedValue()
     }
 
-    func start(deadline: Duration) {
-        let milliseconds = UInt64(
-            max(deadline.components.seconds * 1000 + deadline.components.attoseconds / 1_000_000_000_000_000, 1))
-        uv_timer_start(
-            timer,
-            { timer in
-                let connection = MetricsConnection.from(timer!.pointee.data)
-                connection.context.turn {
-                    connection.server.timedOut()
-                    connection.close()
-                }
-            }, milliseconds, 0)
+    /// Reads the request: its head within `headDeadline`, the whole exchange within `deadline`.
+    func start(headDeadline: Duration, deadline: Duration) {
+        afterHead = deadline - headDeadline
+        arm(after: headDeadline)
         uv_read_start(
             asStream(tcp),
             { handle, _, buffer in
@@ -178,6 +197,31 @@ private final class MetricsConnection {
                 let connection = MetricsConnection.from(stream!.pointee.data)
                 connection.context.turn { connection.received(count: count) }
             })
+    }
+
+    /// The timer: at the head deadline a connection still waiting for its head is closed,
+    /// one being answered gets the rest of its deadline; at that, it is closed.
+    private func arm(after duration: Duration) {
+        let milliseconds = UInt64(
+            max(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000, 1))
+        uv_timer_start(
+            timer,
+            { timer in
+                let connection = MetricsConnection.from(timer!.pointee.data)
+                connection.context.turn { connection.deadlineReached() }
+            }, milliseconds, 0)
+    }
+
+    private func deadlineReached() {
+        guard !isClosing else { return }
+        if answered, afterHead > .zero {
+            let rest = afterHead
+            afterHead = .zero
+            arm(after: rest)
+            return
+        }
+        server.timedOut(waitingForHead: !answered)
+        close()
     }
 
     /// Answers a client the server has no room for, without waiting on it, and closes.

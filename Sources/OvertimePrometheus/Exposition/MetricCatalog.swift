@@ -64,7 +64,7 @@ enum MetricCatalog {
             "1 while the connection that hears other instances' notifications is up, by instance.",
         // The endpoint itself.
         "overtime_metrics_http_errors_total":
-            "Requests to the metrics endpoint answered with an error or cut off, by kind.",
+            "Requests to the metrics endpoint answered with an error or cut off, by kind (head_deadline and idle_evicted: connections that sent no request in time, or gave their place to a newcomer).",
     ]
 
     /// Buckets of the duration histograms that do not suit Prometheus' defaults (5 ms to 10 s).

@@ -32,7 +32,7 @@ import OvertimeSupport
 /// program's connection); others are ignored and counted (``Status/ignoredSignals``,
 /// `overtime_system_bus_ignored_signals_total`).
 ///
-/// sd-bus (libsystemd, loaded when ``start()`` runs) talks to the bus on the runtime's
+/// sd-bus (libsystemd, loaded once a system bus is there) talks to the bus on the runtime's
 /// loop: no thread of its own. A bus that is not there yet, or goes away, is waited for
 /// (its socket's folder watched; a socket that stays but refuses tried again with a
 /// backoff); connected, nothing polls.
@@ -129,13 +129,14 @@ public final class LogindMonitor: Sendable {
         slot = LoopDriverSlot(runtime: runtime)
     }
 
-    /// Loads libsystemd and connects on the runtime's loop. Throws when libsystemd cannot
-    /// be loaded or the configuration is invalid; a system bus that is not there (yet) is
-    /// waited for, not an error. A second call does nothing.
+    /// Connects on the runtime's loop, loading libsystemd. Throws when the configuration is
+    /// invalid, or when a system bus is there and libsystemd cannot be loaded; a system bus
+    /// that is not there (yet) is waited for, not an error, and libsystemd is loaded only
+    /// once it appears (a machine without a bus maps none of it). A second call does nothing.
     public func start() throws(LogindError) {
         try configuration.validate()
         var failure = [CChar](repeating: 0, count: 256)
-        guard overtime_bus_load(&failure, failure.count) == 0 else {
+        if SystemBusLink.exists(address: configuration.busAddress), overtime_bus_load(&failure, failure.count) != 0 {
             throw LogindError("libsystemd cannot be loaded: \(Self.text(failure))")
         }
         let (runtime, configuration, logger, published) = (runtime, configuration, logger, published)
@@ -193,6 +194,7 @@ final class LogindDriver {
     private var releaseTimer: LoopTimer?
     private var sleepBegan: MonotonicInstant?
     private var stopped = false
+    private var saidUnusable = false
 
     init(
         context: DriverContext, runtime: Runtime, configuration: LogindMonitor.Configuration, logger: Logger,
@@ -207,6 +209,7 @@ final class LogindDriver {
         link = SystemBusLink(
             context: context, address: configuration.busAddress, logger: logger,
             connected: { [unowned self] bus in self.connected(bus) }, lost: { [unowned self] _ in self.lost() },
+            unusable: { [unowned self] reason in self.unusable(reason) },
             ignored: { [unowned self] service in
                 context.countIgnoredSystemBusSignal(claimedSender: service)
                 self.published.withLock { $0.ignoredSignals += 1 }
@@ -237,6 +240,7 @@ final class LogindDriver {
     // MARK: The connection
 
     private func connected(_ bus: SystemBus) {
+        saidUnusable = false
         published.withLock { $0.connected = true }
         bus.onManagerSignal("PrepareForSleep") { [weak self] starting in self?.prepareForSleep(starting) }
         bus.onManagerSignal("PrepareForShutdown") { [weak self] starting in self?.prepareForShutdown(starting) }
@@ -248,6 +252,14 @@ final class LogindDriver {
             self.followSession()
         }
         logger.info("connected to the system bus for logind's sleep and shutdown")
+    }
+
+    /// A bus that is there cannot be used (libsystemd missing, the connection refused):
+    /// said once until a connection is made.
+    private func unusable(_ reason: String) {
+        guard !saidUnusable else { return }
+        saidUnusable = true
+        logger.warning("sleep and shutdown from logind: the system bus cannot be used (\(reason)); trying again")
     }
 
     private func readDelay() {

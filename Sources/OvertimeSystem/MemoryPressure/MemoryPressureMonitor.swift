@@ -183,8 +183,9 @@ public final class MemoryPressureMonitor: Sendable {
             systemPressureFileExists: access("/proc/pressure/memory", F_OK) == 0)
     }
 
-    /// `memory.pressure` of the process's cgroup v2, when the unified hierarchy is mounted
-    /// and the file exists (cgroup v1 and hybrid systems without it: `nil`).
+    /// `memory.pressure` of the process's cgroup v2, when the unified hierarchy is mounted,
+    /// the process is below its root and the file exists (cgroup v1, hybrid systems without
+    /// it, and the root itself: `nil`).
     static func ownCgroupPressureFile() -> String? {
         guard case .success(let cgroups) = readWholeFile("/proc/self/cgroup"),
             case .success(let mounts) = readWholeFile("/proc/self/mountinfo")
@@ -201,7 +202,11 @@ public final class MemoryPressureMonitor: Sendable {
             else { return nil }
             return String(fields[4])
         }.first
-        guard let cgroupPath, let mountPoint else { return nil }
+        // The hierarchy's root (every process on a hybrid machine is there) tells the
+        // system's figures, as /proc/pressure/memory does, but its triggers share one wait
+        // queue: the kernel wakes every process polling the file whenever any trigger on it
+        // is closed. /proc's triggers each have their own.
+        guard let cgroupPath, let mountPoint, cgroupPath != "/" else { return nil }
         let file = (mountPoint == "/" ? "" : mountPoint) + (cgroupPath == "/" ? "" : cgroupPath) + "/memory.pressure"
         return access(file, F_OK) == 0 ? file : nil
     }

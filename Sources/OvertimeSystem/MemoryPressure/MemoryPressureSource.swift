@@ -13,6 +13,14 @@ import OvertimeSupport
 /// process's own cgroup v2 `memory.pressure`, else the system's `/proc/pressure/memory`,
 /// each with a trigger of ``MemoryPressureMonitor/Configuration/threshold`` stalled per
 /// ``MemoryPressureMonitor/Configuration/window``.
+///
+/// A process at the root of the cgroup v2 hierarchy (every process of a hybrid v1/v2
+/// machine) takes `/proc/pressure/memory`: the root's `memory.pressure` tells the same
+/// figures, but the kernel wakes every process polling a cgroup's pressure file whenever
+/// any trigger on that file is closed (they share the file's wait queue), while each
+/// trigger on `/proc/pressure/memory` has its own. Below the root the cgroup's own file is
+/// the right one (its limits are the ones that stall); there, another process of the same
+/// cgroup closing a trigger of its own wakes the program once, without an event.
 public struct MemoryPressureSource: Sendable, Hashable, CustomStringConvertible {
     /// Where the choice came from.
     public struct Origin: Sendable, Hashable, CustomStringConvertible {

@@ -135,6 +135,18 @@ public final class MeasuredProcess {
         Double(Self.statusField("/proc/\(pid)/status", "VmRSS:") ?? 0) / 1024
     }
 
+    /// Proportional set size now, in MB (`Pss` of `/proc/PID/smaps_rollup`): each page
+    /// shared with other processes (a shared library's) counted by its share.
+    public var proportionalMegabytes: Double {
+        Double(Self.statusField("/proc/\(pid)/smaps_rollup", "Pss:") ?? 0) / 1024
+    }
+
+    /// Anonymous memory now, in MB (`Anonymous` of `/proc/PID/smaps_rollup`): the
+    /// process's own heap, stacks and written pages, nothing a file backs.
+    public var anonymousMegabytes: Double {
+        Double(Self.statusField("/proc/\(pid)/smaps_rollup", "Anonymous:") ?? 0) / 1024
+    }
+
     /// Bytes the process (every thread, those ended too) has caused to be written to
     /// storage so far: `write_bytes` of `/proc/PID/io`.
     public var bytesWritten: Int {

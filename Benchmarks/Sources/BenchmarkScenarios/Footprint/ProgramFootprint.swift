@@ -15,6 +15,10 @@ public struct ProgramFigures: Sendable {
     public var sigtermToExitMilliseconds: Double
     /// Resident memory at rest (3 s after `READY=1`), MB.
     public var residentMegabytes: Double
+    /// Proportional set size at rest (shared pages by their share), MB.
+    public var proportionalMegabytes: Double = 0
+    /// Anonymous memory at rest (nothing a file backs), MB.
+    public var anonymousMegabytes: Double = 0
     /// Threads at rest.
     public var threads: Int
     /// Shared objects mapped at rest.
@@ -31,10 +35,13 @@ public struct ProgramFigures: Sendable {
 public enum ProgramFootprint {
     /// Starts `executable` `starts + 1` times in one state folder (the first start makes
     /// its state and is not counted), stopping each with SIGTERM; the last start rests
-    /// 3 s, then is looked at and its wake-ups and bytes written counted for `restSeconds`.
+    /// 3 s, then is looked at and its wake-ups and bytes written counted for `restSeconds`
+    /// — with `load` running all along, when given (``BusyMachine``).
     public static func measure(
-        _ executable: String, _ arguments: [String], starts: Int, restSeconds: Double
+        _ executable: String, _ arguments: [String], starts: Int, restSeconds: Double, load: BusyMachine? = nil
     ) throws -> ProgramFigures {
+        try load?.start()
+        defer { load?.stop() }
         let folder = try MeasuredProcess.temporaryFolder()
         defer { _ = try? FileManager.default.removeItem(atPath: folder) }
         var ready: [Double] = []
@@ -50,6 +57,8 @@ public enum ProgramFootprint {
                 // more (a quarter of its 10 s timeout) and gone back to sleep.
                 usleep(3_000_000)
                 figures.residentMegabytes = process.residentMegabytes
+                figures.proportionalMegabytes = process.proportionalMegabytes
+                figures.anonymousMegabytes = process.anonymousMegabytes
                 figures.threads = process.threads
                 figures.sharedLibraries = process.sharedLibraries
                 let writtenBefore = process.bytesWritten
