@@ -31,6 +31,20 @@ struct LogUploaderCommand: ParsableCommand {
     /// subcommands that make no runtime unblock them.
     static func main() {
         SignalHandling.default.blockOnThisThread()
+        // `log-uploader --help` is the help of what `log-uploader` runs: `run`'s, with its
+        // options, and the other commands after it.
+        if [["--help"], ["-h"], ["help"]].contains(Array(CommandLine.arguments.dropFirst())) {
+            print(helpMessage(for: Run.self))
+            print(
+                """
+
+                OTHER COMMANDS:
+                  redrive                 Queue the spool's dead-lettered segments for upload again.
+                  dump                    Print the records of segment files.
+                  See 'log-uploader help <command>' for a command's own help.
+                """)
+            Glibc.exit(0)
+        }
         main(nil)
     }
 }
@@ -175,6 +189,17 @@ struct Run: ParsableCommand {
             throw ValidationError(
                 "--quota-mb (\(quotaMb) MiB) must hold at least two segments of --segment-kb (\(segmentKb) KiB)")
         }
+        if sink.isEmpty {
+            throw ValidationError("--sink is empty: a folder, or an http(s)://, s3://, relp:// or syslog URL")
+        }
+        if !sink.contains("://") {
+            // A folder sink: one that exists must be a folder (a file or a device never is).
+            var status = stat()
+            if stat(sink, &status) == 0, status.st_mode & S_IFMT != S_IFDIR {
+                throw ValidationError(
+                    "--sink \(sink) is not a folder (a file or a device); name a folder to store segments in")
+            }
+        }
         if sink.hasPrefix("http://") || sink.hasPrefix("https://"), let problem = Self.urlProblem(sink) {
             throw ValidationError("--sink \(HTTPSink.redacting(sink)): \(problem)")
         }
@@ -214,6 +239,9 @@ struct Run: ParsableCommand {
             return "spaces or control characters (percent-encode them)"
         }
         var authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        if !authority.contains("@"), authority.contains(":"), rest.dropFirst(authority.count).contains("@") {
+            return "the user or password holds '/', '?' or '#': percent-encode them (%2F, %3F, %23)"
+        }
         if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
         var host = authority
         if authority.hasPrefix("[") {

@@ -32,6 +32,22 @@ if CommandLine.arguments.dropFirst().contains(where: { $0 == "--help" || $0 == "
     exit(0)
 }
 
+// Every argument is an option this program knows, with its value: anything else is a
+// usage error (64), not silently ignored.
+do {
+    var arguments = CommandLine.arguments.dropFirst()
+    while let argument = arguments.popFirst() {
+        guard ["--control-socket", "--metrics-listen"].contains(argument) else {
+            say("tiny-daemon: unknown argument '\(argument)' (see --help)")
+            exit(64)
+        }
+        if arguments.popFirst() == nil {
+            say("tiny-daemon: \(argument) needs a value (see --help)")
+            exit(64)
+        }
+    }
+}
+
 /// The value after `name` on the command line; exits with a usage error when it is missing.
 func option(_ name: String) -> String? {
     let arguments = Array(CommandLine.arguments.dropFirst())
@@ -58,9 +74,23 @@ var configuration = RuntimeConfiguration()
 configuration.controlSocket = option("--control-socket").map { .path($0) }
 configuration.backgroundBudget = .seconds(3)
 configuration.expirationLeadTime = .seconds(1)
-let runtime = try Runtime(configuration: configuration)
-if let endpoint = try metrics.serve(on: runtime, listeningAt: metricsAddress) {
-    say("metrics at \(endpoint.url)")
+// What cannot be set up (a control socket in a missing folder, a port in use) is one line
+// and a sysexits status, never a trap.
+let runtime: Runtime
+do {
+    runtime = try Runtime(configuration: configuration)
+    if let endpoint = try metrics.serve(on: runtime, listeningAt: metricsAddress) {
+        say("metrics at \(endpoint.url)")
+    }
+} catch {
+    say("tiny-daemon: cannot start: \(error)")
+    // sysexits: 64 an address that is not one, 75 a port in use (it may be free later),
+    // 78 anything else the configuration names that cannot be ours.
+    switch error {
+    case let error as MetricsExportError where error.code == .invalidAddress: exit(64)
+    case let error as MetricsExportError where error.code == .cannotListen && error.message.contains("in use"): exit(75)
+    default: exit(78)
+    }
 }
 
 /// Pending work, isolated to the runtime's loop thread: observers and handlers run

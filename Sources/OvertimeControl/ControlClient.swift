@@ -75,11 +75,18 @@ package struct ControlClient {
             let count = read(fd, &buffer, buffer.count)
             if count < 0, errno == EINTR { continue }
             guard count > 0 else {
+                let code = errno
                 if let writeError { throw writeError }
+                if count < 0, code == EAGAIN || code == EWOULDBLOCK {
+                    // SO_RCVTIMEO ran out: say so, not as the errno it is reported with.
+                    throw ControlClientError(
+                        description: "\(path): the daemon did not answer: timed out after \(timeoutSeconds) s",
+                        exitStatus: 69)
+                }
                 throw ControlClientError(
                     description: count == 0
                         ? "the daemon closed the connection without answering"
-                        : "read from \(path): \(errnoDescription())",
+                        : "read from \(path): \(errnoDescription(code))",
                     exitStatus: 69)
             }
             complete = buffer[0..<count].contains(UInt8(ascii: "\n"))

@@ -26,6 +26,29 @@ struct OvertimeCtl: ParsableCommand {
             Expire.self,
             Schedule.self, History.self, Work.self, Run.self, Retry.self, Cancel.self, Metrics.self, Call.self,
         ])
+
+    /// The connection's options are taken before the command too (`overtimectl --socket
+    /// PATH status`, as operators write it): moved after the command's name.
+    static func main() {
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        var leading: [String] = []
+        while let first = arguments.first {
+            if ["--socket", "-s"].contains(first), arguments.count >= 2 {
+                leading += arguments.prefix(2)
+                arguments.removeFirst(2)
+            } else if first.hasPrefix("--socket=") || first == "--json" {
+                leading.append(arguments.removeFirst())
+            } else {
+                break
+            }
+        }
+        if !leading.isEmpty, let command = arguments.first, !command.hasPrefix("-") {
+            arguments.insert(contentsOf: leading, at: 1)
+        } else {
+            arguments = leading + arguments
+        }
+        main(arguments)
+    }
 }
 
 /// Where the daemon listens and how to print.
@@ -80,7 +103,10 @@ struct Status: ParsableCommand {
 
     func run() throws {
         let response = try options.send(ControlRequest(command: "status"))
-        guard !options.json, let status = response.status else { return }
+        guard !options.json else { return }
+        guard let status = response.status else {
+            options.fail("the daemon's answer holds no status: not the protocol's", status: 76)
+        }
         print(
             TextTable.render(
                 [

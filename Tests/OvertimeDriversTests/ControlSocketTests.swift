@@ -58,8 +58,12 @@ struct ControlSocketTests {
         #expect(try overtimectl(["foreground", "--socket", path]).0 == 0)
         #expect(try overtimectl(["reload", "--socket", path]).0 == 0)
         #expect(child.waitForLine { $0 == "EVENT reload active" } != nil)
-        #expect(try overtimectl(["memory-warning", "--socket", path]).0 == 0)
+        let warned = try overtimectl(["memory-warning", "--socket", path])
+        #expect(warned.status == 0 && warned.output.contains("memory warning delivered"), "\(warned.output)")
         #expect(child.waitForLine { $0 == "EVENT didReceiveMemoryWarning active" } != nil)
+        // Again at once: within the interval, coalesced, and said so (it said "accepted").
+        let again = try overtimectl(["memory-warning", "--socket", path])
+        #expect(again.status == 0 && again.output.contains("coalesced"), "\(again.output)")
         let (unknown, _, unknownError) = try overtimectl(["call", "simulate-launch", "--socket", path])
         #expect(unknown == 1 && unknownError.contains("unknown command 'simulate-launch'"))
         let (badID, _, badIDError) = try overtimectl(["expire", "r-1", "--socket", path])

@@ -379,7 +379,8 @@ struct DaemonHardeningTests {
         ["--quota-mb", "-1"],
         ["--quota-mb", "99999999999999"], ["--segment-kb", "99999999999999999"], ["--segment-kb", "-4"],
         ["--quota-mb", "1", "--segment-kb", "1024"], ["--sink", "http://:80/x"], ["--sink", "http://host:99999/x"],
-        ["--sink", "https://bad host/x"],
+        ["--sink", "https://bad host/x"], ["--sink", ""], ["--sink", "/dev/null"], ["--sink", "/etc/hostname"],
+        ["--sink", "http://user:se/cret@host/x"], ["--sink", "http://user:se#cret@host/x"],
     ])
     func numericOptionsOutOfRangeExit64NamingTheOption(_ option: [String]) throws {
         let folder = TemporaryDirectory("numbers")
@@ -389,6 +390,21 @@ struct DaemonHardeningTests {
         #expect(child.waitForExit(timeout: .seconds(10)) == 64)
         #expect(child.standardError.contains { $0.contains(option[0]) }, "\(child.standardError)")
         #expect(!child.standardError.contains { $0.contains("Missing value") }, "\(child.standardError)")
+        #expect(!child.standardError.contains { $0.contains("cret") }, "a password is never printed")
+    }
+
+    /// tiny-daemon refuses what it does not know, and says in one line why it cannot start,
+    /// with a sysexits status: it trapped (SIGILL, "Error raised at top level") on a
+    /// control socket in a missing folder and ignored unknown options.
+    @Test func tinyDaemonRefusesBadArgumentsInOneLine() throws {
+        let tiny = ChildProcess.harnessURL.deletingLastPathComponent().appendingPathComponent("tiny-daemon").path
+        let missing = try ChildCommand.run(tiny, ["--control-socket", "/nonexistent/d/c.sock"])
+        #expect(missing.status == 78, "\(missing.output)")
+        #expect(missing.output.contains("tiny-daemon: cannot start:") && !missing.output.contains("Fatal error"))
+        let unknown = try ChildCommand.run(tiny, ["--contrl-socket", "x"])
+        #expect(unknown.status == 64 && unknown.output.contains("unknown argument '--contrl-socket'"))
+        let address = try ChildCommand.run(tiny, ["--metrics-listen", "8.8.8.8:9"])
+        #expect(address.status == 78 && address.output.contains("not one of this machine's"), "\(address.output)")
     }
 
     /// Every interval option states its floor in `--help`.
@@ -398,6 +414,9 @@ struct DaemonHardeningTests {
         let flat = uploader.output.split(whereSeparator: \.isWhitespace).joined(separator: " ")
         #expect(flat.contains("0 (only at the end), or 0.1 to 86400"), "\(uploader.output)")
         #expect(flat.contains("0 (only on background and stop), or 0.1 to 31536000"), "\(uploader.output)")
+        // `log-uploader --help` shows what `log-uploader` runs: run's options too.
+        let top = try ChildCommand.run(tools.appendingPathComponent("log-uploader").path, ["--help"])
+        #expect(top.status == 0 && top.output.contains("--progress-interval") && top.output.contains("redrive"))
         let report = try ChildCommand.run(tools.appendingPathComponent("periodic-report").path, ["--help"])
         #expect(report.output.contains("1 or more"), "\(report.output)")
         let negative = try ChildCommand.run(tools.appendingPathComponent("periodic-report").path, ["--every", "-5"])

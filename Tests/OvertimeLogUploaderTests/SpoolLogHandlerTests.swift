@@ -58,11 +58,31 @@ struct SpoolLogHandlerTests {
         writer.flush()
         let lines = try Self.spooledLines(spool)
         #expect(lines.filter { $0.contains("received SIGUSR1") }.count == 1)
-        #expect(lines.contains { $0.contains("the previous log message repeated 9999 more times") }, "\(lines)")
+        // Stamped and levelled as every other line.
+        let repeated = lines.first { $0.contains("the previous log message repeated 9999 more times") }
+        #expect(repeated?.contains(" notice overtime: the previous") == true, "\(lines)")
+        #expect(repeated?.first?.isNumber == true, "starts with its time: \(repeated ?? "")")
         let limited = lines.first { $0.contains("log lines not spooled: more than the rate allowed") }
-        #expect(limited?.hasPrefix("overtime: 42 ") == true, "10 a second: 8 of 50 after two lines: \(lines)")
+        #expect(
+            limited?.contains(" notice overtime: 42 log lines") == true,
+            "10 a second: 8 of 50 after two lines: \(lines)")
         #expect(lines.last?.contains("later") == true || lines.contains { $0.contains("later") })
         #expect(lines.count < 20, "\(lines.count) lines")
+    }
+
+    /// One repeat is "1 more time".
+    @Test func oneRepeatIsOneMoreTime() throws {
+        let folder = TemporaryDirectory("handler-once")
+        defer { folder.remove() }
+        let spool = try Spool(directory: folder.path, clock: ManualClock())
+        let writer = SpoolLogWriter(spool: spool)
+        let logger = Logger(label: "daemon") { SpoolLogHandler(label: $0, writer: writer) }
+        logger.notice("twice")
+        logger.notice("twice")
+        logger.notice("then another")
+        writer.flush()
+        let lines = try Self.spooledLines(spool)
+        #expect(lines.contains { $0.hasSuffix("the previous log message repeated 1 more time") }, "\(lines)")
     }
 
     /// After ``SpoolLogWriter/stopSpooling()`` lines are not spooled; those before are.

@@ -75,6 +75,13 @@ package final class DriverContext: @unchecked Sendable {  // confined to the loo
         return core.perform(request, from: source)
     }
 
+    /// Delivers a memory warning now, or coalesces it when one came less than the
+    /// runtime's interval ago; says which (for an operator's request).
+    package func memoryWarningNow(from source: String) -> String {
+        core.assertOnLoop()
+        return core.memoryWarning(from: source)
+    }
+
     // MARK: The loop
 
     /// The libuv loop, for the driver's handles.

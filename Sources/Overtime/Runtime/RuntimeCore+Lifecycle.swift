@@ -120,10 +120,22 @@ extension RuntimeCore {
 
     /// A memory warning from `source`: delivered now or coalesced (see
     /// ``LifecycleMachine/memoryWarning(now:)``).
-    func memoryWarning(from source: String) {
+    @discardableResult
+    func memoryWarning(from source: String) -> String {
         let actions = lifecycle.memoryWarning(now: now)
         if actions.isEmpty { logger.debug("memory warning coalesced", metadata: ["source": "\(source)"]) }
         perform(actions)
+        for action in actions {
+            switch action {
+            case .emit(.didReceiveMemoryWarning): return "memory warning delivered"
+            case .scheduleMemoryWarning(let due):
+                return "memory warning coalesced: at most one per interval, this one delivered in \(due - now)"
+            default: continue
+            }
+        }
+        return lifecycle.state == .terminated
+            ? "memory warning ignored: the program has terminated"
+            : "memory warning coalesced with one already due"
     }
 
     /// After the observers of a memory warning gave back what they could: returns the

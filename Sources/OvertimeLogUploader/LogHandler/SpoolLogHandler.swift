@@ -114,7 +114,7 @@ public final class SpoolLogWriter: Sendable {
     /// was submitted before still goes in (``flush()`` waits for it).
     public func stopSpooling() {
         state.withLock { state in
-            Self.queueCounts(&state)
+            queueCounts(&state)
             state.stopped = true
             if !state.queue.isEmpty { self.state.broadcast() }
         }
@@ -142,22 +142,26 @@ public final class SpoolLogWriter: Sendable {
                 return true
             }
             state.allowance -= 1
-            Self.queueCounts(&state)
+            queueCounts(&state)
             state.lastKey = repeatKey
             return enqueue(line, &state)
         }
         if !accepted { droppedCounter.increment() }
     }
 
-    /// Queues what was counted since the last line: repeats of it, lines over the rate.
-    private static func queueCounts(_ state: inout State) {
+    /// Queues what was counted since the last line: repeats of it, lines over the rate;
+    /// stamped and levelled as every other line (`<time> notice overtime: …`).
+    private func queueCounts(_ state: inout State) {
+        guard state.repeats > 0 || state.overRate > 0 else { return }
+        let stamp = "\(spool.clock.wallClockNow) notice overtime:"
         if state.repeats > 0 {
-            state.queue.append(Array("overtime: the previous log message repeated \(state.repeats) more times".utf8))
+            let times = state.repeats == 1 ? "1 more time" : "\(state.repeats) more times"
+            state.queue.append(Array("\(stamp) the previous log message repeated \(times)".utf8))
             state.repeats = 0
         }
         if state.overRate > 0 {
-            state.queue.append(
-                Array("overtime: \(state.overRate) log lines not spooled: more than the rate allowed".utf8))
+            let lines = state.overRate == 1 ? "1 log line" : "\(state.overRate) log lines"
+            state.queue.append(Array("\(stamp) \(lines) not spooled: more than the rate allowed".utf8))
             state.overRate = 0
         }
     }
@@ -189,7 +193,7 @@ public final class SpoolLogWriter: Sendable {
     public func flush() {
         state.withLock { state in
             if !state.stopped {
-                Self.queueCounts(&state)
+                queueCounts(&state)
                 state.lastKey = nil
             }
             if !state.queue.isEmpty { self.state.broadcast() }

@@ -52,7 +52,7 @@ final class ControlCommands: Sendable {
         case "reload":
             context.request(.reload, from: source)
         case "memory-warning":
-            context.request(.memoryWarning, from: source)
+            return ControlResponse(ok: true, message: context.memoryWarningNow(from: source))
         case "expire":
             if let raw = request.id {
                 let id = BackgroundTaskID(rawValue: raw)

@@ -58,10 +58,17 @@ public final class HTTPSink: LogSink, NonBlockingLogSink {
     /// for every message a program writes: warnings are spooled and uploaded too.
     public static func redacting(_ url: String) -> String {
         guard let scheme = url.firstRange(of: "://") else { return url }
-        let authorityEnd = url[scheme.upperBound...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? url.endIndex
-        let authority = url[scheme.upperBound..<authorityEnd]
-        guard let at = authority.lastIndex(of: "@") else { return url }
-        let userInfo = authority[..<at]
+        let rest = url[scheme.upperBound...]
+        let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? url.endIndex
+        // A password holding an unencoded '/', '?' or '#' ends the authority early, and its
+        // '@' is further on: a ':' before the end and an '@' after it may be a password cut
+        // there. Everything from the ':' to the last '@' is hidden then (a path with an '@'
+        // loses more of itself from the message, never a secret).
+        let early = rest[..<authorityEnd]
+        let at: Substring.Index? =
+            early.lastIndex(of: "@") ?? (early.contains(":") ? rest[authorityEnd...].lastIndex(of: "@") : nil)
+        guard let at else { return url }
+        let userInfo = rest[..<at]
         let user = userInfo.firstIndex(of: ":").map { userInfo[..<$0] } ?? userInfo
         let hidden = userInfo.contains(":") ? "\(user):***" : "\(user)"
         return String(url[..<scheme.upperBound]) + hidden + String(url[at...])

@@ -126,7 +126,13 @@ public struct S3SinkConfiguration: Sendable, CustomStringConvertible {
             throw S3ConfigurationError("\(name) is 5 MiB (5242880) to 5 GiB (5368709120) bytes; got \(value)")
         }
         if let endpoint, Self.split(endpoint: endpoint) == nil {
-            throw S3ConfigurationError("an endpoint is http(s)://host[:port] without a path; got '\(endpoint)'")
+            // Never the endpoint as given: a user and password in it would be printed.
+            let shown = HTTPSink.redacting(endpoint)
+            if endpoint.contains("@") {
+                throw S3ConfigurationError(
+                    "an endpoint takes no user or password (the keys come from the credential); got '\(shown)'")
+            }
+            throw S3ConfigurationError("an endpoint is http(s)://host[:port] without a path; got '\(shown)'")
         }
     }
 
