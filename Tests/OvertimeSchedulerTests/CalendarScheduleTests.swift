@@ -44,6 +44,19 @@ struct CalendarScheduleTests {
         #expect(mismatches.isEmpty, "\(mismatches.count) of \(all.count) differ: \(mismatches.prefix(8))")
     }
 
+    /// What systemd accepts that was refused: `@SECONDS`, a lowercase `utc`, seconds with
+    /// more than six decimals (rounded), a year written with a leading zero.
+    @Test func systemdsOtherSpellingsGiveItsTimes() throws {
+        let all = [
+            "@1774746000", "@1774746000 UTC", "02026-03-29 01:00", "*-*-* 02:30:00.1234567",
+            "*-*-* 02:30:00.9999999", "*-*-* 02:30 utc", "Mon *-*-* 08:00 utc", "002027-*-01 00:00",
+        ]
+        for expression in all { #expect(throws: Never.self) { try CalendarSchedule(expression) } }
+        let oracle = try Self.systemdTimes(all, base: 1_700_000_000, iterations: 3)
+        let mismatches = Self.compare(all, with: oracle, base: 1_700_000_000, iterations: 3)
+        #expect(oracle.count == all.count && mismatches.isEmpty, "\(mismatches)")
+    }
+
     /// Random expressions from the grammar's parts, in random zones from random base times
     /// (the seed in the name of a failure reproduces it).
     @Test(arguments: [UInt64(1), 2, 3, 4, 5, 6])

@@ -1,3 +1,5 @@
+import Overtime
+
 // systemd's `OnCalendar=` grammar (systemd.time(7)), parsed into calendar components:
 // `[weekdays] [[year-]month-day] [hour:minute[:second]] [time zone]`, or a shorthand.
 
@@ -35,6 +37,10 @@ struct CalendarExpression: Sendable, Hashable {
             zone = words.removeLast()
         }
         if words.count == 1, let shorthand = shorthand(words[0].lowercased()) { return (shorthand, zone) }
+        // `@SECONDS`: one instant, as seconds since 1970, always in UTC (as systemd has it).
+        if words.count == 1, words[0].hasPrefix("@") {
+            return (try instant(words[0], in: text), "UTC")
+        }
         var expression = CalendarExpression()
         var rest = words[...]
         if let first = rest.first, first.unicodeScalars.first?.properties.isAlphabetic == true {
@@ -55,6 +61,28 @@ struct CalendarExpression: Sendable, Hashable {
             }
         }
         return (expression, zone)
+    }
+
+    /// `@SECONDS` as the one date and time it names in UTC.
+    private static func instant(_ word: String, in text: String) throws(CalendarScheduleError) -> CalendarExpression {
+        let digits = word.dropFirst()
+        guard !digits.isEmpty, digits.count <= 12, digits.allSatisfy({ $0.isASCII && $0.isNumber }),
+            let seconds = Int64(digits)
+        else { throw invalid(text, "'\(word)' is not @ and a number of seconds since 1970") }
+        let days = seconds / 86_400
+        let date = CivilDate(daysSinceEpoch: days)
+        guard (earliestYear...latestYear).contains(date.year) else {
+            throw invalid(text, "'\(word)' is not between \(earliestYear) and \(latestYear)")
+        }
+        let second = seconds % 86_400
+        var expression = CalendarExpression()
+        expression.years = .values(date.year)
+        expression.months = .values(date.month)
+        expression.days = .values(date.day)
+        expression.hours = .values(second / 3600)
+        expression.minutes = .values(second % 3600 / 60)
+        expression.seconds = .values(second % 60 * 1_000_000)
+        return expression
     }
 
     private static func shorthand(_ word: String) -> CalendarExpression? {
@@ -239,7 +267,8 @@ struct CalendarExpression: Sendable, Hashable {
         return text
     }
 
-    /// A decimal number; for seconds, with up to six decimals, in microseconds.
+    /// A decimal number (leading zeros allowed: `02026`); for seconds, with decimals, in
+    /// microseconds — rounded to the nearest, as systemd rounds (`00.9999999` is 1 s).
     private static func number(
         _ text: Substring, field: String, in expression: String, _ microseconds: Bool
     ) throws(CalendarScheduleError) -> Int64 {
@@ -249,13 +278,16 @@ struct CalendarExpression: Sendable, Hashable {
             whole = text[..<dot]
             fraction = text[text.index(after: dot)...]
         }
-        guard !whole.isEmpty, whole.count <= 4, whole.allSatisfy({ $0.isASCII && $0.isNumber }),
-            fraction.count <= 6, fraction.allSatisfy({ $0.isASCII && $0.isNumber }),
-            let value = Int64(whole)
+        let significant = whole.drop { $0 == "0" }
+        guard !whole.isEmpty, whole.count <= 12, significant.count <= 4,
+            whole.allSatisfy({ $0.isASCII && $0.isNumber }), fraction.count <= 18,
+            fraction.allSatisfy({ $0.isASCII && $0.isNumber }), let value = Int64(whole)
         else { throw invalid(expression, "'\(text)' is not a \(field) (a number)") }
         guard microseconds else { return value }
-        let padded = fraction + String(repeating: "0", count: 6 - fraction.count)
-        return value * 1_000_000 + (Int64(padded) ?? 0)
+        let kept = fraction.prefix(6)
+        let padded = kept + String(repeating: "0", count: 6 - kept.count)
+        let roundsUp = fraction.dropFirst(6).first.map { $0 >= "5" } ?? false
+        return value * 1_000_000 + (Int64(padded) ?? 0) + (roundsUp ? 1 : 0)
     }
 
     static func invalid(_ text: String, _ reason: String) -> CalendarScheduleError {

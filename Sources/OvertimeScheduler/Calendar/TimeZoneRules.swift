@@ -30,7 +30,8 @@ struct TimeZoneRules: Sendable, Hashable {
     static func named(_ name: String, in directory: String = databaseDirectory) throws(CalendarScheduleError)
         -> TimeZoneRules
     {
-        if name == "UTC" || name == "Etc/UTC" || name == "Z" { return .utc }
+        // UTC in any case, as systemd takes it (`utc`).
+        if ["utc", "etc/utc", "z"].contains(name.lowercased()) { return .utc }
         let components = name.split(separator: "/", omittingEmptySubsequences: false)
         let allowed = name.utf8.allSatisfy { byte in
             (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39)
