@@ -53,6 +53,40 @@ struct DaemonHardeningTests {
         return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) / 1024
     }
 
+    /// A process that listens on the ingest socket's path and never accepts (its queue of
+    /// connections full): start-up hung in connect() with no message, and the socket was
+    /// replaced once that process went. Refused at once, clearly, the socket left alone.
+    @Test func aListenerThatNeverAcceptsIsRefusedAtOnce() throws {
+        let folder = TemporaryDirectory("deaf-listener")
+        defer { folder.remove() }
+        let path = folder.path + "/ingest.sock"
+        let listener = makeUnixSocket(datagram: false)
+        defer { close(listener) }
+        let address = try #require(UnixSocketAddress(path))
+        #expect(address.withSockAddr { bind(listener, $0, $1) } == 0)
+        #expect(listen(listener, 0) == 0)
+        // Fill its queue: connect until one would have to wait.
+        var queued: [Int32] = []
+        defer { for fd in queued { close(fd) } }
+        while queued.count < 64 {
+            let client = makeUnixSocket(datagram: false)
+            _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
+            let connected = address.withSockAddr { connect(client, $0, $1) } == 0
+            queued.append(client)
+            if !connected { break }
+        }
+        var before = stat()
+        lstat(path, &before)
+        let child = try daemon(folder, ["--ingest-socket", path])
+        let status = child.waitForExit(timeout: .seconds(20))
+        if status == nil { child.send(SIGKILL) }
+        #expect(status != nil && status != 0, "refused at start, not hung")
+        #expect(child.standardError.contains { $0.contains("does not answer") }, "\(child.standardError)")
+        var after = stat()
+        lstat(path, &after)
+        #expect(after.st_ino == before.st_ino, "the listener's socket is left alone")
+    }
+
     @Test func aSocketPathThatIsNotAStaleSocketOfOursIsNeverRemoved() throws {
         let folder = TemporaryDirectory("paths")
         defer { folder.remove() }

@@ -134,8 +134,14 @@ package final class SocketPathClaim: Sendable {
         let probe = makeUnixSocket(datagram: datagram)
         guard probe >= 0 else { return "socket: \(errnoDescription())" }
         defer { close(probe) }
+        // Never waits: a listener whose queue of connections is full (a process that listens
+        // and never accepts) would hold a blocking connect for as long as it lives.
+        _ = fcntl(probe, F_SETFL, fcntl(probe, F_GETFL) | O_NONBLOCK)
         if address.withSockAddr({ connect(probe, $0, $1) }) == 0 {
             return "\(candidate) is in use: another process answers on it"
+        }
+        if errno == EAGAIN || errno == EWOULDBLOCK {
+            return "\(candidate) is in use by a process that does not answer (it listens, but its queue of connections is full); not replacing it"
         }
         guard errno == ECONNREFUSED else { return "cannot probe \(candidate): \(errnoDescription())" }
         unlink(candidate)
