@@ -58,7 +58,9 @@ struct Run: ParsableCommand {
             SIGTERM/SIGINT terminate it gracefully: it reads what its inputs already hold, then
             uploads inside the budget, then exits.
             Exit status: 0 done; 3 stopped with segments not yet uploaded (the next run sends
-            them); 64 bad arguments; 75 the spool is in use by another process; 1 any other error.
+            them); 64 bad arguments; 73 a path that cannot be ours (a file, a link, a read-only
+            or missing folder); 75 the spool or a socket is in use by another process; 78 a
+            socket the service manager was to pass (fd://) or an address not this machine's.
             """)
 
     @Option(help: "The spool folder (created with its parents).") var spool = "log-uploader/spool"
@@ -263,6 +265,34 @@ struct Run: ParsableCommand {
     }
 
     func run() throws {
+        do {
+            try runDaemon()
+        } catch let error as ExitCode {
+            throw error
+        } catch {
+            FileOutput.standardError("log-uploader: cannot start: \(error)")
+            throw ExitCode(Self.startFailureStatus(error))
+        }
+    }
+
+    /// sysexits for what stops a start, so that `Restart=on-failure` and
+    /// `RestartPreventExitStatus=` can tell them apart: 75 (temporary) for what another
+    /// process holds (the spool, a socket in use), 78 (configuration) for what the service
+    /// manager was to pass (an fd:// socket) or an address that is not this machine's, 73
+    /// (cannot create) for a path that cannot be ours (a file, a link, a read-only or
+    /// missing folder).
+    static func startFailureStatus(_ error: any Error) -> Int32 {
+        let text = "\(error)"
+        if text.contains("is in use") { return 75 }
+        if error is MetricsExportError || text.contains("fd://") || text.contains("passed as '")
+            || text.contains("systemd passed")
+        {
+            return 78
+        }
+        return 73
+    }
+
+    private func runDaemon() throws {
         // Before anything sizes itself by it (connection caps are an eighth of the limit).
         DescriptorBudget.raiseSoftLimit()
         // Before the spool and the uploader make their counters: those made earlier record nowhere.
@@ -308,6 +338,15 @@ struct Run: ParsableCommand {
         configuration.expirationLeadTime = .milliseconds(Int(lead * 1000))
         configuration.controlSocket = controlSocket.map(SocketEndpoint.init(argument:))
         let runtime = try Runtime(configuration: configuration)
+        // A start that fails from here on still runs the loop to its end: it removes the
+        // control socket and everything else the runtime holds, and leaves nothing behind.
+        var running = false
+        defer {
+            if !running {
+                runtime.requestTermination()
+                runtime.run()
+            }
+        }
         if let endpoint = try metrics.serve(
             on: runtime, listeningAt: metricsListen.map { try MetricsListenAddress(parsing: $0) })
         {
@@ -382,6 +421,7 @@ struct Run: ParsableCommand {
                 "uploads only on background and stop: once the spool holds --quota-mb, the oldest lines are dropped (counted on the progress line)"
             )
         }
+        running = true
         runtime.run()  // until terminated: SIGTERM, or stdin closing with --exit-on-eof
         withExtendedLifetime(token) {}
         withExtendedLifetime(scheduler) {}

@@ -28,10 +28,28 @@ package final class ExclusiveFileLock: Sendable {
     private let fd: Int32
 
     /// Takes the lock on `path` (creating the file) or throws at once.
+    ///
+    /// The lock is on the file `path` names when it is taken: a holder may remove the file
+    /// as it lets go (``unlinkAndRelease()``), so one locked just after it was removed is
+    /// let go and the path opened again.
     package init(path: String) throws(Failure) {
         self.path = path
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { throw .system(operation: "open", errno: errno) }
+        var fd: Int32 = -1
+        for _ in 0..<100 {
+            fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            guard fd >= 0 else { throw .system(operation: "open", errno: errno) }
+            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { break }  // held: decided below
+            var opened = stat()
+            var named = stat()
+            if fstat(fd, &opened) == 0, lstat(path, &named) == 0, opened.st_ino == named.st_ino,
+                opened.st_dev == named.st_dev
+            {
+                break
+            }
+            close(fd)  // removed by its last holder since it was opened: the path again
+            fd = -1
+        }
+        guard fd >= 0 else { throw .system(operation: "open", errno: EAGAIN) }
         var field = [UInt8](repeating: 0, count: Self.fieldSize + 1)
         let count = pread(fd, &field, field.count, 0)
         let existing = field.prefix(max(0, count))
@@ -60,6 +78,13 @@ package final class ExclusiveFileLock: Sendable {
     }
 
     private static let fieldSize = 16
+
+    /// Removes the lock file, then lets go: the path is free and nothing is left behind.
+    /// Safe while others try to take it: an opener that locked the removed file sees it is
+    /// no longer the one the path names, and opens the path again.
+    package func unlinkAndRelease() {
+        unlink(path)
+    }
 
     deinit {
         // Unlocked before the close: a child being spawned on another thread holds a copy of

@@ -53,6 +53,41 @@ struct DaemonHardeningTests {
         return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) / 1024
     }
 
+    /// What stops a start exits with the sysexits status the README gives, says why in one
+    /// line, and leaves nothing behind (no `.lock` beside a refused socket path, no control
+    /// socket of a start that failed later): all of them exited 1 before.
+    @Test func startFailuresExitWithTheirSysexitsStatusAndLeaveNothingBehind() throws {
+        let folder = TemporaryDirectory("start-failures")
+        defer { folder.remove() }
+        let file = folder.path + "/a-file"
+        try "x".write(toFile: file, atomically: true, encoding: .utf8)
+        let live = try daemon(folder, ["--ingest-socket", folder.path + "/live.sock"])
+        defer {
+            live.send(SIGKILL)
+            _ = live.waitForExit()
+        }
+        UploaderSafetyTests.waitForSocket(folder.path + "/live.sock")
+        let cases: [(arguments: [String], status: Int32)] = [
+            (["--spool", file], 73),
+            (["--ingest-socket", file], 73),
+            (["--ingest-socket", folder.path + "/missing/in.sock"], 73),
+            (["--control-socket", folder.path + "/c.sock", "--ingest-socket", folder.path + "/live.sock"], 75),
+            (["--ingest-socket", "fd://producers"], 78),
+            (["--control-socket", folder.path + "/c2.sock", "--metrics-listen", "8.8.8.8:9100"], 78),
+        ]
+        for (arguments, expected) in cases {
+            let run = TemporaryDirectory("start-failure")
+            defer { run.remove() }
+            let child = try RunningChild(
+                ["--spool", run.path + "/spool", "--sink", run.path + "/out"] + arguments, executable: "log-uploader")
+            #expect(child.waitForExit(timeout: .seconds(20)) == expected, "\(arguments): \(child.standardError)")
+            #expect(
+                child.standardError.filter { $0.hasPrefix("log-uploader:") }.count == 1, "\(child.standardError)")
+        }
+        let left = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
+        #expect(left == ["a-file", "live.sock", "live.sock.lock", "spool"], "\(left)")
+    }
+
     /// A process that listens on the ingest socket's path and never accepts (its queue of
     /// connections full): start-up hung in connect() with no message, and the socket was
     /// replaced once that process went. Refused at once, clearly, the socket left alone.

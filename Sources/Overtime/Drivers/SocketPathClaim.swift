@@ -41,8 +41,9 @@ package final class SocketPathClaim: Sendable {
                 "\(path) is too long for a socket address (at most \(Self.maximumPathBytes) bytes)")
         }
         let lock: ExclusiveFileLock
+        let lockPath = path + ".lock"
         do throws(ExclusiveFileLock.Failure) {
-            lock = try ExclusiveFileLock(path: path + ".lock")
+            lock = try ExclusiveFileLock(path: lockPath)
         } catch {
             switch error {
             case .held(let holder):
@@ -60,7 +61,12 @@ package final class SocketPathClaim: Sendable {
         // Under the lock: a socket here or at the temporary name is an earlier run's,
         // unless a process that takes no lock still answers on it.
         for candidate in [path, path + Self.temporarySuffix] {
-            if let refusal = Self.clearStale(candidate, datagram: datagram) { throw .unavailable(refusal) }
+            if let refusal = Self.clearStale(candidate, datagram: datagram) {
+                // A refused start leaves nothing behind: the lock file goes (removed while
+                // still held: see ExclusiveFileLock for why that is safe).
+                lock.unlinkAndRelease()
+                throw .unavailable(refusal)
+            }
         }
     }
 
@@ -101,11 +107,12 @@ package final class SocketPathClaim: Sendable {
     }
 
     /// Removes the socket file, if the path still names ours (a file put there by anyone
-    /// else since is left alone), then releases the lock: the path is free for the next
-    /// holder as soon as this returns.
+    /// else since is left alone), and the lock file, then releases the lock: the path is
+    /// free for the next holder as soon as this returns, and nothing is left behind.
     package func remove() {
         held.withLock { held in
             if let identity = held.placed, FileIdentity(path: path) == identity { unlink(path) }
+            held.lock?.unlinkAndRelease()  // the lock file too: nothing left behind
             held = (nil, nil)
         }
     }
@@ -141,7 +148,8 @@ package final class SocketPathClaim: Sendable {
             return "\(candidate) is in use: another process answers on it"
         }
         if errno == EAGAIN || errno == EWOULDBLOCK {
-            return "\(candidate) is in use by a process that does not answer (it listens, but its queue of connections is full); not replacing it"
+            return
+                "\(candidate) is in use by a process that does not answer (it listens, but its queue of connections is full); not replacing it"
         }
         guard errno == ECONNREFUSED else { return "cannot probe \(candidate): \(errnoDescription())" }
         unlink(candidate)
