@@ -399,7 +399,15 @@ struct Run: ParsableCommand {
                 writer.stopSpooling()
                 stopping.async {
                     writer.flush()
-                    uploader.drainInGrant(reason: "input read to its end")
+                    // Its own lines never hold a stop (an outage would keep it for the whole
+                    // budget for the line saying it stops): they wait for the next run.
+                    if store.holdsProducerLines() {
+                        uploader.drainInGrant(reason: "input read to its end")
+                    } else if store.pendingLines > 0 {
+                        FileOutput.standardError(
+                            "log-uploader: nothing of the producers' waits; the daemon's own \(store.pendingLines) lines wait for the next run"
+                        )
+                    }
                     runtime.endBackgroundTask(id)
                 }
             }
@@ -430,7 +438,7 @@ struct Run: ParsableCommand {
         writer.flush()
         progress.print()
         let left = store.sealedSegments
-        if !left.isEmpty {
+        if !left.isEmpty, store.holdsProducerLines() {
             FileOutput.standardError(
                 "log-uploader: stopped with \(left.count) segments (\(left.reduce(0) { $0 + $1.records }) lines) "
                     + "not uploaded; the next run uploads them")

@@ -244,7 +244,7 @@ private final class WriterThread: Sendable {
         while true {
             let batch = writer.nextBatch()
             do throws(SpoolError) {
-                try writer.spool.append(batch)
+                try writer.spool.append(ownLines: batch)
             } catch {
                 // Not through swift-log: that could loop back into this handler.
                 let text = "overtime: spool append of \(batch.count) log lines failed: \(error)\n"

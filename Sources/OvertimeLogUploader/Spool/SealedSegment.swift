@@ -32,6 +32,9 @@ public struct SealedSegment: Sendable, Hashable {
     /// When its first line was spooled (nanoseconds since 1970, the lowest bit a flag; 0
     /// when unknown), for the age of what waits.
     package var firstLineTime: UInt64 = 0
+    /// Its records that are a producer's, not the program's own (see
+    /// ``Spool/append(ownLines:)``).
+    package var producerRecords = 0
 
     /// Reads its records (for sinks that send record by record).
     public func readRecords() throws(SpoolError) -> [SpoolRecord] {
@@ -67,7 +70,8 @@ extension SealedSegment {
         self.init(
             stream: stream, number: number, path: path, bytes: parsed.validLength, records: parsed.records.count,
             firstSequence: first.sequence, lastSequence: last.sequence, mayAlreadyBeStored: mayAlreadyBeStored,
-            firstLineTime: first.time)
+            firstLineTime: first.time,
+            producerRecords: parsed.records.count { $0.time & SegmentFormat.ownLineBit == 0 })
     }
 }
 

@@ -14,8 +14,12 @@
 /// `Spool.append`, one ingestion batch): recovery drops an append a crash cut short
 /// whole, even when the cut fell on a record boundary, so a batch is stored whole or not
 /// at all. (A nanosecond is below any clock's meaning, and readers of the format need not
-/// know the bit.)
+/// know the bit.) The next bit (``ownLineBit``) marks a line the program wrote of its own
+/// (its log), not a producer's: a stop with only those waiting need not upload.
 package enum SegmentFormat {
+    /// The time's bit that marks the program's own line.
+    package static let ownLineBit: UInt64 = 2
+
     /// The first eight bytes of every segment.
     package static let magic: [UInt8] = Array("OTSEG001".utf8)
     /// Header size in bytes.

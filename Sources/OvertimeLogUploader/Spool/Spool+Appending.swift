@@ -31,11 +31,24 @@ extension Spool {
     /// generic `append(_:)`; the overload arrays of bytes take.
     @discardableResult
     public func append(_ lines: [[UInt8]]) throws(SpoolError) -> ClosedRange<UInt64>? {
+        try append(lines, own: false)
+    }
+
+    /// Appends lines the program wrote of its own (its log, through ``SpoolLogWriter``), not
+    /// a producer's: marked so in the segment (``SegmentFormat``), so that a stop can tell
+    /// whether anything but them waits (``holdsProducerLines()``).
+    @discardableResult
+    package func append(ownLines lines: [[UInt8]]) throws(SpoolError) -> ClosedRange<UInt64>? {
+        try append(lines, own: true)
+    }
+
+    private func append(_ lines: [[UInt8]], own: Bool) throws(SpoolError) -> ClosedRange<UInt64>? {
         guard !lines.isEmpty else { return nil }
         if let long = lines.first(where: { $0.count > SegmentFormat.maximumLineBytes }) {
             throw .lineTooLong(bytes: long.count)
         }
-        let time = UInt64(clamping: clock.wallClockNow.nanosecondsSinceEpoch)
+        let clockTime = UInt64(clamping: clock.wallClockNow.nanosecondsSinceEpoch)
+        let time = own ? clockTime | SegmentFormat.ownLineBit : clockTime & ~SegmentFormat.ownLineBit
         let needed = lines.reduce(0) { $0 + $1.count + SegmentFormat.frameSize + SegmentFormat.bodyPrefixSize }
         let quota = configuration.quotaBytes
         var roomTimeout: Double?
@@ -61,6 +74,7 @@ extension Spool {
                 state.nextSequence += 1
             }
             state.pendingRecords += lines.count
+            if !own { state.pendingProducerRecords += lines.count }
             state.storedBytes += state.pending.count - start
             let lead = !state.writing
             state.writing = true
@@ -111,17 +125,21 @@ extension Spool {
                     // The batch cannot be placed: fail its writers, keep nothing of it.
                     failPending(&state, error)
                     return Batch(
-                        bytes: [], ticket: 0, fd: -1, path: "", size: 0, records: 0, lastSequence: 0, firstTime: 0)
+                        bytes: [], ticket: 0, fd: -1, path: "", size: 0, records: 0, lastSequence: 0, firstTime: 0,
+                        producerRecords: 0)
                 }
                 let active = state.active!
                 state.issuedTicket += 1
                 var bytes: [UInt8] = []
                 swap(&bytes, &state.pending)
-                defer { state.pendingRecords = 0 }
+                defer {
+                    state.pendingRecords = 0
+                    state.pendingProducerRecords = 0
+                }
                 return Batch(
                     bytes: bytes, ticket: state.issuedTicket, fd: active.fd, path: active.path, size: active.size,
                     records: state.pendingRecords, lastSequence: state.nextSequence - 1,
-                    firstTime: state.pendingFirstTime)
+                    firstTime: state.pendingFirstTime, producerRecords: state.pendingProducerRecords)
             }
             guard let work else { return }
             guard work.fd >= 0 else { continue }
@@ -150,6 +168,7 @@ extension Spool {
                     }
                     active.size += work.bytes.count
                     active.records += work.records
+                    active.producerRecords += work.producerRecords
                     active.lastSequence = work.lastSequence
                     state.active = active
                 }
@@ -194,5 +213,7 @@ extension Spool {
         let lastSequence: UInt64
         /// When its first line was spooled.
         let firstTime: UInt64
+        /// Its records that are a producer's.
+        let producerRecords: Int
     }
 }

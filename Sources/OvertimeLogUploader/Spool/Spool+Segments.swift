@@ -1,6 +1,7 @@
 import CoreMetrics
 import Logging
 import Overtime
+import OvertimeSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -22,6 +23,16 @@ extension Spool {
     /// ``redriveDeadLetters()``), then the current stream's, oldest first.
     public var sealedSegments: [SealedSegment] {
         state.withLock { $0.resend + $0.sealed }
+    }
+
+    /// Whether any line not yet acknowledged is a producer's, not the program's own (see
+    /// ``append(ownLines:)``): counted as lines are written and read at open, so a stop
+    /// asks without touching the disk.
+    package func holdsProducerLines() -> Bool {
+        state.withLock { state in
+            (state.resend + state.sealed).contains { $0.producerRecords > 0 }
+                || (state.active?.producerRecords ?? 0) > 0 || state.pendingProducerRecords > 0
+        }
     }
 
     func rotateIfDue(_ state: inout State, incoming: Int) throws(SpoolError) {
@@ -66,7 +77,8 @@ extension Spool {
             SealedSegment(
                 stream: streamID, number: active.number, path: sealedPath, bytes: active.size,
                 records: active.records, firstSequence: active.firstSequence, lastSequence: active.lastSequence,
-                mayAlreadyBeStored: false, firstLineTime: active.firstLineTime))
+                mayAlreadyBeStored: false, firstLineTime: active.firstLineTime,
+                producerRecords: active.producerRecords))
         counters.sealed.increment()
         try SpoolFiles.syncDirectory(segmentsDirectory)
     }

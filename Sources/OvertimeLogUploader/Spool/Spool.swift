@@ -170,6 +170,8 @@ public final class Spool: Sendable {
         var lastSequence: UInt64
         /// When its first line was spooled (as ``SealedSegment/firstLineTime``).
         var firstLineTime: UInt64 = 0
+        /// Its records that are a producer's, not the program's own.
+        var producerRecords = 0
     }
 
     struct Retiring {
@@ -187,6 +189,8 @@ public final class Spool: Sendable {
         var resend: [SealedSegment]
         var pending: [UInt8] = []
         var pendingRecords = 0
+        /// Of ``pendingRecords``, those a producer's (not the program's own).
+        var pendingProducerRecords = 0
         /// When the first line of ``pending`` was spooled.
         var pendingFirstTime: UInt64 = 0
         /// The last batch handed to a writer, and the last one finished (written or failed).

@@ -32,7 +32,8 @@ import Tracing
 
 /// Uploads a ``Spool``'s sealed segments to a ``LogSink`` inside a background grant.
 ///
-/// On `didEnterBackground` and on `willTerminate` it begins a grant (in the observer, so
+/// On `didEnterBackground` and on `willTerminate` (unless only the program's own lines wait,
+/// ``SpoolLogWriter``'s: those wait for the next run) it begins a grant (in the observer, so
 /// the program does not suspend first), seals the active segment and uploads sealed
 /// segments oldest first, moving the checkpoint after each acknowledgement. Up to
 /// ``UploaderConfiguration/maximumUploadsInFlight`` uploads run at once where the sink
@@ -130,6 +131,11 @@ public final class LogUploader: Sendable {
             switch event {
             case .didEnterBackground, .willTerminate:
                 self.backoff.wake()  // a drain waiting out a backoff retries now, inside the budget
+                // A stop (its didEnterBackground too) with only the program's own lines
+                // waiting (its log): they wait for the next run rather than hold the stop (an
+                // outage would keep it for the whole budget, for the line that says it stops).
+                let stopping = event == .willTerminate || self.runtime.driverContext.snapshot.isTerminating
+                if stopping, !self.spool.holdsProducerLines() { return }
                 self.drainInGrant(reason: "\(event)")
             default: break
             }
