@@ -100,7 +100,14 @@ struct LinuxConditionSourceTests {
         let source = LinuxConditionSource(configuration: configuration)
         #expect(!source.storageLow(), "8 MiB free")
         let fill = mountPoint + "/fill"
-        try Data(repeating: 7, count: 7 << 20).write(to: URL(fileURLWithPath: fill))
+        // Written through a close-on-exec descriptor: one a child spawned meanwhile by
+        // another test inherited (Data.write's is not) would keep the removed file's
+        // space taken until that child exits.
+        let descriptor = open(fill, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        try #require(descriptor >= 0)
+        let chunk = [UInt8](repeating: 7, count: 1 << 20)
+        for _ in 0..<7 { #expect(write(descriptor, chunk, chunk.count) == chunk.count) }
+        close(descriptor)
         #expect(source.storageLow(), "under 2 MiB left")
         #expect(source.read().storageLow)
         try FileManager.default.removeItem(atPath: fill)

@@ -238,10 +238,14 @@ struct MemoryPressureTests {
             daemon.send(SIGKILL)
             _ = daemon.waitForExit()
         }
-        for _ in 0..<2000 where access(socket, F_OK) != 0 { usleep(5000) }
-        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(daemon.pid)/fd")) ?? []
-        let files = descriptors.compactMap {
-            try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(daemon.pid)/fd/\($0)")
+        // Watching once its descriptor is open (the monitor starts after the control socket).
+        var files: [String] = []
+        for _ in 0..<4000 where !files.contains("/proc/pressure/memory") {
+            let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(daemon.pid)/fd")) ?? []
+            files = descriptors.compactMap {
+                try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(daemon.pid)/fd/\($0)")
+            }
+            usleep(5000)
         }
         #expect(files.contains("/proc/pressure/memory"), "\(files)")
         // tiny-daemon runs the loop on its main thread (`runtime.run()`).
