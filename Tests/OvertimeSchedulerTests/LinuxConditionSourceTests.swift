@@ -106,7 +106,7 @@ struct LinuxConditionSourceTests {
         let descriptor = open(fill, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
         try #require(descriptor >= 0)
         let chunk = [UInt8](repeating: 7, count: 1 << 20)
-        for _ in 0..<7 { #expect(write(descriptor, chunk, chunk.count) == chunk.count) }
+        for _ in 0..<7 { #expect(Glibc.write(descriptor, chunk, chunk.count) == chunk.count) }
         close(descriptor)
         #expect(source.storageLow(), "under 2 MiB left")
         #expect(source.read().storageLow)
