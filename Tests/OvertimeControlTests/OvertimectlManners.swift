@@ -13,11 +13,11 @@ import Testing
 struct OvertimectlMannersTests {
     /// Listens at a fresh path; each connection's request line is read and `answer` (if
     /// any) written back; the connection is then held open until the server goes.
-    final class StandInServer: @unchecked Sendable {
+    final class StandInServer: Sendable {
         let folder = TemporaryDirectory("ctl-standin")
         let path: String
         private let listener: Int32
-        private var held: [Int32] = []
+        private let held = Locked<[Int32]>([])
 
         init(answer: String?) throws {
             path = folder.path + "/control.sock"
@@ -25,8 +25,8 @@ struct OvertimectlMannersTests {
             let address = try #require(UnixSocketAddress(path))
             #expect(address.withSockAddr { bind(listener, $0, $1) } == 0)
             #expect(listen(listener, 8) == 0)
-            let fd = listener
-            Thread.detachNewThread { [self] in
+            let (fd, held) = (listener, held)
+            Thread.detachNewThread {
                 while true {
                     let client = accept(fd, nil, nil)
                     guard client >= 0 else { return }
@@ -35,14 +35,15 @@ struct OvertimectlMannersTests {
                     if let answer {
                         _ = Array((answer + "\n").utf8).withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
                     }
-                    held.append(client)
+                    held.withLock { $0.append(client) }
                 }
             }
         }
 
         deinit {
-            shutdown(listener, Int32(SHUT_RDWR))
+            shutdown(listener, Int32(SHUT_RDWR))  // the accepting thread's accept fails: it ends
             close(listener)
+            for client in held.withLock({ $0 }) { close(client) }
             folder.remove()
         }
     }
