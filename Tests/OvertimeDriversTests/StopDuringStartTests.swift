@@ -26,8 +26,15 @@ private let shippedPrograms: String? = {
 /// the dynamic linker runs): each trial's 0–200 ms count from the moment the program
 /// blocks SIGTERM (`SigBlk` of its main thread). Before the fix that moment was the
 /// runtime's creation, and threads made earlier took the signal by its default action.
+///
+/// It keeps both cores spinning for minutes, which would slow every suite running beside it
+/// past its limits (under ThreadSanitizer three did): `scripts/test` runs it alone, with
+/// `OVERTIME_STOP_DURING_START=1`, right after it builds the static programs.
 @Suite(
     "A stop at any moment of start-up", .onOwnThread, .serialized, .timeLimit(.minutes(10)),
+    .enabled(
+        if: getenv("OVERTIME_STOP_DURING_START") != nil,
+        "runs alone: OVERTIME_STOP_DURING_START=1 swift test --filter StopDuringStartTests (scripts/test does)"),
     .enabled(
         if: shippedPrograms != nil,
         "the shipped static builds are not there (scripts/check-static-binaries makes them)"))
