@@ -47,7 +47,9 @@ struct StopDuringStartTests {
             for _ in 0..<max(2, sysconf(Int32(_SC_NPROCESSORS_ONLN))) {
                 spinners.append(
                     try SpawnedProcess(
-                        "/bin/sh", ["-c", "while :; do :; done"], standardOutput: .discard, standardError: .discard))
+                        // Spins while the test process lives: one killed midway leaves none behind.
+                        "/bin/sh", ["-c", "while kill -0 $PPID 2>/dev/null; do :; done"], standardOutput: .discard,
+                        standardError: .discard))
             }
         }
 

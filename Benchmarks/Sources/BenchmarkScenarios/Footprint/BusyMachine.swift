@@ -43,11 +43,12 @@ public final class BusyMachine {
 
     func start() throws {
         for _ in 0..<max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))) {
-            children.append(try spawn(["/bin/sh", "-c", "while :; do :; done"]))
+            // Spins while the runner lives: a runner killed midway leaves none behind.
+            children.append(try spawn(["/bin/sh", "-c", "while kill -0 $PPID 2>/dev/null; do :; done"]))
         }
         if let file = Self.cgroupPressureFile {
             let churn =
-                "while :; do exec 3<>'\(file)'; printf 'some 150000 2000000\\0' >&3; exec 3>&-; sleep \(churnInterval); done"
+                "while kill -0 $PPID 2>/dev/null; do exec 3<>'\(file)'; printf 'some 150000 2000000\\0' >&3; exec 3>&-; sleep \(churnInterval); done"
             children.append(try spawn(["/bin/bash", "-c", churn]))
         }
     }
