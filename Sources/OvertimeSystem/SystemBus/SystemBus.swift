@@ -277,6 +277,9 @@ final class SystemBus {
         onIgnored(claimed, what, sender)
     }
 
+    /// Whether the connection has ended (closed, or lost — possibly while it was being made).
+    var isClosed: Bool { closed }
+
     /// Closes the connection; nothing is called back after it. Again is nothing.
     func close() {
         guard !closed else { return }

@@ -20,8 +20,8 @@ import OvertimeSupport
 ///   stays, as with systemd's `dbus.socket` or dbus-broker; a stale file), by trying again
 ///   after 100 ms, doubling to at most ``longestRetry``.
 ///
-/// A connection lost is tried again at once: a socket-activated bus accepts at once and
-/// answers once it has started. Loop thread only.
+/// A connection lost is tried again after 100 ms: a socket-activated bus accepts at once
+/// and answers once it has started. Loop thread only.
 final class SystemBusLink {
     /// The longest wait between two attempts while the socket is there but refuses.
     static let longestRetry: Duration = .seconds(5)
@@ -153,6 +153,8 @@ final class SystemBusLink {
             if !reconnecting { unusable("\(error)") }
             return false
         }
+        // Lost while it was being made (a peer that accepts and hangs up): not connected.
+        guard !made.isClosed else { return false }
         reconnecting = false
         bus = made
         connected(made)
@@ -164,8 +166,11 @@ final class SystemBusLink {
         logger.warning("the system bus went away (\(reason)); waiting for it to come back")
         lost(reason)
         reconnecting = true
+        // Tried again on the timer, never from inside the loss: a bus that accepts and hangs
+        // up at once is then tried with the backoff, not in a loop.
         retryDelay = nil
-        attempt()
+        watchFolder()
+        retryLater()
     }
 
     /// Tries again after the next delay of the backoff.
