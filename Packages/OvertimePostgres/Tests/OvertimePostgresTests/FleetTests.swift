@@ -86,9 +86,13 @@ struct FleetTests {
         let start = Fleet.realNow() + 1_000_000_000
         try observer.submit(contentsOf: Self.oneShots(1000, from: start, spacing: .milliseconds(40)) + Self.ticks(10))
         // Fifty kills, 0.3 to 1.1 s apart, while the one-shots fall due over 40 s.
+        let killsBegan = Fleet.monotonicNow()
+        var kills: [[Int64]] = Array(repeating: [], count: 4)  // each worker's, in ms after the first
         for _ in 0..<50 {
             usleep(useconds_t(300_000 + random.next() % 800_000))
-            try fleet.killAndRestart(Int(random.next() % 4))
+            let index = Int(random.next() % 4)
+            kills[index].append((Fleet.monotonicNow() - killsBegan) / 1_000_000)
+            try fleet.killAndRestart(index)
         }
         let drained = Self.waitFor(90) { try observer.pendingRequestCount() == 10 }
         fleet.stop()
@@ -121,10 +125,21 @@ struct FleetTests {
         #expect(owners.trimmingCharacters(in: .whitespacesAndNewlines) == "worker-0,worker-1,worker-2,worker-3")
         for index in 0..<4 {
             let identifier = "local.tick@worker-\(index)"
-            let runs = Set(log.executions.filter { $0.identifier == identifier }.map(\.runID)).count
+            let executions = log.executions.filter { $0.identifier == identifier }
+            let runs = Set(executions.map(\.runID)).count
+            // On failure, each execution (run, attempt, how it ended, start in ms after the
+            // kills began) and the kills of its worker.
+            let story = executions.sorted { $0.started < $1.started }.map {
+                "\($0.runID)/\($0.attempt) \($0.outcome ?? "open") +\(($0.started - killsBegan) / 1_000_000)"
+            }
             // Only while its worker lives: each kill of that worker costs its restart and the
-            // dead process's claim (up to 3 s); a worker killed a dozen times loses most of 40 s.
-            #expect(runs >= 3, "\(identifier) ran \(runs) times (seed \(seed))")
+            // dead process's claim (up to 3 s); a run a kill or a stall of the machine ended
+            // twice waits its retry delay (10 s, then 20 s), as the ticks do; a worker killed
+            // a dozen times loses most of 40 s.
+            #expect(
+                runs >= 3,
+                "\(identifier) ran \(runs) times (seed \(seed)): \(story.joined(separator: ", ")); killed at \(kills[index])"
+            )
         }
         #expect(fleet.killedAt.count == 50)
         #expect(log.executions.contains { $0.outcome == "killed" }, "some kills hit runs in progress")

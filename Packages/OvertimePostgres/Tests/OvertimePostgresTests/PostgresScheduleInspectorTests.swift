@@ -14,7 +14,7 @@ struct PostgresScheduleInspectorTests {
         PostgresScheduleConfiguration(host: "127.0.0.1", port: server.port, username: "postgres")
     }
 
-    @Test func everyStateWaitHolderAndInstanceOfAFleetIsReadAndNothingWritten() throws {
+    @Test func everyStateWaitHolderAndInstanceOfAFleetIsReadAndNothingWritten() async throws {
         let server = try PostgresServer()
         defer { server.stop() }
         let release = NIOLockedValueBox(false)
@@ -168,7 +168,7 @@ struct PostgresScheduleInspectorTests {
         // Its claim on a run of local.tick may hold a few seconds more: retiring waits for it.
         var removed: Int?
         for _ in 0..<100 where removed == nil {
-            removed = try? Self.retire("worker-0", Self.database(server))
+            removed = try? await Self.database(server).retireInstance("worker-0")
             if removed == nil { usleep(100_000) }
         }
         #expect(removed == 1)
@@ -209,21 +209,5 @@ struct PostgresScheduleInspectorTests {
         nowhere.port = try PostgresServer.freePort()
         nowhere.operationTimeout = .seconds(3)
         #expect(throws: ScheduleStoreError.self) { try ScheduleDatabase.postgres(nowhere).inspector() }
-    }
-
-    static func retire(_ name: String, _ database: PostgresScheduleConfiguration) throws -> Int {
-        let result = NIOLockedValueBox<Result<Int, ScheduleStoreError>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            do throws(ScheduleStoreError) {
-                let removed = try await database.retireInstance(name)
-                result.withLockedValue { $0 = .success(removed) }
-            } catch {
-                result.withLockedValue { $0 = .failure(error) }
-            }
-            done.signal()
-        }
-        done.wait()
-        return try result.withLockedValue { $0! }.get()
     }
 }

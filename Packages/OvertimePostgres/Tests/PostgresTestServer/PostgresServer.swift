@@ -132,19 +132,33 @@ public final class PostgresServer: Sendable {
     }
 
     /// Runs `program` and returns what it printed; throws when it fails.
+    ///
+    /// What it prints goes to a file read once it has ended, not to a pipe read to its end:
+    /// a server another test starts at the same moment can inherit the pipe's writing end
+    /// and hold it open for as long as it runs.
     @discardableResult
     public static func run(_ program: String, _ arguments: [String]) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: program)
         process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: "/")
-        let output = Pipe()
+        let outputPath = NSTemporaryDirectory() + "/overtime-run-\(UUID().uuidString).out"
+        guard FileManager.default.createFile(atPath: outputPath, contents: nil) else {
+            throw ServerError("cannot create \(outputPath)")
+        }
+        defer { try? FileManager.default.removeItem(atPath: outputPath) }
+        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
         process.standardOutput = output
         process.standardError = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
+        do {
+            try process.run()
+        } catch {
+            try? output.close()
+            throw error
+        }
+        try? output.close()
         process.waitUntilExit()
-        let text = String(decoding: data, as: UTF8.self)
+        let text = String(decoding: FileManager.default.contents(atPath: outputPath) ?? Data(), as: UTF8.self)
         guard process.terminationStatus == 0 else {
             throw ServerError(
                 "\(program) \(arguments.joined(separator: " ")): exit \(process.terminationStatus): \(text)")
