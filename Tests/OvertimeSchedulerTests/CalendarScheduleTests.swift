@@ -57,6 +57,28 @@ struct CalendarScheduleTests {
         #expect(oracle.count == all.count && mismatches.isEmpty, "\(mismatches)")
     }
 
+    /// The differences from systemd 252 that `CalendarSchedule`'s documentation names, each
+    /// from its base time: Overtime's time, and systemd's, which moves or skips it.
+    @Test func whereOvertimeDiffersFromSystemdOnPurpose() throws {
+        let cases: [(expression: String, base: Int64, ours: Int64, systemds: Int64)] = [
+            // 2026-10-25 from 02:10 CEST: 02:30 CEST (00:30 UTC); systemd 02:30 CET.
+            ("*-10~07 02:30 Europe/Berlin", 1_792_887_000, 1_792_888_200, 1_792_891_800),
+            // Chatham's 2026-09-27 03:45 +1345 (the first instant of summer time); systemd the 28th.
+            ("*-*-* 03:45 Pacific/Chatham", 1_790_380_800, 1_790_431_200, 1_790_517_600),
+            // After its run at 2026-03-29 00:30 GMT (half an hour before that year's change):
+            // 2027-03-29 00:30 IST, the day after the change; systemd 2030-03-29.
+            ("*-03~03 00:30 Europe/Dublin", 1_774_744_200, 1_806_276_600, 1_900_974_600),
+            // The same day written as a date: both give the first 02:30.
+            ("*-10-25 02:30 Europe/Berlin", 1_792_887_000, 1_792_888_200, 1_792_888_200),
+        ]
+        for (expression, base, ours, systemds) in cases {
+            let schedule = try CalendarSchedule(expression)
+            #expect(schedule.nextTime(after: WallClockInstant(secondsSinceEpoch: base))?.secondsSinceEpoch == ours)
+            let oracle = try Self.systemdTimes([expression], base: base, iterations: 1)
+            #expect(oracle[expression] == .times([systemds]), "\(expression)")
+        }
+    }
+
     /// Random expressions from the grammar's parts, in random zones from random base times
     /// (the seed in the name of a failure reproduces it).
     @Test(arguments: [UInt64(1), 2, 3, 4, 5, 6])

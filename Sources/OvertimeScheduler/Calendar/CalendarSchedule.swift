@@ -16,6 +16,26 @@ import Overtime
 /// springs from 02:00 to 03:00) names no time that day, and one that happens twice (when
 /// the clock falls back) names its first occurrence — as systemd does. Times are planned
 /// to the microsecond, from 1970 to 2199.
+///
+/// ### Where Overtime differs from systemd 252 on purpose
+///
+/// systemd's search converts each local time it tries with mktime(3), handing it the
+/// daylight saving flag of the time it started from. Near a change of daylight saving time
+/// that flag is sometimes the wrong one, and systemd then moves a time by an hour or skips
+/// it. Overtime reads each local time's offset from the zone's rules instead, so an
+/// expression names the same times whatever instant the search starts from:
+///
+/// - A day counted from the month's end on the day the clock falls back: from 02:10 on
+///   25 October 2026, `*-10~07 02:30 Europe/Berlin` is the first 02:30 (summer time) for
+///   Overtime, as `*-10-25 02:30 Europe/Berlin` is for both; systemd gives the second.
+/// - Chatham's spring day: on 27 September 2026 the clock goes from 02:45 to 03:45, so
+///   03:45 exists, the first instant of summer time. `*-*-* 03:45 Pacific/Chatham` runs
+///   then for Overtime; systemd skips the day.
+/// - Dublin's spring day: Ireland's winter time is the tz database's daylight saving time
+///   (a negative one), so the flag systemd carries is inverted there. After
+///   `*-03~03 00:30 Europe/Dublin` (29 March) runs on 29 March 2026, half an hour before
+///   that year's change, its next time is 29 March 2027 for Overtime; systemd skips the
+///   years in which the day falls after the change and plans 2030.
 public struct CalendarSchedule: Sendable, Hashable, CustomStringConvertible {
     /// The parsed schedule, behind one reference: a request holding a calendar stays as
     /// small to copy as one holding an interval.
