@@ -117,11 +117,11 @@ try scheduler.register(prefix: "pause.") { task in
 }
 try scheduler.start()
 if name != nil {
+    // As the `tick.*` requests, a run a kill or a stall ended retries after 10 s, not the
+    // default 30 s (most of a test's 40 s of kills).
     var local = ScheduledTaskRequest(identifier: "local.tick")
     local.repetition = Repetition(every: .seconds(1))
     local.scope = .perInstance
-    // As the `tick.*` requests: a run a kill or a stall ended waits 10 s, not the default 30 s
-    // (most of a test's 40 s of kills).
     local.retry.initialDelay = .seconds(10)
     try scheduler.submit(local)  // at every start: kept where it stood
 }
