@@ -37,6 +37,14 @@ final class ScrapeClient {
         _ = text.withCString { Glibc.send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
     }
 
+    /// Whether bytes from the server wait to be read (or it closed its side) within
+    /// `timeout`, without reading them: the server has taken the request and answered.
+    func answerWaits(within timeout: Duration) -> Bool {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let (seconds, attoseconds) = timeout.components
+        return poll(&entry, 1, Int32(seconds * 1000 + attoseconds / 1_000_000_000_000_000)) == 1
+    }
+
     /// Everything until the server closes its side (or 10 s pass).
     func readToEnd() -> String {
         var bytes: [UInt8] = []

@@ -136,7 +136,11 @@ struct MetricsEndpointTests {
                 holder.send("GET /metrics HTTP/1.1\r\n\r\n")
                 return holder
             }
-            usleep(200_000)  // the loop has accepted them all and read their requests
+            // The loop has accepted them all and read their requests once each has an answer
+            // waiting (a holder still waiting for its head would give its place up instead).
+            for (index, holder) in holders.enumerated() {
+                #expect(holder.answerWaits(within: .seconds(30)), "holder \(index) was answered")
+            }
             let turnedAway = try ScrapeClient(port: port)
             let started = ContinuousClock.now
             #expect(ScrapeClient.parts(turnedAway.readToEnd()).status == "HTTP/1.1 503 Service Unavailable")
@@ -144,11 +148,22 @@ struct MetricsEndpointTests {
             // A holder reads its answer and hangs up; its place serves the next client.
             #expect(ScrapeClient.parts(holders[0].readToEnd()).status == "HTTP/1.1 200 OK")
             holders[0].hangUp()
-            usleep(200_000)
-            let next = try ScrapeClient(port: port)
-            next.send("GET /metrics HTTP/1.1\r\n\r\n")
-            let body = ScrapeClient.parts(next.readToEnd()).body
-            #expect(sample("overtime_metrics_http_errors_total{kind=\"too_many_connections\"}", in: body) == 1)
+            // The next client is served once the loop has seen the hang-up; one that comes
+            // sooner is turned away too, and counted.
+            var turnedAwayAgain = 0
+            var answer = ScrapeClient.parts("")
+            for _ in 0..<200 {
+                let next = try ScrapeClient(port: port)
+                next.send("GET /metrics HTTP/1.1\r\n\r\n")
+                answer = ScrapeClient.parts(next.readToEnd())
+                guard answer.status == "HTTP/1.1 503 Service Unavailable" else { break }
+                turnedAwayAgain += 1
+                usleep(50_000)
+            }
+            #expect(answer.status == "HTTP/1.1 200 OK")
+            #expect(
+                sample("overtime_metrics_http_errors_total{kind=\"too_many_connections\"}", in: answer.body)
+                    == Double(1 + turnedAwayAgain))
             withExtendedLifetime(holders) {}
         }
     }

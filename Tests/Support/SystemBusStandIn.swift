@@ -353,7 +353,13 @@ package final class SystemBusStandIn: Sendable {
     package func waitUntil(_ what: String, _ condition: () -> Bool) throws {
         let deadline = ContinuousClock.now + .seconds(30)
         while !condition() {
-            guard ContinuousClock.now < deadline else { throw StandInError("\(what) did not come up in 30 s") }
+            guard ContinuousClock.now < deadline else {
+                // What the bus and logind said, for the failure's cause.
+                let logs = ["bus.log", "logind.log"].map { name in
+                    "\(name): " + ((try? String(contentsOfFile: folder.path + "/" + name, encoding: .utf8)) ?? "none")
+                }
+                throw StandInError("\(what) did not come up in 30 s; \(logs.joined(separator: "; "))")
+            }
             usleep(20_000)
         }
     }
