@@ -5,7 +5,7 @@ import OvertimeScheduler
 
 extension Scheduler {
     /// Launches a run of `identifier` now, whatever its plan and requirements say
-    /// (``Scheduler/runNow(_:)``).
+    /// (`Scheduler.runNow(_:)`).
     ///
     /// - Returns: the run's ID.
     @discardableResult

@@ -29,18 +29,8 @@ struct SchedulerLoopTests {
 
     @Test func enteringTheBackgroundAndControlCommandsNeverWaitForAStoreThatDoesNotAnswer() async throws {
         try await onOwnThread {
-            let gate = Locked<InstrumentedStore?>(nil)
-            let h = try SchedulerHarness(configure: { configuration in
-                let path = configuration.storePath
-                configuration.database = ScheduleDatabase(description: "gated") { context throws(ScheduleStoreError) in
-                    let store = InstrumentedStore(
-                        try SQLiteScheduleStore(path: path, now: context.now, logger: context.logger))
-                    gate.withLock { $0 = store }
-                    return store
-                }
-            })
+            let (h, store) = try gatedHarness()
             defer { h.finish() }
-            let store = try #require(gate.withLock { $0 })
             h.script.withLock { $0 = { _ in .hang } }
             try h.current.start()
             var request = ScheduledTaskRequest(identifier: "job")
@@ -70,6 +60,108 @@ struct SchedulerLoopTests {
             #expect(h.env.runtime.openBackgroundTasks.map(\.name) == ["job"], "the deciding grant ended")
             for _ in 0..<1000 where table.count == 0 { usleep(1000) }
             #expect(table.all.first?.message?.contains("job") == true, "\(table.all)")
+        }
+    }
+
+    /// A harness whose store can be made to hang (a fleet's database stopped).
+    private func gatedHarness() throws -> (SchedulerHarness, InstrumentedStore) {
+        let gate = Locked<InstrumentedStore?>(nil)
+        let h = try SchedulerHarness(configure: { configuration in
+            let path = configuration.storePath
+            configuration.database = ScheduleDatabase(description: "gated") { context throws(ScheduleStoreError) in
+                let store = InstrumentedStore(
+                    try SQLiteScheduleStore(path: path, now: context.now, logger: context.logger))
+                gate.withLock { $0 = store }
+                return store
+            }
+        })
+        return (h, try #require(gate.withLock { $0 }))
+    }
+
+    /// Each synchronous call that reaches the store, made on the loop thread while the
+    /// store does not answer, is refused at once with the misuse error (the loop would
+    /// otherwise wait for the store), and the loop goes on.
+    @Test func everySynchronousCallOnTheLoopIsRefusedNotWaitedFor() async throws {
+        try await onOwnThread {
+            let (h, store) = try gatedHarness()
+            defer { h.finish() }
+            try h.current.start()
+            var later = ScheduledTaskRequest(identifier: "job")
+            later.earliestBegin = h.now + .seconds(3600)
+            try h.current.submit(later)
+            h.settle()
+            store.close(gate: true)
+            let scheduler = h.current
+            let calls: [(String, @Sendable () throws(SchedulerError) -> Void)] = [
+                (
+                    "submit",
+                    { () throws(SchedulerError) in try scheduler.submit(ScheduledTaskRequest(identifier: "job")) }
+                ),
+                ("submit(contentsOf:)", { () throws(SchedulerError) in _ = try scheduler.submit(contentsOf: []) }),
+                ("cancel", { () throws(SchedulerError) in try scheduler.cancel("job") }),
+                ("cancelAll", { () throws(SchedulerError) in try scheduler.cancelAll() }),
+                ("cancel(tag:)", { () throws(SchedulerError) in try scheduler.cancel(tag: "t") }),
+                ("pendingRequestCount", { () throws(SchedulerError) in _ = try scheduler.pendingRequestCount() }),
+                ("runNow", { () throws(SchedulerError) in try scheduler.runNow("job") }),
+                ("retry", { () throws(SchedulerError) in try scheduler.retry("job") }),
+                ("workInfo", { () throws(SchedulerError) in _ = try scheduler.workInfo("job") }),
+                ("history", { () throws(SchedulerError) in _ = try scheduler.history("job") }),
+            ]
+            let outcomes = Locked<[String]>([])
+            h.env.runtime.execute {
+                for (name, call) in calls {
+                    do throws(SchedulerError) {
+                        try call()
+                        outcomes.withLock { $0.append("\(name): answered") }
+                    } catch {
+                        outcomes.withLock { $0.append("\(name): \(error.code)") }
+                    }
+                }
+                let pending = scheduler.pendingRequests().count + scheduler.pendingRequests(tag: "t").count
+                outcomes.withLock { $0.append("pendingRequests: \(pending)") }
+            }
+            h.env.runtime.waitForQueuedRequests()
+            let expected = calls.map { "\($0.0): blockingCallOnTheLoop" } + ["pendingRequests: 0"]
+            #expect(outcomes.withLock { $0 } == expected)
+            #expect(store.waiting.withLock { $0 } == 0, "no call reached the store")
+            store.close(gate: false)
+        }
+    }
+
+    /// A caller on the loop uses the async form: the loop answers while the store does
+    /// not, and the submission completes, durable, once the store answers again.
+    @Test func theAsyncFormsLeaveTheLoopFreeWhileTheStoreDoesNotAnswer() async throws {
+        try await onOwnThread {
+            let (h, store) = try gatedHarness()
+            defer { h.finish() }
+            try h.current.start()
+            h.settle()
+            store.close(gate: true)
+            let scheduler = h.current
+            let results = Recorder<String>()
+            h.env.runtime.execute {
+                Task {
+                    do throws(SchedulerError) {
+                        var later = ScheduledTaskRequest(identifier: "job")
+                        later.earliestBegin = scheduler.runtime.clock.wallClockNow + .seconds(3600)
+                        let outcome = try await scheduler.submit(later)
+                        let count = try await scheduler.pendingRequestCount()
+                        let info = try await scheduler.workInfo("job")
+                        results.append("\(outcome) \(count) \(info.map { "\($0.state)" } ?? "none")")
+                    } catch {
+                        results.append("\(error.code)")
+                    }
+                }
+            }
+            h.env.runtime.waitForQueuedRequests()
+            for _ in 0..<10_000 where store.waiting.withLock({ $0 }) == 0 { usleep(1000) }
+            #expect(store.waiting.withLock { $0 } >= 1, "the submission waits at the gate")
+            let (status, _) = control(h.env.runtime, "status")
+            #expect(status?.status != nil, "the loop answers at once")
+            #expect(results.count == 0)
+            store.close(gate: false)
+            for _ in 0..<10_000 where results.count == 0 { usleep(1000) }
+            #expect(results.all == ["added 1 enqueued"])
         }
     }
 }

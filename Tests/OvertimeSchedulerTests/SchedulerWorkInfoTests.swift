@@ -179,7 +179,7 @@ struct SchedulerWorkInfoTests {
             #expect(waitFor { scheduler.watching.load(ordering: .relaxed) == 2 }, "both watch")
             var request = ScheduledTaskRequest(identifier: "job")
             request.earliestBegin = h.now + .seconds(10)
-            try h.current.submit(request)
+            try await h.current.submit(request)
             h.advance(by: .seconds(10))
             let task = try #require(h.hanging.all.first)
             task.setProgress(0.5, message: "half")

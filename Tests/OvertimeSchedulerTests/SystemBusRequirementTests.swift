@@ -63,7 +63,7 @@ struct SystemBusRequirementTests {
 
     @Test func anUnmeteredNetworkGatesAndStopsRunsAndIsUnknownWithoutNetworkManager() async throws {
         try await withScheduler { standIn, conditions, h in
-            try h.current.submit(request(.unmeteredNetwork))
+            try await h.current.submit(request(.unmeteredNetwork))
             // No NetworkManager on the bus: unknown, and "why not yet" says so.
             #expect(
                 try await eventually {
@@ -79,7 +79,7 @@ struct SystemBusRequirementTests {
             try standIn.startNetworkManager(metered: 1)
             #expect(try await eventually { conditions.read().networkMetered == true })
             h.settle()
-            #expect(h.current.pendingRequests().first?.waitingFor == .requirement(.unmeteredNetwork))
+            await #expect(h.current.pendingRequests().first?.waitingFor == .requirement(.unmeteredNetwork))
             #expect(h.attempts.count == 0, "metered: no run")
 
             try standIn.setMetered(4)  // guess-no
@@ -90,7 +90,7 @@ struct SystemBusRequirementTests {
             try standIn.setMetered(3)  // guess-yes
             #expect(try await eventually { task.isExpired }, "metered again: told to stop")
             h.settle()
-            let history = try h.current.history("job")
+            let history = try await h.current.history("job")
             #expect(history.first?.result == .stopped)
             #expect(history.first?.stopReason?.contains("unmetered-network") == true)
 
@@ -101,19 +101,19 @@ struct SystemBusRequirementTests {
             // NetworkManager gone: unknown again.
             standIn.stopNetworkManager()
             #expect(try await eventually { conditions.read().unknown[.unmeteredNetwork] != nil })
-            try h.current.submit(request(.unmeteredNetwork))
+            try await h.current.submit(request(.unmeteredNetwork))
             h.settle()
-            let waiting = h.current.pendingRequests().first.map { "\($0.waitingFor)" }
+            let waiting = await h.current.pendingRequests().first.map { "\($0.waitingFor)" }
             #expect(waiting?.contains("unknown: NetworkManager is not running") == true, "\(waiting ?? "none")")
         }
     }
 
     @Test func aDeviceIdleRequirementFollowsLogindsIdleHint() async throws {
         try await withScheduler { standIn, conditions, h in
-            try h.current.submit(request(.deviceIdle))
+            try await h.current.submit(request(.deviceIdle))
             #expect(try await eventually { conditions.read().deviceIdle == false })
             h.settle()
-            #expect(h.current.pendingRequests().first?.waitingFor == .requirement(.deviceIdle))
+            await #expect(h.current.pendingRequests().first?.waitingFor == .requirement(.deviceIdle))
             #expect(h.attempts.count == 0, "someone uses the device: no run")
 
             try standIn.setIdleHint(true)
@@ -149,11 +149,11 @@ struct SystemBusRequirementTests {
             defer { monitor.stop() }
             #expect(try await eventually { monitor.status.holdsLock })
             try h.current.start()
-            try h.current.submit(request(.network))
+            try await h.current.submit(request(.network))
             h.env.runtime.requestBackground()
             #expect(try await eventually { h.env.runtime.state == .suspended })
             h.settle()
-            #expect(h.current.pendingRequests().first?.waitingFor == .requirement(.network))
+            await #expect(h.current.pendingRequests().first?.waitingFor == .requirement(.network))
             source.conditions.withLock { $0.networkAvailable = true }  // up while asleep, its event missed
             try standIn.emit("PrepareForSleep", true)
             #expect(try await eventually { !monitor.status.holdsLock })

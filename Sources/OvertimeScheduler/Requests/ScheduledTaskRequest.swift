@@ -45,7 +45,7 @@ public struct ScheduledTaskRequest: Sendable, Hashable {
         set { setExtras { $0.input = newValue } }
     }
     /// Names for groups of requests, to find and cancel them together
-    /// (``Scheduler/pendingRequests(tag:)``, ``Scheduler/cancel(tag:)``), as WorkManager's
+    /// (`Scheduler.pendingRequests(tag:)`, `Scheduler.cancel(tag:)`), as WorkManager's
     /// tags: at most 16, each 1 to 64 bytes, without commas or control characters.
     public var tags: Set<String> {
         get { extras?.tags ?? [] }

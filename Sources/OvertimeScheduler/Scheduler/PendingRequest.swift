@@ -3,7 +3,7 @@
 
 import Overtime
 
-/// A request not finished, as ``Scheduler/pendingRequests()`` shows it: why it has not
+/// A request not finished, as `Scheduler.pendingRequests()` shows it: why it has not
 /// run yet.
 public struct PendingRequest: Sendable, Hashable {
     /// Why a request waits.

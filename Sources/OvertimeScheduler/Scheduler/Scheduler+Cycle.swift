@@ -324,7 +324,7 @@ extension Scheduler {
             lateness: now >= due ? now - due : nil, span: span)
     }
 
-    /// Starts a run of `stored` at once, durable on its own (``runNow(_:)``).
+    /// Starts a run of `stored` at once, durable on its own (`runNow(_:)`).
     func startNow(_ stored: StoredRequest) throws(SchedulerError) -> Int64 {
         let identifier = stored.request.identifier
         guard let handler = handler(for: identifier) else {

@@ -15,8 +15,13 @@ extension Scheduler {
     ///   identifier, ``SchedulerError/Code/invalidRequest`` when it has not failed for good
     ///   (pending, running, succeeded, cancelled, or stopped by a prerequisite — retry
     ///   that one), or a store error.
+    ///
+    /// Called on the runtime's loop thread (in a handler, say), it throws
+    /// ``SchedulerError/Code/blockingCallOnTheLoop`` instead of holding the loop: use the
+    /// `async` form there.
     @discardableResult
     public func retry(_ identifier: String) throws(SchedulerError) -> SubmitOutcome {
+        try refuseOnTheLoop("retry(_:)")
         guard (try? ScheduleLimits.check(identifier: identifier)) != nil,
             let stored = try fromStore({ () throws(ScheduleStoreError) in try store.request(identifier) })
         else {

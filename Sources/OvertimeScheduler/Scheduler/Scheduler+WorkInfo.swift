@@ -15,7 +15,12 @@ extension Scheduler {
     /// finished and pruned by ``SchedulerConfiguration/historyRetention``).
     ///
     /// - Throws: a store error.
+    ///
+    /// Called on the runtime's loop thread (in a handler, say), it throws
+    /// ``SchedulerError/Code/blockingCallOnTheLoop`` instead of holding the loop: use the
+    /// `async` form there.
     public func workInfo(_ identifier: String) throws(SchedulerError) -> WorkInfo? {
+        try refuseOnTheLoop("workInfo(_:)")
         guard (try? ScheduleLimits.check(identifier: identifier)) != nil else { return nil }
         return try onQueue { () throws(SchedulerError) -> WorkInfo? in try currentWorkInfo(identifier) }
     }

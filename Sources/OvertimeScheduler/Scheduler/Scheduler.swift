@@ -34,10 +34,15 @@ import Tracing
 /// Decisions and store writes happen on the scheduler's own serial queue, never on the
 /// loop: the queue owns the scheduler's state, and everything else (the loop, handlers
 /// completing, the store's notifications, the sync queue) reaches it by queueing work. Only runs in progress are kept in memory: the store is the index of due times.
-/// The synchronous members that reach the store (``submit(_:ifExists:)``, ``cancel(_:)``,
-/// ``runNow(_:)``, ``pendingRequests()``) wait for that queue: called from a handler, on
-/// the loop thread, they hold the loop while the store answers (a fleet's database, up to
-/// its operation timeout), so a handler that submits more work is best an async body.
+///
+/// The members that reach the store come in two forms. The `async` ones (`try await
+/// scheduler.submit(request)`) run on the scheduler's queue and resume their caller from
+/// it: the ones to call on the loop, in a handler that submits more work. The synchronous
+/// ones wait for that queue (and the store: a fleet's database, up to its operation
+/// timeout), so called on the loop thread they refuse with
+/// ``SchedulerError/Code/blockingCallOnTheLoop`` instead of holding it, as SwiftNIO's
+/// `EventLoopFuture.wait()` refuses on its loop; elsewhere (the main thread before
+/// `runtime.run()`, a thread of the program's own) they are the plain form.
 public final class Scheduler: Sendable {
     /// The runtime whose grants the runs get.
     public let runtime: Runtime
@@ -398,11 +403,16 @@ public final class Scheduler: Sendable {
     /// - Returns: what the submit did.
     /// - Throws: ``SchedulerError/Code/notRegistered`` for an identifier without a handler,
     ///   ``SchedulerError/Code/invalidRequest`` for a field out of range, or a store error.
+    ///
+    /// Called on the runtime's loop thread (in a handler, say), it throws
+    /// ``SchedulerError/Code/blockingCallOnTheLoop`` instead of holding the loop: use the
+    /// `async` form there.
     @discardableResult
     public func submit(_ request: ScheduledTaskRequest, ifExists policy: ExistingRequestPolicy = .keep)
         throws(SchedulerError) -> SubmitOutcome
     {
-        try submit(contentsOf: [request], ifExists: policy)[0]
+        try refuseOnTheLoop("submit(_:ifExists:)")
+        return try submit(contentsOf: [request], ifExists: policy)[0]
     }
 
     /// Submits `requests` together, in one transaction: all of them are durable when it
@@ -410,10 +420,15 @@ public final class Scheduler: Sendable {
     /// when a program sets up many requests.
     ///
     /// - Returns: what the submit did with each request, in order.
+    ///
+    /// Called on the runtime's loop thread (in a handler, say), it throws
+    /// ``SchedulerError/Code/blockingCallOnTheLoop`` instead of holding the loop: use the
+    /// `async` form there.
     @discardableResult
     public func submit(contentsOf requests: [ScheduledTaskRequest], ifExists policy: ExistingRequestPolicy = .keep)
         throws(SchedulerError) -> [SubmitOutcome]
     {
+        try refuseOnTheLoop("submit(contentsOf:ifExists:)")
         var seen = Set<String>()
         for request in requests {
             try validate(request)
@@ -480,10 +495,15 @@ public final class Scheduler: Sendable {
 
     /// Cancels the request for `identifier`: no run starts for it any more; a run in
     /// progress is told to stop (its expiration handler). It stays, finished, as
-    /// ``WorkInfo/State-swift.struct/cancelled`` in ``workInfo(_:)`` with its history until
+    /// ``WorkInfo/State-swift.struct/cancelled`` in `workInfo(_:)` with its history until
     /// ``SchedulerConfiguration/historyRetention`` prunes it; submitting the identifier again
     /// starts afresh. A finished request is left as it ended.
+    ///
+    /// Called on the runtime's loop thread (in a handler, say), it throws
+    /// ``SchedulerError/Code/blockingCallOnTheLoop`` instead of holding the loop: use the
+    /// `async` form there.
     public func cancel(_ identifier: String) throws(SchedulerError) {
+        try refuseOnTheLoop("cancel(_:)")
         try onQueue { () throws(SchedulerError) in
             // An identifier no request could have is not looked up (a NUL is an error to a
             // PostgreSQL server): it is unknown.
@@ -499,8 +519,13 @@ public final class Scheduler: Sendable {
         cycleSoon()
     }
 
-    /// Cancels every pending request (see ``cancel(_:)``).
+    /// Cancels every pending request (see `cancel(_:)`).
+    ///
+    /// Called on the runtime's loop thread (in a handler, say), it throws
+    /// ``SchedulerError/Code/blockingCallOnTheLoop`` instead of holding the loop: use the
+    /// `async` form there.
     public func cancelAll() throws(SchedulerError) {
+        try refuseOnTheLoop("cancelAll()")
         try onQueue { () throws(SchedulerError) in
             try commit(ScheduleBatch(writes: [.cancelAll(at: wallClockNow)]))
             detachRuns { _ in true }
@@ -509,9 +534,14 @@ public final class Scheduler: Sendable {
     }
 
     /// Cancels every pending request tagged `tag` (see ``ScheduledTaskRequest/tags``), as
-    /// ``cancel(_:)`` cancels each, in one transaction; returns how many it cancelled.
+    /// `cancel(_:)` cancels each, in one transaction; returns how many it cancelled.
+    ///
+    /// Called on the runtime's loop thread (in a handler, say), it throws
+    /// ``SchedulerError/Code/blockingCallOnTheLoop`` instead of holding the loop: use the
+    /// `async` form there.
     @discardableResult
     public func cancel(tag: String) throws(SchedulerError) -> Int {
+        try refuseOnTheLoop("cancel(tag:)")
         let count = try onQueue { () throws(SchedulerError) -> Int in
             try ScheduleLimits.check(tag: tag, identifier: nil)
             let tagged = try fromStore { () throws(ScheduleStoreError) in try store.pendingRequests(tagged: tag) }
@@ -528,19 +558,31 @@ public final class Scheduler: Sendable {
     }
 
     /// Every request not finished, with its next planned time and what it waits for.
+    ///
+    /// Called on the runtime's loop thread, it logs the misuse and returns nothing rather
+    /// than hold the loop: use the `async` form there.
     public func pendingRequests() -> [PendingRequest] {
-        pending { () throws(ScheduleStoreError) in try store.pendingRequests() }
+        pending("pendingRequests()") { () throws(ScheduleStoreError) in try store.pendingRequests() }
     }
 
     /// The requests not finished that are tagged `tag` (see ``ScheduledTaskRequest/tags``),
-    /// in submission order, as ``pendingRequests()`` shows them.
+    /// in submission order, as `pendingRequests()` shows them.
+    ///
+    /// Called on the runtime's loop thread, it logs the misuse and returns nothing rather
+    /// than hold the loop: use the `async` form there.
     public func pendingRequests(tag: String) -> [PendingRequest] {
-        pending { () throws(ScheduleStoreError) in try store.pendingRequests(tagged: tag) }
+        pending("pendingRequests(tag:)") { () throws(ScheduleStoreError) in try store.pendingRequests(tagged: tag) }
     }
 
     /// The requests `read` returns, with their next planned times and what they wait for.
-    private func pending(_ read: () throws(ScheduleStoreError) -> [StoredRequest]) -> [PendingRequest] {
-        queue.sync {
+    private func pending(_ call: String, _ read: () throws(ScheduleStoreError) -> [StoredRequest]) -> [PendingRequest] {
+        do {
+            try refuseOnTheLoop(call)
+        } catch {
+            logger.error("\(error.message); answered with no requests")
+            return []
+        }
+        return queue.sync {
             let now = wallClockNow
             let stored: [StoredRequest]
             do {
@@ -561,8 +603,13 @@ public final class Scheduler: Sendable {
     }
 
     /// How many requests are not finished (one count in the store; cheaper than
-    /// ``pendingRequests()`` when there are many).
+    /// `pendingRequests()` when there are many).
+    ///
+    /// Called on the runtime's loop thread (in a handler, say), it throws
+    /// ``SchedulerError/Code/blockingCallOnTheLoop`` instead of holding the loop: use the
+    /// `async` form there.
     public func pendingRequestCount() throws(SchedulerError) -> Int {
+        try refuseOnTheLoop("pendingRequestCount()")
         do {
             return try store.pendingCount()
         } catch {
@@ -579,8 +626,13 @@ public final class Scheduler: Sendable {
     /// - Throws: ``SchedulerError/Code/unknownIdentifier``, ``SchedulerError/Code/notStarted``,
     ///   ``SchedulerError/Code/alreadyRunning``, ``SchedulerError/Code/refused`` (the runtime
     ///   gives no grant: suspended or terminating) or a store error.
+    ///
+    /// Called on the runtime's loop thread (in a handler, say), it throws
+    /// ``SchedulerError/Code/blockingCallOnTheLoop`` instead of holding the loop: use the
+    /// `async` form there.
     @discardableResult
     public func runNow(_ identifier: String) throws(SchedulerError) -> Int64 {
+        try refuseOnTheLoop("runNow(_:)")
         guard (try? ScheduleLimits.check(identifier: identifier)) != nil else {
             throw SchedulerError(code: .unknownIdentifier, message: "no request '\(identifier)'")
         }
@@ -617,7 +669,12 @@ public final class Scheduler: Sendable {
     }
 
     /// The attempts of `identifier`, newest first.
+    ///
+    /// Called on the runtime's loop thread (in a handler, say), it throws
+    /// ``SchedulerError/Code/blockingCallOnTheLoop`` instead of holding the loop: use the
+    /// `async` form there.
     public func history(_ identifier: String, limit: Int = 100) throws(SchedulerError) -> [RunRecord] {
+        try refuseOnTheLoop("history(_:limit:)")
         guard (try? ScheduleLimits.check(identifier: identifier)) != nil else { return [] }
         do {
             return try store.history(identifier: identifier, limit: limit)

@@ -119,7 +119,7 @@ public struct SchedulerError: Error, Sendable, Hashable, CustomStringConvertible
         enum Kind: String, Hashable {
             case alreadyRegistered, registeredAfterStart, notRegistered, unknownIdentifier
             case alreadyStarted, notStarted, invalidRequest, store, storeInUse, alreadyRunning, refused
-            case requirementUnavailable, dataTooLarge, wakeUnavailable
+            case requirementUnavailable, dataTooLarge, wakeUnavailable, blockingCallOnTheLoop
         }
 
         let kind: Kind
@@ -160,6 +160,10 @@ public struct SchedulerError: Error, Sendable, Hashable, CustomStringConvertible
         /// this process cannot: it lacks `CAP_WAKE_ALARM`, or the kernel has no alarm
         /// timers (the message says which).
         public static let wakeUnavailable = Code(kind: .wakeUnavailable)
+
+        /// A synchronous call was made on the runtime's loop thread, which it would hold
+        /// until the store answered: the `async` form of the call is the one to use there.
+        public static let blockingCallOnTheLoop = Code(kind: .blockingCallOnTheLoop)
 
         /// The code's name.
         public var description: String { kind.rawValue }

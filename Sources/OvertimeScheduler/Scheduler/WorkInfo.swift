@@ -2,7 +2,7 @@
 
 import Overtime
 
-/// Where one request stands, finished or not: what ``Scheduler/workInfo(_:)`` answers and
+/// Where one request stands, finished or not: what `Scheduler.workInfo(_:)` answers and
 /// ``Scheduler/workInfoUpdates(_:)`` yields as it changes (WorkManager's `WorkInfo`).
 public struct WorkInfo: Sendable, Hashable {
     /// The state of a request. A struct over a private enum, so that states can be added
@@ -27,8 +27,8 @@ public struct WorkInfo: Sendable, Hashable {
         public static let succeeded = State(kind: .succeeded)
         /// Finished: its last run failed for good (every attempt its retry policy allows).
         public static let failed = State(kind: .failed)
-        /// Finished: cancelled (``Scheduler/cancel(_:)``, ``Scheduler/cancel(tag:)``,
-        /// ``Scheduler/cancelAll()``) before it finished, or because a prerequisite was
+        /// Finished: cancelled (`Scheduler.cancel(_:)`, `Scheduler.cancel(tag:)`,
+        /// `Scheduler.cancelAll()`) before it finished, or because a prerequisite was
         /// (``WorkInfo/stoppedBy``).
         public static let cancelled = State(kind: .cancelled)
 

@@ -78,7 +78,7 @@ struct Work: Service {
             print("report run \(task.runID) attempt \(task.attempt) done")
         }
         try scheduler.start()
-        try scheduler.submit(ScheduledTaskRequest(identifier: "report"), ifExists: .replace)
+        try await scheduler.submit(ScheduledTaskRequest(identifier: "report"), ifExists: .replace)
         for await info in scheduler.workInfoUpdates("report") where info.state.isFinished {
             print("report: \(info.state)")
             break

@@ -71,17 +71,21 @@ try scheduler.register(prefix: "xss.") { task in
     try? task.setOutput(Array("<script>alert('output')</script>".utf8))
     task.setTaskCompleted(success: false)
 }
+// Answered later, from the async submit: a command runs on the loop, which the
+// synchronous form would hold until the store answered (it refuses there).
 _ = runtime.addControlCommand(
     "submit",
-    arguments: { arguments in
-        guard let identifier = arguments.first else { return .failure(ControlCommandError("usage: submit ID")) }
+    replying: { arguments, reply in
+        guard let identifier = arguments.first else { return reply(.failure(ControlCommandError("usage: submit ID"))) }
         var request = ScheduledTaskRequest(identifier: identifier)
         request.earliestBegin = runtime.clock.wallClockNow + .seconds(3600)
-        do {
-            try scheduler.submit(request)
-            return .success("submitted '\(identifier)'")
-        } catch {
-            return .failure(ControlCommandError("\(error)"))
+        Task {
+            do {
+                try await scheduler.submit(request)
+                reply(.success("submitted '\(identifier)'"))
+            } catch {
+                reply(.failure(ControlCommandError("\(error)")))
+            }
         }
     })
 runtime.start()

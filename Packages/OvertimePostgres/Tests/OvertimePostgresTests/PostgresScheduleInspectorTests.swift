@@ -54,12 +54,12 @@ struct PostgresScheduleInspectorTests {
         var local = ScheduledTaskRequest(identifier: "local.rotate")
         local.scope = .perInstance
         local.earliestBegin = later.earliestBegin
-        try b.submit(ScheduledTaskRequest(identifier: "hold.1"))
-        try a.submit(contentsOf: [ScheduledTaskRequest(identifier: "ok.1"), failing, later, link, local])
+        try await b.submit(ScheduledTaskRequest(identifier: "hold.1"))
+        try await a.submit(contentsOf: [ScheduledTaskRequest(identifier: "ok.1"), failing, later, link, local])
         var cancelled = ScheduledTaskRequest(identifier: "later.cancelled")
         cancelled.earliestBegin = later.earliestBegin
-        try b.submit(cancelled)
-        try b.cancel("later.cancelled")
+        try await b.submit(cancelled)
+        try await b.cancel("later.cancelled")
         let now = { SystemClock().wallClockNow }
         func state(_ identifier: String) throws -> InspectedRequest? { try inspector.request(identifier, now: now()) }
         let ran = try PostgresSchedulerTests.eventually(30) {
@@ -127,15 +127,15 @@ struct PostgresScheduleInspectorTests {
         let rests = try PostgresSchedulerTests.eventually(10) { try inspector.changeMark() == inspector.changeMark() }
         #expect(rests)
         var mark = try inspector.changeMark()
-        try b.submit(ScheduledTaskRequest(identifier: "later.2"))
+        try await b.submit(ScheduledTaskRequest(identifier: "later.2"))
         #expect(try inspector.changeMark() != mark)
         mark = try inspector.changeMark()
-        try a.cancel("later.2")
+        try await a.cancel("later.2")
         #expect(try inspector.changeMark() != mark)
         // A run that starts at its planned time (a claim, which no instance notifies of).
         var soon = ScheduledTaskRequest(identifier: "hold.2")
         soon.earliestBegin = WallClockInstant(secondsSinceEpoch: Int64(Date().timeIntervalSince1970) + 2)
-        try a.submit(soon)
+        try await a.submit(soon)
         let settled = try PostgresSchedulerTests.eventually(10) {
             let before = try inspector.changeMark()
             usleep(300_000)

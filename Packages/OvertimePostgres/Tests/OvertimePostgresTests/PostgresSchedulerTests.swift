@@ -543,7 +543,7 @@ struct PostgresSchedulerTests {
                 runtime: try Self.runtime(), configuration: Self.configuration(server, name: name))
             try scheduler.register("local.tick") { $0.setTaskCompleted(success: true) }
             try scheduler.start()
-            try scheduler.submit(hourly)
+            try await scheduler.submit(hourly)
             schedulers[name] = scheduler
         }
         let ran = try Self.eventually(30) {
