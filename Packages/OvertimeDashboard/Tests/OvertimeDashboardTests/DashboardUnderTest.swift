@@ -71,16 +71,17 @@ final class DashboardUnderTest: @unchecked Sendable {  // changed only while it 
 
     /// Kills the dashboard and starts it again with the arguments it had.
     func restartDashboard() throws {
-        if let dashboard, dashboard.isRunning {
-            kill(dashboard.processIdentifier, SIGKILL)
-            dashboard.waitUntilExit()
-        }
         try startDashboard(dashboardArguments)
     }
 
     private(set) var dashboardArguments: [String] = []
 
     func startDashboard(_ arguments: [String]) throws {
+        // One dashboard at a time: one started before is killed, never left running.
+        if let dashboard, dashboard.isRunning {
+            kill(dashboard.processIdentifier, SIGKILL)
+            dashboard.waitUntilExit()
+        }
         dashboardArguments = arguments
         let output = folder + "/dashboard-\(UUID().uuidString).out"
         dashboard = try Self.spawn("overtime-dashboard", arguments, output: output)
