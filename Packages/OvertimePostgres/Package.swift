@@ -51,6 +51,7 @@ let package = Package(
                 .product(name: "Overtime", package: "Overtime"),
                 .product(name: "OvertimeTesting", package: "Overtime"),
                 .product(name: "OvertimeScheduler", package: "Overtime"),
+                .product(name: "OvertimeSchedulerTesting", package: "Overtime"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
             ]

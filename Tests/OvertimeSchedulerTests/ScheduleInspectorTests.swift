@@ -17,7 +17,7 @@ struct ScheduleInspectorTests {
     private func schedule() throws -> SchedulerHarness {
         let network = ManualConditionSource(SystemConditions(networkAvailable: false))
         let h = try SchedulerHarness(
-            prefixes: ["x."],
+            prefixes: ["x."], store: .sqlite,
             configure: {
                 $0.conditions = network
                 $0.maximumConcurrentRuns = 1
@@ -141,7 +141,7 @@ struct ScheduleInspectorTests {
 
     @Test func historyNewestFirstWithFiltersAndPagesAndAMarkThatMovesWithTheSchedule() async throws {
         try await onOwnThread {
-            let h = try SchedulerHarness(prefixes: ["h."])
+            let h = try SchedulerHarness(prefixes: ["h."], store: .sqlite)
             defer { h.finish() }
             h.script.withLock { $0 = { $0.runID % 3 == 0 ? .fail : .succeed } }
             try h.current.start()

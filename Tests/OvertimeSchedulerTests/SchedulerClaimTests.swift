@@ -1,4 +1,5 @@
 import Overtime
+import OvertimeSchedulerTesting
 import OvertimeSupport
 import OvertimeTestSupport
 import Testing
@@ -20,12 +21,11 @@ struct SchedulerClaimTests {
             let h = try SchedulerHarness(
                 identifiers: [],
                 configure: { configuration in
-                    let path = configuration.storePath
+                    let schedule = InMemorySchedule()
                     configuration.database = ScheduleDatabase(description: "claims") {
                         context throws(ScheduleStoreError) in
                         let made = InstrumentedStore(
-                            try SQLiteScheduleStore(path: path, now: context.now, logger: context.logger),
-                            stallThreshold: .seconds(1))
+                            try ScheduleDatabase.inMemory(schedule).openStore(context), stallThreshold: .seconds(1))
                         store.withLock { $0 = made }
                         return made
                     }

@@ -1,13 +1,23 @@
 import Overtime
+import OvertimeSchedulerTesting
 import OvertimeSupport
 import OvertimeTestSupport
 import OvertimeTesting
 
 @_spi(ScheduleStore) @testable import OvertimeScheduler
 
-/// A scheduler on a virtual runtime, its store in a temporary folder, and a handler that
-/// records every attempt and completes it as the test scripts.
+/// A scheduler on a virtual runtime, its schedule in memory (or, for what is about the
+/// file, in a SQLite store in a temporary folder), and a handler that records every attempt
+/// and completes it as the test scripts.
 final class SchedulerHarness: Sendable {
+    /// Where the schedule is kept.
+    enum Store: Sendable {
+        /// An ``InMemorySchedule``: the scheduler's behaviour, nothing on disk.
+        case inMemory
+        /// The SQLite file at ``SchedulerHarness/path``: what is about the file.
+        case sqlite
+    }
+
     struct Attempt: Sendable, Equatable {
         let identifier: String
         let runID: Int64
@@ -23,6 +33,9 @@ final class SchedulerHarness: Sendable {
     let attempts = Recorder<Attempt>()
     let script: Locked<@Sendable (Attempt) -> Answer>
     let hanging = Recorder<ScheduledTask>()
+    let store: Store
+    /// The schedule of a harness on ``Store/inMemory``, which restarts (``open``) find again.
+    let schedule = InMemorySchedule()
     private let scheduler: Locked<Scheduler?>
 
     var path: String { folder.path + "/schedule.db" }
@@ -30,10 +43,11 @@ final class SchedulerHarness: Sendable {
     var now: WallClockInstant { env.clock.wallClockNow }
 
     init(
-        identifiers: [String] = ["job"], prefixes: [String] = [],
+        identifiers: [String] = ["job"], prefixes: [String] = [], store: Store = .inMemory,
         configure: (inout SchedulerConfiguration) -> Void = { _ in },
         folder: TemporaryDirectory? = nil, env: VirtualRuntime? = nil
     ) throws {
+        self.store = store
         self.env = try env ?? VirtualRuntime(budget: .seconds(3600), lead: .seconds(5))
         self.folder = folder ?? TemporaryDirectory("scheduler")
         script = Locked({ _ in .succeed })
@@ -48,6 +62,7 @@ final class SchedulerHarness: Sendable {
         configure: (inout SchedulerConfiguration) -> Void = { _ in }
     ) throws {
         var configuration = SchedulerConfiguration(storePath: path)
+        if store == .inMemory { configuration.database = .inMemory(schedule) }
         configuration.startSpacing = .zero
         configuration.logger = env.logs.logger
         configure(&configuration)

@@ -1,5 +1,6 @@
 import Foundation
 import OvertimeControlProtocol
+import OvertimeSchedulerTesting
 import OvertimeSupport
 import OvertimeTestSupport
 import OvertimeTesting
@@ -67,10 +68,9 @@ struct SchedulerLoopTests {
     private func gatedHarness() throws -> (SchedulerHarness, InstrumentedStore) {
         let gate = Locked<InstrumentedStore?>(nil)
         let h = try SchedulerHarness(configure: { configuration in
-            let path = configuration.storePath
+            let schedule = InMemorySchedule()
             configuration.database = ScheduleDatabase(description: "gated") { context throws(ScheduleStoreError) in
-                let store = InstrumentedStore(
-                    try SQLiteScheduleStore(path: path, now: context.now, logger: context.logger))
+                let store = InstrumentedStore(try ScheduleDatabase.inMemory(schedule).openStore(context))
                 gate.withLock { $0 = store }
                 return store
             }

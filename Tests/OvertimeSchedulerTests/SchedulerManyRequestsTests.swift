@@ -74,7 +74,7 @@ struct SchedulerManyRequestsTests {
     /// run at its planned time, not at once and not lost.
     @Test func aStoreOfThePreviousSchemaIsMigratedWithItsPlansKept() async throws {
         try await onOwnThread {
-            let h = try SchedulerHarness()
+            let h = try SchedulerHarness(store: .sqlite)
             defer { h.finish() }
             let planned = h.now + .seconds(500)
             try Self.replaceStore(
@@ -105,7 +105,7 @@ struct SchedulerManyRequestsTests {
     /// retried once at the next start, under its own run ID.
     @Test func aRunInProgressInAStoreOfSchema3IsRetriedOnceAfterTheMigration() async throws {
         try await onOwnThread {
-            let h = try SchedulerHarness()
+            let h = try SchedulerHarness(store: .sqlite)
             defer { h.finish() }
             let started = h.now - .seconds(30)
             try Self.replaceStore(
@@ -139,7 +139,7 @@ struct SchedulerManyRequestsTests {
     /// and run IDs go on above every one it holds, even one its counter missed.
     @Test func aStoreOfSchema4KeepsItsHistoryAndItsRunIDs() async throws {
         try await onOwnThread {
-            let h = try SchedulerHarness()
+            let h = try SchedulerHarness(store: .sqlite)
             defer { h.finish() }
             let planned = h.now + .seconds(500)
             let earlier = h.now - .seconds(7200)

@@ -37,7 +37,7 @@ struct SchedulerRetentionTests {
     @Test func attemptsAndFinishedRequestsOlderThanTheMaximumAgeGo() async throws {
         try await onOwnThread {
             let h = try SchedulerHarness(
-                identifiers: ["job", "once"],
+                identifiers: ["job", "once"], store: .sqlite,
                 configure: {
                     $0.historyRetention = HistoryRetention(
                         maximumAge: .seconds(600), maximumAttemptsPerRequest: nil, checkInterval: .seconds(60))

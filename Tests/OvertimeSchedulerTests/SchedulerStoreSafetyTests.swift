@@ -25,7 +25,7 @@ struct SchedulerStoreSafetyTests {
         try await onOwnThread {
             let folder = TemporaryDirectory("scheduler-damage")
             do {
-                let first = try SchedulerHarness(folder: folder)
+                let first = try SchedulerHarness(store: .sqlite, folder: folder)
                 try first.current.start()
                 try first.current.submit(ScheduledTaskRequest(identifier: "job"))
                 first.settle()
@@ -33,7 +33,7 @@ struct SchedulerStoreSafetyTests {
                 first.env.shutDown()
             }
             try Self.tearAPage(of: folder.path + "/schedule.db")
-            let h = try SchedulerHarness(folder: folder)
+            let h = try SchedulerHarness(store: .sqlite, folder: folder)
             defer { h.finish() }
             let aside = try #require(h.current.recovery.movedAside)
             #expect(FileManager.default.fileExists(atPath: aside), "kept, not deleted")
@@ -170,14 +170,14 @@ struct SchedulerStoreSafetyTests {
             defer { folder.remove() }
             var asides: [String] = []
             for _ in 0..<2 {
-                let h = try SchedulerHarness(folder: folder)
+                let h = try SchedulerHarness(store: .sqlite, folder: folder)
                 try h.current.start()
                 try h.current.submit(ScheduledTaskRequest(identifier: "job"))
                 h.settle()
                 h.current.abandon()
                 h.env.shutDown()
                 try Self.tearAPage(of: folder.path + "/schedule.db")
-                let reopened = try SchedulerHarness(folder: folder)  // the same virtual second
+                let reopened = try SchedulerHarness(store: .sqlite, folder: folder)  // the same virtual second
                 asides.append(try #require(reopened.current.recovery.movedAside))
                 reopened.current.abandon()
                 reopened.env.shutDown()

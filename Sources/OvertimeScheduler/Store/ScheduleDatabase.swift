@@ -38,6 +38,14 @@ public struct ScheduleDatabase: Sendable, CustomStringConvertible {
         return try inspect()
     }
 
+    /// Opens the database's store with `context`, as a scheduler does: for store
+    /// implementations and their conformance checks.
+    @_spi(ScheduleStore) public func openStore(_ context: ScheduleStoreContext) throws(ScheduleStoreError)
+        -> any ScheduleStore
+    {
+        try open(context)
+    }
+
     /// A database whose store `open` makes, and whose schedule `inspect` reads, for store
     /// implementations.
     @_spi(ScheduleStore) public init(
@@ -59,4 +67,11 @@ public struct ScheduleDatabase: Sendable, CustomStringConvertible {
     public let wallClock: @Sendable () -> WallClockInstant
     /// Where the scheduler logs.
     public let logger: Logger
+
+    /// A context: opened at `now` on the clock `wallClock` reads, logging to `logger`.
+    public init(now: WallClockInstant, wallClock: @escaping @Sendable () -> WallClockInstant, logger: Logger) {
+        self.now = now
+        self.wallClock = wallClock
+        self.logger = logger
+    }
 }

@@ -116,6 +116,14 @@ extension RequestWrite {
     public let plan: StoredRequest?
     /// The scope of the request the attempt ran for: whose history records it.
     public let scope: RequestScope
+
+    /// The end of `record`, with its request's plan after it (`nil`: cancelled or replaced
+    /// meanwhile) and the request's scope.
+    public init(record: RunRecord, plan: StoredRequest?, scope: RequestScope) {
+        self.record = record
+        self.plan = plan
+        self.scope = scope
+    }
 }
 
 /// Changes that become durable together, in one transaction: the scheduler's group
@@ -130,6 +138,15 @@ extension RequestWrite {
 
     /// Nothing to write.
     public var isEmpty: Bool { writes.isEmpty && ends.isEmpty && starts.isEmpty }
+
+    /// A batch of `writes`, `ends` and `starts`.
+    public init(
+        writes: [RequestWrite] = [], ends: [RunEnd] = [], starts: [(record: RunRecord, plan: StoredRequest)] = []
+    ) {
+        self.writes = writes
+        self.ends = ends
+        self.starts = starts
+    }
 }
 
 /// What a commit could not do: starts another scheduler claimed first (a fleet's store),
@@ -180,7 +197,10 @@ extension RequestWrite {
     /// Every request not finished that has the tag `tag`, in submission order.
     func pendingRequests(tagged tag: String) throws(ScheduleStoreError) -> [StoredRequest]
     /// The requests not finished that wait on one of `identifiers` (their
-    /// ``StoredRequest/chain`` names it), each once.
+    /// ``StoredRequest/chain`` names it), each once. Asked about requests that this
+    /// store's last commit concluded (finished, failed for good, cancelled), once: a store
+    /// may answer only about those (the PostgreSQL store spares the round trip for an end
+    /// that nothing waits on).
     func dependents(of identifiers: [String]) throws(ScheduleStoreError) -> [StoredRequest]
     /// The requests not finished that wait on a prerequisite that has finished or that no
     /// request has any more: what a process that ended between a prerequisite's end and
@@ -217,7 +237,8 @@ extension RequestWrite {
     /// The runtime's wall clock was set: a store that reckons on another clock (a shared
     /// database's) measures the difference again before its next answer.
     func localWallClockStepped()
-    /// The highest run ID given out so far.
+    /// The highest run ID given out so far; a store that gives out run IDs itself
+    /// (``newRunID()``) may answer 0 without asking its database.
     func lastRunID() throws(ScheduleStoreError) -> Int64
     /// A new run ID from the store, for a store many schedulers share; `nil`: the
     /// scheduler counts on from ``lastRunID()`` itself.
@@ -337,6 +358,12 @@ public struct StoreRecovery: Sendable, Hashable {
 
     /// Nothing found.
     @_spi(ScheduleStore) public init() {}
+
+    /// Runs found in progress from a process that ended: `interruptedRuns`, recorded as
+    /// interrupted.
+    @_spi(ScheduleStore) public init(interruptedRuns: [RunRecord]) {
+        self.interruptedRuns = interruptedRuns
+    }
 
     /// Whether nothing needed repair.
     public var isClean: Bool { movedAside == nil && interruptedRuns.isEmpty }

@@ -1588,6 +1588,10 @@ final class PostgresScheduleStore: ScheduleStore {
 
     /// Runs `body` with the connection (connected, and its clock offset measured, first).
     private func using<T>(_ body: (PostgresConnection) throws -> T) throws(ScheduleStoreError) -> T {
+        // After the close its event loop is gone: a connection made on it would never answer.
+        guard !background.withLockedValue({ $0.closed }) else {
+            throw ScheduleStoreError("schedule database \(configuration.serverName): closed")
+        }
         do {
             return try connection.withLockedValue { connection in
                 if connection == nil || connection!.isClosed {

@@ -1,0 +1,383 @@
+// The schedule store over an in-memory schedule: the SQLite store's answers, from
+// dictionaries, for tests that must not wait for a disk.
+
+import Overtime
+@_spi(ScheduleStore) import OvertimeScheduler
+import OvertimeSupport
+
+/// One request as the in-memory schedule keeps it, with what the SQLite store keeps in
+/// columns beside it (its due time and requirement bits as written, its submission order,
+/// its run in progress).
+struct InMemoryRow: Sendable {
+    var stored: StoredRequest
+    /// When its next run may start, as last written (`nil`: nothing more runs).
+    var dueAt: WallClockInstant?
+    /// One bit per requirement.
+    var requirementMask: Int64
+    /// Submission order.
+    var sequence: Int64
+    /// The row's own key: a request replaced by a new submission is a new row, and a plan
+    /// written for the old one (``StoredRequest/rowID``) finds nothing.
+    var rowID: Int64
+    /// The attempt in progress.
+    var active: (runID: Int64, attempt: Int, startedAt: WallClockInstant)?
+
+    init(_ stored: StoredRequest, sequence: Int64, rowID: Int64) {
+        self.stored = stored
+        self.sequence = sequence
+        self.rowID = rowID
+        dueAt = stored.nextStart
+        requirementMask = RequestColumns(stored).requirementMask
+    }
+
+    /// The request as a store returns it.
+    var read: StoredRequest {
+        var read = stored
+        read.rowID = rowID
+        return read
+    }
+
+    var isRunning: Bool { stored.isRunning }
+    var isFinished: Bool { stored.plan.isFinished }
+}
+
+/// What an ``InMemorySchedule`` holds.
+struct InMemoryTables: Sendable {
+    var rows: [String: InMemoryRow] = [:]
+    /// Attempts that ended, by identifier, run and attempt.
+    var history: [HistoryKey: RunRecord] = [:]
+    var lastRunID: Int64 = 0
+    var sequence: Int64 = 0
+    var nextRowID: Int64 = 1
+    /// The store that has it open.
+    var openedBy: ObjectIdentifier?
+
+    struct HistoryKey: Hashable, Sendable {
+        let identifier: String
+        let runID: Int64
+        let attempt: Int
+    }
+
+    /// Rows matching `condition`, in submission order.
+    func rows(where condition: (InMemoryRow) -> Bool) -> [InMemoryRow] {
+        rows.values.filter(condition).sorted { $0.sequence < $1.sequence }
+    }
+
+    /// Rows not running with a due time matching `condition`, earliest first (then in
+    /// submission order).
+    func dueOrder(where condition: (InMemoryRow, WallClockInstant) -> Bool) -> [InMemoryRow] {
+        rows.values.filter { row in
+            guard !row.isRunning, let due = row.dueAt else { return false }
+            return condition(row, due)
+        }.sorted { ($0.dueAt!, $0.sequence) < ($1.dueAt!, $1.sequence) }
+    }
+}
+
+/// The ``ScheduleStore`` over an ``InMemorySchedule``, open for one scheduler.
+final class InMemoryScheduleStore: ScheduleStore {
+    private let schedule: InMemorySchedule
+    let recovery: StoreRecovery
+
+    static let interruptedReason = "the process ended while it ran"
+
+    init(schedule: InMemorySchedule, now: WallClockInstant) throws(ScheduleStoreError) {
+        self.schedule = schedule
+        var interrupted: [RunRecord] = []
+        let opened: Bool = schedule.tables.withLock { tables in
+            guard tables.openedBy == nil else { return false }
+            // Runs in progress when the last scheduler went away: interrupted, free to run again.
+            for (identifier, row) in tables.rows {
+                if let active = row.active {
+                    let record = RunRecord(
+                        identifier: identifier, runID: active.runID, attempt: active.attempt,
+                        startedAt: active.startedAt, endedAt: now, result: .interrupted,
+                        stopReason: Self.interruptedReason)
+                    tables.history[.init(identifier: identifier, runID: active.runID, attempt: active.attempt)] =
+                        record
+                    interrupted.append(record)
+                }
+                if row.active != nil || row.isRunning {
+                    tables.rows[identifier]?.active = nil
+                    tables.rows[identifier]?.stored.isRunning = false
+                }
+            }
+            return true
+        }
+        guard opened else {
+            throw ScheduleStoreError("in-memory schedule: in use by another scheduler (one at a time has it open)")
+        }
+        self.recovery = StoreRecovery(
+            interruptedRuns: interrupted.sorted { ($0.runID, $0.attempt) < ($1.runID, $1.attempt) })
+        schedule.tables.withLock { $0.openedBy = ObjectIdentifier(self) }
+    }
+
+    /// Runs `body` on the tables while this store has them open.
+    private func using<T>(_ body: (inout InMemoryTables) -> T) throws(ScheduleStoreError) -> T {
+        let identity = ObjectIdentifier(self)
+        let result: T? = schedule.tables.withLock { tables in
+            tables.openedBy == identity ? body(&tables) : nil
+        }
+        guard let result else { throw ScheduleStoreError("in-memory schedule: closed") }
+        return result
+    }
+
+    func close() {
+        let identity = ObjectIdentifier(self)
+        schedule.tables.withLock { tables in
+            if tables.openedBy == identity { tables.openedBy = nil }
+        }
+    }
+
+    // MARK: Reading requests
+
+    func request(_ identifier: String) throws(ScheduleStoreError) -> StoredRequest? {
+        try using { $0.rows[identifier]?.read }
+    }
+
+    func pendingRequests() throws(ScheduleStoreError) -> [StoredRequest] {
+        try using { $0.rows { !$0.isFinished }.map(\.read) }
+    }
+
+    func pendingRequests(tagged tag: String) throws(ScheduleStoreError) -> [StoredRequest] {
+        try using { $0.rows { !$0.isFinished && $0.stored.request.tags.contains(tag) }.map(\.read) }
+    }
+
+    func dependents(of identifiers: [String]) throws(ScheduleStoreError) -> [StoredRequest] {
+        try using { tables in
+            var seen = Set<String>()
+            var found: [StoredRequest] = []
+            for identifier in identifiers {
+                for row in tables.rows(where: {
+                    !$0.isFinished && $0.stored.chain?.waitingOn.contains(identifier) == true
+                })
+                where seen.insert(row.stored.request.identifier).inserted {
+                    found.append(row.read)
+                }
+            }
+            return found
+        }
+    }
+
+    func waitingOnFinishedPrerequisites() throws(ScheduleStoreError) -> [StoredRequest] {
+        try using { tables in
+            tables.rows { row in
+                !row.isFinished
+                    && (row.stored.chain?.waitingOn ?? []).contains { tables.rows[$0]?.isFinished ?? true }
+            }.map(\.read)
+        }
+    }
+
+    func nextWakingStart() throws(ScheduleStoreError) -> WallClockInstant? {
+        try using { tables in
+            tables.rows.values.filter { !$0.isRunning && $0.stored.request.wakesSystem }.compactMap(\.dueAt).min()
+        }
+    }
+
+    func pendingCount() throws(ScheduleStoreError) -> Int {
+        try using { tables in tables.rows.values.count { !$0.isFinished } }
+    }
+
+    func waitingCounts(at now: WallClockInstant) throws(ScheduleStoreError) -> (enqueued: Int, blocked: Int) {
+        try using { tables in
+            var counts = (enqueued: 0, blocked: 0)
+            for row in tables.rows.values where !row.isFinished && !row.isRunning {
+                if let due = row.dueAt, due > now { counts.enqueued += 1 } else { counts.blocked += 1 }
+            }
+            return counts
+        }
+    }
+
+    func due(at now: WallClockInstant, unmet: Int64, limit: Int) throws(ScheduleStoreError) -> [StoredRequest] {
+        try using { tables in
+            tables.dueOrder { row, due in due <= now && row.requirementMask & unmet == 0 }.prefix(max(limit, 0))
+                .map(\.read)
+        }
+    }
+
+    func nextDue(after now: WallClockInstant, unmet: Int64) throws(ScheduleStoreError) -> (
+        identifier: String, at: WallClockInstant
+    )? {
+        try using { tables in
+            tables.dueOrder { _, due in due > now }.first.map { ($0.stored.request.identifier, $0.dueAt!) }
+        }
+    }
+
+    func dueWaiting(at now: WallClockInstant, on requirements: Int64) throws(ScheduleStoreError) -> Bool {
+        try using { tables in
+            tables.rows.values.contains { row in
+                guard !row.isRunning, let due = row.dueAt else { return false }
+                return due <= now && row.requirementMask & requirements != 0
+            }
+        }
+    }
+
+    func plannedAheadOfClock(_ now: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest] {
+        try using { tables in
+            tables.rows { row in
+                guard !row.isFinished, let repetition = row.stored.request.repetition else { return false }
+                if repetition.calendar != nil {
+                    return SchedulePlanner.previousWindowStart(row.stored.plan, row.stored.request).map { $0 > now }
+                        ?? false
+                }
+                let interval = repetition.interval
+                guard interval > .zero else { return false }
+                return row.stored.plan.anchor - interval - min(repetition.flex, interval) > now
+            }.map(\.read)
+        }
+    }
+
+    func waitsForALength(after threshold: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest] {
+        try using { tables in
+            tables.dueOrder { row, due in
+                let request = row.stored.request
+                return due > threshold
+                    && (row.stored.plan.retryAt != nil || (request.repetition == nil && request.earliestBegin == nil))
+            }.map(\.read)
+        }
+    }
+
+    func lastRunID() throws(ScheduleStoreError) -> Int64 {
+        try using { $0.lastRunID }
+    }
+
+    // MARK: Writing
+
+    func commit(_ batch: ScheduleBatch, lastRunID: Int64) throws(ScheduleStoreError) -> CommitRefusals {
+        try using { tables in
+            var found = CommitRefusals()
+            for write in batch.writes { Self.apply(write, to: &tables, &found) }
+            for end in batch.ends {
+                let record = end.record
+                tables.history[.init(identifier: record.identifier, runID: record.runID, attempt: record.attempt)] =
+                    record
+                if let plan = end.plan {
+                    Self.writePlan(plan, start: nil, in: &tables)
+                } else if tables.rows[record.identifier] != nil {
+                    // Cancelled or replaced meanwhile: the identifier may run again.
+                    tables.rows[record.identifier]?.stored.isRunning = false
+                    tables.rows[record.identifier]?.active = nil
+                }
+            }
+            for (record, plan) in batch.starts { Self.writePlan(plan, start: record, in: &tables) }
+            if !batch.starts.isEmpty { tables.lastRunID = max(tables.lastRunID, lastRunID) }
+            return found
+        }
+    }
+
+    private static func apply(_ write: RequestWrite, to tables: inout InMemoryTables, _ found: inout CommitRefusals) {
+        switch write {
+        case .save(let stored):
+            tables.sequence += 1
+            let identifier = stored.request.identifier
+            if var row = tables.rows[identifier] {
+                // An update keeps its place in the order, its row and its run in progress.
+                row.stored = stored
+                row.stored.rowID = nil
+                row.dueAt = stored.nextStart
+                row.requirementMask = RequestColumns(stored).requirementMask
+                tables.rows[identifier] = row
+            } else {
+                insert(stored, into: &tables)
+            }
+        case .insertUnlessPending(let stored):
+            let identifier = stored.request.identifier
+            if let existing = tables.rows[identifier] {
+                guard existing.isFinished else {
+                    found.kept.insert(identifier)
+                    return
+                }
+                found.resubmitted.insert(identifier)
+            }
+            tables.sequence += 1
+            insert(stored, into: &tables)
+        case .cancel(let identifier, let time):
+            cancel(identifier, at: time, in: &tables)
+        case .cancelAll(let time):
+            for identifier in tables.rows.keys { cancel(identifier, at: time, in: &tables) }
+        }
+    }
+
+    /// A new row, last in the order.
+    private static func insert(_ stored: StoredRequest, into tables: inout InMemoryTables) {
+        var stored = stored
+        stored.rowID = nil
+        tables.rows[stored.request.identifier] = InMemoryRow(
+            stored, sequence: tables.sequence, rowID: tables.nextRowID)
+        tables.nextRowID += 1
+    }
+
+    private static func cancel(_ identifier: String, at time: WallClockInstant, in tables: inout InMemoryTables) {
+        guard var row = tables.rows[identifier], !row.isFinished else { return }
+        row.stored.plan.isFinished = true
+        row.stored.plan.owed = 0
+        row.stored.plan.retryAt = nil
+        row.stored.cancelledAt = time
+        row.dueAt = nil
+        tables.rows[identifier] = row
+    }
+
+    /// Writes only where a request's schedule stands and its run in progress (`start` when
+    /// one starts), on the row `stored` was read from when it says which.
+    private static func writePlan(_ stored: StoredRequest, start: RunRecord?, in tables: inout InMemoryTables) {
+        let identifier = stored.request.identifier
+        guard var row = tables.rows[identifier] else { return }
+        if let rowID = stored.rowID, rowID != row.rowID { return }
+        row.stored.plan = stored.plan
+        row.stored.currentRunID = stored.currentRunID
+        row.stored.isRunning = start != nil
+        row.active = start.map { ($0.runID, $0.attempt, $0.startedAt) }
+        row.dueAt = stored.nextStart
+        tables.rows[identifier] = row
+    }
+
+    func sync() throws(ScheduleStoreError) {
+        try using { _ in }
+    }
+
+    // MARK: History
+
+    func history(identifier: String, limit: Int) throws(ScheduleStoreError) -> [RunRecord] {
+        try using { tables in
+            var records = tables.history.values.filter { $0.identifier == identifier }
+            if let active = tables.rows[identifier]?.active {
+                records.append(
+                    RunRecord(
+                        identifier: identifier, runID: active.runID, attempt: active.attempt,
+                        startedAt: active.startedAt, endedAt: nil, result: .running, stopReason: nil))
+            }
+            return Array(records.sorted { ($0.runID, $0.attempt) > ($1.runID, $1.attempt) }.prefix(max(limit, 0)))
+        }
+    }
+
+    func pruneHistory(endedBefore: WallClockInstant?, keepingPerIdentifier: Int?) throws(ScheduleStoreError) -> Int {
+        try using { tables in
+            var deleted = 0
+            if let endedBefore {
+                let old = tables.history.filter { $0.value.endedAt.map { $0 < endedBefore } ?? false }.keys
+                for key in old { tables.history[key] = nil }
+                deleted += old.count
+            }
+            if let keep = keepingPerIdentifier {
+                let byIdentifier = Dictionary(grouping: tables.history.keys, by: \.identifier)
+                for keys in byIdentifier.values {
+                    let surplus = keys.sorted { ($0.runID, $0.attempt) > ($1.runID, $1.attempt) }.dropFirst(
+                        max(keep, 0))
+                    for key in surplus { tables.history[key] = nil }
+                    deleted += surplus.count
+                }
+            }
+            if let endedBefore {
+                // Finished, not running, and nothing of it younger left in the history.
+                let younger = Set(
+                    tables.history.values.filter { $0.endedAt.map { $0 >= endedBefore } ?? false }.map(\.identifier))
+                let gone = tables.rows.filter { identifier, row in
+                    row.isFinished && !row.isRunning && row.stored.submittedAt < endedBefore
+                        && (row.stored.cancelledAt ?? WallClockInstant(nanosecondsSinceEpoch: 0)) < endedBefore
+                        && !younger.contains(identifier)
+                }.keys
+                for identifier in gone { tables.rows[identifier] = nil }
+            }
+            return deleted
+        }
+    }
+}
