@@ -388,7 +388,7 @@ struct Run: ParsableCommand {
         }
         // On termination: what the inputs already hold goes into the spool, and into the final drain.
         // Waits for the log writer off the loop (a write and its sync).
-        let stopping = SerialWorkQueue(name: "log-uploader-stop")
+        let stopping = SerialWorkQueue(name: "log-upload-stop")
         let token = runtime.observe { event in
             guard event == .willTerminate else { return }
             let id = runtime.beginBackgroundTask(name: "read-input-to-end")

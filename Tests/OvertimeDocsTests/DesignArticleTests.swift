@@ -1,9 +1,10 @@
 import Foundation
 import Testing
 
-/// Design.md against the code it describes: its tables name every module and package, its
-/// count of the core's values is the core's, and its list of the driver seam names every
-/// member of `DriverContext`. A change to any of them fails here until the article says it.
+/// Design.md against the code it describes: its tables name every module and package and
+/// every thread the code starts, its count of the core's values is the core's, and its list
+/// of the driver seam names every member of `DriverContext`. A change to any of them fails
+/// here until the article says it.
 @Suite("Design.md describes the code as it is")
 struct DesignArticleTests {
     static let root = DocumentationTests.root
@@ -92,6 +93,48 @@ struct DesignArticleTests {
         let seam = Self.section("The driver seam", of: try Self.design())
         for member in members {
             #expect(seam.contains("`\(member)"), "Design.md's driver seam does not name DriverContext.\(member)")
+        }
+    }
+
+    /// The names the project's code gives the threads it starts (`spawnThread(name:)`, and
+    /// `SerialWorkQueue(name:)`, which starts one), in its sources, examples and packages.
+    static func threadNamesInTheCode() throws -> Set<String> {
+        var names = Set<String>()
+        let folders =
+            ["Sources", "Examples"]
+            + (try FileManager.default.contentsOfDirectory(
+                atPath: root.appendingPathComponent("Packages").path
+            ).filter { !$0.hasPrefix(".") }.flatMap { ["Packages/\($0)/Sources", "Packages/\($0)/Examples"] })
+        for folder in folders {
+            let url = root.appendingPathComponent(folder)
+            guard let files = FileManager.default.enumerator(atPath: url.path) else { continue }
+            for case let file as String in files where file.hasSuffix(".swift") {
+                let text = try String(contentsOf: url.appendingPathComponent(file), encoding: .utf8)
+                for marker in ["spawnThread(name: \"", "SerialWorkQueue(name: \""] {
+                    var rest = Substring(text)
+                    while let found = rest.range(of: marker) {
+                        let name = rest[found.upperBound...].prefix { $0 != "\"" }
+                        if !name.contains("\\(") { names.insert(String(name)) }
+                        rest = rest[found.upperBound...]
+                    }
+                }
+            }
+        }
+        return names
+    }
+
+    @Test func everyThreadTheCodeStartsHasItsRowAndEveryRowAThread() throws {
+        let inCode = try Self.threadNamesInTheCode()
+        #expect(inCode.count >= 15, "read \(inCode.sorted())")
+        let rows = Self.tableNames(Self.section("Threads each program makes", of: try Self.design()))
+        for name in inCode.subtracting(rows).sorted() {
+            Issue.record("Design.md's thread table has no row for '\(name)', which the code starts")
+        }
+        for name in inCode where name.utf8.count > 15 {
+            Issue.record("'\(name)' is longer than the 15 bytes of a thread's name that the kernel keeps")
+        }
+        for name in rows.subtracting(inCode).sorted() where !name.hasPrefix("NIO-") {
+            Issue.record("Design.md's thread table has a row for '\(name)', which no code starts")
         }
     }
 }

@@ -8,6 +8,34 @@ import Testing
 
 @Suite("log-uploader daemon, end to end on the directory sink and an S3 store", .onOwnThread, .timeLimit(.minutes(4)))
 struct LogUploaderDaemonTests {
+    /// The names of the threads of process `pid`.
+    static func threadNames(of pid: pid_t) throws -> Set<String> {
+        let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")
+        return Set(
+            tasks.compactMap { task in
+                (try? readWholeFile("/proc/\(pid)/task/\(task)/comm").get()).map {
+                    String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                }
+            })
+    }
+
+    /// The threads Design.md's table says `program` starts.
+    static func documentedThreads(of program: String) throws -> Set<String> {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let design = try String(
+            contentsOf: root.appendingPathComponent("Sources/Overtime/Overtime.docc/Design.md"), encoding: .utf8)
+        var names = Set<String>()
+        for line in design.split(separator: "\n") where line.hasPrefix("| `") {
+            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count == 4,
+                cells[3].split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == program })
+            else { continue }
+            names.insert(cells[0].trimmingCharacters(in: CharacterSet(charactersIn: "`")))
+        }
+        return names
+    }
+
     private func collected(_ folder: TemporaryDirectory) throws -> [SpoolRecord] {
         let root = folder.path + "/collected"
         guard let streams = try? FileManager.default.contentsOfDirectory(atPath: root) else { return [] }
@@ -78,6 +106,13 @@ struct LogUploaderDaemonTests {
         #expect(maps.contains("log-uploader"), "the maps were read")
         #expect(!maps.contains("libcurl"))
         #expect(!maps.contains("librelp"))
+        // Every thread it has after a drain is one Design.md says log-uploader starts.
+        let threads = try Self.threadNames(of: child.pid)
+        let documented = try Self.documentedThreads(of: "log-uploader")
+        #expect(threads.contains("overtime-upload") && documented.count >= 10, "\(threads) against \(documented)")
+        for name in threads.subtracting(documented + ["log-uploader"]).sorted() {
+            Issue.record("log-uploader runs a thread '\(name)' that Design.md does not list for it")
+        }
         #expect(!maps.contains("libgnutls"))
         child.send(SIGTERM)
         #expect(child.waitForExit() == 0)

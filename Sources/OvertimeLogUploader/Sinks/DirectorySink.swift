@@ -19,7 +19,7 @@ import OvertimeSupport
 public struct DirectorySink: LogSink, NonBlockingLogSink {
     /// The folder segments are stored under.
     public let root: String
-    private let queue = SerialWorkQueue(name: "overtime-dirsink")
+    private let queue = SerialWorkQueue(name: "overtime-dir")
 
     /// Stores under `root` (created if missing).
     public init(root: String) {
