@@ -1,20 +1,24 @@
 import Overtime
+import OvertimeSchedulerTesting
 import OvertimeSupport
 import OvertimeTestSupport
 import Testing
 
 @_spi(ScheduleStore) @testable import OvertimeScheduler
 
-/// The store-independent semantics (``SchedulerSemantics``) on the SQLite store, on
-/// virtual time.
-@Suite("Scheduler semantics on the SQLite store", .serialized, .timeLimit(.minutes(3)))
+/// The store-independent semantics (``SchedulerSemantics``) on the SQLite store and on the
+/// in-memory schedule, on virtual time.
+@Suite("Scheduler semantics on the SQLite store and in memory", .serialized, .timeLimit(.minutes(3)))
 struct SchedulerSemanticsTests {
     final class Fixture: SchedulerSemanticsFixture, Sendable {
         let env: VirtualRuntime
         let folder = TemporaryDirectory("semantics")
+        let store: SchedulerHarness.Store
+        let schedule = InMemorySchedule()
         private let scheduler = Locked<Scheduler?>(nil)
 
-        init() throws {
+        init(_ store: SchedulerHarness.Store) throws {
+            self.store = store
             env = try VirtualRuntime(budget: .seconds(3600), lead: .seconds(5))
         }
 
@@ -23,6 +27,7 @@ struct SchedulerSemanticsTests {
             afterCompletion: @escaping @Sendable (ScheduledTask) -> Void
         ) throws -> Scheduler {
             var configuration = SchedulerConfiguration(storePath: folder.path + "/schedule.db")
+            if store == .inMemory { configuration.database = .inMemory(schedule) }
             configuration.startSpacing = .zero
             configuration.logger = env.logs.logger
             let made = try Scheduler(runtime: env.runtime, configuration: configuration)
@@ -53,41 +58,41 @@ struct SchedulerSemanticsTests {
         }
     }
 
-    @Test func finishedWorkIsResubmittedUnderEveryPolicy() async throws {
-        try await onOwnThread { try SchedulerSemantics.finishedWorkIsResubmittedUnderEveryPolicy(Fixture()) }
+    /// One of ``SchedulerSemantics``' checks, named for the test's arguments.
+    struct Check: Sendable, CustomStringConvertible {
+        let description: String
+        let run: @Sendable (Fixture) throws -> Void
     }
 
-    @Test func aCalendarRepetitionIsKeptAndRunsOnItsCalendar() async throws {
-        try await onOwnThread { try SchedulerSemantics.aCalendarRepetitionIsKeptAndRunsOnItsCalendar(Fixture()) }
-    }
+    static let checks: [Check] = [
+        Check(
+            description: "finishedWorkIsResubmittedUnderEveryPolicy",
+            run: SchedulerSemantics.finishedWorkIsResubmittedUnderEveryPolicy),
+        Check(
+            description: "aCalendarRepetitionIsKeptAndRunsOnItsCalendar",
+            run: SchedulerSemantics.aCalendarRepetitionIsKeptAndRunsOnItsCalendar),
+        Check(
+            description: "requestsAreFoundAndCancelledByTag", run: SchedulerSemantics.requestsAreFoundAndCancelledByTag),
+        Check(
+            description: "workInfoFollowsARequestAndCancellationsAreKept",
+            run: SchedulerSemantics.workInfoFollowsARequestAndCancellationsAreKept),
+        Check(
+            description: "chainsHandOnOutputsAndPassOnFailuresAndCancellations",
+            run: SchedulerSemantics.chainsHandOnOutputsAndPassOnFailuresAndCancellations),
+        Check(
+            description: "inputReachesTheRunAndItsOutputIsKept",
+            run: SchedulerSemantics.inputReachesTheRunAndItsOutputIsKept),
+        Check(description: "pendingWorkFollowsThePolicy", run: SchedulerSemantics.pendingWorkFollowsThePolicy),
+        Check(
+            description: "identifiersAreCheckedAgainstOneLimit",
+            run: SchedulerSemantics.identifiersAreCheckedAgainstOneLimit),
+        Check(
+            description: "aOneShotSubmittedRightAfterItsHandlerCompletedRunsAgain",
+            run: SchedulerSemantics.aOneShotSubmittedRightAfterItsHandlerCompletedRunsAgain),
+    ]
 
-    @Test func requestsAreFoundAndCancelledByTag() async throws {
-        try await onOwnThread { try SchedulerSemantics.requestsAreFoundAndCancelledByTag(Fixture()) }
-    }
-
-    @Test func workInfoFollowsARequestAndCancellationsAreKept() async throws {
-        try await onOwnThread { try SchedulerSemantics.workInfoFollowsARequestAndCancellationsAreKept(Fixture()) }
-    }
-
-    @Test func chainsHandOnOutputsAndPassOnFailuresAndCancellations() async throws {
-        try await onOwnThread { try SchedulerSemantics.chainsHandOnOutputsAndPassOnFailuresAndCancellations(Fixture()) }
-    }
-
-    @Test func inputReachesTheRunAndItsOutputIsKept() async throws {
-        try await onOwnThread { try SchedulerSemantics.inputReachesTheRunAndItsOutputIsKept(Fixture()) }
-    }
-
-    @Test func pendingWorkFollowsThePolicy() async throws {
-        try await onOwnThread { try SchedulerSemantics.pendingWorkFollowsThePolicy(Fixture()) }
-    }
-
-    @Test func identifiersAreCheckedAgainstOneLimit() async throws {
-        try await onOwnThread { try SchedulerSemantics.identifiersAreCheckedAgainstOneLimit(Fixture()) }
-    }
-
-    @Test func aOneShotSubmittedRightAfterItsHandlerCompletedRunsAgain() async throws {
-        try await onOwnThread {
-            try SchedulerSemantics.aOneShotSubmittedRightAfterItsHandlerCompletedRunsAgain(Fixture())
-        }
+    @Test(arguments: checks, [SchedulerHarness.Store.sqlite, .inMemory])
+    func holds(_ check: Check, on store: SchedulerHarness.Store) async throws {
+        try await onOwnThread { try check.run(Fixture(store)) }
     }
 }
