@@ -113,27 +113,26 @@ final class PostgresScheduleInspector: ScheduleInspector {
         }.joined(separator: ", ")
             + """
             , r.active_run_id, r.active_attempt, r.active_started_at,
-            CASE WHEN r.running THEN regexp_replace(r.claimed_by, ' [0-9]+$', '') END,
+            CASE WHEN r.running THEN regexp_replace(r.claimed_by, ' [0-9]+$', '') END AS holder,
             (SELECT h.result FROM overtime.history h WHERE h.identifier = r.identifier AND h.owner = r.owner
-                ORDER BY h.run_id DESC, h.attempt DESC LIMIT 1), r.sequence
+                ORDER BY h.run_id DESC, h.attempt DESC LIMIT 1) AS last_result, r.sequence
             """
 
     private static func inspected(_ row: PostgresRow, now: WallClockInstant, offset: Int64) throws -> InspectedRequest {
-        let stored = try PostgresScheduleStore.request(row)
-        let cells = row.makeRandomAccess()
-        let base = PostgresScheduleStore.columnCount
+        let cell = NamedCells(row)
+        let stored = try PostgresScheduleStore.request(cell)
         var running: RunningAttempt?
-        if stored.isRunning, let runID = try cells[base].decode(Int64?.self),
-            let started = try cells[base + 2].decode(Int64?.self)
+        if stored.isRunning, let runID = try cell("active_run_id", as: Int64?.self),
+            let started = try cell("active_started_at", as: Int64?.self)
         {
             let startedAt = WallClockInstant(nanosecondsSinceEpoch: started &- offset)
             running = RunningAttempt(
-                runID: runID, attempt: Int(try cells[base + 1].decode(Int64?.self) ?? 1), startedAt: startedAt,
-                deadline: startedAt + stored.request.maximumDuration, holder: try cells[base + 3].decode(String?.self))
+                runID: runID, attempt: Int(try cell("active_attempt", as: Int64?.self) ?? 1), startedAt: startedAt,
+                deadline: startedAt + stored.request.maximumDuration, holder: try cell("holder"))
         }
-        let lastResult = try cells[base + 4].decode(String?.self).flatMap(RunResult.init(stored:))
+        let lastResult = try cell("last_result", as: String?.self).flatMap(RunResult.init(stored:))
         return InspectedRequest(
-            stored, running: running, lastResult: lastResult, position: try cells[base + 5].decode(Int64.self),
+            stored, running: running, lastResult: lastResult, position: try cell("sequence"),
             at: WallClockInstant(nanosecondsSinceEpoch: now.nanosecondsSinceEpoch &+ offset))
     }
 

@@ -1,0 +1,164 @@
+// The PostgreSQL store's schema: made on the first connection, migrated version by version
+// in one transaction, refused when newer than this build.
+
+import Logging
+import Metrics
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import Overtime
+@_spi(ScheduleStore) import OvertimeScheduler
+import PostgresNIO
+
+extension PostgresScheduleStore {
+    /// Makes the schema, or migrates it to this build's version, in one transaction on
+    /// `connection` (the first of every connection until it is done once).
+    func migrate(_ connection: PostgresConnection) throws {
+        _ = try run(connection, "BEGIN")
+        do {
+            try migrateInTransaction(connection)
+            _ = try run(connection, "COMMIT")
+        } catch {
+            if (try? run(connection, "ROLLBACK")) == nil { try? connection.close().wait() }
+            throw error
+        }
+        schemaReady.withLockedValue { $0 = true }
+    }
+
+    func migrateInTransaction(_ connection: PostgresConnection) throws {
+        do {
+            // One instance migrates at a time; the others find it done.
+            _ = try run(connection, "SELECT pg_advisory_xact_lock(hashtext('overtime schema'))")
+            // A schema named `overtime` that is not Overtime's is refused and left as it was:
+            // ours holds `overtime.meta` and only the tables these migrations make.
+            let existing = try run(
+                connection,
+                "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'overtime' AND c.relkind IN ('r', 'p', 'v', 'm', 'f')"
+            )
+            let tables = Set(try existing.map { try $0.decode(String.self) })
+            if !tables.isEmpty, !tables.contains("meta") || !tables.isSubset(of: Self.tables) {
+                throw ScheduleStoreError(
+                    "schedule database \(configuration.serverName): the schema 'overtime' exists and is not an Overtime "
+                        + "schedule store (tables \(tables.sorted().joined(separator: ", "))); left as it was")
+            }
+            _ = try run(connection, "CREATE SCHEMA IF NOT EXISTS overtime")
+            _ = try run(
+                connection, "CREATE TABLE IF NOT EXISTS overtime.meta (name text PRIMARY KEY, value bigint NOT NULL)")
+            let rows = try run(connection, "SELECT value FROM overtime.meta WHERE name = 'schema_version'")
+            let version = try rows.first.map { try $0.decode(Int64.self) } ?? 0
+            if version > Self.schemaVersion {
+                throw ScheduleStoreError(
+                    "schedule database \(configuration.serverName): written by a newer Overtime (schema version \(version));"
+                        + " this build reads up to version \(Self.schemaVersion)")
+            }
+            for (target, statements) in [
+                (1, Self.schemaVersion1), (2, Self.schemaVersion2), (3, Self.schemaVersion3), (4, Self.schemaVersion4),
+                (5, Self.schemaVersion5), (6, Self.schemaVersion6), (7, Self.schemaVersion7), (8, Self.schemaVersion8),
+            ] where version < target {
+                for statement in statements { _ = try run(connection, PostgresQuery(unsafeSQL: statement)) }
+            }
+            _ = try run(
+                connection,
+                """
+                INSERT INTO overtime.meta (name, value) VALUES ('schema_version', \(Self.schemaVersion))
+                ON CONFLICT (name) DO UPDATE SET value = excluded.value
+                """)
+        }
+    }
+
+    /// The tables the migrations make in the `overtime` schema.
+    static let tables: Set<String> = ["meta", "requests", "history", "prerequisites"]
+
+    static let schemaVersion1 = [
+        "CREATE SEQUENCE overtime.run_ids",
+        "CREATE SEQUENCE overtime.submissions",
+        """
+        CREATE TABLE overtime.requests (
+            identifier text PRIMARY KEY, sequence bigint NOT NULL, submitted_at bigint NOT NULL,
+            earliest_begin bigint, interval_ns bigint, flex_ns bigint, catch_up text NOT NULL,
+            catch_up_maximum bigint NOT NULL, randomized_delay_ns bigint NOT NULL, maximum_duration_ns bigint NOT NULL,
+            backoff text NOT NULL, initial_delay_ns bigint NOT NULL, maximum_delay_ns bigint NOT NULL,
+            maximum_attempts bigint NOT NULL, requirements text NOT NULL, anchor bigint NOT NULL, owed bigint NOT NULL,
+            retry_at bigint, failed_attempts bigint NOT NULL, finished boolean NOT NULL, current_run_id bigint,
+            due_at bigint, requirement_mask bigint NOT NULL, running boolean NOT NULL DEFAULT false,
+            active_run_id bigint, active_attempt bigint, active_started_at bigint,
+            claimed_by text, claim_until timestamptz)
+        """,
+        "CREATE INDEX requests_due ON overtime.requests (due_at, sequence) WHERE due_at IS NOT NULL AND NOT running",
+        "CREATE INDEX requests_claims ON overtime.requests (claim_until) WHERE running",
+        // pendingRequests and their count read only what is not finished (in submission order).
+        "CREATE INDEX requests_pending ON overtime.requests (sequence) WHERE NOT finished",
+        "CREATE INDEX requests_claimed_by ON overtime.requests (claimed_by) WHERE claimed_by IS NOT NULL",
+        """
+        CREATE TABLE overtime.history (
+            identifier text NOT NULL, run_id bigint NOT NULL, attempt bigint NOT NULL, started_at bigint NOT NULL,
+            ended_at bigint, result text NOT NULL, stop_reason text, instance text,
+            PRIMARY KEY (identifier, run_id, attempt))
+        """,
+    ]
+
+    /// Per-instance requests: a row's owner is the instance name whose schedule it is in,
+    /// empty for the fleet's shared schedule. An instance sees the shared rows and its own.
+    static let schemaVersion2 = [
+        "ALTER TABLE overtime.requests ADD COLUMN owner text NOT NULL DEFAULT ''",
+        "ALTER TABLE overtime.requests DROP CONSTRAINT requests_pkey",
+        "ALTER TABLE overtime.requests ADD PRIMARY KEY (identifier, owner)",
+        // What is pending, counted from the index alone, owner included.
+        "DROP INDEX IF EXISTS overtime.requests_pending",
+        "CREATE INDEX requests_pending ON overtime.requests (sequence) INCLUDE (owner) WHERE NOT finished",
+    ]
+
+    /// Whose history an attempt is in: the owner of its request's row (empty for the
+    /// shared schedule), so that an instance's history of a per-instance request lists its
+    /// own runs only. Attempts recorded before this version count as the fleet's.
+    static let schemaVersion3 = [
+        "ALTER TABLE overtime.history ADD COLUMN owner text NOT NULL DEFAULT ''"
+    ]
+
+    /// Version 4: a retried run keeps the planned time it stands for.
+    static let schemaVersion4 = [
+        "ALTER TABLE overtime.requests ADD COLUMN planned_at bigint"
+    ]
+
+    /// Version 5: calendar repetitions (the expression, the drawn delay, and where the
+    /// previous planned time's window opened, which a clock set back looks for), tags, a
+    /// request's input and an attempt's output.
+    static let schemaVersion5 = [
+        "ALTER TABLE overtime.requests ADD COLUMN calendar text",
+        "ALTER TABLE overtime.requests ADD COLUMN grid_offset_ns bigint NOT NULL DEFAULT 0",
+        "ALTER TABLE overtime.requests ADD COLUMN previous_window_at bigint",
+        "ALTER TABLE overtime.requests ADD COLUMN tags text NOT NULL DEFAULT ''",
+        "ALTER TABLE overtime.requests ADD COLUMN input bytea NOT NULL DEFAULT ''::bytea",
+        "ALTER TABLE overtime.history ADD COLUMN output bytea",
+    ]
+
+    /// Version 6: a cancelled request stays, finished, until retention prunes it. Links of
+    /// chains: a request's prerequisites and its state (`chain`, ``ChainState/packed``),
+    /// which request waits on which (found by the prerequisite when it concludes), and on
+    /// each prerequisite whether anything waits on it — which a submission of a link sets
+    /// under the prerequisite's row lock, so that the instance that ends the prerequisite
+    /// reads it as it stands after that submission.
+    static let schemaVersion6 = [
+        "ALTER TABLE overtime.requests ADD COLUMN cancelled_at bigint",
+        "ALTER TABLE overtime.requests ADD COLUMN prerequisites text NOT NULL DEFAULT ''",
+        "ALTER TABLE overtime.requests ADD COLUMN chain bytea",
+        "ALTER TABLE overtime.requests ADD COLUMN has_dependents boolean NOT NULL DEFAULT false",
+        """
+        CREATE TABLE overtime.prerequisites (
+            prerequisite text NOT NULL, identifier text NOT NULL, PRIMARY KEY (prerequisite, identifier))
+        """,
+        "CREATE INDEX prerequisites_by_identifier ON overtime.prerequisites (identifier)",
+    ]
+
+    /// Version 7: requests that wake the system, and the earliest next start among them.
+    static let schemaVersion7 = [
+        "ALTER TABLE overtime.requests ADD COLUMN wakes_system boolean NOT NULL DEFAULT false",
+        "CREATE INDEX requests_waking ON overtime.requests (due_at) WHERE wakes_system AND NOT finished",
+    ]
+
+    /// Version 8: the history newest first, across identifiers (what a dashboard's history
+    /// page reads, a page at a time, at a million attempts).
+    static let schemaVersion8 = [
+        "CREATE INDEX IF NOT EXISTS history_by_run ON overtime.history (run_id, attempt)"
+    ]
+}
