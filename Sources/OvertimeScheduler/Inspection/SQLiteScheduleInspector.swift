@@ -90,7 +90,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                     """
                     SELECT \(SQLiteScheduleStore.requestColumns), cancelled_at, active_run_id, active_attempt,
                         active_started_at, (SELECT result FROM history h WHERE h.identifier = requests.identifier
-                        ORDER BY run_id DESC, attempt DESC LIMIT 1)
+                        ORDER BY run_id DESC, attempt DESC LIMIT 1) AS last_result
                     FROM requests \(page.isEmpty ? "" : "WHERE " + page.joined(separator: " AND "))
                     ORDER BY rowid LIMIT \(limit)
                     """)
@@ -99,7 +99,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 var rows = 0
                 while try statement.step() {
                     rows += 1
-                    if !visit(Self.inspected(statement, now: now)) { break }
+                    if !visit(try Self.inspected(statement, now: now)) { break }
                 }
                 return rows
             }
@@ -112,12 +112,12 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 """
                 SELECT \(SQLiteScheduleStore.requestColumns), cancelled_at, active_run_id, active_attempt,
                     active_started_at, (SELECT result FROM history h WHERE h.identifier = ?1
-                    ORDER BY run_id DESC, attempt DESC LIMIT 1)
+                    ORDER BY run_id DESC, attempt DESC LIMIT 1) AS last_result
                 FROM requests WHERE identifier = ?1
                 """)
             statement.bind(1, identifier)
             defer { while (try? statement.step()) == true {} }
-            return try statement.step() ? Self.inspected(statement, now: now) : nil
+            return try statement.step() ? try Self.inspected(statement, now: now) : nil
         }
     }
 
@@ -157,7 +157,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 """)
             Self.bind(statement, values)
             var records: [RunRecord] = []
-            while try statement.step() { records.append(SQLiteScheduleStore.record(statement)) }
+            while try statement.step() { records.append(try SQLiteScheduleStore.record(statement)) }
             return records
         }
     }
@@ -195,16 +195,18 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     static func prefixEnd(_ prefix: String) -> String { prefix + "\u{10FFFF}\u{10FFFF}" }
 
     /// A request row with the columns the queries above add after the store's.
-    private static func inspected(_ row: SQLiteStatement, now: WallClockInstant) -> InspectedRequest {
-        let stored = SQLiteScheduleStore.request(row)
-        let base: Int32 = 26  // after the store's columns and cancelled_at
-        let running = row.optionalInt64(base).map { runID in
-            let started = WallClockInstant(nanosecondsSinceEpoch: row.int64(base + 2))
+    private static func inspected(_ row: SQLiteStatement, now: WallClockInstant) throws(SQLiteError)
+        -> InspectedRequest
+    {
+        let stored = try SQLiteScheduleStore.request(row)
+        let at = try RunningLayout.of(row)
+        let running = row.optionalInt64(at.runID).map { runID in
+            let started = WallClockInstant(nanosecondsSinceEpoch: row.int64(at.startedAt))
             return RunningAttempt(
-                runID: runID, attempt: row.int(base + 1), startedAt: started,
+                runID: runID, attempt: row.int(at.attempt), startedAt: started,
                 deadline: started + stored.request.maximumDuration, holder: nil)
         }
-        let lastResult = row.optionalText(base + 3).flatMap(RunResult.init(stored:))
+        let lastResult = row.optionalText(at.lastResult).flatMap(RunResult.init(stored:))
         return InspectedRequest(
             stored, running: running, lastResult: lastResult, position: stored.rowID ?? 0, at: now)
     }
@@ -218,5 +220,20 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 throw ScheduleStoreError("schedule store \(path): \(error)")
             }
         }
+    }
+}
+
+/// Where the inspector's rows hold the attempt in progress and the newest ended attempt's
+/// result, found by name once per prepared statement.
+private final class RunningLayout {
+    let runID, attempt, startedAt, lastResult: Int32
+
+    static func of(_ statement: SQLiteStatement) throws(SQLiteError) -> RunningLayout {
+        try statement.layout(RunningLayout.init)
+    }
+
+    private init(_ row: SQLiteStatement) throws(SQLiteError) {
+        (runID, attempt) = (try row.column("active_run_id"), try row.column("active_attempt"))
+        (startedAt, lastResult) = (try row.column("active_started_at"), try row.column("last_result"))
     }
 }

@@ -123,10 +123,10 @@ final class SQLiteConnection {
     }
 
     /// Every row of a statement without parameters, each read by `row`.
-    func rows<T>(_ sql: String, _ row: (SQLiteStatement) -> T) throws(SQLiteError) -> [T] {
+    func rows<T>(_ sql: String, _ row: (SQLiteStatement) throws(SQLiteError) -> T) throws(SQLiteError) -> [T] {
         let statement = try statement(sql)
         var rows: [T] = []
-        while try statement.step() { rows.append(row(statement)) }
+        while try statement.step() { rows.append(try row(statement)) }
         return rows
     }
 
@@ -141,10 +141,47 @@ final class SQLiteConnection {
     }
 }
 
-/// A prepared statement: bind by 1-based position, step, read columns by 0-based position.
+/// A prepared statement: bind by 1-based position, step, read columns by 0-based position
+/// (found by name with ``column(named:)``).
 final class SQLiteStatement {
     private let pointer: OpaquePointer
     private let connection: OpaquePointer
+    /// The result's columns by name, read once (a prepared statement's columns never change).
+    private var columnsByName: [String: Int32]?
+    /// What readers made of the statement's columns (rows' layouts), by their type, kept with
+    /// the prepared statement so that columns are found by name once, not once a row.
+    private var layouts: [ObjectIdentifier: AnyObject] = [:]
+
+    /// The statement's layout of type `Layout`, made by `make` the first time.
+    func layout<Layout: AnyObject>(_ make: (SQLiteStatement) throws(SQLiteError) -> Layout) throws(SQLiteError)
+        -> Layout
+    {
+        if let found = layouts[ObjectIdentifier(Layout.self)] as? Layout { return found }
+        let made = try make(self)
+        layouts[ObjectIdentifier(Layout.self)] = made
+        return made
+    }
+
+    /// The position of the result's column `name`; an error names a column the statement
+    /// did not select (a mistake in the query that reads it).
+    func column(_ name: String) throws(SQLiteError) -> Int32 {
+        guard let index = column(named: name) else {
+            throw SQLiteError(code: SQLITE_ERROR, message: "the statement selected no column '\(name)'")
+        }
+        return index
+    }
+
+    /// The position of the result's column `name` (as the query selected or aliased it).
+    func column(named name: String) -> Int32? {
+        if columnsByName == nil {
+            var names: [String: Int32] = [:]
+            for index in 0..<sqlite3_column_count(pointer) {
+                if let text = sqlite3_column_name(pointer, index) { names[String(cString: text)] = index }
+            }
+            columnsByName = names
+        }
+        return columnsByName?[name]
+    }
 
     fileprivate init(_ pointer: OpaquePointer, connection: OpaquePointer) {
         self.pointer = pointer

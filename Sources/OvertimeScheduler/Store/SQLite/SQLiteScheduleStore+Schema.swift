@@ -1,0 +1,283 @@
+// The SQLite store's schema: opened, checked, migrated version by version, and runs found in
+// progress recorded as interrupted.
+
+import CSQLite
+import Logging
+import Overtime
+import OvertimeSupport
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+extension SQLiteScheduleStore {
+    /// Opens (creating) the database, refuses a newer schema, checks and migrates it.
+    static func open(_ path: String) throws -> SQLiteConnection {
+        if access(path, F_OK) == 0 {
+            // Read-only first: a store refused is left byte for byte as it was (opening it
+            // for writing would already switch its journal mode).
+            let existing = try SQLiteConnection(path: path, readOnly: true)
+            let version = try existing.integer("PRAGMA user_version") ?? 0
+            try refuseForeign(existing, path)
+            existing.close()
+            try refuseNewer(Int(version), path)
+        }
+        let connection = try SQLiteConnection(path: path)
+        // Written to the log at each commit; on disk at each sync (see the type's comment).
+        // A 16 MiB page cache (filled only as the store grows): runs/s at a million due
+        // rose by a tenth over SQLite's 2 MiB, and 64 MiB added nothing.
+        try connection.execute(
+            """
+            PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = 0;
+            PRAGMA cache_size = -16384
+            """)
+        let version = try connection.integer("PRAGMA user_version") ?? 0
+        try refuseNewer(Int(version), path)
+        let check = try connection.rows("PRAGMA quick_check") { $0.text(0) }
+        guard check == ["ok"] else {
+            throw ScheduleStoreError("quick_check: \(check.prefix(3).joined(separator: "; "))")
+        }
+        for (target, migration) in migrations where target > version {
+            try connection.transaction { () throws(SQLiteError) in
+                try migration(connection)
+                try connection.execute("PRAGMA user_version = \(target)")
+            }
+        }
+        if try connection.integer("PRAGMA application_id") != applicationID {
+            try connection.execute("PRAGMA application_id = \(applicationID)")
+        }
+        return connection
+    }
+
+    static func refuseNewer(_ version: Int, _ path: String) throws(ScheduleStoreError) {
+        guard version > schemaVersion else { return }
+        throw ScheduleStoreError(
+            "the schedule store \(path) has schema version \(version); this build reads up to version "
+                + "\(schemaVersion) (written by a newer Overtime: upgrade, or move the file aside)")
+    }
+
+    /// Versioned migrations, each in its own transaction with the `user_version` it reaches
+    /// (which older builds check).
+    static var migrations: [(Int64, (SQLiteConnection) throws(SQLiteError) -> Void)] {
+        [
+            (
+                1,
+                { connection throws(SQLiteError) in
+                    try connection.execute(
+                        """
+                        CREATE TABLE requests (
+                            identifier TEXT PRIMARY KEY NOT NULL,
+                            submitted_at INTEGER NOT NULL,
+                            earliest_begin INTEGER,
+                            interval_ns INTEGER,
+                            flex_ns INTEGER,
+                            catch_up TEXT NOT NULL,
+                            catch_up_maximum INTEGER NOT NULL,
+                            randomized_delay_ns INTEGER NOT NULL,
+                            maximum_duration_ns INTEGER NOT NULL,
+                            backoff TEXT NOT NULL,
+                            initial_delay_ns INTEGER NOT NULL,
+                            maximum_delay_ns INTEGER NOT NULL,
+                            maximum_attempts INTEGER NOT NULL,
+                            anchor INTEGER NOT NULL,
+                            owed INTEGER NOT NULL,
+                            retry_at INTEGER,
+                            failed_attempts INTEGER NOT NULL,
+                            finished INTEGER NOT NULL,
+                            current_run_id INTEGER,
+                            sequence INTEGER NOT NULL
+                        );
+                        CREATE TABLE runs (
+                            run_id INTEGER NOT NULL,
+                            attempt INTEGER NOT NULL,
+                            identifier TEXT NOT NULL,
+                            started_at INTEGER NOT NULL,
+                            ended_at INTEGER,
+                            result TEXT NOT NULL,
+                            stop_reason TEXT,
+                            PRIMARY KEY (run_id, attempt)
+                        );
+                        CREATE INDEX runs_by_identifier ON runs (identifier, started_at);
+                        CREATE TABLE counters (name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);
+                        INSERT INTO counters VALUES ('run_id', 0), ('sequence', 0);
+                        """)
+                }
+            ),
+            (
+                2,
+                { connection throws(SQLiteError) in
+                    try connection.execute("ALTER TABLE requests ADD COLUMN requirements TEXT NOT NULL DEFAULT ''")
+                }
+            ),
+            (
+                3,
+                { connection throws(SQLiteError) in
+                    // The store becomes the index of due times: the scheduler keeps no request
+                    // in memory, and asks for the earliest due ones it may run.
+                    try connection.execute(
+                        """
+                        ALTER TABLE requests ADD COLUMN due_at INTEGER;
+                        ALTER TABLE requests ADD COLUMN requirement_mask INTEGER NOT NULL DEFAULT 0;
+                        ALTER TABLE requests ADD COLUMN running INTEGER NOT NULL DEFAULT 0;
+                        """)
+                    // Read as the columns stood then (the scope came with version 6).
+                    let stored = try connection.rows(
+                        "SELECT \(requestColumnsBeforeScope), 'shared' AS scope, NULL AS planned_at, NULL AS details FROM requests",
+                        request)
+                    let update = "UPDATE requests SET due_at = ?, requirement_mask = ? WHERE identifier = ?"
+                    for stored in stored {
+                        let statement = try connection.statement(update)
+                        statement.bind(1, SchedulePlanner.nextStart(stored.plan, stored.request)?.nanosecondsSinceEpoch)
+                        statement.bind(2, stored.request.requirements.mask)
+                        statement.bind(3, stored.request.identifier)
+                        try statement.run()
+                    }
+                    try connection.execute(
+                        "CREATE INDEX requests_due ON requests (due_at, sequence) WHERE running = 0 AND due_at IS NOT NULL"
+                    )
+                }
+            ),
+            (
+                4,
+                { connection throws(SQLiteError) in
+                    // A run in progress lives in its request's row (one write at its start, not
+                    // two); the history gets its row when the attempt ends.
+                    try connection.execute(
+                        """
+                        ALTER TABLE requests ADD COLUMN active_run_id INTEGER;
+                        ALTER TABLE requests ADD COLUMN active_attempt INTEGER;
+                        ALTER TABLE requests ADD COLUMN active_started_at INTEGER;
+                        UPDATE requests SET active_run_id = runs.run_id, active_attempt = runs.attempt,
+                            active_started_at = runs.started_at, running = 1
+                            FROM runs WHERE runs.identifier = requests.identifier AND runs.result = 'running';
+                        DELETE FROM runs WHERE result = 'running' AND identifier IN (SELECT identifier FROM requests);
+                        """)
+                }
+            ),
+            (
+                5,
+                { connection throws(SQLiteError) in
+                    // The history keyed by what it is read by (an identifier's runs, newest run
+                    // ID first): one B-tree written per ended attempt instead of a table and two
+                    // indexes. The highest run ID lives in its counter alone (no scan at open),
+                    // and a run the process left 'running' without a request is interrupted.
+                    try connection.execute(
+                        """
+                        UPDATE counters SET value = MAX(value, IFNULL((SELECT MAX(run_id) FROM runs), 0),
+                            IFNULL((SELECT MAX(active_run_id) FROM requests), 0)) WHERE name = 'run_id';
+                        CREATE TABLE history (
+                            identifier TEXT NOT NULL,
+                            run_id INTEGER NOT NULL,
+                            attempt INTEGER NOT NULL,
+                            started_at INTEGER NOT NULL,
+                            ended_at INTEGER,
+                            result TEXT NOT NULL,
+                            stop_reason TEXT,
+                            PRIMARY KEY (identifier, run_id, attempt)
+                        ) WITHOUT ROWID;
+                        INSERT OR REPLACE INTO history
+                            SELECT identifier, run_id, attempt, started_at,
+                                CASE result WHEN 'running' THEN started_at ELSE ended_at END,
+                                CASE result WHEN 'running' THEN 'interrupted' ELSE result END,
+                                CASE result WHEN 'running' THEN '\(interruptedReason)' ELSE stop_reason END
+                            FROM runs ORDER BY identifier, run_id, attempt;
+                        DROP TABLE runs;
+                        """)
+                }
+            ),
+            (
+                6,
+                { connection throws(SQLiteError) in
+                    try connection.execute("ALTER TABLE requests ADD COLUMN scope TEXT NOT NULL DEFAULT 'shared'")
+                }
+            ),
+            (
+                7,
+                { connection throws(SQLiteError) in
+                    // A retried run keeps the planned time it stands for.
+                    try connection.execute("ALTER TABLE requests ADD COLUMN planned_at INTEGER")
+                }
+            ),
+            (
+                8,
+                { connection throws(SQLiteError) in
+                    // A calendar repetition's expression and drawn delay, a request's tags
+                    // and its input, packed in one column (`details`, NULL for most
+                    // requests): every update of a plan rewrites its row, and each column
+                    // more costs every update. An attempt's output.
+                    try connection.execute(
+                        """
+                        ALTER TABLE requests ADD COLUMN details BLOB;
+                        ALTER TABLE history ADD COLUMN output BLOB;
+                        """)
+                }
+            ),
+            (
+                9,
+                { connection throws(SQLiteError) in
+                    // A cancelled request stays, finished, until retention prunes it. Links of
+                    // chains: which request waits on which (the request keeps the rest of its
+                    // state in `details`), found by the prerequisite when it concludes.
+                    try connection.execute(
+                        """
+                        ALTER TABLE requests ADD COLUMN cancelled_at INTEGER;
+                        CREATE TABLE prerequisites (
+                            prerequisite TEXT NOT NULL,
+                            identifier TEXT NOT NULL,
+                            PRIMARY KEY (prerequisite, identifier)
+                        ) WITHOUT ROWID;
+                        """)
+                }
+            ),
+            (
+                10,
+                { connection throws(SQLiteError) in
+                    // Which requests wake the system (each says so in `details` too): an index
+                    // on `due_at` would cost every update of a plan; this table, only their
+                    // own writes.
+                    try connection.execute("CREATE TABLE waking (identifier TEXT PRIMARY KEY NOT NULL) WITHOUT ROWID")
+                }
+            ),
+            (
+                11,
+                { connection throws(SQLiteError) in
+                    // For an inspector beside the daemon: the whole history newest first, a
+                    // page at a time, without a sort of every row. (One more B-tree entry per
+                    // ended attempt: 1-2 % of runs/s. An index of the unfinished requests cost
+                    // a tenth of runs/s and was left out: the requests are read in order.)
+                    try connection.execute("CREATE INDEX history_by_run ON history (run_id, attempt)")
+                }
+            ),
+        ]
+    }
+
+    /// Why a run found in progress at open ended.
+    static let interruptedReason = "the process ended while it ran"
+
+    /// Runs in progress when the process ended: recorded as interrupted, their requests
+    /// free to run again.
+    static func recoverInterruptedRuns(_ connection: SQLiteConnection, _ now: WallClockInstant)
+        throws(SQLiteError) -> [RunRecord]
+    {
+        let interrupted = try connection.rows(
+            """
+            SELECT identifier, active_run_id, active_attempt, active_started_at FROM requests
+                WHERE active_run_id IS NOT NULL
+            """
+        ) { row in
+            RunRecord(
+                identifier: row.text(0), runID: row.int64(1), attempt: row.int(2),
+                startedAt: WallClockInstant(nanosecondsSinceEpoch: row.int64(3)), endedAt: now, result: .interrupted,
+                stopReason: interruptedReason)
+        }
+        for record in interrupted { try insertRun(record, connection) }
+        try connection.execute(
+            """
+            UPDATE requests SET running = 0, active_run_id = NULL, active_attempt = NULL, active_started_at = NULL
+                WHERE running != 0 OR active_run_id IS NOT NULL
+            """)
+        return interrupted
+    }
+}
