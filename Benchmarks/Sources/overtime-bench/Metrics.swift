@@ -195,8 +195,9 @@ struct MetricSpec: Sendable {
         MetricSpec(
             name: "fleet_status_p99_ms_database_stopped", unit: "ms", higherIsBetter: false,
             what:
-                "a worker holding a run, PostgreSQL stopped (SIGSTOP), in the background and asked for its"
-                + " schedule: its `status` over the control socket, asked every 50 ms past the store's timeout",
+                "a worker holding a run whose handler resubmits through the async API every 100 ms, PostgreSQL"
+                + " stopped (SIGSTOP), in the background and asked for its schedule: its `status` over the"
+                + " control socket, asked every 50 ms past the store's timeout",
             target: "≤ 100"
         ) { values in values["overtime"].map { $0 <= 100 } },
         MetricSpec(

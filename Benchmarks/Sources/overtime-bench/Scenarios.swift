@@ -538,8 +538,10 @@ struct Scenarios {
             if let samples = figures["status_samples"] {
                 notes.value.append(
                     "fleet_status_p99_ms_database_stopped: \(Int(samples)) statuses, the longest "
-                        + "\(String(format: "%.1f", figures["status_max_ms"] ?? 0)) ms; the worker "
-                        + (figures["worker_lived"] == 1 ? "lived" : "DID NOT LIVE") + " (watchdog limit 2 s)")
+                        + "\(String(format: "%.1f", figures["status_max_ms"] ?? 0)) ms; the held run's handler "
+                        + "began \(Int(figures["status_resubmitted"] ?? 0)) submits through the async API meanwhile; "
+                        + "the worker " + (figures["worker_lived"] == 1 ? "lived" : "DID NOT LIVE")
+                        + " (watchdog limit 2 s)")
             }
         }
         guard let value = fleetFigures.value?[metric] else { throw ScenarioError("no \(metric) from the fleet run") }

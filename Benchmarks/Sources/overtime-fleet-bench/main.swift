@@ -10,9 +10,10 @@
 // seconds, from each due time (the database's clock) to its handler's start.
 // fleet_idle_wakeups_per_sec: afterwards, nothing due, each worker's threads' wake-ups.
 // fleet_status_p99_ms_database_stopped: the database stopped (SIGSTOP on every server
-// process; OVERTIME_BENCH_PGDATA names its data folder) while a worker holds a run, has
-// entered the background and was asked for its schedule: how long its `status` takes over
-// the control socket, asked every 50 ms for longer than the store's operation timeout.
+// process; OVERTIME_BENCH_PGDATA names its data folder) while a worker holds a run whose
+// handler resubmits work through the async API every 100 ms (BGTaskScheduler's pattern),
+// has entered the background and was asked for its schedule: how long its `status` takes
+// over the control socket, asked every 50 ms for longer than the store's operation timeout.
 // dashboard_fleet_page_p99_ms, dashboard_fleet_live_update_ms (with --dashboard PATH):
 // overtime-dashboard reading this database beside the fleet, as dashboard_page_p99_ms does
 // a SQLite store: 100,000 requests pending, 1,000,000 attempts in the history (inserted by
@@ -152,6 +153,7 @@ struct FleetBench: ParsableCommand {
             figures["status_max_ms"] = stopped.max
             figures["status_samples"] = Double(stopped.samples)
             figures["worker_lived"] = stopped.lived ? 1 : 0
+            figures["status_resubmitted"] = Double(stopped.resubmitted)
         }
         if let dashboard {
             let (pending, history, loads, changes) =
@@ -318,14 +320,16 @@ struct FleetBench: ParsableCommand {
         }
     }
 
-    /// One worker holding a run (`s.hold`, which never ends by itself) with its control
-    /// socket; the database then stopped, the worker sent to the background and asked for
-    /// its schedule; then `status` asked every 50 ms for `seconds`, each on a connection of
-    /// its own as `overtimectl` does. p99 and the longest in ms, how many, and whether the
-    /// worker still answers once the database is back (its watchdog's limit is 2 s).
+    /// One worker holding a run (`s.hold`, which never ends by itself, and whose handler
+    /// resubmits a request tagged `resubmitted` every 100 ms through the async API) with its
+    /// control socket; the database then stopped, the worker sent to the background and asked
+    /// for its schedule; then `status` asked every 50 ms for `seconds`, each on a connection
+    /// of its own as `overtimectl` does. p99 and the longest in ms, how many, and whether the
+    /// worker still answers once the database is back (its watchdog's limit is 2 s: a loop
+    /// held that long is killed).
     static func statusWithDatabaseStopped(
         observer: Scheduler, latencies: String, folder: String, data: String, seconds: Double
-    ) throws -> (p99: Double, max: Double, samples: Int, lived: Bool) {
+    ) throws -> (p99: Double, max: Double, samples: Int, lived: Bool, resubmitted: Int) {
         let own = folder + "/stopped"
         try FileManager.default.createDirectory(atPath: own, withIntermediateDirectories: true)
         let socket = own + "/control.sock"
@@ -340,6 +344,12 @@ struct FleetBench: ParsableCommand {
             usleep(10_000)
         }
         let server = ServerProcesses(data: data)
+        // The count before " submits begun", in whatever the control protocol wraps it in.
+        func issued(_ answer: String?) -> Int {
+            guard let answer, let end = answer.range(of: " submits begun") else { return 0 }
+            return Int(String(answer[..<end.lowerBound].reversed().prefix { $0.isNumber }.reversed())) ?? 0
+        }
+        let beforeStopping = ControlRequest.ask(socket, "resubmits", timeoutMilliseconds: 5_000)
         server.signal(SIGSTOP)
         defer { server.signal(SIGCONT) }
         _ = ControlRequest.ask(socket, "background", timeoutMilliseconds: 5_000)
@@ -353,15 +363,20 @@ struct FleetBench: ParsableCommand {
             samples.append(answered ? monotonicNanoseconds() - asked : 5_000_000_000)
             usleep(50_000)
         }
+        let afterStopping = ControlRequest.ask(socket, "resubmits", timeoutMilliseconds: 5_000)
         server.signal(SIGCONT)
         let lived = ControlRequest.ask(socket, "status", timeoutMilliseconds: 30_000) != nil
         _ = schedule?.readLine(timeoutMilliseconds: 30_000)
+        // How many submits the handler began while the database was stopped.
+        let resubmitted = max(0, issued(afterStopping) - issued(beforeStopping))
         _ = try? worker.terminate()
         try observer.cancel("s.hold")  // nothing left pending for a later run on this database
+        try observer.cancel(tag: "resubmitted")
         FileHandle.standardError.write(
             Data("status with the database stopped: \(samples.count) asked, worker lived: \(lived)\n".utf8))
         return (
-            Double(percentile(samples, 0.99)) / 1e6, Double(samples.max() ?? 0) / 1e6, samples.count, lived
+            Double(percentile(samples, 0.99)) / 1e6, Double(samples.max() ?? 0) / 1e6, samples.count, lived,
+            resubmitted
         )
     }
 
@@ -394,10 +409,20 @@ struct FleetBench: ParsableCommand {
             line.withUTF8 { _ = write(descriptor, $0.baseAddress, $0.count) }
             task.setTaskCompleted(success: true)
         }
+        let resubmits = ResubmitCounts()
         if let control {
             let held = (control as NSString).deletingLastPathComponent + "/held"
+            try scheduler.register(prefix: "r.") { $0.setTaskCompleted(success: true) }
+            _ = runtime.addControlCommand("resubmits") { .success("\(resubmits.issued) submits begun") }
             try scheduler.register(prefix: "s.") { task in
-                task.expirationHandler = { task.setTaskCompleted(success: false) }
+                // While it runs, it submits more work every 100 ms from the loop, through the
+                // async API: with the database stopped each submit waits off the loop.
+                let running = RunningFlag()
+                task.expirationHandler = {
+                    running.clear()
+                    task.setTaskCompleted(success: false)
+                }
+                resubmit(scheduler, every: .milliseconds(100), while: running, count: 0, counts: resubmits)
                 close(open(held, O_WRONLY | O_CREAT, 0o644))
             }
         }
@@ -406,6 +431,42 @@ struct FleetBench: ParsableCommand {
         runtime.run()
         Glibc.exit(0)
     }
+
+    /// Submits `r.<count>` (tagged `resubmitted`) through the async API, then again after
+    /// `interval` on the loop, while `running` holds.
+    static func resubmit(
+        _ scheduler: Scheduler, every interval: Duration, while running: RunningFlag, count: Int,
+        counts: ResubmitCounts
+    ) {
+        guard running.isSet else { return }
+        counts.begin()
+        var request = ScheduledTaskRequest(identifier: "r.\(count)")
+        request.tags = ["resubmitted"]
+        Task { _ = try? await scheduler.submit(request) }
+        scheduler.runtime.schedule(after: interval) {
+            resubmit(scheduler, every: interval, while: running, count: count + 1, counts: counts)
+        }
+    }
+}
+
+/// How many submits the held run's handler began.
+final class ResubmitCounts: @unchecked Sendable {
+    private let lock = NSLock()
+    private var begun = 0
+
+    var issued: Int { lock.withLock { begun } }
+
+    func begin() { lock.withLock { begun += 1 } }
+}
+
+/// Whether a held run still runs: its expiration handler clears it, the loop's timer reads it.
+final class RunningFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = true
+
+    var isSet: Bool { lock.withLock { value } }
+
+    func clear() { lock.withLock { value = false } }
 }
 
 FleetBench.main()
