@@ -396,7 +396,11 @@ struct FleetBench: ParsableCommand {
             runtimeConfiguration.watchdogTimeout = .seconds(2)
         }
         let runtime = try Runtime(configuration: runtimeConfiguration)
-        var configuration = SchedulerConfiguration(database: .postgres(try .environment()))
+        var database = try PostgresScheduleConfiguration.environment()
+        if let watchdog = runtimeConfiguration.watchdogTimeout {
+            database.operationTimeout = watchdog / 2  // as the store requires
+        }
+        var configuration = SchedulerConfiguration(database: .postgres(database))
         if !defaults {
             configuration.maximumConcurrentRuns = 256
             configuration.startSpacing = .zero

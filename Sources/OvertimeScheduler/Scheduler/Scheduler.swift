@@ -224,7 +224,7 @@ public final class Scheduler: Sendable {
             let store = try database.open(
                 ScheduleStoreContext(
                     now: runtime.clock.wallClockNow, wallClock: { [clock = runtime.clock] in clock.wallClockNow },
-                    logger: configuration.logger))
+                    logger: configuration.logger, watchdogTimeout: runtime.configuration.watchdogTimeout))
             self.store = store
             self.recovery = store.recovery
             let queue = SerialWorkQueue(name: "overtime-sched")

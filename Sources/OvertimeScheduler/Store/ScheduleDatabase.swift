@@ -67,11 +67,19 @@ public struct ScheduleDatabase: Sendable, CustomStringConvertible {
     public let wallClock: @Sendable () -> WallClockInstant
     /// Where the scheduler logs.
     public let logger: Logger
+    /// The runtime's watchdog timeout (`nil`: no watchdog): a store whose calls can wait
+    /// on a server bounds each call well inside it.
+    public let watchdogTimeout: Duration?
 
-    /// A context: opened at `now` on the clock `wallClock` reads, logging to `logger`.
-    public init(now: WallClockInstant, wallClock: @escaping @Sendable () -> WallClockInstant, logger: Logger) {
+    /// A context: opened at `now` on the clock `wallClock` reads, logging to `logger`, for
+    /// a runtime whose watchdog fires after `watchdogTimeout`.
+    public init(
+        now: WallClockInstant, wallClock: @escaping @Sendable () -> WallClockInstant, logger: Logger,
+        watchdogTimeout: Duration? = nil
+    ) {
         self.now = now
         self.wallClock = wallClock
         self.logger = logger
+        self.watchdogTimeout = watchdogTimeout
     }
 }

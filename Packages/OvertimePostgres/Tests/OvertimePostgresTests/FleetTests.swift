@@ -262,8 +262,8 @@ struct FleetTests {
 
     /// The database stopped (SIGSTOP: a hung server, a frozen VM): a worker entering the
     /// background and asked for its status and its schedule keeps its loop answering and is
-    /// never killed by its own watchdog, whose limit (2 s) is shorter than the store's
-    /// operation timeout (10 s). Its schedule is answered once the database is back.
+    /// never killed by its own watchdog, whose limit is 2 s (the store's calls end within
+    /// half of it). Its schedule is answered once the database is back.
     @Test func aStoppedDatabaseNeverStallsTheLoopNorTripsTheWatchdog() throws {
         let server = try PostgresServer()
         defer { server.stop() }

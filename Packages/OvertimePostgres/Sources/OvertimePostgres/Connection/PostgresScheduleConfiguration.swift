@@ -53,10 +53,13 @@ public struct PostgresScheduleConfiguration: Sendable {
     /// file); `nil`: the process's. For tests.
     var passwordEnvironment: [String: String]?
 
-    /// A call the database does not answer in this time fails (and its connection is
-    /// closed, to connect again): a server that crashed can leave a connection that never
-    /// answers. Default 10 s.
-    public var operationTimeout: Duration = .seconds(10)
+    /// A call to the database (connecting, then each statement of it) that has not ended
+    /// in this time fails, and its connection is closed, to connect again: a server that
+    /// crashed or was stopped can leave a connection that never answers. At most half the
+    /// runtime's watchdog timeout (a scheduler refuses to open the store otherwise), so
+    /// that what waits on the scheduler's calls — a stop, a synchronous call off the loop —
+    /// is never held longer than the watchdog would let the loop be. Default 5 s.
+    public var operationTimeout: Duration = .seconds(5)
 
     /// A database at `host`.
     public init(host: String, port: Int = 5432, username: String, password: String? = nil, database: String? = nil) {
@@ -229,7 +232,12 @@ extension ScheduleDatabase {
             description: "postgres://\(configuration.username)@\(configuration.serverName)"
                 + "/\(configuration.database ?? configuration.username)",
             open: { context throws(ScheduleStoreError) in
-                try PostgresScheduleStore(
+                if let watchdog = context.watchdogTimeout, configuration.operationTimeout * 2 > watchdog {
+                    throw ScheduleStoreError(
+                        "operationTimeout \(configuration.operationTimeout) is more than half the runtime's watchdog"
+                            + " timeout (\(watchdog)): set it to \(watchdog / 2) or less")
+                }
+                return try PostgresScheduleStore(
                     configuration: configuration, wallClock: context.wallClock, logger: context.logger)
             },
             inspect: { () throws(ScheduleStoreError) in try PostgresScheduleInspector(configuration: configuration) })

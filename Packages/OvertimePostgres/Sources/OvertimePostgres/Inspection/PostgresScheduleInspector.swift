@@ -16,9 +16,12 @@ import PostgresNIO
 final class PostgresScheduleInspector: ScheduleInspector {
     let configuration: PostgresScheduleConfiguration
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-    /// The connection, one query at a time (a dashboard asks from several threads); `nil`
-    /// before the first call and after a failure (the next call connects again).
+    /// The connection; `nil` before the first call and after a failure (the next call
+    /// connects again). Read and set under its lock, never held across I/O.
     private let connection = NIOLockedValueBox<Connected?>(nil)
+    /// The operations on ``connection``: one at a time (a dashboard asks from several
+    /// threads), each within its deadline.
+    private let operations: ConnectionOperations
     /// Notifications heard on ``PostgresScheduleStore/channel`` since the inspector opened.
     private let notifications = NIOLockedValueBox<Int64>(0)
     private let closed = NIOLockedValueBox(false)
@@ -26,7 +29,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
     let rowsReadPerPage: Int
     private static let logger = Logger(label: "overtime.fleet.inspector") { _ in SwiftLogNoOpLogHandler() }
 
-    private struct Connected {
+    private struct Connected: Sendable {
         let connection: PostgresConnection
         /// The database's clock minus this process's, in nanoseconds: the stored times are
         /// on the database's clock.
@@ -36,6 +39,8 @@ final class PostgresScheduleInspector: ScheduleInspector {
     init(configuration: PostgresScheduleConfiguration, rowsReadPerPage: Int = 20_000) throws(ScheduleStoreError) {
         self.configuration = configuration
         self.rowsReadPerPage = rowsReadPerPage
+        operations = ConnectionOperations(
+            on: group.next(), timeout: configuration.operationTimeout, name: "the schedule inspector")
         do {
             _ = try using { _, _ in () }  // connects and checks the schema: a bad setup is said at once
         } catch {
@@ -49,53 +54,51 @@ final class PostgresScheduleInspector: ScheduleInspector {
     // MARK: Requests
 
     func requests(_ query: RequestQuery, now: WallClockInstant) throws(ScheduleStoreError) -> RequestPage {
-        try using { connection, offset in
-            var conditions: [String] = []
-            var bindings = PostgresBindings()
-            switch query.selection {
-            case .pending: conditions.append("NOT r.finished")
-            case .running: conditions.append("r.running")
-            case .failed: conditions.append("r.finished AND r.cancelled_at IS NULL")
-            case .cancelled: conditions.append("r.cancelled_at IS NOT NULL")
-            default: break
+        var conditions: [String] = []
+        var bindings = PostgresBindings()
+        switch query.selection {
+        case .pending: conditions.append("NOT r.finished")
+        case .running: conditions.append("r.running")
+        case .failed: conditions.append("r.finished AND r.cancelled_at IS NULL")
+        case .cancelled: conditions.append("r.cancelled_at IS NOT NULL")
+        default: break
+        }
+        if let prefix = query.identifierPrefix {
+            bindings.append(prefix)
+            conditions.append("starts_with(r.identifier, $\(bindings.count))")
+        }
+        if let tag = query.tag {
+            bindings.append(RequestColumns.tagPattern(tag))
+            conditions.append("strpos(r.tags, $\(bindings.count)) > 0")
+        }
+        return try RequestPage.reading(query, rowsReadPerPage: rowsReadPerPage) {
+            (after: Int64?, limit: Int, visit: (InspectedRequest) -> Bool) throws(ScheduleStoreError) -> Int in
+            var page = conditions
+            var pageBindings = bindings
+            if let after {
+                pageBindings.append(after)
+                page.append("r.sequence > $\(pageBindings.count)")
             }
-            if let prefix = query.identifierPrefix {
-                bindings.append(prefix)
-                conditions.append("starts_with(r.identifier, $\(bindings.count))")
-            }
-            if let tag = query.tag {
-                bindings.append(RequestColumns.tagPattern(tag))
-                conditions.append("strpos(r.tags, $\(bindings.count)) > 0")
-            }
-            return try RequestPage.reading(query, rowsReadPerPage: rowsReadPerPage) { after, limit, visit in
-                var page = conditions
-                var pageBindings = bindings
-                if let after {
-                    pageBindings.append(after)
-                    page.append("r.sequence > $\(pageBindings.count)")
+            let sql = """
+                SELECT \(Self.requestColumns) FROM overtime.requests r
+                \(page.isEmpty ? "" : "WHERE " + page.joined(separator: " AND "))
+                ORDER BY r.sequence LIMIT \(limit)
+                """
+            // Each batch is an operation of its own, within its own deadline.
+            let batch = try using { [pageBindings] connection, offset in
+                try await self.run(connection, PostgresQuery(unsafeSQL: sql, binds: pageBindings)).map {
+                    try Self.inspected($0, now: now, offset: offset)
                 }
-                let rows = try run(
-                    connection,
-                    PostgresQuery(
-                        unsafeSQL: """
-                            SELECT \(Self.requestColumns) FROM overtime.requests r
-                            \(page.isEmpty ? "" : "WHERE " + page.joined(separator: " AND "))
-                            ORDER BY r.sequence LIMIT \(limit)
-                            """, binds: pageBindings))
-                var count = 0
-                for row in rows {
-                    count += 1
-                    if !visit(try Self.inspected(row, now: now, offset: offset)) { break }
-                }
-                return count
             }
+            for inspected in batch where !visit(inspected) { break }
+            return batch.count
         }
     }
 
     func request(_ identifier: String, now: WallClockInstant) throws(ScheduleStoreError) -> InspectedRequest? {
-        try using { connection, offset in
+        try using { [self] connection, offset in
             // The fleet's shared request first; else an instance's own of that identifier.
-            try run(
+            try await run(
                 connection,
                 """
                 SELECT \(unescaped: Self.requestColumns) FROM overtime.requests r WHERE r.identifier = \(identifier)
@@ -139,7 +142,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
     // MARK: History
 
     func history(_ query: HistoryQuery) throws(ScheduleStoreError) -> [RunRecord] {
-        try using { connection, _ in
+        try using { [self] connection, _ in
             var conditions: [String] = []
             var bindings = PostgresBindings()
             func bind(_ value: some PostgresNonThrowingEncodable & Sendable) -> String {
@@ -156,7 +159,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
             if let until = query.startedBefore {
                 conditions.append("started_at < \(bind(until.nanosecondsSinceEpoch))")
             }
-            return try run(
+            return try await run(
                 connection,
                 PostgresQuery(
                     unsafeSQL: """
@@ -175,8 +178,8 @@ final class PostgresScheduleInspector: ScheduleInspector {
     /// run that starts, a cancel), and every write moves the snapshot (another database's
     /// too, which only costs a read).
     func changeMark() throws(ScheduleStoreError) -> Int64 {
-        let snapshot = try using { connection, _ in
-            try run(connection, "SELECT pg_current_snapshot()::text").first?.decode(String.self) ?? ""
+        let snapshot = try using { [self] connection, _ in
+            try await run(connection, "SELECT pg_current_snapshot()::text").first?.decode(String.self) ?? ""
         }
         // FNV-1a of the snapshot's text.
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
@@ -185,7 +188,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
     }
 
     func instances(now: WallClockInstant) throws(ScheduleStoreError) -> [InspectedInstance] {
-        try using { connection, offset in
+        try using { [self] connection, offset in
             struct Row {
                 var claims = 0
                 var claimsUntil: Int64?
@@ -195,7 +198,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
             }
             var rows: [String: Row] = [:]
             let nanoseconds = "(extract(epoch FROM %@) * 1000000000)::bigint"
-            let connected = try run(
+            let connected = try await run(
                 connection,
                 PostgresQuery(
                     unsafeSQL: """
@@ -208,14 +211,14 @@ final class PostgresScheduleInspector: ScheduleInspector {
                 rows[name, default: Row()].connections = Int(count)
                 rows[name, default: Row()].lastSeen = seen
             }
-            let owners = try run(
+            let owners = try await run(
                 connection,
                 "SELECT owner, count(*) FROM overtime.requests WHERE owner <> '' AND NOT finished GROUP BY owner")
             for row in owners {
                 let (name, count) = try row.decode((String, Int64).self)
                 rows[name, default: Row()].requests = Int(count)
             }
-            let claims = try run(
+            let claims = try await run(
                 connection,
                 PostgresQuery(
                     unsafeSQL: """
@@ -259,7 +262,8 @@ final class PostgresScheduleInspector: ScheduleInspector {
             defer { connected = nil }
             return connected
         }
-        try? connected?.connection.close().wait()
+        // Queued on the loop ahead of its shutdown, which runs it before it ends.
+        connected?.connection.close().whenComplete { _ in }
         try? group.syncShutdownGracefully()
     }
 
@@ -268,18 +272,19 @@ final class PostgresScheduleInspector: ScheduleInspector {
     // MARK: Access
 
     /// Runs `body` with the connection (connected, listening and checked first) and the
-    /// clock offset.
-    private func using<T>(_ body: (PostgresConnection, Int64) throws -> T) throws(ScheduleStoreError) -> T {
+    /// clock offset, as one operation within ``PostgresScheduleConfiguration/operationTimeout``.
+    private func using<T: Sendable>(
+        _ body: @escaping @Sendable (PostgresConnection, Int64) async throws -> T
+    ) throws(ScheduleStoreError) -> T {
+        guard !closed.withLockedValue({ $0 }) else {
+            throw ScheduleStoreError("schedule database \(configuration.serverName): the inspector is closed")
+        }
         do {
-            return try connection.withLockedValue { connected in
-                guard !closed.withLockedValue({ $0 }) else {
-                    throw ScheduleStoreError("schedule database \(configuration.serverName): the inspector is closed")
+            return try operations.waitFor {
+                try await self.operations.perform { deadline in
+                    let connected = try await self.connected(within: deadline)
+                    return try await body(connected.connection, connected.clockOffset)
                 }
-                if connected == nil || connected!.connection.isClosed {
-                    connected = nil
-                    connected = try connect()
-                }
-                return try body(connected!.connection, connected!.clockOffset)
             }
         } catch let error as ScheduleStoreError {
             throw error
@@ -297,15 +302,22 @@ final class PostgresScheduleInspector: ScheduleInspector {
                 + " Overtime schedule (schema overtime): no instance has connected to it yet")
     }
 
-    private func connect() throws -> Connected {
+    /// The connection, made and checked if there is none or it closed.
+    private func connected(within deadline: OperationDeadline) async throws -> Connected {
+        if let current = connection.withLockedValue({ $0 }), !current.connection.isClosed {
+            deadline.watch(current.connection)
+            return current
+        }
+        connection.withLockedValue { $0 = nil }
         var settings = configuration.connection()
         // Not `overtime <name>`: the inspector is no instance of the fleet.
         settings.options.additionalStartupParameters = [("application_name", "overtime-inspector")]
-        let made = try answer(
-            PostgresConnection.connect(on: group.next(), configuration: settings, id: 4, logger: Self.logger),
-            closing: nil)
+        let made = try await deadline.race(
+            PostgresConnection.connect(on: operations.loop, configuration: settings, id: 4, logger: Self.logger),
+            late: { late in late.close().whenComplete { _ in } })
+        deadline.watch(made)
         do {
-            let version = try run(
+            let version = try await run(
                 made, "SELECT value FROM overtime.meta WHERE name = 'schema_version'"
             ).first?.decode(Int64.self)
             guard let version else { throw noSchedule }
@@ -321,25 +333,24 @@ final class PostgresScheduleInspector: ScheduleInspector {
             }
             let before = SystemClock().wallClockNow.nanosecondsSinceEpoch
             let database =
-                try run(made, "SELECT \(unescaped: PostgresScheduleStore.databaseNow)").first?.decode(Int64.self)
+                try await run(made, "SELECT \(unescaped: PostgresScheduleStore.databaseNow)").first?.decode(Int64.self)
                 ?? before
             let after = SystemClock().wallClockNow.nanosecondsSinceEpoch
             made.addListener(channel: PostgresScheduleStore.channel) { [notifications] _, _ in
                 notifications.withLockedValue { $0 &+= 1 }
             }
-            return Connected(connection: made, clockOffset: database - (before / 2 + after / 2))
+            let connected = Connected(connection: made, clockOffset: database - (before / 2 + after / 2))
+            connection.withLockedValue { $0 = connected }
+            return connected
         } catch {
-            try? made.close().wait()
+            try? await made.close()
             throw error
         }
     }
 
-    private func run(_ connection: PostgresConnection, _ query: PostgresQuery) throws -> PostgresQueryResult {
-        try answer(connection.query(query, logger: Self.logger), closing: connection)
-    }
-
-    private func answer<T: Sendable>(_ future: EventLoopFuture<T>, closing connection: PostgresConnection?) throws -> T
-    {
-        try PostgresScheduleStore.answer(future, within: configuration.operationTimeout, closing: connection)
+    /// Sends `query` and waits for all of its answer (no thread waits).
+    private func run(_ connection: PostgresConnection, _ query: PostgresQuery) async throws -> PostgresQueryResult {
+        let answer: EventLoopFuture<PostgresQueryResult> = connection.query(query, logger: Self.logger)
+        return try await answer.get()
     }
 }

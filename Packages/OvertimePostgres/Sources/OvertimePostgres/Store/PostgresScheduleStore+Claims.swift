@@ -20,13 +20,13 @@ extension PostgresScheduleStore {
     /// ``nextDue(after:unmet:)`` saw the claims held elsewhere.
     func due(at now: WallClockInstant, unmet: Int64, limit: Int) throws(ScheduleStoreError) -> [StoredRequest] {
         try reclaimLapsedRunsIfAnyMayHaveEnded(now)
-        return try using { connection in
+        return try using { [self] connection in
             // A claim need not survive a crash of the database: a start is written only
             // where the claim is still this instance's, so a claim lost is a start refused
             // (its request claimed again), never a run in two places. Not waiting for the
             // log's flush (`set_config` local to the statement's own transaction) takes one
             // flush off the way from due time to start.
-            let rows = try run(
+            let rows = try await run(
                 connection,
                 """
                 WITH due AS (
@@ -58,9 +58,9 @@ extension PostgresScheduleStore {
     /// have ended (as ``nextDue(after:unmet:)`` last saw them, or when not known).
     func reclaimLapsedRunsIfAnyMayHaveEnded(_ now: WallClockInstant) throws(ScheduleStoreError) {
         guard foreignClaimEnd.withLockedValue({ $0.map { $0 <= now.nanosecondsSinceEpoch } ?? true }) else { return }
-        try transaction { connection in
-            _ = try run(connection, "SET LOCAL synchronous_commit TO OFF")  // as a claim
-            try reclaimLapsedRuns(connection)
+        try transaction { [self] connection in
+            _ = try await run(connection, "SET LOCAL synchronous_commit TO OFF")  // as a claim
+            try await reclaimLapsedRuns(connection)
         }
         // Not looked for again until the next look for the next due time, which follows in
         // the same cycle and reads the claims held elsewhere, also those taken meanwhile.
@@ -69,8 +69,8 @@ extension PostgresScheduleStore {
 
     /// Runs whose claims ended without renewal (their instance died or lost the database):
     /// each attempt is recorded as interrupted and retried as the planner says.
-    func reclaimLapsedRuns(_ connection: PostgresConnection) throws {
-        let lapsed = try run(
+    func reclaimLapsedRuns(_ connection: PostgresConnection) async throws {
+        let lapsed = try await run(
             connection,
             """
             SELECT \(unescaped: Self.columns), active_run_id, active_attempt, active_started_at, claimed_by,
@@ -89,7 +89,7 @@ extension PostgresScheduleStore {
                 let attempt = try cell("active_attempt", as: Int64?.self)
             else {
                 // Its request was replaced while it ran: only the identifier is freed.
-                _ = try run(
+                _ = try await run(
                     connection,
                     """
                     UPDATE overtime.requests SET running = false, claimed_by = NULL, claim_until = NULL
@@ -98,7 +98,7 @@ extension PostgresScheduleStore {
                 continue
             }
             let twice =
-                try run(
+                try await run(
                     connection,
                     """
                     SELECT 1 FROM overtime.history WHERE identifier = \(identifier) AND run_id = \(runID)
@@ -109,13 +109,13 @@ extension PostgresScheduleStore {
                 identifier: identifier, runID: runID, attempt: Int(attempt),
                 startedAt: WallClockInstant(nanosecondsSinceEpoch: try cell("active_started_at", as: Int64?.self) ?? 0),
                 endedAt: now, result: .interrupted, stopReason: "its claim ended: \(holder) stopped renewing it")
-            try insertHistory([record], owners: [rowOwner], instance: holder, connection)
+            try await insertHistory([record], owners: [rowOwner], instance: holder, connection)
             reclaimedRuns.increment()
             stored.plan = SchedulePlanner.interrupted(
                 stored.plan, stored.request, attempt: Int(attempt), twice: twice, now: now)
             stored.currentRunID = runID
             stored.isRunning = false
-            _ = try writePlans([PlanWrite(stored: stored, start: nil, ending: nil)], .any, connection)
+            _ = try await writePlans([PlanWrite(stored: stored, start: nil, ending: nil)], .any, connection)
             logger.notice(
                 "took over a run whose claim ended: \(twice ? "counted as failed" : "retried now")",
                 metadata: ["task": "\(identifier)", "run": "\(runID)", "attempt": "\(attempt)", "holder": "\(holder)"])
@@ -152,8 +152,8 @@ extension PostgresScheduleStore {
             return lastClaim
         }
         let passedOver = lastClaim == nil ? configuration.claimDuration.nanosecondsClamped : Self.passedOverRecheck
-        return try using { connection in
-            let rows = try run(
+        return try using { [self] connection in
+            let rows = try await run(
                 connection,
                 """
                 (SELECT false, identifier, due_at FROM overtime.requests

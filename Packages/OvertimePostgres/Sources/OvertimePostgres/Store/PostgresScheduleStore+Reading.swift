@@ -16,8 +16,8 @@ extension PostgresScheduleStore {
     }
 
     func request(_ identifier: String) throws(ScheduleStoreError) -> StoredRequest? {
-        try using { connection in
-            try run(
+        try using { [self] connection in
+            try await run(
                 connection,
                 """
                 SELECT \(unescaped: Self.columns) FROM overtime.requests
@@ -30,8 +30,8 @@ extension PostgresScheduleStore {
 
     /// With the instance holding each run in progress (its name, without the token).
     func pendingRequests() throws(ScheduleStoreError) -> [StoredRequest] {
-        try using { connection in
-            try run(
+        try using { [self] connection in
+            try await run(
                 connection,
                 """
                 SELECT \(unescaped: Self.columns),
@@ -48,8 +48,8 @@ extension PostgresScheduleStore {
     }
 
     func pendingRequests(tagged tag: String) throws(ScheduleStoreError) -> [StoredRequest] {
-        try using { connection in
-            try run(
+        try using { [self] connection in
+            try await run(
                 connection,
                 """
                 SELECT \(unescaped: Self.columns),
@@ -74,8 +74,8 @@ extension PostgresScheduleStore {
             return asked
         }
         guard !asked.isEmpty else { return [] }
-        return try using { connection in
-            try run(
+        return try using { [self] connection in
+            try await run(
                 connection,
                 """
                 SELECT \(unescaped: Self.columns) FROM overtime.requests WHERE NOT finished AND owner = ''
@@ -88,8 +88,8 @@ extension PostgresScheduleStore {
 
     func nextWakingStart() throws(ScheduleStoreError) -> WallClockInstant? {
         guard asksForWaking.withLockedValue({ $0 }) else { return nil }
-        let (next, pending) = try using { connection in
-            try run(
+        let (next, pending) = try using { [self] connection in
+            try await run(
                 connection,
                 """
                 SELECT min(due_at) FILTER (WHERE NOT running), count(*) FROM overtime.requests
@@ -102,8 +102,8 @@ extension PostgresScheduleStore {
     }
 
     func waitingOnFinishedPrerequisites() throws(ScheduleStoreError) -> [StoredRequest] {
-        try using { connection in
-            try run(
+        try using { [self] connection in
+            try await run(
                 connection,
                 """
                 SELECT \(unescaped: Self.columns) FROM overtime.requests WHERE NOT finished AND owner = ''
@@ -120,10 +120,10 @@ extension PostgresScheduleStore {
     var holderName: String? { configuration.holderName }
 
     func waitingCounts(at now: WallClockInstant) throws(ScheduleStoreError) -> (enqueued: Int, blocked: Int) {
-        try using { connection in
+        try using { [self] connection in
             // A link waiting on a prerequisite has no next start (NULL): blocked.
             let counts =
-                try run(
+                try await run(
                     connection,
                     """
                     SELECT count(*) FILTER (WHERE due_at > \(now.nanosecondsSinceEpoch)),
@@ -136,9 +136,9 @@ extension PostgresScheduleStore {
     }
 
     func pendingCount() throws(ScheduleStoreError) -> Int {
-        try using { connection in
+        try using { [self] connection in
             Int(
-                try run(
+                try await run(
                     connection,
                     "SELECT count(*) FROM overtime.requests WHERE NOT finished AND \(unescaped: visible)"
                 ).first?.decode(Int64.self) ?? 0)
@@ -146,8 +146,8 @@ extension PostgresScheduleStore {
     }
 
     func dueWaiting(at now: WallClockInstant, on requirements: Int64) throws(ScheduleStoreError) -> Bool {
-        try using { connection in
-            try run(
+        try using { [self] connection in
+            try await run(
                 connection,
                 """
                 SELECT EXISTS (SELECT 1 FROM overtime.requests WHERE NOT running AND \(unescaped: visible)
@@ -158,8 +158,8 @@ extension PostgresScheduleStore {
     }
 
     func waitsForALength(after threshold: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest] {
-        try using { connection in
-            try run(
+        try using { [self] connection in
+            try await run(
                 connection,
                 """
                 SELECT \(unescaped: Self.columns) FROM overtime.requests WHERE NOT running AND \(unescaped: visible)
@@ -179,8 +179,8 @@ extension PostgresScheduleStore {
     }
 
     func plannedAheadOfClock(_ now: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest] {
-        try using { connection in
-            try run(
+        try using { [self] connection in
+            try await run(
                 connection,
                 """
                 SELECT \(unescaped: Self.columns) FROM overtime.requests WHERE NOT finished AND \(unescaped: visible)
@@ -196,14 +196,14 @@ extension PostgresScheduleStore {
     func lastRunID() throws(ScheduleStoreError) -> Int64 { 0 }
 
     func newRunID() throws(ScheduleStoreError) -> Int64? {
-        try using { connection in
-            try run(connection, "SELECT nextval('overtime.run_ids')").first?.decode(Int64.self)
+        try using { [self] connection in
+            try await run(connection, "SELECT nextval('overtime.run_ids')").first?.decode(Int64.self)
         }
     }
 
     func history(identifier: String, limit: Int) throws(ScheduleStoreError) -> [RunRecord] {
-        try using { connection in
-            try run(
+        try using { [self] connection in
+            try await run(
                 connection,
                 """
                 SELECT identifier, run_id, attempt, started_at, ended_at, result, stop_reason, output

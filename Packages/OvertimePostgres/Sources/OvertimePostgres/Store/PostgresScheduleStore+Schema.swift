@@ -13,25 +13,25 @@ import PostgresNIO
 extension PostgresScheduleStore {
     /// Makes the schema, or migrates it to this build's version, in one transaction on
     /// `connection` (the first of every connection until it is done once).
-    func migrate(_ connection: PostgresConnection) throws {
-        _ = try run(connection, "BEGIN")
+    func migrate(_ connection: PostgresConnection) async throws {
+        _ = try await run(connection, "BEGIN")
         do {
-            try migrateInTransaction(connection)
-            _ = try run(connection, "COMMIT")
+            try await migrateInTransaction(connection)
+            _ = try await run(connection, "COMMIT")
         } catch {
-            if (try? run(connection, "ROLLBACK")) == nil { try? connection.close().wait() }
+            if (try? await run(connection, "ROLLBACK")) == nil { try? await connection.close() }
             throw error
         }
         schemaReady.withLockedValue { $0 = true }
     }
 
-    func migrateInTransaction(_ connection: PostgresConnection) throws {
+    func migrateInTransaction(_ connection: PostgresConnection) async throws {
         do {
             // One instance migrates at a time; the others find it done.
-            _ = try run(connection, "SELECT pg_advisory_xact_lock(hashtext('overtime schema'))")
+            _ = try await run(connection, "SELECT pg_advisory_xact_lock(hashtext('overtime schema'))")
             // A schema named `overtime` that is not Overtime's is refused and left as it was:
             // ours holds `overtime.meta` and only the tables these migrations make.
-            let existing = try run(
+            let existing = try await run(
                 connection,
                 "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'overtime' AND c.relkind IN ('r', 'p', 'v', 'm', 'f')"
             )
@@ -41,10 +41,10 @@ extension PostgresScheduleStore {
                     "schedule database \(configuration.serverName): the schema 'overtime' exists and is not an Overtime "
                         + "schedule store (tables \(tables.sorted().joined(separator: ", "))); left as it was")
             }
-            _ = try run(connection, "CREATE SCHEMA IF NOT EXISTS overtime")
-            _ = try run(
+            _ = try await run(connection, "CREATE SCHEMA IF NOT EXISTS overtime")
+            _ = try await run(
                 connection, "CREATE TABLE IF NOT EXISTS overtime.meta (name text PRIMARY KEY, value bigint NOT NULL)")
-            let rows = try run(connection, "SELECT value FROM overtime.meta WHERE name = 'schema_version'")
+            let rows = try await run(connection, "SELECT value FROM overtime.meta WHERE name = 'schema_version'")
             let version = try rows.first.map { try $0.decode(Int64.self) } ?? 0
             if version > Self.schemaVersion {
                 throw ScheduleStoreError(
@@ -55,9 +55,9 @@ extension PostgresScheduleStore {
                 (1, Self.schemaVersion1), (2, Self.schemaVersion2), (3, Self.schemaVersion3), (4, Self.schemaVersion4),
                 (5, Self.schemaVersion5), (6, Self.schemaVersion6), (7, Self.schemaVersion7), (8, Self.schemaVersion8),
             ] where version < target {
-                for statement in statements { _ = try run(connection, PostgresQuery(unsafeSQL: statement)) }
+                for statement in statements { _ = try await run(connection, PostgresQuery(unsafeSQL: statement)) }
             }
-            _ = try run(
+            _ = try await run(
                 connection,
                 """
                 INSERT INTO overtime.meta (name, value) VALUES ('schema_version', \(Self.schemaVersion))

@@ -12,7 +12,7 @@ import PostgresNIO
 
 extension PostgresScheduleStore {
     func pruneHistory(endedBefore: WallClockInstant?, keepingPerIdentifier: Int?) throws(ScheduleStoreError) -> Int {
-        try using { connection in
+        try using { [self] connection in
             // The rows this instance sees (the fleet's and its own); other instances prune
             // theirs. Each statement stands alone: a delete repeated by another instance
             // deletes nothing more.
@@ -20,7 +20,7 @@ extension PostgresScheduleStore {
             if let endedBefore {
                 let cutoff = endedBefore.nanosecondsSinceEpoch
                 deleted +=
-                    try run(
+                    try await run(
                         connection,
                         """
                         WITH gone AS (DELETE FROM overtime.history WHERE ended_at < \(cutoff) AND \(unescaped: visible)
@@ -32,7 +32,7 @@ extension PostgresScheduleStore {
             if let keep = keepingPerIdentifier {
                 let kept = Int64(keep)
                 deleted +=
-                    try run(
+                    try await run(
                         connection,
                         """
                         WITH surplus AS (
@@ -51,7 +51,7 @@ extension PostgresScheduleStore {
             }
             if let endedBefore {
                 let cutoff = endedBefore.nanosecondsSinceEpoch
-                _ = try run(
+                _ = try await run(
                     connection,
                     """
                     DELETE FROM overtime.requests r WHERE r.finished AND NOT r.running AND r.submitted_at < \(cutoff)
@@ -59,7 +59,7 @@ extension PostgresScheduleStore {
                         AND NOT EXISTS (SELECT 1 FROM overtime.history h
                             WHERE h.identifier = r.identifier AND h.owner = r.owner AND h.ended_at >= \(cutoff))
                     """)
-                _ = try run(
+                _ = try await run(
                     connection,
                     """
                     DELETE FROM overtime.prerequisites p WHERE NOT EXISTS (SELECT 1 FROM overtime.requests r
@@ -94,8 +94,8 @@ extension PostgresScheduleStore {
         var found = CommitRefusals()
         let recorded =
             batch.writes.isEmpty
-            ? try using { connection in
-                try recordRuns(batch.ends, planned, starts, notifying: endsLeaveRuns, connection)
+            ? try using { [self] connection in
+                try await recordRuns(batch.ends, planned, starts, notifying: endsLeaveRuns, connection)
             }
             : try commitWithWrites(batch, planned, starts, found: &found)
         let started = recorded.started
@@ -131,7 +131,7 @@ extension PostgresScheduleStore {
     func recordRuns(
         _ ends: [RunEnd], _ planned: [PlanWrite], _ starts: [PlanWrite], notifying: Bool,
         _ connection: PostgresConnection
-    ) throws -> RecordedRuns {
+    ) async throws -> RecordedRuns {
         var bindings = PostgresBindings()
         var steps: [String] = []
         if !ends.isEmpty {
@@ -211,7 +211,7 @@ extension PostgresScheduleStore {
                 WHERE $\(base + 4) OR EXISTS (SELECT 1 FROM freed) OR EXISTS (SELECT 1 FROM released)
                     OR (\(lastEnd))) AS notified
             """
-        let rows = try run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))
+        let rows = try await run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))
         var recorded = RecordedRuns()
         for row in rows {
             let (identifier, late) = try row.decode((String?, Bool?).self)
@@ -239,15 +239,15 @@ extension PostgresScheduleStore {
     func commitWithWrites(
         _ batch: ScheduleBatch, _ planned: [PlanWrite], _ starts: [PlanWrite], found: inout CommitRefusals
     ) throws(ScheduleStoreError) -> RecordedRuns {
-        let (started, written) = try transaction { connection in
+        let (started, written) = try transaction { [self] connection in
             // Submissions take turns across the fleet (one lock for the whole batch, not one
             // per request: a batch of 20,000 ran out of the server's lock table), so that two
             // instances submitting one identifier in different scopes cannot both insert it.
-            _ = try run(connection, "SELECT pg_advisory_xact_lock(hashtext('overtime requests'))")
+            _ = try await run(connection, "SELECT pg_advisory_xact_lock(hashtext('overtime requests'))")
             var found = CommitRefusals()
-            found.resubmitted = try deleteFinished(of: batch.writes, connection)
+            found.resubmitted = try await deleteFinished(of: batch.writes, connection)
             for write in batch.writes {
-                guard try apply(write, connection) else {
+                guard try await apply(write, connection) else {
                     if case .insertUnlessPending(let stored) = write { found.kept.insert(stored.request.identifier) }
                     continue
                 }
@@ -257,10 +257,10 @@ extension PostgresScheduleStore {
                 // The claims' plans are chosen from the table's statistics, which a burst of
                 // new requests leaves behind until autovacuum's next analysis (a minute or
                 // more): taken here, in the submitting transaction.
-                _ = try run(connection, "ANALYZE overtime.requests")
+                _ = try await run(connection, "ANALYZE overtime.requests")
             }
             // Written requests are news to every instance.
-            return (try recordRuns(batch.ends, planned, starts, notifying: true, connection), found)
+            return (try await recordRuns(batch.ends, planned, starts, notifying: true, connection), found)
         }
         found = written
         return started
@@ -269,7 +269,7 @@ extension PostgresScheduleStore {
     /// Removes the finished requests (done, or failed for good) that the batch's
     /// ``RequestWrite/insertUnlessPending(_:)`` writes replace, in one statement; returns
     /// their identifiers.
-    func deleteFinished(of writes: [RequestWrite], _ connection: PostgresConnection) throws -> Set<String> {
+    func deleteFinished(of writes: [RequestWrite], _ connection: PostgresConnection) async throws -> Set<String> {
         var visibleHere: [String] = []
         var shared: [String] = []
         for case .insertUnlessPending(let stored) in writes {
@@ -279,7 +279,7 @@ extension PostgresScheduleStore {
         guard !visibleHere.isEmpty else { return [] }
         // A shared request stands for the identifier in every instance: their own finished
         // requests of it go too.
-        let rows = try run(
+        let rows = try await run(
             connection,
             """
             DELETE FROM overtime.requests WHERE finished AND identifier = ANY(\(visibleHere))
@@ -290,13 +290,13 @@ extension PostgresScheduleStore {
     }
 
     /// Applies `write`; returns whether it wrote (a conditional insert keeps a pending request).
-    func apply(_ write: RequestWrite, _ connection: PostgresConnection) throws -> Bool {
+    func apply(_ write: RequestWrite, _ connection: PostgresConnection) async throws -> Bool {
         switch write {
-        case .save(let stored): return try upsert(stored, ifAbsent: false, connection)
-        case .insertUnlessPending(let stored): return try upsert(stored, ifAbsent: true, connection)
+        case .save(let stored): return try await upsert(stored, ifAbsent: false, connection)
+        case .insertUnlessPending(let stored): return try await upsert(stored, ifAbsent: true, connection)
         case .cancel(let identifier, let time):
             try noteConcluded(
-                run(
+                await run(
                     connection,
                     """
                     UPDATE overtime.requests SET finished = true, cancelled_at = \(time.nanosecondsSinceEpoch),
@@ -306,7 +306,7 @@ extension PostgresScheduleStore {
                     """))
         case .cancelAll(let time):
             try noteConcluded(
-                run(
+                await run(
                     connection,
                     """
                     UPDATE overtime.requests SET finished = true, cancelled_at = \(time.nanosecondsSinceEpoch),
@@ -326,11 +326,11 @@ extension PostgresScheduleStore {
     /// requests of it: a shared request replaces every instance's own of that identifier,
     /// a per-instance one the shared one. (Under the commit's lock: two instances
     /// submitting one identifier in different scopes at once cannot both insert it.)
-    func upsert(_ stored: StoredRequest, ifAbsent: Bool, _ connection: PostgresConnection) throws -> Bool {
+    func upsert(_ stored: StoredRequest, ifAbsent: Bool, _ connection: PostgresConnection) async throws -> Bool {
         let row = RequestColumns(stored)
         let rowOwner = rowOwner(of: stored)
         if !ifAbsent {
-            _ = try run(
+            _ = try await run(
                 connection,
                 """
                 DELETE FROM overtime.requests WHERE identifier = \(row.identifier) AND owner <> \(rowOwner)
@@ -358,7 +358,7 @@ extension PostgresScheduleStore {
                 active_run_id = CASE WHEN excluded.current_run_id IS DISTINCT FROM requests.current_run_id
                     THEN NULL ELSE requests.active_run_id END
             """
-        let written = try run(
+        let written = try await run(
             connection,
             """
             INSERT INTO overtime.requests AS requests (identifier, submitted_at, earliest_begin, interval_ns, flex_ns,
@@ -386,7 +386,7 @@ extension PostgresScheduleStore {
         if stored.plan.isFinished, try first.decode((String, Bool).self).1 {
             concludedWithDependents.withLockedValue { _ = $0.insert(row.identifier) }
         }
-        if !stored.request.prerequisites.isEmpty { try writeLinks(stored, connection) }
+        if !stored.request.prerequisites.isEmpty { try await writeLinks(stored, connection) }
         if stored.request.wakesSystem { asksForWaking.withLockedValue { $0 = true } }
         return true
     }
@@ -395,18 +395,18 @@ extension PostgresScheduleStore {
     /// marks each as waited on — under its row lock, so that an instance ending it at the
     /// same time reads the mark once this commits, or this reads it ended (and the
     /// scheduler decides the link again after the commit).
-    func writeLinks(_ stored: StoredRequest, _ connection: PostgresConnection) throws {
+    func writeLinks(_ stored: StoredRequest, _ connection: PostgresConnection) async throws {
         let identifier = stored.request.identifier
         let waiting = (stored.chain?.waitingOn ?? []).sorted()
-        _ = try run(connection, "DELETE FROM overtime.prerequisites WHERE identifier = \(identifier)")
+        _ = try await run(connection, "DELETE FROM overtime.prerequisites WHERE identifier = \(identifier)")
         guard !waiting.isEmpty else { return }
-        _ = try run(
+        _ = try await run(
             connection,
             """
             INSERT INTO overtime.prerequisites (prerequisite, identifier)
                 SELECT unnest(\(waiting)::text[]), \(identifier) ON CONFLICT DO NOTHING
             """)
-        _ = try run(
+        _ = try await run(
             connection,
             """
             UPDATE overtime.requests SET has_dependents = true
@@ -465,12 +465,12 @@ extension PostgresScheduleStore {
     /// took the instance's claimed rows for one row, and joined them in a nested loop over
     /// the unnested arrays (256 × 256 comparisons, 190–280 ms per batch of 256).
     func writePlans(_ writes: [PlanWrite], _ condition: PlanCondition, _ connection: PostgresConnection)
-        throws -> Set<String>
+        async throws -> Set<String>
     {
         guard !writes.isEmpty else { return [] }
         var bindings = PostgresBindings()
         let sql = planUpdate(writes, condition, &bindings)
-        let result = try run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))
+        let result = try await run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))
         return Set(try result.map { try $0.decode((String, String).self).0 })
     }
 
@@ -547,11 +547,11 @@ extension PostgresScheduleStore {
     /// instance) is left as it is.
     func insertHistory(
         _ records: [RunRecord], owners: [String], instance: String, _ connection: PostgresConnection
-    ) throws {
+    ) async throws {
         guard !records.isEmpty else { return }
         var bindings = PostgresBindings()
         let sql = historyInsert(records, owners: owners, instance: instance, &bindings)
-        _ = try run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))
+        _ = try await run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))
     }
 
     /// The `INSERT` ``insertHistory(_:owners:instance:_:)`` runs, its values appended to

@@ -1,7 +1,6 @@
 // The schedule in a PostgreSQL database that a fleet shares: claims with a time limit,
 // due times on the database's clock, and notifications instead of polling.
 
-import Dispatch
 import Logging
 import Metrics
 import NIOConcurrencyHelpers
@@ -29,8 +28,11 @@ import PostgresNIO
 ///   again when told, and otherwise wakes only when something is due or a claim held
 ///   elsewhere may end (``nextDue(after:unmet:)``).
 ///
-/// Calls block the scheduler's queue (never the loop) on a connection of their own;
-/// renewals and notifications use a second one on the store's event loop.
+/// Each call is one operation, async on postgres-nio from connecting to the last answer and
+/// run on the store's event loop, within one deadline
+/// (``PostgresScheduleConfiguration/operationTimeout``); the scheduler's queue (never the
+/// runtime's loop) waits for it, the store's requirements being synchronous. Renewals and
+/// notifications use a second connection on the same loop.
 final class PostgresScheduleStore: ScheduleStore {
     /// The schema this build writes and reads.
     static let schemaVersion: Int64 = 8
@@ -60,9 +62,12 @@ final class PostgresScheduleStore: ScheduleStore {
     /// The runtime's wall clock, which the scheduler's times are on.
     let wallClock: @Sendable () -> WallClockInstant
     let group: MultiThreadedEventLoopGroup
-    /// The connection the scheduler's calls use, one call at a time; `nil` after a
-    /// failure (the next call connects again).
+    /// The connection the scheduler's calls use, one operation at a time (``turns``); `nil`
+    /// after a failure (the next operation connects again). Read and set under its lock,
+    /// never held across I/O.
     let connection = NIOLockedValueBox<PostgresConnection?>(nil)
+    /// The operations on ``connection``: one at a time, each within its deadline.
+    let operations: ConnectionOperations
     /// The database's clock minus the runtime's, in nanoseconds, measured at connection.
     let clockOffset = NIOLockedValueBox<Int64>(0)
     /// The local wall clock was set since the offset was measured.
@@ -145,6 +150,8 @@ final class PostgresScheduleStore: ScheduleStore {
         listenConnected = Gauge(label: "overtime_fleet_listen_connected", dimensions: dimensions)
         listenConnected.record(0)
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        operations = ConnectionOperations(
+            on: group.next(), timeout: configuration.operationTimeout, name: "the schedule store")
         background = NIOLockedValueBox(Background())
         do {
             try using { _ in () }  // connects, and makes or migrates the schema
@@ -197,113 +204,14 @@ final class PostgresScheduleStore: ScheduleStore {
             defer { connection = nil }
             return connection
         }
-        // Closed before the loop stops (postgres-nio asserts it); never waited for on the loop.
-        let closing: [EventLoopFuture<Void>] = [listener, main].compactMap { connection in
-            connection.map { $0.close() as EventLoopFuture<Void> }
-        }
+        // Closed before the loop stops (postgres-nio asserts it): the closes are queued on
+        // the loop ahead of its shutdown, which runs them before it ends.
+        for connection in [listener, main] { connection?.close().whenComplete { _ in } }
         if !loop.inEventLoop {
-            for future in closing { try? future.wait() }
             try? group.syncShutdownGracefully()
         } else {
             group.shutdownGracefully { _ in }
         }
-    }
-
-    // MARK: Access
-
-    /// Runs `body` with the connection (connected, and its clock offset measured, first).
-    func using<T>(_ body: (PostgresConnection) throws -> T) throws(ScheduleStoreError) -> T {
-        // After the close its event loop is gone: a connection made on it would never answer.
-        guard !background.withLockedValue({ $0.closed }) else {
-            throw ScheduleStoreError("schedule database \(configuration.serverName): closed")
-        }
-        do {
-            return try connection.withLockedValue { connection in
-                if connection == nil || connection!.isClosed {
-                    connection = nil
-                    let made: PostgresConnection
-                    do {
-                        made = try answer(
-                            PostgresConnection.connect(
-                                on: loop, configuration: configuration.connection(warn: { logger.warning("\($0)") }),
-                                id: 1, logger: logger),
-                            closing: nil)
-                        unreachable.withLockedValue { $0 = false }
-                    } catch {
-                        unreachable.withLockedValue { $0 = Self.isUnreachable(error) }
-                        throw error
-                    }
-                    connection = made
-                    try measureClockOffset(made)
-                } else if remeasureClock.withLockedValue({ $0 }) {
-                    try measureClockOffset(connection!)
-                }
-                if !schemaReady.withLockedValue({ $0 }) { try migrate(connection!) }
-                return try body(connection!)
-            }
-        } catch let error as ScheduleStoreError {
-            throw error
-        } catch {
-            throw ScheduleStoreError(
-                "schedule database \(configuration.serverName): \(Self.describe(error))")
-        }
-    }
-
-    /// Runs `body` in one transaction; rolled back if it throws.
-    func transaction<T>(_ body: (PostgresConnection) throws -> T) throws(ScheduleStoreError) -> T {
-        try using { connection in
-            _ = try run(connection, "BEGIN")
-            do {
-                let result = try body(connection)
-                _ = try run(connection, "COMMIT")
-                return result
-            } catch {
-                if (try? run(connection, "ROLLBACK")) == nil { try? connection.close().wait() }
-                throw error
-            }
-        }
-    }
-
-    func run(_ connection: PostgresConnection, _ query: PostgresQuery) throws -> PostgresQueryResult {
-        let started = ContinuousClock.now
-        defer { roundTrips.recordNanoseconds(Int64((ContinuousClock.now - started) / .nanoseconds(1))) }
-        return try answer(connection.query(query, logger: logger), closing: connection)
-    }
-
-    /// Waits for `future`, at most ``PostgresScheduleConfiguration/operationTimeout``: a
-    /// server that crashed can leave a connection that never answers, and the scheduler's
-    /// queue must not wait on it for good. On timeout `connection` is closed, so that the
-    /// next call connects again. (Waited for here, with no timer on the event loop: one
-    /// per call would wake an idle instance long after its last call.)
-    func answer<T: Sendable>(_ future: EventLoopFuture<T>, closing connection: PostgresConnection?) throws -> T {
-        try Self.answer(future, within: configuration.operationTimeout, closing: connection)
-    }
-
-    /// Waits for `future` at most `timeout`, off its event loop; on timeout `connection` is
-    /// closed and ``Unanswered`` thrown.
-    static func answer<T: Sendable>(
-        _ future: EventLoopFuture<T>, within timeout: Duration, closing connection: PostgresConnection?
-    ) throws -> T {
-        let answered = DispatchSemaphore(value: 0)
-        let result = NIOLockedValueBox<Result<T, any Error>?>(nil)
-        future.whenComplete { outcome in
-            result.withLockedValue { $0 = outcome }
-            answered.signal()
-        }
-        guard answered.wait(timeout: .now() + .nanoseconds(Int(timeout.nanosecondsClamped))) == .success else {
-            connection?.close().whenComplete { _ in }
-            throw Unanswered(seconds: seconds(timeout))
-        }
-        return try result.withLockedValue { $0! }.get()
-    }
-
-    /// The database's clock against the runtime's, from the middle of one round trip.
-    func measureClockOffset(_ connection: PostgresConnection) throws {
-        let before = localNanoseconds()
-        let database = try run(connection, "SELECT \(unescaped: Self.databaseNow)").first?.decode(Int64.self) ?? before
-        let after = localNanoseconds()
-        clockOffset.withLockedValue { $0 = database - (before / 2 + after / 2) }
-        remeasureClock.withLockedValue { $0 = false }
     }
 
     func localNanoseconds() -> Int64 { wallClock().nanosecondsSinceEpoch }
@@ -341,12 +249,6 @@ final class PostgresScheduleStore: ScheduleStore {
         }
         return "\(error)"
     }
-}
-
-/// A call the database did not answer in time.
-private struct Unanswered: Error, CustomStringConvertible {
-    let seconds: Double
-    var description: String { "no answer in \(seconds) s" }
 }
 
 extension Duration {
