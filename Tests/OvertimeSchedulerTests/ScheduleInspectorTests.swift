@@ -63,10 +63,10 @@ struct ScheduleInspectorTests {
         try await onOwnThread {
             let h = try schedule()
             defer { h.finish() }
-            let inspector = try ScheduleDatabase.sqlite(path: h.path).inspector()
+            let inspector = try await ScheduleDatabase.sqlite(path: h.path).inspector()
             defer { inspector.close() }
             let now = h.now
-            let all = try inspector.requests(RequestQuery(selection: .all), now: now).requests
+            let all = try await inspector.requests(RequestQuery(selection: .all), now: now).requests
             let byName = Dictionary(uniqueKeysWithValues: all.map { ($0.request.identifier, $0) })
             #expect(
                 all.map(\.request.identifier) == [
@@ -99,43 +99,44 @@ struct ScheduleInspectorTests {
 
             // Each selection, a prefix, a tag, pages.
             let names = { (query: RequestQuery) in
-                try inspector.requests(query, now: now).requests.map(\.request.identifier)
+                try await inspector.requests(query, now: now).requests.map(\.request.identifier)
             }
             #expect(
-                try names(RequestQuery(selection: .pending))
+                try await names(RequestQuery(selection: .pending))
                     == ["x.retrying", "x.hang", "x.later", "x.link", "x.online", "x.queued"])
-            #expect(try names(RequestQuery(selection: .running)) == ["x.hang"])
-            #expect(try names(RequestQuery(selection: .failed)) == ["x.broken"])
-            #expect(try names(RequestQuery(selection: .cancelled)) == ["x.gone"])
-            #expect(try names(RequestQuery(selection: .all, identifierPrefix: "x.l")) == ["x.later", "x.link"])
-            #expect(try names(RequestQuery(selection: .all, tag: "nightly")) == ["x.done", "x.link"])
-            #expect(try names(RequestQuery(selection: .all, tag: "night")).isEmpty, "a tag inside another is another")
+            #expect(try await names(RequestQuery(selection: .running)) == ["x.hang"])
+            #expect(try await names(RequestQuery(selection: .failed)) == ["x.broken"])
+            #expect(try await names(RequestQuery(selection: .cancelled)) == ["x.gone"])
+            #expect(try await names(RequestQuery(selection: .all, identifierPrefix: "x.l")) == ["x.later", "x.link"])
+            #expect(try await names(RequestQuery(selection: .all, tag: "nightly")) == ["x.done", "x.link"])
+            #expect(
+                try await names(RequestQuery(selection: .all, tag: "night")).isEmpty, "a tag inside another is another")
             var pages: [[String]] = []
             var after: Int64?
             repeat {
-                let page = try inspector.requests(RequestQuery(selection: .all, after: after, limit: 4), now: now)
+                let page = try await inspector.requests(RequestQuery(selection: .all, after: after, limit: 4), now: now)
                 pages.append(page.requests.map(\.request.identifier))
                 after = page.next
             } while after != nil && pages.count < 10
             #expect(pages.flatMap { $0 } == all.map(\.request.identifier) && pages.count == 3)
-            let failedPage = try inspector.requests(RequestQuery(selection: .failed, limit: 1), now: now)
+            let failedPage = try await inspector.requests(RequestQuery(selection: .failed, limit: 1), now: now)
             #expect(failedPage.requests.map(\.request.identifier) == ["x.broken"])
             // A page of failed requests reads a bounded number of rows, and says where to go on.
-            let bounded = try SQLiteScheduleInspector(path: h.path, rowsReadPerPage: 1)
+            let bounded = try await SQLiteScheduleInspector.open(path: h.path, rowsReadPerPage: 1)
             defer { bounded.close() }
             var seen: [String] = []
             var reads = 0
             var next: Int64? = nil
             repeat {
-                let page = try bounded.requests(RequestQuery(selection: .failed, after: next, limit: 5), now: now)
+                let page = try await bounded.requests(RequestQuery(selection: .failed, after: next, limit: 5), now: now)
                 #expect(page.requests.count <= 1)
                 seen += page.requests.map(\.request.identifier)
                 next = page.next
                 reads += 1
             } while next != nil && reads < 50
             #expect(seen == ["x.broken"] && reads > 2, "\(seen) in \(reads) pages")
-            #expect(try inspector.request("x.link", now: now)?.stoppedBy == nil)
-            #expect(try inspector.request("absent", now: now) == nil)
+            #expect(try await inspector.request("x.link", now: now)?.stoppedBy == nil)
+            #expect(try await inspector.request("absent", now: now) == nil)
         }
     }
 
@@ -149,35 +150,35 @@ struct ScheduleInspectorTests {
             for index in 0..<30 {
                 var request = ScheduledTaskRequest(identifier: "h.\(index % 2 == 0 ? "even" : "odd").\(index)")
                 request.retry.maximumAttempts = 1
-                try h.current.submit(request)
+                try await h.current.submit(request)
                 h.advance(by: .seconds(10))
             }
-            let inspector = try ScheduleDatabase.sqlite(path: h.path).inspector()
+            let inspector = try await ScheduleDatabase.sqlite(path: h.path).inspector()
             defer { inspector.close() }
-            let mark = try inspector.changeMark()
-            #expect(try inspector.changeMark() == mark, "nothing changed")
+            let mark = try await inspector.changeMark()
+            #expect(try await inspector.changeMark() == mark, "nothing changed")
 
-            let everything = try inspector.history(HistoryQuery(limit: 1000))
+            let everything = try await inspector.history(HistoryQuery(limit: 1000))
             #expect(everything.count == 30)
             #expect(everything.map(\.runID) == everything.map(\.runID).sorted(by: >), "newest first")
             var paged: [RunRecord] = []
             var before: HistoryPosition?
             repeat {
-                let page = try inspector.history(HistoryQuery(before: before, limit: 7))
+                let page = try await inspector.history(HistoryQuery(before: before, limit: 7))
                 paged += page
                 before = page.last.map(HistoryPosition.init)
             } while before != nil && paged.count < 100
             #expect(paged == everything)
-            let failed = try inspector.history(HistoryQuery(result: .failed, limit: 1000))
+            let failed = try await inspector.history(HistoryQuery(result: .failed, limit: 1000))
             #expect(!failed.isEmpty && failed == everything.filter { $0.result == .failed })
-            let odd = try inspector.history(HistoryQuery(identifierPrefix: "h.odd.", limit: 1000))
+            let odd = try await inspector.history(HistoryQuery(identifierPrefix: "h.odd.", limit: 1000))
             #expect(odd.count == 15 && odd.allSatisfy { $0.identifier.hasPrefix("h.odd.") })
             // One request's own: "h.odd.1" and not the newer "h.odd.11", "h.odd.13", … its prefix takes in.
             var one = HistoryQuery(limit: 3)
             one.identifier = "h.odd.1"
-            #expect(try inspector.history(one).map(\.identifier) == ["h.odd.1"])
-            #expect(try inspector.history(HistoryQuery(identifierPrefix: "h.odd.1", limit: 3)).count == 3)
-            let window = try inspector.history(
+            #expect(try await inspector.history(one).map(\.identifier) == ["h.odd.1"])
+            #expect(try await inspector.history(HistoryQuery(identifierPrefix: "h.odd.1", limit: 3)).count == 3)
+            let window = try await inspector.history(
                 HistoryQuery(startedFrom: start + .seconds(100), startedBefore: start + .seconds(200), limit: 1000))
             #expect(
                 window
@@ -186,9 +187,9 @@ struct ScheduleInspectorTests {
                     })
             #expect(window.count == 10)
 
-            try h.current.submit(ScheduledTaskRequest(identifier: "h.more"))
+            try await h.current.submit(ScheduledTaskRequest(identifier: "h.more"))
             h.settle()
-            #expect(try inspector.changeMark() != mark, "the owner committed")
+            #expect(try await inspector.changeMark() != mark, "the owner committed")
         }
     }
 
@@ -196,7 +197,7 @@ struct ScheduleInspectorTests {
         let folder = TemporaryDirectory("inspector")
         defer { folder.remove() }
         let missing = folder.path + "/absent.db"
-        #expect(throws: ScheduleStoreError.self) { try ScheduleDatabase.sqlite(path: missing).inspector() }
+        await #expect(throws: ScheduleStoreError.self) { try await ScheduleDatabase.sqlite(path: missing).inspector() }
         #expect(access(missing, F_OK) != 0, "nothing created")
         // Another program's database is left byte for byte.
         let foreign = folder.path + "/other.db"
@@ -205,7 +206,7 @@ struct ScheduleInspectorTests {
         made.close()
         let before = try Data(contentsOf: URL(fileURLWithPath: foreign))
         do {
-            _ = try ScheduleDatabase.sqlite(path: foreign).inspector()
+            _ = try await ScheduleDatabase.sqlite(path: foreign).inspector()
             Issue.record("a foreign database was opened")
         } catch {
             #expect(error.message.contains("not an Overtime schedule store"), "\(error)")
@@ -213,8 +214,8 @@ struct ScheduleInspectorTests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: foreign)) == before)
         // A link to a store is not followed.
         symlink(foreign, folder.path + "/link.db")
-        #expect(throws: ScheduleStoreError.self) {
-            try ScheduleDatabase.sqlite(path: folder.path + "/link.db").inspector()
+        await #expect(throws: ScheduleStoreError.self) {
+            try await ScheduleDatabase.sqlite(path: folder.path + "/link.db").inspector()
         }
     }
 }

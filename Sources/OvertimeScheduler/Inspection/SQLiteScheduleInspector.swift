@@ -12,21 +12,46 @@ import OvertimeSupport
 
 final class SQLiteScheduleInspector: ScheduleInspector {
     let path: String
-    /// One query at a time on the read-only connection (the dashboard's requests come on
-    /// several threads).
-    private let database: Locked<Holder>
+    /// Where the reads run, one at a time (a dashboard asks from several tasks): a thread
+    /// of the inspector's own, so that no caller's thread waits on the file.
+    private let queue: SerialWorkQueue
+    /// The read-only connection, the queue's; `nil` once closed.
+    private let database: QueueConfined<SQLiteConnection?>
 
-    /// The connection, used only under ``database``'s lock.
-    private final class Holder: @unchecked Sendable {
-        var connection: SQLiteConnection?
-        init(_ connection: SQLiteConnection) { self.connection = connection }
+    /// Opens `path` for reading, on a queue of its own. It must exist and be an Overtime
+    /// schedule store this build reads; nothing is created, migrated or repaired (the owner
+    /// does that).
+    static func open(path: String, rowsReadPerPage: Int = 20_000) async throws(ScheduleStoreError)
+        -> SQLiteScheduleInspector
+    {
+        let queue = SerialWorkQueue(name: "sched-inspect")
+        return try await Self.on(queue) { () throws(ScheduleStoreError) in
+            try SQLiteScheduleInspector(path: path, rowsReadPerPage: rowsReadPerPage, queue: queue)
+        }
     }
 
-    /// Opens `path` for reading. It must exist and be an Overtime schedule store this build
-    /// reads; nothing is created, migrated or repaired (the owner does that).
-    init(path: String, rowsReadPerPage: Int = 20_000) throws(ScheduleStoreError) {
+    /// Runs `body` on `queue` and resumes the caller with its result: no thread waits.
+    private static func on<T: Sendable>(
+        _ queue: SerialWorkQueue, _ body: @escaping @Sendable () throws(ScheduleStoreError) -> T
+    ) async throws(ScheduleStoreError) -> T {
+        let result = await withCheckedContinuation {
+            (continuation: CheckedContinuation<Result<T, ScheduleStoreError>, Never>) in
+            queue.async {
+                do throws(ScheduleStoreError) {
+                    continuation.resume(returning: .success(try body()))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+        }
+        return try result.get()
+    }
+
+    /// Opens `path` on `queue`'s thread.
+    private init(path: String, rowsReadPerPage: Int, queue: SerialWorkQueue) throws(ScheduleStoreError) {
         self.path = path
         self.rowsReadPerPage = rowsReadPerPage
+        self.queue = queue
         guard access(path, F_OK) == 0 else {
             throw ScheduleStoreError("no schedule store at \(path): \(errnoDescription())")
         }
@@ -49,15 +74,15 @@ final class SQLiteScheduleInspector: ScheduleInspector {
         } catch {
             throw ScheduleStoreError("\(path) cannot be read as a schedule store: \(error)")
         }
-        database = Locked(Holder(connection))
+        database = QueueConfined(connection, on: queue)
     }
 
     /// The most rows one page reads for a selection the indexes do not answer (failed
     /// requests, a tag): a page stays quick at a million finished requests.
     let rowsReadPerPage: Int
 
-    func requests(_ query: RequestQuery, now: WallClockInstant) throws(ScheduleStoreError) -> RequestPage {
-        try using { connection throws(SQLiteError) in
+    func requests(_ query: RequestQuery, now: WallClockInstant) async throws(ScheduleStoreError) -> RequestPage {
+        try await using { [rowsReadPerPage] connection throws(SQLiteError) in
             var conditions: [String] = []
             var values: [Value] = []
             // Read in the store's order (no index of states: keeping one cost the scheduler a
@@ -106,8 +131,8 @@ final class SQLiteScheduleInspector: ScheduleInspector {
         }
     }
 
-    func request(_ identifier: String, now: WallClockInstant) throws(ScheduleStoreError) -> InspectedRequest? {
-        try using { connection throws(SQLiteError) in
+    func request(_ identifier: String, now: WallClockInstant) async throws(ScheduleStoreError) -> InspectedRequest? {
+        try await using { connection throws(SQLiteError) in
             let statement = try connection.statement(
                 """
                 SELECT \(SQLiteScheduleStore.requestColumns), cancelled_at, active_run_id, active_attempt,
@@ -121,8 +146,8 @@ final class SQLiteScheduleInspector: ScheduleInspector {
         }
     }
 
-    func history(_ query: HistoryQuery) throws(ScheduleStoreError) -> [RunRecord] {
-        try using { connection throws(SQLiteError) in
+    func history(_ query: HistoryQuery) async throws(ScheduleStoreError) -> [RunRecord] {
+        try await using { connection throws(SQLiteError) in
             var conditions: [String] = []
             var values: [Value] = []
             if let before = query.before {
@@ -162,15 +187,15 @@ final class SQLiteScheduleInspector: ScheduleInspector {
         }
     }
 
-    func changeMark() throws(ScheduleStoreError) -> Int64 {
+    func changeMark() async throws(ScheduleStoreError) -> Int64 {
         // data_version changes on this connection whenever another commits.
-        try using { connection throws(SQLiteError) in try connection.integer("PRAGMA data_version") ?? 0 }
+        try await using { connection throws(SQLiteError) in try connection.integer("PRAGMA data_version") ?? 0 }
     }
 
     func close() {
-        database.withLock { holder in
-            holder.connection?.close()
-            holder.connection = nil
+        queue.sync {
+            database.value?.close()
+            database.value = nil
         }
     }
 
@@ -211,9 +236,12 @@ final class SQLiteScheduleInspector: ScheduleInspector {
             stored, running: running, lastResult: lastResult, position: stored.rowID ?? 0, at: now)
     }
 
-    private func using<T>(_ body: (SQLiteConnection) throws(SQLiteError) -> T) throws(ScheduleStoreError) -> T {
-        try database.withLock { holder throws(ScheduleStoreError) in
-            guard let connection = holder.connection else { throw ScheduleStoreError("schedule store \(path): closed") }
+    /// Runs `body` with the connection on the inspector's queue.
+    private func using<T: Sendable>(
+        _ body: @escaping @Sendable (SQLiteConnection) throws(SQLiteError) -> T
+    ) async throws(ScheduleStoreError) -> T {
+        try await Self.on(queue) { [database, path] () throws(ScheduleStoreError) in
+            guard let connection = database.value else { throw ScheduleStoreError("schedule store \(path): closed") }
             do {
                 return try body(connection)
             } catch {

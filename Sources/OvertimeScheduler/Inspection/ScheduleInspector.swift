@@ -12,17 +12,17 @@ public protocol ScheduleInspector: Sendable {
     /// starts. A selection the store cannot index (``RequestQuery/Selection-swift.struct/failed``,
     /// a tag) reads a bounded number of rows per page, so a page may hold fewer than the
     /// limit and still have a next.
-    func requests(_ query: RequestQuery, now: WallClockInstant) throws(ScheduleStoreError) -> RequestPage
+    func requests(_ query: RequestQuery, now: WallClockInstant) async throws(ScheduleStoreError) -> RequestPage
     /// The request of `identifier`, finished or not, or `nil`.
-    func request(_ identifier: String, now: WallClockInstant) throws(ScheduleStoreError) -> InspectedRequest?
+    func request(_ identifier: String, now: WallClockInstant) async throws(ScheduleStoreError) -> InspectedRequest?
     /// The ended attempts `query` selects, newest first, at most `query.limit`.
-    func history(_ query: HistoryQuery) throws(ScheduleStoreError) -> [RunRecord]
+    func history(_ query: HistoryQuery) async throws(ScheduleStoreError) -> [RunRecord]
     /// A number that changes whenever the schedule does (a commit by its owner): polled, it
     /// says when to read again.
-    func changeMark() throws(ScheduleStoreError) -> Int64
+    func changeMark() async throws(ScheduleStoreError) -> Int64
     /// The instances of a fleet sharing the schedule, with what each holds; empty for a
     /// schedule one daemon owns.
-    func instances(now: WallClockInstant) throws(ScheduleStoreError) -> [InspectedInstance]
+    func instances(now: WallClockInstant) async throws(ScheduleStoreError) -> [InspectedInstance]
     /// Whether instances of a fleet share the schedule (``instances(now:)`` lists them).
     var isShared: Bool { get }
     /// Closes the inspector; later calls fail.
@@ -31,7 +31,7 @@ public protocol ScheduleInspector: Sendable {
 
 extension ScheduleInspector {
     /// A schedule one daemon owns has no instances to list.
-    public func instances(now: WallClockInstant) throws(ScheduleStoreError) -> [InspectedInstance] { [] }
+    public func instances(now: WallClockInstant) async throws(ScheduleStoreError) -> [InspectedInstance] { [] }
 
     /// A schedule one daemon owns.
     public var isShared: Bool { false }
@@ -147,27 +147,56 @@ extension RequestPage {
         _ query: RequestQuery, rowsReadPerPage: Int,
         _ read: (_ after: Int64?, _ limit: Int, _ visit: (InspectedRequest) -> Bool) throws(Failure) -> Int
     ) throws(Failure) -> RequestPage {
-        // Failed requests are told from succeeded ones by their newest attempt, and a tag's
-        // pattern may turn up in an input: such rows are read in larger batches.
-        let checked = query.selection == .failed || query.tag != nil
-        let batch = checked ? min(max(query.limit, 500), rowsReadPerPage) : query.limit
-        var found: [InspectedRequest] = []
-        var after = query.after
-        var total = 0
+        var reading = Reading(query, rowsReadPerPage: rowsReadPerPage)
         while true {
-            let rows = try read(after, batch) { inspected in
-                after = inspected.position
-                let selected =
-                    query.tag.map { inspected.request.tags.contains($0) } ?? true
-                    && (query.selection != .failed || inspected.state == .failed)
-                if selected { found.append(inspected) }
-                return found.count < query.limit
-            }
+            let rows = try read(reading.after, reading.batch) { reading.visit($0) }
+            if let page = reading.batchEnded(rows: rows) { return page }
+        }
+    }
+
+    /// A page being read batch by batch, for a store that reads asynchronously what
+    /// ``reading(_:rowsReadPerPage:_:)`` reads with a closure: read at most ``batch`` rows
+    /// after ``after``, hand them to ``visit(_:)`` in order while it says go on, then
+    /// ``batchEnded(rows:)`` returns the page, or `nil` to read another batch.
+    @_spi(ScheduleStore) public struct Reading: Sendable {
+        private let query: RequestQuery
+        private let rowsReadPerPage: Int
+        /// How many rows to read at most in each batch.
+        public let batch: Int
+        /// Where the next batch starts (after this position).
+        public private(set) var after: Int64?
+        private var found: [InspectedRequest] = []
+        private var total = 0
+
+        /// Reading `query`'s page, at most `rowsReadPerPage` rows.
+        public init(_ query: RequestQuery, rowsReadPerPage: Int) {
+            self.query = query
+            self.rowsReadPerPage = rowsReadPerPage
+            // Failed requests are told from succeeded ones by their newest attempt, and a tag's
+            // pattern may turn up in an input: such rows are read in larger batches.
+            let checked = query.selection == .failed || query.tag != nil
+            batch = checked ? min(max(query.limit, 500), rowsReadPerPage) : query.limit
+            after = query.after
+        }
+
+        /// Takes the next row; returns whether to go on (the page is not full).
+        public mutating func visit(_ inspected: InspectedRequest) -> Bool {
+            after = inspected.position
+            let selected =
+                query.tag.map { inspected.request.tags.contains($0) } ?? true
+                && (query.selection != .failed || inspected.state == .failed)
+            if selected { found.append(inspected) }
+            return found.count < query.limit
+        }
+
+        /// The batch ended after `rows` rows were visited: the page, or `nil` to read on.
+        public mutating func batchEnded(rows: Int) -> RequestPage? {
             total += rows
             if rows < batch && found.count < query.limit { return RequestPage(requests: found, next: nil) }
             if found.count >= query.limit || total >= rowsReadPerPage {
                 return RequestPage(requests: found, next: after)
             }
+            return nil
         }
     }
 }

@@ -14,7 +14,7 @@ import Overtime
 /// ```
 public struct ScheduleDatabase: Sendable, CustomStringConvertible {
     let open: @Sendable (ScheduleStoreContext) throws(ScheduleStoreError) -> any ScheduleStore
-    let inspect: (@Sendable () throws(ScheduleStoreError) -> any ScheduleInspector)?
+    let inspect: (@Sendable () async throws(ScheduleStoreError) -> any ScheduleInspector)?
 
     /// Names the database for logs: the file, or the server and database.
     public let description: String
@@ -27,15 +27,21 @@ public struct ScheduleDatabase: Sendable, CustomStringConvertible {
             open: { context throws(ScheduleStoreError) in
                 try SQLiteScheduleStore(path: path, now: context.now, logger: context.logger)
             },
-            inspect: { () throws(ScheduleStoreError) in try SQLiteScheduleInspector(path: path) })
+            inspect: { () async throws(ScheduleStoreError) in try await SQLiteScheduleInspector.open(path: path) })
     }
 
     /// Opens the schedule for reading beside the scheduler that owns it (see
     /// ``ScheduleInspector``): nothing is created, locked or written. A SQLite file must
     /// exist and be an Overtime schedule store.
-    public func inspector() throws(ScheduleStoreError) -> any ScheduleInspector {
+    ///
+    /// ```swift
+    /// let inspector = try await ScheduleDatabase.sqlite(path: "/var/lib/app/schedule.db").inspector()
+    /// defer { inspector.close() }
+    /// let failed = try await inspector.requests(RequestQuery(selection: .failed), now: SystemClock().wallClockNow)
+    /// ```
+    public func inspector() async throws(ScheduleStoreError) -> any ScheduleInspector {
         guard let inspect else { throw ScheduleStoreError("\(description): this database cannot be inspected") }
-        return try inspect()
+        return try await inspect()
     }
 
     /// Opens the database's store with `context`, as a scheduler does: for store
@@ -51,7 +57,7 @@ public struct ScheduleDatabase: Sendable, CustomStringConvertible {
     @_spi(ScheduleStore) public init(
         description: String,
         open: @escaping @Sendable (ScheduleStoreContext) throws(ScheduleStoreError) -> any ScheduleStore,
-        inspect: (@Sendable () throws(ScheduleStoreError) -> any ScheduleInspector)? = nil
+        inspect: (@Sendable () async throws(ScheduleStoreError) -> any ScheduleInspector)? = nil
     ) {
         self.description = description
         self.open = open

@@ -96,11 +96,6 @@ public struct Dashboard: Sendable {
             router: router, configuration: .init(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in await listening(channel.localAddress?.port ?? port) }, logger: logger)
     }
-
-    /// Runs `body` on a thread of the pool: the inspector's reads and the actions block.
-    func offLoop<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await NIOThreadPool.singleton.runIfActive(body)
-    }
 }
 
 /// Why a dashboard could not be set up.

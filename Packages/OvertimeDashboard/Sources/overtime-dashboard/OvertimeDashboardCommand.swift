@@ -92,10 +92,10 @@ struct OvertimeDashboardCommand: AsyncParsableCommand {
             if store.hasPrefix("postgres://") || store.hasPrefix("postgresql://") {
                 let fleet = try PostgresScheduleConfiguration(url: store)
                 configuration.actions = FleetActions(database: fleet, controlSocket: controlSocket)
-                inspector = try ScheduleDatabase.postgres(fleet).inspector()
+                inspector = try await ScheduleDatabase.postgres(fleet).inspector()
             } else {
                 configuration.actions = controlSocket.map { ControlSocketActions(controlSocket: $0) }
-                inspector = try ScheduleDatabase.sqlite(path: store).inspector()
+                inspector = try await ScheduleDatabase.sqlite(path: store).inspector()
             }
         } catch {
             Self.fail("\(error)")

@@ -13,7 +13,7 @@ struct DashboardAccessTests {
     ]
     static let xss = "xss.<img src=x onerror=alert(1)>"
 
-    @Test func nothingIsShownOrDoneWithoutCredentials() throws {
+    @Test func nothingIsShownOrDoneWithoutCredentials() async throws {
         let dashboard = try DashboardUnderTest()
         defer { dashboard.stop() }
         for page in Self.pages {
@@ -28,7 +28,7 @@ struct DashboardAccessTests {
         #expect(post.status == 401)
         let refused = try Curl.post(dashboard.url + "/login", form: ["token": "guess-guess-guess-guess"])
         #expect(refused.status == 401 && refused.headers["set-cookie"] == nil)
-        #expect(try dashboard.history("ok.queued").isEmpty, "nothing ran")
+        #expect(try await dashboard.history("ok.queued").isEmpty, "nothing ran")
         // A program with a token sees the pages.
         let seen = try Curl.request(dashboard.url + "/requests?state=all", bearer: dashboard.token)
         #expect(seen.status == 200 && seen.body.contains("ok.done"))
@@ -59,7 +59,7 @@ struct DashboardAccessTests {
         #expect(story.body.contains("&lt;script&gt;alert(&#39;output&#39;)&lt;/script&gt;"), "the output, as text")
     }
 
-    @Test func anActionNeedsTheSessionsFormAndIsRecordedWithWhoDidIt() throws {
+    @Test func anActionNeedsTheSessionsFormAndIsRecordedWithWhoDidIt() async throws {
         let dashboard = try DashboardUnderTest()
         defer { dashboard.stop() }
         let jar = try Curl.signIn(dashboard.url, token: dashboard.token, folder: dashboard.folder)
@@ -78,14 +78,14 @@ struct DashboardAccessTests {
         let crossSite = try Curl.post(
             target, form: ["csrf": csrf], jar: jar, headers: ["Origin: http://evil.example"])
         #expect(crossSite.status == 403)
-        #expect(try dashboard.inspected("ok.later")?.state == .enqueued, "not cancelled by any of those")
+        #expect(try await dashboard.inspected("ok.later")?.state == .enqueued, "not cancelled by any of those")
 
         let done = try Curl.post(target, form: ["csrf": csrf], jar: jar)
         #expect(done.status == 200 && done.body.contains("Done: cancelled"), "\(done.body)")
-        #expect(try dashboard.inspected("ok.later")?.state == .cancelled)
+        #expect(try await dashboard.inspected("ok.later")?.state == .cancelled)
         let run = try Curl.post(dashboard.url + "/request/run?id=ok.queued", form: ["csrf": csrf], jar: jar)
         #expect(run.status == 200, "\(run.body)")
-        #expect(try waitFor { try dashboard.history("ok.queued").contains { $0.result == .succeeded } })
+        #expect(try await waitFor { try await dashboard.history("ok.queued").contains { $0.result == .succeeded } })
         // Refused by the daemon (finished): said, recorded, nothing changed.
         let again = try Curl.post(target, form: ["csrf": csrf], jar: jar)
         #expect(again.status == 200 || again.status == 409)
@@ -96,9 +96,9 @@ struct DashboardAccessTests {
         #expect(!failedPage.body.contains("/request/retry?id=ok."))
         let retried = try Curl.post(dashboard.url + "/request/retry?id=fail.broken", form: ["csrf": csrf], jar: jar)
         #expect(retried.status == 200 && retried.body.contains("Done: submitted"), "\(retried.body)")
-        let pendingAgain = try #require(try dashboard.inspected("fail.broken"))
+        let pendingAgain = try #require(try await dashboard.inspected("fail.broken"))
         #expect(pendingAgain.state == .blocked && pendingAgain.attempt == 1, "\(pendingAgain.state)")
-        #expect(try dashboard.history("fail.broken").count == 1, "its failure stays in its history")
+        #expect(try await dashboard.history("fail.broken").count == 1, "its failure stays in its history")
         let refusedRetry = try Curl.post(dashboard.url + "/request/retry?id=ok.done", form: ["csrf": csrf], jar: jar)
         #expect(refusedRetry.status == 409 && refusedRetry.body.contains("succeeded"), "\(refusedRetry.body)")
         let story = try Curl.request(dashboard.url + "/request?id=ok.later", jar: jar)
@@ -131,7 +131,7 @@ struct DashboardAccessTests {
     /// Retiring an instance: refused while a process runs under its name, without the
     /// session's token, and for a schedule one daemon owns; a fleet's runs and cancels go
     /// through the instance's control socket (the dashboard joins no fleet).
-    @Test func anInstanceIsRetiredOnlyWhenNoProcessRunsAsItAndOnlyInAFleet() throws {
+    @Test func anInstanceIsRetiredOnlyWhenNoProcessRunsAsItAndOnlyInAFleet() async throws {
         let fleet = try DashboardUnderTest(fleet: true)
         defer { fleet.stop() }
         let jar = try Curl.signIn(fleet.url, token: fleet.token, folder: fleet.folder)
@@ -142,15 +142,15 @@ struct DashboardAccessTests {
         #expect(!page.body.contains("/instance/retire?id="), "no Retire offered while every instance runs")
         let running = try Curl.post(fleet.url + "/instance/retire?id=beta", form: ["csrf": csrf], jar: jar)
         #expect(running.status == 409 && running.body.contains("is running"), "\(running.body)")
-        try fleet.killMember()
+        try await fleet.killMember()
         #expect(try Curl.post(fleet.url + "/instance/retire?id=beta", form: [:], jar: jar).status == 403)
-        #expect(try fleet.instances().first { $0.name == "beta" }?.requests == 1, "kept after those refusals")
+        #expect(try await fleet.instances().first { $0.name == "beta" }?.requests == 1, "kept after those refusals")
         let cancelled = try Curl.post(fleet.url + "/request/cancel?id=ok.later", form: ["csrf": csrf], jar: jar)
         #expect(cancelled.status == 200 && cancelled.body.contains("Done: cancelled"), "\(cancelled.body)")
-        #expect(try fleet.inspected("ok.later")?.state == .cancelled)
+        #expect(try await fleet.inspected("ok.later")?.state == .cancelled)
         let retired = try Curl.post(fleet.url + "/instance/retire?id=beta", form: ["csrf": csrf], jar: jar)
         #expect(retired.status == 200 && retired.body.contains("1 request of its own removed"), "\(retired.body)")
-        #expect(try fleet.instances().allSatisfy { $0.name != "beta" })
+        #expect(try await fleet.instances().allSatisfy { $0.name != "beta" })
         // The fleet's own requests (the shared schedule, the empty name) are never an instance's.
         let shared = try Curl.post(fleet.url + "/instance/retire?id=", form: ["csrf": csrf], jar: jar)
         #expect(shared.status == 409 && shared.body.contains("an instance name is needed"), "\(shared.body)")
@@ -164,7 +164,7 @@ struct DashboardAccessTests {
         #expect(none.status == 409 && none.body.contains("there is no fleet instance to retire"), "\(none.body)")
     }
 
-    @Test func aReadOnlyDashboardAndOneWithoutTheDaemonActOnNothing() throws {
+    @Test func aReadOnlyDashboardAndOneWithoutTheDaemonActOnNothing() async throws {
         let dashboard = try DashboardUnderTest(dashboardArguments: ["--read-only"])
         defer { dashboard.stop() }
         let jar = try Curl.signIn(dashboard.url, token: dashboard.token, folder: dashboard.folder)
@@ -174,7 +174,7 @@ struct DashboardAccessTests {
         #expect(try Curl.request(dashboard.url + "/request/run?id=ok.queued", jar: jar).status == 403)
         let post = try Curl.post(dashboard.url + "/request/run?id=ok.queued", form: ["csrf": csrf], jar: jar)
         #expect(post.status == 403)
-        #expect(try dashboard.history("ok.queued").isEmpty)
+        #expect(try await dashboard.history("ok.queued").isEmpty)
 
         // Without the control socket: reads, acts on nothing, says why.
         try dashboard.startDashboard([
@@ -185,7 +185,7 @@ struct DashboardAccessTests {
         #expect(
             try Curl.post(dashboard.url + "/request/cancel?id=ok.queued", bearer: dashboard.token).status
                 == 403)
-        #expect(try dashboard.inspected("ok.queued")?.state == .blocked)
+        #expect(try await dashboard.inspected("ok.queued")?.state == .blocked)
     }
 
     @Test func badSetupIsRefusedWithAClearErrorAndLeavesTheSchedule() throws {
@@ -266,6 +266,16 @@ struct DashboardAccessTests {
                 "http://127.0.0.1:\(dashboard.url.split(separator: ":")[2].prefix { $0.isNumber })/requests"
             ).status == 404)
     }
+}
+
+/// Waits up to 10 s for `condition`, which reads asynchronously (an inspector).
+func waitFor(_ condition: () async throws -> Bool) async rethrows -> Bool {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(50))
+    }
+    return try await condition()
 }
 
 /// Waits up to 10 s for `condition`.

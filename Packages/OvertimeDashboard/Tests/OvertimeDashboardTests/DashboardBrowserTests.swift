@@ -59,7 +59,7 @@ struct DashboardBrowserTests {
         }
     }
 
-    @Test func everyPageAnActionAndALiveChangeInChromium() throws {
+    @Test func everyPageAnActionAndALiveChangeInChromium() async throws {
         let dashboard = try DashboardUnderTest()
         defer { dashboard.stop() }
         let pages = [
@@ -72,9 +72,10 @@ struct DashboardBrowserTests {
         }
 
         // What the browser did, as the schedule's own store tells it.
-        #expect(try dashboard.history("ok.background").contains { $0.result == .succeeded }, "run from the browser")
-        #expect(try dashboard.inspected("ok.queued")?.state == .blocked, "not cancelled by the forged post")
-        #expect(try dashboard.inspected("ok.fresh")?.state == .enqueued)
+        #expect(
+            try await dashboard.history("ok.background").contains { $0.result == .succeeded }, "run from the browser")
+        #expect(try await dashboard.inspected("ok.queued")?.state == .blocked, "not cancelled by the forged post")
+        #expect(try await dashboard.inspected("ok.fresh")?.state == .enqueued)
         Self.expectScreenshots(pages)
     }
 
@@ -83,11 +84,11 @@ struct DashboardBrowserTests {
     /// The pages show the fleet's schedule with the holder of the running work; the
     /// instances page lists both, and `beta` is retired from the browser (checked in the
     /// database); a submit to `alpha` appears on the open page (its notification).
-    @Test func aFleetsPagesRetiringAnInstanceAndALiveChangeInChromium() throws {
+    @Test func aFleetsPagesRetiringAnInstanceAndALiveChangeInChromium() async throws {
         let dashboard = try DashboardUnderTest(fleet: true)
         defer { dashboard.stop() }
-        try dashboard.killMember()
-        #expect(try dashboard.instances().first { $0.name == "beta" }?.requests == 1)
+        try await dashboard.killMember()
+        #expect(try await dashboard.instances().first { $0.name == "beta" }?.requests == 1)
         let pages = ["fleet-requests", "fleet-running", "fleet-instances", "fleet-retire", "fleet-retired"]
         Self.removeScreenshots(pages)
         let printed = try Self.browse(dashboard, fleet: true)
@@ -95,13 +96,13 @@ struct DashboardBrowserTests {
             print("dashboard browser test, fleet: \(latency)")
         }
         // What the browser did, as the fleet's database tells it.
-        let instances = try dashboard.instances()
+        let instances = try await dashboard.instances()
         #expect(!instances.contains { $0.name == "beta" }, "beta retired: \(instances)")
         #expect(instances.first { $0.name == "alpha" }.map { $0.connections > 0 && $0.requests == 1 } == true)
         #expect(
             try dashboard.fleet?.psql("SELECT count(*) FROM overtime.requests WHERE owner = 'beta'") == "0",
             "beta's own request removed")
-        #expect(try dashboard.inspected("ok.fleet-fresh")?.state == .enqueued)
+        #expect(try await dashboard.inspected("ok.fleet-fresh")?.state == .enqueued)
         #expect(DashboardUnderTest.read(dashboard.actionLog).contains("\"retire\""), "the retirement is logged")
         Self.expectScreenshots(pages)
     }

@@ -15,7 +15,7 @@ struct DashboardEmbeddingTests {
         defer { daemon.stop() }
         let (store, socket, credentials) = (daemon.store, daemon.socket, daemon.credentials)
 
-        let inspector = try ScheduleDatabase.sqlite(path: store).inspector()
+        let inspector = try await ScheduleDatabase.sqlite(path: store).inspector()
         var configuration = DashboardConfiguration(credentials: try DashboardCredentials(contentsOf: credentials))
         configuration.actions = ControlSocketActions(controlSocket: socket)
         configuration.mountPath = "/dashboard"
@@ -46,8 +46,8 @@ struct DashboardEmbeddingTests {
                 let csrf = try #require(Curl.csrf(in: confirm.body))
                 let run = try Curl.post(base + "/dashboard/request/run?id=ok.queued", form: ["csrf": csrf], jar: jar)
                 #expect(run.status == 200 && run.body.contains("Done: started run"), "\(run.body)")
-                #expect(try waitFor { try daemon.history("ok.queued").contains { $0.result == .succeeded } })
             }
+            #expect(try await waitFor { try await daemon.history("ok.queued").contains { $0.result == .succeeded } })
             await group.triggerGracefulShutdown()
             try await tasks.waitForAll()
         }

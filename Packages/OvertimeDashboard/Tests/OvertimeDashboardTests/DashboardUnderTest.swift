@@ -100,38 +100,38 @@ final class DashboardUnderTest: @unchecked Sendable {  // changed only while it 
     }
 
     /// The schedule as an inspector reads it: what the tests check actions against.
-    func inspected(_ identifier: String) throws -> InspectedRequest? {
-        let inspector = try database.inspector()
+    func inspected(_ identifier: String) async throws -> InspectedRequest? {
+        let inspector = try await database.inspector()
         defer { inspector.close() }
-        return try inspector.request(identifier, now: SystemClock().wallClockNow)
+        return try await inspector.request(identifier, now: SystemClock().wallClockNow)
     }
 
-    func history(_ identifier: String) throws -> [RunRecord] {
-        let inspector = try database.inspector()
+    func history(_ identifier: String) async throws -> [RunRecord] {
+        let inspector = try await database.inspector()
         defer { inspector.close() }
         var itsOwn = HistoryQuery(limit: 100)
         itsOwn.identifier = identifier
-        return try inspector.history(itsOwn)
+        return try await inspector.history(itsOwn)
     }
 
     /// The fleet's instances, as an inspector reads them.
-    func instances() throws -> [InspectedInstance] {
-        let inspector = try database.inspector()
+    func instances() async throws -> [InspectedInstance] {
+        let inspector = try await database.inspector()
         defer { inspector.close() }
-        return try inspector.instances(now: SystemClock().wallClockNow)
+        return try await inspector.instances(now: SystemClock().wallClockNow)
     }
 
     /// Kills the fleet's member `beta` (kill -9: a machine that died) and waits until the
     /// database no longer lists a connection of it.
-    func killMember() throws {
+    func killMember() async throws {
         guard let member else { return }
         kill(member.processIdentifier, SIGKILL)
         member.waitUntilExit()
         for _ in 0..<500 {
-            if try instances().first(where: { $0.name == "beta" })?.connections == 0 { return }
-            usleep(20_000)
+            if try await instances().first(where: { $0.name == "beta" })?.connections == 0 { return }
+            try await Task.sleep(for: .milliseconds(20))
         }
-        throw Failure("beta is still connected: \(try instances())")
+        throw Failure("beta is still connected: \(try await instances())")
     }
 
     func stop() {

@@ -72,14 +72,15 @@ let name = environment["OVERTIME_FLEET_NAME"]
 var database = try PostgresScheduleConfiguration.environment()  // PGHOST, PGPORT, PGUSER, …
 database.claimDuration = claim
 database.claimMargin = claim / 3
-// Each call to the database within half the watchdog's limit, as the store requires.
-if let watchdog = runtimeConfiguration.watchdogTimeout {
-    database.operationTimeout = min(database.operationTimeout, watchdog / 2)
-}
 var configuration = SchedulerConfiguration(database: .postgres(database))
 if let name {  // a name of its own, kept across restarts: its per-instance requests are under it
     database.instanceName = name
     configuration = SchedulerConfiguration(database: .postgres(database))
+}
+// Each call to the database within half the watchdog's limit, as the store requires.
+if let watchdog = runtimeConfiguration.watchdogTimeout, database.operationTimeout * 2 > watchdog {
+    database.operationTimeout = watchdog / 2
+    configuration.database = .postgres(database)
 }
 configuration.maximumConcurrentRuns = 64
 configuration.startSpacing = .zero

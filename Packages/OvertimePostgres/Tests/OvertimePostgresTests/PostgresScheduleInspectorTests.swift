@@ -40,7 +40,7 @@ struct PostgresScheduleInspectorTests {
         }
         let a = try instance("a")
         let b = try instance("b")
-        let inspector = try ScheduleDatabase.postgres(Self.database(server)).inspector()
+        let inspector = try await ScheduleDatabase.postgres(Self.database(server)).inspector()
         defer { inspector.close() }
         #expect(inspector.isShared)
 
@@ -61,62 +61,66 @@ struct PostgresScheduleInspectorTests {
         try await b.submit(cancelled)
         try await b.cancel("later.cancelled")
         let now = { SystemClock().wallClockNow }
-        func state(_ identifier: String) throws -> InspectedRequest? { try inspector.request(identifier, now: now()) }
-        let ran = try PostgresSchedulerTests.eventually(30) {
-            try state("ok.1")?.state == .succeeded && state("fail.1")?.state == .failed
-                && state("hold.1")?.state == .running
+        func state(_ identifier: String) async throws -> InspectedRequest? {
+            try await inspector.request(identifier, now: now())
         }
-        #expect(ran, "ran: \(String(describing: try? state("hold.1")))")
+        let ran = try await PostgresSchedulerTests.eventually(30) {
+            let (ok, failed, hold) = (try await state("ok.1"), try await state("fail.1"), try await state("hold.1"))
+            return ok?.state == .succeeded && failed?.state == .failed && hold?.state == .running
+        }
+        let holding = try? await state("hold.1")
+        #expect(ran, "ran: \(String(describing: holding))")
 
-        let running = try #require(try state("hold.1")?.running)
+        let running = try #require(try await state("hold.1")?.running)
         #expect(running.holder.map { $0.hasPrefix("a (") || $0.hasPrefix("b (") } == true, "\(running)")
         #expect(running.deadline > now() && running.attempt == 1)
-        #expect(try state("ok.after-hold")?.waitingFor == .prerequisite("hold.1"))
-        if case .plannedTime(let time) = try state("later.<img src=x>")?.waitingFor {
+        #expect(try await state("ok.after-hold")?.waitingFor == .prerequisite("hold.1"))
+        if case .plannedTime(let time) = try await state("later.<img src=x>")?.waitingFor {
             #expect(abs(time.nanosecondsSinceEpoch - later.earliestBegin!.nanosecondsSinceEpoch) < 2_000_000_000)
         } else {
-            Issue.record("later waits for its planned time: \(String(describing: try state("later.<img src=x>")))")
+            Issue.record(
+                "later waits for its planned time: \(String(describing: try await state("later.<img src=x>")))")
         }
-        #expect(try state("later.cancelled")?.state == .cancelled)
-        #expect(try state("local.rotate")?.request.scope == .perInstance)
-        #expect(try state("no.such") == nil)
+        #expect(try await state("later.cancelled")?.state == .cancelled)
+        #expect(try await state("local.rotate")?.request.scope == .perInstance)
+        #expect(try await state("no.such") == nil)
 
         // Selections, a prefix, a tag; pages that cover the selection.
-        func identifiers(_ query: RequestQuery) throws -> [String] {
-            try inspector.requests(query, now: now()).requests.map(\.request.identifier)
+        func identifiers(_ query: RequestQuery) async throws -> [String] {
+            try await inspector.requests(query, now: now()).requests.map(\.request.identifier)
         }
-        #expect(try identifiers(RequestQuery(selection: .failed)) == ["fail.1"])
-        #expect(try identifiers(RequestQuery(selection: .running)) == ["hold.1"])
-        #expect(try identifiers(RequestQuery(selection: .cancelled)) == ["later.cancelled"])
-        #expect(try identifiers(RequestQuery(selection: .pending, tag: "nightly")) == ["later.<img src=x>"])
-        #expect(Set(try identifiers(RequestQuery(selection: .all, identifierPrefix: "later."))).count == 2)
-        let all = try identifiers(RequestQuery(selection: .all, limit: 1000))
+        #expect(try await identifiers(RequestQuery(selection: .failed)) == ["fail.1"])
+        #expect(try await identifiers(RequestQuery(selection: .running)) == ["hold.1"])
+        #expect(try await identifiers(RequestQuery(selection: .cancelled)) == ["later.cancelled"])
+        #expect(try await identifiers(RequestQuery(selection: .pending, tag: "nightly")) == ["later.<img src=x>"])
+        #expect(Set(try await identifiers(RequestQuery(selection: .all, identifierPrefix: "later."))).count == 2)
+        let all = try await identifiers(RequestQuery(selection: .all, limit: 1000))
         var paged: [String] = []
         var after: Int64?
         repeat {
-            let page = try inspector.requests(RequestQuery(selection: .all, after: after, limit: 2), now: now())
+            let page = try await inspector.requests(RequestQuery(selection: .all, after: after, limit: 2), now: now())
             paged += page.requests.map(\.request.identifier)
             after = page.next
         } while after != nil
         #expect(paged == all && all.count == 7, "\(paged) against \(all)")
 
         // History: newest first, filtered, in pages.
-        let failedRuns = try inspector.history(HistoryQuery(result: .failed))
+        let failedRuns = try await inspector.history(HistoryQuery(result: .failed))
         #expect(failedRuns.map(\.identifier) == ["fail.1"] && failedRuns.first?.output == Array("disk <full>".utf8))
-        let history = try inspector.history(HistoryQuery(limit: 1000))
+        let history = try await inspector.history(HistoryQuery(limit: 1000))
         #expect(history.count == 2 && history.map(\.runID) == history.map(\.runID).sorted(by: >), "\(history)")
-        let firstPage = try inspector.history(HistoryQuery(limit: 1))
-        let secondPage = try inspector.history(HistoryQuery(before: HistoryPosition(firstPage[0]), limit: 1))
+        let firstPage = try await inspector.history(HistoryQuery(limit: 1))
+        let secondPage = try await inspector.history(HistoryQuery(before: HistoryPosition(firstPage[0]), limit: 1))
         #expect(firstPage + secondPage == history)
-        #expect(try inspector.history(HistoryQuery(identifierPrefix: "ok.")).map(\.identifier) == ["ok.1"])
+        #expect(try await inspector.history(HistoryQuery(identifierPrefix: "ok.")).map(\.identifier) == ["ok.1"])
         var own = HistoryQuery()
         own.identifier = "fail.1"
-        #expect(try inspector.history(own).map(\.identifier) == ["fail.1"])
+        #expect(try await inspector.history(own).map(\.identifier) == ["fail.1"])
         own.identifier = "fail."
-        #expect(try inspector.history(own).isEmpty, "exact, not a prefix")
+        #expect(try await inspector.history(own).isEmpty, "exact, not a prefix")
 
         // Instances: both connected, the holder's claim counted, a's own request.
-        let instances = try inspector.instances(now: now())
+        let instances = try await inspector.instances(now: now())
         #expect(Set(instances.map(\.name)) == ["a", "b"], "\(instances)")
         #expect(instances.allSatisfy { $0.connections >= 1 && $0.lastSeen != nil }, "\(instances)")
         #expect(instances.map(\.claims).reduce(0, +) == 1)
@@ -124,14 +128,16 @@ struct PostgresScheduleInspectorTests {
 
         // The mark moves when an instance writes (a submit, notified; a cancel, not), and
         // rests while nothing happens.
-        let rests = try PostgresSchedulerTests.eventually(10) { try inspector.changeMark() == inspector.changeMark() }
+        let rests = try await PostgresSchedulerTests.eventually(10) {
+            try await inspector.changeMark() == inspector.changeMark()
+        }
         #expect(rests)
-        var mark = try inspector.changeMark()
+        var mark = try await inspector.changeMark()
         try await b.submit(ScheduledTaskRequest(identifier: "later.2"))
-        #expect(try inspector.changeMark() != mark)
-        mark = try inspector.changeMark()
+        #expect(try await inspector.changeMark() != mark)
+        mark = try await inspector.changeMark()
         try await a.cancel("later.2")
-        #expect(try inspector.changeMark() != mark)
+        #expect(try await inspector.changeMark() != mark)
         // A run that starts at its planned time (a claim, which no instance notifies of). The
         // mark is read after the submit, whose write it then holds, and counts only if the run
         // still waited after that read: on a machine slow enough for the run to start first,
@@ -143,34 +149,36 @@ struct PostgresScheduleInspectorTests {
             var soon = ScheduledTaskRequest(identifier: identifier)
             soon.earliestBegin = SystemClock().wallClockNow + .seconds(lead)
             try await a.submit(soon)
-            mark = try inspector.changeMark()
-            guard try state(identifier)?.state == .enqueued else { continue }
+            mark = try await inspector.changeMark()
+            guard try await state(identifier)?.state == .enqueued else { continue }
             claimed = identifier
-            let started = try PostgresSchedulerTests.eventually(Double(lead) + 10) {
-                try state(identifier)?.state == .running
+            let started = try await PostgresSchedulerTests.eventually(Double(lead) + 10) {
+                try await state(identifier)?.state == .running
             }
             #expect(started)
-            #expect(try inspector.changeMark() != mark, "a run's start moves the mark")
+            #expect(try await inspector.changeMark() != mark, "a run's start moves the mark")
         }
         let held = try #require(claimed, "every run started before the mark was read")
 
         // An instance that died: no connection, its own request kept until it is retired.
         release.withLockedValue { $0 = true }
-        let linked = try PostgresSchedulerTests.eventually(20) {
-            try state("ok.after-hold")?.state == .succeeded && state(held)?.state == .succeeded
+        let linked = try await PostgresSchedulerTests.eventually(20) {
+            let (link, hold) = (try await state("ok.after-hold"), try await state(held))
+            return link?.state == .succeeded && hold?.state == .succeeded
         }
         #expect(linked)
         let fleet = try Fleet(server: server, count: 1, named: true)
         defer { fleet.removeFolder() }
-        let up = try PostgresSchedulerTests.eventually(30) {
-            try inspector.instances(now: now()).contains {
+        let up = try await PostgresSchedulerTests.eventually(30) {
+            try await inspector.instances(now: now()).contains {
                 $0.name == "worker-0" && $0.connections > 0 && $0.requests == 1
             }
         }
-        #expect(up, "\(String(describing: try? inspector.instances(now: now())))")
+        let listed = try? await inspector.instances(now: now())
+        #expect(up, "\(String(describing: listed))")
         fleet.killForGood(0)
-        let gone = try PostgresSchedulerTests.eventually(20) {
-            try inspector.instances(now: now()).first { $0.name == "worker-0" }?.connections == 0
+        let gone = try await PostgresSchedulerTests.eventually(20) {
+            try await inspector.instances(now: now()).first { $0.name == "worker-0" }?.connections == 0
         }
         #expect(gone)
         // Its claim on a run of local.tick may hold a few seconds more: retiring waits for it.
@@ -180,7 +188,7 @@ struct PostgresScheduleInspectorTests {
             if removed == nil { usleep(100_000) }
         }
         #expect(removed == 1)
-        #expect(try inspector.instances(now: now()).first { $0.name == "worker-0" } == nil)
+        #expect(try await inspector.instances(now: now()).first { $0.name == "worker-0" } == nil)
         a.runtime.requestTermination()
         b.runtime.requestTermination()
 
@@ -190,11 +198,11 @@ struct PostgresScheduleInspectorTests {
                 .trimmingCharacters(in: .whitespacesAndNewlines) == "1")
     }
 
-    @Test func aDatabaseWithoutASchedulePlainlyRefusedAndLeftWithout() throws {
+    @Test func aDatabaseWithoutASchedulePlainlyRefusedAndLeftWithout() async throws {
         let server = try PostgresServer()
         defer { server.stop() }
-        #expect {
-            try ScheduleDatabase.postgres(Self.database(server)).inspector()
+        await #expect {
+            try await ScheduleDatabase.postgres(Self.database(server)).inspector()
         } throws: { error in
             "\(error)".contains("holds no Overtime schedule")
         }
@@ -207,8 +215,8 @@ struct PostgresScheduleInspectorTests {
         try scheduler.start()
         scheduler.runtime.requestTermination()
         try server.psql("UPDATE overtime.meta SET value = 99 WHERE name = 'schema_version'")
-        #expect {
-            try ScheduleDatabase.postgres(Self.database(server)).inspector()
+        await #expect {
+            try await ScheduleDatabase.postgres(Self.database(server)).inspector()
         } throws: { error in
             "\(error)".contains("schema version 99") && "\(error)".contains("up to version 8")
         }
@@ -216,6 +224,6 @@ struct PostgresScheduleInspectorTests {
         var nowhere = Self.database(server)
         nowhere.port = try PostgresServer.freePort()
         nowhere.operationTimeout = .seconds(3)
-        #expect(throws: ScheduleStoreError.self) { try ScheduleDatabase.postgres(nowhere).inspector() }
+        await #expect(throws: ScheduleStoreError.self) { try await ScheduleDatabase.postgres(nowhere).inspector() }
     }
 }

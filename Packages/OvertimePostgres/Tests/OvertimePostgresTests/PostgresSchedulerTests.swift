@@ -55,6 +55,16 @@ struct PostgresSchedulerTests {
         return try condition()
     }
 
+    /// Waits up to `seconds` for `condition`, which reads asynchronously (an inspector).
+    static func eventually(_ seconds: Double, reading condition: () async throws -> Bool) async rethrows -> Bool {
+        let end = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < end {
+            if try await condition() { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return try await condition()
+    }
+
     @Test func twoInstancesShareOneScheduleAndRunEachOneShotExactlyOnce() throws {
         let server = try PostgresServer()
         defer { server.stop() }

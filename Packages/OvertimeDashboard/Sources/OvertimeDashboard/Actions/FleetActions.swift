@@ -2,8 +2,6 @@
 // one instance's control socket (its scheduler acts on the shared schedule), retiring an
 // instance in the database itself (no instance owns another's retirement).
 
-import Dispatch
-import NIOConcurrencyHelpers
 import OvertimePostgres
 import OvertimeScheduler
 
@@ -22,40 +20,27 @@ public struct FleetActions: ScheduleActions {
     }
 
     /// Sends `run ID` to the instance.
-    public func runNow(_ identifier: String, by user: String) throws(ScheduleActionError) -> String {
-        try throughInstance().runNow(identifier, by: user)
+    public func runNow(_ identifier: String, by user: String) async throws(ScheduleActionError) -> String {
+        try await throughInstance().runNow(identifier, by: user)
     }
 
     /// Sends `cancel ID` to the instance.
-    public func cancel(_ identifier: String, by user: String) throws(ScheduleActionError) -> String {
-        try throughInstance().cancel(identifier, by: user)
+    public func cancel(_ identifier: String, by user: String) async throws(ScheduleActionError) -> String {
+        try await throughInstance().cancel(identifier, by: user)
     }
 
     /// Sends `retry ID` to the instance.
-    public func retry(_ identifier: String, by user: String) throws(ScheduleActionError) -> String {
-        try throughInstance().retry(identifier, by: user)
+    public func retry(_ identifier: String, by user: String) async throws(ScheduleActionError) -> String {
+        try await throughInstance().retry(identifier, by: user)
     }
 
     /// Removes the instance's own requests; says how many.
-    public func retireInstance(_ name: String, by user: String) throws(ScheduleActionError) -> String {
-        // Called off the event loops (the dashboard's thread pool): waiting here blocks
-        // no loop and no task of the concurrency pool.
-        let outcome = NIOLockedValueBox<Result<Int, ScheduleStoreError>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Task { [database] in
-            do throws(ScheduleStoreError) {
-                let removed = try await database.retireInstance(name)
-                outcome.withLockedValue { $0 = .success(removed) }
-            } catch {
-                outcome.withLockedValue { $0 = .failure(error) }
-            }
-            done.signal()
-        }
-        done.wait()
-        switch outcome.withLockedValue({ $0! }) {
-        case .success(let removed):
+    public func retireInstance(_ name: String, by user: String) async throws(ScheduleActionError) -> String {
+        do throws(ScheduleStoreError) {
+            let removed = try await database.retireInstance(name)
             return "retired instance '\(name)': \(removed) request\(removed == 1 ? "" : "s") of its own removed"
-        case .failure(let error): throw ScheduleActionError(error.message)
+        } catch {
+            throw ScheduleActionError(error.message)
         }
     }
 

@@ -1,25 +1,26 @@
 // What the dashboard's buttons do, through the one owner of the schedule: a daemon's
 // control socket (a SQLite schedule belongs to the daemon that holds it).
 
+import NIOPosix
 import OvertimeControl
 
-/// Changes a dashboard asks of a schedule's owner. Each call blocks for at most a few
-/// seconds (the dashboard calls it off its event loops) and returns what the owner said.
+/// Changes a dashboard asks of a schedule's owner. Each call returns what the owner said,
+/// within a few seconds; no thread of the dashboard's server waits for it.
 public protocol ScheduleActions: Sendable {
     /// Starts a run of `identifier` now, whatever its plan and requirements say.
-    func runNow(_ identifier: String, by user: String) throws(ScheduleActionError) -> String
+    func runNow(_ identifier: String, by user: String) async throws(ScheduleActionError) -> String
     /// Cancels `identifier`: no run starts for it any more; a run in progress is told to stop.
-    func cancel(_ identifier: String, by user: String) throws(ScheduleActionError) -> String
+    func cancel(_ identifier: String, by user: String) async throws(ScheduleActionError) -> String
     /// Submits again `identifier`, which failed for good: due now, its attempts counted afresh.
-    func retry(_ identifier: String, by user: String) throws(ScheduleActionError) -> String
+    func retry(_ identifier: String, by user: String) async throws(ScheduleActionError) -> String
     /// Removes the own requests of fleet instance `name`, retired for good (no process runs
     /// under it); its history stays.
-    func retireInstance(_ name: String, by user: String) throws(ScheduleActionError) -> String
+    func retireInstance(_ name: String, by user: String) async throws(ScheduleActionError) -> String
 }
 
 extension ScheduleActions {
     /// A schedule one daemon owns has no instances to retire.
-    public func retireInstance(_ name: String, by user: String) throws(ScheduleActionError) -> String {
+    public func retireInstance(_ name: String, by user: String) async throws(ScheduleActionError) -> String {
         throw ScheduleActionError("this schedule is one daemon's: there is no fleet instance to retire")
     }
 }
@@ -45,25 +46,36 @@ public struct ControlSocketActions: ScheduleActions {
     }
 
     /// Sends `run ID`: the daemon starts a run now and says its run ID.
-    public func runNow(_ identifier: String, by user: String) throws(ScheduleActionError) -> String {
-        try call("run", identifier)
+    public func runNow(_ identifier: String, by user: String) async throws(ScheduleActionError) -> String {
+        try await call("run", identifier)
     }
 
     /// Sends `cancel ID`: the daemon cancels the request.
-    public func cancel(_ identifier: String, by user: String) throws(ScheduleActionError) -> String {
-        try call("cancel", identifier)
+    public func cancel(_ identifier: String, by user: String) async throws(ScheduleActionError) -> String {
+        try await call("cancel", identifier)
     }
 
     /// Sends `retry ID`: the daemon submits the request that failed for good again.
-    public func retry(_ identifier: String, by user: String) throws(ScheduleActionError) -> String {
-        try call("retry", identifier)
+    public func retry(_ identifier: String, by user: String) async throws(ScheduleActionError) -> String {
+        try await call("retry", identifier)
     }
 
-    private func call(_ command: String, _ identifier: String) throws(ScheduleActionError) -> String {
+    /// Sends `command identifier` from a thread of NIO's pool: the control socket's client
+    /// blocks until the daemon answers (at most its timeout), and no thread of the server
+    /// or of Swift's concurrency pool waits for it.
+    private func call(_ command: String, _ identifier: String) async throws(ScheduleActionError) -> String {
+        let result: Result<String, ScheduleActionError>
         do {
-            return try client.call(command, [identifier])
+            result = try await NIOThreadPool.singleton.runIfActive { [client] in
+                do throws(ControlSocketError) {
+                    return .success(try client.call(command, [identifier]))
+                } catch {
+                    return .failure(ScheduleActionError(error.message))
+                }
+            }
         } catch {
-            throw ScheduleActionError(error.message)
+            result = .failure(ScheduleActionError("the control socket could not be asked: \(error)"))
         }
+        return try result.get()
     }
 }

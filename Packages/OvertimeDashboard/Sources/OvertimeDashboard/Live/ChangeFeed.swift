@@ -70,10 +70,9 @@ final class ChangeFeed: Sendable {
         return Response(status: .ok, headers: headers, body: body)
     }
 
-    /// The schedule's change mark, read on a thread of the pool (a read may wait for the
-    /// owner's commit).
+    /// The schedule's change mark (the inspector's read is async: a read that waits for the
+    /// owner's commit holds no thread of the server).
     private func mark() async throws -> Int64 {
-        let inspector = self.inspector
-        return try await NIOThreadPool.singleton.runIfActive { try inspector.changeMark() }
+        try await inspector.changeMark()
     }
 }

@@ -39,17 +39,22 @@ struct DashboardRoutes: Sendable {
             return dashboard.feed.response(to: request)
         }
         router.get("requests") { request, _ in
-            try await page(request) { viewer, now in try requests(request, viewer, now) }
+            try await page(request) { viewer, now in try await requests(request, viewer, now) }
         }
-        router.get("running") { request, _ in try await page(request) { viewer, now in try running(viewer, now) } }
+        router.get("running") { request, _ in try await page(request) { viewer, now in try await running(viewer, now) }
+        }
         router.get("history") { request, _ in
-            try await page(request) { viewer, now in try history(request, viewer, now) }
+            try await page(request) { viewer, now in try await history(request, viewer, now) }
         }
-        router.get("failed") { request, _ in try await page(request) { viewer, now in try failed(request, viewer, now) }
+        router.get("failed") { request, _ in
+            try await page(request) { viewer, now in try await failed(request, viewer, now) }
         }
-        router.get("instances") { request, _ in try await page(request) { viewer, now in try instances(viewer, now) } }
+        router.get("instances") { request, _ in
+            try await page(request) { viewer, now in try await instances(viewer, now) }
+        }
         router.get("actions") { request, _ in try await page(request) { viewer, _ in taken(viewer) } }
-        router.get("request") { request, _ in try await page(request) { viewer, now in try story(request, viewer, now) }
+        router.get("request") { request, _ in
+            try await page(request) { viewer, now in try await story(request, viewer, now) }
         }
         for action in ["run", "retry", "cancel"] {
             router.get(RouterPath("request/\(action)")) { request, _ in
@@ -124,9 +129,10 @@ struct DashboardRoutes: Sendable {
 
     // MARK: Pages
 
-    /// A page for a signed-in viewer (else to sign-in), its data read off the event loop.
+    /// A page for a signed-in viewer (else to sign-in), its data read from the inspector,
+    /// whose reads are async (no thread of the server waits on them).
     func page(
-        _ request: Request, _ make: @escaping @Sendable (Viewer, WallClockInstant) throws -> Response
+        _ request: Request, _ make: (Viewer, WallClockInstant) async throws -> Response
     ) async throws -> Response {
         guard let viewer = viewer(request) else {
             if request.headers[.authorization] != nil {
@@ -136,7 +142,7 @@ struct DashboardRoutes: Sendable {
         }
         let now = dashboard.now()
         do {
-            return try await dashboard.offLoop { try make(viewer, now) }
+            return try await make(viewer, now)
         } catch let error as ScheduleStoreError {
             return render(
                 "message", title: "The schedule cannot be read", viewer: viewer,
@@ -158,13 +164,13 @@ struct DashboardRoutes: Sendable {
 
     var canAct: Bool { dashboard.configuration.actions != nil && !dashboard.configuration.readOnly }
 
-    func requests(_ request: Request, _ viewer: Viewer, _ now: WallClockInstant) throws -> Response {
+    func requests(_ request: Request, _ viewer: Viewer, _ now: WallClockInstant) async throws -> Response {
         let query = request.uri.queryParameters
         let state = query["state"].map(String.init).flatMap(RequestQuery.Selection.init(named:)) ?? .pending
         let prefix = query["prefix"].map(String.init) ?? ""
         let tag = query["tag"].map(String.init) ?? ""
         let after = query["after"].flatMap { Int64(String($0)) }
-        let page = try dashboard.inspector.requests(
+        let page = try await dashboard.inspector.requests(
             RequestQuery(selection: state, identifierPrefix: prefix, tag: tag, after: after, limit: Self.pageSize),
             now: now)
         let found = page.requests
@@ -182,8 +188,9 @@ struct DashboardRoutes: Sendable {
                 filtered: !prefix.isEmpty || !tag.isEmpty, nextPage: nextPage))
     }
 
-    func running(_ viewer: Viewer, _ now: WallClockInstant) throws -> Response {
-        let found = try dashboard.inspector.requests(RequestQuery(selection: .running, limit: 1000), now: now).requests
+    func running(_ viewer: Viewer, _ now: WallClockInstant) async throws -> Response {
+        let found = try await dashboard.inspector.requests(RequestQuery(selection: .running, limit: 1000), now: now)
+            .requests
         let rows = found.compactMap { inspected in inspected.running.map { runningRow(inspected, $0, now) } }
         return render("running", title: "Running", viewer: viewer, RunningPage(rows: rows))
     }
@@ -198,7 +205,7 @@ struct DashboardRoutes: Sendable {
             holder: run.holder ?? "")
     }
 
-    func history(_ request: Request, _ viewer: Viewer, _ now: WallClockInstant) throws -> Response {
+    func history(_ request: Request, _ viewer: Viewer, _ now: WallClockInstant) async throws -> Response {
         let query = request.uri.queryParameters
         let prefix = query["prefix"].map(String.init) ?? ""
         let resultName = query["result"].map(String.init) ?? ""
@@ -210,7 +217,7 @@ struct DashboardRoutes: Sendable {
             guard parts.count == 2, let run = Int64(parts[0]), let attempt = Int(parts[1]) else { return nil }
             return HistoryPosition(runID: run, attempt: attempt)
         }
-        let found = try dashboard.inspector.history(
+        let found = try await dashboard.inspector.history(
             HistoryQuery(
                 identifierPrefix: prefix, result: result, startedFrom: Self.instant(from),
                 startedBefore: Self.instant(until), before: before, limit: Self.pageSize))
@@ -250,28 +257,30 @@ struct DashboardRoutes: Sendable {
         return nil
     }
 
-    func failed(_ request: Request, _ viewer: Viewer, _ now: WallClockInstant) throws -> Response {
+    func failed(_ request: Request, _ viewer: Viewer, _ now: WallClockInstant) async throws -> Response {
         let after = request.uri.queryParameters["after"].flatMap { Int64(String($0)) }
-        let page = try dashboard.inspector.requests(
+        let page = try await dashboard.inspector.requests(
             RequestQuery(selection: .failed, after: after, limit: Self.pageSize), now: now)
         let found = page.requests
-        let rows = try found.map { inspected -> FailedRow in
+        var rows: [FailedRow] = []
+        for inspected in found {
             var newest = HistoryQuery(limit: 1)
             newest.identifier = inspected.request.identifier
-            let last = try dashboard.inspector.history(newest).first
-            return FailedRow(
-                identifier: inspected.request.identifier, link: Formatting.query(inspected.request.identifier),
-                canRetry: canAct && inspected.stoppedBy == nil,
-                lastResult: last.map { "\($0.result) (run \($0.runID), attempt \($0.attempt))" } ?? "none ran",
-                ended: last?.endedAt.map { Formatting.relative($0, from: now) } ?? "",
-                stopReason: last?.stopReason ?? "", stoppedBy: inspected.stoppedBy ?? "")
+            let last = try await dashboard.inspector.history(newest).first
+            rows.append(
+                FailedRow(
+                    identifier: inspected.request.identifier, link: Formatting.query(inspected.request.identifier),
+                    canRetry: canAct && inspected.stoppedBy == nil,
+                    lastResult: last.map { "\($0.result) (run \($0.runID), attempt \($0.attempt))" } ?? "none ran",
+                    ended: last?.endedAt.map { Formatting.relative($0, from: now) } ?? "",
+                    stopReason: last?.stopReason ?? "", stoppedBy: inspected.stoppedBy ?? ""))
         }
         let nextPage = page.next.map { "\(base)/failed?after=\($0)" }
         return render("failed", title: "Failed", viewer: viewer, FailedPage(rows: rows, nextPage: nextPage))
     }
 
-    func instances(_ viewer: Viewer, _ now: WallClockInstant) throws -> Response {
-        let found = try dashboard.inspector.instances(now: now)
+    func instances(_ viewer: Viewer, _ now: WallClockInstant) async throws -> Response {
+        let found = try await dashboard.inspector.instances(now: now)
         let single = !dashboard.inspector.isShared
         let rows = found.map {
             InstanceRow(
@@ -299,9 +308,9 @@ struct DashboardRoutes: Sendable {
             outcome: (record.succeeded ? "" : "refused: ") + record.answer)
     }
 
-    func story(_ request: Request, _ viewer: Viewer, _ now: WallClockInstant) throws -> Response {
+    func story(_ request: Request, _ viewer: Viewer, _ now: WallClockInstant) async throws -> Response {
         let identifier = request.uri.queryParameters["id"].map(String.init) ?? ""
-        guard let inspected = try dashboard.inspector.request(identifier, now: now) else {
+        guard let inspected = try await dashboard.inspector.request(identifier, now: now) else {
             return render(
                 "message", title: "No such request", viewer: viewer,
                 MessagePage(
@@ -310,7 +319,7 @@ struct DashboardRoutes: Sendable {
         }
         var itsOwn = HistoryQuery(limit: 200)
         itsOwn.identifier = identifier
-        let attempts = try dashboard.inspector.history(itsOwn)
+        let attempts = try await dashboard.inspector.history(itsOwn)
         let submitted = inspected.request
         let nextRun = inspected.waitingFor.flatMap(RequestRow.time(of:))
         let facts = StoryFacts(
@@ -414,17 +423,16 @@ struct DashboardRoutes: Sendable {
         }
         let identifier = request.uri.queryParameters["id"].map(String.init) ?? ""
         let user = viewer.user
-        let outcome: Result<String, ScheduleActionError> = try await dashboard.offLoop {
-            do {
-                switch action {
-                case "run": return .success(try actions.runNow(identifier, by: user))
-                case "retry": return .success(try actions.retry(identifier, by: user))
-                case "retire": return .success(try actions.retireInstance(identifier, by: user))
-                default: return .success(try actions.cancel(identifier, by: user))
-                }
-            } catch let error as ScheduleActionError {
-                return .failure(error)
+        let outcome: Result<String, ScheduleActionError>
+        do throws(ScheduleActionError) {
+            switch action {
+            case "run": outcome = .success(try await actions.runNow(identifier, by: user))
+            case "retry": outcome = .success(try await actions.retry(identifier, by: user))
+            case "retire": outcome = .success(try await actions.retireInstance(identifier, by: user))
+            default: outcome = .success(try await actions.cancel(identifier, by: user))
             }
+        } catch {
+            outcome = .failure(error)
         }
         let (succeeded, answer) =
             switch outcome {

@@ -24,18 +24,25 @@ final class ConnectionOperations: Sendable {
 
     var loop: any EventLoop { executor.loop }
 
-    /// Runs `body` in its turn with a deadline; what failed because the deadline closed its
-    /// connection throws ``Unanswered``.
+    /// Runs `body` in its turn with a deadline, on the event loop; what failed because the
+    /// deadline closed its connection throws ``Unanswered``.
+    ///
+    /// On the loop, not the caller's executor: each answer resumes the operation on the
+    /// thread that read it. Resumed on Swift's shared pool instead, an operation waits for a
+    /// free thread of it, and a pool kept busy by its program (blocking work, as tests do)
+    /// made the deadline pass on answers that had come in time.
     func perform<T: Sendable>(_ body: (OperationDeadline) async throws -> T) async throws -> T {
-        await turns.begin()
-        defer { turns.end() }
-        let deadline = OperationDeadline(on: loop, after: timeout)
-        defer { deadline.end() }
-        do {
-            return try await body(deadline)
-        } catch {
-            if deadline.hasLapsed { throw deadline.error }
-            throw error
+        try await withTaskExecutorPreference(executor) {
+            await turns.begin()
+            defer { turns.end() }
+            let deadline = OperationDeadline(on: loop, after: timeout)
+            defer { deadline.end() }
+            do {
+                return try await body(deadline)
+            } catch {
+                if deadline.hasLapsed { throw deadline.error }
+                throw error
+            }
         }
     }
 

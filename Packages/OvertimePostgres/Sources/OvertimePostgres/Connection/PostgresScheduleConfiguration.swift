@@ -240,6 +240,8 @@ extension ScheduleDatabase {
                 return try PostgresScheduleStore(
                     configuration: configuration, wallClock: context.wallClock, logger: context.logger)
             },
-            inspect: { () throws(ScheduleStoreError) in try PostgresScheduleInspector(configuration: configuration) })
+            inspect: { () async throws(ScheduleStoreError) in
+                try await PostgresScheduleInspector.open(configuration: configuration)
+            })
     }
 }

@@ -36,24 +36,33 @@ final class PostgresScheduleInspector: ScheduleInspector {
         let clockOffset: Int64
     }
 
-    init(configuration: PostgresScheduleConfiguration, rowsReadPerPage: Int = 20_000) throws(ScheduleStoreError) {
+    private init(configuration: PostgresScheduleConfiguration, rowsReadPerPage: Int) {
         self.configuration = configuration
         self.rowsReadPerPage = rowsReadPerPage
         operations = ConnectionOperations(
             on: group.next(), timeout: configuration.operationTimeout, name: "the schedule inspector")
+    }
+
+    /// An inspector of `configuration`'s database, connected and its schema checked: a bad
+    /// setup is said at once.
+    static func open(configuration: PostgresScheduleConfiguration, rowsReadPerPage: Int = 20_000)
+        async throws(ScheduleStoreError) -> PostgresScheduleInspector
+    {
+        let inspector = PostgresScheduleInspector(configuration: configuration, rowsReadPerPage: rowsReadPerPage)
         do {
-            _ = try using { _, _ in () }  // connects and checks the schema: a bad setup is said at once
+            try await inspector.using { _, _ in () }
         } catch {
-            close()
+            inspector.close()
             throw error
         }
+        return inspector
     }
 
     var isShared: Bool { true }
 
     // MARK: Requests
 
-    func requests(_ query: RequestQuery, now: WallClockInstant) throws(ScheduleStoreError) -> RequestPage {
+    func requests(_ query: RequestQuery, now: WallClockInstant) async throws(ScheduleStoreError) -> RequestPage {
         var conditions: [String] = []
         var bindings = PostgresBindings()
         switch query.selection {
@@ -71,32 +80,36 @@ final class PostgresScheduleInspector: ScheduleInspector {
             bindings.append(RequestColumns.tagPattern(tag))
             conditions.append("strpos(r.tags, $\(bindings.count)) > 0")
         }
-        return try RequestPage.reading(query, rowsReadPerPage: rowsReadPerPage) {
-            (after: Int64?, limit: Int, visit: (InspectedRequest) -> Bool) throws(ScheduleStoreError) -> Int in
+        var reading = RequestPage.Reading(query, rowsReadPerPage: rowsReadPerPage)
+        while true {
             var page = conditions
             var pageBindings = bindings
-            if let after {
+            if let after = reading.after {
                 pageBindings.append(after)
                 page.append("r.sequence > $\(pageBindings.count)")
             }
             let sql = """
                 SELECT \(Self.requestColumns) FROM overtime.requests r
                 \(page.isEmpty ? "" : "WHERE " + page.joined(separator: " AND "))
-                ORDER BY r.sequence LIMIT \(limit)
+                ORDER BY r.sequence LIMIT \(reading.batch)
                 """
             // Each batch is an operation of its own, within its own deadline.
-            let batch = try using { [pageBindings] connection, offset in
-                try await self.run(connection, PostgresQuery(unsafeSQL: sql, binds: pageBindings)).map {
+            let batch = try await using { [pageBindings] connection, offset in
+                try await run(connection, PostgresQuery(unsafeSQL: sql, binds: pageBindings)).map {
                     try Self.inspected($0, now: now, offset: offset)
                 }
             }
-            for inspected in batch where !visit(inspected) { break }
-            return batch.count
+            var rows = 0
+            for inspected in batch {
+                rows += 1
+                if !reading.visit(inspected) { break }
+            }
+            if let found = reading.batchEnded(rows: rows) { return found }
         }
     }
 
-    func request(_ identifier: String, now: WallClockInstant) throws(ScheduleStoreError) -> InspectedRequest? {
-        try using { [self] connection, offset in
+    func request(_ identifier: String, now: WallClockInstant) async throws(ScheduleStoreError) -> InspectedRequest? {
+        try await using { connection, offset in
             // The fleet's shared request first; else an instance's own of that identifier.
             try await run(
                 connection,
@@ -141,8 +154,8 @@ final class PostgresScheduleInspector: ScheduleInspector {
 
     // MARK: History
 
-    func history(_ query: HistoryQuery) throws(ScheduleStoreError) -> [RunRecord] {
-        try using { [self] connection, _ in
+    func history(_ query: HistoryQuery) async throws(ScheduleStoreError) -> [RunRecord] {
+        try await using { connection, _ in
             var conditions: [String] = []
             var bindings = PostgresBindings()
             func bind(_ value: some PostgresNonThrowingEncodable & Sendable) -> String {
@@ -177,8 +190,8 @@ final class PostgresScheduleInspector: ScheduleInspector {
     /// instances notify of submits and ends that leave work to do, not of every change (a
     /// run that starts, a cancel), and every write moves the snapshot (another database's
     /// too, which only costs a read).
-    func changeMark() throws(ScheduleStoreError) -> Int64 {
-        let snapshot = try using { [self] connection, _ in
+    func changeMark() async throws(ScheduleStoreError) -> Int64 {
+        let snapshot = try await using { connection, _ in
             try await run(connection, "SELECT pg_current_snapshot()::text").first?.decode(String.self) ?? ""
         }
         // FNV-1a of the snapshot's text.
@@ -187,8 +200,8 @@ final class PostgresScheduleInspector: ScheduleInspector {
         return Int64(bitPattern: hash) &+ notifications.withLockedValue { $0 }
     }
 
-    func instances(now: WallClockInstant) throws(ScheduleStoreError) -> [InspectedInstance] {
-        try using { [self] connection, offset in
+    func instances(now: WallClockInstant) async throws(ScheduleStoreError) -> [InspectedInstance] {
+        try await using { connection, offset in
             struct Row {
                 var claims = 0
                 var claimsUntil: Int64?
@@ -274,17 +287,15 @@ final class PostgresScheduleInspector: ScheduleInspector {
     /// Runs `body` with the connection (connected, listening and checked first) and the
     /// clock offset, as one operation within ``PostgresScheduleConfiguration/operationTimeout``.
     private func using<T: Sendable>(
-        _ body: @escaping @Sendable (PostgresConnection, Int64) async throws -> T
-    ) throws(ScheduleStoreError) -> T {
+        _ body: (PostgresConnection, Int64) async throws -> T
+    ) async throws(ScheduleStoreError) -> T {
         guard !closed.withLockedValue({ $0 }) else {
             throw ScheduleStoreError("schedule database \(configuration.serverName): the inspector is closed")
         }
         do {
-            return try operations.waitFor {
-                try await self.operations.perform { deadline in
-                    let connected = try await self.connected(within: deadline)
-                    return try await body(connected.connection, connected.clockOffset)
-                }
+            return try await operations.perform { deadline in
+                let connected = try await connected(within: deadline)
+                return try await body(connected.connection, connected.clockOffset)
             }
         } catch let error as ScheduleStoreError {
             throw error
