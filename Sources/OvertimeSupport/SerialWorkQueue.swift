@@ -63,6 +63,23 @@ package final class SerialWorkQueue: TaskExecutor, Sendable {
         }
     }
 
+    /// Runs `body` on the queue's thread after everything queued before it, and resumes the
+    /// caller with its result: no thread waits for it.
+    package func perform<T: Sendable, Failure: Error>(
+        _ body: @escaping @Sendable () throws(Failure) -> T
+    ) async throws(Failure) -> T {
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, Failure>, Never>) in
+            async {
+                do throws(Failure) {
+                    continuation.resume(returning: .success(try body()))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+        }
+        return try result.get()
+    }
+
     /// Whether the caller runs on the queue's thread (for assertions: it takes the lock).
     package var isCurrent: Bool {
         shared.withLock { pending in pending.thread.map { pthread_equal($0, pthread_self()) != 0 } } ?? false

@@ -25,26 +25,9 @@ final class SQLiteScheduleInspector: ScheduleInspector {
         -> SQLiteScheduleInspector
     {
         let queue = SerialWorkQueue(name: "sched-inspect")
-        return try await Self.on(queue) { () throws(ScheduleStoreError) in
+        return try await queue.perform { () throws(ScheduleStoreError) in
             try SQLiteScheduleInspector(path: path, rowsReadPerPage: rowsReadPerPage, queue: queue)
         }
-    }
-
-    /// Runs `body` on `queue` and resumes the caller with its result: no thread waits.
-    private static func on<T: Sendable>(
-        _ queue: SerialWorkQueue, _ body: @escaping @Sendable () throws(ScheduleStoreError) -> T
-    ) async throws(ScheduleStoreError) -> T {
-        let result = await withCheckedContinuation {
-            (continuation: CheckedContinuation<Result<T, ScheduleStoreError>, Never>) in
-            queue.async {
-                do throws(ScheduleStoreError) {
-                    continuation.resume(returning: .success(try body()))
-                } catch {
-                    continuation.resume(returning: .failure(error))
-                }
-            }
-        }
-        return try result.get()
     }
 
     /// Opens `path` on `queue`'s thread.
@@ -240,7 +223,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     private func using<T: Sendable>(
         _ body: @escaping @Sendable (SQLiteConnection) throws(SQLiteError) -> T
     ) async throws(ScheduleStoreError) -> T {
-        try await Self.on(queue) { [database, path] () throws(ScheduleStoreError) in
+        try await queue.perform { [database, path] () throws(ScheduleStoreError) in
             guard let connection = database.value else { throw ScheduleStoreError("schedule store \(path): closed") }
             do {
                 return try body(connection)

@@ -11,17 +11,7 @@ extension Scheduler {
     func onQueue<T: Sendable>(
         resuming body: @escaping @Sendable () throws(SchedulerError) -> T
     ) async throws(SchedulerError) -> T {
-        let result = await withCheckedContinuation {
-            (continuation: CheckedContinuation<Result<T, SchedulerError>, Never>) in
-            queue.async {
-                do throws(SchedulerError) {
-                    continuation.resume(returning: .success(try body()))
-                } catch {
-                    continuation.resume(returning: .failure(error))
-                }
-            }
-        }
-        return try result.get()
+        try await queue.perform(body)
     }
 
     /// Refuses a synchronous call made on the runtime's loop thread, which it would hold
