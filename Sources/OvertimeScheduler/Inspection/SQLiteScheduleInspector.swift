@@ -175,8 +175,10 @@ final class SQLiteScheduleInspector: ScheduleInspector {
         try await using { connection throws(SQLiteError) in try connection.integer("PRAGMA data_version") ?? 0 }
     }
 
+    /// Closes the connection after the reads queued before (no caller waits for it); a
+    /// read asked for later finds it closed.
     func close() {
-        queue.sync {
+        queue.async { [database] in
             database.value?.close()
             database.value = nil
         }
