@@ -46,10 +46,10 @@ final class ConnectionOperations: Sendable {
         }
     }
 
-    /// The one wait, for the synchronous calls of ``ScheduleStore`` and
-    /// ``ScheduleInspector``: the calling thread (the scheduler's queue, a dashboard's
-    /// worker; never the runtime's loop) waits while `operation` runs on the event loop,
-    /// which ends it by its deadline.
+    /// The one wait, for the store's synchronous calls (the ``ScheduleStore`` contract; the
+    /// inspector's reads are async and never come here): the calling thread — the
+    /// scheduler's queue, never the runtime's loop — waits while `operation` runs on the
+    /// event loop, which ends it by its deadline.
     func waitFor<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) throws -> T {
         // Waiting on the connection's own loop would wait for itself.
         guard !loop.inEventLoop else { throw OnTheEventLoop(name: name) }
