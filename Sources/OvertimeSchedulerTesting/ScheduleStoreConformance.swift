@@ -10,8 +10,8 @@ import Overtime
 ///
 /// ```swift
 /// @Test(arguments: ScheduleStoreConformance.checks)
-/// func keepsTheContract(_ check: ScheduleStoreConformance.Check) throws {
-///     try ScheduleStoreConformance.run(check, on: .inMemory(InMemorySchedule()), now: now)
+/// func keepsTheContract(_ check: ScheduleStoreConformance.Check) async throws {
+///     try await ScheduleStoreConformance.run(check, on: .inMemory(InMemorySchedule()), now: now)
 /// }
 /// ```
 ///
@@ -29,7 +29,7 @@ import Overtime
     public struct Check: Sendable, CustomStringConvertible {
         /// What it checks, as a sentence's words.
         public let name: String
-        let body: @Sendable (inout Subject) throws -> Void
+        let body: @Sendable (inout Subject) async throws -> Void
 
         /// The name.
         public var description: String { name }
@@ -60,11 +60,11 @@ import Overtime
     ///
     /// - Throws: ``Failure`` when the store answers otherwise; a ``ScheduleStoreError``
     ///   when it fails a call.
-    public static func run(_ check: Check, on database: ScheduleDatabase, now: WallClockInstant) throws {
-        var subject = try Subject(database: database, now: now)
+    public static func run(_ check: Check, on database: ScheduleDatabase, now: WallClockInstant) async throws {
+        var subject = try await Subject(database: database, now: now)
         defer { subject.store.close() }
         do {
-            try check.body(&subject)
+            try await check.body(&subject)
         } catch let failure as Failure {
             throw Failure(description: "\(check.name): \(failure.description)")
         }
@@ -78,10 +78,10 @@ import Overtime
         /// The store's clock at `now`: every time in a check is around it.
         let base: WallClockInstant
 
-        init(database: ScheduleDatabase, now: WallClockInstant) throws {
+        init(database: ScheduleDatabase, now: WallClockInstant) async throws {
             self.database = database
             self.now = now
-            store = try database.openStore(Self.context(now))
+            store = try await database.openStore(Self.context(now))
             base = store.wallClock(now)
         }
 
@@ -92,9 +92,9 @@ import Overtime
         }
 
         /// Closes the store and opens it again (what a restart of the program does).
-        mutating func reopen() throws {
+        mutating func reopen() async throws {
             store.close()
-            store = try database.openStore(Self.context(now))
+            store = try await database.openStore(Self.context(now))
         }
 
         func at(_ seconds: Int64) -> WallClockInstant { base + .seconds(seconds) }
@@ -113,24 +113,24 @@ import Overtime
         }
 
         @discardableResult
-        func write(_ writes: [RequestWrite]) throws -> CommitRefusals {
-            try store.commit(ScheduleBatch(writes: writes), lastRunID: store.lastRunID())
+        func write(_ writes: [RequestWrite]) async throws -> CommitRefusals {
+            try await store.commit(ScheduleBatch(writes: writes), lastRunID: store.lastRunID())
         }
 
-        func save(_ requests: StoredRequest...) throws { try write(requests.map { .save($0) }) }
+        func save(_ requests: StoredRequest...) async throws { try await write(requests.map { .save($0) }) }
 
         /// Starts a run of `identifier` as a scheduler does: claimed through
         /// ``ScheduleStore/due(at:unmet:limit:)``, its run ID the store's or the next.
-        func start(_ identifier: String, at time: WallClockInstant) throws -> (RunRecord, StoredRequest) {
+        func start(_ identifier: String, at time: WallClockInstant) async throws -> (RunRecord, StoredRequest) {
             guard
-                var stored = try store.due(at: base, unmet: 0, limit: 1000).first(where: {
+                var stored = try await store.due(at: base, unmet: 0, limit: 1000).first(where: {
                     $0.request.identifier == identifier
                 })
             else { throw Failure(description: "'\(identifier)' is not due to start") }
             let runID: Int64
             if let id = stored.currentRunID {
                 runID = id
-            } else if let id = try store.newRunID() {
+            } else if let id = try await store.newRunID() {
                 runID = id
             } else {
                 runID = try store.lastRunID() + 1
@@ -142,8 +142,8 @@ import Overtime
                 stopReason: nil)
             var batch = ScheduleBatch()
             batch.starts = [(record, stored)]
-            let refused = try store.commit(batch, lastRunID: runID)
-            try expect(refused.starts.isEmpty, "the start of '\(identifier)' was written", refused)
+            let refused = try await store.commit(batch, lastRunID: runID)
+            try await expect(refused.starts.isEmpty, "the start of '\(identifier)' was written", refused)
             return (record, stored)
         }
 
@@ -151,7 +151,7 @@ import Overtime
         func end(
             _ started: (RunRecord, StoredRequest), _ result: RunResult, at time: WallClockInstant,
             plan: ((inout StoredRequest) -> Void)? = { $0.plan.isFinished = true }
-        ) throws -> RunRecord {
+        ) async throws -> RunRecord {
             let (start, stored) = started
             let record = RunRecord(
                 identifier: start.identifier, runID: start.runID, attempt: start.attempt, startedAt: start.startedAt,
@@ -165,22 +165,24 @@ import Overtime
             }
             var batch = ScheduleBatch()
             batch.ends = [RunEnd(record: record, plan: written, scope: stored.request.scope)]
-            _ = try store.commit(batch, lastRunID: try store.lastRunID())
+            _ = try await store.commit(batch, lastRunID: try store.lastRunID())
             return record
         }
 
         func identifiers(_ requests: [StoredRequest]) -> [String] { requests.map(\.request.identifier) }
     }
 
-    static func expect(_ condition: Bool, _ what: String, _ found: @autoclosure () throws -> Any = "") throws {
+    static func expect(_ condition: Bool, _ what: String, _ found: @autoclosure () async throws -> Any = "")
+        async throws
+    {
         guard condition else {
-            throw Failure(description: "expected \(what); found \((try? found()).map { "\($0)" } ?? "an error")")
+            throw Failure(description: "expected \(what); found \((try? await found()).map { "\($0)" } ?? "an error")")
         }
     }
 
     // MARK: The checks
 
-    static func readsBackAsWritten(_ subject: inout Subject) throws {
+    static func readsBackAsWritten(_ subject: inout Subject) async throws {
         var plain = subject.oneShot("plain", dueIn: 60)
         plain.request.tags = ["nightly", "reports"]
         plain.request.input = Array("input\u{0}bytes".utf8)
@@ -205,199 +207,207 @@ import Overtime
         var linked = subject.oneShot("linked", dueIn: 10)
         linked.request.prerequisites = ["plain", "repeating"]
         linked.chain = ChainState(waitingOn: ["plain", "repeating"], handedOn: ["x": [1, 2]])
-        try subject.save(plain, repeating, calendar, linked)
+        try await subject.save(plain, repeating, calendar, linked)
         for written in [plain, repeating, calendar, linked] {
-            let read = try subject.store.request(written.request.identifier)
-            try expect(read?.request == written.request, "the request '\(written.request.identifier)'", read as Any)
-            try expect(read?.plan == written.plan, "the plan of '\(written.request.identifier)'", read?.plan as Any)
-            try expect(read?.submittedAt == written.submittedAt, "the submission time", read?.submittedAt as Any)
-            try expect(read?.chain == written.chain, "the chain", read?.chain as Any)
-            try expect(read?.isRunning == false && read?.cancelledAt == nil, "not running, not cancelled")
+            let read = try await subject.store.request(written.request.identifier)
+            try await expect(
+                read?.request == written.request, "the request '\(written.request.identifier)'", read as Any)
+            try await expect(
+                read?.plan == written.plan, "the plan of '\(written.request.identifier)'", read?.plan as Any)
+            try await expect(read?.submittedAt == written.submittedAt, "the submission time", read?.submittedAt as Any)
+            try await expect(read?.chain == written.chain, "the chain", read?.chain as Any)
+            try await expect(read?.isRunning == false && read?.cancelledAt == nil, "not running, not cancelled")
         }
-        try expect(try subject.store.request("absent") == nil, "no request for an identifier never written")
+        try await expect(try subject.store.request("absent") == nil, "no request for an identifier never written")
     }
 
-    static func submissionOrder(_ subject: inout Subject) throws {
-        try subject.save(
+    static func submissionOrder(_ subject: inout Subject) async throws {
+        try await subject.save(
             subject.oneShot("c", dueIn: 10), subject.oneShot("a", dueIn: 20), subject.oneShot("b", dueIn: 30))
         var updated = subject.oneShot("c", dueIn: 40)
         updated.request.tags = ["new"]
-        try subject.save(updated)
-        try expect(
+        try await subject.save(updated)
+        try await expect(
             subject.identifiers(try subject.store.pendingRequests()) == ["c", "a", "b"], "an update keeps its place",
-            subject.identifiers(try subject.store.pendingRequests()))
-        try expect(try subject.store.request("c")?.request.tags == ["new"], "the update written")
-        try subject.write([.cancel("a", at: subject.at(1))])
-        try expect(
+            await subject.identifiers(try subject.store.pendingRequests()))
+        try await expect(try subject.store.request("c")?.request.tags == ["new"], "the update written")
+        try await subject.write([.cancel("a", at: subject.at(1))])
+        try await expect(
             subject.identifiers(try subject.store.pendingRequests()) == ["c", "b"], "the cancelled one left out")
-        try expect(try subject.store.pendingCount() == 2, "two pending", try subject.store.pendingCount())
-        let cancelled = try subject.store.request("a")
-        try expect(
+        try await expect(try subject.store.pendingCount() == 2, "two pending", try await subject.store.pendingCount())
+        let cancelled = try await subject.store.request("a")
+        try await expect(
             cancelled?.plan.isFinished == true && cancelled?.cancelledAt == subject.at(1),
             "the cancelled request kept, finished, with its time", cancelled as Any)
     }
 
-    static func tagsMatchWhole(_ subject: inout Subject) throws {
+    static func tagsMatchWhole(_ subject: inout Subject) async throws {
         let tagged = [("n1", ["nightly"]), ("n2", ["night"]), ("n3", ["nightly", "reports"]), ("n4", [])]
-        try subject.write(
+        try await subject.write(
             tagged.map { identifier, tags in
                 .save(subject.oneShot(identifier, dueIn: 10) { $0.tags = Set(tags) })
             })
-        try expect(
+        try await expect(
             subject.identifiers(try subject.store.pendingRequests(tagged: "nightly")) == ["n1", "n3"], "n1, n3",
-            subject.identifiers(try subject.store.pendingRequests(tagged: "nightly")))
-        try expect(subject.identifiers(try subject.store.pendingRequests(tagged: "night")) == ["n2"], "n2 alone")
-        try expect(try subject.store.pendingRequests(tagged: "ightl").isEmpty, "no request for a part of a tag")
+            await subject.identifiers(try subject.store.pendingRequests(tagged: "nightly")))
+        try await expect(subject.identifiers(try subject.store.pendingRequests(tagged: "night")) == ["n2"], "n2 alone")
+        try await expect(try subject.store.pendingRequests(tagged: "ightl").isEmpty, "no request for a part of a tag")
     }
 
-    static func keepOrReplace(_ subject: inout Subject) throws {
-        try subject.save(subject.oneShot("first", dueIn: 10), subject.oneShot("kept", dueIn: 20))
+    static func keepOrReplace(_ subject: inout Subject) async throws {
+        try await subject.save(subject.oneShot("first", dueIn: 10), subject.oneShot("kept", dueIn: 20))
         var again = subject.oneShot("kept", dueIn: 99)
         again.request.tags = ["again"]
-        var refused = try subject.write([.insertUnlessPending(again)])
-        try expect(refused.kept == ["kept"] && refused.resubmitted.isEmpty, "kept", refused)
-        try expect(try subject.store.request("kept")?.request.tags == [], "the pending request unchanged")
-        try subject.write([.cancel("kept", at: subject.at(0))])
-        refused = try subject.write([.insertUnlessPending(again)])
-        try expect(refused.resubmitted == ["kept"] && refused.kept.isEmpty, "resubmitted", refused)
-        let read = try subject.store.request("kept")
-        try expect(
+        var refused = try await subject.write([.insertUnlessPending(again)])
+        try await expect(refused.kept == ["kept"] && refused.resubmitted.isEmpty, "kept", refused)
+        try await expect(try subject.store.request("kept")?.request.tags == [], "the pending request unchanged")
+        try await subject.write([.cancel("kept", at: subject.at(0))])
+        refused = try await subject.write([.insertUnlessPending(again)])
+        try await expect(refused.resubmitted == ["kept"] && refused.kept.isEmpty, "resubmitted", refused)
+        let read = try await subject.store.request("kept")
+        try await expect(
             read?.request.tags == ["again"] && read?.plan.isFinished == false && read?.cancelledAt == nil,
             "the new request in the finished one's place", read as Any)
-        try expect(
+        try await expect(
             subject.identifiers(try subject.store.pendingRequests()) == ["first", "kept"],
             "a new submission last in the order")
-        refused = try subject.write([.insertUnlessPending(subject.oneShot("new", dueIn: 5))])
-        try expect(refused.kept.isEmpty && refused.resubmitted.isEmpty, "an absent identifier inserted", refused)
+        refused = try await subject.write([.insertUnlessPending(subject.oneShot("new", dueIn: 5))])
+        try await expect(refused.kept.isEmpty && refused.resubmitted.isEmpty, "an absent identifier inserted", refused)
     }
 
-    static func cancelling(_ subject: inout Subject) throws {
-        try subject.save(subject.oneShot("x", dueIn: -10), subject.oneShot("y", dueIn: 10))
-        try subject.write([.cancelAll(at: subject.at(2))])
-        try expect(try subject.store.pendingCount() == 0, "nothing pending")
-        try expect(try subject.store.due(at: subject.base, unmet: 0, limit: 10).isEmpty, "nothing due")
-        try expect(try subject.store.nextDue(after: subject.base, unmet: 0) == nil, "nothing next")
+    static func cancelling(_ subject: inout Subject) async throws {
+        try await subject.save(subject.oneShot("x", dueIn: -10), subject.oneShot("y", dueIn: 10))
+        try await subject.write([.cancelAll(at: subject.at(2))])
+        try await expect(try subject.store.pendingCount() == 0, "nothing pending")
+        try await expect(try subject.store.due(at: subject.base, unmet: 0, limit: 10).isEmpty, "nothing due")
+        try await expect(try subject.store.nextDue(after: subject.base, unmet: 0) == nil, "nothing next")
         for identifier in ["x", "y"] {
-            try expect(
+            try await expect(
                 try subject.store.request(identifier)?.cancelledAt == subject.at(2), "\(identifier) kept, cancelled")
         }
         // A finished request is left as it is.
-        try subject.write([.cancel("x", at: subject.at(9))])
-        try expect(try subject.store.request("x")?.cancelledAt == subject.at(2), "the first cancellation's time kept")
+        try await subject.write([.cancel("x", at: subject.at(9))])
+        try await expect(
+            try subject.store.request("x")?.cancelledAt == subject.at(2), "the first cancellation's time kept")
     }
 
-    static func dueSelection(_ subject: inout Subject) throws {
+    static func dueSelection(_ subject: inout Subject) async throws {
         let network = RequestColumns(subject.oneShot("m", dueIn: 0) { $0.requirements = [.network] }).requirementMask
-        try subject.save(
+        try await subject.save(
             subject.oneShot("later", dueIn: 50), subject.oneShot("second", dueIn: -20),
             subject.oneShot("needs-network", dueIn: -30) { $0.requirements = [.network] },
             subject.oneShot("same-time", dueIn: -20), subject.oneShot("first", dueIn: -40))
-        let all = subject.identifiers(try subject.store.due(at: subject.base, unmet: 0, limit: 10))
-        try expect(all == ["first", "needs-network", "second", "same-time"], "by due time, then order", all)
-        let met = subject.identifiers(try subject.store.due(at: subject.base, unmet: network, limit: 10))
-        try expect(met == ["first", "second", "same-time"], "what needs the network left out", met)
-        try expect(
+        let all = await subject.identifiers(try subject.store.due(at: subject.base, unmet: 0, limit: 10))
+        try await expect(all == ["first", "needs-network", "second", "same-time"], "by due time, then order", all)
+        let met = await subject.identifiers(try subject.store.due(at: subject.base, unmet: network, limit: 10))
+        try await expect(met == ["first", "second", "same-time"], "what needs the network left out", met)
+        try await expect(
             subject.identifiers(try subject.store.due(at: subject.base, unmet: 0, limit: 2)) == [
                 "first", "needs-network",
             ],
             "at most the limit")
-        try expect(try subject.store.dueWaiting(at: subject.base, on: network), "one due waits on the network")
-        try expect(try !subject.store.dueWaiting(at: subject.at(-35), on: network), "none due then waits on it")
-        let next = try subject.store.nextDue(after: subject.base, unmet: 0)
+        try await expect(try subject.store.dueWaiting(at: subject.base, on: network), "one due waits on the network")
+        try await expect(try !subject.store.dueWaiting(at: subject.at(-35), on: network), "none due then waits on it")
+        let next = try await subject.store.nextDue(after: subject.base, unmet: 0)
         // A store on a shared database may answer an earlier time to look again.
-        try expect(
+        try await expect(
             next.map { $0.at <= subject.at(50) } == true, "the next due time at the latest 'later''s", next as Any)
         if subject.store.holderName == nil {
-            try expect(next?.identifier == "later" && next?.at == subject.at(50), "'later' next", next as Any)
+            try await expect(next?.identifier == "later" && next?.at == subject.at(50), "'later' next", next as Any)
         }
     }
 
-    static func runsInProgress(_ subject: inout Subject) throws {
-        try subject.save(subject.oneShot("job", dueIn: -5), subject.oneShot("other", dueIn: 30))
+    static func runsInProgress(_ subject: inout Subject) async throws {
+        try await subject.save(subject.oneShot("job", dueIn: -5), subject.oneShot("other", dueIn: 30))
         let before = try subject.store.lastRunID()
-        let started = try subject.start("job", at: subject.at(-1))
-        if try subject.store.newRunID() == nil {
-            try expect(try subject.store.lastRunID() >= started.0.runID, "the last run ID at least the run's")
+        let started = try await subject.start("job", at: subject.at(-1))
+        if try await subject.store.newRunID() == nil {
+            try await expect(try subject.store.lastRunID() >= started.0.runID, "the last run ID at least the run's")
         }
-        try expect(started.0.runID > before, "a new run ID", started.0.runID)
-        try expect(try subject.store.request("job")?.isRunning == true, "running")
-        try expect(try subject.store.due(at: subject.base, unmet: 0, limit: 10).isEmpty, "a running request is not due")
-        let history = try subject.store.history(identifier: "job", limit: 10)
-        try expect(
+        try await expect(started.0.runID > before, "a new run ID", started.0.runID)
+        try await expect(try subject.store.request("job")?.isRunning == true, "running")
+        try await expect(
+            try subject.store.due(at: subject.base, unmet: 0, limit: 10).isEmpty, "a running request is not due")
+        let history = try await subject.store.history(identifier: "job", limit: 10)
+        try await expect(
             history.count == 1 && history[0].result == .running && history[0].endedAt == nil
                 && history[0].runID == started.0.runID,
             "the run in progress in the history", history)
-        let ended = try subject.end(started, .succeeded, at: subject.at(0))
-        try expect(try subject.store.history(identifier: "job", limit: 10) == [ended], "the ended attempt alone")
-        let read = try subject.store.request("job")
-        try expect(read?.isRunning == false && read?.plan.isFinished == true, "finished, not running", read as Any)
-        try expect(try subject.store.pendingCount() == 1, "one pending left")
+        let ended = try await subject.end(started, .succeeded, at: subject.at(0))
+        try await expect(try subject.store.history(identifier: "job", limit: 10) == [ended], "the ended attempt alone")
+        let read = try await subject.store.request("job")
+        try await expect(
+            read?.isRunning == false && read?.plan.isFinished == true, "finished, not running", read as Any)
+        try await expect(try subject.store.pendingCount() == 1, "one pending left")
     }
 
-    static func detachedEnds(_ subject: inout Subject) throws {
-        try subject.save(subject.oneShot("job", dueIn: -5))
-        let started = try subject.start("job", at: subject.at(-1))
-        try subject.write([.cancel("job", at: subject.at(0))])
-        try expect(try subject.store.request("job")?.isRunning == true, "a cancelled run still in progress")
-        let ended = try subject.end(started, .stopped, at: subject.at(1), plan: nil)
-        let read = try subject.store.request("job")
-        try expect(read?.isRunning == false && read?.cancelledAt == subject.at(0), "no longer running, still cancelled")
-        try expect(try subject.store.history(identifier: "job", limit: 10) == [ended], "its attempt recorded")
-        let refused = try subject.write([.insertUnlessPending(subject.oneShot("job", dueIn: -1))])
-        try expect(refused.resubmitted == ["job"], "the identifier free again", refused)
-        try expect(subject.identifiers(try subject.store.due(at: subject.base, unmet: 0, limit: 10)) == ["job"], "due")
+    static func detachedEnds(_ subject: inout Subject) async throws {
+        try await subject.save(subject.oneShot("job", dueIn: -5))
+        let started = try await subject.start("job", at: subject.at(-1))
+        try await subject.write([.cancel("job", at: subject.at(0))])
+        try await expect(try subject.store.request("job")?.isRunning == true, "a cancelled run still in progress")
+        let ended = try await subject.end(started, .stopped, at: subject.at(1), plan: nil)
+        let read = try await subject.store.request("job")
+        try await expect(
+            read?.isRunning == false && read?.cancelledAt == subject.at(0), "no longer running, still cancelled")
+        try await expect(try subject.store.history(identifier: "job", limit: 10) == [ended], "its attempt recorded")
+        let refused = try await subject.write([.insertUnlessPending(subject.oneShot("job", dueIn: -1))])
+        try await expect(refused.resubmitted == ["job"], "the identifier free again", refused)
+        try await expect(
+            subject.identifiers(try subject.store.due(at: subject.base, unmet: 0, limit: 10)) == ["job"], "due")
     }
 
-    static func links(_ subject: inout Subject) throws {
+    static func links(_ subject: inout Subject) async throws {
         func link(_ identifier: String, on prerequisites: Set<String>) -> StoredRequest {
             var stored = subject.oneShot(identifier, dueIn: -1) { $0.prerequisites = prerequisites }
             stored.chain = ChainState(waitingOn: prerequisites)
             return stored
         }
-        try subject.save(
+        try await subject.save(
             subject.oneShot("p", dueIn: 10), subject.oneShot("q", dueIn: 10), link("c1", on: ["p"]),
             link("c2", on: ["p", "q"]), link("c3", on: ["q"]), link("orphan", on: ["never-submitted"]))
-        try expect(
+        try await expect(
             subject.identifiers(try subject.store.waitingOnFinishedPrerequisites()) == ["orphan"],
             "the link on a request no store has",
-            subject.identifiers(try subject.store.waitingOnFinishedPrerequisites()))
-        try expect(try subject.store.due(at: subject.base, unmet: 0, limit: 10).isEmpty, "a waiting link is not due")
-        try expect(try subject.store.dependents(of: []).isEmpty, "none of nothing")
+            await subject.identifiers(try subject.store.waitingOnFinishedPrerequisites()))
+        try await expect(
+            try subject.store.due(at: subject.base, unmet: 0, limit: 10).isEmpty, "a waiting link is not due")
+        try await expect(try subject.store.dependents(of: []).isEmpty, "none of nothing")
         // Asked, as a scheduler asks, about the requests a commit just concluded.
-        try subject.write([.cancel("p", at: subject.at(0)), .cancel("q", at: subject.at(0))])
-        let dependents = subject.identifiers(try subject.store.dependents(of: ["p", "q"]))
-        try expect(dependents.sorted() == ["c1", "c2", "c3"], "each dependent once", dependents)
-        let left = subject.identifiers(try subject.store.waitingOnFinishedPrerequisites())
-        try expect(left == ["c1", "c2", "c3", "orphan"], "links on a finished prerequisite, in order", left)
+        try await subject.write([.cancel("p", at: subject.at(0)), .cancel("q", at: subject.at(0))])
+        let dependents = await subject.identifiers(try subject.store.dependents(of: ["p", "q"]))
+        try await expect(dependents.sorted() == ["c1", "c2", "c3"], "each dependent once", dependents)
+        let left = await subject.identifiers(try subject.store.waitingOnFinishedPrerequisites())
+        try await expect(left == ["c1", "c2", "c3", "orphan"], "links on a finished prerequisite, in order", left)
     }
 
-    static func waking(_ subject: inout Subject) throws {
-        try expect(try subject.store.nextWakingStart() == nil, "none without waking requests")
-        try subject.save(
+    static func waking(_ subject: inout Subject) async throws {
+        try await expect(try subject.store.nextWakingStart() == nil, "none without waking requests")
+        try await subject.save(
             subject.oneShot("plain", dueIn: 5), subject.oneShot("wakes-late", dueIn: 20) { $0.wakesSystem = true },
             subject.oneShot("wakes-early", dueIn: -3) { $0.wakesSystem = true })
-        try expect(try subject.store.nextWakingStart() == subject.at(-3), "the earliest waking one's")
-        _ = try subject.start("wakes-early", at: subject.at(-2))
-        try expect(try subject.store.nextWakingStart() == subject.at(20), "not the running one's")
+        try await expect(try subject.store.nextWakingStart() == subject.at(-3), "the earliest waking one's")
+        _ = try await subject.start("wakes-early", at: subject.at(-2))
+        try await expect(try subject.store.nextWakingStart() == subject.at(20), "not the running one's")
         var quiet = subject.oneShot("wakes-late", dueIn: 20)
         quiet.request.wakesSystem = false
-        try subject.save(quiet)
-        try expect(try subject.store.nextWakingStart() == nil, "none once it no longer wakes the system")
+        try await subject.save(quiet)
+        try await expect(try subject.store.nextWakingStart() == nil, "none once it no longer wakes the system")
     }
 
-    static func waitingCounts(_ subject: inout Subject) throws {
+    static func waitingCounts(_ subject: inout Subject) async throws {
         var link = subject.oneShot("link", dueIn: -1) { $0.prerequisites = ["ahead"] }
         link.chain = ChainState(waitingOn: ["ahead"])
-        try subject.save(
+        try await subject.save(
             subject.oneShot("ahead", dueIn: 60), subject.oneShot("ahead-too", dueIn: 90),
             subject.oneShot("overdue", dueIn: -10), subject.oneShot("running", dueIn: -20), link)
-        _ = try subject.start("running", at: subject.at(-1))
-        try subject.write([.cancel("ahead-too", at: subject.at(0))])
-        let counts = try subject.store.waitingCounts(at: subject.base)
-        try expect(counts.enqueued == 1 && counts.blocked == 2, "1 enqueued, 2 blocked", counts)
+        _ = try await subject.start("running", at: subject.at(-1))
+        try await subject.write([.cancel("ahead-too", at: subject.at(0))])
+        let counts = try await subject.store.waitingCounts(at: subject.base)
+        try await expect(counts.enqueued == 1 && counts.blocked == 2, "1 enqueued, 2 blocked", counts)
     }
 
-    static func plannedAhead(_ subject: inout Subject) throws {
+    static func plannedAhead(_ subject: inout Subject) async throws {
         func repeating(_ identifier: String, anchor seconds: Int64) -> StoredRequest {
             var stored = subject.oneShot(identifier, dueIn: seconds)
             stored.request.earliestBegin = nil
@@ -405,22 +415,22 @@ import Overtime
             return stored
         }
         // The previous window opened at anchor − 60 − 10: ahead of the base time for the first only.
-        try subject.save(
+        try await subject.save(
             repeating("ahead", anchor: 600), repeating("on-time", anchor: 60), subject.oneShot("one-shot", dueIn: 900))
-        let ahead = subject.identifiers(try subject.store.plannedAheadOfClock(subject.base))
-        try expect(ahead == ["ahead"], "the interval planned ahead alone", ahead)
-        try expect(try subject.store.plannedAheadOfClock(subject.at(1000)).isEmpty, "none once the clock is past")
+        let ahead = await subject.identifiers(try subject.store.plannedAheadOfClock(subject.base))
+        try await expect(ahead == ["ahead"], "the interval planned ahead alone", ahead)
+        try await expect(try subject.store.plannedAheadOfClock(subject.at(1000)).isEmpty, "none once the clock is past")
         // A calendar request whose previous time lies ahead of the clock is among them.
         var calendar = subject.oneShot("calendar", dueIn: 0)
         calendar.request.earliestBegin = nil
         calendar.request.repetition = Repetition(on: try CalendarSchedule("*-*-* *:00,30:00 UTC"))
         calendar.plan.anchor = subject.at(7200)
-        try subject.save(calendar)
-        let withCalendar = subject.identifiers(try subject.store.plannedAheadOfClock(subject.base))
-        try expect(withCalendar.contains("calendar"), "the calendar planned ahead", withCalendar)
+        try await subject.save(calendar)
+        let withCalendar = await subject.identifiers(try subject.store.plannedAheadOfClock(subject.base))
+        try await expect(withCalendar.contains("calendar"), "the calendar planned ahead", withCalendar)
     }
 
-    static func waitsForALength(_ subject: inout Subject) throws {
+    static func waitsForALength(_ subject: inout Subject) async throws {
         var retry = subject.oneShot("retry", dueIn: 0)
         retry.request.earliestBegin = nil
         retry.request.repetition = Repetition(every: .seconds(3600))
@@ -433,82 +443,85 @@ import Overtime
         repeating.request.repetition = Repetition(every: .seconds(3600))
         var past = subject.oneShot("past", dueIn: -50)
         past.request.earliestBegin = nil
-        try subject.save(retry, queued, repeating, subject.oneShot("at-a-time", dueIn: 70), past)
-        let waits = subject.identifiers(try subject.store.waitsForALength(after: subject.base))
-        try expect(waits == ["queued", "retry"], "the retry and the one-shot without a time, earliest first", waits)
+        try await subject.save(retry, queued, repeating, subject.oneShot("at-a-time", dueIn: 70), past)
+        let waits = await subject.identifiers(try subject.store.waitsForALength(after: subject.base))
+        try await expect(
+            waits == ["queued", "retry"], "the retry and the one-shot without a time, earliest first", waits)
     }
 
-    static func historyAndPruning(_ subject: inout Subject) throws {
+    static func historyAndPruning(_ subject: inout Subject) async throws {
         var job = subject.oneShot("job", dueIn: -100)
         job.request.earliestBegin = nil
         job.request.repetition = Repetition(every: .seconds(10))
-        try subject.save(job, subject.oneShot("old", dueIn: -90))
+        try await subject.save(job, subject.oneShot("old", dueIn: -90))
         var ended: [RunRecord] = []
         for attempt in 0..<3 {
-            let started = try subject.start("job", at: subject.at(-80 + Int64(attempt) * 10))
+            let started = try await subject.start("job", at: subject.at(-80 + Int64(attempt) * 10))
             let next = subject.at(-70 + Int64(attempt) * 10)
-            ended.append(
+            await ended.append(
                 try subject.end(started, .succeeded, at: subject.at(-75 + Int64(attempt) * 10)) {
                     $0.plan.anchor = next
                     $0.currentRunID = nil
                 })
         }
-        let oldRun = try subject.end(try subject.start("old", at: subject.at(-60)), .failed, at: subject.at(-59))
-        try expect(
+        let oldRun = try await subject.end(try subject.start("old", at: subject.at(-60)), .failed, at: subject.at(-59))
+        try await expect(
             try subject.store.history(identifier: "job", limit: 2) == [ended[2], ended[1]],
             "the two newest, newest first",
-            try subject.store.history(identifier: "job", limit: 2))
-        try expect(
+            try await subject.store.history(identifier: "job", limit: 2))
+        try await expect(
             try subject.store.pruneHistory(endedBefore: nil, keepingPerIdentifier: 1) == 2, "two beyond one each")
-        try expect(try subject.store.history(identifier: "job", limit: 10) == [ended[2]], "the newest kept")
-        try expect(try subject.store.history(identifier: "old", limit: 10) == [oldRun], "another identifier's kept")
+        try await expect(try subject.store.history(identifier: "job", limit: 10) == [ended[2]], "the newest kept")
+        try await expect(
+            try subject.store.history(identifier: "old", limit: 10) == [oldRun], "another identifier's kept")
         // By age: the old one's attempt goes, then the finished request with nothing younger.
-        try expect(
+        try await expect(
             try subject.store.pruneHistory(endedBefore: subject.at(-58), keepingPerIdentifier: nil) == 1, "one old")
-        try expect(try subject.store.request("old") == nil, "the finished request gone with its history")
-        try expect(try subject.store.request("job") != nil, "the pending request stays")
-        try expect(try subject.store.history(identifier: "job", limit: 10) == [ended[2]], "the younger attempt stays")
+        try await expect(try subject.store.request("old") == nil, "the finished request gone with its history")
+        try await expect(try subject.store.request("job") != nil, "the pending request stays")
+        try await expect(
+            try subject.store.history(identifier: "job", limit: 10) == [ended[2]], "the younger attempt stays")
     }
 
-    static func recovery(_ subject: inout Subject) throws {
+    static func recovery(_ subject: inout Subject) async throws {
         guard subject.store.holderName == nil else { return }  // a fleet's claims lapse instead
-        try expect(subject.store.recovery.isClean, "a new store clean", subject.store.recovery)
-        try expect(subject.store.stallThreshold == nil && subject.store.claimsNoLongerSafe().isEmpty, "no claims")
-        try expect(subject.store.wallClock(subject.now) == subject.now, "the runtime's clock")
-        try subject.save(subject.oneShot("job", dueIn: -5), subject.oneShot("idle", dueIn: 5))
-        let (record, _) = try subject.start("job", at: subject.at(-1))
-        try expect(subject.store.isClaimHeld("job"), "its own run held")
+        try await expect(subject.store.recovery.isClean, "a new store clean", subject.store.recovery)
+        try await expect(subject.store.stallThreshold == nil && subject.store.claimsNoLongerSafe().isEmpty, "no claims")
+        try await expect(subject.store.wallClock(subject.now) == subject.now, "the runtime's clock")
+        try await subject.save(subject.oneShot("job", dueIn: -5), subject.oneShot("idle", dueIn: 5))
+        let (record, _) = try await subject.start("job", at: subject.at(-1))
+        try await expect(subject.store.isClaimHeld("job"), "its own run held")
         try subject.store.sync()
-        try subject.reopen()
+        try await subject.reopen()
         let interrupted = subject.store.recovery.interruptedRuns
-        try expect(
+        try await expect(
             interrupted.count == 1 && interrupted[0].runID == record.runID && interrupted[0].result == .interrupted
                 && interrupted[0].endedAt == subject.now,
             "the run recorded interrupted", interrupted)
-        try expect(try subject.store.request("job")?.isRunning == false, "free to run again")
-        try expect(try subject.store.history(identifier: "job", limit: 10) == interrupted, "in its history")
-        if try subject.store.newRunID() == nil {
-            try expect(try subject.store.lastRunID() >= record.runID, "the run ID not given out again")
+        try await expect(try subject.store.request("job")?.isRunning == false, "free to run again")
+        try await expect(try subject.store.history(identifier: "job", limit: 10) == interrupted, "in its history")
+        if try await subject.store.newRunID() == nil {
+            try await expect(try subject.store.lastRunID() >= record.runID, "the run ID not given out again")
         }
-        try expect(subject.identifiers(try subject.store.pendingRequests()) == ["job", "idle"], "both kept")
+        try await expect(subject.identifiers(try subject.store.pendingRequests()) == ["job", "idle"], "both kept")
     }
 
-    static func closedStore(_ subject: inout Subject) throws {
-        try subject.save(subject.oneShot("job", dueIn: 5))
+    static func closedStore(_ subject: inout Subject) async throws {
+        try await subject.save(subject.oneShot("job", dueIn: 5))
         subject.store.close()
-        func refused(_ what: String, _ call: () throws -> Void) throws {
+        func refused(_ what: String, _ call: () async throws -> Void) async throws {
             do {
-                try call()
+                try await call()
             } catch is ScheduleStoreError {
                 return
             }
             throw Failure(description: "expected \(what) refused by a closed store")
         }
-        try refused("a read") { _ = try subject.store.request("job") }
-        try refused("a commit") { try subject.write([.save(subject.oneShot("more", dueIn: 1))]) }
-        try refused("the history") { _ = try subject.store.history(identifier: "job", limit: 1) }
+        try await refused("a read") { _ = try await subject.store.request("job") }
+        try await refused("a commit") { try await subject.write([.save(subject.oneShot("more", dueIn: 1))]) }
+        try await refused("the history") { _ = try await subject.store.history(identifier: "job", limit: 1) }
         // Another store opens it again and finds what was written.
-        subject.store = try subject.database.openStore(Subject.context(subject.now))
-        try expect(try subject.store.request("job") != nil, "what was written before the close")
+        subject.store = try await subject.database.openStore(Subject.context(subject.now))
+        try await expect(try subject.store.request("job") != nil, "what was written before the close")
     }
 }

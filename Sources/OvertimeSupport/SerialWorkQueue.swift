@@ -9,6 +9,12 @@
 /// Closures run one after another, in order, on a thread of the queue's own: started on
 /// first use, ended once the queue is released and drained.
 ///
+/// Work may be asynchronous (``task(_:)``): it runs as a task on the queue's thread and,
+/// while it awaits (a database's answer), the thread is free — it runs the task's own
+/// continuations and the jobs of other tasks that prefer the queue — but no later work
+/// starts until it ends. So work still has the queue to itself from its start to its end,
+/// as synchronous work does, without a thread held while it waits.
+///
 /// Not a `DispatchQueue`: the first Dispatch queue a process uses starts libdispatch's
 /// worker-pool monitor, which wakes the process once a second for as long as it lives,
 /// so a daemon at rest would never be at rest. Also a `TaskExecutor`: a task that
@@ -19,7 +25,13 @@ package final class SerialWorkQueue: TaskExecutor, Sendable {
     private let shared = Locked(Pending())
 
     private struct Pending: Sendable {
+        /// Work, in order; none starts while ``suspended``.
         var work: [@Sendable () -> Void] = []
+        /// Jobs of tasks that prefer the queue (the continuations of asynchronous work among
+        /// them): they run even while asynchronous work is suspended.
+        var jobs: [@Sendable () -> Void] = []
+        /// Asynchronous work has started and not ended.
+        var suspended = false
         var started = false
         var released = false
         /// The queue's thread, once it runs.
@@ -38,8 +50,26 @@ package final class SerialWorkQueue: TaskExecutor, Sendable {
 
     /// Runs `work` on the queue's thread after everything queued before it.
     package func async(_ work: @escaping @Sendable () -> Void) {
+        add { $0.work.append(work) }
+    }
+
+    /// Runs `work` as a task on the queue's thread after everything queued before it; nothing
+    /// queued after it starts until it ends, its awaits included. Work it queues itself
+    /// runs after it: it must not wait for that.
+    package func task(_ work: @escaping @Sendable () async -> Void) {
+        async {
+            self.shared.withLock { $0.suspended = true }
+            Task(executorPreference: self) {
+                await work()
+                self.shared.withLock { $0.suspended = false }
+                self.shared.broadcast()
+            }
+        }
+    }
+
+    private func add(_ change: (inout Pending) -> Void) {
         let start = shared.withLock { pending in
-            pending.work.append(work)
+            change(&pending)
             defer { pending.started = true }
             return !pending.started
         }
@@ -61,6 +91,36 @@ package final class SerialWorkQueue: TaskExecutor, Sendable {
             async { call.run() }
             return call.wait()
         }
+    }
+
+    /// Runs `body` as ``task(_:)`` does and returns its result, the caller's thread waiting
+    /// for it: never call it from the queue's own thread (the work would wait for itself).
+    package func syncTask<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
+        precondition(!isCurrent, "SerialWorkQueue.syncTask called on the queue's own thread")
+        let result = Locked<[T]>([])
+        task {
+            let value = await body()
+            result.withLock { $0 = [value] }
+            result.broadcast()
+        }
+        return result.withLock(waitingUntil: { !$0.isEmpty }) { value, _ in value[0] }
+    }
+
+    /// Runs `body` as ``task(_:)`` does, and resumes the caller with its result: no thread
+    /// waits for it.
+    package func performTask<T: Sendable, Failure: Error>(
+        _ body: @escaping @Sendable () async throws(Failure) -> T
+    ) async throws(Failure) -> T {
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, Failure>, Never>) in
+            task {
+                do throws(Failure) {
+                    continuation.resume(returning: .success(try await body()))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+        }
+        return try result.get()
     }
 
     /// Runs `body` on the queue's thread after everything queued before it, and resumes the
@@ -88,18 +148,34 @@ package final class SerialWorkQueue: TaskExecutor, Sendable {
     /// Runs a job of a task that prefers this executor.
     package func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+        add { $0.jobs.append { job.runSynchronously(on: self.asUnownedTaskExecutor()) } }
     }
 
     private static func run(_ shared: Locked<Pending>) {
         shared.withLock { $0.thread = pthread_self() }
         while true {
-            let batch = shared.withLock(waitingUntil: { !$0.work.isEmpty || $0.released }) { pending, _ in
+            let (jobs, batch): ([@Sendable () -> Void], [@Sendable () -> Void]) = shared.withLock(
+                waitingUntil: { !$0.jobs.isEmpty || (!$0.suspended && !$0.work.isEmpty) || $0.released }
+            ) { pending, _ in
+                defer { pending.jobs = [] }
+                guard !pending.suspended else { return (pending.jobs, []) }
                 defer { pending.work = [] }
-                return pending.work
+                return (pending.jobs, pending.work)
             }
-            if batch.isEmpty { return }  // released, and everything queued has run
-            for work in batch { work() }
+            // Released (no work can come any more) and everything queued has run. Asynchronous
+            // work under way keeps the queue (its task holds it), so it is never cut short.
+            if jobs.isEmpty, batch.isEmpty { return }
+            for job in jobs { job() }
+            for (index, work) in batch.enumerated() {
+                work()
+                // Asynchronous work started: what follows waits for its end.
+                let held = shared.withLock { pending in
+                    guard pending.suspended else { return false }
+                    pending.work.insert(contentsOf: batch[(index + 1)...], at: 0)
+                    return true
+                }
+                if held { break }
+            }
         }
     }
 

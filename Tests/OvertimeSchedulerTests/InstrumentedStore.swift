@@ -6,13 +6,14 @@ import OvertimeSupport
 @_spi(ScheduleStore) @testable import OvertimeScheduler
 
 /// The SQLite store behind a gate, and with claims. While the gate is shut, every call the
-/// scheduler's decisions make waits, as a call to a stopped database server would. Its
+/// scheduler's decisions make waits (suspended: no thread held), as a call to a stopped
+/// database server would. Its
 /// claims are what the test says: the runs named in ``unsafeClaims`` may have lost theirs
 /// (a paused process, a database out of reach), and the scheduler hears what the store's
 /// own thread would tell it through ``events``.
 final class InstrumentedStore: ScheduleStore {
     let inner: any ScheduleStore
-    let shut = Locked(false)
+    private let gate = Locked(Gate())
     /// Calls waiting at the gate now.
     let waiting = Locked(0)
     /// The runs whose claims are no longer safe.
@@ -31,70 +32,87 @@ final class InstrumentedStore: ScheduleStore {
     func claimsNoLongerSafe() -> [String] { unsafeClaims.withLock { $0.sorted() } }
     func isClaimHeld(_ identifier: String) -> Bool { !unsafeClaims.withLock { $0.contains(identifier) } }
 
-    func close(gate: Bool) {
-        shut.withLock { $0 = gate }
-        shut.broadcast()
+    private struct Gate {
+        var shut = false
+        var waiting: [CheckedContinuation<Void, Never>] = []
     }
 
-    private func pass() {
+    func close(gate shut: Bool) {
+        let opened = gate.withLock { gate in
+            gate.shut = shut
+            defer { if !shut { gate.waiting = [] } }
+            return shut ? [] : gate.waiting
+        }
+        for call in opened { call.resume() }
+    }
+
+    private func pass() async {
         waiting.withLock { $0 += 1 }
-        shut.withLock(waitingUntil: { !$0 }) { _, _ in }
+        await withCheckedContinuation { (call: CheckedContinuation<Void, Never>) in
+            let open = gate.withLock { gate in
+                if gate.shut { gate.waiting.append(call) }
+                return !gate.shut
+            }
+            if open { call.resume() }
+        }
         waiting.withLock { $0 -= 1 }
     }
 
-    func request(_ identifier: String) throws(ScheduleStoreError) -> StoredRequest? {
-        pass()
-        return try inner.request(identifier)
+    func request(_ identifier: String) async throws(ScheduleStoreError) -> StoredRequest? {
+        await pass()
+        return try await inner.request(identifier)
     }
-    func pendingRequests() throws(ScheduleStoreError) -> [StoredRequest] {
-        pass()
-        return try inner.pendingRequests()
+    func pendingRequests() async throws(ScheduleStoreError) -> [StoredRequest] {
+        await pass()
+        return try await inner.pendingRequests()
     }
-    func pendingRequests(tagged tag: String) throws(ScheduleStoreError) -> [StoredRequest] {
-        pass()
-        return try inner.pendingRequests(tagged: tag)
+    func pendingRequests(tagged tag: String) async throws(ScheduleStoreError) -> [StoredRequest] {
+        await pass()
+        return try await inner.pendingRequests(tagged: tag)
     }
-    func pendingCount() throws(ScheduleStoreError) -> Int { try inner.pendingCount() }
-    func dependents(of identifiers: [String]) throws(ScheduleStoreError) -> [StoredRequest] {
-        try inner.dependents(of: identifiers)
+    func pendingCount() async throws(ScheduleStoreError) -> Int { try await inner.pendingCount() }
+    func dependents(of identifiers: [String]) async throws(ScheduleStoreError) -> [StoredRequest] {
+        try await inner.dependents(of: identifiers)
     }
-    func nextWakingStart() throws(ScheduleStoreError) -> WallClockInstant? { try inner.nextWakingStart() }
-    func waitingOnFinishedPrerequisites() throws(ScheduleStoreError) -> [StoredRequest] {
-        try inner.waitingOnFinishedPrerequisites()
+    func nextWakingStart() async throws(ScheduleStoreError) -> WallClockInstant? { try await inner.nextWakingStart() }
+    func waitingOnFinishedPrerequisites() async throws(ScheduleStoreError) -> [StoredRequest] {
+        try await inner.waitingOnFinishedPrerequisites()
     }
-    func due(at now: WallClockInstant, unmet: Int64, limit: Int) throws(ScheduleStoreError) -> [StoredRequest] {
-        pass()
-        return try inner.due(at: now, unmet: unmet, limit: limit)
+    func due(at now: WallClockInstant, unmet: Int64, limit: Int) async throws(ScheduleStoreError) -> [StoredRequest] {
+        await pass()
+        return try await inner.due(at: now, unmet: unmet, limit: limit)
     }
-    func nextDue(after now: WallClockInstant, unmet: Int64) throws(ScheduleStoreError) -> (
+    func nextDue(after now: WallClockInstant, unmet: Int64) async throws(ScheduleStoreError) -> (
         identifier: String, at: WallClockInstant
     )? {
-        pass()
-        return try inner.nextDue(after: now, unmet: unmet)
+        await pass()
+        return try await inner.nextDue(after: now, unmet: unmet)
     }
-    func dueWaiting(at now: WallClockInstant, on requirements: Int64) throws(ScheduleStoreError) -> Bool {
-        pass()
-        return try inner.dueWaiting(at: now, on: requirements)
+    func dueWaiting(at now: WallClockInstant, on requirements: Int64) async throws(ScheduleStoreError) -> Bool {
+        await pass()
+        return try await inner.dueWaiting(at: now, on: requirements)
     }
-    func plannedAheadOfClock(_ now: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest] {
-        try inner.plannedAheadOfClock(now)
+    func plannedAheadOfClock(_ now: WallClockInstant) async throws(ScheduleStoreError) -> [StoredRequest] {
+        try await inner.plannedAheadOfClock(now)
     }
-    func waitsForALength(after threshold: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest] {
-        try inner.waitsForALength(after: threshold)
+    func waitsForALength(after threshold: WallClockInstant) async throws(ScheduleStoreError) -> [StoredRequest] {
+        try await inner.waitsForALength(after: threshold)
     }
     func lastRunID() throws(ScheduleStoreError) -> Int64 { try inner.lastRunID() }
-    func commit(_ batch: ScheduleBatch, lastRunID: Int64) throws(ScheduleStoreError) -> CommitRefusals {
-        pass()
-        return try inner.commit(batch, lastRunID: lastRunID)
+    func commit(_ batch: ScheduleBatch, lastRunID: Int64) async throws(ScheduleStoreError) -> CommitRefusals {
+        await pass()
+        return try await inner.commit(batch, lastRunID: lastRunID)
     }
     func sync() throws(ScheduleStoreError) { try inner.sync() }
-    func history(identifier: String, limit: Int) throws(ScheduleStoreError) -> [RunRecord] {
-        pass()
-        return try inner.history(identifier: identifier, limit: limit)
+    func history(identifier: String, limit: Int) async throws(ScheduleStoreError) -> [RunRecord] {
+        await pass()
+        return try await inner.history(identifier: identifier, limit: limit)
     }
-    func pruneHistory(endedBefore: WallClockInstant?, keepingPerIdentifier: Int?) throws(ScheduleStoreError) -> Int {
-        pass()
-        return try inner.pruneHistory(endedBefore: endedBefore, keepingPerIdentifier: keepingPerIdentifier)
+    func pruneHistory(endedBefore: WallClockInstant?, keepingPerIdentifier: Int?) async throws(ScheduleStoreError)
+        -> Int
+    {
+        await pass()
+        return try await inner.pruneHistory(endedBefore: endedBefore, keepingPerIdentifier: keepingPerIdentifier)
     }
     func close() { inner.close() }
     var recovery: StoreRecovery { inner.recovery }

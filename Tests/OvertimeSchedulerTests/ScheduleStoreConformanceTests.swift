@@ -12,26 +12,26 @@ struct ScheduleStoreConformanceTests {
     static let now = WallClockInstant(secondsSinceEpoch: 1_790_000_000)
 
     @Test(arguments: ScheduleStoreConformance.checks)
-    func theSQLiteStore(_ check: ScheduleStoreConformance.Check) throws {
+    func theSQLiteStore(_ check: ScheduleStoreConformance.Check) async throws {
         let folder = TemporaryDirectory("conformance")
         defer { folder.remove() }
-        try ScheduleStoreConformance.run(check, on: .sqlite(path: folder.path + "/schedule.db"), now: Self.now)
+        try await ScheduleStoreConformance.run(check, on: .sqlite(path: folder.path + "/schedule.db"), now: Self.now)
     }
 
     @Test(arguments: ScheduleStoreConformance.checks)
-    func theInMemoryStore(_ check: ScheduleStoreConformance.Check) throws {
-        try ScheduleStoreConformance.run(check, on: .inMemory(InMemorySchedule()), now: Self.now)
+    func theInMemoryStore(_ check: ScheduleStoreConformance.Check) async throws {
+        try await ScheduleStoreConformance.run(check, on: .inMemory(InMemorySchedule()), now: Self.now)
     }
 
-    @Test func oneSchedulerAtATimeHasAnInMemorySchedule() throws {
+    @Test func oneSchedulerAtATimeHasAnInMemorySchedule() async throws {
         let schedule = InMemorySchedule()
         let database = ScheduleDatabase.inMemory(schedule)
         let context = ScheduleStoreContext(now: Self.now, wallClock: { Self.now }, logger: .init(label: "test"))
-        let first = try database.openStore(context)
-        #expect(throws: ScheduleStoreError.self) { try database.openStore(context) }
+        let first = try await database.openStore(context)
+        await #expect(throws: ScheduleStoreError.self) { try await database.openStore(context) }
         first.close()
-        let second = try database.openStore(context)
-        #expect(throws: ScheduleStoreError.self, "the first, closed, refused") { try first.pendingCount() }
+        let second = try await database.openStore(context)
+        await #expect(throws: ScheduleStoreError.self, "the first, closed, refused") { try await first.pendingCount() }
         second.close()
     }
 }

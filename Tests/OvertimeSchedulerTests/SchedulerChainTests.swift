@@ -193,7 +193,7 @@ struct SchedulerChainTests {
             var batch = ScheduleBatch()
             batch.writes = [.save(first), .save(second), .save(third)]
             batch.ends = [RunEnd(record: record, plan: first, scope: .shared)]
-            _ = try h.current.store.commit(batch, lastRunID: 1)
+            _ = try await h.current.store.commit(batch, lastRunID: 1)
 
             try h.open(prefixes: [])
             let seen = Recorder<(String, [String: [UInt8]])>()

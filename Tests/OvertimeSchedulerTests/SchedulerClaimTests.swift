@@ -22,13 +22,16 @@ struct SchedulerClaimTests {
                 identifiers: [],
                 configure: { configuration in
                     let schedule = InMemorySchedule()
-                    configuration.database = ScheduleDatabase(description: "claims") {
-                        context throws(ScheduleStoreError) in
-                        let made = InstrumentedStore(
-                            try ScheduleDatabase.inMemory(schedule).openStore(context), stallThreshold: .seconds(1))
-                        store.withLock { $0 = made }
-                        return made
-                    }
+                    configuration.database = ScheduleDatabase(
+                        description: "claims",
+                        connecting: {
+                            context async throws(ScheduleStoreError) in
+                            let made = InstrumentedStore(
+                                try await ScheduleDatabase.inMemory(schedule).openStore(context),
+                                stallThreshold: .seconds(1))
+                            store.withLock { $0 = made }
+                            return made
+                        })
                 })
             defer { h.finish() }
             let runtime = h.env.runtime

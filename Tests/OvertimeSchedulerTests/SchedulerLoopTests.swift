@@ -69,11 +69,14 @@ struct SchedulerLoopTests {
         let gate = Locked<InstrumentedStore?>(nil)
         let h = try SchedulerHarness(configure: { configuration in
             let schedule = InMemorySchedule()
-            configuration.database = ScheduleDatabase(description: "gated") { context throws(ScheduleStoreError) in
-                let store = InstrumentedStore(try ScheduleDatabase.inMemory(schedule).openStore(context))
-                gate.withLock { $0 = store }
-                return store
-            }
+            configuration.database = ScheduleDatabase(
+                description: "gated",
+                connecting: {
+                    context async throws(ScheduleStoreError) in
+                    let store = InstrumentedStore(try await ScheduleDatabase.inMemory(schedule).openStore(context))
+                    gate.withLock { $0 = store }
+                    return store
+                })
         })
         return (h, try #require(gate.withLock { $0 }))
     }

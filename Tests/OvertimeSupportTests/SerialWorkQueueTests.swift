@@ -55,6 +55,44 @@ struct SerialWorkQueueTests {
         #expect(threads == [queueThread, queueThread])
     }
 
+    /// Asynchronous work holds the queue from its start to its end: work queued after it
+    /// waits while it awaits, yet the thread is free meanwhile (another task that prefers
+    /// the queue runs), and the work resumes there.
+    @Test func asynchronousWorkHoldsTheQueueUntilItEndsWithoutHoldingItsThread() async {
+        let queue = SerialWorkQueue(name: "test-held")
+        let queueThread = queue.sync { UInt(pthread_self()) }
+        let order = Locked<[String]>([])
+        let (answer, answered) = AsyncStream.makeStream(of: Void.self)
+        let (started, starting) = AsyncStream.makeStream(of: Void.self)
+        let resumedOn = Locked<UInt?>(nil)
+        queue.task {
+            order.withLock { $0.append("first starts") }
+            starting.yield()
+            for await _ in answer { break }  // a database's answer, say
+            resumedOn.withLock { $0 = UInt(pthread_self()) }
+            order.withLock { $0.append("first ends") }
+        }
+        queue.async { order.withLock { $0.append("second") } }
+        for await _ in started { break }
+        // Runs on the queue's thread while the first work awaits.
+        let other = await Task(executorPreference: queue) { UInt(pthread_self()) }.value
+        #expect(other == queueThread)
+        #expect(order.withLock { $0 } == ["first starts"])
+        answered.yield()
+        let result = await queue.performTask { order.withLock { $0 } }
+        #expect(result == ["first starts", "first ends", "second"])
+        #expect(resumedOn.withLock { $0 } == queueThread)
+    }
+
+    @Test func syncTaskWaitsForTheResultOfAsynchronousWork() {
+        let queue = SerialWorkQueue(name: "test-synctask")
+        let value = queue.syncTask { () async -> Int in
+            await Task.yield()
+            return 42
+        }
+        #expect(value == 42)
+    }
+
     @Test func itsThreadEndsOnceTheQueueIsReleasedAndDrained() {
         let ran = Atomic<Int>(0)
         let finished = Locked(false)

@@ -6,12 +6,34 @@
 import Overtime
 
 extension Scheduler {
-    /// Runs `body` on the scheduler's queue after what is queued there, and resumes the
-    /// caller from that queue with its result: no thread waits for it.
+    /// Runs `body` as work of the scheduler's queue (a task: it may await the store, and
+    /// nothing else starts on the queue meanwhile), and resumes the caller from that queue
+    /// with its result: no thread waits for it.
     func onQueue<T: Sendable>(
-        resuming body: @escaping @Sendable () throws(SchedulerError) -> T
+        resuming body: @escaping @Sendable () async throws(SchedulerError) -> T
     ) async throws(SchedulerError) -> T {
-        try await queue.perform(body)
+        try await queue.performTask(body)
+    }
+
+    /// Runs `body` as ``onQueue(resuming:)`` does for a synchronous form, named `call`,
+    /// its caller's thread waiting: refused on the runtime's loop thread, and on the
+    /// queue's own (where the work would wait for itself).
+    func onQueue<T: Sendable>(
+        _ call: String, _ body: @escaping @Sendable () async throws(SchedulerError) -> T
+    ) throws(SchedulerError) -> T {
+        try refuseOnTheLoop(call)
+        guard !queue.isCurrent else {
+            throw SchedulerError(
+                code: .blockingCallOnTheLoop,
+                message: "Scheduler.\(call) was called on the scheduler's own queue, where it would wait for itself")
+        }
+        return try queue.syncTask { () async -> Result<T, SchedulerError> in
+            do throws(SchedulerError) {
+                return .success(try await body())
+            } catch {
+                return .failure(error)
+            }
+        }.get()
     }
 
     /// Refuses a synchronous call made on the runtime's loop thread, which it would hold
@@ -40,7 +62,7 @@ extension Scheduler {
     public func submit(_ request: ScheduledTaskRequest, ifExists policy: ExistingRequestPolicy = .keep)
         async throws(SchedulerError) -> SubmitOutcome
     {
-        try await onQueue { () throws(SchedulerError) in try self.submit(request, ifExists: policy) }
+        try await submit(contentsOf: [request], ifExists: policy)[0]
     }
 
     /// Submits `requests` together in one transaction, as
@@ -50,69 +72,90 @@ extension Scheduler {
     public func submit(contentsOf requests: [ScheduledTaskRequest], ifExists policy: ExistingRequestPolicy = .keep)
         async throws(SchedulerError) -> [SubmitOutcome]
     {
-        try await onQueue { () throws(SchedulerError) in try self.submit(contentsOf: requests, ifExists: policy) }
+        let outcomes = try await onQueue(resuming: { () async throws(SchedulerError) in
+            try await self.submitting(requests, ifExists: policy)
+        })
+        cycleSoon()
+        return outcomes
     }
 
     /// Cancels the request for `identifier`, as the synchronous `cancel(_:)` does, without
     /// holding the caller's thread.
     public func cancel(_ identifier: String) async throws(SchedulerError) {
-        try await onQueue { () throws(SchedulerError) in try self.cancel(identifier) }
+        try await onQueue(resuming: { () async throws(SchedulerError) in try await self.cancelling(identifier) })
+        cycleSoon()
     }
 
     /// Cancels every pending request, as the synchronous `cancelAll()` does, without holding the
     /// caller's thread.
     public func cancelAll() async throws(SchedulerError) {
-        try await onQueue { () throws(SchedulerError) in try self.cancelAll() }
+        try await onQueue(resuming: { () async throws(SchedulerError) in try await self.cancellingAll() })
+        cycleSoon()
     }
 
     /// Cancels every pending request tagged `tag`, as the synchronous `cancel(tag:)` does,
     /// without holding the caller's thread; returns how many it cancelled.
     @discardableResult
     public func cancel(tag: String) async throws(SchedulerError) -> Int {
-        try await onQueue { () throws(SchedulerError) in try self.cancel(tag: tag) }
+        let count = try await onQueue(resuming: { () async throws(SchedulerError) in
+            try await self.cancelling(tag: tag)
+        })
+        cycleSoon()
+        return count
     }
 
     /// Every request not finished, as the synchronous `pendingRequests()` returns them, without
     /// holding the caller's thread.
     public func pendingRequests() async -> [PendingRequest] {
-        (try? await onQueue { () throws(SchedulerError) in self.pendingRequests() }) ?? []
+        (try? await onQueue(resuming: { () async throws(SchedulerError) in await self.pending(tagged: nil) })) ?? []
     }
 
     /// The requests not finished that are tagged `tag`, as the synchronous `pendingRequests(tag:)`
     /// returns them, without holding the caller's thread.
     public func pendingRequests(tag: String) async -> [PendingRequest] {
-        (try? await onQueue { () throws(SchedulerError) in self.pendingRequests(tag: tag) }) ?? []
+        (try? await onQueue(resuming: { () async throws(SchedulerError) in await self.pending(tagged: tag) })) ?? []
     }
 
     /// How many requests are not finished, as the synchronous `pendingRequestCount()` counts them,
     /// without holding the caller's thread.
     public func pendingRequestCount() async throws(SchedulerError) -> Int {
-        try await onQueue { () throws(SchedulerError) in try self.pendingRequestCount() }
+        try await onQueue(resuming: { () async throws(SchedulerError) in
+            try await self.fromStore { () async throws(ScheduleStoreError) in try await self.store.pendingCount() }
+        })
     }
 
     /// Starts a run of `identifier` now, as the synchronous `runNow(_:)` does, without holding
     /// the caller's thread; returns the run's ID.
     @discardableResult
     public func runNow(_ identifier: String) async throws(SchedulerError) -> Int64 {
-        try await onQueue { () throws(SchedulerError) in try self.runNow(identifier) }
+        try await onQueue(resuming: { () async throws(SchedulerError) in try await self.runningNow(identifier) })
     }
 
     /// Submits again the request of `identifier` that failed for good, as
     /// `retry(_:)` does, without holding the caller's thread.
     @discardableResult
     public func retry(_ identifier: String) async throws(SchedulerError) -> SubmitOutcome {
-        try await onQueue { () throws(SchedulerError) in try self.retry(identifier) }
+        let outcome = try await onQueue(resuming: { () async throws(SchedulerError) in
+            try await self.retrying(identifier)
+        })
+        cycleSoon()
+        return outcome
     }
 
     /// Where the request of `identifier` stands, as the synchronous `workInfo(_:)` tells it,
     /// without holding the caller's thread.
     public func workInfo(_ identifier: String) async throws(SchedulerError) -> WorkInfo? {
-        try await onQueue { () throws(SchedulerError) in try self.workInfo(identifier) }
+        guard (try? ScheduleLimits.check(identifier: identifier)) != nil else { return nil }
+        return try await onQueue(resuming: { () async throws(SchedulerError) in
+            try await self.currentWorkInfo(identifier)
+        })
     }
 
     /// The attempts of `identifier`, newest first, as the synchronous `history(_:limit:)`
     /// reads them, without holding the caller's thread.
     public func history(_ identifier: String, limit: Int = 100) async throws(SchedulerError) -> [RunRecord] {
-        try await onQueue { () throws(SchedulerError) in try self.history(identifier, limit: limit) }
+        try await onQueue(resuming: { () async throws(SchedulerError) in
+            try await self.readingHistory(identifier, limit: limit)
+        })
     }
 }

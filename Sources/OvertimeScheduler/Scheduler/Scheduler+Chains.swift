@@ -34,7 +34,7 @@ extension Scheduler {
     /// - Throws: ``SchedulerError/Code/invalidRequest`` for a prerequisite not submitted, one
     ///   that repeats, or one that waits (through others) on `request` itself.
     func initialChain(of request: ScheduledTaskRequest, earlier: [String: ScheduledTaskRequest])
-        throws(SchedulerError) -> ChainAction?
+        async throws(SchedulerError) -> ChainAction?
     {
         let identifier = request.identifier
         guard !request.prerequisites.isEmpty else { return nil }
@@ -45,17 +45,19 @@ extension Scheduler {
         for prerequisite in request.prerequisites.sorted() {
             if let submitted = earlier[prerequisite] {
                 guard submitted.repetition == nil else { throw refuse("prerequisite '\(prerequisite)' repeats") }
-                if try waits(submitted, on: identifier, earlier: earlier) {
+                if try await waits(submitted, on: identifier, earlier: earlier) {
                     throw refuse("prerequisite '\(prerequisite)' waits on it: a chain cannot go round")
                 }
                 outcomes[prerequisite] = .pending
                 continue
             }
-            let stored = try fromStore { () throws(ScheduleStoreError) in try store.request(prerequisite) }
+            let stored = try await fromStore { () async throws(ScheduleStoreError) in
+                try await store.request(prerequisite)
+            }
             guard let stored else { throw refuse("prerequisite '\(prerequisite)' is not submitted") }
             guard stored.request.repetition == nil else { throw refuse("prerequisite '\(prerequisite)' repeats") }
-            let outcome = try outcome(of: prerequisite, stored: stored)
-            if outcome == .pending, try waits(stored.request, on: identifier, earlier: earlier) {
+            let outcome = try await outcome(of: prerequisite, stored: stored)
+            if outcome == .pending, try await waits(stored.request, on: identifier, earlier: earlier) {
                 throw refuse("prerequisite '\(prerequisite)' waits on it: a chain cannot go round")
             }
             outcomes[prerequisite] = outcome
@@ -65,7 +67,7 @@ extension Scheduler {
 
     /// Whether `request` waits, directly or through its prerequisites, on `identifier`.
     private func waits(_ request: ScheduledTaskRequest, on identifier: String, earlier: [String: ScheduledTaskRequest])
-        throws(SchedulerError) -> Bool
+        async throws(SchedulerError) -> Bool
     {
         var next = Array(request.prerequisites)
         var seen = Set(next)
@@ -75,7 +77,9 @@ extension Scheduler {
             if let submitted = earlier[current] {
                 prerequisites = submitted.prerequisites
             } else {
-                let stored = try fromStore { () throws(ScheduleStoreError) in try store.request(current) }
+                let stored = try await fromStore { () async throws(ScheduleStoreError) in
+                    try await store.request(current)
+                }
                 guard let stored, !stored.plan.isFinished else { continue }
                 prerequisites = stored.chain?.waitingOn ?? []
             }
@@ -85,12 +89,14 @@ extension Scheduler {
     }
 
     /// How the prerequisite `identifier` stands (`stored`: its request as read, if it was).
-    func outcome(of identifier: String, stored: StoredRequest?? = nil) throws(SchedulerError) -> PrerequisiteOutcome {
-        let read = try fromStore { () throws(ScheduleStoreError) -> (StoredRequest?, RunRecord?) in
+    func outcome(of identifier: String, stored: StoredRequest?? = nil) async throws(SchedulerError)
+        -> PrerequisiteOutcome
+    {
+        let read = try await fromStore { () async throws(ScheduleStoreError) -> (StoredRequest?, RunRecord?) in
             let request: StoredRequest?
-            if let stored { request = stored } else { request = try store.request(identifier) }
+            if let stored { request = stored } else { request = try await store.request(identifier) }
             guard let request, request.plan.isFinished else { return (request, nil) }
-            return (request, try store.history(identifier: identifier, limit: 2).first { $0.result != .running })
+            return (request, try await store.history(identifier: identifier, limit: 2).first { $0.result != .running })
         }
         return ChainDecisions.outcome(of: read.0, lastRun: read.1)
     }
@@ -101,13 +107,15 @@ extension Scheduler {
     /// fails or is cancelled in turn passes that on to its own dependents. Each round of
     /// changes is one commit. On the queue; a store error is logged, and the start of the
     /// next process decides again what is left.
-    func settleChains(links: [String] = [], concluded: [String]) {
+    func settleChains(links: [String] = [], concluded: [String]) async {
         guard !links.isEmpty || !concluded.isEmpty else { return }
         var concluded = concluded
         var candidates: [StoredRequest] = []
         do throws(SchedulerError) {
             for link in links {
-                if let stored = try fromStore({ () throws(ScheduleStoreError) in try store.request(link) }) {
+                if let stored = try await fromStore({ () async throws(ScheduleStoreError) in
+                    try await store.request(link)
+                }) {
                     candidates.append(stored)
                 }
             }
@@ -116,7 +124,9 @@ extension Scheduler {
                 rounds += 1
                 if !concluded.isEmpty {
                     let waiting = concluded
-                    candidates += try fromStore { () throws(ScheduleStoreError) in try store.dependents(of: waiting) }
+                    candidates += try await fromStore { () async throws(ScheduleStoreError) in
+                        try await store.dependents(of: waiting)
+                    }
                     concluded = []
                 }
                 if candidates.isEmpty { break }
@@ -126,7 +136,7 @@ extension Scheduler {
                 for var stored in candidates where seen.insert(stored.request.identifier).inserted {
                     guard let chain = stored.chain, chain.isWaiting, !stored.plan.isFinished else { continue }
                     var outcomes: [String: PrerequisiteOutcome] = [:]
-                    for prerequisite in chain.waitingOn { outcomes[prerequisite] = try outcome(of: prerequisite) }
+                    for prerequisite in chain.waitingOn { outcomes[prerequisite] = try await outcome(of: prerequisite) }
                     let action = ChainDecisions.decide(chain, outcomes: outcomes)
                     guard case .wait(let state) = action, state == chain else {
                         if stored.take(action, now: now) { concluded.append(stored.request.identifier) }
@@ -136,7 +146,7 @@ extension Scheduler {
                 }
                 candidates = []
                 if !writes.isEmpty {
-                    _ = try write(ScheduleBatch(writes: writes))
+                    _ = try await write(ScheduleBatch(writes: writes))
                     syncSoon()
                 }
                 if rounds > 10_000 { break }  // a chain is finite; this only bounds a damaged store
@@ -148,12 +158,12 @@ extension Scheduler {
 
     /// What a process that ended between a prerequisite's end and its dependents' update
     /// left: decided again at the start.
-    func settleChainsLeftWaiting() {
+    func settleChainsLeftWaiting() async {
         do {
-            let left = try store.waitingOnFinishedPrerequisites()
+            let left = try await store.waitingOnFinishedPrerequisites()
             guard !left.isEmpty else { return }
             logger.notice("chains: \(left.count) links waited on prerequisites that had finished; deciding them")
-            settleChains(links: left.map(\.request.identifier), concluded: [])
+            await settleChains(links: left.map(\.request.identifier), concluded: [])
         } catch {
             logger.error("cannot read the links of chains: \(error)")
         }

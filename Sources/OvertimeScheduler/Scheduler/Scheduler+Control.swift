@@ -9,49 +9,53 @@ extension Scheduler {
     func addControlCommands() {
         addCommand("schedule", usage: nil) { scheduler, arguments in
             // An argument is a tag: the requests with it.
-            Self.scheduleTable(
-                arguments.first.map { scheduler.pendingRequests(tag: $0) } ?? scheduler.pendingRequests())
+            Self.scheduleTable(await scheduler.pending(tagged: arguments.first))
         }
         addCommand("history", usage: "history ID [LIMIT]") { scheduler, arguments throws(SchedulerError) in
             let limit = arguments.dropFirst().first.flatMap { Int($0) } ?? 20
-            return Self.historyTable(try scheduler.history(arguments[0], limit: max(1, limit)))
+            return Self.historyTable(try await scheduler.readingHistory(arguments[0], limit: max(1, limit)))
         }
         addCommand("work", usage: "work ID") { scheduler, arguments throws(SchedulerError) in
-            guard let info = try scheduler.workInfo(arguments[0]) else {
+            guard (try? ScheduleLimits.check(identifier: arguments[0])) != nil,
+                let info = try await scheduler.currentWorkInfo(arguments[0])
+            else {
                 throw SchedulerError(code: .unknownIdentifier, message: "no request '\(arguments[0])'")
             }
             return Self.workTable(info)
         }
         addCommand("run", usage: "run ID") { scheduler, arguments throws(SchedulerError) in
-            "started run \(try scheduler.runNow(arguments[0])) of '\(arguments[0])'"
+            "started run \(try await scheduler.runningNow(arguments[0])) of '\(arguments[0])'"
         }
         addCommand("retry", usage: "retry ID") { scheduler, arguments throws(SchedulerError) in
-            try scheduler.retry(arguments[0])
+            _ = try await scheduler.retrying(arguments[0])
+            scheduler.cycleSoon()
             return "submitted '\(arguments[0])' again: due now"
         }
         addCommand("cancel", usage: "cancel ID") { scheduler, arguments throws(SchedulerError) in
-            try scheduler.cancel(arguments[0])
+            try await scheduler.cancelling(arguments[0])
+            scheduler.cycleSoon()
             return "cancelled '\(arguments[0])'"
         }
         addCommand("cancel-tag", usage: "cancel-tag TAG") { scheduler, arguments throws(SchedulerError) in
-            let count = try scheduler.cancel(tag: arguments[0])
+            let count = try await scheduler.cancelling(tag: arguments[0])
+            scheduler.cycleSoon()
             return "cancelled \(count) request\(count == 1 ? "" : "s") tagged '\(arguments[0])'"
         }
     }
 
     /// Adds `name`; with a `usage`, it needs an identifier as its first argument. Each
-    /// answers from the scheduler's queue: a store that is slow to answer (a fleet's
-    /// database stopped) delays the answer, never the loop.
+    /// answers from the scheduler's queue, as its work: a store that is slow to answer (a
+    /// fleet's database stopped) delays the answer, never the loop.
     private func addCommand(
         _ name: String, usage: String?,
-        _ body: @escaping @Sendable (Scheduler, [String]) throws(SchedulerError) -> String
+        _ body: @escaping @Sendable (Scheduler, [String]) async throws(SchedulerError) -> String
     ) {
         runtime.addControlCommand(name) { [weak self] arguments, reply in
             guard let self else { return reply(.failure(ControlCommandError("the scheduler is gone"))) }
             if let usage, arguments.isEmpty { return reply(.failure(ControlCommandError("usage: \(usage)"))) }
-            queue.async {
+            queue.task {
                 do throws(SchedulerError) {
-                    reply(.success(try body(self, arguments)))
+                    reply(.success(try await body(self, arguments)))
                 } catch {
                     reply(.failure(ControlCommandError(error.message)))
                 }

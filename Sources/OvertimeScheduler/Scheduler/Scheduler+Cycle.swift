@@ -26,7 +26,7 @@ extension Scheduler {
             return queued
         }
         guard !queued else { return }
-        queue.async { [self] in cycle() }
+        queue.task { [self] in await cycle() }
     }
 
     /// Records what ended, starts what is due (as many as the limits allow), and arms the
@@ -35,7 +35,7 @@ extension Scheduler {
     /// start is.
     ///
     /// - Parameter conditionsAreFresh: the conditions were just read (no second read).
-    func cycle(conditionsAreFresh: Bool = false) {
+    func cycle(conditionsAreFresh: Bool = false) async {
         cycleQueued.withLock { $0 = false }
         guard state.value.started, !state.value.abandoned, !runtimeShutDown.withLock({ $0 }) else { return }
         let now = wallClockNow
@@ -76,7 +76,8 @@ extension Scheduler {
         var starting: [Starting] = []
         var claimed = false
         if capacity > 0, !refused {
-            let picked = pick(now: now, capacity: capacity, backlog: &backlog, conditionsAreFresh: conditionsAreFresh)
+            let picked = await pick(
+                now: now, capacity: capacity, backlog: &backlog, conditionsAreFresh: conditionsAreFresh)
             starting = picked.starting
             unmet = picked.unmet
             claimed = picked.claimed
@@ -87,7 +88,7 @@ extension Scheduler {
         batch.starts = starting.map { ($0.record, $0.stored) }
         do throws(SchedulerError) {
             // Nothing to write and nothing claimed to release: no transaction.
-            let written = try batch.isEmpty && !claimed ? CommitRefusals() : write(batch)
+            let written = try await batch.isEmpty && !claimed ? CommitRefusals() : write(batch)
             reportSuperseded(written.superseded, among: ending)
             let refused = written.starts
             if !refused.isEmpty {
@@ -116,12 +117,12 @@ extension Scheduler {
         }
         finishCommitted(ending, starting, now: now, backlogStarted: backlog.started)
         let concluded = ending.compactMap { $0.plan?.plan.isFinished == true ? $0.record.identifier : nil }
-        if !concluded.isEmpty { settleChains(concluded: concluded) }
-        if !ending.isEmpty || state.value.lastPruned == nil { pruneHistoryIfDue(now: now) }
+        if !concluded.isEmpty { await settleChains(concluded: concluded) }
+        if !ending.isEmpty || state.value.lastPruned == nil { await pruneHistoryIfDue(now: now) }
         syncSoon()
         if !ending.isEmpty { cycleSoon() }  // their requests may be due again at once
-        armForNextDue(after: now, unmet: unmet, wake: wake)
-        refreshWatchers()
+        await armForNextDue(after: now, unmet: unmet, wake: wake)
+        await refreshWatchers()
     }
 
     /// How many runs of the backlog may start in this cycle (see ``cycle(conditionsAreFresh:)``).
@@ -155,7 +156,7 @@ extension Scheduler {
     ///
     /// - Returns: also whether the store returned any due request (a shared store's claims,
     ///   which the next commit releases when they do not start).
-    private func pick(now: WallClockInstant, capacity: Int, backlog: inout Backlog, conditionsAreFresh: Bool) -> (
+    private func pick(now: WallClockInstant, capacity: Int, backlog: inout Backlog, conditionsAreFresh: Bool) async -> (
         starting: [Starting], unmet: Int64, moreDue: Bool, claimed: Bool
     ) {
         var current = state.value.conditions
@@ -163,7 +164,7 @@ extension Scheduler {
         let lifecycle = runtime.state
         var unmet = Set<Requirement>.unmetMask(by: current, state: lifecycle)
         if !fresh, unmet & Requirement.polledMask != 0,
-            (try? store.dueWaiting(at: now, on: unmet & Requirement.polledMask)) == true
+            (try? await store.dueWaiting(at: now, on: unmet & Requirement.polledMask)) == true
         {
             // A due request waits on what only looking again shows (free space, power).
             current = conditions.read()
@@ -181,7 +182,7 @@ extension Scheduler {
             let limit = capacity - starting.count + skip.count + 1
             let rows: [StoredRequest]
             do {
-                rows = try store.due(at: now, unmet: unmet, limit: limit)
+                rows = try await store.due(at: now, unmet: unmet, limit: limit)
             } catch {
                 logger.error("cannot read due requests: \(error)")
                 break
@@ -230,7 +231,7 @@ extension Scheduler {
                     state.value.unhandled.insert(identifier)
                     continue
                 }
-                guard let start = begin(stored, handler: handler, now: now) else {
+                guard let start = await begin(stored, handler: handler, now: now) else {
                     refused = true
                     break
                 }
@@ -243,7 +244,7 @@ extension Scheduler {
             }
             if !caughtUp.isEmpty {
                 do throws(SchedulerError) {
-                    try commit(ScheduleBatch(writes: caughtUp))
+                    try await commit(ScheduleBatch(writes: caughtUp))
                 } catch {
                     logger.error("cannot save a plan: \(error)")
                     break
@@ -258,13 +259,13 @@ extension Scheduler {
     /// Begins the grant of a run of `stored` at `now`; `nil` when the runtime refuses
     /// (terminating) or a shared store gives no run ID. A run due while the program is
     /// suspended resumes it into the background for the run (a background launch).
-    private func begin(_ stored: StoredRequest, handler: Handler, now: WallClockInstant) -> Starting? {
+    private func begin(_ stored: StoredRequest, handler: Handler, now: WallClockInstant) async -> Starting? {
         let identifier = stored.request.identifier
         let attempt = stored.plan.failedAttempts + 1
         var given = stored.currentRunID
         if given == nil {
             do {
-                given = try store.newRunID()
+                given = try await store.newRunID()
             } catch {
                 logger.error("cannot get a run ID: \(error)", metadata: ["task": "\(identifier)"])
                 return nil
@@ -325,18 +326,18 @@ extension Scheduler {
     }
 
     /// Starts a run of `stored` at once, durable on its own (`runNow(_:)`).
-    func startNow(_ stored: StoredRequest) throws(SchedulerError) -> Int64 {
+    func startNow(_ stored: StoredRequest) async throws(SchedulerError) -> Int64 {
         let identifier = stored.request.identifier
         guard let handler = handler(for: identifier) else {
             throw SchedulerError(code: .notRegistered, message: "no handler is registered for '\(identifier)'")
         }
         let now = wallClockNow
-        guard let start = begin(stored, handler: handler, now: now) else {
+        guard let start = await begin(stored, handler: handler, now: now) else {
             let refusal = state.value.refusal ?? "refused"
             throw SchedulerError(code: .refused, message: "'\(identifier)': no grant: \(refusal)")
         }
         do throws(SchedulerError) {
-            guard try commit(ScheduleBatch(starts: [(start.record, start.stored)])).starts.isEmpty else {
+            guard try await commit(ScheduleBatch(starts: [(start.record, start.stored)])).starts.isEmpty else {
                 runtime.endBackgroundTask(start.grant)
                 throw SchedulerError(code: .alreadyRunning, message: "'\(identifier)' is running elsewhere")
             }
@@ -457,13 +458,13 @@ extension Scheduler {
 
     /// Arms the timer for the earliest next start after `now` (or `wake`, if sooner), and
     /// for a look at polled conditions while a due request waits on one.
-    private func armForNextDue(after now: WallClockInstant, unmet: Int64, wake: WallClockInstant?) {
+    private func armForNextDue(after now: WallClockInstant, unmet: Int64, wake: WallClockInstant?) async {
         var wake = wake
         var next: (identifier: String, at: WallClockInstant)?
         do {
-            next = try store.nextDue(after: now, unmet: unmet)
+            next = try await store.nextDue(after: now, unmet: unmet)
             let polled = unmet & Requirement.polledMask
-            if polled != 0, try store.dueWaiting(at: now, on: polled) {
+            if polled != 0, try await store.dueWaiting(at: now, on: polled) {
                 let recheck = now + configuration.conditionRecheckInterval
                 wake = min(wake ?? recheck, recheck)
             }
@@ -478,16 +479,16 @@ extension Scheduler {
         showNextRun(next.map { "next run: \($0.identifier) at \($0.at)" })
         // Terminating: nothing more starts, so nothing to wake for.
         arm(state.value.terminating ? nil : wake)
-        setWakeAlarm(after: now)
+        await setWakeAlarm(after: now)
     }
 
     /// Keeps the wake alarm at the earliest next run of the requests that wake the system
     /// (none: disarmed). A time already past is not set: the run is due now, and the
     /// system awake.
-    private func setWakeAlarm(after now: WallClockInstant) {
+    private func setWakeAlarm(after now: WallClockInstant) async {
         let time: WallClockInstant?
         do {
-            time = state.value.terminating ? nil : try store.nextWakingStart().map { max($0, now) }
+            time = state.value.terminating ? nil : try await store.nextWakingStart().map { max($0, now) }
         } catch {
             logger.error("cannot read the next run that wakes the system: \(error)")
             return
@@ -506,13 +507,13 @@ extension Scheduler {
     /// Deletes what ``SchedulerConfiguration/historyRetention`` no longer keeps: at the
     /// first cycle, then at most once per its check interval, after commits that recorded
     /// ends (what adds to the history). A failure is logged and tried at the next chance.
-    private func pruneHistoryIfDue(now: WallClockInstant) {
+    private func pruneHistoryIfDue(now: WallClockInstant) async {
         let retention = configuration.historyRetention
         guard retention.maximumAge != nil || retention.maximumAttemptsPerRequest != nil else { return }
         if let last = state.value.lastPruned, now < last + retention.checkInterval, now >= last { return }
         state.value.lastPruned = now
         do {
-            let deleted = try store.pruneHistory(
+            let deleted = try await store.pruneHistory(
                 endedBefore: retention.maximumAge.map { now - $0 },
                 keepingPerIdentifier: retention.maximumAttemptsPerRequest)
             if deleted > 0 { logger.info("history: deleted \(deleted) attempts older or more than \(retention) keeps") }

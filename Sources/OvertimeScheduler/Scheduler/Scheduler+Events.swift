@@ -5,13 +5,13 @@ import Overtime
 
 extension Scheduler {
     /// On the queue.
-    func lifecycleChanged() {
+    func lifecycleChanged() async {
         state.value.refusal = nil
         stopRunsWhoseRequirementsFailed()
-        cycle()
+        await cycle()
     }
 
-    func conditionsChanged() {
+    func conditionsChanged() async {
         // A source may announce as it starts, before `start()`'s first reading: that
         // reading follows on this queue, and a change from nothing read is none to log.
         guard state.value.started else { return }
@@ -27,7 +27,7 @@ extension Scheduler {
             logger.info("conditions changed: \(read)")
         }
         stopRunsWhoseRequirementsFailed()
-        cycle(conditionsAreFresh: true)
+        await cycle(conditionsAreFresh: true)
     }
 
     /// Tells each run whose request needs something that no longer holds to stop (its
@@ -104,7 +104,7 @@ extension Scheduler {
     }
 
     func wallClockStepped() {
-        queue.async { [self] in
+        queue.task { [self] in
             store.localWallClockStepped()
             let offset = wallClockOffset()
             let previous = state.value.wallClockOffset
@@ -112,10 +112,10 @@ extension Scheduler {
             state.value.backlogMark = wallClockNow
             let step = previous.map { offset - $0 }
             logger.notice("the wall clock was set\(step.map { " (by \($0))" } ?? ""): re-planning every request")
-            correctPlansForTheClock(step: step)
+            await correctPlansForTheClock(step: step)
             // A step is also how a resume from sleep shows: what the machine offers may have
             // changed meanwhile without an event (power, room), so it is read again.
-            conditionsChanged()
+            await conditionsChanged()
         }
     }
 

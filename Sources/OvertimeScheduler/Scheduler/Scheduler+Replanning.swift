@@ -6,12 +6,12 @@ import Overtime
 extension Scheduler {
     /// Runs a crash interrupted: each is retried once, at once (same run ID, next attempt);
     /// interrupted twice in a row, it counts as a failed attempt.
-    func retryInterruptedRuns() {
+    func retryInterruptedRuns() async {
         let now = wallClockNow
         var batch = ScheduleBatch()
         for record in recovery.interruptedRuns {
-            guard var stored = try? store.request(record.identifier), !stored.plan.isFinished else { continue }
-            let earlier = (try? store.history(identifier: record.identifier, limit: 2)) ?? []
+            guard var stored = try? await store.request(record.identifier), !stored.plan.isFinished else { continue }
+            let earlier = (try? await store.history(identifier: record.identifier, limit: 2)) ?? []
             let twice = earlier.contains {
                 $0.runID == record.runID && $0.attempt == record.attempt - 1 && $0.result == .interrupted
             }
@@ -24,7 +24,7 @@ extension Scheduler {
             batch.writes.append(.save(stored))
         }
         do throws(SchedulerError) {
-            try commit(batch)
+            try await commit(batch)
         } catch {
             logger.error("cannot save the retries of interrupted runs: \(error)")
         }
@@ -36,12 +36,12 @@ extension Scheduler {
     /// requests planned for a window that now lies ahead are pulled back onto their grid
     /// (a run never waits longer than its interval and flex). Plans behind the clock catch
     /// up when they are picked.
-    func correctPlansForTheClock(step: Duration?) {
+    func correctPlansForTheClock(step: Duration?) async {
         let now = wallClockNow
         let step = step ?? .zero
         do throws(SchedulerError) {
-            let (waits, ahead) = try fromStore { () throws(ScheduleStoreError) in
-                (try store.waitsForALength(after: min(now, now - step)), try store.plannedAheadOfClock(now))
+            let (waits, ahead) = try await fromStore { () async throws(ScheduleStoreError) in
+                (try await store.waitsForALength(after: min(now, now - step)), try await store.plannedAheadOfClock(now))
             }
             let running = Set(state.value.running.keys)
             var seen = Set<String>()
@@ -55,7 +55,7 @@ extension Scheduler {
             }
             if !writes.isEmpty {
                 logger.info("the wall clock moved: \(writes.count) plans corrected")
-                try commit(ScheduleBatch(writes: writes))
+                try await commit(ScheduleBatch(writes: writes))
             }
         } catch {
             logger.error("cannot correct the plans for the wall clock: \(error)")

@@ -21,19 +21,31 @@ extension Scheduler {
     /// `async` form there.
     @discardableResult
     public func retry(_ identifier: String) throws(SchedulerError) -> SubmitOutcome {
-        try refuseOnTheLoop("retry(_:)")
+        let outcome = try onQueue("retry(_:)") { () async throws(SchedulerError) in
+            try await self.retrying(identifier)
+        }
+        cycleSoon()
+        return outcome
+    }
+
+    /// Submits again the request of `identifier` that failed for good (see `retry(_:)`). On
+    /// the queue.
+    func retrying(_ identifier: String) async throws(SchedulerError) -> SubmitOutcome {
         guard (try? ScheduleLimits.check(identifier: identifier)) != nil,
-            let stored = try fromStore({ () throws(ScheduleStoreError) in try store.request(identifier) })
+            let stored = try await fromStore({ () async throws(ScheduleStoreError) in
+                try await store.request(identifier)
+            })
         else {
             throw SchedulerError(code: .unknownIdentifier, message: "no request '\(identifier)'")
         }
-        let last = try fromStore { () throws(ScheduleStoreError) in try store.history(identifier: identifier, limit: 1)
+        let last = try await fromStore { () async throws(ScheduleStoreError) in
+            try await store.history(identifier: identifier, limit: 1)
         }
         if let reason = Self.notFailedForGood(stored, lastRun: last.first) {
             throw SchedulerError(
                 code: .invalidRequest, message: "'\(identifier)' \(reason): only what failed for good is retried")
         }
-        return try submit(stored.request, ifExists: .keep)
+        return try await submitting([stored.request], ifExists: .keep)[0]
     }
 
     /// Why `stored` is not a request that failed for good, or `nil` when it is.

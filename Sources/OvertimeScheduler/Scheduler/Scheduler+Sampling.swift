@@ -8,18 +8,18 @@ extension Scheduler {
     /// where collections may run, never waits for the store). One count at a time.
     func sampleRequestCounts() {
         guard !samplingRequests.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        queue.async { [self] in
-            recordRequestCounts()
+        queue.task { [self] in
+            await recordRequestCounts()
             samplingRequests.store(false, ordering: .releasing)
         }
     }
 
     /// Records `overtime_scheduler_requests{state}`: enqueued and blocked from the store,
     /// running from this scheduler's runs. On the queue.
-    private func recordRequestCounts() {
+    private func recordRequestCounts() async {
         guard !state.value.abandoned, !runtimeShutDown.withLock({ $0 }) else { return }
         do {
-            let counts = try store.waitingCounts(at: wallClockNow)
+            let counts = try await store.waitingCounts(at: wallClockNow)
             metrics.recordRequests(
                 enqueued: counts.enqueued, blocked: counts.blocked, running: state.value.running.count)
         } catch {

@@ -4,22 +4,10 @@
 import Overtime
 
 extension Scheduler {
-    /// Runs `body` on the queue and returns its result or rethrows its error.
-    func onQueue<T: Sendable>(_ body: () throws(SchedulerError) -> T) throws(SchedulerError) -> T {
-        let result: Result<T, SchedulerError> = queue.sync {
-            do throws(SchedulerError) {
-                return .success(try body())
-            } catch {
-                return .failure(error)
-            }
-        }
-        return try result.get()
-    }
-
     /// Runs one store call, its error a ``SchedulerError``.
-    func fromStore<T>(_ body: () throws(ScheduleStoreError) -> T) throws(SchedulerError) -> T {
+    func fromStore<T>(_ body: () async throws(ScheduleStoreError) -> T) async throws(SchedulerError) -> T {
         do {
-            return try body()
+            return try await body()
         } catch {
             throw .store(error)
         }
@@ -28,9 +16,9 @@ extension Scheduler {
     /// Commits `batch` and puts it on disk, naming the store in the error. Returns the
     /// starts another scheduler claimed first (a fleet's store).
     @discardableResult
-    func commit(_ batch: ScheduleBatch) throws(SchedulerError) -> CommitRefusals {
+    func commit(_ batch: ScheduleBatch) async throws(SchedulerError) -> CommitRefusals {
         guard !batch.isEmpty else { return CommitRefusals() }
-        let refusals = try write(batch)
+        let refusals = try await write(batch)
         do {
             try store.sync()
         } catch {
@@ -42,10 +30,10 @@ extension Scheduler {
     /// Commits `batch`: a crash of the process cannot lose it, a power loss can until the
     /// next sync. Returns the starts another scheduler claimed first (a fleet's store).
     @discardableResult
-    func write(_ batch: ScheduleBatch) throws(SchedulerError) -> CommitRefusals {
+    func write(_ batch: ScheduleBatch) async throws(SchedulerError) -> CommitRefusals {
         let refusals: CommitRefusals
         do {
-            refusals = try store.commit(batch, lastRunID: state.value.lastRunID)
+            refusals = try await store.commit(batch, lastRunID: state.value.lastRunID)
         } catch {
             throw .store(error)
         }
@@ -123,7 +111,7 @@ extension Scheduler {
     /// does, its link of a chain as `chain` decided; a `.keep` write's outcome is the
     /// store's to tell (``CommitRefusals``), `.added` until then.
     func prepare(_ request: ScheduledTaskRequest, policy: ExistingRequestPolicy, chain: ChainAction? = nil)
-        throws(SchedulerError) -> (RequestWrite?, SubmitOutcome)
+        async throws(SchedulerError) -> (RequestWrite?, SubmitOutcome)
     {
         let now = wallClockNow
         let delay = Duration.nanoseconds(Int64.random(in: 0...max(0, request.randomizedDelay.saturatingNanoseconds)))
@@ -143,7 +131,9 @@ extension Scheduler {
         if policy.kind == .keep { return (.insertUnlessPending(fresh), .added) }
         var existing = running?.stored
         if existing == nil {
-            existing = try fromStore { () throws(ScheduleStoreError) in try store.request(request.identifier) }
+            existing = try await fromStore { () async throws(ScheduleStoreError) in
+                try await store.request(request.identifier)
+            }
         }
         guard let existing else { return (.save(fresh), .added) }
         // Finished, nothing running: no pending work to keep, update or replace.

@@ -20,9 +20,10 @@ extension Scheduler {
     /// ``SchedulerError/Code/blockingCallOnTheLoop`` instead of holding the loop: use the
     /// `async` form there.
     public func workInfo(_ identifier: String) throws(SchedulerError) -> WorkInfo? {
-        try refuseOnTheLoop("workInfo(_:)")
-        guard (try? ScheduleLimits.check(identifier: identifier)) != nil else { return nil }
-        return try onQueue { () throws(SchedulerError) -> WorkInfo? in try currentWorkInfo(identifier) }
+        try onQueue("workInfo(_:)") { () async throws(SchedulerError) in
+            guard (try? ScheduleLimits.check(identifier: identifier)) != nil else { return nil }
+            return try await self.currentWorkInfo(identifier)
+        }
     }
 
     /// The work info of `identifier` now, then again each time it changes (a submit, a
@@ -54,11 +55,11 @@ extension Scheduler {
             queue.async { self.removeWatcher(identifier, id) }
         }
         continuation.onTermination = { _ in release() }
-        queue.async { [self] in
+        queue.task { [self] in
             guard !state.value.abandoned, !runtimeShutDown.withLock({ $0 }) else { return continuation.finish() }
             state.value.watchers[identifier, default: [:]][id] = WorkWatcher(continuation: continuation)
             watching.add(1, ordering: .relaxed)
-            refreshWatchers(of: [identifier])
+            await refreshWatchers(of: [identifier])
         }
         return WorkInfoUpdates(stream: stream, registration: WorkInfoUpdates.Registration(release))
     }
@@ -67,9 +68,9 @@ extension Scheduler {
     static let workInfoBuffer = 100
 
     /// The work info of `identifier` as the store and the runs here have it.
-    func currentWorkInfo(_ identifier: String) throws(SchedulerError) -> WorkInfo? {
-        let (stored, history) = try fromStore { () throws(ScheduleStoreError) in
-            (try store.request(identifier), try store.history(identifier: identifier, limit: 2))
+    func currentWorkInfo(_ identifier: String) async throws(SchedulerError) -> WorkInfo? {
+        let (stored, history) = try await fromStore { () async throws(ScheduleStoreError) in
+            (try await store.request(identifier), try await store.history(identifier: identifier, limit: 2))
         }
         guard let stored else { return nil }
         let running = state.value.running[identifier]
@@ -81,13 +82,13 @@ extension Scheduler {
 
     /// Gives the consumers watching `identifiers` (`nil`: all) their request's work info
     /// when it changed. On the queue; costs nothing while nobody watches.
-    func refreshWatchers(of identifiers: [String]? = nil) {
+    func refreshWatchers(of identifiers: [String]? = nil) async {
         guard !state.value.watchers.isEmpty else { return }
         for identifier in identifiers ?? Array(state.value.watchers.keys) {
             guard let watchers = state.value.watchers[identifier] else { continue }
             let info: WorkInfo?
             do {
-                info = try currentWorkInfo(identifier)
+                info = try await currentWorkInfo(identifier)
             } catch {
                 logger.error("cannot read the work info of '\(identifier)': \(error)")
                 continue
@@ -108,7 +109,7 @@ extension Scheduler {
     func progressReported(_ identifier: String, _ progress: RunProgress) {
         metrics.recordProgress(handler: handlerName(for: identifier), progress.fraction)
         guard watching.load(ordering: .relaxed) > 0 else { return }
-        queue.async { [self] in refreshWatchers(of: [identifier]) }
+        queue.task { [self] in await refreshWatchers(of: [identifier]) }
     }
 
     /// Ends every consumer's sequence (the runtime shut down, or the scheduler was let go).

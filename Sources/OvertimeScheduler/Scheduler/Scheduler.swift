@@ -219,15 +219,40 @@ public final class Scheduler: Sendable {
         conditions =
             configuration.conditions
             ?? LinuxConditionSource(configuration: .init(storagePath: Self.folder(of: configuration.storePath)))
+        let database = configuration.database ?? .sqlite(path: configuration.storePath)
+        let context = ScheduleStoreContext(
+            now: runtime.clock.wallClockNow, wallClock: { [clock = runtime.clock] in clock.wallClockNow },
+            logger: configuration.logger, watchdogTimeout: runtime.configuration.watchdogTimeout)
+        let queue = SerialWorkQueue(name: "overtime-sched")
+        let store: any ScheduleStore
+        switch database.open {
+        case .synchronous(let open):
+            do {
+                store = try open(context)
+            } catch {
+                throw .store(error)
+            }
+        case .asynchronous(let open):
+            // A server to talk to first: the caller waits on the scheduler's queue as the
+            // synchronous forms do, which the loop never does.
+            if runtime.isOnLoopThread {
+                throw SchedulerError(
+                    code: .blockingCallOnTheLoop,
+                    message:
+                        "Scheduler.init was called on the runtime's loop thread, which it would hold until \(database) answers: make the scheduler before the runtime runs, or off its loop"
+                )
+            }
+            store = try queue.syncTask { () async -> Result<any ScheduleStore, ScheduleStoreError> in
+                do throws(ScheduleStoreError) {
+                    return .success(try await open(context))
+                } catch {
+                    return .failure(error)
+                }
+            }.mapError { SchedulerError.store($0) }.get()
+        }
         do {
-            let database = configuration.database ?? .sqlite(path: configuration.storePath)
-            let store = try database.open(
-                ScheduleStoreContext(
-                    now: runtime.clock.wallClockNow, wallClock: { [clock = runtime.clock] in clock.wallClockNow },
-                    logger: configuration.logger, watchdogTimeout: runtime.configuration.watchdogTimeout))
             self.store = store
             self.recovery = store.recovery
-            let queue = SerialWorkQueue(name: "overtime-sched")
             self.queue = queue
             state = QueueConfined(State(lastRunID: try store.lastRunID()), on: queue)
             syncedBatches = QueueConfined(0, on: syncQueue)
@@ -348,18 +373,18 @@ public final class Scheduler: Sendable {
                 }
                 let id = runtime.beginBackgroundTask(name: "overtime.scheduler: deciding", expirationHandler: end)
                 deciding.withLock { $0 = id }
-                queue.async {
-                    self.lifecycleChanged()
+                queue.task {
+                    await self.lifecycleChanged()
                     end()
                 }
             case .didBecomeActive, .willEnterForeground:
-                queue.async { self.lifecycleChanged() }
+                queue.task { await self.lifecycleChanged() }
             default: break
             }
         }
         conditions.start(runtime: runtime) { [weak self] in
             guard let self else { return }
-            queue.async { self.conditionsChanged() }
+            queue.task { await self.conditionsChanged() }
         }
         store.start(
             ScheduleStoreEvents(
@@ -380,16 +405,16 @@ public final class Scheduler: Sendable {
                 context.onStall(longerThan: threshold) { [weak self] away in self?.checkClaimsAfterStall(away) }
             }
         }
-        queue.async { [self] in
+        queue.task { [self] in
             state.value.started = true
             state.value.token = token
             state.value.conditions = conditions.read()
             state.value.wallClockOffset = wallClockOffset()
             state.value.backlogMark = wallClockNow
-            retryInterruptedRuns()
-            settleChainsLeftWaiting()
-            correctPlansForTheClock(step: nil)
-            cycle(conditionsAreFresh: true)
+            await retryInterruptedRuns()
+            await settleChainsLeftWaiting()
+            await correctPlansForTheClock(step: nil)
+            await cycle(conditionsAreFresh: true)
         }
         requestSampler.withLock { $0 = MetricSamplers.add { [weak self] in self?.sampleRequestCounts() } }
     }
@@ -428,7 +453,17 @@ public final class Scheduler: Sendable {
     public func submit(contentsOf requests: [ScheduledTaskRequest], ifExists policy: ExistingRequestPolicy = .keep)
         throws(SchedulerError) -> [SubmitOutcome]
     {
-        try refuseOnTheLoop("submit(contentsOf:ifExists:)")
+        let outcomes = try onQueue("submit(contentsOf:ifExists:)") { () async throws(SchedulerError) in
+            try await self.submitting(requests, ifExists: policy)
+        }
+        cycleSoon()
+        return outcomes
+    }
+
+    /// Submits `requests` (see `submit(contentsOf:ifExists:)`). On the queue.
+    func submitting(_ requests: [ScheduledTaskRequest], ifExists policy: ExistingRequestPolicy)
+        async throws(SchedulerError) -> [SubmitOutcome]
+    {
         var seen = Set<String>()
         for request in requests {
             try validate(request)
@@ -437,59 +472,55 @@ public final class Scheduler: Sendable {
                     code: .invalidRequest, message: "'\(request.identifier)' is submitted twice in one batch")
             }
         }
-        let outcomes = try onQueue { () throws(SchedulerError) -> [SubmitOutcome] in
-            var batch = ScheduleBatch()
-            var outcomes: [SubmitOutcome] = []
-            // What a link in the batch may wait on (kept only when one is there).
-            var earlier: [String: ScheduledTaskRequest] = [:]
-            let chained = requests.contains { !$0.prerequisites.isEmpty }
-            var links: [String] = []
-            var concluded: [String] = []
-            for request in requests {
-                let chain = chained ? try initialChain(of: request, earlier: earlier) : nil
-                if chained { earlier[request.identifier] = request }
-                let (write, outcome) = try prepare(request, policy: policy, chain: chain)
-                if let write { batch.writes.append(write) }
-                outcomes.append(outcome)
-                switch chain {
-                case .wait?: links.append(request.identifier)
-                case .fail?, .cancel?: concluded.append(request.identifier)
-                case .ready?, nil: break
-                }
+        var batch = ScheduleBatch()
+        var outcomes: [SubmitOutcome] = []
+        // What a link in the batch may wait on (kept only when one is there).
+        var earlier: [String: ScheduledTaskRequest] = [:]
+        let chained = requests.contains { !$0.prerequisites.isEmpty }
+        var links: [String] = []
+        var concluded: [String] = []
+        for request in requests {
+            let chain = chained ? try await initialChain(of: request, earlier: earlier) : nil
+            if chained { earlier[request.identifier] = request }
+            let (write, outcome) = try await prepare(request, policy: policy, chain: chain)
+            if let write { batch.writes.append(write) }
+            outcomes.append(outcome)
+            switch chain {
+            case .wait?: links.append(request.identifier)
+            case .fail?, .cancel?: concluded.append(request.identifier)
+            case .ready?, nil: break
             }
-            let found = try commit(batch)
-            for (index, request) in requests.enumerated() where outcomes[index] == .added {
-                if found.kept.contains(request.identifier) {
-                    outcomes[index] = .kept
-                } else if found.resubmitted.contains(request.identifier) {
-                    outcomes[index] = .resubmitted
-                }
-            }
-            // Took effect: a replaced request's run in progress is told to stop; an updated
-            // one's run ends under the new request.
-            var replaced: [BackgroundTaskID] = []
-            for (index, request) in requests.enumerated() {
-                let identifier = request.identifier
-                switch outcomes[index] {
-                case .resubmitted where state.value.running[identifier]?.ending != nil:
-                    // Its end, recorded next, is the old request's: it leaves the new plan be.
-                    state.value.running[identifier]?.detached = true
-                case .updated:
-                    state.value.running[identifier]?.stored.request = request
-                case .replaced:
-                    guard state.value.running[identifier]?.detached == false else { continue }
-                    state.value.running[identifier]?.detached = true
-                    if let grant = state.value.running[identifier]?.grant { replaced.append(grant) }
-                default: break
-                }
-            }
-            for grant in replaced { runtime.expireBackgroundTask(grant) }
-            // A prerequisite may have concluded elsewhere (another instance of a fleet)
-            // between the read above and this commit: its links are decided again now.
-            if !links.isEmpty || !concluded.isEmpty { settleChains(links: links, concluded: concluded) }
-            return outcomes
         }
-        cycleSoon()
+        let found = try await commit(batch)
+        for (index, request) in requests.enumerated() where outcomes[index] == .added {
+            if found.kept.contains(request.identifier) {
+                outcomes[index] = .kept
+            } else if found.resubmitted.contains(request.identifier) {
+                outcomes[index] = .resubmitted
+            }
+        }
+        // Took effect: a replaced request's run in progress is told to stop; an updated
+        // one's run ends under the new request.
+        var replaced: [BackgroundTaskID] = []
+        for (index, request) in requests.enumerated() {
+            let identifier = request.identifier
+            switch outcomes[index] {
+            case .resubmitted where state.value.running[identifier]?.ending != nil:
+                // Its end, recorded next, is the old request's: it leaves the new plan be.
+                state.value.running[identifier]?.detached = true
+            case .updated:
+                state.value.running[identifier]?.stored.request = request
+            case .replaced:
+                guard state.value.running[identifier]?.detached == false else { continue }
+                state.value.running[identifier]?.detached = true
+                if let grant = state.value.running[identifier]?.grant { replaced.append(grant) }
+            default: break
+            }
+        }
+        for grant in replaced { runtime.expireBackgroundTask(grant) }
+        // A prerequisite may have concluded elsewhere (another instance of a fleet)
+        // between the read above and this commit: its links are decided again now.
+        if !links.isEmpty || !concluded.isEmpty { await settleChains(links: links, concluded: concluded) }
         return outcomes
     }
 
@@ -503,20 +534,22 @@ public final class Scheduler: Sendable {
     /// ``SchedulerError/Code/blockingCallOnTheLoop`` instead of holding the loop: use the
     /// `async` form there.
     public func cancel(_ identifier: String) throws(SchedulerError) {
-        try refuseOnTheLoop("cancel(_:)")
-        try onQueue { () throws(SchedulerError) in
-            // An identifier no request could have is not looked up (a NUL is an error to a
-            // PostgreSQL server): it is unknown.
-            guard (try? ScheduleLimits.check(identifier: identifier)) != nil,
-                try fromStore({ () throws(ScheduleStoreError) in try store.request(identifier) }) != nil
-            else {
-                throw SchedulerError(code: .unknownIdentifier, message: "no request '\(identifier)'")
-            }
-            try commit(ScheduleBatch(writes: [.cancel(identifier, at: wallClockNow)]))
-            detachRuns { $0 == identifier }
-            settleChains(concluded: [identifier])
-        }
+        try onQueue("cancel(_:)") { () async throws(SchedulerError) in try await self.cancelling(identifier) }
         cycleSoon()
+    }
+
+    /// Cancels the request for `identifier` (see `cancel(_:)`). On the queue.
+    func cancelling(_ identifier: String) async throws(SchedulerError) {
+        // An identifier no request could have is not looked up (a NUL is an error to a
+        // PostgreSQL server): it is unknown.
+        guard (try? ScheduleLimits.check(identifier: identifier)) != nil,
+            try await fromStore({ () async throws(ScheduleStoreError) in try await store.request(identifier) }) != nil
+        else {
+            throw SchedulerError(code: .unknownIdentifier, message: "no request '\(identifier)'")
+        }
+        try await commit(ScheduleBatch(writes: [.cancel(identifier, at: wallClockNow)]))
+        detachRuns { $0 == identifier }
+        await settleChains(concluded: [identifier])
     }
 
     /// Cancels every pending request (see `cancel(_:)`).
@@ -525,12 +558,14 @@ public final class Scheduler: Sendable {
     /// ``SchedulerError/Code/blockingCallOnTheLoop`` instead of holding the loop: use the
     /// `async` form there.
     public func cancelAll() throws(SchedulerError) {
-        try refuseOnTheLoop("cancelAll()")
-        try onQueue { () throws(SchedulerError) in
-            try commit(ScheduleBatch(writes: [.cancelAll(at: wallClockNow)]))
-            detachRuns { _ in true }
-        }
+        try onQueue("cancelAll()") { () async throws(SchedulerError) in try await self.cancellingAll() }
         cycleSoon()
+    }
+
+    /// Cancels every pending request (see `cancelAll()`). On the queue.
+    func cancellingAll() async throws(SchedulerError) {
+        try await commit(ScheduleBatch(writes: [.cancelAll(at: wallClockNow)]))
+        detachRuns { _ in true }
     }
 
     /// Cancels every pending request tagged `tag` (see ``ScheduledTaskRequest/tags``), as
@@ -541,20 +576,26 @@ public final class Scheduler: Sendable {
     /// `async` form there.
     @discardableResult
     public func cancel(tag: String) throws(SchedulerError) -> Int {
-        try refuseOnTheLoop("cancel(tag:)")
-        let count = try onQueue { () throws(SchedulerError) -> Int in
-            try ScheduleLimits.check(tag: tag, identifier: nil)
-            let tagged = try fromStore { () throws(ScheduleStoreError) in try store.pendingRequests(tagged: tag) }
-            let identifiers = Set(tagged.map(\.request.identifier))
-            guard !identifiers.isEmpty else { return 0 }
-            let now = wallClockNow
-            try commit(ScheduleBatch(writes: identifiers.sorted().map { .cancel($0, at: now) }))
-            detachRuns { identifiers.contains($0) }
-            settleChains(concluded: identifiers.sorted())
-            return identifiers.count
+        let count = try onQueue("cancel(tag:)") { () async throws(SchedulerError) in
+            try await self.cancelling(tag: tag)
         }
         cycleSoon()
         return count
+    }
+
+    /// Cancels every pending request tagged `tag` (see `cancel(tag:)`). On the queue.
+    func cancelling(tag: String) async throws(SchedulerError) -> Int {
+        try ScheduleLimits.check(tag: tag, identifier: nil)
+        let tagged = try await fromStore { () async throws(ScheduleStoreError) in
+            try await store.pendingRequests(tagged: tag)
+        }
+        let identifiers = Set(tagged.map(\.request.identifier))
+        guard !identifiers.isEmpty else { return 0 }
+        let now = wallClockNow
+        try await commit(ScheduleBatch(writes: identifiers.sorted().map { .cancel($0, at: now) }))
+        detachRuns { identifiers.contains($0) }
+        await settleChains(concluded: identifiers.sorted())
+        return identifiers.count
     }
 
     /// Every request not finished, with its next planned time and what it waits for.
@@ -562,7 +603,7 @@ public final class Scheduler: Sendable {
     /// Called on the runtime's loop thread, it logs the misuse and returns nothing rather
     /// than hold the loop: use the `async` form there.
     public func pendingRequests() -> [PendingRequest] {
-        pending("pendingRequests()") { () throws(ScheduleStoreError) in try store.pendingRequests() }
+        pending("pendingRequests()", tag: nil)
     }
 
     /// The requests not finished that are tagged `tag` (see ``ScheduledTaskRequest/tags``),
@@ -571,34 +612,40 @@ public final class Scheduler: Sendable {
     /// Called on the runtime's loop thread, it logs the misuse and returns nothing rather
     /// than hold the loop: use the `async` form there.
     public func pendingRequests(tag: String) -> [PendingRequest] {
-        pending("pendingRequests(tag:)") { () throws(ScheduleStoreError) in try store.pendingRequests(tagged: tag) }
+        pending("pendingRequests(tag:)", tag: tag)
     }
 
-    /// The requests `read` returns, with their next planned times and what they wait for.
-    private func pending(_ call: String, _ read: () throws(ScheduleStoreError) -> [StoredRequest]) -> [PendingRequest] {
+    private func pending(_ call: String, tag: String?) -> [PendingRequest] {
         do {
-            try refuseOnTheLoop(call)
+            return try onQueue(call) { () async throws(SchedulerError) in await self.pending(tagged: tag) }
         } catch {
             logger.error("\(error.message); answered with no requests")
             return []
         }
-        return queue.sync {
-            let now = wallClockNow
-            let stored: [StoredRequest]
-            do {
-                stored = try read()
-            } catch {
-                logger.error("cannot read the pending requests: \(error)")
-                return []
+    }
+
+    /// The requests not finished (tagged `tag`, if one is given), with their next planned
+    /// times and what they wait for. On the queue.
+    func pending(tagged tag: String?) async -> [PendingRequest] {
+        let now = wallClockNow
+        let stored: [StoredRequest]
+        do {
+            if let tag {
+                stored = try await store.pendingRequests(tagged: tag)
+            } else {
+                stored = try await store.pendingRequests()
             }
-            return stored.map { stored in
-                let running = state.value.running[stored.request.identifier]
-                let current = running?.stored ?? stored
-                return PendingRequest(
-                    request: current.request, nextRun: SchedulePlanner.dueTime(current.plan, current.request),
-                    attempt: current.plan.failedAttempts + 1, waitingFor: waitReason(current, now: now),
-                    holder: stored.holder, progress: running?.task.progress)
-            }
+        } catch {
+            logger.error("cannot read the pending requests: \(error)")
+            return []
+        }
+        return stored.map { stored in
+            let running = state.value.running[stored.request.identifier]
+            let current = running?.stored ?? stored
+            return PendingRequest(
+                request: current.request, nextRun: SchedulePlanner.dueTime(current.plan, current.request),
+                attempt: current.plan.failedAttempts + 1, waitingFor: waitReason(current, now: now),
+                holder: stored.holder, progress: running?.task.progress)
         }
     }
 
@@ -609,11 +656,8 @@ public final class Scheduler: Sendable {
     /// ``SchedulerError/Code/blockingCallOnTheLoop`` instead of holding the loop: use the
     /// `async` form there.
     public func pendingRequestCount() throws(SchedulerError) -> Int {
-        try refuseOnTheLoop("pendingRequestCount()")
-        do {
-            return try store.pendingCount()
-        } catch {
-            throw .store(error)
+        try onQueue("pendingRequestCount()") { () async throws(SchedulerError) in
+            try await self.fromStore { () async throws(ScheduleStoreError) in try await self.store.pendingCount() }
         }
     }
 
@@ -632,30 +676,34 @@ public final class Scheduler: Sendable {
     /// `async` form there.
     @discardableResult
     public func runNow(_ identifier: String) throws(SchedulerError) -> Int64 {
-        try refuseOnTheLoop("runNow(_:)")
+        try onQueue("runNow(_:)") { () async throws(SchedulerError) in try await self.runningNow(identifier) }
+    }
+
+    /// Starts a run of `identifier` now (see `runNow(_:)`). On the queue.
+    func runningNow(_ identifier: String) async throws(SchedulerError) -> Int64 {
         guard (try? ScheduleLimits.check(identifier: identifier)) != nil else {
             throw SchedulerError(code: .unknownIdentifier, message: "no request '\(identifier)'")
         }
-        return try onQueue { () throws(SchedulerError) -> Int64 in
-            guard state.value.started, !state.value.abandoned else {
-                throw SchedulerError(code: .notStarted, message: "the scheduler is not started")
-            }
-            guard state.value.running[identifier] == nil else {
-                throw SchedulerError(code: .alreadyRunning, message: "'\(identifier)' is running")
-            }
-            let stored = try fromStore { () throws(ScheduleStoreError) in try store.request(identifier) }
-            guard let stored, !stored.plan.isFinished else {
-                throw SchedulerError(
-                    code: .unknownIdentifier,
-                    message: stored == nil ? "no request '\(identifier)'" : "'\(identifier)' has finished")
-            }
-            if let waiting = stored.chain?.waitingOn.sorted().first {
-                throw SchedulerError(
-                    code: .invalidRequest, message: "'\(identifier)' waits on its prerequisite '\(waiting)'",
-                    field: "prerequisites")
-            }
-            return try startNow(stored)
+        guard state.value.started, !state.value.abandoned else {
+            throw SchedulerError(code: .notStarted, message: "the scheduler is not started")
         }
+        guard state.value.running[identifier] == nil else {
+            throw SchedulerError(code: .alreadyRunning, message: "'\(identifier)' is running")
+        }
+        let stored = try await fromStore { () async throws(ScheduleStoreError) in
+            try await store.request(identifier)
+        }
+        guard let stored, !stored.plan.isFinished else {
+            throw SchedulerError(
+                code: .unknownIdentifier,
+                message: stored == nil ? "no request '\(identifier)'" : "'\(identifier)' has finished")
+        }
+        if let waiting = stored.chain?.waitingOn.sorted().first {
+            throw SchedulerError(
+                code: .invalidRequest, message: "'\(identifier)' waits on its prerequisite '\(waiting)'",
+                field: "prerequisites")
+        }
+        return try await startNow(stored)
     }
 
     /// Expires the run of `identifier` in progress (its expiration handler now), as if its
@@ -674,12 +722,16 @@ public final class Scheduler: Sendable {
     /// ``SchedulerError/Code/blockingCallOnTheLoop`` instead of holding the loop: use the
     /// `async` form there.
     public func history(_ identifier: String, limit: Int = 100) throws(SchedulerError) -> [RunRecord] {
-        try refuseOnTheLoop("history(_:limit:)")
+        try onQueue("history(_:limit:)") { () async throws(SchedulerError) in
+            try await self.readingHistory(identifier, limit: limit)
+        }
+    }
+
+    /// The attempts of `identifier` (see `history(_:limit:)`). On the queue.
+    func readingHistory(_ identifier: String, limit: Int) async throws(SchedulerError) -> [RunRecord] {
         guard (try? ScheduleLimits.check(identifier: identifier)) != nil else { return [] }
-        do {
-            return try store.history(identifier: identifier, limit: limit)
-        } catch {
-            throw .store(error)
+        return try await fromStore { () async throws(ScheduleStoreError) in
+            try await store.history(identifier: identifier, limit: limit)
         }
     }
 

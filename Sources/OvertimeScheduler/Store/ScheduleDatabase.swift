@@ -13,7 +13,7 @@ import Overtime
 /// configuration.database = .postgres(try .init(url: "postgres://app@db/app"))  // a fleet
 /// ```
 public struct ScheduleDatabase: Sendable, CustomStringConvertible {
-    let open: @Sendable (ScheduleStoreContext) throws(ScheduleStoreError) -> any ScheduleStore
+    let open: Opening
     let inspect: (@Sendable () async throws(ScheduleStoreError) -> any ScheduleInspector)?
 
     /// Names the database for logs: the file, or the server and database.
@@ -44,23 +44,47 @@ public struct ScheduleDatabase: Sendable, CustomStringConvertible {
         return try await inspect()
     }
 
-    /// Opens the database's store with `context`, as a scheduler does: for store
-    /// implementations and their conformance checks.
-    @_spi(ScheduleStore) public func openStore(_ context: ScheduleStoreContext) throws(ScheduleStoreError)
-        -> any ScheduleStore
-    {
-        try open(context)
+    /// How a store of the database is opened: at once (a local file), or by talking to a
+    /// server first (connecting, making the schema), which is awaited.
+    enum Opening: Sendable {
+        case synchronous(@Sendable (ScheduleStoreContext) throws(ScheduleStoreError) -> any ScheduleStore)
+        case asynchronous(@Sendable (ScheduleStoreContext) async throws(ScheduleStoreError) -> any ScheduleStore)
     }
 
-    /// A database whose store `open` makes, and whose schedule `inspect` reads, for store
-    /// implementations.
+    /// Opens the database's store with `context`, as a scheduler does: for store
+    /// implementations and their conformance checks.
+    @_spi(ScheduleStore) public func openStore(_ context: ScheduleStoreContext) async throws(ScheduleStoreError)
+        -> any ScheduleStore
+    {
+        switch open {
+        case .synchronous(let open): try open(context)
+        case .asynchronous(let open): try await open(context)
+        }
+    }
+
+    /// A database whose store `open` makes at once, and whose schedule `inspect` reads, for
+    /// store implementations.
     @_spi(ScheduleStore) public init(
         description: String,
         open: @escaping @Sendable (ScheduleStoreContext) throws(ScheduleStoreError) -> any ScheduleStore,
         inspect: (@Sendable () async throws(ScheduleStoreError) -> any ScheduleInspector)? = nil
     ) {
         self.description = description
-        self.open = open
+        self.open = .synchronous(open)
+        self.inspect = inspect
+    }
+
+    /// A database whose store `open` makes by talking to a server first (awaited: the
+    /// synchronous `Scheduler.init` waits for it on the scheduler's queue, never on the
+    /// runtime's loop), and whose schedule `inspect` reads, for store implementations.
+    @_spi(ScheduleStore) public init(
+        description: String,
+        connecting open:
+            @escaping @Sendable (ScheduleStoreContext) async throws(ScheduleStoreError) -> any ScheduleStore,
+        inspect: (@Sendable () async throws(ScheduleStoreError) -> any ScheduleInspector)? = nil
+    ) {
+        self.description = description
+        self.open = .asynchronous(open)
         self.inspect = inspect
     }
 }

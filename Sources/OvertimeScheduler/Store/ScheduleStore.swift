@@ -189,51 +189,57 @@ extension RequestWrite {
 /// ``commit(_:lastRunID:)`` is one transaction that survives a crash of the process when
 /// it returns; ``sync()`` puts every commit so far on disk. The SQLite store is the
 /// embedded default; a PostgreSQL store for fleets implements the same.
+///
+/// Its reads and writes are `async`: a store on a network database answers them without a
+/// thread held while it waits, and the scheduler's queue starts nothing else meanwhile; a
+/// store on a local file answers at once. What is read when the scheduler is made
+/// (``lastRunID()``), the disk sync (on a thread of its own) and what a store keeps in
+/// memory (claims, its clock) are synchronous.
 @_spi(ScheduleStore) public protocol ScheduleStore: Sendable {
     /// The request of `identifier`, or `nil`.
-    func request(_ identifier: String) throws(ScheduleStoreError) -> StoredRequest?
+    func request(_ identifier: String) async throws(ScheduleStoreError) -> StoredRequest?
     /// Every request not finished, in submission order.
-    func pendingRequests() throws(ScheduleStoreError) -> [StoredRequest]
+    func pendingRequests() async throws(ScheduleStoreError) -> [StoredRequest]
     /// Every request not finished that has the tag `tag`, in submission order.
-    func pendingRequests(tagged tag: String) throws(ScheduleStoreError) -> [StoredRequest]
+    func pendingRequests(tagged tag: String) async throws(ScheduleStoreError) -> [StoredRequest]
     /// The requests not finished that wait on one of `identifiers` (their
     /// ``StoredRequest/chain`` names it), each once. Asked about requests that this
     /// store's last commit concluded (finished, failed for good, cancelled), once: a store
     /// may answer only about those (the PostgreSQL store spares the round trip for an end
     /// that nothing waits on).
-    func dependents(of identifiers: [String]) throws(ScheduleStoreError) -> [StoredRequest]
+    func dependents(of identifiers: [String]) async throws(ScheduleStoreError) -> [StoredRequest]
     /// The requests not finished that wait on a prerequisite that has finished or that no
     /// request has any more: what a process that ended between a prerequisite's end and
     /// its dependents' update left.
-    func waitingOnFinishedPrerequisites() throws(ScheduleStoreError) -> [StoredRequest]
+    func waitingOnFinishedPrerequisites() async throws(ScheduleStoreError) -> [StoredRequest]
     /// The earliest next start of the requests not running that wake the system
     /// (``ScheduledTaskRequest/wakesSystem``), or `nil`.
-    func nextWakingStart() throws(ScheduleStoreError) -> WallClockInstant?
+    func nextWakingStart() async throws(ScheduleStoreError) -> WallClockInstant?
     /// How many requests are not finished.
-    func pendingCount() throws(ScheduleStoreError) -> Int
+    func pendingCount() async throws(ScheduleStoreError) -> Int
     /// Of the requests not finished and not running: how many wait for a next start after
     /// `now` (`enqueued`), and how many are due at `now` but not started, or wait on a
     /// prerequisite (`blocked`). Read when metrics are collected, off the loop.
-    func waitingCounts(at now: WallClockInstant) throws(ScheduleStoreError) -> (enqueued: Int, blocked: Int)
+    func waitingCounts(at now: WallClockInstant) async throws(ScheduleStoreError) -> (enqueued: Int, blocked: Int)
     /// Requests not running whose next start is at or before `now` and whose
     /// requirements share no bit with `unmet`, earliest first, at most `limit`.
-    func due(at now: WallClockInstant, unmet: Int64, limit: Int) throws(ScheduleStoreError) -> [StoredRequest]
+    func due(at now: WallClockInstant, unmet: Int64, limit: Int) async throws(ScheduleStoreError) -> [StoredRequest]
     /// The request not running with the earliest next start after `now`, and that time.
     /// (A fleet's store may return an earlier time to look again: when a claim held
     /// elsewhere may end. `unmet` is the requirements that do not hold here, as for
     /// ``due(at:unmet:limit:)``.)
-    func nextDue(after now: WallClockInstant, unmet: Int64) throws(ScheduleStoreError) -> (
+    func nextDue(after now: WallClockInstant, unmet: Int64) async throws(ScheduleStoreError) -> (
         identifier: String, at: WallClockInstant
     )?
     /// Whether a request not running is due at `now` but needs one of `requirements` (a mask).
-    func dueWaiting(at now: WallClockInstant, on requirements: Int64) throws(ScheduleStoreError) -> Bool
+    func dueWaiting(at now: WallClockInstant, on requirements: Int64) async throws(ScheduleStoreError) -> Bool
     /// Repeating requests whose previous planned window still lies after `now`: the wall
     /// clock went back since they were planned.
-    func plannedAheadOfClock(_ now: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest]
+    func plannedAheadOfClock(_ now: WallClockInstant) async throws(ScheduleStoreError) -> [StoredRequest]
     /// Requests not running whose next start stands for a length of time (a retry, a
     /// one-shot without an earliest begin) and lies after `threshold`: what a step of the
     /// wall clock moves, earliest first.
-    func waitsForALength(after threshold: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest]
+    func waitsForALength(after threshold: WallClockInstant) async throws(ScheduleStoreError) -> [StoredRequest]
     /// The runtime's wall clock was set: a store that reckons on another clock (a shared
     /// database's) measures the difference again before its next answer.
     func localWallClockStepped()
@@ -242,24 +248,25 @@ extension RequestWrite {
     func lastRunID() throws(ScheduleStoreError) -> Int64
     /// A new run ID from the store, for a store many schedulers share; `nil`: the
     /// scheduler counts on from ``lastRunID()`` itself.
-    func newRunID() throws(ScheduleStoreError) -> Int64?
+    func newRunID() async throws(ScheduleStoreError) -> Int64?
     /// Applies `batch` in one transaction, which a crash of the process cannot lose once
     /// it returns (on disk once ``sync()`` returns); `lastRunID` is the highest run ID given
     /// out, recorded with it. Returns the starts it did not write (another scheduler
     /// claimed them first); requests ``due(at:unmet:limit:)`` returned that the batch does
     /// not start are free again for others once it returns.
-    func commit(_ batch: ScheduleBatch, lastRunID: Int64) throws(ScheduleStoreError) -> CommitRefusals
+    func commit(_ batch: ScheduleBatch, lastRunID: Int64) async throws(ScheduleStoreError) -> CommitRefusals
     /// Puts every commit so far on disk (a power loss cannot lose them). Called from a
     /// thread of its own, beside commits.
     func sync() throws(ScheduleStoreError)
     /// The attempts of `identifier`, newest first, at most `limit`.
-    func history(identifier: String, limit: Int) throws(ScheduleStoreError) -> [RunRecord]
+    func history(identifier: String, limit: Int) async throws(ScheduleStoreError) -> [RunRecord]
     /// Deletes the attempts that ended before `endedBefore` and those beyond the newest
     /// `keepingPerIdentifier` of each identifier (`nil`: no bound of that kind), and the
     /// finished requests not running, submitted (and cancelled) before `endedBefore`, whose
     /// attempts are all gone or ended before it. Never a request that is pending or an attempt in progress. Returns
     /// how many attempts it deleted.
-    func pruneHistory(endedBefore: WallClockInstant?, keepingPerIdentifier: Int?) throws(ScheduleStoreError) -> Int
+    func pruneHistory(endedBefore: WallClockInstant?, keepingPerIdentifier: Int?) async throws(ScheduleStoreError)
+        -> Int
     /// Closes the store and lets another process (or scheduler) open it; every later call
     /// fails.
     func close()
@@ -288,9 +295,11 @@ extension RequestWrite {
 
 extension ScheduleStore {
     /// Counted from ``pendingRequests()``: a store with a cheaper count implements its own.
-    public func waitingCounts(at now: WallClockInstant) throws(ScheduleStoreError) -> (enqueued: Int, blocked: Int) {
+    public func waitingCounts(at now: WallClockInstant) async throws(ScheduleStoreError) -> (
+        enqueued: Int, blocked: Int
+    ) {
         var counts = (enqueued: 0, blocked: 0)
-        for stored in try pendingRequests() where !stored.isRunning {
+        for stored in try await pendingRequests() where !stored.isRunning {
             if let start = SchedulePlanner.nextStart(stored.plan, stored.request), start > now {
                 counts.enqueued += 1
             } else {
@@ -307,7 +316,7 @@ extension ScheduleStore {
     public func start(_ events: ScheduleStoreEvents) {}
 
     /// The scheduler counts run IDs itself.
-    public func newRunID() throws(ScheduleStoreError) -> Int64? { nil }
+    public func newRunID() async throws(ScheduleStoreError) -> Int64? { nil }
 
     /// A store one machine owns keeps the runtime's clock.
     public func wallClock(_ local: WallClockInstant) -> WallClockInstant { local }

@@ -143,7 +143,7 @@ struct PostgresConnectionTests {
     /// ends by its one deadline, connecting and every statement included, with that said;
     /// the next call after the server goes on connects again. A deadline longer than half
     /// the runtime's watchdog is refused before anything connects.
-    @Test func aCallToAStoppedDatabaseEndsByItsDeadlineWhichTheWatchdogBounds() throws {
+    @Test func aCallToAStoppedDatabaseEndsByItsDeadlineWhichTheWatchdogBounds() async throws {
         let server = try PostgresServer()
         defer { server.stop() }
         var database = PostgresScheduleConfiguration(host: "127.0.0.1", port: server.port, username: "postgres")
@@ -151,28 +151,28 @@ struct PostgresConnectionTests {
         let now = WallClockInstant(nanosecondsSinceEpoch: Int64(Date().timeIntervalSince1970 * 1e9))
         let logger = Logger(label: "store") { _ in SwiftLogNoOpLogHandler() }
         let watched = ScheduleStoreContext(now: now, wallClock: { now }, logger: logger, watchdogTimeout: .seconds(4))
-        #expect {
-            _ = try ScheduleDatabase.postgres(database).openStore(watched)
+        await #expect {
+            _ = try await ScheduleDatabase.postgres(database).openStore(watched)
         } throws: { error in
             "\(error)".contains("operationTimeout 3.0 seconds is more than half the runtime's watchdog timeout")
         }
 
         database.operationTimeout = .seconds(1)
-        let store = try ScheduleDatabase.postgres(database).openStore(watched)
+        let store = try await ScheduleDatabase.postgres(database).openStore(watched)
         defer { store.close() }
-        #expect(try store.pendingCount() == 0)
+        #expect(try await store.pendingCount() == 0)
         server.signalAll(SIGSTOP)
         defer { server.signalAll(SIGCONT) }
         // On the connection it has, then on a new one it cannot finish making.
         for _ in 0..<2 {
-            #expect {
-                _ = try store.pendingCount()
+            await #expect {
+                _ = try await store.pendingCount()
             } throws: { error in
                 "\(error)".contains("no answer in 1.0 s")
             }
         }
         server.signalAll(SIGCONT)
-        #expect(PostgresSchedulerTests.eventually(30) { (try? store.pendingCount()) == 0 })
+        #expect(await PostgresSchedulerTests.eventually(30, reading: { (try? await store.pendingCount()) == 0 }))
     }
 
     /// The database goes down during a run: the claim cannot be renewed, the run is told

@@ -10,7 +10,7 @@ import Testing
 /// the server's clock.
 @Suite("The PostgreSQL store keeps the store contract")
 struct PostgresStoreConformanceTests {
-    @Test func everyCheckOnItsOwnDatabase() throws {
+    @Test func everyCheckOnItsOwnDatabase() async throws {
         let server = try PostgresServer()
         defer { server.stop() }
         for (index, check) in ScheduleStoreConformance.checks.enumerated() {
@@ -21,7 +21,7 @@ struct PostgresStoreConformanceTests {
             configuration.instanceName = "conformance"
             let now = WallClockInstant(nanosecondsSinceEpoch: Int64(Date().timeIntervalSince1970 * 1e9))
             do {
-                try ScheduleStoreConformance.run(check, on: .postgres(configuration), now: now)
+                try await ScheduleStoreConformance.run(check, on: .postgres(configuration), now: now)
             } catch {
                 Issue.record("\(error)")
             }

@@ -1,8 +1,6 @@
 // Operations on one connection: one at a time, each within its deadline, on the
 // connection's event loop.
 
-import Dispatch
-import NIOConcurrencyHelpers
 import NIOCore
 
 /// The operations of one connection's user (the store, the inspector): each takes its
@@ -13,13 +11,10 @@ final class ConnectionOperations: Sendable {
     let turns = OperationTurns()
     /// How long an operation may take, from connecting to its last answer.
     let timeout: Duration
-    /// Says what a synchronous call made on the event loop itself is refused with.
-    private let name: String
 
-    init(on loop: any EventLoop, timeout: Duration, name: String) {
+    init(on loop: any EventLoop, timeout: Duration) {
         executor = EventLoopTaskExecutor(loop)
         self.timeout = timeout
-        self.name = name
     }
 
     var loop: any EventLoop { executor.loop }
@@ -45,29 +40,4 @@ final class ConnectionOperations: Sendable {
             }
         }
     }
-
-    /// The one wait, for the store's synchronous calls (the ``ScheduleStore`` contract; the
-    /// inspector's reads are async and never come here): the calling thread — the
-    /// scheduler's queue, never the runtime's loop — waits while `operation` runs on the
-    /// event loop, which ends it by its deadline.
-    func waitFor<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) throws -> T {
-        // Waiting on the connection's own loop would wait for itself.
-        guard !loop.inEventLoop else { throw OnTheEventLoop(name: name) }
-        let answered = DispatchSemaphore(value: 0)
-        let result = NIOLockedValueBox<Result<T, any Error>?>(nil)
-        Task(executorPreference: executor) {
-            let outcome: Result<T, any Error>
-            do { outcome = .success(try await operation()) } catch { outcome = .failure(error) }
-            result.withLockedValue { $0 = outcome }
-            answered.signal()
-        }
-        answered.wait()
-        return try result.withLockedValue { $0! }.get()
-    }
-}
-
-/// A synchronous call made on the event loop its operation would run on.
-struct OnTheEventLoop: Error, CustomStringConvertible {
-    let name: String
-    var description: String { "\(name) was called on its own event loop, which it would wait for" }
 }

@@ -231,13 +231,13 @@ extension ScheduleDatabase {
         ScheduleDatabase(
             description: "postgres://\(configuration.username)@\(configuration.serverName)"
                 + "/\(configuration.database ?? configuration.username)",
-            open: { context throws(ScheduleStoreError) in
+            connecting: { context async throws(ScheduleStoreError) in
                 if let watchdog = context.watchdogTimeout, configuration.operationTimeout * 2 > watchdog {
                     throw ScheduleStoreError(
                         "operationTimeout \(configuration.operationTimeout) is more than half the runtime's watchdog"
                             + " timeout (\(watchdog)): set it to \(watchdog / 2) or less")
                 }
-                return try PostgresScheduleStore(
+                return try await PostgresScheduleStore.open(
                     configuration: configuration, wallClock: context.wallClock, logger: context.logger)
             },
             inspect: { () async throws(ScheduleStoreError) in

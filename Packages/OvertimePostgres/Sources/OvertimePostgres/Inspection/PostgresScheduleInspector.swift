@@ -40,7 +40,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
         self.configuration = configuration
         self.rowsReadPerPage = rowsReadPerPage
         operations = ConnectionOperations(
-            on: group.next(), timeout: configuration.operationTimeout, name: "the schedule inspector")
+            on: group.next(), timeout: configuration.operationTimeout)
     }
 
     /// An inspector of `configuration`'s database, connected and its schema checked: a bad
@@ -275,9 +275,11 @@ final class PostgresScheduleInspector: ScheduleInspector {
             defer { connected = nil }
             return connected
         }
-        // Queued on the loop ahead of its shutdown, which runs it before it ends.
-        connected?.connection.close().whenComplete { _ in }
-        try? group.syncShutdownGracefully()
+        // Queued on the loop ahead of its shutdown, which runs it before it ends (not waited
+        // for: nothing of the inspector's runs on the loop after it); kept until closed, as
+        // postgres-nio asserts.
+        connected?.connection.close().whenComplete { _ in withExtendedLifetime(connected) {} }
+        group.shutdownGracefully { _ in }
     }
 
     deinit { close() }

@@ -14,13 +14,13 @@ extension PostgresScheduleStore {
     /// ``PostgresScheduleConfiguration/operationTimeout``.
     func using<T: Sendable>(
         _ body: @escaping @Sendable (PostgresConnection) async throws -> T
-    ) throws(ScheduleStoreError) -> T {
+    ) async throws(ScheduleStoreError) -> T {
         // After the close its event loop is gone: a connection made on it would never answer.
         guard !background.withLockedValue({ $0.closed }) else {
             throw ScheduleStoreError("schedule database \(configuration.serverName): closed")
         }
         do {
-            return try operations.waitFor { try await self.operation(body) }
+            return try await operation(body)
         } catch let error as ScheduleStoreError {
             throw error
         } catch {
@@ -31,8 +31,8 @@ extension PostgresScheduleStore {
     /// Runs `body` in one transaction, as one operation; rolled back if it throws.
     func transaction<T: Sendable>(
         _ body: @escaping @Sendable (PostgresConnection) async throws -> T
-    ) throws(ScheduleStoreError) -> T {
-        try using { connection in
+    ) async throws(ScheduleStoreError) -> T {
+        try await using { connection in
             _ = try await self.run(connection, "BEGIN")
             do {
                 let result = try await body(connection)

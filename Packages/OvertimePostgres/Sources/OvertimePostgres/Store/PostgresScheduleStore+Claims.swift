@@ -18,9 +18,9 @@ extension PostgresScheduleStore {
     /// The claim is one statement (one round trip on the way from due time to start); the
     /// lapsed claims are looked for only once one may have ended, as the last
     /// ``nextDue(after:unmet:)`` saw the claims held elsewhere.
-    func due(at now: WallClockInstant, unmet: Int64, limit: Int) throws(ScheduleStoreError) -> [StoredRequest] {
-        try reclaimLapsedRunsIfAnyMayHaveEnded(now)
-        return try using { [self] connection in
+    func due(at now: WallClockInstant, unmet: Int64, limit: Int) async throws(ScheduleStoreError) -> [StoredRequest] {
+        try await reclaimLapsedRunsIfAnyMayHaveEnded(now)
+        return try await using { [self] connection in
             // A claim need not survive a crash of the database: a start is written only
             // where the claim is still this instance's, so a claim lost is a start refused
             // (its request claimed again), never a run in two places. Not waiting for the
@@ -56,9 +56,9 @@ extension PostgresScheduleStore {
 
     /// Takes over the runs whose claims ended, once the earliest claim held elsewhere may
     /// have ended (as ``nextDue(after:unmet:)`` last saw them, or when not known).
-    func reclaimLapsedRunsIfAnyMayHaveEnded(_ now: WallClockInstant) throws(ScheduleStoreError) {
+    func reclaimLapsedRunsIfAnyMayHaveEnded(_ now: WallClockInstant) async throws(ScheduleStoreError) {
         guard foreignClaimEnd.withLockedValue({ $0.map { $0 <= now.nanosecondsSinceEpoch } ?? true }) else { return }
-        try transaction { [self] connection in
+        try await transaction { [self] connection in
             _ = try await run(connection, "SET LOCAL synchronous_commit TO OFF")  // as a claim
             try await reclaimLapsedRuns(connection)
         }
@@ -141,18 +141,18 @@ extension PostgresScheduleStore {
     ///
     /// The due index is walked in order (with a plain `LIMIT 1` the planner read the table
     /// from its start: 20 ms past a burst's dead rows).
-    func nextDue(after now: WallClockInstant, unmet: Int64) throws(ScheduleStoreError) -> (
+    func nextDue(after now: WallClockInstant, unmet: Int64) async throws(ScheduleStoreError) -> (
         identifier: String, at: WallClockInstant
     )? {
         // Also here, not only before a claim: an instance that claims nothing (at its limit)
         // still takes over what dead instances held.
-        try reclaimLapsedRunsIfAnyMayHaveEnded(now)
+        try await reclaimLapsedRunsIfAnyMayHaveEnded(now)
         let lastClaim = lastClaimWithRoom.withLockedValue { lastClaim in
             defer { lastClaim = nil }
             return lastClaim
         }
         let passedOver = lastClaim == nil ? configuration.claimDuration.nanosecondsClamped : Self.passedOverRecheck
-        return try using { [self] connection in
+        return try await using { [self] connection in
             let rows = try await run(
                 connection,
                 """

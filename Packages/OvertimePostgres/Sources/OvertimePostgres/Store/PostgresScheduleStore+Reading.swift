@@ -15,8 +15,8 @@ extension PostgresScheduleStore {
         WallClockInstant(nanosecondsSinceEpoch: local.nanosecondsSinceEpoch &+ clockOffset.withLockedValue { $0 })
     }
 
-    func request(_ identifier: String) throws(ScheduleStoreError) -> StoredRequest? {
-        try using { [self] connection in
+    func request(_ identifier: String) async throws(ScheduleStoreError) -> StoredRequest? {
+        try await using { [self] connection in
             try await run(
                 connection,
                 """
@@ -29,8 +29,8 @@ extension PostgresScheduleStore {
     }
 
     /// With the instance holding each run in progress (its name, without the token).
-    func pendingRequests() throws(ScheduleStoreError) -> [StoredRequest] {
-        try using { [self] connection in
+    func pendingRequests() async throws(ScheduleStoreError) -> [StoredRequest] {
+        try await using { [self] connection in
             try await run(
                 connection,
                 """
@@ -47,8 +47,8 @@ extension PostgresScheduleStore {
         }
     }
 
-    func pendingRequests(tagged tag: String) throws(ScheduleStoreError) -> [StoredRequest] {
-        try using { [self] connection in
+    func pendingRequests(tagged tag: String) async throws(ScheduleStoreError) -> [StoredRequest] {
+        try await using { [self] connection in
             try await run(
                 connection,
                 """
@@ -67,14 +67,14 @@ extension PostgresScheduleStore {
         }
     }
 
-    func dependents(of identifiers: [String]) throws(ScheduleStoreError) -> [StoredRequest] {
+    func dependents(of identifiers: [String]) async throws(ScheduleStoreError) -> [StoredRequest] {
         let asked = concludedWithDependents.withLockedValue { known in
             let asked = identifiers.filter { known.contains($0) }
             known.subtract(asked)
             return asked
         }
         guard !asked.isEmpty else { return [] }
-        return try using { [self] connection in
+        return try await using { [self] connection in
             try await run(
                 connection,
                 """
@@ -86,9 +86,9 @@ extension PostgresScheduleStore {
         }
     }
 
-    func nextWakingStart() throws(ScheduleStoreError) -> WallClockInstant? {
+    func nextWakingStart() async throws(ScheduleStoreError) -> WallClockInstant? {
         guard asksForWaking.withLockedValue({ $0 }) else { return nil }
-        let (next, pending) = try using { [self] connection in
+        let (next, pending) = try await using { [self] connection in
             try await run(
                 connection,
                 """
@@ -101,8 +101,8 @@ extension PostgresScheduleStore {
         return next.map(WallClockInstant.init(nanosecondsSinceEpoch:))
     }
 
-    func waitingOnFinishedPrerequisites() throws(ScheduleStoreError) -> [StoredRequest] {
-        try using { [self] connection in
+    func waitingOnFinishedPrerequisites() async throws(ScheduleStoreError) -> [StoredRequest] {
+        try await using { [self] connection in
             try await run(
                 connection,
                 """
@@ -119,8 +119,8 @@ extension PostgresScheduleStore {
     /// This instance as the schedule's holder column names it (`worker-1 (host:4242)`).
     var holderName: String? { configuration.holderName }
 
-    func waitingCounts(at now: WallClockInstant) throws(ScheduleStoreError) -> (enqueued: Int, blocked: Int) {
-        try using { [self] connection in
+    func waitingCounts(at now: WallClockInstant) async throws(ScheduleStoreError) -> (enqueued: Int, blocked: Int) {
+        try await using { [self] connection in
             // A link waiting on a prerequisite has no next start (NULL): blocked.
             let counts =
                 try await run(
@@ -135,8 +135,8 @@ extension PostgresScheduleStore {
         }
     }
 
-    func pendingCount() throws(ScheduleStoreError) -> Int {
-        try using { [self] connection in
+    func pendingCount() async throws(ScheduleStoreError) -> Int {
+        try await using { [self] connection in
             Int(
                 try await run(
                     connection,
@@ -145,8 +145,8 @@ extension PostgresScheduleStore {
         }
     }
 
-    func dueWaiting(at now: WallClockInstant, on requirements: Int64) throws(ScheduleStoreError) -> Bool {
-        try using { [self] connection in
+    func dueWaiting(at now: WallClockInstant, on requirements: Int64) async throws(ScheduleStoreError) -> Bool {
+        try await using { [self] connection in
             try await run(
                 connection,
                 """
@@ -157,8 +157,8 @@ extension PostgresScheduleStore {
         }
     }
 
-    func waitsForALength(after threshold: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest] {
-        try using { [self] connection in
+    func waitsForALength(after threshold: WallClockInstant) async throws(ScheduleStoreError) -> [StoredRequest] {
+        try await using { [self] connection in
             try await run(
                 connection,
                 """
@@ -174,12 +174,12 @@ extension PostgresScheduleStore {
     /// The offset to the database's clock is measured again now: the local clock it was
     /// measured against moved.
     func localWallClockStepped() {
+        // Measured again before the next operation's first statement.
         remeasureClock.withLockedValue { $0 = true }
-        _ = try? using { _ in () }
     }
 
-    func plannedAheadOfClock(_ now: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest] {
-        try using { [self] connection in
+    func plannedAheadOfClock(_ now: WallClockInstant) async throws(ScheduleStoreError) -> [StoredRequest] {
+        try await using { [self] connection in
             try await run(
                 connection,
                 """
@@ -195,14 +195,14 @@ extension PostgresScheduleStore {
     /// Run IDs come from the database's sequence, with each claim.
     func lastRunID() throws(ScheduleStoreError) -> Int64 { 0 }
 
-    func newRunID() throws(ScheduleStoreError) -> Int64? {
-        try using { [self] connection in
+    func newRunID() async throws(ScheduleStoreError) -> Int64? {
+        try await using { [self] connection in
             try await run(connection, "SELECT nextval('overtime.run_ids')").first?.decode(Int64.self)
         }
     }
 
-    func history(identifier: String, limit: Int) throws(ScheduleStoreError) -> [RunRecord] {
-        try using { [self] connection in
+    func history(identifier: String, limit: Int) async throws(ScheduleStoreError) -> [RunRecord] {
+        try await using { [self] connection in
             try await run(
                 connection,
                 """

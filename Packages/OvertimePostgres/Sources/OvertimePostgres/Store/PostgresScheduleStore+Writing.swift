@@ -11,8 +11,10 @@ import Overtime
 import PostgresNIO
 
 extension PostgresScheduleStore {
-    func pruneHistory(endedBefore: WallClockInstant?, keepingPerIdentifier: Int?) throws(ScheduleStoreError) -> Int {
-        try using { [self] connection in
+    func pruneHistory(endedBefore: WallClockInstant?, keepingPerIdentifier: Int?) async throws(ScheduleStoreError)
+        -> Int
+    {
+        try await using { [self] connection in
             // The rows this instance sees (the fleet's and its own); other instances prune
             // theirs. Each statement stands alone: a delete repeated by another instance
             // deletes nothing more.
@@ -72,7 +74,7 @@ extension PostgresScheduleStore {
 
     // MARK: Writing
 
-    func commit(_ batch: ScheduleBatch, lastRunID: Int64) throws(ScheduleStoreError) -> CommitRefusals {
+    func commit(_ batch: ScheduleBatch, lastRunID: Int64) async throws(ScheduleStoreError) -> CommitRefusals {
         // Ended attempts' plans are written only while this instance still holds the run: a
         // claim taken over meanwhile has recorded the attempt as interrupted.
         let planned = batch.ends.compactMap { end in
@@ -92,12 +94,14 @@ extension PostgresScheduleStore {
         // next time, a retry); a finished one-shot wakes no one.
         let endsLeaveRuns = planned.contains { $0.stored.nextStart != nil }
         var found = CommitRefusals()
-        let recorded =
-            batch.writes.isEmpty
-            ? try using { [self] connection in
+        let recorded: RecordedRuns
+        if batch.writes.isEmpty {
+            recorded = try await using { [self] connection in
                 try await recordRuns(batch.ends, planned, starts, notifying: endsLeaveRuns, connection)
             }
-            : try commitWithWrites(batch, planned, starts, found: &found)
+        } else {
+            recorded = try await commitWithWrites(batch, planned, starts, found: &found)
+        }
         let started = recorded.started
         var refusals = found
         refusals.superseded = recorded.superseded
@@ -238,8 +242,8 @@ extension PostgresScheduleStore {
     /// Returns what it recorded of the runs (see ``RecordedRuns``).
     func commitWithWrites(
         _ batch: ScheduleBatch, _ planned: [PlanWrite], _ starts: [PlanWrite], found: inout CommitRefusals
-    ) throws(ScheduleStoreError) -> RecordedRuns {
-        let (started, written) = try transaction { [self] connection in
+    ) async throws(ScheduleStoreError) -> RecordedRuns {
+        let (started, written) = try await transaction { [self] connection in
             // Submissions take turns across the fleet (one lock for the whole batch, not one
             // per request: a batch of 20,000 ran out of the server's lock table), so that two
             // instances submitting one identifier in different scopes cannot both insert it.

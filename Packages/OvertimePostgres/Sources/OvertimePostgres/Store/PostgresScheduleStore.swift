@@ -150,21 +150,30 @@ final class PostgresScheduleStore: ScheduleStore {
         listenConnected = Gauge(label: "overtime_fleet_listen_connected", dimensions: dimensions)
         listenConnected.record(0)
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        operations = ConnectionOperations(
-            on: group.next(), timeout: configuration.operationTimeout, name: "the schedule store")
+        operations = ConnectionOperations(on: group.next(), timeout: configuration.operationTimeout)
         background = NIOLockedValueBox(Background())
+    }
+
+    /// A store of the database `configuration` names, connected (the schema made or
+    /// migrated) unless the server cannot be reached yet: a program embedding a fleet's
+    /// scheduler starts while its database is down, and connects when it comes back (until
+    /// then every call fails with the reason, and the scheduler says it waits for its
+    /// store). A server that refuses (a password, TLS, a newer schema) is an error here.
+    static func open(
+        configuration: PostgresScheduleConfiguration, wallClock: @escaping @Sendable () -> WallClockInstant,
+        logger: Logger
+    ) async throws(ScheduleStoreError) -> PostgresScheduleStore {
+        let store = try PostgresScheduleStore(configuration: configuration, wallClock: wallClock, logger: logger)
         do {
-            try using { _ in () }  // connects, and makes or migrates the schema
+            try await store.using { _ in () }
         } catch {
-            guard unreachable.withLockedValue({ $0 }) else {
-                close()
+            guard store.unreachable.withLockedValue({ $0 }) else {
+                store.close()
                 throw error
             }
-            // A program embedding a fleet's scheduler starts while its database is down, and
-            // connects (making the schema) when it comes back; until then every call fails
-            // with the reason, and the scheduler says it waits for its store.
             logger.warning("the schedule database cannot be reached yet; connecting when it can be: \(error)")
         }
+        return store
     }
 
     /// `column` is empty or `owner`, written `coalesce(nullif(column, ''), owner) = owner`,
@@ -204,14 +213,13 @@ final class PostgresScheduleStore: ScheduleStore {
             defer { connection = nil }
             return connection
         }
-        // Closed before the loop stops (postgres-nio asserts it): the closes are queued on
-        // the loop ahead of its shutdown, which runs them before it ends.
-        for connection in [listener, main] { connection?.close().whenComplete { _ in } }
-        if !loop.inEventLoop {
-            try? group.syncShutdownGracefully()
-        } else {
-            group.shutdownGracefully { _ in }
+        // Closed before the loop stops, and kept until closed (postgres-nio asserts both):
+        // the closes are queued on the loop ahead of its shutdown, which runs them before it
+        // ends. Not waited for: nothing of the store's runs on the loop after them.
+        for connection in [listener, main] {
+            connection?.close().whenComplete { _ in withExtendedLifetime(connection) {} }
         }
+        group.shutdownGracefully { _ in }
     }
 
     func localNanoseconds() -> Int64 { wallClock().nanosecondsSinceEpoch }
