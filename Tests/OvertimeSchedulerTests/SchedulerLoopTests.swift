@@ -109,6 +109,21 @@ struct SchedulerLoopTests {
                 ("retry", { () throws(SchedulerError) in try scheduler.retry("job") }),
                 ("workInfo", { () throws(SchedulerError) in _ = try scheduler.workInfo("job") }),
                 ("history", { () throws(SchedulerError) in _ = try scheduler.history("job") }),
+                (
+                    // A store that talks to a server to open (a fleet's database): not waited
+                    // for on the loop either.
+                    "init",
+                    { () throws(SchedulerError) in
+                        var configuration = SchedulerConfiguration(storePath: "/nonexistent/schedule.db")
+                        configuration.conditions = ManualConditionSource()
+                        configuration.database = ScheduleDatabase(
+                            description: "a server",
+                            connecting: { _ async throws(ScheduleStoreError) in
+                                throw ScheduleStoreError("never reached")
+                            })
+                        _ = try Scheduler(runtime: h.env.runtime, configuration: configuration)
+                    }
+                ),
             ]
             let outcomes = Locked<[String]>([])
             h.env.runtime.execute {

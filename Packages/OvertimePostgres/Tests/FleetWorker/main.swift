@@ -1,5 +1,5 @@
 // A worker of a test fleet: a scheduler on the PostgreSQL database the `PG*` environment
-// variables name, running every `one.*`, `tick.*` and `pause.*` request it claims. Each run appends
+// variables name, running every `one.*`, `tick.*`, `pause.*` and `more.*` request it claims. Each run appends
 // a `start` line and an `end` line to the file `OVERTIME_FLEET_LOG` names, so that the
 // tests can check, across processes killed with SIGKILL, that no run executed in two
 // places at once and that each ran as often as it should.
@@ -118,6 +118,23 @@ try scheduler.register(prefix: "pause.") { task in
         effect.cancel()
         log.append("end \(run) \(clockReadings()) \(pid) expired")
         task.setTaskCompleted(success: false)
+    }
+}
+// `more.N`: once the file `OVERTIME_FLEET_LOG.go` exists, the handler submits `more.N+1`
+// through the async API (BGTaskScheduler's "resubmit in the handler"), logged as
+// `resubmitted more.N+1` or `resubmit failed more.N+1 REASON`: what a handler does while
+// the database is stopped, with the loop free meanwhile.
+try scheduler.register(prefix: "more.") { (task: ScheduledTask) async throws in
+    log.append("start \(task.identifier) \(task.runID) \(task.attempt) \(pid)")
+    while !FileManager.default.fileExists(atPath: logPath + ".go") {
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    let next = "more.\((Int(task.identifier.dropFirst("more.".count)) ?? 0) + 1)"
+    do throws(SchedulerError) {
+        try await scheduler.submit(ScheduledTaskRequest(identifier: next))
+        log.append("resubmitted \(next) \(pid)")
+    } catch {
+        log.append("resubmit failed \(next) \(error.code) \(pid)")
     }
 }
 try scheduler.start()

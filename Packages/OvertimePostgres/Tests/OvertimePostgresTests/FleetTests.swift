@@ -19,7 +19,7 @@ struct FleetTests {
     static func observer(_ server: PostgresServer) throws -> Scheduler {
         let scheduler = try Scheduler(
             runtime: try PostgresSchedulerTests.runtime(), configuration: PostgresSchedulerTests.configuration(server))
-        for prefix in ["one.", "tick."] {
+        for prefix in ["one.", "tick.", "more."] {
             try scheduler.register(prefix: prefix) { task in task.setTaskCompleted(success: false) }
         }
         return scheduler
@@ -261,9 +261,11 @@ struct FleetTests {
     }
 
     /// The database stopped (SIGSTOP: a hung server, a frozen VM): a worker entering the
-    /// background and asked for its status and its schedule keeps its loop answering and is
-    /// never killed by its own watchdog, whose limit is 2 s (the store's calls end within
-    /// half of it). Its schedule is answered once the database is back.
+    /// background, asked for its status and its schedule, and whose handler submits more
+    /// work through the async API meanwhile, keeps its loop answering and is never killed by
+    /// its own watchdog, whose limit is 2 s (the store's calls end within half of it: the
+    /// handler's submit fails by that deadline). Its schedule is answered once the database
+    /// is back.
     @Test func aStoppedDatabaseNeverStallsTheLoopNorTripsTheWatchdog() throws {
         let server = try PostgresServer()
         defer { server.stop() }
@@ -276,11 +278,14 @@ struct FleetTests {
         defer { fleet.removeFolder() }
         let logText = { (try? String(contentsOfFile: fleet.logPath, encoding: .utf8)) ?? "" }
         #expect(Self.waitFor(30) { logText().contains("ready") }, "\(fleet.output())")
-        try observer.submit(contentsOf: Self.ticks(2))
+        try observer.submit(contentsOf: Self.ticks(2) + [ScheduledTaskRequest(identifier: "more.0")])
         #expect(Self.waitFor(30) { logText().contains("start tick.") }, "\(fleet.output())")
+        #expect(Self.waitFor(30) { logText().contains("start more.0 ") }, "\(fleet.output())")
 
         server.signalAll(SIGSTOP)
         defer { server.signalAll(SIGCONT) }
+        // The handler in progress now submits `more.1`, awaiting the stopped database.
+        #expect(FileManager.default.createFile(atPath: fleet.logPath + ".go", contents: nil))
         let background = try ControlLine(socket)
         #expect(background.ask("background", waitingSeconds: 5)?.contains(#""ok":true"#) == true)
         let schedule = try ControlLine(socket)
@@ -296,6 +301,7 @@ struct FleetTests {
             #expect(fleet.workers[0].isRunning, "second \(second): \(fleet.output())")
             usleep(1_000_000)
         }
+        #expect(logText().contains("resubmit failed more.1 store"), "\(logText())")
         server.signalAll(SIGCONT)
         let table = schedule.readLine(waitingSeconds: 60)
         #expect(
