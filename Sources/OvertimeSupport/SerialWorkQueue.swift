@@ -95,15 +95,22 @@ package final class SerialWorkQueue: TaskExecutor, Sendable {
 
     /// Runs `body` as ``task(_:)`` does and returns its result, the caller's thread waiting
     /// for it: never call it from the queue's own thread (the work would wait for itself).
-    package func syncTask<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
+    package func syncTask<T: Sendable, Failure: Error>(
+        _ body: @escaping @Sendable () async throws(Failure) -> T
+    ) throws(Failure) -> T {
         precondition(!isCurrent, "SerialWorkQueue.syncTask called on the queue's own thread")
-        let result = Locked<[T]>([])
+        let result = Locked<[Result<T, Failure>]>([])
         task {
-            let value = await body()
-            result.withLock { $0 = [value] }
+            let outcome: Result<T, Failure>
+            do throws(Failure) {
+                outcome = .success(try await body())
+            } catch {
+                outcome = .failure(error)
+            }
+            result.withLock { $0 = [outcome] }
             result.broadcast()
         }
-        return result.withLock(waitingUntil: { !$0.isEmpty }) { value, _ in value[0] }
+        return try result.withLock(waitingUntil: { !$0.isEmpty }) { value, _ in value[0] }.get()
     }
 
     /// Runs `body` as ``task(_:)`` does, and resumes the caller with its result: no thread

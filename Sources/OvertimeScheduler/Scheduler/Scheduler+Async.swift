@@ -27,13 +27,7 @@ extension Scheduler {
                 code: .blockingCallOnTheLoop,
                 message: "Scheduler.\(call) was called on the scheduler's own queue, where it would wait for itself")
         }
-        return try queue.syncTask { () async -> Result<T, SchedulerError> in
-            do throws(SchedulerError) {
-                return .success(try await body())
-            } catch {
-                return .failure(error)
-            }
-        }.get()
+        return try queue.syncTask(body)
     }
 
     /// Refuses a synchronous call made on the runtime's loop thread, which it would hold
@@ -72,6 +66,7 @@ extension Scheduler {
     public func submit(contentsOf requests: [ScheduledTaskRequest], ifExists policy: ExistingRequestPolicy = .keep)
         async throws(SchedulerError) -> [SubmitOutcome]
     {
+        try validate(batch: requests)
         let outcomes = try await onQueue(resuming: { () async throws(SchedulerError) in
             try await self.submitting(requests, ifExists: policy)
         })
@@ -120,7 +115,7 @@ extension Scheduler {
     /// without holding the caller's thread.
     public func pendingRequestCount() async throws(SchedulerError) -> Int {
         try await onQueue(resuming: { () async throws(SchedulerError) in
-            try await self.fromStore { () async throws(ScheduleStoreError) in try await self.store.pendingCount() }
+            try await self.counting()
         })
     }
 
@@ -145,8 +140,7 @@ extension Scheduler {
     /// Where the request of `identifier` stands, as the synchronous `workInfo(_:)` tells it,
     /// without holding the caller's thread.
     public func workInfo(_ identifier: String) async throws(SchedulerError) -> WorkInfo? {
-        guard (try? ScheduleLimits.check(identifier: identifier)) != nil else { return nil }
-        return try await onQueue(resuming: { () async throws(SchedulerError) in
+        try await onQueue(resuming: { () async throws(SchedulerError) in
             try await self.currentWorkInfo(identifier)
         })
     }

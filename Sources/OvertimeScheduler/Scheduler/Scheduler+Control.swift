@@ -16,9 +16,7 @@ extension Scheduler {
             return Self.historyTable(try await scheduler.readingHistory(arguments[0], limit: max(1, limit)))
         }
         addCommand("work", usage: "work ID") { scheduler, arguments throws(SchedulerError) in
-            guard (try? ScheduleLimits.check(identifier: arguments[0])) != nil,
-                let info = try await scheduler.currentWorkInfo(arguments[0])
-            else {
+            guard let info = try await scheduler.currentWorkInfo(arguments[0]) else {
                 throw SchedulerError(code: .unknownIdentifier, message: "no request '\(arguments[0])'")
             }
             return Self.workTable(info)

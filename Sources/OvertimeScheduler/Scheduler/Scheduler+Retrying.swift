@@ -45,6 +45,8 @@ extension Scheduler {
             throw SchedulerError(
                 code: .invalidRequest, message: "'\(identifier)' \(reason): only what failed for good is retried")
         }
+        // Its handler may be gone, or its calendar name no time any more.
+        try validate(batch: [stored.request])
         return try await submitting([stored.request], ifExists: .keep)[0]
     }
 

@@ -21,8 +21,7 @@ extension Scheduler {
     /// `async` form there.
     public func workInfo(_ identifier: String) throws(SchedulerError) -> WorkInfo? {
         try onQueue("workInfo(_:)") { () async throws(SchedulerError) in
-            guard (try? ScheduleLimits.check(identifier: identifier)) != nil else { return nil }
-            return try await self.currentWorkInfo(identifier)
+            try await self.currentWorkInfo(identifier)
         }
     }
 
@@ -69,6 +68,9 @@ extension Scheduler {
 
     /// The work info of `identifier` as the store and the runs here have it.
     func currentWorkInfo(_ identifier: String) async throws(SchedulerError) -> WorkInfo? {
+        // An identifier no request could have is not looked up (a NUL is an error to a
+        // PostgreSQL server): none has it.
+        guard (try? ScheduleLimits.check(identifier: identifier)) != nil else { return nil }
         let (stored, history) = try await fromStore { () async throws(ScheduleStoreError) in
             (try await store.request(identifier), try await store.history(identifier: identifier, limit: 2))
         }

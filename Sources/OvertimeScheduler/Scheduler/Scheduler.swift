@@ -242,13 +242,11 @@ public final class Scheduler: Sendable {
                         "Scheduler.init was called on the runtime's loop thread, which it would hold until \(database) answers: make the scheduler before the runtime runs, or off its loop"
                 )
             }
-            store = try queue.syncTask { () async -> Result<any ScheduleStore, ScheduleStoreError> in
-                do throws(ScheduleStoreError) {
-                    return .success(try await open(context))
-                } catch {
-                    return .failure(error)
-                }
-            }.mapError { SchedulerError.store($0) }.get()
+            do {
+                store = try queue.syncTask { () async throws(ScheduleStoreError) in try await open(context) }
+            } catch {
+                throw .store(error)
+            }
         }
         do {
             self.store = store
@@ -453,6 +451,8 @@ public final class Scheduler: Sendable {
     public func submit(contentsOf requests: [ScheduledTaskRequest], ifExists policy: ExistingRequestPolicy = .keep)
         throws(SchedulerError) -> [SubmitOutcome]
     {
+        try refuseOnTheLoop("submit(contentsOf:ifExists:)")
+        try validate(batch: requests)
         let outcomes = try onQueue("submit(contentsOf:ifExists:)") { () async throws(SchedulerError) in
             try await self.submitting(requests, ifExists: policy)
         }
@@ -460,10 +460,9 @@ public final class Scheduler: Sendable {
         return outcomes
     }
 
-    /// Submits `requests` (see `submit(contentsOf:ifExists:)`). On the queue.
-    func submitting(_ requests: [ScheduledTaskRequest], ifExists policy: ExistingRequestPolicy)
-        async throws(SchedulerError) -> [SubmitOutcome]
-    {
+    /// Checks `requests`, submitted together, before they go to the queue (off it: the
+    /// checks read nothing the queue owns).
+    func validate(batch requests: [ScheduledTaskRequest]) throws(SchedulerError) {
         var seen = Set<String>()
         for request in requests {
             try validate(request)
@@ -472,6 +471,13 @@ public final class Scheduler: Sendable {
                     code: .invalidRequest, message: "'\(request.identifier)' is submitted twice in one batch")
             }
         }
+    }
+
+    /// Submits `requests`, checked (``validate(batch:)``), as `submit(contentsOf:ifExists:)`
+    /// says. On the queue.
+    func submitting(_ requests: [ScheduledTaskRequest], ifExists policy: ExistingRequestPolicy)
+        async throws(SchedulerError) -> [SubmitOutcome]
+    {
         var batch = ScheduleBatch()
         var outcomes: [SubmitOutcome] = []
         // What a link in the batch may wait on (kept only when one is there).
@@ -657,8 +663,13 @@ public final class Scheduler: Sendable {
     /// `async` form there.
     public func pendingRequestCount() throws(SchedulerError) -> Int {
         try onQueue("pendingRequestCount()") { () async throws(SchedulerError) in
-            try await self.fromStore { () async throws(ScheduleStoreError) in try await self.store.pendingCount() }
+            try await self.counting()
         }
+    }
+
+    /// How many requests are not finished (see `pendingRequestCount()`). On the queue.
+    func counting() async throws(SchedulerError) -> Int {
+        try await fromStore { () async throws(ScheduleStoreError) in try await store.pendingCount() }
     }
 
     /// Starts a run of `identifier` now, whatever its planned time and requirements say
