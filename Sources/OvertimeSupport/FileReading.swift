@@ -11,6 +11,11 @@
 package struct SystemCallFailure: Error, Sendable {
     package let operation: String
     package let errno: Int32
+
+    package init(operation: String, errno: Int32) {
+        self.operation = operation
+        self.errno = errno
+    }
 }
 
 /// Every byte of the file at `path`.

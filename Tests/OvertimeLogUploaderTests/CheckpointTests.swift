@@ -174,7 +174,7 @@ struct CheckpointTests {
             reopened.recovery.checkpointDamage?.contains(truncated ? "4096 bytes" : "slot 0 fails its checksum") == true
         )
         try reopened.acknowledge(reopened.sealedSegments)
-        #expect(SpoolFiles.size(folder.path + "/checkpoint") == CheckpointFormat.fileSize)
+        #expect(SpoolFiles.disk.size(folder.path + "/checkpoint") == CheckpointFormat.fileSize)
     }
 
     @Test func bothSlotsDamagedNeverDeletesAPendingSegmentAndSendsThemUnderTheirOwnNames() throws {

@@ -16,11 +16,14 @@ struct HTTPSinkTests {
         try startedSinkRuntime(clock: clock)
     }
 
-    @Test func putStoresTheSegmentByteForByteAndARepeatIsIdempotent() async throws {
+    /// Also from a spool in memory, whose segments are sent from memory, not streamed from a file.
+    @Test(arguments: [false, true])
+    func putStoresTheSegmentByteForByteAndARepeatIsIdempotent(spoolInMemory: Bool) async throws {
         let nginx = try NginxServer()
         let folder = TemporaryDirectory("http")
         defer { folder.remove() }
-        let spool = try spoolWithSegments(folder)
+        let spool = try spoolWithSealedSegments(
+            folder, lines: 200, label: "http", inMemory: spoolInMemory ? InMemorySpoolVolume() : nil)
         let runtime = try runtime()
         let sink = HTTPSink(baseURL: nginx.baseURL, runtime: runtime)
         for segment in spool.sealedSegments {
@@ -30,8 +33,9 @@ struct HTTPSinkTests {
         #expect(nginx.storedFiles() == spool.sealedSegments.map(\.name))
         for segment in spool.sealedSegments {
             let stored = try Data(contentsOf: URL(fileURLWithPath: nginx.dataPath + "/logs/" + segment.name))
-            #expect(stored == (try Data(contentsOf: URL(fileURLWithPath: segment.path))))
+            #expect(stored == Data(try segment.readBytes()))
         }
+        #expect(FileManager.default.fileExists(atPath: spool.directory + "/segments") == !spoolInMemory)
         runtime.requestTermination()
         await runtime.waitUntilTerminated()
         #expect(runtime.loopClosedCleanly == true)

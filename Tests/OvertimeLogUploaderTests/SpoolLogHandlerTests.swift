@@ -14,9 +14,7 @@ struct SpoolLogHandlerTests {
     /// Every line in `spool`, its active segment sealed first.
     private static func spooledLines(_ spool: Spool) throws -> [String] {
         try spool.sealActiveSegment()
-        return try spool.sealedSegments.flatMap {
-            SegmentFormat.parse(Array(try Data(contentsOf: URL(fileURLWithPath: $0.path)))).records
-        }.map(\.text)
+        return try spool.sealedSegments.flatMap { try $0.readRecords() }.map(\.text)
     }
 
     @Test func linesFromManyThreadsLandInTheSpoolWithLevelLabelAndMetadata() throws {
@@ -103,33 +101,30 @@ struct SpoolLogHandlerTests {
     /// A daemon that bootstraps swift-log first logs the spool's own failures through the
     /// spool: each failed write would report itself into the next write, for ever.
     @Test func theSpoolsReportOfItsOwnFailedWriteIsNotWrittenBackIntoIt() throws {
-        let folder = TemporaryDirectory("handler-loop")
-        defer { folder.remove() }
+        let memory = InMemorySpoolVolume()
         let writerBox = Locked<SpoolLogWriter?>(nil)
         let logs = LogCapture()
         let spool = try Spool(
-            directory: folder.path, clock: SystemClock(),
+            directory: "/spool", clock: ManualClock(), storage: .memory(memory),
             logger: logs.logger(label: "overtime.spool") { event in
                 guard let writer = writerBox.withLock({ $0 }) else { return }
                 SpoolLogHandler(label: "overtime.spool", writer: writer).log(event: event)
             })
         let writer = SpoolLogWriter(spool: spool)
         writerBox.withLock { $0 = writer }
-        // No folder for the next segment: every write fails until it is back.
-        try FileManager.default.removeItem(atPath: folder.path + "/segments")
+        // The disk is full: every write fails until there is room again.
+        memory.capacityBytes = memory.usedBytes
         writer.submit(Array("the first line".utf8))
-        var waited = 0
-        let failures = { logs.entries.all.filter { $0.message.hasPrefix("spool write failed") } }
-        while failures().isEmpty, waited < 500 {
-            usleep(10_000)
-            waited += 1
-        }
-        usleep(300_000)  // a loop would have reported thousands of failures by now
-        #expect(failures().count == 1, "\(failures().count) failure reports")
-        try FileManager.default.createDirectory(atPath: folder.path + "/segments", withIntermediateDirectories: false)
-        writer.submit(Array("after the folder is back".utf8))
+        // A flush returns once every line submitted before it is written (or failed) and the
+        // writer is idle: a report written back would be one more line failing in turn, and
+        // the flush would not return.
+        writer.flush()
+        let failures = logs.entries.all.filter { $0.message.hasPrefix("spool write failed") }
+        #expect(failures.count == 1, "\(failures.count) failure reports")
+        memory.capacityBytes = .max
+        writer.submit(Array("after there is room again".utf8))
         writer.flush()
         let lines = try Self.spooledLines(spool)
-        #expect(lines == ["after the folder is back"])
+        #expect(lines == ["after there is room again"])
     }
 }

@@ -67,7 +67,6 @@ final class GatedSink: LogSink, Sendable {
 struct UploadWindowTests {
     struct Setup {
         let env: VirtualRuntime
-        let folder: TemporaryDirectory
         let spool: Spool
         let sink: GatedSink
         let uploader: LogUploader
@@ -77,10 +76,10 @@ struct UploadWindowTests {
 
         init(window: Int, sinkTakes: Int = 8) throws {
             env = try VirtualRuntime(budget: .seconds(30), lead: .seconds(5))
-            folder = TemporaryDirectory("upload-window")
             var options = SpoolConfiguration()
             options.segmentBytes = 4096
-            spool = try Spool(directory: folder.path + "/spool", configuration: options, clock: SystemClock())
+            spool = try Spool(
+                directory: "/spool", configuration: options, clock: env.clock, storage: .memory(InMemorySpoolVolume()))
             for index in 0..<400 { try spool.append("line \(index) " + String(repeating: "x", count: 60)) }
             try spool.sealActiveSegment()
             names = spool.sealedSegments.map(\.name)
@@ -123,7 +122,6 @@ struct UploadWindowTests {
 
         func finish() {
             env.shutDown()
-            folder.remove()
         }
     }
 

@@ -58,12 +58,16 @@ final class ScriptedSink: LogSink, @unchecked Sendable {
     }
 }
 
-/// A spool in `folder` with 4 KiB segments holding `lines` lines `"<label> line N sss…"`,
-/// all sealed: what a sink's test stores.
-func spoolWithSealedSegments(_ folder: TemporaryDirectory, lines: Int, label: String) throws -> Spool {
+/// A spool in `folder` (or, given a volume, in memory) with 4 KiB segments holding `lines`
+/// lines `"<label> line N sss…"`, all sealed: what a sink's test stores.
+func spoolWithSealedSegments(
+    _ folder: TemporaryDirectory, lines: Int, label: String, inMemory volume: InMemorySpoolVolume? = nil
+) throws -> Spool {
     var options = SpoolConfiguration()
     options.segmentBytes = 4096
-    let spool = try Spool(directory: folder.path, configuration: options, clock: SystemClock())
+    let spool = try Spool(
+        directory: folder.path, configuration: options, clock: SystemClock(),
+        storage: volume.map { .memory($0) } ?? .disk)
     for index in 0..<lines { try spool.append("\(label) line \(index) " + String(repeating: "x", count: 45)) }
     try spool.sealActiveSegment()
     return spool

@@ -18,13 +18,16 @@ struct UploaderTests {
 
         init(
             sink: (TemporaryDirectory) -> any LogSink, lines: Int = 300, budget: Duration = .seconds(30),
-            lead: Duration = .seconds(5), tracer: (any Tracer)? = nil
+            lead: Duration = .seconds(5), tracer: (any Tracer)? = nil,
+            volume: InMemorySpoolVolume = InMemorySpoolVolume()
         ) throws {
             env = try VirtualRuntime(budget: budget, lead: lead) { $0.tracer = tracer }
             folder = TemporaryDirectory("uploader")
             var options = SpoolConfiguration()
             options.segmentBytes = 4096
-            spool = try Spool(directory: folder.path + "/spool", configuration: options, clock: SystemClock())
+            // The spool in memory, on the runtime's virtual clock: nothing here waits for a disk.
+            spool = try Spool(
+                directory: "/spool", configuration: options, clock: env.clock, storage: .memory(volume))
             for index in 0..<lines { try spool.append("line \(index) " + String(repeating: "x", count: 60)) }
             var configuration = UploaderConfiguration()
             configuration.initialRetryDelay = .milliseconds(5)
@@ -76,7 +79,7 @@ struct UploaderTests {
         let sink = ScriptedSink([])
         let setup = try Setup(sink: { _ in sink })
         setup.env.runtime.requestTermination()
-        await setup.env.runtime.waitUntilTerminated()
+        await setup.uploader.drive(setup.env.clock) { setup.env.runtime.state == .terminated }
         #expect(sink.stored.count == setup.uploader.statistics.uploadedSegments)
         #expect(setup.uploader.statistics.uploadedLines == 300)
         #expect(setup.env.logs.messages(at: .critical).isEmpty)  // nothing terminated
@@ -215,8 +218,32 @@ struct UploaderTests {
         #expect(statistics.failedAttempts == 2)
         #expect(statistics.deadLetteredSegments == 1)
         #expect(statistics.uploadedSegments + statistics.deadLetteredSegments == sink.attempts.all.uniqued().count)
-        #expect(setup.folder.files(in: "spool/dead-letter").count == 1)
+        #expect(setup.spool.deadLetterCount == 1)
         #expect(setup.spool.sealedSegments.isEmpty)
+        setup.finish()
+    }
+
+    /// A full disk refuses lines whole; the drain that follows frees room (the checkpoint is
+    /// written in place, needing no free block, and what it passed is deleted), and lines
+    /// are taken again, numbered on with no gap.
+    @Test func aFullDiskIsDrainedAndTakesLinesAgainNumberedOn() async throws {
+        let volume = InMemorySpoolVolume()
+        let sink = ScriptedSink([])
+        let setup = try Setup(sink: { _ in sink }, volume: volume)
+        volume.capacityBytes = volume.usedBytes
+        #expect {
+            try setup.spool.append("refused while the disk is full")
+        } throws: { error in
+            (error as? SpoolError)?.isDiskFull == true
+        }
+        #expect(setup.spool.pendingLines == 300)
+        setup.env.runtime.requestBackground()
+        await setup.waitForDrain()
+        #expect(setup.uploader.statistics.uploadedLines == 300)
+        #expect(setup.spool.checkpoint.sequence == 300)
+        #expect(volume.usedBytes < volume.capacityBytes, "the drain freed room")
+        #expect(try setup.spool.append("taken again") == 301)
+        #expect(setup.env.runtime.state == .suspended)
         setup.finish()
     }
 

@@ -45,32 +45,21 @@ public struct DirectorySink: LogSink, NonBlockingLogSink {
         let target = root + "/" + segment.name
         var random = SystemRandomNumberGenerator()
         let temporary = target + ".partial-\(getpid())-\(String(random.next() as UInt64, radix: 16))"
-        let source = open(segment.path, O_RDONLY | O_CLOEXEC)
-        guard source >= 0 else {
-            return .failure(.retryable("cannot read \(segment.path): \(errnoDescription())", retryAfter: nil))
+        let content: [UInt8]
+        do throws(SinkError) {
+            content = try segment.readBytes()
+        } catch {
+            return .failure(error)
         }
-        defer { close(source) }
         // O_EXCL: the temporary name is ours alone, never a file someone else made.
         let destination = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard destination >= 0 else {
             return .failure(.retryable("cannot create \(temporary): \(errnoDescription())", retryAfter: nil))
         }
         defer { unlink(temporary) }  // after the link the stored name stays; before it nothing should
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
         var failure: String?
-        while failure == nil {
-            let count = read(source, &buffer, buffer.count)
-            if count == 0 { break }
-            if count < 0 {
-                failure = "read \(segment.path): \(errnoDescription())"
-                break
-            }
-            do throws(SpoolError) {
-                try SpoolFiles.writeAll(destination, Array(buffer[0..<count]), path: temporary)
-            } catch {
-                failure = "\(error)"
-            }
-        }
+        let written = writeAll(destination, content, to: .file)
+        if written != 0 { failure = "write \(temporary): \(errnoDescription(written))" }
         if failure == nil, fsync(destination) != 0 { failure = "fsync \(temporary): \(errnoDescription())" }
         close(destination)
         if let failure { return .failure(.retryable(failure, retryAfter: nil)) }
@@ -91,9 +80,9 @@ public struct DirectorySink: LogSink, NonBlockingLogSink {
 
     /// The name is taken: stored if it holds the same bytes, refused for good if not.
     private static func compare(_ segment: SealedSegment, storedAt target: String) -> Result<Void, SinkError> {
-        do throws(SpoolError) {
-            let stored = try SpoolFiles.readAll(target)
-            let local = try SpoolFiles.readAll(segment.path)
+        do {
+            let stored = try SpoolFiles.disk.readAll(target)
+            let local = try segment.readBytes()
             if stored == local { return .success(()) }
             return .failure(
                 .permanent("a different file (\(stored.count) bytes) is already stored as \(target); not overwritten"))

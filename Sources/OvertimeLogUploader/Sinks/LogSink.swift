@@ -9,7 +9,8 @@
 /// loop, so its ``store(_:)`` may do blocking I/O; the uploader waits for the outcome
 /// without holding the loop. (The built-in sinks that never block are called on the loop.)
 public protocol LogSink: Sendable, CustomStringConvertible {
-    /// Stores `segment` (the file at `segment.path`, byte for byte) under `segment.name`.
+    /// Stores `segment` (its bytes, read with ``SealedSegment/readBytes()``, byte for byte)
+    /// under `segment.name`.
     func store(_ segment: SealedSegment) async throws(SinkError)
 
     /// How many ``store(_:)`` calls it takes at once; the uploader starts at most this

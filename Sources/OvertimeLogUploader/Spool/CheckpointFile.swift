@@ -112,33 +112,35 @@ enum CheckpointFormat {
 /// Used only under the spool's retiring lock, which orders every write.
 final class CheckpointFile: @unchecked Sendable {  // guarded by Spool's `retiring` lock
     let path: String
+    private let files: SpoolFiles
     private let fd: Int32
     private(set) var record: CheckpointRecord
 
     /// Opens the existing file at `path` (already validated) holding `record`.
-    init(path: String, record: CheckpointRecord) throws(SpoolError) {
+    init(path: String, record: CheckpointRecord, files: SpoolFiles) throws(SpoolError) {
         self.path = path
         self.record = record
-        fd = try SpoolFiles.open(path, flags: O_RDWR)
+        self.files = files
+        fd = try files.open(path, flags: O_RDWR)
     }
 
     deinit {
-        close(fd)
+        files.close(fd)
     }
 
     /// Makes a new checkpoint file for `stream` (temp → fsync → rename → fsync of the folder).
-    static func create(path: String, stream: StreamID, directory: String) throws(SpoolError) -> CheckpointFile {
+    static func create(
+        path: String, stream: StreamID, directory: String, files: SpoolFiles
+    ) throws(SpoolError) -> CheckpointFile {
         let record = CheckpointRecord(generation: 1, stream: stream, checkpoint: Checkpoint(segment: 0, sequence: 0))
-        try SpoolFiles.replaceAtomically(path, with: CheckpointFormat.encodeFile(record), directory: directory)
-        return try CheckpointFile(path: path, record: record)
+        try files.replaceAtomically(path, with: CheckpointFormat.encodeFile(record), directory: directory)
+        return try CheckpointFile(path: path, record: record, files: files)
     }
 
     /// Makes a partly damaged file whole again: its length (a hole, needing no free block)
     /// and both slots, holding the record that was trusted.
     func repair() throws(SpoolError) {
-        guard ftruncate(fd, off_t(CheckpointFormat.fileSize)) == 0 else {
-            throw .io(operation: "ftruncate", path: path, errno: errno)
-        }
+        try files.truncate(fd, to: CheckpointFormat.fileSize, path: path)
         try write(record.checkpoint)
     }
 
@@ -147,8 +149,8 @@ final class CheckpointFile: @unchecked Sendable {  // guarded by Spool's `retiri
         let next = CheckpointRecord(generation: record.generation + 1, stream: record.stream, checkpoint: checkpoint)
         let slot = CheckpointFormat.encodeSlot(next)
         for offset in CheckpointFormat.slotOffsets {
-            try SpoolFiles.writeAll(fd, slot, at: offset, path: path)
-            try SpoolFiles.sync(fd, path: path)
+            try files.writeAll(fd, slot, at: offset, path: path)
+            try files.sync(fd, path: path)
         }
         record = next
     }

@@ -14,7 +14,8 @@ public struct SealedSegment: Sendable, Hashable {
     package let stream: StreamID
     /// Its number in the stream.
     public let number: UInt64
-    /// Its file.
+    /// Its file (on a spool in memory, a name on the volume: read it with
+    /// ``readBytes()``).
     public let path: String
     /// Its size in bytes.
     public let bytes: Int
@@ -29,6 +30,8 @@ public struct SealedSegment: Sendable, Hashable {
     /// again. A segment sealed since the spool was opened cannot be stored anywhere under
     /// a numbering the checkpoint proves, so sinks may skip asking before its first upload.
     public let mayAlreadyBeStored: Bool
+    /// The file system its file is on.
+    let files: SpoolFiles
     /// When its first line was spooled (nanoseconds since 1970, the lowest bit a flag; 0
     /// when unknown), for the age of what waits.
     package var firstLineTime: UInt64 = 0
@@ -38,16 +41,17 @@ public struct SealedSegment: Sendable, Hashable {
 
     /// Reads its records (for sinks that send record by record).
     public func readRecords() throws(SpoolError) -> [SpoolRecord] {
-        let parsed = SegmentFormat.parse(try SpoolFiles.readAll(path))
+        let parsed = SegmentFormat.parse(try files.readAll(path))
         if let problem = parsed.problem { throw .corrupt(path: path, reason: problem) }
         return parsed.records
     }
 
     /// Its bytes (the first ``bytes`` of its file), for sinks that send from memory; a file
-    /// that cannot be read is a retryable failure.
-    func readBytes() throws(SinkError) -> [UInt8] {
+    /// that cannot be read is a retryable failure. A sink reads a segment this way (or with
+    /// ``readRecords()``), not by its ``path``: on a spool in memory no file is there.
+    public func readBytes() throws(SinkError) -> [UInt8] {
         do {
-            let content = try SpoolFiles.readAll(path)
+            let content = try files.readAll(path)
             return content.count <= bytes ? content : Array(content.prefix(bytes))
         } catch {
             throw .retryable("cannot read \(path): \(error)", retryAfter: nil)
@@ -63,14 +67,14 @@ extension SealedSegment {
     /// The segment a parsed file holds (its valid records, at `path`), or nil when it has
     /// no stream, no number or no valid record. Segments read back from disk (at open, or
     /// redriven) may already be stored on a collector.
-    init?(parsed: ParsedSegment, at path: String, mayAlreadyBeStored: Bool = true) {
+    init?(parsed: ParsedSegment, at path: String, files: SpoolFiles, mayAlreadyBeStored: Bool = true) {
         guard let stream = parsed.streamID, let number = parsed.segment, let first = parsed.records.first,
             let last = parsed.records.last
         else { return nil }
         self.init(
             stream: stream, number: number, path: path, bytes: parsed.validLength, records: parsed.records.count,
             firstSequence: first.sequence, lastSequence: last.sequence, mayAlreadyBeStored: mayAlreadyBeStored,
-            firstLineTime: first.time,
+            files: files, firstLineTime: first.time,
             producerRecords: parsed.records.count { $0.time & SegmentFormat.ownLineBit == 0 })
     }
 }

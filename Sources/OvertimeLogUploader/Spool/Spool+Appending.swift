@@ -145,13 +145,12 @@ extension Spool {
             guard work.fd >= 0 else { continue }
             var failure: SpoolError?
             do throws(SpoolError) {
-                try SpoolFiles.writeAll(work.fd, work.bytes, path: work.path)
-                if configuration.durability == .syncEachBatch { try SpoolFiles.sync(work.fd, path: work.path) }
+                try files.writeAll(work.fd, work.bytes, path: work.path)
+                if configuration.durability == .syncEachBatch { try files.sync(work.fd, path: work.path) }
             } catch {
                 failure = error
                 // Cut the segment back to its last durable record, so it stays valid.
-                _ = ftruncate(work.fd, off_t(work.size))
-                _ = lseek(work.fd, off_t(work.size), SEEK_SET)
+                _ = files.system.truncate(work.fd, to: work.size)
             }
             state.withLock { state in
                 if let failure {

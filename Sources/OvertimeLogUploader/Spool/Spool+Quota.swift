@@ -15,7 +15,7 @@ extension Spool {
         // A blocking policy waited for room in `append` before calling.
         if configuration.quotaPolicy == .dropOldest {
             while state.storedBytes + needed > quota, let oldest = state.resend.first ?? state.sealed.first {
-                unlink(oldest.path)
+                files.unlink(oldest.path)
                 if state.resend.isEmpty { state.sealed.removeFirst() } else { state.resend.removeFirst() }
                 state.storedBytes -= oldest.bytes
                 state.droppedLines += oldest.records

@@ -36,7 +36,7 @@ extension Spool {
 
     /// Segments in the dead-letter folder now.
     public var deadLetterCount: Int {
-        ((try? SpoolFiles.list(directory + "/dead-letter")) ?? []).filter { $0.hasSuffix(".seg") }.count
+        ((try? files.list(directory + "/dead-letter")) ?? []).filter { $0.hasSuffix(".seg") }.count
     }
 
     /// Moves every dead-lettered segment back into the upload queue (ahead of the current
@@ -48,11 +48,11 @@ extension Spool {
         return try retiring.withLock { (_) throws(SpoolError) -> Int in
             var moved: [SealedSegment] = []
             var failure: SpoolError?
-            for name in try SpoolFiles.list(folder) where name.hasSuffix(".seg") {
+            for name in try files.list(folder) where name.hasSuffix(".seg") {
                 let path = folder + "/" + name
                 let parsed: ParsedSegment
                 do throws(SpoolError) {
-                    parsed = SegmentFormat.parse(try SpoolFiles.readAll(path))
+                    parsed = SegmentFormat.parse(try files.readAll(path))
                 } catch {
                     failure = error
                     break
@@ -62,15 +62,19 @@ extension Spool {
                         directory + "/resend/" + SegmentName.resendFileName(stream: stream, segment: $0)
                     }
                 }
-                guard parsed.problem == nil, let target, let segment = SealedSegment(parsed: parsed, at: target) else {
+                guard parsed.problem == nil, let target,
+                    let segment = SealedSegment(parsed: parsed, at: target, files: files)
+                else {
                     logger.error(
                         "not redriven: not a valid segment",
                         metadata: ["path": "\(path)", "problem": "\(parsed.problem ?? "empty")"])
                     continue
                 }
-                guard SpoolFiles.size(target) == nil else { continue }  // already queued
-                if rename(path, target) != 0 {
-                    failure = .io(operation: "rename", path: path, errno: errno)
+                guard files.size(target) == nil else { continue }  // already queued
+                do throws(SpoolError) {
+                    try files.rename(path, to: target)
+                } catch {
+                    failure = error
                     break
                 }
                 moved.append(segment)
@@ -85,7 +89,7 @@ extension Spool {
                 logger.notice("dead letters redriven", metadata: ["segments": "\(moved.count)"])
             }
             if let failure { throw failure }
-            if !moved.isEmpty { try SpoolFiles.syncDirectory(directory + "/resend") }
+            if !moved.isEmpty { try files.syncDirectory(directory + "/resend") }
             return moved.count
         }
     }
@@ -102,9 +106,7 @@ extension Spool {
                     where state.resend.contains(where: { $0.path == segment.path })
                         || state.sealed.contains(where: { $0.path == segment.path })
                     {
-                        if rename(segment.path, destination) != 0 {
-                            throw .io(operation: "rename", path: segment.path, errno: errno)
-                        }
+                        try files.rename(segment.path, to: destination)
                     }
                 }
             }
@@ -141,7 +143,7 @@ extension Spool {
                     } else {
                         continue
                     }
-                    if destination == nil { unlink(segment.path) }
+                    if destination == nil { files.unlink(segment.path) }
                     state.storedBytes -= segment.bytes
                 }
                 self.state.broadcast()  // a writer may be waiting for room

@@ -46,15 +46,15 @@ extension Spool {
         guard state.active == nil else { return }
         let number = state.nextSegment
         let path = segmentsDirectory + "/" + SegmentName.padded(number) + ".open"
-        let fd = try SpoolFiles.open(path, flags: O_WRONLY | O_CREAT | O_EXCL | O_APPEND)
+        let fd = try files.open(path, flags: O_WRONLY | O_CREAT | O_EXCL | O_APPEND)
         let header = SegmentFormat.header(streamID: streamID, segment: number)
         do throws(SpoolError) {
-            try SpoolFiles.writeAll(fd, header, path: path)
-            try SpoolFiles.sync(fd, path: path)
-            try SpoolFiles.syncDirectory(segmentsDirectory)  // the new name itself must survive a crash
+            try files.writeAll(fd, header, path: path)
+            try files.sync(fd, path: path)
+            try files.syncDirectory(segmentsDirectory)  // the new name itself must survive a crash
         } catch {
-            close(fd)
-            unlink(path)
+            files.close(fd)
+            files.unlink(path)
             throw error
         }
         state.nextSegment += 1
@@ -66,10 +66,10 @@ extension Spool {
 
     func seal(_ state: inout State) throws(SpoolError) {
         guard let active = state.active, active.records > 0 else { return }
-        if configuration.durability != .syncEachBatch { try SpoolFiles.sync(active.fd, path: active.path) }
+        if configuration.durability != .syncEachBatch { try files.sync(active.fd, path: active.path) }
         let sealedPath = String(active.path.dropLast(".open".count)) + ".seg"
-        if rename(active.path, sealedPath) != 0 { throw .io(operation: "rename", path: active.path, errno: errno) }
-        close(active.fd)
+        try files.rename(active.path, to: sealedPath)
+        files.close(active.fd)
         state.active = nil
         // Listed before the directory is synced: its records are durable already, and a
         // failed sync (out of descriptors) must not leave it on disk but out of the queue.
@@ -77,9 +77,9 @@ extension Spool {
             SealedSegment(
                 stream: streamID, number: active.number, path: sealedPath, bytes: active.size,
                 records: active.records, firstSequence: active.firstSequence, lastSequence: active.lastSequence,
-                mayAlreadyBeStored: false, firstLineTime: active.firstLineTime,
+                mayAlreadyBeStored: false, files: files, firstLineTime: active.firstLineTime,
                 producerRecords: active.producerRecords))
         counters.sealed.increment()
-        try SpoolFiles.syncDirectory(segmentsDirectory)
+        try files.syncDirectory(segmentsDirectory)
     }
 }

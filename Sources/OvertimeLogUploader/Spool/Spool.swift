@@ -40,6 +40,8 @@ public final class Spool: Sendable {
     public let recovery: RecoveryReport
     /// The clock records are stamped with (wall clock) and segments aged by (monotonic).
     public let clock: any RuntimeClock
+    /// Where its files are: on disk, or on a volume in memory.
+    let files: SpoolFiles
 
     let state: Locked<State>
     /// Serializes acknowledgements and dead-lettering (the checkpoint moves in order);
@@ -71,26 +73,31 @@ public final class Spool: Sendable {
     /// the same clock as the uploader's grants and schedules, so a `ManualClock` drives them
     /// all in tests. A program that opens its spool before its runtime passes the clock it
     /// will give the runtime (`SystemClock()` by default).
+    ///
+    /// `storage` is the disk unless a test passes ``SpoolStorage/memory(_:)``: the same
+    /// spool on files in memory, with nothing to wait for.
     public init(
         directory: String, configuration: SpoolConfiguration = SpoolConfiguration(),
-        clock: any RuntimeClock, logger: Logger = Logger(label: "overtime.spool")
+        clock: any RuntimeClock, storage: SpoolStorage = .disk, logger: Logger = Logger(label: "overtime.spool")
     ) throws(SpoolError) {
         try configuration.validate()
         self.directory = directory
         self.clock = clock
+        let files = storage.files
+        self.files = files
         self.configuration = configuration
         self.logger = logger
         self.counters = SpoolCounters()
-        try SpoolFiles.refuseForeignFolder(directory)
-        try SpoolFiles.makeDirectories(directory)
-        lock = try SpoolLock(directory: directory)
+        try files.refuseForeignFolder(directory)
+        try files.makeDirectories(directory)
+        lock = try SpoolLock(directory: directory, files: files)
         let folders = ["segments", "resend", "dead-letter", "quarantine"]
-        let foldersExisted = folders.contains { SpoolFiles.size(directory + "/" + $0) != nil }
+        let foldersExisted = folders.contains { files.size(directory + "/" + $0) != nil }
         for folder in folders {
-            try SpoolFiles.makeDirectory(directory + "/" + folder)
+            try files.makeDirectory(directory + "/" + folder)
         }
         var report = RecoveryReport()
-        let recovered = try SpoolRecovery(directory: directory, logger: logger).run(
+        let recovered = try SpoolRecovery(directory: directory, files: files, logger: logger).run(
             &report, usedBefore: lock.wasHeldBefore || foldersExisted)
         recovery = report
         streamID = recovered.stream
@@ -136,7 +143,7 @@ public final class Spool: Sendable {
 
     deinit {
         state.withLock { state in
-            if let active = state.active { close(active.fd) }
+            if let active = state.active { files.close(active.fd) }
         }
     }
 

@@ -34,6 +34,7 @@ import Logging
 /// - Anything that is not a segment is moved to `quarantine/`.
 struct SpoolRecovery {
     let directory: String
+    let files: SpoolFiles
     let logger: Logger
 
     struct Result {
@@ -52,9 +53,9 @@ struct SpoolRecovery {
         let checkpointPath = directory + "/checkpoint"
         let legacyStreamPath = directory + "/stream-id"
         var record: CheckpointRecord?
-        let hasCheckpoint = SpoolFiles.size(checkpointPath) != nil
+        let hasCheckpoint = files.size(checkpointPath) != nil
         if hasCheckpoint {
-            switch CheckpointFormat.read(try SpoolFiles.readAll(checkpointPath)) {
+            switch CheckpointFormat.read(try files.readAll(checkpointPath)) {
             case .valid(let valid):
                 record = valid
             case .partlyDamaged(let valid, let problem):
@@ -70,7 +71,7 @@ struct SpoolRecovery {
         let resendFolder = directory + "/resend"
         let checkpoint: CheckpointFile
         if let record {
-            checkpoint = try CheckpointFile(path: checkpointPath, record: record)
+            checkpoint = try CheckpointFile(path: checkpointPath, record: record, files: files)
             if report.checkpointDamage != nil {
                 do {
                     try checkpoint.repair()
@@ -80,11 +81,12 @@ struct SpoolRecovery {
                 }
             }
         } else {
-            let previous = SpoolFiles.size(legacyStreamPath) != nil
-            let segmentFiles = try SpoolFiles.list(segmentsFolder)
-            let resendFiles = try SpoolFiles.list(resendFolder)
+            let previous = files.size(legacyStreamPath) != nil
+            let segmentFiles = try files.list(segmentsFolder)
+            let resendFiles = try files.list(resendFolder)
             let leftovers = !segmentFiles.isEmpty || !resendFiles.isEmpty
-            checkpoint = try CheckpointFile.create(path: checkpointPath, stream: .random(), directory: directory)
+            checkpoint = try CheckpointFile.create(
+                path: checkpointPath, stream: .random(), directory: directory, files: files)
             if !hasCheckpoint, usedBefore || previous || leftovers {
                 report.checkpointDamage = "checkpoint missing from a spool used before"
             }
@@ -99,14 +101,14 @@ struct SpoolRecovery {
             }
         }
         // The earlier format kept the stream ID in a file of its own; the checkpoint holds it now.
-        unlink(legacyStreamPath)
+        files.unlink(legacyStreamPath)
 
         var result = Result(checkpoint: checkpoint)
         result.lastSequence = checkpoint.record.checkpoint.sequence
         result.lastSegment = checkpoint.record.checkpoint.segment
         // Listed before segments of an earlier stream are moved into it, so none is taken twice.
-        let queuedForResend = try SpoolFiles.list(resendFolder)
-        for name in try SpoolFiles.list(segmentsFolder) {
+        let queuedForResend = try files.list(resendFolder)
+        for name in try files.list(segmentsFolder) {
             try recoverCurrent(name: name, folder: segmentsFolder, into: &result, &report)
         }
         for name in queuedForResend {
@@ -119,8 +121,8 @@ struct SpoolRecovery {
                 result.resend.append(segment)
             }
         }
-        try SpoolFiles.syncDirectory(segmentsFolder)
-        try SpoolFiles.syncDirectory(resendFolder)
+        try files.syncDirectory(segmentsFolder)
+        try files.syncDirectory(resendFolder)
         result.sealed.sort { $0.number < $1.number }
         report.resendSegments = result.resend.count
         return result
@@ -132,14 +134,14 @@ struct SpoolRecovery {
     ) throws(SpoolError) {
         let path = folder + "/" + name
         if name.hasSuffix(".tmp") {
-            unlink(path)
+            files.unlink(path)
             return
         }
         let isOpen = name.hasSuffix(".open")
         guard isOpen || name.hasSuffix(".seg"), let number = UInt64(name.prefix { $0 != "." }) else {
             return quarantine(path, name: name, &report)
         }
-        let bytes = try SpoolFiles.readAll(path)
+        let bytes = try files.readAll(path)
         var parsed = SegmentFormat.parse(bytes)
         guard let stream = parsed.streamID, parsed.segment == number else {
             return quarantine(path, name: name, &report)
@@ -163,27 +165,27 @@ struct SpoolRecovery {
         if stream != result.stream {
             // An earlier stream's segment: sealed as it is, and sent again under its own name.
             let target = directory + "/resend/" + SegmentName.resendFileName(stream: stream, segment: number)
-            if rename(path, target) != 0 { throw .io(operation: "rename", path: path, errno: errno) }
+            try files.rename(path, to: target)
             if let segment = try recoverSealed(path: target, stream: stream, number: number, &report) {
                 result.resend.append(segment)
             }
             return
         }
         if number <= result.checkpoint.record.checkpoint.segment {
-            unlink(path)
+            files.unlink(path)
             report.removedAcknowledged += 1
             return
         }
         result.lastSegment = max(result.lastSegment, number)
         try cutBack(path, parsed, from: bytes.count, &report)
         guard let last = parsed.records.last else {
-            unlink(path)  // nothing valid in it
+            files.unlink(path)  // nothing valid in it
             return
         }
         var sealedPath = path
         if isOpen {
             sealedPath = folder + "/" + SegmentName.padded(number) + ".seg"
-            if rename(path, sealedPath) != 0 { throw .io(operation: "rename", path: path, errno: errno) }
+            try files.rename(path, to: sealedPath)
         }
         var highest = last.sequence
         if !isOpen, parsed.problem != nil {
@@ -194,7 +196,7 @@ struct SpoolRecovery {
             highest += UInt64((bytes.count - parsed.validLength + smallestRecord - 1) / smallestRecord)
         }
         result.lastSequence = max(result.lastSequence, highest)
-        if let segment = SealedSegment(parsed: parsed, at: sealedPath) { result.sealed.append(segment) }
+        if let segment = SealedSegment(parsed: parsed, at: sealedPath, files: files) { result.sealed.append(segment) }
     }
 
     /// A sealed segment outside the checkpoint's numbering (in `resend/`): checked, cut
@@ -202,15 +204,15 @@ struct SpoolRecovery {
     private func recoverSealed(
         path: String, stream: StreamID, number: UInt64, _ report: inout RecoveryReport
     ) throws(SpoolError) -> SealedSegment? {
-        let bytes = try SpoolFiles.readAll(path)
+        let bytes = try files.readAll(path)
         let parsed = SegmentFormat.parse(bytes)
         guard parsed.streamID == stream, parsed.segment == number else {
             quarantine(path, name: String(path.split(separator: "/").last ?? "segment"), &report)
             return nil
         }
         try cutBack(path, parsed, from: bytes.count, &report)
-        guard let segment = SealedSegment(parsed: parsed, at: path) else {
-            unlink(path)  // nothing valid in it
+        guard let segment = SealedSegment(parsed: parsed, at: path, files: files) else {
+            files.unlink(path)  // nothing valid in it
             return nil
         }
         return segment
@@ -221,12 +223,10 @@ struct SpoolRecovery {
         _ path: String, _ parsed: ParsedSegment, from size: Int, _ report: inout RecoveryReport
     ) throws(SpoolError) {
         guard let problem = parsed.problem else { return }
-        let fd = try SpoolFiles.open(path, flags: O_WRONLY)
-        defer { close(fd) }
-        if ftruncate(fd, off_t(parsed.validLength)) != 0 {
-            throw .io(operation: "ftruncate", path: path, errno: errno)
-        }
-        try SpoolFiles.sync(fd, path: path)
+        let fd = try files.open(path, flags: O_WRONLY)
+        defer { files.close(fd) }
+        try files.truncate(fd, to: parsed.validLength, path: path)
+        try files.sync(fd, path: path)
         report.truncations.append(
             RecoveryReport.Truncation(
                 path: path, keptRecords: parsed.records.count, droppedBytes: size - parsed.validLength,
@@ -236,27 +236,27 @@ struct SpoolRecovery {
     /// Puts `bytes` in place of `path`, durably: written beside it, synced, renamed over it.
     private func replace(_ path: String, with bytes: [UInt8]) throws(SpoolError) {
         let temporary = path + ".tmp"
-        let fd = try SpoolFiles.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC)
-        defer { close(fd) }
+        let fd = try files.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC)
+        defer { files.close(fd) }
         do {
-            try SpoolFiles.writeAll(fd, bytes, path: temporary)
+            try files.writeAll(fd, bytes, path: temporary)
         } catch {
-            unlink(temporary)
+            files.unlink(temporary)
             throw error
         }
-        try SpoolFiles.sync(fd, path: temporary)
-        if rename(temporary, path) != 0 { throw .io(operation: "rename", path: temporary, errno: errno) }
+        try files.sync(fd, path: temporary)
+        try files.rename(temporary, to: path)
     }
 
     /// Moves `path` into `quarantine/`, never over an earlier file there.
     private func quarantine(_ path: String, name: String, _ report: inout RecoveryReport) {
         var target = directory + "/quarantine/" + name
         var suffix = 1
-        while SpoolFiles.size(target) != nil {
+        while files.size(target) != nil {
             target = directory + "/quarantine/" + name + ".\(suffix)"
             suffix += 1
         }
-        rename(path, target)
+        _ = files.system.rename(path, to: target)
         report.quarantined.append(path)
     }
 }

@@ -105,8 +105,10 @@ public final class HTTPSink: LogSink, NonBlockingLogSink {
             put.headers.append("Content-Encoding: " + contentEncoding)
             put.body = .bytes(
                 try await offCallersThread { () throws(SinkError) in try encoding.encode(try segment.readBytes()) })
-        } else {
+        } else if segment.files.areOnDisk {
             put.body = .file(path: segment.path, bytes: segment.bytes)
+        } else {
+            put.body = .bytes(try segment.readBytes())  // a spool in memory: no file to stream
         }
         uncertain.withLock { _ = $0.insert(name) }
         let answer = try await client.perform(put)

@@ -1,4 +1,5 @@
-// One process per spool: an exclusive lock on `<directory>/lock` (see ExclusiveFileLock).
+// One process per spool: an exclusive lock on `<directory>/lock` (on disk, see
+// ExclusiveFileLock; in memory, one holder per volume and folder).
 
 import Overtime
 import OvertimeSupport
@@ -10,16 +11,16 @@ import OvertimeSupport
 #endif
 
 final class SpoolLock: Sendable {
-    private let lock: ExclusiveFileLock
+    private let holding: any SpoolLockHolding
 
-    /// The lock file named a holder before this one: the spool was opened before.
-    var wasHeldBefore: Bool { lock.wasHeldBefore }
+    /// The lock was held before this one: the spool was opened before.
+    var wasHeldBefore: Bool { holding.wasHeldBefore }
 
     /// Takes the lock or throws ``SpoolError/locked(path:holder:)`` at once.
-    init(directory: String) throws(SpoolError) {
+    init(directory: String, files: SpoolFiles) throws(SpoolError) {
         let path = directory + "/lock"
         do {
-            lock = try ExclusiveFileLock(path: path)
+            holding = try files.system.lock(path)
         } catch {
             switch error {
             case .held(let holder): throw .locked(path: directory, holder: holder)
