@@ -209,7 +209,7 @@ struct HTTPSinkTests {
     }
 
     @Test func aCollectorSlowerThanTheBudgetIsAbortedAtExpirationAndTheGrantEndsInTime() async throws {
-        let silent = try SilentServer()
+        let silent = try SilentServer(watchingFirstConnection: true)
         let env = try VirtualRuntime(budget: .seconds(30), lead: .seconds(5))
         let folder = TemporaryDirectory("http")
         defer { folder.remove() }
@@ -220,7 +220,8 @@ struct HTTPSinkTests {
         uploader.start()
         env.runtime.requestBackground()
         env.waitForQueuedRequests()
-        try await Task.sleep(for: .milliseconds(300))  // the PUT is in flight, unanswered
+        // The PUT is in flight, unanswered: the collector took the connection.
+        #expect(try await onOwnThread { silent.firstConnectionAccepted() })
         #expect(uploader.isDraining)
         env.clock.advance(by: .seconds(25))  // the expiration point: the upload is aborted
         await uploader.drive(env.clock) { !uploader.isDraining }
