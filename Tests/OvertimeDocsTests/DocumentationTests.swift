@@ -102,7 +102,7 @@ struct DocumentationTests {
         #expect(checked >= 5, "the articles show code")
     }
 
-    @Test func theGettingStartedDaemonWritesItsSamplesOnSIGTERMAndExitsCleanly() throws {
+    @Test(.startsProcesses) func theGettingStartedDaemonWritesItsSamplesOnSIGTERMAndExitsCleanly() throws {
         let folder = TemporaryDirectory("getting-started")
         defer { folder.remove() }
         let daemon = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()

@@ -25,7 +25,7 @@ struct ControlSocketTests {
         return (child, path)
     }
 
-    @Test func everyCommandThroughOvertimectl() throws {
+    @Test(.startsProcesses) func everyCommandThroughOvertimectl() throws {
         let (child, path) = try startDaemon()
         var info = stat()
         #expect(lstat(path, &info) == 0)
@@ -90,7 +90,7 @@ struct ControlSocketTests {
 
     /// A client that sends its requests and closes its side (`nc -N`, `socat`) gets every
     /// answer before the daemon closes the connection.
-    @Test func aClientThatHalfClosesGetsEveryAnswer() throws {
+    @Test(.startsProcesses) func aClientThatHalfClosesGetsEveryAnswer() throws {
         // 200 open tasks: each answer to `tasks` is a table of about 20 KB, so the answers
         // outgrow the socket's buffer and wait in the daemon when the client closes its side.
         let (child, path) = try startDaemon(grants: 200)
@@ -122,7 +122,7 @@ struct ControlSocketTests {
     /// A command that answers later (``Runtime/addControlCommand(_:replying:)``) holds up
     /// neither the loop nor other clients, and its own client reads every answer in the
     /// order it asked, whatever order they were ready in.
-    @Test func aCommandThatAnswersLaterBlocksNoOneAndAnswersStayInOrder() throws {
+    @Test(.startsProcesses) func aCommandThatAnswersLaterBlocksNoOneAndAnswersStayInOrder() throws {
         let (child, path) = try startDaemon(grants: 0)
         defer {
             child.send(SIGKILL)
@@ -165,7 +165,7 @@ struct ControlSocketTests {
 
     /// overtimectl reads an answer of any size in linear time, and refuses one past its
     /// bound (a daemon that never ends its line) with status 76.
-    @Test func overtimectlReadsLargeAnswersAndBoundsThem() throws {
+    @Test(.startsProcesses) func overtimectlReadsLargeAnswersAndBoundsThem() throws {
         let folder = TemporaryDirectory("ctl-large")
         defer { folder.remove() }
         for (size, expected) in [(16 << 20, Int32(0)), (80 << 20, Int32(76))] {
@@ -197,7 +197,7 @@ struct ControlSocketTests {
         }
     }
 
-    @Test func anotherUserIsRefusedAtBothGates() throws {
+    @Test(.startsProcesses) func anotherUserIsRefusedAtBothGates() throws {
         let (child, path) = try startDaemon()
         let (blocked, _, blockedError) = try overtimectl(["status", "--socket", path], as: 65534)
         #expect(blocked == 77)
@@ -211,7 +211,7 @@ struct ControlSocketTests {
         child.send(SIGKILL)
     }
 
-    @Test func fuzzedRequestLinesNeverCrashTheDaemon() throws {
+    @Test(.startsProcesses) func fuzzedRequestLinesNeverCrashTheDaemon() throws {
         let (child, path) = try startDaemon()
         var generator = SplitMix64(seed: 0x0f1e_2d3c)
         let samples: [[UInt8]] = [

@@ -8,7 +8,7 @@ struct SignalDriverTests {
         child.output.filter { $0.hasPrefix("EVENT ") }.map { String($0.split(separator: " ")[1]) }
     }
 
-    @Test func theDefaultMappingMovesTheLifecycle() throws {
+    @Test(.startsProcesses) func theDefaultMappingMovesTheLifecycle() throws {
         let child = try RunningChild(["daemon"])
         #expect(child.waitForLine { $0 == "READY" } != nil)
         child.send(SIGUSR1)
@@ -29,7 +29,7 @@ struct SignalDriverTests {
 
     /// A SIGTERM while the daemon still sets up (its runtime made, not yet running) waits
     /// for the loop and terminates it as any other, instead of killing the process.
-    @Test func aSIGTERMBeforeTheLoopRunsTerminatesGracefullyOnceItDoes() throws {
+    @Test(.startsProcesses) func aSIGTERMBeforeTheLoopRunsTerminatesGracefullyOnceItDoes() throws {
         let child = try RunningChild(["daemon"], environment: ["HARNESS_SETUP_MS": "700"])
         #expect(child.waitForLine { $0 == "CREATED" } != nil)
         child.send(SIGTERM)
@@ -41,7 +41,7 @@ struct SignalDriverTests {
 
     /// A timer that is always due (every 1 ms, each run busy for 2 ms) never keeps the
     /// loop from answering a control request or handling SIGTERM.
-    @Test func aTimerThatIsAlwaysDueNeverKeepsASignalOrAControlRequestWaiting() throws {
+    @Test(.startsProcesses) func aTimerThatIsAlwaysDueNeverKeepsASignalOrAControlRequestWaiting() throws {
         let folder = TemporaryDirectory("busy-timer")
         defer { folder.remove() }
         let socket = folder.path + "/control.sock"
@@ -56,7 +56,7 @@ struct SignalDriverTests {
         if exited == nil { child.send(SIGKILL) }
     }
 
-    @Test func sigintTerminatesGracefullyWaitingForTheFinalFlush() throws {
+    @Test(.startsProcesses) func sigintTerminatesGracefullyWaitingForTheFinalFlush() throws {
         let child = try RunningChild(["daemon"], environment: ["HARNESS_ON_TERMINATE": "flush:300"])
         #expect(child.waitForLine { $0 == "READY" } != nil)
         child.send(SIGINT)
@@ -66,7 +66,7 @@ struct SignalDriverTests {
         #expect(!output.contains { $0.hasPrefix("REPORT") })
     }
 
-    @Test func theSameSignalAgainExpiresEverythingNow() throws {
+    @Test(.startsProcesses) func theSameSignalAgainExpiresEverythingNow() throws {
         let child = try RunningChild(
             ["daemon"],
             environment: ["HARNESS_ON_TERMINATE": "hold", "HARNESS_BUDGET_MS": "60000", "HARNESS_LEAD_MS": "500"])
@@ -90,7 +90,7 @@ struct SignalDriverTests {
     /// its own termination and then gets a SIGTERM within the grace (a supervisor stopping
     /// it at the same moment) goes on terminating gracefully; a SIGTERM after the grace
     /// expires everything.
-    @Test func aSIGTERMSoonAfterTheProgramsOwnRequestIsTheSameRequest() throws {
+    @Test(.startsProcesses) func aSIGTERMSoonAfterTheProgramsOwnRequestIsTheSameRequest() throws {
         let child = try RunningChild(
             ["daemon"],
             environment: [
@@ -108,7 +108,7 @@ struct SignalDriverTests {
         #expect(ContinuousClock.now - second < .seconds(10))
     }
 
-    @Test func aStormOfAlternatingSignalsLeavesAValidEventOrder() throws {
+    @Test(.startsProcesses) func aStormOfAlternatingSignalsLeavesAValidEventOrder() throws {
         let child = try RunningChild(["daemon"])
         #expect(child.waitForLine { $0 == "READY" } != nil)
         for index in 0..<1000 {

@@ -70,7 +70,7 @@ struct StopDuringStartTests {
         return mask & (1 << (UInt64(SIGTERM) - 1)) != 0
     }
 
-    @Test(arguments: ["tiny-daemon", "log-uploader", "periodic-report"])
+    @Test(.startsProcesses, arguments: ["tiny-daemon", "log-uploader", "periodic-report"])
     func aSIGTERMAtAnyMomentOfStartUpGetsTheDocumentedStop(program: String) throws {
         let folder = TemporaryDirectory("stop-during-start")
         defer { folder.remove() }

@@ -6,7 +6,7 @@ import Testing
 
 @Suite("systemd notify protocol, against a fake systemd socket", .onOwnThread, .timeLimit(.minutes(4)))
 struct SystemdNotifyTests {
-    @Test func readyStatusStoppingAndExtendTimeout() throws {
+    @Test(.startsProcesses) func readyStatusStoppingAndExtendTimeout() throws {
         let systemd = try FakeSystemd()
         let child = try RunningChild(
             ["daemon"],
@@ -34,7 +34,7 @@ struct SystemdNotifyTests {
         #expect(!lines.contains("WATCHDOG=1"))  // no WATCHDOG_USEC, no pings
     }
 
-    @Test func watchdogPingsComeFromTheLoopAndStopWhileItIsHeld() throws {
+    @Test(.startsProcesses) func watchdogPingsComeFromTheLoopAndStopWhileItIsHeld() throws {
         let systemd = try FakeSystemd()
         let child = try RunningChild(
             ["daemon"],
@@ -57,7 +57,7 @@ struct SystemdNotifyTests {
         #expect(child.waitForExit() == 0)
     }
 
-    @Test func extensionsComeAtMostOnceASecondAndNeverPastTheBudget() throws {
+    @Test(.startsProcesses) func extensionsComeAtMostOnceASecondAndNeverPastTheBudget() throws {
         let systemd = try FakeSystemd()
         let child = try RunningChild(
             ["daemon"],
@@ -75,7 +75,7 @@ struct SystemdNotifyTests {
         #expect(first > 2_000_000 && first <= 3_500_000, "the 3 s budget plus half a second to exit at most")
     }
 
-    @Test func abstractNotifySocketNamesWork() throws {
+    @Test(.startsProcesses) func abstractNotifySocketNamesWork() throws {
         let name = "@overtime-test-\(UUID().uuidString)"
         let address = try #require(UnixSocketAddress(name))
         let socket = makeUnixSocket(datagram: true)

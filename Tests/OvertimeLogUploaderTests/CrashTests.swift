@@ -13,7 +13,7 @@ struct CrashTests {
     /// Batches of up to 3,000 lines appended in a loop and killed -9 at random moments,
     /// 40 times: after each restart every batch is in the spool whole or not at all, and
     /// every acknowledged batch is there.
-    @Test func everyBatchIsStoredWholeOrNotAtAllAcross40Kills() async throws {
+    @Test(.startsProcesses) func everyBatchIsStoredWholeOrNotAtAllAcross40Kills() async throws {
         try await onOwnThread {
             let folder = TemporaryDirectory("batches")
             defer { folder.remove() }
@@ -50,7 +50,7 @@ struct CrashTests {
         }
     }
 
-    @Test func everyAcknowledgedLineIsOnTheServerExactlyOnceAfter100Kills() async throws {
+    @Test(.startsProcesses) func everyAcknowledgedLineIsOnTheServerExactlyOnceAfter100Kills() async throws {
         try await onOwnThread {
             let nginx = try NginxServer()
             try killRepeatedly(url: nginx.baseURL) {
@@ -61,7 +61,9 @@ struct CrashTests {
         }
     }
 
-    @Test func everyAcknowledgedLineIsInTheBucketExactlyOnceAfter100KillsAndAStoreKilledMidway() async throws {
+    @Test(.startsProcesses) func everyAcknowledgedLineIsInTheBucketExactlyOnceAfter100KillsAndAStoreKilledMidway()
+        async throws
+    {
         try await onOwnThread {
             let store = try SeaweedFSServer()
             let credentials = ["AWS_ACCESS_KEY_ID": store.accessKey, "AWS_SECRET_ACCESS_KEY": store.secretKey]

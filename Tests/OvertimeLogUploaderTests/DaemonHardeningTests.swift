@@ -56,7 +56,7 @@ struct DaemonHardeningTests {
     /// What stops a start exits with the sysexits status the README gives, says why in one
     /// line, and leaves nothing behind (no `.lock` beside a refused socket path, no control
     /// socket of a start that failed later): all of them exited 1 before.
-    @Test func startFailuresExitWithTheirSysexitsStatusAndLeaveNothingBehind() throws {
+    @Test(.startsProcesses) func startFailuresExitWithTheirSysexitsStatusAndLeaveNothingBehind() throws {
         let folder = TemporaryDirectory("start-failures")
         defer { folder.remove() }
         let file = folder.path + "/a-file"
@@ -91,7 +91,7 @@ struct DaemonHardeningTests {
     /// A process that listens on the ingest socket's path and never accepts (its queue of
     /// connections full): start-up hung in connect() with no message, and the socket was
     /// replaced once that process went. Refused at once, clearly, the socket left alone.
-    @Test func aListenerThatNeverAcceptsIsRefusedAtOnce() throws {
+    @Test(.startsProcesses) func aListenerThatNeverAcceptsIsRefusedAtOnce() throws {
         let folder = TemporaryDirectory("deaf-listener")
         defer { folder.remove() }
         let path = folder.path + "/ingest.sock"
@@ -122,7 +122,7 @@ struct DaemonHardeningTests {
         #expect(after.st_ino == before.st_ino, "the listener's socket is left alone")
     }
 
-    @Test func aSocketPathThatIsNotAStaleSocketOfOursIsNeverRemoved() throws {
+    @Test(.startsProcesses) func aSocketPathThatIsNotAStaleSocketOfOursIsNeverRemoved() throws {
         let folder = TemporaryDirectory("paths")
         defer { folder.remove() }
         let file = folder.path + "/precious.txt"
@@ -214,7 +214,7 @@ struct DaemonHardeningTests {
 
     /// A limit too small for what the daemon holds at rest plus its connections refuses the
     /// start, with the numbers; a soft limit below the hard one is raised to it.
-    @Test func theDescriptorLimitIsRaisedAndCheckedAtStart() throws {
+    @Test(.startsProcesses) func theDescriptorLimitIsRaisedAndCheckedAtStart() throws {
         let folder = TemporaryDirectory("nofile")
         defer { folder.remove() }
         let sockets = [
@@ -234,7 +234,7 @@ struct DaemonHardeningTests {
         #expect(raised.waitForExit() == 0)
     }
 
-    @Test func connectionsHeldUpToTheDescriptorLimitNeverStopTheDrain() throws {
+    @Test(.startsProcesses) func connectionsHeldUpToTheDescriptorLimitNeverStopTheDrain() throws {
         let folder = TemporaryDirectory("emfile")
         defer { folder.remove() }
         let (child, control, ingest) = try socketDaemon(
@@ -257,7 +257,7 @@ struct DaemonHardeningTests {
     /// open, socket and accept fails and the reserve cannot be taken back: waiting clients
     /// must not spin the loop or the ingest thread, and a segment sealed meanwhile (its
     /// folder cannot be opened to sync) must stay queued. Given descriptors again, it drains.
-    @Test func runningOutOfDescriptorsNeverSpinsAndTheDrainRunsOnceTheyReturn() throws {
+    @Test(.startsProcesses) func runningOutOfDescriptorsNeverSpinsAndTheDrainRunsOnceTheyReturn() throws {
         let folder = TemporaryDirectory("exhausted")
         defer { folder.remove() }
         let (child, control, ingest) = try socketDaemon(folder, storing: "kept")
@@ -295,7 +295,7 @@ struct DaemonHardeningTests {
         return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
     }
 
-    @Test func hugeLinesAndDatagramsAreCutCountedAndTheNextLineIsIntact() throws {
+    @Test(.startsProcesses) func hugeLinesAndDatagramsAreCutCountedAndTheNextLineIsIntact() throws {
         let folder = TemporaryDirectory("huge")
         defer { folder.remove() }
         let datagrams = folder.path + "/in.sock"
@@ -374,7 +374,7 @@ struct DaemonHardeningTests {
     /// and exits 0: the daemon's own lines (its `received SIGTERM`) wait for the next run,
     /// however many restarts the outage sees. (It took the whole budget and exited 3,
     /// "stopped with 1 segments (1 lines)", one more line at each restart.)
-    @Test func theDaemonsOwnLinesNeverHoldAStop() throws {
+    @Test(.startsProcesses) func theDaemonsOwnLinesNeverHoldAStop() throws {
         let folder = TemporaryDirectory("own-lines")
         defer { folder.remove() }
         let down = try ReservedLoopbackPort()  // bound, never listening: every connection refused
@@ -396,7 +396,7 @@ struct DaemonHardeningTests {
         withExtendedLifetime(down) {}
     }
 
-    @Test func stoppingWithSegmentsLeftExitsWithStatus3() throws {
+    @Test(.startsProcesses) func stoppingWithSegmentsLeftExitsWithStatus3() throws {
         let folder = TemporaryDirectory("left")
         defer { folder.remove() }
         let socket = folder.path + "/ingest.sock"
@@ -420,7 +420,7 @@ struct DaemonHardeningTests {
         #expect(child.standardError.contains { $0.contains("not uploaded; the next run uploads them") })
     }
 
-    @Test func aStopForWantOfTimeSaysWhatTheTimeWasAndTheCountsAgree() throws {
+    @Test(.startsProcesses) func aStopForWantOfTimeSaysWhatTheTimeWasAndTheCountsAgree() throws {
         let folder = TemporaryDirectory("for-time")
         defer { folder.remove() }
         // A collector that refuses at once: retries fill the budget until one would not fit.
@@ -444,7 +444,7 @@ struct DaemonHardeningTests {
             "\(progress) / \(child.standardError.suffix(2))")
     }
 
-    @Test func smallCommandLineManners() throws {
+    @Test(.startsProcesses) func smallCommandLineManners() throws {
         let tools = ChildProcess.harnessURL.deletingLastPathComponent()
         let version = try ChildCommand.run(tools.appendingPathComponent("overtimectl").path, ["--version"])
         #expect(version.status == 0 && version.output.hasPrefix("overtimectl "))
@@ -466,17 +466,19 @@ struct DaemonHardeningTests {
     /// Numbers that are not numbers, or out of range (negative ones too: not "missing"),
     /// and sink URLs that cannot work exit 64 at start naming the option: they crashed
     /// (SIGILL, nothing printed), overflowed into exit 1, or failed only when uploading.
-    @Test(arguments: [
-        ["--budget", "nan"], ["--budget", "inf"], ["--budget", "1e16"], ["--budget", "-1"], ["--lead", "nan"],
-        ["--lead", "30"], ["--upload-interval", "nan"], ["--upload-interval", "0.001"],
-        ["--progress-interval", "inf"], ["--progress-interval", "nan"], ["--progress-interval", "0.00005"],
-        ["--progress-interval", "1e-6"], ["--progress-interval", "-1"], ["--upload-interval", "-5"],
-        ["--quota-mb", "-1"],
-        ["--quota-mb", "99999999999999"], ["--segment-kb", "99999999999999999"], ["--segment-kb", "-4"],
-        ["--quota-mb", "1", "--segment-kb", "1024"], ["--sink", "http://:80/x"], ["--sink", "http://host:99999/x"],
-        ["--sink", "https://bad host/x"], ["--sink", ""], ["--sink", "/dev/null"], ["--sink", "/etc/hostname"],
-        ["--sink", "http://user:se/cret@host/x"], ["--sink", "http://user:se#cret@host/x"],
-    ])
+    @Test(
+        .startsProcesses,
+        arguments: [
+            ["--budget", "nan"], ["--budget", "inf"], ["--budget", "1e16"], ["--budget", "-1"], ["--lead", "nan"],
+            ["--lead", "30"], ["--upload-interval", "nan"], ["--upload-interval", "0.001"],
+            ["--progress-interval", "inf"], ["--progress-interval", "nan"], ["--progress-interval", "0.00005"],
+            ["--progress-interval", "1e-6"], ["--progress-interval", "-1"], ["--upload-interval", "-5"],
+            ["--quota-mb", "-1"],
+            ["--quota-mb", "99999999999999"], ["--segment-kb", "99999999999999999"], ["--segment-kb", "-4"],
+            ["--quota-mb", "1", "--segment-kb", "1024"], ["--sink", "http://:80/x"], ["--sink", "http://host:99999/x"],
+            ["--sink", "https://bad host/x"], ["--sink", ""], ["--sink", "/dev/null"], ["--sink", "/etc/hostname"],
+            ["--sink", "http://user:se/cret@host/x"], ["--sink", "http://user:se#cret@host/x"],
+        ])
     func numericOptionsOutOfRangeExit64NamingTheOption(_ option: [String]) throws {
         let folder = TemporaryDirectory("numbers")
         defer { folder.remove() }
@@ -519,7 +521,7 @@ struct DaemonHardeningTests {
     }
 
     /// `dump` of a folder or an empty file says what is wrong and exits 1.
-    @Test func dumpSaysWhatItCannotRead() throws {
+    @Test(.startsProcesses) func dumpSaysWhatItCannotRead() throws {
         let folder = TemporaryDirectory("dump")
         defer { folder.remove() }
         _ = FileManager.default.createFile(atPath: folder.path + "/empty.seg", contents: Data())

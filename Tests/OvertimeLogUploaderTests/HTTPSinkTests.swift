@@ -17,7 +17,7 @@ struct HTTPSinkTests {
     }
 
     /// Also from a spool in memory, whose segments are sent from memory, not streamed from a file.
-    @Test(arguments: [false, true])
+    @Test(.startsProcesses, arguments: [false, true])
     func putStoresTheSegmentByteForByteAndARepeatIsIdempotent(spoolInMemory: Bool) async throws {
         let nginx = try NginxServer()
         let folder = TemporaryDirectory("http")
@@ -41,7 +41,7 @@ struct HTTPSinkTests {
         #expect(runtime.loopClosedCleanly == true)
     }
 
-    @Test(arguments: [SegmentEncoding.zstd, .gzip])
+    @Test(.startsProcesses, arguments: [SegmentEncoding.zstd, .gzip])
     func compressedSegmentsAreNamedByTheirEncodingAndATakenNameIsComparedDecoded(
         _ encoding: SegmentEncoding
     ) async throws {
@@ -85,7 +85,8 @@ struct HTTPSinkTests {
         await runtime.waitUntilTerminated()
     }
 
-    @Test func aSegmentFoundAtStartIsNeverOverwrittenOnACollectorThatIgnoresIfNoneMatch() async throws {
+    @Test(.startsProcesses) func aSegmentFoundAtStartIsNeverOverwrittenOnACollectorThatIgnoresIfNoneMatch() async throws
+    {
         let nginx = try NginxServer()
         let folder = TemporaryDirectory("http")
         defer { folder.remove() }
@@ -118,7 +119,7 @@ struct HTTPSinkTests {
         await runtime.waitUntilTerminated()
     }
 
-    @Test func statusCodesMapToRetryOrRefusal() async throws {
+    @Test(.startsProcesses) func statusCodesMapToRetryOrRefusal() async throws {
         let nginx = try NginxServer()
         let folder = TemporaryDirectory("http")
         defer { folder.remove() }
@@ -184,7 +185,7 @@ struct HTTPSinkTests {
         #expect(runtime.loopClosedCleanly == true)
     }
 
-    @Test func theUploaderDrainsIntoNginxInsideAGrant() async throws {
+    @Test(.startsProcesses) func theUploaderDrainsIntoNginxInsideAGrant() async throws {
         let nginx = try NginxServer()
         let env = try VirtualRuntime(budget: .seconds(30), lead: .seconds(5))
         let folder = TemporaryDirectory("http")
@@ -235,7 +236,7 @@ struct HTTPSinkTests {
         env.shutDown()
     }
 
-    @Test func aCollectorDownLongerThanTheBudgetThenUpLosesNothing() async throws {
+    @Test(.startsProcesses) func aCollectorDownLongerThanTheBudgetThenUpLosesNothing() async throws {
         let reserved = try ReservedLoopbackPort()  // nothing listens there yet, nor can meanwhile
         let port = reserved.port
         let env = try VirtualRuntime(budget: .seconds(30), lead: .seconds(5))

@@ -48,7 +48,7 @@ struct LogUploaderDaemonTests {
         }
     }
 
-    @Test func backgroundUploadsWhatIsSpooledAndTerminationUploadsTheRestExactlyOnce() throws {
+    @Test(.startsProcesses) func backgroundUploadsWhatIsSpooledAndTerminationUploadsTheRestExactlyOnce() throws {
         let folder = TemporaryDirectory("daemon")
         defer { folder.remove() }
         let socket = folder.path + "/in.sock"
@@ -87,7 +87,9 @@ struct LogUploaderDaemonTests {
     /// The embedded default loads nothing it does not use: neither libcurl nor librelp
     /// (each loaded by its sink's first request), and, with stderr not a terminal, no
     /// progress line but the last.
-    @Test func aFolderSinkLoadsNeitherLibcurlNorLibrelpAndADaemonPrintsOnlyTheFinalProgressLine() throws {
+    @Test(.startsProcesses) func aFolderSinkLoadsNeitherLibcurlNorLibrelpAndADaemonPrintsOnlyTheFinalProgressLine()
+        throws
+    {
         let folder = TemporaryDirectory("lean")
         defer { folder.remove() }
         let socket = folder.path + "/in.sock"
@@ -119,7 +121,7 @@ struct LogUploaderDaemonTests {
         #expect(child.standardError.filter { $0.hasPrefix("spooled=") }.count == 1)
     }
 
-    @Test func anUnknownSinkSchemeIsRefusedClearly() throws {
+    @Test(.startsProcesses) func anUnknownSinkSchemeIsRefusedClearly() throws {
         let child = try RunningChild(["--sink", "ftp://127.0.0.1:9/logs"], executable: "log-uploader")
         #expect(child.waitForExit() == 64)
         #expect(
@@ -138,7 +140,9 @@ struct LogUploaderDaemonTests {
         }
     }
 
-    @Test func anS3SinkTakesItsKeysFromACredentialOrTheEnvironmentAndStoresCompressedObjects() async throws {
+    @Test(.startsProcesses) func anS3SinkTakesItsKeysFromACredentialOrTheEnvironmentAndStoresCompressedObjects()
+        async throws
+    {
         try await onOwnThread {
             let store = try SeaweedFSServer()
             let folder = TemporaryDirectory("daemon-s3")

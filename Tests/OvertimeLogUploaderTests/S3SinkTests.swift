@@ -73,7 +73,7 @@ struct S3SinkTests {
         #expect(runtime.loopClosedCleanly == true)
     }
 
-    @Test(arguments: [SegmentEncoding.identity, .zstd, .gzip])
+    @Test(.startsProcesses, arguments: [SegmentEncoding.identity, .zstd, .gzip])
     func eachSegmentIsOneObjectUnderItsNameAndARepeatIsIdempotent(_ encoding: SegmentEncoding) async throws {
         let store = try await onOwnThread { try SeaweedFSServer() }
         let folder = TemporaryDirectory("s3")
@@ -100,7 +100,7 @@ struct S3SinkTests {
         await stop(runtime)
     }
 
-    @Test func aNameTakenByOtherBytesIsRefusedForGoodAndNeverOverwritten() async throws {
+    @Test(.startsProcesses) func aNameTakenByOtherBytesIsRefusedForGoodAndNeverOverwritten() async throws {
         let store = try await onOwnThread { try SeaweedFSServer() }
         let folder = TemporaryDirectory("s3")
         defer { folder.remove() }
@@ -127,7 +127,7 @@ struct S3SinkTests {
         await stop(runtime)
     }
 
-    @Test func aWrongSecretOrKeyIsRefusedForGoodNamingTheStoresCodeAndNeverTheSecret() async throws {
+    @Test(.startsProcesses) func aWrongSecretOrKeyIsRefusedForGoodNamingTheStoresCodeAndNeverTheSecret() async throws {
         let store = try await onOwnThread { try SeaweedFSServer() }
         let folder = TemporaryDirectory("s3")
         defer { folder.remove() }
@@ -155,7 +155,7 @@ struct S3SinkTests {
         await stop(runtime)
     }
 
-    @Test func aClockAnHourOffIsReportedAsSuchAndRetriedNotRefused() async throws {
+    @Test(.startsProcesses) func aClockAnHourOffIsReportedAsSuchAndRetriedNotRefused() async throws {
         let store = try await onOwnThread { try SeaweedFSServer() }
         let folder = TemporaryDirectory("s3")
         defer { folder.remove() }
@@ -209,7 +209,7 @@ struct S3SinkTests {
         return spool
     }
 
-    @Test func aLargeSegmentGoesInPartsExactlyOnceAndIsNeverOverwritten() async throws {
+    @Test(.startsProcesses) func aLargeSegmentGoesInPartsExactlyOnceAndIsNeverOverwritten() async throws {
         let store = try await onOwnThread { try SeaweedFSServer() }
         let folder = TemporaryDirectory("s3")
         defer { folder.remove() }
@@ -247,7 +247,9 @@ struct S3SinkTests {
         await stop(runtime)
     }
 
-    @Test func unfinishedUploadsACrashLeftUnderTheStreamAreAbortedBeforeItsFirstSegmentAndNoOneElses() async throws {
+    @Test(.startsProcesses) func unfinishedUploadsACrashLeftUnderTheStreamAreAbortedBeforeItsFirstSegmentAndNoOneElses()
+        async throws
+    {
         let store = try await onOwnThread { try SeaweedFSServer() }
         let folder = TemporaryDirectory("s3")
         defer { folder.remove() }
@@ -275,7 +277,7 @@ struct S3SinkTests {
         await stop(runtime)
     }
 
-    @Test func storesMadeAtOnceShareTheStreamsOneSweepAndAbortNoneOfEachOther() async throws {
+    @Test(.startsProcesses) func storesMadeAtOnceShareTheStreamsOneSweepAndAbortNoneOfEachOther() async throws {
         let store = try await onOwnThread { try SeaweedFSServer() }
         let folder = TemporaryDirectory("s3")
         defer { folder.remove() }
@@ -306,7 +308,7 @@ struct S3SinkTests {
         await stop(runtime)
     }
 
-    @Test func theUploaderRidesOutAStoreKilledMidUploadAndLosesNothing() async throws {
+    @Test(.startsProcesses) func theUploaderRidesOutAStoreKilledMidUploadAndLosesNothing() async throws {
         let store = try await onOwnThread { try SeaweedFSServer() }
         let folder = TemporaryDirectory("s3")
         defer { folder.remove() }

@@ -31,7 +31,7 @@ struct ScheduledUploadTests {
         return (child, try SpoolIngestClient(path: socket), control)
     }
 
-    @Test func aFolderSinkIsUploadedToPeriodicallyAndEachRunIsInTheHistory() async throws {
+    @Test(.startsProcesses) func aFolderSinkIsUploadedToPeriodicallyAndEachRunIsInTheHistory() async throws {
         try await onOwnThread {
             let folder = TemporaryDirectory("scheduled-upload")
             defer { folder.remove() }
@@ -124,7 +124,7 @@ struct ScheduledUploadTests {
     /// After one SIGUSR1 the daemon uploads and suspends; the periodic run due then resumes
     /// it into the background for that run (a background launch) instead of being refused
     /// for the suspension, run after run, with no SIGUSR2 or SIGTERM needed.
-    @Test func aPeriodicRunWhileSuspendedResumesTheDaemonIntoTheBackground() async throws {
+    @Test(.startsProcesses) func aPeriodicRunWhileSuspendedResumesTheDaemonIntoTheBackground() async throws {
         try await onOwnThread {
             let folder = TemporaryDirectory("launch")
             defer { folder.remove() }
@@ -179,7 +179,7 @@ struct ScheduledUploadTests {
     /// once a default route exists the next run delivers them to a collector in the
     /// namespace. In the shipped unit's sandbox (``unitSandbox(families:)``) the route is
     /// asked of the kernel over netlink.
-    @Test(arguments: [false, true])
+    @Test(.startsProcesses, arguments: [false, true])
     func aNetworkSinkWaitsForADefaultRouteThenUploads(inUnitSandbox: Bool) async throws {
         try await onOwnThread {
             let folder = TemporaryDirectory("scheduled-upload-netns")
@@ -233,7 +233,7 @@ struct ScheduledUploadTests {
     /// Without `AF_NETLINK` among the unit's families and without `/proc/net`, the network
     /// requirement cannot be told at all: the daemon refuses to start, saying so, rather
     /// than spool until the quota drops lines.
-    @Test func aNetworkRequirementThatCannotBeToldStopsTheStartWithStatus78() async throws {
+    @Test(.startsProcesses) func aNetworkRequirementThatCannotBeToldStopsTheStartWithStatus78() async throws {
         try await onOwnThread {
             let folder = TemporaryDirectory("scheduled-upload-no-netlink")
             defer { folder.remove() }

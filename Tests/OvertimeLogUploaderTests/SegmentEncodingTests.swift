@@ -13,7 +13,7 @@ struct SegmentEncodingTests {
         }
     }()
 
-    @Test(arguments: [SegmentEncoding.zstd, .gzip, .zstd(level: 19), .gzip(level: 1)])
+    @Test(.startsProcesses, arguments: [SegmentEncoding.zstd, .gzip, .zstd(level: 19), .gzip(level: 1)])
     func anEncodedSegmentDecodesWithTheCommandLineToolAndHoldsTheContent(_ encoding: SegmentEncoding) throws {
         let encoded = try encoding.encode(Self.content)
         #expect(encoded.count < Self.content.count / 3, "log lines compress")

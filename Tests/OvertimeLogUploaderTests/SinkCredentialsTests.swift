@@ -51,7 +51,7 @@ struct SinkCredentialsTests {
         return (process, port)
     }
 
-    @Test(arguments: ["file", "credentials directory", "environment"])
+    @Test(.startsProcesses, arguments: ["file", "credentials directory", "environment"])
     func credentialsComeFromOutsideTheCommandLine(source: String) async throws {
         try await onOwnThread {
             let folder = TemporaryDirectory("sink-credentials")
@@ -100,7 +100,7 @@ struct SinkCredentialsTests {
 
     /// A sink URL with a password that fails: the retry warnings (on stderr, and spooled
     /// as the daemon's own lines) name the sink without the password.
-    @Test func aPasswordInTheSinkURLIsNeverWrittenOut() async throws {
+    @Test(.startsProcesses) func aPasswordInTheSinkURLIsNeverWrittenOut() async throws {
         try await onOwnThread {
             let folder = TemporaryDirectory("sink-redaction")
             defer { folder.remove() }

@@ -118,7 +118,7 @@ struct SocketActivationTests {
         }
     }
 
-    @Test func systemdSocketActivateStartsTheDaemonOnTheFirstConnection() async throws {
+    @Test(.startsProcesses) func systemdSocketActivateStartsTheDaemonOnTheFirstConnection() async throws {
         try await onOwnThread { try systemdSocketActivateStartsTheDaemonOnTheFirstConnectionBody() }
     }
 
@@ -150,7 +150,7 @@ struct SocketActivationTests {
         #expect(collectedLines(folder).contains("first connection"))
     }
 
-    @Test func theShippedSocketUnitLetsItsGroupSendToADaemonOfItsOwnUser() async throws {
+    @Test(.startsProcesses) func theShippedSocketUnitLetsItsGroupSendToADaemonOfItsOwnUser() async throws {
         try await onOwnThread { try theShippedSocketUnitLetsItsGroupSendToADaemonOfItsOwnUserBody() }
     }
 

@@ -7,7 +7,7 @@ import Testing
 
 @Suite("SyslogSink against a real rsyslog (imtcp, octet counting)", .timeLimit(.minutes(3)))
 struct SyslogSinkTests {
-    @Test func linesArriveInOrderWithTheirStructuredData() async throws {
+    @Test(.startsProcesses) func linesArriveInOrderWithTheirStructuredData() async throws {
         let rsyslog = try RsyslogServer()
         let folder = TemporaryDirectory("syslog")
         defer { folder.remove() }

@@ -13,7 +13,8 @@ import Testing
         if: SystemBusStandIn.available, "needs dbus-daemon, busctl and python3-dbusmock (scripts/setup installs them)"),
     .timeLimit(.minutes(3)))
 struct SystemEventsTests {
-    @Test func beforeTheSystemSleepsTheSpoolIsUploadedInsideLogindsDelayThenTheLockGoes() async throws {
+    @Test(.startsProcesses) func beforeTheSystemSleepsTheSpoolIsUploadedInsideLogindsDelayThenTheLockGoes() async throws
+    {
         let standIn = try SystemBusStandIn(delay: .seconds(10))
         let folder = TemporaryDirectory("sleep-upload")
         defer { folder.remove() }
@@ -58,7 +59,9 @@ struct SystemEventsTests {
     /// log-uploader with its shipped settings (`--lead 5`, the 30 s budget) on a bus with
     /// the distribution's policy and logind's default 5 s delay: a sleep's budget (4.5 s) is
     /// shorter than the lead, and still the lines pending are uploaded before the lock goes.
-    @Test func withTheShippedSettingsASleepInLogindsDefaultDelayUploadsBeforeTheLockGoes() async throws {
+    @Test(.startsProcesses) func withTheShippedSettingsASleepInLogindsDefaultDelayUploadsBeforeTheLockGoes()
+        async throws
+    {
         let standIn = try SystemBusStandIn(delay: .seconds(5), policy: .distribution)
         let folder = TemporaryDirectory("sleep-shipped")
         defer { folder.remove() }
@@ -87,7 +90,7 @@ struct SystemEventsTests {
 
     /// A shutdown announced starts the upload at once and does not end the daemon: the
     /// SIGTERM that follows does, with its own budget, and everything is uploaded.
-    @Test func aShutdownAnnouncedStartsTheUploadAndTheStopEndsIt() async throws {
+    @Test(.startsProcesses) func aShutdownAnnouncedStartsTheUploadAndTheStopEndsIt() async throws {
         let standIn = try SystemBusStandIn(delay: .seconds(5), policy: .distribution)
         let folder = TemporaryDirectory("shutdown-announced")
         defer { folder.remove() }
@@ -117,7 +120,7 @@ struct SystemEventsTests {
     /// Any local user can address a signal to the daemon's connection: a forged
     /// `PrepareForShutdown(true)` or `PrepareForSleep(true)` from uid 65534 neither stops
     /// nor suspends log-uploader, and its lock stays; the forgeries are counted.
-    @Test func forgedSignalsFromAnUnprivilegedUserLeaveTheDaemonAsItWas() async throws {
+    @Test(.startsProcesses) func forgedSignalsFromAnUnprivilegedUserLeaveTheDaemonAsItWas() async throws {
         let standIn = try SystemBusStandIn(delay: .seconds(5), policy: .distribution)
         let folder = TemporaryDirectory("forged-shutdown")
         defer { folder.remove() }
@@ -149,7 +152,7 @@ struct SystemEventsTests {
         #expect(child.waitForExit(timeout: .seconds(20)) == 0)
     }
 
-    @Test func withoutSystemEventsNoLockIsTaken() async throws {
+    @Test(.startsProcesses) func withoutSystemEventsNoLockIsTaken() async throws {
         let standIn = try SystemBusStandIn()
         let folder = TemporaryDirectory("no-system-events")
         defer { folder.remove() }

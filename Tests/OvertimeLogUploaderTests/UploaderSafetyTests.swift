@@ -48,7 +48,7 @@ struct UploaderSafetyTests {
         range.map { "\(prefix) \($0) " + String(repeating: "x", count: 150) }
     }
 
-    @Test func aSpoolThatFillsItsFileSystemDrainsItselfAndAcceptsLinesAgain() throws {
+    @Test(.startsProcesses) func aSpoolThatFillsItsFileSystemDrainsItselfAndAcceptsLinesAgain() throws {
         let folder = TemporaryDirectory("full-disk")
         defer { folder.remove() }
         let mountPoint = folder.path + "/small"
@@ -99,7 +99,7 @@ struct UploaderSafetyTests {
     /// budget. The collector's wait ends past the last moment an upload fits, so the stop
     /// does not sit out its budget: it exits at once with every line kept, and the next
     /// run uploads them all, exactly once.
-    @Test func terminationDuringALongRetryAfterStopsAtOnceAndTheNextRunUploads() throws {
+    @Test(.startsProcesses) func terminationDuringALongRetryAfterStopsAtOnceAndTheNextRunUploads() throws {
         let nginx = try NginxServer()
         let folder = TemporaryDirectory("retry-after")
         defer { folder.remove() }
@@ -141,7 +141,7 @@ struct UploaderSafetyTests {
         #expect(texts.count == 8 * 30 && Set(texts).count == 8 * 30, "every line once, in the next run")
     }
 
-    @Test func aBrief404DeadLettersNothingByDefaultAndRedriveResendsWhatAStricterSetRefused() throws {
+    @Test(.startsProcesses) func aBrief404DeadLettersNothingByDefaultAndRedriveResendsWhatAStricterSetRefused() throws {
         let nginx = try NginxServer()
         let folder = TemporaryDirectory("redrive")
         defer { folder.remove() }
@@ -211,7 +211,7 @@ struct UploaderSafetyTests {
         return (child, systemd)
     }
 
-    @Test func linesAlreadyInTheStdinPipeAtSIGTERMAreUploadedBeforeExit() throws {
+    @Test(.startsProcesses) func linesAlreadyInTheStdinPipeAtSIGTERMAreUploadedBeforeExit() throws {
         let folder = TemporaryDirectory("stdin")
         defer { folder.remove() }
         let (child, systemd) = try Self.stdinDaemon(folder)
@@ -229,7 +229,7 @@ struct UploaderSafetyTests {
     /// A line the stop cuts (its newline never read) reaches the collector marked as cut
     /// and counted in `truncated=`, never as a whole line: once with a partial line
     /// waiting, then with stdin kept full by a writer while SIGTERM arrives.
-    @Test(arguments: [false, true])
+    @Test(.startsProcesses, arguments: [false, true])
     func aLineCutByTheStopIsStoredMarkedAsCut(keptFull: Bool) throws {
         let folder = TemporaryDirectory("cut")
         defer { folder.remove() }
@@ -288,7 +288,7 @@ struct UploaderSafetyTests {
         try? child.input!.close()
     }
 
-    @Test func aSecondInstanceOnTheSameSpoolExitsAtOnceNamingTheHolder() throws {
+    @Test(.startsProcesses) func aSecondInstanceOnTheSameSpoolExitsAtOnceNamingTheHolder() throws {
         let folder = TemporaryDirectory("two")
         defer { folder.remove() }
         let arguments = [

@@ -39,7 +39,7 @@ private func startTime(of pid: Int32) throws -> Double {
 
 @Suite("The shipped daemons scraped by a real Prometheus server", .timeLimit(.minutes(3)))
 struct DaemonScrapeTests {
-    @Test func prometheusSeesWhatLogUploaderAndPeriodicReportDid() async throws {
+    @Test(.startsProcesses) func prometheusSeesWhatLogUploaderAndPeriodicReportDid() async throws {
         try await onOwnThread {
             let folder = TemporaryDirectory("scrape")
             defer { folder.remove() }
@@ -156,7 +156,7 @@ struct DaemonScrapeTests {
         }
     }
 
-    @Test func promtoolAcceptsEachDaemonsExpositionAndOvertimectlPrintsIt() async throws {
+    @Test(.startsProcesses) func promtoolAcceptsEachDaemonsExpositionAndOvertimectlPrintsIt() async throws {
         try await onOwnThread {
             let folder = TemporaryDirectory("promtool")
             defer { folder.remove() }

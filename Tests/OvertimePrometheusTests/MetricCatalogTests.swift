@@ -70,7 +70,7 @@ struct MetricCatalogTests {
         }
     }
 
-    @Test func promtoolAcceptsTheConfigurationAndTheRulesAndTheRulesPassTheirTests() throws {
+    @Test(.startsProcesses) func promtoolAcceptsTheConfigurationAndTheRulesAndTheRulesPassTheirTests() throws {
         let folder = root + "/Examples/observability"
         for arguments in [
             ["check", "config", "prometheus.yml"], ["check", "rules", "alerts.yml"],

@@ -25,7 +25,7 @@ struct RELPSinkTests {
         for _ in 0..<1000 where rsyslog.lines().count < count { try await Task.sleep(for: .milliseconds(10)) }
     }
 
-    @Test func theSyslogSinkNeverWritesIntoAConnectionTheCollectorClosedWhileIdle() async throws {
+    @Test(.startsProcesses) func theSyslogSinkNeverWritesIntoAConnectionTheCollectorClosedWhileIdle() async throws {
         let rsyslog = try RsyslogServer()
         let folder = TemporaryDirectory("syslog-restart")
         defer { folder.remove() }
@@ -47,7 +47,7 @@ struct RELPSinkTests {
         #expect(Set(rsyslog.sequences()) == Set(1...200), "no segment lost across \(segments.count) restarts")
     }
 
-    @Test func relpLosesNothingAcrossKill9OfTheCollectorAndDuplicatesAreIdentifiable() async throws {
+    @Test(.startsProcesses) func relpLosesNothingAcrossKill9OfTheCollectorAndDuplicatesAreIdentifiable() async throws {
         let rsyslog = try RsyslogServer()
         let folder = TemporaryDirectory("relp")
         defer { folder.remove() }

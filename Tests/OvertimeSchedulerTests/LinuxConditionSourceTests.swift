@@ -117,7 +117,7 @@ struct LinuxConditionSourceTests {
     /// A daemon in a network namespace of its own, at first with no route: its run needing
     /// the network starts when a default route is added (announced by netlink, no
     /// polling), is stopped when the route goes, and retried when it comes back.
-    @Test func aRealDefaultRouteComingAndGoingStartsStopsAndRetriesARun() async throws {
+    @Test(.startsProcesses) func aRealDefaultRouteComingAndGoingStartsStopsAndRetriesARun() async throws {
         try await onOwnThread {
             let folder = TemporaryDirectory("conditions-netns")
             defer { folder.remove() }
@@ -152,7 +152,7 @@ struct LinuxConditionSourceTests {
     /// `NETLINK_KOBJECT_UEVENT` socket — then the run needing external power starts. (This
     /// machine has no power supply to plug in, so the test sends the event, in the
     /// kernel's format, to the group the kernel announces on; it needs root.)
-    @Test func aPowerSupplyDeviceEventStartsARunNeedingExternalPower() async throws {
+    @Test(.startsProcesses) func aPowerSupplyDeviceEventStartsARunNeedingExternalPower() async throws {
         try await onOwnThread {
             let folder = TemporaryDirectory("conditions-uevent")
             defer { folder.remove() }

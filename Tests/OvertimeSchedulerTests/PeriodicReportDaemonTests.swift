@@ -25,7 +25,7 @@ struct PeriodicReportDaemonTests {
         return false
     }
 
-    @Test func anOperatorInspectsRunsRetriesAndCancelsThroughOvertimectl() async throws {
+    @Test(.startsProcesses) func anOperatorInspectsRunsRetriesAndCancelsThroughOvertimectl() async throws {
         try await onOwnThread {
             let folder = TemporaryDirectory("periodic-report")
             defer { folder.remove() }
@@ -76,7 +76,7 @@ struct PeriodicReportDaemonTests {
         }
     }
 
-    @Test func aCalendarScheduleRunsAtItsTimesAndABadOneIsAClearError() async throws {
+    @Test(.startsProcesses) func aCalendarScheduleRunsAtItsTimesAndABadOneIsAClearError() async throws {
         try await onOwnThread {
             let folder = TemporaryDirectory("periodic-report")
             defer { folder.remove() }

@@ -26,7 +26,8 @@ struct SchedulerCrashTests {
         return (identifiers, attempts)
     }
 
-    @Test func requestsSurviveCompletedRunsNeverRepeatAndInterruptedRunsAreRetriedOnce() async throws {
+    @Test(.startsProcesses) func requestsSurviveCompletedRunsNeverRepeatAndInterruptedRunsAreRetriedOnce() async throws
+    {
         try await onOwnThread {
             let folder = TemporaryDirectory("scheduler-crash")
             defer { folder.remove() }
@@ -90,7 +91,9 @@ struct SchedulerCrashTests {
     /// moments: every link of every chain runs to success exactly once (one run ID; a run
     /// a kill interrupted retried under it), only after its prerequisite's success is
     /// recorded, with that prerequisite's output; outputs are intact to the chain's end.
-    @Test func everyLinkOfAChainRunsOnceToSuccessAfterItsPrerequisiteWithItsOutputAcross50Kills() async throws {
+    @Test(.startsProcesses) func everyLinkOfAChainRunsOnceToSuccessAfterItsPrerequisiteWithItsOutputAcross50Kills()
+        async throws
+    {
         try await onOwnThread {
             let folder = TemporaryDirectory("scheduler-chain")
             defer { folder.remove() }

@@ -214,7 +214,7 @@ struct SchedulerStoreSafetyTests {
         }
     }
 
-    @Test func twoSchedulersOnOneStoreAreRefusedInOneProcessAndAcrossTwo() async throws {
+    @Test(.startsProcesses) func twoSchedulersOnOneStoreAreRefusedInOneProcessAndAcrossTwo() async throws {
         try await onOwnThread {
             let folder = TemporaryDirectory("scheduler-twice")
             defer { folder.remove() }

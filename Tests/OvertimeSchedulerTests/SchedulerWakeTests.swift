@@ -61,7 +61,7 @@ struct SchedulerWakeTests {
         }
     }
 
-    @Test func aRealDaemonArmsAnAlarmTimerAndOneWithoutTheCapabilityIsRefused() async throws {
+    @Test(.startsProcesses) func aRealDaemonArmsAnAlarmTimerAndOneWithoutTheCapabilityIsRefused() async throws {
         try await onOwnThread {
             let folder = TemporaryDirectory("scheduler-wake")
             defer { folder.remove() }

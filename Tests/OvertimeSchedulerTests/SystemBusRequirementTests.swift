@@ -135,7 +135,7 @@ struct SystemBusRequirementTests {
     /// The system slept: on resume the scheduler reads its conditions again — even those
     /// only an event announces (the network here, whose change was missed while asleep), and
     /// for a program already suspended before, whose lifecycle the sleep leaves alone.
-    @Test func aResumeFromSleepReadsTheConditionsAgain() async throws {
+    @Test(.startsProcesses) func aResumeFromSleepReadsTheConditionsAgain() async throws {
         let standIn = try SystemBusStandIn()
         try await onOwnThread(resuming: {
             let source = SchedulerRequirementTests.SilentSource()

@@ -134,7 +134,7 @@ struct LogindMonitorTests {
     /// The lock is held from the start; a sleep sends the program to the background with
     /// a budget inside logind's delay, the lock goes exactly when the last grant ends, and
     /// the resume takes it again and returns to the foreground.
-    @Test func theLockGoesWhenTheLastGrantEndsAndComesBackOnResume() async throws {
+    @Test(.startsProcesses) func theLockGoesWhenTheLastGrantEndsAndComesBackOnResume() async throws {
         let standIn = try SystemBusStandIn(delay: .seconds(5))
         let env = try VirtualRuntime(budget: .seconds(30), lead: .seconds(1))
         let events = Recorder<LifecycleEvent>()
@@ -172,7 +172,7 @@ struct LogindMonitorTests {
 
     /// A grant that never ends holds the lock no longer than logind's delay less the
     /// margin: it expires, is terminated at the capped deadline, and the lock goes.
-    @Test func aGrantThatNeverEndsHoldsTheLockNoLongerThanLogindWaits() async throws {
+    @Test(.startsProcesses) func aGrantThatNeverEndsHoldsTheLockNoLongerThanLogindWaits() async throws {
         let standIn = try SystemBusStandIn(delay: .seconds(3))
         let env = try VirtualRuntime(budget: .seconds(30), lead: .seconds(1))
         let monitor = try monitor(env, standIn)
@@ -193,7 +193,7 @@ struct LogindMonitorTests {
 
     /// Already suspended: nothing to finish, the lock goes at once; the resume takes it
     /// again and leaves the program where it was.
-    @Test func nothingRunningLetsGoAtOnce() async throws {
+    @Test(.startsProcesses) func nothingRunningLetsGoAtOnce() async throws {
         let standIn = try SystemBusStandIn()
         let env = try VirtualRuntime()
         let monitor = try monitor(env, standIn)
@@ -214,7 +214,7 @@ struct LogindMonitorTests {
     /// A shutdown announced is not a termination: the program goes to the background with
     /// its own budget (not cut to logind's delay), the lock goes within the delay, and the
     /// SIGTERM that follows ends the work.
-    @Test func aShutdownStartsTheWorkAndLeavesItsEndToTheStop() async throws {
+    @Test(.startsProcesses) func aShutdownStartsTheWorkAndLeavesItsEndToTheStop() async throws {
         let standIn = try SystemBusStandIn(delay: .seconds(5))
         let env = try VirtualRuntime(budget: .seconds(30), lead: .seconds(5))
         let monitor = try monitor(env, standIn)
@@ -235,7 +235,7 @@ struct LogindMonitorTests {
 
     /// The bus killed (a crash, a restart of dbus) and started again: logged, no crash,
     /// and the lock taken again once logind is back; started twice, one lock.
-    @Test func theBusComingBackMeansTheLockIsTakenAgain() async throws {
+    @Test(.startsProcesses) func theBusComingBackMeansTheLockIsTakenAgain() async throws {
         let standIn = try SystemBusStandIn()
         let env = try VirtualRuntime()
         let monitor = try monitor(env, standIn)
@@ -254,7 +254,7 @@ struct LogindMonitorTests {
 
     /// A bus restarted behind a socket that stays (systemd's `dbus.socket`, dbus-broker): no
     /// change in the socket's folder says it is back, and still the lock is taken again.
-    @Test func aBusRestartedBehindASocketThatStaysIsConnectedAgain() async throws {
+    @Test(.startsProcesses) func aBusRestartedBehindASocketThatStaysIsConnectedAgain() async throws {
         let standIn = try SystemBusStandIn(startNow: false)
         try standIn.startSocketActivated()
         let env = try VirtualRuntime()
@@ -271,7 +271,7 @@ struct LogindMonitorTests {
 
     /// A bus that appears after start is used, though the folders of its socket did not
     /// exist then (`/run/dbus` made later): the nearest folder is watched, then the next.
-    @Test func aBusThatAppearsAfterStartIsUsedThoughItsFoldersWereMissing() async throws {
+    @Test(.startsProcesses) func aBusThatAppearsAfterStartIsUsedThoughItsFoldersWereMissing() async throws {
         let standIn = try SystemBusStandIn(startNow: false)
         let env = try VirtualRuntime()
         let monitor = try monitor(env, standIn)
@@ -284,7 +284,7 @@ struct LogindMonitorTests {
 
     /// A kiosk's session: switched away or locked sends the program to the background,
     /// active and unlocked again brings it back; the status says what it saw.
-    @Test func theSessionSwitchedAwayOrLockedMovesTheProgramToTheBackgroundAndBack() async throws {
+    @Test(.startsProcesses) func theSessionSwitchedAwayOrLockedMovesTheProgramToTheBackgroundAndBack() async throws {
         let standIn = try SystemBusStandIn()
         try standIn.addSession("c7", active: true)
         let env = try VirtualRuntime()
@@ -308,7 +308,7 @@ struct LogindMonitorTests {
     }
 
     /// A session logind does not have is a warning, not a failure: sleep still works.
-    @Test func aSessionLogindDoesNotHaveIsAWarning() async throws {
+    @Test(.startsProcesses) func aSessionLogindDoesNotHaveIsAWarning() async throws {
         let standIn = try SystemBusStandIn()
         let env = try VirtualRuntime()
         let monitor = try monitor(env, standIn, session: "nope")

@@ -268,7 +268,9 @@ struct MemoryPressureTests {
     /// far below what it touches, watched through that cgroup's `memory.pressure`. Needs
     /// the cgroup v2 memory controller; where memory is on cgroup v1 (this project's CI
     /// machine: the unified hierarchy has no controllers) it is skipped, saying so.
-    @Test(.enabled(if: CgroupWithMemory.parent != nil, "no cgroup v2 memory controller to put memory.high on"))
+    @Test(
+        .startsProcesses,
+        .enabled(if: CgroupWithMemory.parent != nil, "no cgroup v2 memory controller to put memory.high on"))
     func realMemoryStallsInACgroupWithMemoryHighAreAWarning() async throws {
         let cgroup = try #require(CgroupWithMemory(name: "overtime-psi-\(getpid())"))
         defer { cgroup.remove() }

@@ -57,7 +57,7 @@ struct SystemBusSpoofingTests {
         }
     }
 
-    @Test func forgedSignalsFromAnUnprivilegedUserMoveNothingAndAreCounted() async throws {
+    @Test(.startsProcesses) func forgedSignalsFromAnUnprivilegedUserMoveNothingAndAreCounted() async throws {
         let standIn = try SystemBusStandIn(delay: .seconds(5), policy: .distribution)
         try standIn.addSession("c7", active: true)
         let env = try VirtualRuntime()
@@ -104,7 +104,7 @@ struct SystemBusSpoofingTests {
 
     /// The conditions the scheduler reads (metered network, idle device) move only when
     /// NetworkManager and logind say so, not when a forger says they went away.
-    @Test func forgedOwnerChangesLeaveTheConditionsAlone() async throws {
+    @Test(.startsProcesses) func forgedOwnerChangesLeaveTheConditionsAlone() async throws {
         let standIn = try SystemBusStandIn(policy: .distribution)
         try standIn.startNetworkManager(metered: 2)
         let env = try VirtualRuntime()
@@ -133,7 +133,7 @@ struct SystemBusSpoofingTests {
 
     /// NetworkManager not running at start is said in the documented words, not as the
     /// bus's raw error (`ServiceUnknown`).
-    @Test func aServiceNotRunningAtStartIsSaidInTheDocumentedWords() async throws {
+    @Test(.startsProcesses) func aServiceNotRunningAtStartIsSaidInTheDocumentedWords() async throws {
         let standIn = try SystemBusStandIn(policy: .distribution)
         let env = try VirtualRuntime()
         let conditions = SystemBusConditions(runtime: env.runtime, address: standIn.address, logger: env.logs.logger)
@@ -146,7 +146,7 @@ struct SystemBusSpoofingTests {
 
     /// Only the names followed wake the program: the bus holds a `NameOwnerChanged` match
     /// for each (arg0), none for every client that comes and goes.
-    @Test func ownerChangesAreMatchedByName() async throws {
+    @Test(.startsProcesses) func ownerChangesAreMatchedByName() async throws {
         let standIn = try SystemBusStandIn(policy: .distribution)
         let env = try VirtualRuntime()
         var configuration = LogindMonitor.Configuration()
