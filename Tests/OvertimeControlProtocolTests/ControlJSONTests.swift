@@ -5,7 +5,7 @@ import Testing
 
 /// The control protocol's own JSON reader and writer, checked against RFC 8259's grammar
 /// and against Foundation's `JSONSerialization` as an independent implementation.
-@Suite("Control protocol JSON")
+@Suite("Control protocol JSON", .notUnderThreadSanitizer("a JSON codec: one thread, nothing shared"))
 struct ControlJSONTests {
     private func parse(_ text: String) throws(JSONError) -> JSONValue {
         try JSONValue(parsing: Array(text.utf8))

@@ -14,7 +14,10 @@ import Testing
 /// own (`onOwnThread`), not through the marked suites' gate (`.onOwnThread`): behind that
 /// gate, under ThreadSanitizer, they waited more than their two minutes for slots the
 /// calendar oracle's cases held, and the wait counted against their limit.
-@Suite("overtimectl's manners", .timeLimit(.minutes(2)))
+@Suite(
+    "overtimectl's manners", .timeLimit(.minutes(2)),
+    .notUnderThreadSanitizer(
+        "overtimectl's exit statuses and messages: a program of one thread against a stand-in server"))
 struct OvertimectlMannersTests {
     /// Listens at a fresh path; each connection's request line is read and `answer` (if
     /// any) written back; the connection is then held open until the server goes.

@@ -10,16 +10,17 @@ import Testing
 struct ControlSocketTests {
     /// A daemon with two grants open from the start and one more begun in willTerminate
     /// and never ended, so that termination always waits for an expiration.
-    private func startDaemon(grants: Int = 2) throws -> (RunningChild, String) {
+    /// `repeatGrace`: how long a repeated termination request is the same request — by
+    /// default a minute, so that a repeated `overtimectl terminate` is the same request
+    /// however long a busy machine takes to start the second one.
+    private func startDaemon(grants: Int = 2, repeatGrace: Duration = .seconds(60)) throws -> (RunningChild, String) {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-\(UUID().uuidString).sock").path
         let child = try RunningChild(
             ["daemon"],
             environment: [
                 "OVERTIME_CONTROL_SOCKET": path, "HARNESS_GRANTS": "\(grants)", "HARNESS_LEAD_MS": "500",
                 "HARNESS_ON_TERMINATE": "hold",
-                // A repeated `overtimectl terminate` is the same request however long a busy
-                // machine takes to start the second one.
-                "HARNESS_REPEAT_GRACE_MS": "60000",
+                "HARNESS_REPEAT_GRACE_MS": "\(repeatGrace.components.seconds * 1000)",
             ])
         #expect(child.waitForLine { $0 == "READY" } != nil)
         return (child, path)
@@ -212,7 +213,7 @@ struct ControlSocketTests {
     }
 
     @Test(.startsProcesses) func fuzzedRequestLinesNeverCrashTheDaemon() throws {
-        let (child, path) = try startDaemon()
+        let (child, path) = try startDaemon(repeatGrace: .seconds(1))
         var generator = SplitMix64(seed: 0x0f1e_2d3c)
         let samples: [[UInt8]] = [
             Array("{".utf8), Array("[]".utf8), Array("null".utf8), Array(#"{"command":5}"#.utf8),
@@ -243,9 +244,10 @@ struct ControlSocketTests {
         child.send(SIGTERM)
         #expect(child.waitForLine { $0.hasPrefix("EVENT willTerminate") } != nil)
         usleep(1_100_000)  // past the grace in which a repeat is the same request
-        child.send(SIGTERM)  // again: stop now
+        child.send(SIGTERM)  // again: stop now, not at the held grants' expiration
         #expect(child.waitForExit() == 0)
         #expect(child.standardError.contains { $0.contains("received SIGTERM") })
+        #expect(child.standardError.contains { $0.contains("expiring every background task now") })
     }
 
     @Test func aMissingSocketIsAClearErrorNotACrash() throws {

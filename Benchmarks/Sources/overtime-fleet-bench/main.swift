@@ -107,7 +107,7 @@ struct FleetBench: ParsableCommand {
         FileHandle.standardError.write(Data("claim latency \(spreadOfLatencies.joined(separator: ", "))\n".utf8))
 
         // At rest: nothing due; every thread of every worker counted.
-        usleep(3_000_000)
+        usleep(settleMicroseconds)
         let wakeups = fleet.map { worker in
             let measured = worker.wakeupsPerSecond(seconds: idleSeconds)
             if !measured.byThread.isEmpty {

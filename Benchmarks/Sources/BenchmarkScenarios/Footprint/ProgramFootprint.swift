@@ -55,7 +55,7 @@ public enum ProgramFootprint {
             if start == starts {
                 // At rest once the start's last work is over and the watchdog has looked once
                 // more (a quarter of its 10 s timeout) and gone back to sleep.
-                usleep(3_000_000)
+                usleep(settleMicroseconds)
                 figures.residentMegabytes = process.residentMegabytes
                 figures.proportionalMegabytes = process.proportionalMegabytes
                 figures.anonymousMegabytes = process.anonymousMegabytes

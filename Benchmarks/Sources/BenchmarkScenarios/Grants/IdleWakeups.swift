@@ -41,7 +41,7 @@ public enum IdleWakeups {
     }
 
     /// Measures the child of `implementation` from outside: wake-ups per second of every
-    /// thread over `seconds`, 3 s after it said it is ready (the watchdog's last look).
+    /// thread over `seconds`, once settled after it said it is ready (``settleMicroseconds``).
     public static func measureChild(
         executable: String, implementation: String, grants: Int, seconds: Double
     ) throws -> Double {
@@ -51,7 +51,7 @@ public enum IdleWakeups {
         let process = try MeasuredProcess(
             executable, ["--child-idle", implementation, "--count", "\(grants)", "--scratch", "@D"], folder: folder)
         _ = try process.waitForReady(timeout: 120)
-        usleep(3_000_000)
+        usleep(settleMicroseconds)
         return process.wakeupsPerSecond(seconds: seconds).rate
     }
 

@@ -65,7 +65,7 @@ public struct SchedulerPeers: Sendable {
             python, [folder + "/scheduler_peer.py", peer, "idle", try freshFolder(peer), String(pending)])
         defer { _ = try? process.terminate(timeout: 10) }
         _ = try process.waitForReady(timeout: 600)
-        usleep(3_000_000)  // as IdleWakeups: after the start settles
+        usleep(settleMicroseconds)  // as IdleWakeups: after the start settles
         return process.wakeupsPerSecond(seconds: seconds).rate
     }
 

@@ -1,3 +1,5 @@
+import Foundation
+
 /// How big each scenario runs: the sizes (`full`), the same shapes run shorter
 /// (`quick`, a few minutes in all), or every scenario tiny so the code cannot rot (`smoke`).
 public enum BenchmarkMode: String, Sendable, CaseIterable {
@@ -33,6 +35,16 @@ public enum BenchmarkMode: String, Sendable, CaseIterable {
         }
     }
 }
+
+/// How long a process that said it is ready is left before it is watched at rest, in
+/// microseconds: 3 s, past the start's last work and the watchdog's last look (a quarter of
+/// its 10 s timeout) — or what `OVERTIME_BENCH_SETTLE_SECONDS` says, which
+/// `Benchmarks/run --smoke` sets short (no figure of a smoke run means anything). The peers'
+/// scripts and overtime-fleet-bench read the same variable.
+public let settleMicroseconds: useconds_t = {
+    let seconds = ProcessInfo.processInfo.environment["OVERTIME_BENCH_SETTLE_SECONDS"].flatMap(Double.init) ?? 3
+    return useconds_t(max(0, min(seconds, 60)) * 1_000_000)
+}()
 
 /// Scenario sizes (see ``BenchmarkMode``).
 public struct Sizes: Sendable {
@@ -76,9 +88,10 @@ public struct Sizes: Sendable {
         spoolLines >= 1_000_000 ? 21 : 1
     }
 
-    /// Begin+end pairs of the shorter of the two runs whose instructions are counted.
+    /// Begin+end pairs of the shorter of the two runs whose instructions are counted (a
+    /// smoke run's few: under callgrind, SwiftNIO's debug build takes seconds a hundred).
     public var instructionPairs: Int {
-        spoolLines >= 1_000_000 ? 20_000 : 1_000
+        spoolLines >= 1_000_000 ? 20_000 : 100
     }
 
     /// Lines fed to `log-uploader` before its resident memory is read again.
