@@ -230,6 +230,8 @@ class APScheduler:
         scheduler.start(paused=True)
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGUSR1, scheduler.resume)
+        # Ready for the signal, which would end the process by its default action before.
+        open(os.path.join(FOLDER, f"ready-{os.getpid()}"), "w").close()
         await asyncio.Event().wait()
 
     async def enqueue(self, dues):
@@ -285,7 +287,16 @@ class Fleet:
         """The jobs are in the database."""
         if PEER == "apscheduler":
             for process in self.processes:
+                ready = os.path.join(FOLDER, f"ready-{process.pid}")
+                deadline = time.monotonic() + 120
+                while not os.path.exists(ready):
+                    if process.poll() is not None or time.monotonic() > deadline:
+                        raise SystemExit(f"an apscheduler worker never got ready: {self.worker_log(0)}")
+                    time.sleep(0.01)
                 process.send_signal(signal.SIGUSR1)
+
+    def worker_log(self, index):
+        return open(os.path.join(FOLDER, f"worker-{index}.log")).read()[-800:]
 
     def wait(self, count, seconds):
         deadline = time.monotonic() + seconds
