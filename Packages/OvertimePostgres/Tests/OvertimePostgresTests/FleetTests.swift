@@ -291,13 +291,20 @@ struct FleetTests {
         let schedule = try ControlLine(socket)
         schedule.send("schedule")
         // Past the watchdog's limit several times and past the store's operation timeout:
-        // every status is answered, and the worker lives on. (It may suspend meanwhile: the
-        // run in progress stops once its claim cannot be renewed, and its grant ends.)
+        // every status is answered, and the worker lives on. It is in the background while
+        // the run in progress holds its grant, and suspended from when that run stops (its
+        // claim could not be renewed) and the grant ends: which of the two a status sees
+        // depends on when it asks, but never back from suspended, nor any other state.
+        var suspendedAt: Int?
         for second in 0..<12 {
             let status = try ControlLine(socket).ask("status", waitingSeconds: 5)
+            let background = status?.contains(#""state":"background""#) == true
+            let suspended = status?.contains(#""state":"suspended""#) == true
+            if suspended, suspendedAt == nil { suspendedAt = second }
             #expect(
-                status?.contains(#""state":"background""#) == true || status?.contains(#""state":"suspended""#) == true,
-                "second \(second): \(status ?? "no answer")")
+                suspendedAt == nil ? background : suspended,
+                "second \(second), suspended since \(suspendedAt.map(String.init) ?? "never"): \(status ?? "no answer")"
+            )
             #expect(fleet.workers[0].isRunning, "second \(second): \(fleet.output())")
             usleep(1_000_000)
         }
