@@ -113,7 +113,7 @@ public final class PrometheusExporter: Sendable {
         let errors = endpointErrors
         let start: @Sendable () -> Void = { [self] in
             let server = MetricsHTTPServer(
-                context: context, render: { [self] in expositionBytes() }, errors: errors,
+                runtime: runtime, render: { [self] in expositionBytes() }, errors: errors,
                 connectionDeadline: connectionDeadline)
             if server.start(socket) {
                 context.logger.info("metrics endpoint listening", metadata: ["address": "\(socket.address)"])

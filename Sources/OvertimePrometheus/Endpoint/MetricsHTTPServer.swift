@@ -25,13 +25,15 @@ import Overtime
 /// - a request's head may take ``ScrapeRequest/maximumHeadBytes``.
 ///
 /// Nothing runs while nobody connects: the listener is one epoll registration, and each
-/// connection's deadline is a timer of its own. Errors are counted in
-/// `overtime_metrics_http_errors_total{kind}`.
+/// connection's deadline is a timer of its own on the runtime's clock (so a test on a
+/// `ManualClock` moves it, and no deadline passes while it does not). Errors are counted
+/// in `overtime_metrics_http_errors_total{kind}`.
 final class MetricsHTTPServer {
     static let maximumConnections = 16
     static let connectionDeadline: Duration = .seconds(10)
     static let headDeadline: Duration = .seconds(1)
 
+    private let runtime: Runtime
     private let context: DriverContext
     private let render: () -> [UInt8]
     private let errors: (String) -> Void
@@ -42,11 +44,12 @@ final class MetricsHTTPServer {
     private var accepted: UInt64 = 0
 
     init(
-        context: DriverContext, render: @escaping () -> [UInt8], errors: @escaping (String) -> Void,
+        runtime: Runtime, render: @escaping () -> [UInt8], errors: @escaping (String) -> Void,
         connectionDeadline: Duration = connectionDeadline
     ) {
         self.deadline = connectionDeadline
-        self.context = context
+        self.runtime = runtime
+        self.context = runtime.driverContext
         self.render = render
         self.errors = errors
     }
@@ -92,7 +95,7 @@ final class MetricsHTTPServer {
             context.logger.warning("metrics endpoint: accept failed: \(String(cString: uv_strerror(status)))")
             return
         }
-        let connection = MetricsConnection(server: self, context: context)
+        let connection = MetricsConnection(server: self, runtime: runtime)
         guard uv_accept(asStream(listener), asStream(connection.tcp)) == 0 else {
             errors("accept_failed")
             connection.close()
@@ -135,19 +138,20 @@ final class MetricsHTTPServer {
 /// One client: its socket, its deadline, what it sent, the answer in flight.
 private final class MetricsConnection {
     let tcp: UnsafeMutablePointer<uv_tcp_t>
-    private let timer: UnsafeMutablePointer<uv_timer_t>
+    private let runtime: Runtime
+    /// The deadline pending; it holds the connection until it fires or is cancelled.
+    private var timer: LoopTimer?
     private let write = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
     private let shutdownRequest = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
     private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 1)
     /// The answer's bytes while libuv writes them.
     private var answerBytes: UnsafeMutableRawBufferPointer?
-    // Strong until both handles closed: the close callbacks tell the server to forget it.
+    // Strong until its handle closed: the close callback tells the server to forget it.
     private let server: MetricsHTTPServer
     private let context: DriverContext
     private var received: [UInt8] = []
     private var answered = false
     private(set) var isClosing = false
-    private var openHandles = 2
     /// Its place in the order connections came (the server's count of accepts).
     var order: UInt64 = 0
     /// The rest of the connection's deadline once its head came in time.
@@ -156,16 +160,13 @@ private final class MetricsConnection {
     /// Open and still waiting for a whole request head.
     var waitsForHead: Bool { !answered && !isClosing }
 
-    init(server: MetricsHTTPServer, context: DriverContext) {
+    init(server: MetricsHTTPServer, runtime: Runtime) {
         self.server = server
-        self.context = context
+        self.runtime = runtime
+        self.context = runtime.driverContext
         tcp = .allocate(capacity: 1)
-        timer = .allocate(capacity: 1)
         uv_tcp_init(context.loop, tcp)
-        uv_timer_init(context.loop, timer)
-        let me = Unmanaged.passUnretained(self).toOpaque()
-        tcp.pointee.data = me
-        timer.pointee.data = me
+        tcp.pointee.data = Unmanaged.passUnretained(self).toOpaque()
     }
 
     deinit {
@@ -174,7 +175,6 @@ private final class MetricsConnection {
         readBuffer.deallocate()
         answerBytes?.deallocate()
         tcp.deallocate()
-        timer.deallocate()
     }
 
     private static func from(_ pointer: UnsafeMutableRawPointer?) -> MetricsConnection {
@@ -202,14 +202,8 @@ private final class MetricsConnection {
     /// The timer: at the head deadline a connection still waiting for its head is closed,
     /// one being answered gets the rest of its deadline; at that, it is closed.
     private func arm(after duration: Duration) {
-        let milliseconds = UInt64(
-            max(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000, 1))
-        uv_timer_start(
-            timer,
-            { timer in
-                let connection = MetricsConnection.from(timer!.pointee.data)
-                connection.context.turn { connection.deadlineReached() }
-            }, milliseconds, 0)
+        let bound = LoopBound(self, context: context)
+        timer = runtime.schedule(after: duration) { bound.value.deadlineReached() }
     }
 
     private func deadlineReached() {
@@ -277,13 +271,11 @@ private final class MetricsConnection {
     func close() {
         guard !isClosing else { return }
         isClosing = true
-        uv_timer_stop(timer)
-        for handle in [asHandle(tcp), asHandle(timer)] {
-            uv_close(handle) { handle in
-                let connection = MetricsConnection.from(handle!.pointee.data)
-                connection.openHandles -= 1
-                if connection.openHandles == 0 { connection.server.forget(connection) }
-            }
+        timer?.cancel()
+        timer = nil
+        uv_close(asHandle(tcp)) { handle in
+            let connection = MetricsConnection.from(handle!.pointee.data)
+            connection.server.forget(connection)
         }
     }
 }
