@@ -45,9 +45,16 @@ final class PrometheusServer {
             flags = httpGet(port: port, "/api/v1/status/flags")
         }
         guard let flags, flags.body.contains(folder.path) else {
+            let running = process.isRunning
             stopServer(process)
             folder.remove()
-            throw POSIXError(.EADDRINUSE)
+            throw NSError(
+                domain: "PrometheusServer", code: Int(EADDRINUSE),
+                userInfo: [
+                    NSLocalizedDescriptionKey:
+                        "not our Prometheus on port \(port) (it \(running ? "runs" : "exited")): "
+                        + (flags.map { "\($0.status) \($0.body.prefix(200))" } ?? "no answer")
+                ])
         }
     }
 

@@ -119,17 +119,32 @@ package func stopServer(_ process: SpawnedProcess) {
     _ = process.waitForExit()
 }
 
-/// A port nothing listens on right now.
 /// A loopback port free now, for a server a test starts. Picked below the kernel's
 /// ephemeral range (32768–60999 here), where the tests' own client connections take their
 /// local ports: a port from that range could be taken by a client between this pick and
 /// the server's bind.
+///
+/// Never the same port twice in a process: picked at random, two tests running side by
+/// side could draw the same port between one's pick and its server's bind, and a server
+/// restarted on its ports (SeaweedFS) could find one taken by a later pick.
 package func freeLoopbackPort() throws -> Int {
     for _ in 0..<200 {
-        let port = Int.random(in: 20_000..<32_768)
+        let port = nextLoopbackPortCandidate()
         if (try? bindLoopback(port: port)) == port { return port }
     }
     return try bindLoopback(port: 0)  // everything tried was taken: any free port
+}
+
+/// The ports below the ephemeral range handed out in turn, from a random start (another
+/// test process likely starts elsewhere).
+private let loopbackPortCandidates = Locked(Int.random(in: 0..<12_768))
+
+private func nextLoopbackPortCandidate() -> Int {
+    20_000
+        + loopbackPortCandidates.withLock { next in
+            defer { next = (next + 1) % 12_768 }
+            return next
+        }
 }
 
 /// A loopback port held for a server a test starts later: bound (without `SO_REUSEADDR`)
@@ -141,7 +156,7 @@ package final class ReservedLoopbackPort: @unchecked Sendable {
 
     package init() throws {
         for _ in 0..<200 {
-            let candidate = Int.random(in: 20_000..<32_768)
+            let candidate = nextLoopbackPortCandidate()
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)

@@ -119,10 +119,18 @@ package struct OwnThreadTrait: TestTrait, SuiteTrait, TestScoping {
     package func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
-        await blockingBodies.enter()
-        defer { blockingBodies.leave() }
-        try await OvertimeTestSupport.onOwnThread(resuming: function)
+        try await runAsBlockingBody(function)
     }
+}
+
+/// Runs a marked test case's body on a thread of its own once one of the slots of
+/// ``blockingBodies`` is free; directly when it already runs on one (a test marked twice,
+/// by its suite and itself, or by two traits that both want it: one slot, not two).
+package func runAsBlockingBody(_ function: @Sendable () async throws -> Void) async throws {
+    guard !runsOnOwnThread() else { return try await function() }
+    await blockingBodies.enter()
+    defer { blockingBodies.leave() }
+    try await OvertimeTestSupport.onOwnThread(resuming: function)
 }
 
 /// The marked test bodies running now (``OwnThreadTrait``). A test that waits here counts
