@@ -124,13 +124,24 @@ package struct OwnThreadTrait: TestTrait, SuiteTrait, TestScoping {
 }
 
 /// Runs a marked test case's body on a thread of its own once one of the slots of
-/// ``blockingBodies`` is free; directly when it already runs on one (a test marked twice,
-/// by its suite and itself, or by two traits that both want it: one slot, not two).
-package func runAsBlockingBody(_ function: @Sendable () async throws -> Void) async throws {
-    guard !runsOnOwnThread() else { return try await function() }
+/// ``blockingBodies`` is free. A test marked twice (by its suite and by itself) takes one
+/// slot, not two: nested, every slot could be held by a body waiting for a second.
+private func runAsBlockingBody(_ function: @Sendable () async throws -> Void) async throws {
+    guard !BlockingSlot.held else { return try await function() }
     await blockingBodies.enter()
     defer { blockingBodies.leave() }
+    try await BlockingSlot.$held.withValue(true) { try await runOnOwnThread(function) }
+}
+
+/// Runs a test case's body on a thread of its own, or directly when it already runs on one.
+private func runOnOwnThread(_ function: @Sendable () async throws -> Void) async throws {
+    guard !runsOnOwnThread() else { return try await function() }
     try await OvertimeTestSupport.onOwnThread(resuming: function)
+}
+
+/// Whether the running test case holds a slot of ``blockingBodies``.
+private enum BlockingSlot {
+    @TaskLocal static var held = false
 }
 
 /// The marked test bodies running now (``OwnThreadTrait``). A test that waits here counts
