@@ -100,14 +100,13 @@ struct LinuxConditionSourceTests {
         let source = LinuxConditionSource(configuration: configuration)
         #expect(!source.storageLow(), "8 MiB free")
         let fill = mountPoint + "/fill"
-        // Written through a close-on-exec descriptor: one a child spawned meanwhile by
-        // another test inherited (Data.write's is not) would keep the removed file's
-        // space taken until that child exits.
-        let descriptor = open(fill, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
-        try #require(descriptor >= 0)
-        let chunk = [UInt8](repeating: 7, count: 1 << 20)
-        for _ in 0..<7 { #expect(Glibc.write(descriptor, chunk, chunk.count) == chunk.count) }
-        close(descriptor)
+        // Written by a child process, never through a descriptor of this one: a child that
+        // another test forks meanwhile shares this process's descriptors until its exec
+        // (close-on-exec closes them only there), and while it holds one the removed file's
+        // space stays taken. Under load such a child was slow enough to fail "room again".
+        let written = try ChildCommand.run(
+            "/bin/dd", ["if=/dev/zero", "of=\(fill)", "bs=1M", "count=7", "status=none"])
+        try #require(written.status == 0, "\(written.output)")
         #expect(source.storageLow(), "under 2 MiB left")
         #expect(source.read().storageLow)
         try FileManager.default.removeItem(atPath: fill)
