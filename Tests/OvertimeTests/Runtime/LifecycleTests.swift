@@ -192,8 +192,11 @@ struct LifecycleTests {
         let runtime = env.runtime
         let events = Recorder<(LifecycleEvent, Bool)>()
         let token = runtime.observe { events.append(($0, runtime.isOnLoopThread)) }
-        runtime.requestBackground()
+        // Begun before the request: a program in the background with no grant suspends,
+        // and a grant begun off the loop after that is refused.
         let id = runtime.beginBackgroundTask(name: "held")  // stays in the background
+        #expect(!id.isInvalid)
+        runtime.requestBackground()
         env.waitForQueuedRequests()
         events.removeAll()
         runtime.requestMemoryWarning()

@@ -250,10 +250,22 @@ extension PostgresScheduleStore {
             _ = try await run(connection, "SELECT pg_advisory_xact_lock(hashtext('overtime requests'))")
             var found = CommitRefusals()
             found.resubmitted = try await deleteFinished(of: batch.writes, connection)
-            for write in batch.writes {
-                guard try await apply(write, connection) else {
-                    if case .insertUnlessPending(let stored) = write { found.kept.insert(stored.request.identifier) }
-                    continue
+            let inserts = batch.writes.compactMap { write -> StoredRequest? in
+                guard case .insertUnlessPending(let stored) = write else { return nil }
+                return stored
+            }
+            if inserts.count == batch.writes.count {
+                // A submission kept by policy: one statement for the batch, not one a request
+                // (a thousand round trips, which a loaded machine took past the deadline).
+                found.kept = try await insertUnlessPending(inserts, connection)
+            } else {
+                for write in batch.writes {
+                    guard try await apply(write, connection) else {
+                        if case .insertUnlessPending(let stored) = write {
+                            found.kept.insert(stored.request.identifier)
+                        }
+                        continue
+                    }
                 }
             }
             found.resubmitted.subtract(found.kept)
@@ -393,6 +405,71 @@ extension PostgresScheduleStore {
         if !stored.request.prerequisites.isEmpty { try await writeLinks(stored, connection) }
         if stored.request.wakesSystem { asksForWaking.withLockedValue { $0 = true } }
         return true
+    }
+
+    /// Inserts each of `requests` unless a request of its identifier is pending (all in one
+    /// statement, arrays unnested, each taking the next submission number in turn); returns
+    /// the identifiers kept. A new row has no dependents yet: nothing concludes here.
+    func insertUnlessPending(_ requests: [StoredRequest], _ connection: PostgresConnection) async throws -> Set<String>
+    {
+        guard !requests.isEmpty else { return [] }
+        let rows = requests.map(RequestColumns.init)
+        var v = UnnestedColumns()
+        v.add("identifier", "text", rows.map(\.identifier))
+        v.add("submitted_at", "bigint", rows.map(\.submittedAt))
+        v.add("earliest_begin", rows.map(\.earliestBegin))
+        v.add("interval_ns", rows.map(\.intervalNanoseconds))
+        v.add("flex_ns", rows.map(\.flexNanoseconds))
+        v.add("catch_up", "text", rows.map(\.catchUp))
+        v.add("catch_up_maximum", "bigint", rows.map { Int64($0.catchUpMaximum) })
+        v.add("randomized_delay_ns", "bigint", rows.map(\.randomizedDelayNanoseconds))
+        v.add("maximum_duration_ns", "bigint", rows.map(\.maximumDurationNanoseconds))
+        v.add("backoff", "text", rows.map(\.backoff))
+        v.add("initial_delay_ns", "bigint", rows.map(\.initialDelayNanoseconds))
+        v.add("maximum_delay_ns", "bigint", rows.map(\.maximumDelayNanoseconds))
+        v.add("maximum_attempts", "bigint", rows.map { Int64($0.maximumAttempts) })
+        v.add("requirements", "text", rows.map(\.requirements))
+        v.add("anchor", "bigint", rows.map(\.anchor))
+        v.add("owed", "bigint", rows.map { Int64($0.owed) })
+        v.add("retry_at", rows.map(\.retryAt))
+        v.add("failed_attempts", "bigint", rows.map { Int64($0.failedAttempts) })
+        v.add("finished", "boolean", rows.map(\.finished))
+        v.add("current_run_id", rows.map(\.currentRunID))
+        v.add("due_at", rows.map(\.dueAt))
+        v.add("requirement_mask", "bigint", rows.map(\.requirementMask))
+        v.add("planned_at", rows.map(\.plannedAt))
+        v.add("calendar", rows.map(\.calendar))
+        v.add("grid_offset_ns", "bigint", rows.map(\.gridOffsetNanoseconds))
+        v.add("previous_window_at", rows.map(\.previousWindowAt))
+        v.add("tags", "text", rows.map(\.tags))
+        v.add("input", bytes: rows.map(\.input))
+        v.add("cancelled_at", rows.map(\.cancelledAt))
+        v.add("prerequisites", "text", rows.map(\.prerequisites))
+        v.add("chain", bytes: rows.map(\.chain))
+        v.add("wakes_system", "boolean", rows.map(\.wakesSystem))
+        v.unnest("row_owner", "text", requests.map { rowOwner(of: $0) })
+        v.write("owner", "v.row_owner")
+        v.write("sequence", "v.sequence")
+        // The numbers are drawn in the batch's order, in the scan of the arrays, before the
+        // insert's anti-join, whose plan may take the rows in any order.
+        let sql = """
+            WITH v AS MATERIALIZED (SELECT *, nextval('overtime.submissions') AS sequence FROM \(v.source))
+            INSERT INTO overtime.requests AS requests (\(v.columns))
+            SELECT \(v.expressions) FROM v
+            -- Kept: a request of the identifier this instance sees, or a shared one another
+            -- instance would see beside its own.
+            WHERE NOT EXISTS (SELECT 1 FROM overtime.requests WHERE identifier = v.identifier
+                AND (\(visible) OR v.row_owner = ''))
+            ON CONFLICT (identifier, owner) DO NOTHING
+            RETURNING identifier
+            """
+        let result = try await run(connection, PostgresQuery(unsafeSQL: sql, binds: v.bindings))
+        let written = Set(try result.map { try $0.decode(String.self) })
+        for stored in requests where written.contains(stored.request.identifier) {
+            if !stored.request.prerequisites.isEmpty { try await writeLinks(stored, connection) }
+            if stored.request.wakesSystem { asksForWaking.withLockedValue { $0 = true } }
+        }
+        return Set(rows.map(\.identifier)).subtracting(written)
     }
 
     /// Writes which prerequisites `stored` waits on (those it no longer waits on go), and
