@@ -41,9 +41,56 @@ struct InMemoryRow: Sendable {
     var isFinished: Bool { stored.plan.isFinished }
 }
 
+/// What the questions about due times read of a row, kept beside it. Nothing in it is
+/// counted by reference, so a scan of thousands of rows retains no strings or arrays: a
+/// scheduler asks for the next due after every run, and with a whole row copied at each
+/// step of each scan, that was most of the time of a test of 2,000 due requests.
+struct RowSummary: Sendable {
+    var dueAt: WallClockInstant?
+    var sequence: Int64
+    var requirementMask: Int64
+    var isRunning: Bool
+    var isFinished: Bool
+    var wakesSystem: Bool
+    /// Whether it waits for prerequisites: only those can be another's dependents.
+    var hasPrerequisites: Bool
+
+    init(_ row: InMemoryRow) {
+        dueAt = row.dueAt
+        sequence = row.sequence
+        requirementMask = row.requirementMask
+        isRunning = row.isRunning
+        isFinished = row.isFinished
+        wakesSystem = row.stored.request.wakesSystem
+        hasPrerequisites = !(row.stored.chain?.waitingOn.isEmpty ?? true)
+    }
+}
+
+/// The rows by identifier, each one's ``RowSummary`` kept in step by the only way to
+/// change them (the subscript).
+struct InMemoryRows: Sendable {
+    private(set) var byIdentifier: [String: InMemoryRow] = [:]
+    private(set) var summaries: [String: RowSummary] = [:]
+
+    subscript(identifier: String) -> InMemoryRow? {
+        get { byIdentifier[identifier] }
+        set {
+            byIdentifier[identifier] = newValue
+            summaries[identifier] = newValue.map(RowSummary.init)
+        }
+    }
+
+    var count: Int { byIdentifier.count }
+
+    /// The row whose summary is at `index` of ``summaries``.
+    func row(at index: [String: RowSummary].Index) -> InMemoryRow {
+        byIdentifier[summaries.keys[index]]!  // the two hold the same identifiers
+    }
+}
+
 /// What an ``InMemorySchedule`` holds.
 struct InMemoryTables: Sendable {
-    var rows: [String: InMemoryRow] = [:]
+    var rows = InMemoryRows()
     /// Attempts that ended, by identifier, run and attempt.
     var history: [HistoryKey: RunRecord] = [:]
     var lastRunID: Int64 = 0
@@ -58,26 +105,39 @@ struct InMemoryTables: Sendable {
         let attempt: Int
     }
 
-    /// Rows matching `condition`, in submission order.
-    func rows(where condition: (InMemoryRow) -> Bool) -> [InMemoryRow] {
-        rows.values.filter(condition).sorted { $0.sequence < $1.sequence }
+    /// Rows whose summary matches `summary` and which then match `condition`, in
+    /// submission order.
+    func rows(
+        summary: (RowSummary) -> Bool = { _ in true }, where condition: (InMemoryRow) -> Bool = { _ in true }
+    ) -> [InMemoryRow] {
+        let summaries = rows.summaries
+        var found: [(sequence: Int64, row: InMemoryRow)] = []
+        for index in summaries.indices where summary(summaries.values[index]) {
+            let row = rows.row(at: index)
+            if condition(row) { found.append((summaries.values[index].sequence, row)) }
+        }
+        return found.sorted { $0.sequence < $1.sequence }.map(\.row)
     }
 
-    /// Rows not running with a due time matching `condition`, earliest first (then in
-    /// submission order), at most `limit`. Their keys are sorted and only the rows returned
-    /// copied: a scheduler asks for the next due after every run, and with thousands
-    /// pending, sorting whole rows took most of a test's time.
-    func dueOrder(limit: Int = .max, where condition: (InMemoryRow, WallClockInstant) -> Bool) -> [InMemoryRow] {
-        typealias Key = (due: WallClockInstant, sequence: Int64, index: [String: InMemoryRow].Values.Index)
-        let values = rows.values
+    /// Rows not running with a due time matching `condition` (and then `rowCondition`),
+    /// earliest first (then in submission order), at most `limit`. Only the rows returned
+    /// (and those `rowCondition` reads) are copied.
+    func dueOrder(
+        limit: Int = .max, where condition: (RowSummary, WallClockInstant) -> Bool,
+        and rowCondition: ((InMemoryRow) -> Bool)? = nil
+    ) -> [InMemoryRow] {
+        typealias Key = (due: WallClockInstant, sequence: Int64, index: [String: RowSummary].Index)
+        let summaries = rows.summaries
         var keys: [Key] = []
-        for index in values.indices where !values[index].isRunning {
-            guard let due = values[index].dueAt, condition(values[index], due) else { continue }
-            keys.append((due, values[index].sequence, index))
+        for index in summaries.indices {
+            let summary = summaries.values[index]
+            guard !summary.isRunning, let due = summary.dueAt, condition(summary, due) else { continue }
+            if let rowCondition, !rowCondition(rows.row(at: index)) { continue }
+            keys.append((due, summary.sequence, index))
         }
         let earlier = { (a: Key, b: Key) in (a.due, a.sequence) < (b.due, b.sequence) }
-        if limit == 1 { return keys.min(by: earlier).map { [values[$0.index]] } ?? [] }
-        return keys.sorted(by: earlier).prefix(max(limit, 0)).map { values[$0.index] }
+        if limit == 1 { return keys.min(by: earlier).map { [rows.row(at: $0.index)] } ?? [] }
+        return keys.sorted(by: earlier).prefix(max(limit, 0)).map { rows.row(at: $0.index) }
     }
 }
 
@@ -94,7 +154,7 @@ final class InMemoryScheduleStore: ScheduleStore {
         let opened: Bool = schedule.tables.withLock { tables in
             guard tables.openedBy == nil else { return false }
             // Runs in progress when the last scheduler went away: interrupted, free to run again.
-            for (identifier, row) in tables.rows {
+            for (identifier, row) in tables.rows.byIdentifier {
                 if let active = row.active {
                     let record = RunRecord(
                         identifier: identifier, runID: active.runID, attempt: active.attempt,
@@ -143,11 +203,11 @@ final class InMemoryScheduleStore: ScheduleStore {
     }
 
     func pendingRequests() throws(ScheduleStoreError) -> [StoredRequest] {
-        try using { $0.rows { !$0.isFinished }.map(\.read) }
+        try using { $0.rows(summary: { !$0.isFinished }).map(\.read) }
     }
 
     func pendingRequests(tagged tag: String) throws(ScheduleStoreError) -> [StoredRequest] {
-        try using { $0.rows { !$0.isFinished && $0.stored.request.tags.contains(tag) }.map(\.read) }
+        try using { $0.rows(summary: { !$0.isFinished }, where: { $0.stored.request.tags.contains(tag) }).map(\.read) }
     }
 
     func dependents(of identifiers: [String]) throws(ScheduleStoreError) -> [StoredRequest] {
@@ -155,9 +215,9 @@ final class InMemoryScheduleStore: ScheduleStore {
             var seen = Set<String>()
             var found: [StoredRequest] = []
             for identifier in identifiers {
-                for row in tables.rows(where: {
-                    !$0.isFinished && $0.stored.chain?.waitingOn.contains(identifier) == true
-                })
+                for row in tables.rows(
+                    summary: { !$0.isFinished && $0.hasPrerequisites },
+                    where: { $0.stored.chain?.waitingOn.contains(identifier) == true })
                 where seen.insert(row.stored.request.identifier).inserted {
                     found.append(row.read)
                 }
@@ -168,27 +228,26 @@ final class InMemoryScheduleStore: ScheduleStore {
 
     func waitingOnFinishedPrerequisites() throws(ScheduleStoreError) -> [StoredRequest] {
         try using { tables in
-            tables.rows { row in
-                !row.isFinished
-                    && (row.stored.chain?.waitingOn ?? []).contains { tables.rows[$0]?.isFinished ?? true }
+            tables.rows(summary: { !$0.isFinished && $0.hasPrerequisites }) { row in
+                (row.stored.chain?.waitingOn ?? []).contains { tables.rows[$0]?.isFinished ?? true }
             }.map(\.read)
         }
     }
 
     func nextWakingStart() throws(ScheduleStoreError) -> WallClockInstant? {
         try using { tables in
-            tables.rows.values.filter { !$0.isRunning && $0.stored.request.wakesSystem }.compactMap(\.dueAt).min()
+            tables.rows.summaries.values.filter { !$0.isRunning && $0.wakesSystem }.compactMap(\.dueAt).min()
         }
     }
 
     func pendingCount() throws(ScheduleStoreError) -> Int {
-        try using { tables in tables.rows.values.count { !$0.isFinished } }
+        try using { tables in tables.rows.summaries.values.count { !$0.isFinished } }
     }
 
     func waitingCounts(at now: WallClockInstant) throws(ScheduleStoreError) -> (enqueued: Int, blocked: Int) {
         try using { tables in
             var counts = (enqueued: 0, blocked: 0)
-            for row in tables.rows.values where !row.isFinished && !row.isRunning {
+            for row in tables.rows.summaries.values where !row.isFinished && !row.isRunning {
                 if let due = row.dueAt, due > now { counts.enqueued += 1 } else { counts.blocked += 1 }
             }
             return counts
@@ -211,7 +270,7 @@ final class InMemoryScheduleStore: ScheduleStore {
 
     func dueWaiting(at now: WallClockInstant, on requirements: Int64) throws(ScheduleStoreError) -> Bool {
         try using { tables in
-            tables.rows.values.contains { row in
+            tables.rows.summaries.values.contains { row in
                 guard !row.isRunning, let due = row.dueAt else { return false }
                 return due <= now && row.requirementMask & requirements != 0
             }
@@ -220,8 +279,8 @@ final class InMemoryScheduleStore: ScheduleStore {
 
     func plannedAheadOfClock(_ now: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest] {
         try using { tables in
-            tables.rows { row in
-                guard !row.isFinished, let repetition = row.stored.request.repetition else { return false }
+            tables.rows(summary: { !$0.isFinished }) { row in
+                guard let repetition = row.stored.request.repetition else { return false }
                 if repetition.calendar != nil {
                     return SchedulePlanner.previousWindowStart(row.stored.plan, row.stored.request).map { $0 > now }
                         ?? false
@@ -235,10 +294,9 @@ final class InMemoryScheduleStore: ScheduleStore {
 
     func waitsForALength(after threshold: WallClockInstant) throws(ScheduleStoreError) -> [StoredRequest] {
         try using { tables in
-            tables.dueOrder { row, due in
+            tables.dueOrder(where: { _, due in due > threshold }) { row in
                 let request = row.stored.request
-                return due > threshold
-                    && (row.stored.plan.retryAt != nil || (request.repetition == nil && request.earliestBegin == nil))
+                return row.stored.plan.retryAt != nil || (request.repetition == nil && request.earliestBegin == nil)
             }.map(\.read)
         }
     }
@@ -300,7 +358,7 @@ final class InMemoryScheduleStore: ScheduleStore {
         case .cancel(let identifier, let time):
             cancel(identifier, at: time, in: &tables)
         case .cancelAll(let time):
-            for identifier in tables.rows.keys { cancel(identifier, at: time, in: &tables) }
+            for identifier in tables.rows.byIdentifier.keys { cancel(identifier, at: time, in: &tables) }
         }
     }
 
@@ -377,7 +435,7 @@ final class InMemoryScheduleStore: ScheduleStore {
                 // Finished, not running, and nothing of it younger left in the history.
                 let younger = Set(
                     tables.history.values.filter { $0.endedAt.map { $0 >= endedBefore } ?? false }.map(\.identifier))
-                let gone = tables.rows.filter { identifier, row in
+                let gone = tables.rows.byIdentifier.filter { identifier, row in
                     row.isFinished && !row.isRunning && row.stored.submittedAt < endedBefore
                         && (row.stored.cancelledAt ?? WallClockInstant(nanosecondsSinceEpoch: 0)) < endedBefore
                         && !younger.contains(identifier)
