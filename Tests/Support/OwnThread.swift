@@ -130,13 +130,7 @@ private func runAsBlockingBody(_ function: @Sendable () async throws -> Void) as
     guard !BlockingSlot.held else { return try await function() }
     await blockingBodies.enter()
     defer { blockingBodies.leave() }
-    try await BlockingSlot.$held.withValue(true) { try await runOnOwnThread(function) }
-}
-
-/// Runs a test case's body on a thread of its own, or directly when it already runs on one.
-private func runOnOwnThread(_ function: @Sendable () async throws -> Void) async throws {
-    guard !runsOnOwnThread() else { return try await function() }
-    try await OvertimeTestSupport.onOwnThread(resuming: function)
+    try await BlockingSlot.$held.withValue(true) { try await onOwnThread(resuming: function) }
 }
 
 /// Whether the running test case holds a slot of ``blockingBodies``.

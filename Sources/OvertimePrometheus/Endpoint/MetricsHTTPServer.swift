@@ -34,7 +34,7 @@ final class MetricsHTTPServer {
     static let headDeadline: Duration = .seconds(1)
 
     private let runtime: Runtime
-    private let context: DriverContext
+    private var context: DriverContext { runtime.driverContext }
     private let render: () -> [UInt8]
     private let errors: (String) -> Void
     private let deadline: Duration
@@ -49,7 +49,6 @@ final class MetricsHTTPServer {
     ) {
         self.deadline = connectionDeadline
         self.runtime = runtime
-        self.context = runtime.driverContext
         self.render = render
         self.errors = errors
     }
@@ -148,7 +147,7 @@ private final class MetricsConnection {
     private var answerBytes: UnsafeMutableRawBufferPointer?
     // Strong until its handle closed: the close callback tells the server to forget it.
     private let server: MetricsHTTPServer
-    private let context: DriverContext
+    private var context: DriverContext { runtime.driverContext }
     private var received: [UInt8] = []
     private var answered = false
     private(set) var isClosing = false
@@ -163,7 +162,6 @@ private final class MetricsConnection {
     init(server: MetricsHTTPServer, runtime: Runtime) {
         self.server = server
         self.runtime = runtime
-        self.context = runtime.driverContext
         tcp = .allocate(capacity: 1)
         uv_tcp_init(context.loop, tcp)
         tcp.pointee.data = Unmanaged.passUnretained(self).toOpaque()
