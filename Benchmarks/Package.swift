@@ -10,6 +10,12 @@ let package = Package(
     dependencies: [
         .package(name: "Overtime", path: ".."),
         .package(name: "OvertimePostgres", path: "../Packages/OvertimePostgres"),
+        // For its program (the dashboard rows), built from here: one resolution of every
+        // package the runs build, so that none removes another's checkouts from a shared
+        // .build (a removed checkout is cloned again, and all built from it compiled again).
+        .package(name: "OvertimeDashboard", path: "../Packages/OvertimeDashboard"),
+        // The floor program and READY=1 (Floor/), a package of its own: it has no dependencies.
+        .package(name: "OvertimeBenchmarkFloor", path: "Floor"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -21,15 +27,13 @@ let package = Package(
         // keeps its own C modules internal).
         .systemLibrary(name: "CLibUVPeer", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
         .systemLibrary(name: "CCurlPeer", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
-        // READY=1 on NOTIFY_SOCKET, for the programs the footprint rows start.
-        .target(name: "ReadyNotification"),
         // Every scenario, for Overtime and each peer, as plain functions.
         .target(
             name: "BenchmarkScenarios",
             dependencies: [
                 "CLibUVPeer",
                 "CCurlPeer",
-                "ReadyNotification",
+                .product(name: "ReadyNotification", package: "OvertimeBenchmarkFloor"),
                 .product(name: "Overtime", package: "Overtime"),
                 .product(name: "OvertimeLogUploader", package: "Overtime"),
                 .product(name: "OvertimeScheduler", package: "Overtime"),
@@ -53,19 +57,16 @@ let package = Package(
             name: "overtime-fleet-bench",
             dependencies: [
                 "BenchmarkScenarios",
-                "ReadyNotification",
+                .product(name: "ReadyNotification", package: "OvertimeBenchmarkFloor"),
                 .product(name: "OvertimePostgres", package: "OvertimePostgres"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        // The footprint rows' floor: the smallest static Swift program that says READY=1
-        // and exits on SIGTERM.
-        .executableTarget(name: "swift-floor", dependencies: ["ReadyNotification"]),
         // The peer of sigterm_to_exit_ms: a minimal ServiceGroup program.
         .executableTarget(
             name: "service-lifecycle-peer",
             dependencies: [
-                "ReadyNotification",
+                .product(name: "ReadyNotification", package: "OvertimeBenchmarkFloor"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -45,7 +45,7 @@ struct OvertimeBench: ParsableCommand {
     var peers: String?
 
     @Option(help: "The floor program's static release build (Benchmarks/run makes it with scripts/build-static).")
-    var floor: String = ".build-static/release/swift-floor"
+    var floor: String = "Floor/.build-static/release/swift-floor"
 
     @Option(help: .hidden)
     var childMemory: String?
