@@ -458,6 +458,62 @@ func schedulerPower(directory: String) throws {
     try serveOneRequest(request, in: daemon, handler: sayRanAndSucceed)
 }
 
+/// Linux condition sources on a runtime that runs on: one let go while it watches, one
+/// stopped before its loop made its watchers (the loop held until then). Prints the netlink
+/// sockets the process holds before, while the first watches, once it is let go and once
+/// the second is stopped (`SOCKETS a b c d`), then makes the kernel announce a route change
+/// (a link added in this process's network namespace: run it in one of its own) and prints
+/// `DONE`: a watcher left listening for a source that is gone would be called back then.
+func conditionsLetGo() throws {
+    var configuration = RuntimeConfiguration()
+    configuration.watchdogTimeout = nil
+    let runtime = try Runtime(configuration: configuration)
+    runtime.start()
+    var sources = LinuxConditionSource.Configuration(storagePath: "/tmp")
+    sources.readsSystemBus = false
+    let before = netlinkSockets()
+    var watching: LinuxConditionSource? = LinuxConditionSource(configuration: sources)
+    watching?.start(runtime: runtime) {}
+    runtime.waitForQueuedRequests()
+    let whileWatching = netlinkSockets()
+    watching = nil
+    runtime.waitForQueuedRequests()
+    let letGo = netlinkSockets()
+    let held = DispatchSemaphore(value: 0)
+    runtime.execute { held.wait() }
+    let early = LinuxConditionSource(configuration: sources)
+    early.start(runtime: runtime) {}
+    early.stop()
+    held.signal()
+    runtime.waitForQueuedRequests()
+    say("SOCKETS \(before) \(whileWatching) \(letGo) \(netlinkSockets())")
+    let added = system("ip link add overtime-v0 type veth peer name overtime-v1 && ip link set overtime-v0 up")
+    usleep(200_000)
+    runtime.waitForQueuedRequests()
+    say(added == 0 ? "DONE" : "NO LINK \(added)")
+    runtime.requestTermination()
+    runtime.waitUntilTerminated()
+}
+
+/// The netlink sockets among this process's open files.
+func netlinkSockets() -> Int {
+    let table = String(decoding: (try? readWholeFile("/proc/self/net/netlink").get()) ?? [], as: UTF8.self)
+    let inodes = Set(
+        table.split(separator: "\n").dropFirst().compactMap { $0.split(separator: " ").last.map(String.init) })
+    guard let folder = opendir("/proc/self/fd") else { return -1 }
+    defer { closedir(folder) }
+    var count = 0
+    while let entry = readdir(folder) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        var target = [UInt8](repeating: 0, count: 64)
+        let length = readlink("/proc/self/fd/" + name, &target, target.count)
+        guard length > 0 else { continue }
+        let link = String(decoding: target.prefix(length), as: UTF8.self)  // socket:[inode]
+        if link.hasPrefix("socket:["), inodes.contains(String(link.dropFirst(8).dropLast())) { count += 1 }
+    }
+    return count
+}
+
 /// A scheduler daemon for scripts/check-clock-steps: one one-shot request whose earliest
 /// begin is 120 s of wall-clock time away. Prints `READY`, then `RAN <run>` when it runs:
 /// at once when the wall clock is stepped past that time, not 120 s of waiting later.
@@ -504,6 +560,7 @@ case "scheduler-chain":
 case "scheduler-network": try schedulerNetwork(directory: CommandLine.arguments[2])
 case "scheduler-power": try schedulerPower(directory: CommandLine.arguments[2])
 case "scheduler-clock-step": try schedulerClockStep(directory: CommandLine.arguments[2])
+case "conditions-let-go": try conditionsLetGo()
 case "append-batches":
     // Batches of 1 to 3,000 lines, each line naming its batch and size; "ACK b" once stored.
     let spool = try Spool(directory: CommandLine.arguments[2], clock: SystemClock())

@@ -145,6 +145,24 @@ struct LinuxConditionSourceTests {
         }
     }
 
+    /// A source let go while its runtime runs on, and one stopped before its loop made its
+    /// watchers, leave no netlink socket listening, and a route change announced afterwards
+    /// calls back nothing that is gone. (A fleet test process crashed reading a freed
+    /// watcher's buffer when another suite's device events reached a source let go so.)
+    @Test(.startsProcesses) func aSourceLetGoOrStoppedEarlyLeavesNoNetlinkWatcherBehind() async throws {
+        try await onOwnThread {
+            let child = try RunningChild(["conditions-let-go"], wrapper: ["/usr/bin/unshare", "--net"])
+            let sockets = try #require(child.waitForLine { $0.hasPrefix("SOCKETS ") }, "\(child.standardError)")
+            let counts = sockets.split(separator: " ").dropFirst().compactMap { Int($0) }
+            try #require(counts.count == 4, "\(sockets)")
+            #expect(counts[1] == counts[0] + 2, "watching: a socket for routes, one for device events: \(sockets)")
+            #expect(counts[2] == counts[0], "let go: both closed: \(sockets)")
+            #expect(counts[3] == counts[0], "stopped before its loop made them: made, then closed: \(sockets)")
+            #expect(child.waitForLine { $0 == "DONE" } != nil, "\(child.standardError)")
+            #expect(child.waitForExit() == 0, "\(child.standardError)")
+        }
+    }
+
     /// A daemon whose power supplies are laid out by the test and announced only by the
     /// kernel's device events (nothing looks again for an hour): plugging in changes the
     /// files, and nothing runs until a power-supply uevent arrives on the real

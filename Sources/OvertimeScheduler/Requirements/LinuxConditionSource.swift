@@ -62,13 +62,18 @@ public final class LinuxConditionSource: ConditionSource {
 
     /// Where it reads.
     public let configuration: Configuration
-    private let watchers = Locked<[NetlinkWatcherBox]>([])
+    /// The netlink watchers, and the loop they were made on (``start(runtime:changed:)``).
+    private let watchers = Locked<(context: DriverContext?, made: [NetlinkWatcherBox])>((nil, []))
     private let systemBus = Locked<SystemBusConditions?>(nil)
 
     /// A source reading as `configuration` says.
     public init(configuration: Configuration) {
         self.configuration = configuration
     }
+
+    // Let go while watching (a scheduler released while its runtime runs on): the watchers
+    // are stopped on their loop rather than left listening for nobody.
+    deinit { Self.stopWatching(watchers) }
 
     /// Reads every condition now.
     public func read() -> SystemConditions {
@@ -102,6 +107,7 @@ public final class LinuxConditionSource: ConditionSource {
         }
         guard configuration.watchesKernelEvents else { return }
         let context = runtime.driverContext
+        watchers.withLock { $0.context = context }
         runtime.execute { [self] in
             var made: [NetlinkWatcherBox] = []
             do {
@@ -117,18 +123,27 @@ public final class LinuxConditionSource: ConditionSource {
             } catch {
                 context.logger.error("cannot watch the kernel's network and power events: \(error)")
             }
-            watchers.withLock { $0 += made }
+            watchers.withLock { $0.made += made }
         }
     }
 
     /// Stops watching.
     public func stop() {
-        let stopping = watchers.withLock { watchers in
-            defer { watchers = [] }
-            return watchers
-        }
-        for watcher in stopping { watcher.stop() }
+        Self.stopWatching(watchers)
         systemBus.withLock { $0 }?.stop()
+    }
+
+    /// Stops the watchers on their loop, after everything queued there before: a
+    /// ``start(runtime:changed:)`` that has not made its watchers yet makes them first.
+    private static func stopWatching(_ watchers: Locked<(context: DriverContext?, made: [NetlinkWatcherBox])>) {
+        guard let context = watchers.withLock({ $0.context }) else { return }
+        _ = context.execute {
+            let stopping = watchers.withLock { watchers in
+                defer { watchers.made = [] }
+                return watchers.made
+            }
+            for watcher in stopping { watcher.stopOnLoop() }
+        }
     }
 
     // MARK: Reading
@@ -251,15 +266,14 @@ public final class LinuxConditionSource: ConditionSource {
 /// A watcher handed between threads: made and stopped on the loop.
 private final class NetlinkWatcherBox: Sendable {
     private let watcher: LoopBound<NetlinkWatcher>
-    private let context: DriverContext
 
     init(_ watcher: NetlinkWatcher, context: DriverContext) {
         self.watcher = LoopBound(watcher, context: context)
-        self.context = context
     }
 
-    func stop() {
-        _ = context.execute { [self] in watcher.value.stop() }
+    /// Stops the watcher. On its loop.
+    func stopOnLoop() {
+        watcher.value.stop()
     }
 }
 

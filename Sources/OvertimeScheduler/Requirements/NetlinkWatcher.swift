@@ -9,7 +9,9 @@ import Overtime
 #endif
 
 /// Calls back on the loop thread when a netlink socket has messages that pass `filter`.
-/// Loop-thread only: made, fed and stopped there.
+/// Loop-thread only: made, fed and stopped there. While it watches, its libuv handle keeps
+/// it alive (a watcher its owner let go of without stopping it is still there when the
+/// kernel's next message calls back); ``stop()``, or the runtime's shutdown, lets it go.
 final class NetlinkWatcher {
     /// Which kernel messages: a netlink protocol and the multicast groups to join.
     struct Subscription {
@@ -56,13 +58,14 @@ final class NetlinkWatcher {
         self.onChange = onChange
         poll = context.makeHandle(uv_poll_t.self)
         uv_poll_init(context.loop, poll, descriptor)
-        poll.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        poll.pointee.data = Unmanaged.passRetained(self).toOpaque()  // released by stop()
         uv_poll_start(poll, Int32(UV_READABLE.rawValue)) { handle, _, _ in
             Unmanaged<NetlinkWatcher>.fromOpaque(handle!.pointee.data).takeUnretainedValue().readable()
         }
+        context.onShutdown { [weak self] in self?.stop() }
     }
 
-    /// Stops watching and closes the socket.
+    /// Stops watching, closes the socket and lets go of the handle's hold on the watcher.
     func stop() {
         guard uv_is_closing(UnsafeMutableRawPointer(poll).assumingMemoryBound(to: uv_handle_t.self)) == 0 else {
             return
@@ -70,6 +73,7 @@ final class NetlinkWatcher {
         uv_poll_stop(poll)
         uv_close(UnsafeMutableRawPointer(poll).assumingMemoryBound(to: uv_handle_t.self), nil)
         close(descriptor)
+        Unmanaged<NetlinkWatcher>.fromOpaque(poll.pointee.data).release()  // last: it may end the watcher
     }
 
     /// Drains every message; one call back for the lot. An overrun (`ENOBUFS`: messages
