@@ -55,9 +55,15 @@ struct CapturedReportsTests {
         // A timer callback that holds the loop (real time: the watchdog is a real thread)
         // until the watchdog has reported it, 3 s at most.
         _ = runtime.schedule(after: .milliseconds(1)) {
-            for _ in 0..<300 where !tripped.withLock({ $0 }) { usleep(10_000) }
+            for _ in 0..<300 {
+                guard !tripped.withLock({ $0 }) else { break }
+                usleep(10_000)
+            }
         }
-        for _ in 0..<200 where !tripped.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+        for _ in 0..<200 {
+            guard !tripped.withLock({ $0 }) else { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
         let printed = logs.messages(at: .critical).map(\.message).joined(separator: "\n")
         let shown = try Self.shownText(
             in: "Sources/Overtime/Overtime.docc/RunningUnderSystemd.md", after: "A watchdog report")

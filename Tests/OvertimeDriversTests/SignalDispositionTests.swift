@@ -40,7 +40,10 @@ struct SignalDispositionTests {
         runtime.waitForQueuedRequests()
         #expect(disposition() != before, "libuv's handler is installed while the runtime runs")
         kill(getpid(), signal)
-        for _ in 0..<2000 where reloads.count == 0 { usleep(1000) }
+        for _ in 0..<2000 {
+            guard reloads.count == 0 else { break }
+            usleep(1000)
+        }
         #expect(reloads.count == 1, "the runtime handled the signal")
         runtime.requestTermination()
         runtime.waitUntilTerminated()

@@ -199,7 +199,8 @@ struct DaemonHardeningTests {
         setsockopt(greedy, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         let requests = [UInt8](String(repeating: "{\"command\":\"status\"}\n", count: 10_000).utf8)
         var disconnected = false
-        for _ in 0..<100 where !disconnected {
+        for _ in 0..<100 {
+            guard !disconnected else { break }
             disconnected = requests.withUnsafeBytes { send(greedy, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } < 0
         }
         #expect(disconnected, "a client that never reads is disconnected")

@@ -57,13 +57,19 @@ struct LogUploaderDaemonTests {
                 "--spool", folder.path + "/spool", "--sink", folder.path + "/collected", "--datagram-socket", socket,
                 "--progress-interval", "0", "--budget", "10", "--lead", "2",
             ], executable: "log-uploader")
-        for _ in 0..<2000 where access(socket, F_OK) != 0 { usleep(5000) }
+        for _ in 0..<2000 {
+            guard access(socket, F_OK) != 0 else { break }
+            usleep(5000)
+        }
         try sendDatagrams((1...100).map { "first \($0)" }, to: socket)
         usleep(300_000)
         child.send(SIGUSR1)  // background: upload inside a grant
         // The daemon's own log lines are spooled and uploaded too: count only ours.
         let firsts = { try collected(folder).filter { $0.text.hasPrefix("first ") }.count }
-        for _ in 0..<2000 where try firsts() < 100 { usleep(5000) }
+        for _ in 0..<2000 {
+            guard try firsts() < 100 else { break }
+            usleep(5000)
+        }
         #expect(try firsts() == 100)
         child.send(SIGUSR2)
         try sendDatagrams((1...50).map { "second \($0)" }, to: socket)
@@ -96,12 +102,18 @@ struct LogUploaderDaemonTests {
         let child = try RunningChild(
             ["--spool", folder.path + "/spool", "--sink", folder.path + "/collected", "--datagram-socket", socket],
             executable: "log-uploader")
-        for _ in 0..<2000 where access(socket, F_OK) != 0 { usleep(5000) }
+        for _ in 0..<2000 {
+            guard access(socket, F_OK) != 0 else { break }
+            usleep(5000)
+        }
         try sendDatagrams((1...20).map { "lean \($0)" }, to: socket)
         usleep(300_000)
         child.send(SIGUSR1)  // a drain to the folder
         let leans = { try collected(folder).filter { $0.text.hasPrefix("lean ") }.count }
-        for _ in 0..<2000 where try leans() < 20 { usleep(5000) }
+        for _ in 0..<2000 {
+            guard try leans() < 20 else { break }
+            usleep(5000)
+        }
         #expect(try leans() == 20)
         usleep(1_500_000)  // more than a progress interval of a terminal
         let maps = String(decoding: (try? readWholeFile("/proc/\(child.pid)/maps").get()) ?? [], as: UTF8.self)

@@ -18,7 +18,10 @@ struct SyslogSinkTests {
         try spool.sealActiveSegment()
         let sink = SyslogSink(host: "127.0.0.1", port: rsyslog.port, appName: "overtime-test")
         for segment in spool.sealedSegments { try await sink.store(segment) }
-        for _ in 0..<500 where rsyslog.lines().count < 150 { try await Task.sleep(for: .milliseconds(10)) }
+        for _ in 0..<500 {
+            guard rsyslog.lines().count < 150 else { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
         let lines = rsyslog.lines()
         #expect(lines.count == 150)
         for (index, line) in lines.enumerated() {

@@ -66,7 +66,10 @@ struct DaemonScrapeTests {
                 _ = report.waitForExit()
             }
             #expect(report.waitForLine { $0.hasPrefix("metrics at http://127.0.0.1:\(reportPort)/metrics") } != nil)
-            for _ in 0..<2000 where access(datagrams, F_OK) != 0 { usleep(5000) }
+            for _ in 0..<2000 {
+                guard access(datagrams, F_OK) != 0 else { break }
+                usleep(5000)
+            }
             let prometheus = try PrometheusServer(targets: [
                 "log-uploader": uploaderPort, "periodic-report": reportPort,
             ])
@@ -166,7 +169,10 @@ struct DaemonScrapeTests {
                 tiny.send(SIGKILL)
                 _ = tiny.waitForExit()
             }
-            for _ in 0..<2000 where access(socket, F_OK) != 0 { usleep(5000) }
+            for _ in 0..<2000 {
+                guard access(socket, F_OK) != 0 else { break }
+                usleep(5000)
+            }
             tiny.input?.write(Data("work\nbg\n".utf8))
             #expect(tiny.waitForLine { $0.hasPrefix("grant ended") } != nil)
             let printed = try overtimectl(["metrics", "--socket", socket])

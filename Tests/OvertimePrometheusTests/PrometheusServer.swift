@@ -40,7 +40,8 @@ final class PrometheusServer {
         // Ready once it answers (503 while it starts), and what answers must be this one:
         // another test's server may have taken the port meanwhile.
         var flags = httpGet(port: port, "/api/v1/status/flags")
-        for _ in 0..<200 where flags?.status != 200 {
+        for _ in 0..<200 {
+            guard flags?.status != 200 else { break }
             usleep(50_000)
             flags = httpGet(port: port, "/api/v1/status/flags")
         }

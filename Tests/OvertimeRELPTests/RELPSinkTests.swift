@@ -22,7 +22,10 @@ struct RELPSinkTests {
     }
 
     private func waitForLines(_ rsyslog: RsyslogServer, _ count: Int) async throws {
-        for _ in 0..<1000 where rsyslog.lines().count < count { try await Task.sleep(for: .milliseconds(10)) }
+        for _ in 0..<1000 {
+            guard rsyslog.lines().count < count else { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
     }
 
     @Test(.startsProcesses) func theSyslogSinkNeverWritesIntoAConnectionTheCollectorClosedWhileIdle() async throws {

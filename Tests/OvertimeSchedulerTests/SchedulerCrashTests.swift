@@ -115,7 +115,8 @@ struct SchedulerCrashTests {
             let last = try RunningChild(["scheduler-chain", folder.path, "finish"])
             #expect(last.waitForLine { $0 == "READY" } != nil)
             var pending = -1
-            for _ in 0..<1200 where pending != 0 {
+            for _ in 0..<1200 {
+                guard pending != 0 else { break }
                 usleep(100_000)
                 pending =
                     (try? sqliteShell(store, "SELECT count(*) FROM requests WHERE finished = 0"))?

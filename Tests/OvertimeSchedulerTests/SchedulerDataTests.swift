@@ -102,7 +102,10 @@ enum SchedulerTestControl {
             }
         }
         h.env.runtime.waitForQueuedRequests()
-        for _ in 0..<5000 where later.count == 0 { usleep(1000) }
+        for _ in 0..<5000 {
+            guard later.count == 0 else { break }
+            usleep(1000)
+        }
         return later.all.first.map { $0.message ?? $0.error ?? "" }
     }
 }

@@ -51,7 +51,10 @@ struct SchedulerLoopTests {
             #expect(status?.status?.state == "background", "status answers at once")
             let (schedule, table) = control(h.env.runtime, "schedule")
             #expect(schedule == nil, "the schedule is answered later, by the scheduler's queue")
-            for _ in 0..<10_000 where store.waiting.withLock({ $0 }) == 0 { usleep(1000) }
+            for _ in 0..<10_000 {
+                guard store.waiting.withLock({ $0 }) == 0 else { break }
+                usleep(1000)
+            }
             #expect(store.waiting.withLock { $0 } >= 1, "the scheduler waits at the gate")
             #expect(table.count == 0)
 
@@ -59,7 +62,10 @@ struct SchedulerLoopTests {
             h.settle()
             #expect(h.attempts.count == 1, "decided once the store answered: the run started")
             #expect(h.env.runtime.openBackgroundTasks.map(\.name) == ["job"], "the deciding grant ended")
-            for _ in 0..<1000 where table.count == 0 { usleep(1000) }
+            for _ in 0..<1000 {
+                guard table.count == 0 else { break }
+                usleep(1000)
+            }
             #expect(table.all.first?.message?.contains("job") == true, "\(table.all)")
         }
     }

@@ -54,7 +54,8 @@ struct SchedulerManyRequestsTests {
             try h.current.submit(contentsOf: requests.shuffled())
             h.advance(by: .seconds(3))
             var completed = 0
-            for _ in 0..<200 where completed < 2_000 {
+            for _ in 0..<200 {
+                guard completed < 2_000 else { break }
                 let open = h.hanging.all.dropFirst(completed)
                 #expect(open.count <= 25, "at most 25 at once")
                 guard !open.isEmpty else { break }

@@ -181,7 +181,10 @@ struct SchedulerTests {
             let start = h.now
             try h.current.submit(contentsOf: (0..<200).map { ScheduledTaskRequest(identifier: "q.\($0)") })
             // Four at a time (the default limit), each four after the last ended: no time passes.
-            for _ in 0..<100 where h.attempts.count < 200 { h.settle() }
+            for _ in 0..<100 {
+                guard h.attempts.count < 200 else { break }
+                h.settle()
+            }
             #expect(h.attempts.count == 200, "all ran without time passing")
             #expect(h.attempts.all.allSatisfy { $0.at == start })
         }

@@ -70,7 +70,8 @@ struct SchedulerWakeTests {
             // The timer as the kernel holds it: a CLOCK_REALTIME_ALARM (clock 8) timerfd about
             // an hour from firing.
             var found: [String] = []
-            for _ in 0..<100 where found.isEmpty {
+            for _ in 0..<100 {
+                guard found.isEmpty else { break }
                 let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(daemon.pid)/fdinfo")) ?? []
                 for fd in fds {
                     let info = (try? String(contentsOfFile: "/proc/\(daemon.pid)/fdinfo/\(fd)", encoding: .utf8)) ?? ""

@@ -114,7 +114,8 @@ struct SerialWorkQueueTests {
         #expect(done)
         #expect(ran.load(ordering: .relaxed) == 10)
         var threadGone = false
-        for _ in 0..<1_000 where !threadGone {
+        for _ in 0..<1_000 {
+            guard !threadGone else { break }
             threadGone = !Self.threadNames().contains("test-release")
             if !threadGone { usleep(1_000) }
         }

@@ -240,7 +240,8 @@ struct MemoryPressureTests {
         }
         // Watching once its descriptor is open (the monitor starts after the control socket).
         var files: [String] = []
-        for _ in 0..<4000 where !files.contains("/proc/pressure/memory") {
+        for _ in 0..<4000 {
+            guard !files.contains("/proc/pressure/memory") else { break }
             let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(daemon.pid)/fd")) ?? []
             files = descriptors.compactMap {
                 try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(daemon.pid)/fd/\($0)")

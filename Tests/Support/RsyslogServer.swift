@@ -50,7 +50,10 @@ package final class RsyslogServer: @unchecked Sendable {
                 "--nofile=1024", "/usr/sbin/rsyslogd", "-n", "-f", folder.path + "/rsyslog.conf", "-i",
                 folder.path + "/rsyslogd.pid",
             ], port: port)
-        for _ in 0..<500 where !canConnect(port: relpPort) { usleep(10_000) }
+        for _ in 0..<500 {
+            guard !canConnect(port: relpPort) else { break }
+            usleep(10_000)
+        }
         process.withLock { $0 = started }
     }
 

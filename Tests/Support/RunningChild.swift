@@ -53,7 +53,10 @@ package final class RunningChild: Sendable {
     package func waitForExit(timeout: Duration = .seconds(30)) -> Int32? {
         let status = process.waitForExit(timeout: timeout)
         if status != nil {
-            for _ in 0..<2000 where pipesRead.withLock({ $0 }) < 2 { usleep(1000) }
+            for _ in 0..<2000 {
+                guard pipesRead.withLock({ $0 }) < 2 else { break }
+                usleep(1000)
+            }
         }
         return status
     }

@@ -96,7 +96,8 @@ package final class SeaweedFSServer: @unchecked Sendable {
         let started = try SpawnedProcess(
             Self.executable(), arguments, standardOutput: .file(logPath), standardError: .file(logPath))
         process.withLock { $0 = started }
-        for _ in 0..<6000 where !canConnect(port: port) {
+        for _ in 0..<6000 {
+            guard !canConnect(port: port) else { break }
             guard started.isRunning else { throw CocoaError(.executableLoad) }
             usleep(10_000)
         }

@@ -10,7 +10,8 @@ struct SwiftFormsTests {
     /// Waits (in real time, briefly) until `condition` holds, settling the runtime between looks.
     /// Suspends (never blocks: the cooperative pool is small) until `condition` holds.
     private func eventually(_ env: VirtualRuntime, _ condition: () -> Bool) async {
-        for _ in 0..<5000 where !condition() {
+        for _ in 0..<5000 {
+            guard !condition() else { break }
             env.waitForQueuedRequests()
             try? await Task.sleep(for: .milliseconds(1))
         }

@@ -103,11 +103,15 @@ try scheduler.submit(request("fail.broken") { $0.retry.maximumAttempts = 1 })
 try scheduler.submit(request("fail.retrying") { $0.retry.initialDelay = .seconds(3600) })
 try scheduler.submit(request("xss.<img src=x onerror=alert(1)>") { $0.retry.maximumAttempts = 1 })
 let first = ["ok.done", "fail.broken", "fail.retrying", "xss.<img src=x onerror=alert(1)>"]
-for _ in 0..<1000 where first.contains(where: { (try? scheduler.history($0, limit: 1))?.isEmpty ?? true }) {
+for _ in 0..<1000 {
+    guard first.contains(where: { (try? scheduler.history($0, limit: 1))?.isEmpty ?? true }) else { break }
     usleep(10_000)
 }
 try scheduler.submit(request("hang.running") { $0.maximumDuration = .seconds(3600) })
-for _ in 0..<500 where (try? scheduler.workInfo("hang.running"))??.state != .running { usleep(10_000) }
+for _ in 0..<500 {
+    guard (try? scheduler.workInfo("hang.running"))??.state != .running else { break }
+    usleep(10_000)
+}
 try scheduler.submit(request("ok.later") { $0.earliestBegin = now + .seconds(86_400) })
 try scheduler.submit(
     request("ok.link") {
@@ -118,6 +122,9 @@ try scheduler.submit(request("ok.background") { $0.requirements = [.background] 
 try scheduler.submit(request("ok.queued"))
 try scheduler.submit(request("ok.gone") { $0.earliestBegin = now + .seconds(60) })
 try scheduler.cancel("ok.gone")
-for _ in 0..<1000 where (try? scheduler.workInfo("ok.gone"))??.state != .cancelled { usleep(10_000) }
+for _ in 0..<1000 {
+    guard (try? scheduler.workInfo("ok.gone"))??.state != .cancelled else { break }
+    usleep(10_000)
+}
 say("READY")
 runtime.waitUntilTerminated()

@@ -41,11 +41,32 @@ final class Fleet {
         for index in 0..<count { workers.append(try spawn(index, extra: [:])) }
     }
 
+    /// The worker program: `OVERTIME_FLEET_WORKER` when set, else the one built beside the
+    /// tests. scripts/test runs the ThreadSanitizer tests with the plain build's workers:
+    /// instrumented, four workers took half the suite's processor time (79 core-seconds of
+    /// the fifty kills, 39 plain) and starved the database past its 5 s deadlines, for race
+    /// reports no one read (a worker is killed, or stopped by a signal). The schedulers the
+    /// tests run in their own process stay instrumented.
+    static var workerExecutable: URL {
+        if let path = ProcessInfo.processInfo.environment["OVERTIME_FLEET_WORKER"], !path.isEmpty {
+            return URL(fileURLWithPath: path)
+        }
+        return URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+            .deletingLastPathComponent().appendingPathComponent("overtime-fleet-worker")
+    }
+
+    /// A test that ends early (an error thrown before its `stop()`) leaves no worker running:
+    /// one would go on trying a database that is gone, loading the tests after it (four
+    /// instrumented workers of a failed test were found still running minutes later). Not
+    /// waited for: Foundation reaps them, and `waitUntilExit()` here never returned.
+    deinit {
+        for worker in workers where worker.isRunning { kill(worker.processIdentifier, SIGKILL) }
+    }
+
     /// Starts worker `index` with `extra` variables.
     func spawn(_ index: Int, extra: [String: String]) throws -> Process {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-            .deletingLastPathComponent().appendingPathComponent("overtime-fleet-worker")
+        process.executableURL = Self.workerExecutable
         process.environment = environment.merging(extra) { $1 }
         if named { process.environment?["OVERTIME_FLEET_NAME"] = "worker-\(index)" }
         let output = folder + "/worker-\(index).out"

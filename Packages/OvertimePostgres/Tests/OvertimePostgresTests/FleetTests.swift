@@ -12,7 +12,9 @@ import Testing
 
 /// Fleets of worker processes on a real PostgreSQL 15: workers killed with SIGKILL, the
 /// database crashed and restarted, clocks that are wrong.
-@Suite("A fleet of worker processes sharing one schedule", .serialized)
+/// One test at a time: several fleets' workers at once would overrun two cores. The
+/// fifty kills (``FleetKillTests``) run beside them.
+@Suite("A fleet of worker processes sharing one schedule", .serialized, .blockingFleet)
 struct FleetTests {
     /// A scheduler in the test process that submits and reads history; never started, so
     /// it claims nothing (its handlers, which a submission needs, never run).
@@ -72,78 +74,6 @@ struct FleetTests {
 
     static func waitFor(_ seconds: Double, _ condition: () throws -> Bool) -> Bool {
         PostgresSchedulerTests.eventually(seconds) { (try? condition()) ?? false }
-    }
-
-    @Test func fourWorkersKilledFiftyTimesRunEachOneShotOnceAndNothingInTwoPlaces() throws {
-        let server = try PostgresServer()
-        defer { server.stop() }
-        let observer = try Self.observer(server)
-        let fleet = try Fleet(server: server, count: 4, environment: ["OVERTIME_FLEET_WORK_MS": "40"], named: true)
-        defer { fleet.removeFolder() }
-        let seed =
-            UInt64(ProcessInfo.processInfo.environment["OVERTIME_TEST_SEED"] ?? "") ?? UInt64.random(in: 1...1_000_000)
-        var random = SplitMix(seed: seed)
-        let start = Fleet.realNow() + 1_000_000_000
-        try observer.submit(contentsOf: Self.oneShots(1000, from: start, spacing: .milliseconds(40)) + Self.ticks(10))
-        // Fifty kills, 0.3 to 1.1 s apart, while the one-shots fall due over 40 s.
-        let killsBegan = Fleet.monotonicNow()
-        var kills: [[Int64]] = Array(repeating: [], count: 4)  // each worker's, in ms after the first
-        for _ in 0..<50 {
-            usleep(useconds_t(300_000 + random.next() % 800_000))
-            let index = Int(random.next() % 4)
-            kills[index].append((Fleet.monotonicNow() - killsBegan) / 1_000_000)
-            try fleet.killAndRestart(index)
-        }
-        let drained = Self.waitFor(90) { try observer.pendingRequestCount() == 10 }
-        fleet.stop()
-        #expect(drained, "the one-shots ran within 90 s of the last kill (seed \(seed))\n\(fleet.output())")
-        let log = try FleetLog(path: fleet.logPath, killedAt: fleet.killedAt)
-        #expect(log.overlaps().isEmpty, "seed \(seed): \(log.overlaps().prefix(10))")
-        let problems = try Self.completedOnce(observer, count: 1000)
-        #expect(problems.isEmpty, "seed \(seed): \(problems.prefix(10))")
-        #expect(Self.oncePerPlannedTime(log).isEmpty, "seed \(seed): \(Self.oncePerPlannedTime(log).prefix(10))")
-        // The periodic requests went on through the kills: about one run a second each,
-        // less what the kills cost. A dead worker's claim holds its request up to 3 s; a run
-        // interrupted twice counts as failed and waits its retry delay (10 s, then 20 s). On
-        // a loaded machine a run lasts long enough for several kills to land in one tick's
-        // runs, and a tick can lose half the test's 40 s.
-        for index in 0..<10 {
-            let executions = log.executions.filter { $0.identifier == "tick.\(index)" }
-            let runs = Set(executions.map(\.runID)).count
-            // On failure, each execution: run, attempt, how it ended, start (ms after the first).
-            let first = executions.map(\.startedReal).min() ?? 0
-            let story = executions.sorted { $0.startedReal < $1.startedReal }.map {
-                "\($0.runID)/\($0.attempt) \($0.outcome ?? "open") +\(($0.startedReal - first) / 1_000_000)"
-            }
-            #expect(runs >= 10, "tick.\(index) ran \(runs) times (seed \(seed)): \(story.joined(separator: ", "))")
-        }
-        // Each worker's own request: one row per name however often its process was
-        // replaced, run on through the kills (a restarted process takes it on), each of its
-        // planned times once (checked above).
-        let owners = try server.psql(
-            "SELECT string_agg(owner, ',' ORDER BY owner) FROM overtime.requests WHERE identifier = 'local.tick'")
-        #expect(owners.trimmingCharacters(in: .whitespacesAndNewlines) == "worker-0,worker-1,worker-2,worker-3")
-        for index in 0..<4 {
-            let identifier = "local.tick@worker-\(index)"
-            let executions = log.executions.filter { $0.identifier == identifier }
-            let runs = Set(executions.map(\.runID)).count
-            // On failure, each execution (run, attempt, how it ended, start in ms after the
-            // kills began) and the kills of its worker.
-            let story = executions.sorted { $0.started < $1.started }.map {
-                "\($0.runID)/\($0.attempt) \($0.outcome ?? "open") +\(($0.started - killsBegan) / 1_000_000)"
-            }
-            // Only while its worker lives: each kill of that worker costs its restart and the
-            // dead process's claim (up to 3 s); a run a kill or a stall of the machine ended
-            // twice waits its retry delay (10 s, then 20 s), as the ticks do; a worker killed
-            // a dozen times loses most of 40 s.
-            #expect(
-                runs >= 3,
-                "\(identifier) ran \(runs) times (seed \(seed)): \(story.joined(separator: ", ")); killed at \(kills[index])"
-            )
-        }
-        #expect(fleet.killedAt.count == 50)
-        #expect(log.executions.contains { $0.outcome == "killed" }, "some kills hit runs in progress")
-        observer.runtime.requestTermination()
     }
 
     @Test func theDatabaseCrashingTwiceDuringRunsLosesNothingAndCompletesNothingTwice() throws {

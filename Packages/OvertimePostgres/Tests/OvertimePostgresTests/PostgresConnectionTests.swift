@@ -11,7 +11,7 @@ import Testing
 /// How a fleet's scheduler finds its database as libpq does: passwords from `PGPASSWORD`
 /// and the password file, a Unix socket folder as the host, and a database that is not up
 /// yet when the program starts.
-@Suite("The fleet's database: reached as psql reaches it, and lost during a run", .serialized)
+@Suite("The fleet's database: reached as psql reaches it, and lost during a run", .serialized, .blocking)
 struct PostgresConnectionTests {
     private static func passwordFile(_ lines: String, mode: mode_t) throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pgpass-\(UUID().uuidString)").path

@@ -8,7 +8,7 @@ import Testing
 
 /// A fleet's schedule read beside its instances: what a dashboard shows of a real
 /// PostgreSQL 15 that two instances share.
-@Suite("Inspecting a fleet's schedule on PostgreSQL")
+@Suite("Inspecting a fleet's schedule on PostgreSQL", .blocking)
 struct PostgresScheduleInspectorTests {
     static func database(_ server: PostgresServer) -> PostgresScheduleConfiguration {
         PostgresScheduleConfiguration(host: "127.0.0.1", port: server.port, username: "postgres")
@@ -183,7 +183,8 @@ struct PostgresScheduleInspectorTests {
         #expect(gone)
         // Its claim on a run of local.tick may hold a few seconds more: retiring waits for it.
         var removed: Int?
-        for _ in 0..<100 where removed == nil {
+        for _ in 0..<100 {
+            guard removed == nil else { break }
             removed = try? await Self.database(server).retireInstance("worker-0")
             if removed == nil { usleep(100_000) }
         }

@@ -10,7 +10,7 @@ import Testing
 
 /// Schedulers on a real PostgreSQL 15 that the test starts: a shared schedule, claims taken
 /// over, a newer schema refused.
-@Suite("The scheduler on PostgreSQL, shared by several instances")
+@Suite("The scheduler on PostgreSQL, shared by several instances", .blocking)
 struct PostgresSchedulerTests {
     /// A runtime on the real clock, its loop on a thread of its own, without signal handling
     /// (the test process owns signals).

@@ -7,7 +7,7 @@ import Testing
 
 /// The store-independent semantics (``SchedulerSemantics``) on the PostgreSQL store, on
 /// real time: the database's clock decides what is due.
-@Suite("Scheduler semantics on the PostgreSQL store", .serialized)
+@Suite("Scheduler semantics on the PostgreSQL store", .serialized, .blocking)
 struct PostgresSemanticsTests {
     final class Fixture: SchedulerSemanticsFixture, Sendable {
         let server: PostgresServer

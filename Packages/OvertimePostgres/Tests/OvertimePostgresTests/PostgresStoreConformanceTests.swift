@@ -8,7 +8,7 @@ import Testing
 
 /// The store contract's checks on a real PostgreSQL 15: each on a database of its own of
 /// one server, on the server's clock, the checks side by side.
-@Suite("The PostgreSQL store keeps the store contract", .sharedPostgresServer)
+@Suite("The PostgreSQL store keeps the store contract", .sharedPostgresServer, .blocking)
 struct PostgresStoreConformanceTests {
     @Test(arguments: ScheduleStoreConformance.checks)
     func onADatabaseOfItsOwn(_ check: ScheduleStoreConformance.Check) async throws {

@@ -8,7 +8,7 @@ import Testing
 
 /// TLS to a real PostgreSQL server that takes TLS connections only and authenticates
 /// clients by certificate; libpq's TLS parameters read or refused.
-@Suite("The fleet's database over TLS")
+@Suite("The fleet's database over TLS", .blocking)
 struct PostgresTLSTests {
     static func scheduler(_ database: PostgresScheduleConfiguration) throws -> Scheduler {
         var configuration = SchedulerConfiguration(database: .postgres(database))
