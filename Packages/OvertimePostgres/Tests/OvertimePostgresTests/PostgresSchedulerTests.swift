@@ -351,6 +351,36 @@ struct PostgresSchedulerTests {
         b.runtime.requestTermination()
     }
 
+    /// A repeating request cancelled on one instance while another runs it stays cancelled
+    /// when that run ends: the end's plan, made before the cancellation, does not write the
+    /// request's next time over it (it did, and the request ran on every second).
+    @Test func aRequestCancelledElsewhereWhileItRunsStaysCancelledWhenItsRunEnds() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let held = NIOLockedValueBox<[ScheduledTask]>([])
+        let a = try Scheduler(runtime: try Self.runtime(), configuration: Self.configuration(server, name: "a"))
+        try a.register("job") { task in held.withLockedValue { $0.append(task) } }
+        try a.start()
+        var request = ScheduledTaskRequest(identifier: "job")
+        request.repetition = Repetition(every: .seconds(1))
+        try a.submit(request)
+        #expect(Self.eventually(10) { held.withLockedValue { $0.count } == 1 })
+        let b = try Scheduler(runtime: try Self.runtime(), configuration: Self.configuration(server, name: "b"))
+        try b.register("job") { task in held.withLockedValue { $0.append(task) } }
+        try b.start()
+        try b.cancel("job")
+        #expect(b.pendingRequests().isEmpty, "cancelled, its run still in progress on the other instance")
+        held.withLockedValue { $0.first }?.setTaskCompleted(success: true)
+        #expect(Self.eventually(10) { (try? a.history("job").first?.result) == .succeeded })
+        #expect(a.pendingRequests().isEmpty && b.pendingRequests().isEmpty, "\(a.pendingRequests())")
+        #expect(
+            try server.psql("SELECT finished, running, due_at IS NULL, cancelled_at IS NOT NULL FROM overtime.requests")
+                .trimmingCharacters(in: .whitespacesAndNewlines) == "t|f|t|t")
+        #expect(held.withLockedValue { $0.count } == 1)
+        a.runtime.requestTermination()
+        b.runtime.requestTermination()
+    }
+
     /// A chain whose links run on different instances (each serves only its own): every
     /// link runs once, after its prerequisite, with the output the other instance set; a
     /// failure on one instance fails the links that wait on it, as both instances see.

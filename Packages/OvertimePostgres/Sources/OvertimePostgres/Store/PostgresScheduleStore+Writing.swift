@@ -584,6 +584,11 @@ extension PostgresScheduleStore {
         bindings.append(writes.map { rowOwner(of: $0.stored) })
         bindings.append(rows.map { $0.plannedAt ?? none })
         bindings.append(rows.map { $0.previousWindowAt ?? none })
+        // A row finished meanwhile was cancelled by another instance (this one would have
+        // ended or started nothing of it): an end or a start planned before then would
+        // write its next time over the cancellation, and the request would run on. Left
+        // out, the end frees the row (`freed` in ``recordRuns(_:_:_:notifying:_:)``) and the
+        // start is refused, its claim released.
         let (claim, rowCondition) =
             switch condition {
             case .any: ("claimed_by = NULL, claim_until = NULL", "true")
@@ -591,12 +596,12 @@ extension PostgresScheduleStore {
                 (
                     "claimed_by = NULL, claim_until = NULL",
                     "r.running AND r.active_run_id = v.ending_run AND r.active_attempt = v.ending_attempt"
-                        + " AND r.claimed_by = \(parameter(16))"
+                        + " AND r.claimed_by = \(parameter(16)) AND NOT r.finished"
                 )
             case .claimedHere:
                 (
                     "claim_until = now() + make_interval(secs => \(parameter(17)))",
-                    "NOT r.running AND r.claimed_by = \(parameter(16))"
+                    "NOT r.running AND r.claimed_by = \(parameter(16)) AND NOT r.finished"
                 )
             }
         let none15 = parameter(15)
