@@ -6,7 +6,7 @@ import Testing
 
 @testable import OvertimeLogUploader
 
-@Suite("HTTPSink against a real nginx", .onOwnThread(waitingForASlot: false), .timeLimit(.minutes(2)))
+@Suite("HTTPSink against a real nginx", .timeLimit(.minutes(2)))
 struct HTTPSinkTests {
     private func spoolWithSegments(_ folder: TemporaryDirectory, lines: Int = 200) throws -> Spool {
         try spoolWithSealedSegments(folder, lines: lines, label: "http")

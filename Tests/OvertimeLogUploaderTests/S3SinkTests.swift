@@ -11,7 +11,7 @@ import Testing
 // large segment's stores as long again; three minutes were passed once in several runs.
 @Suite(
     "S3Sink against a real SeaweedFS that checks signatures, read back with boto3",
-    .onOwnThread(waitingForASlot: false), .timeLimit(.minutes(6)))
+    .timeLimit(.minutes(6)))
 struct S3SinkTests {
     private func spoolWithSegments(_ folder: TemporaryDirectory, lines: Int = 300) throws -> Spool {
         try spoolWithSealedSegments(folder, lines: lines, label: "s3")

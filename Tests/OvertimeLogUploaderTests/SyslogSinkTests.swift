@@ -5,9 +5,7 @@ import Testing
 
 @testable import OvertimeLogUploader
 
-@Suite(
-    "SyslogSink against a real rsyslog (imtcp, octet counting)", .onOwnThread(waitingForASlot: false),
-    .timeLimit(.minutes(3)))
+@Suite("SyslogSink against a real rsyslog (imtcp, octet counting)", .timeLimit(.minutes(3)))
 struct SyslogSinkTests {
     @Test(.startsProcesses) func linesArriveInOrderWithTheirStructuredData() async throws {
         let rsyslog = try RsyslogServer()

@@ -11,7 +11,7 @@ import Testing
     "log-uploader and logind's sleep", .serialized,
     .enabled(
         if: SystemBusStandIn.available, "needs dbus-daemon, busctl and python3-dbusmock (scripts/setup installs them)"),
-    .onOwnThread(waitingForASlot: false), .timeLimit(.minutes(3)))
+    .timeLimit(.minutes(3)))
 struct SystemEventsTests {
     @Test(.startsProcesses) func beforeTheSystemSleepsTheSpoolIsUploadedInsideLogindsDelayThenTheLockGoes() async throws
     {

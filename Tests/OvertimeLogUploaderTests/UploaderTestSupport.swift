@@ -63,7 +63,6 @@ final class ScriptedSink: LogSink, @unchecked Sendable {
 func spoolWithSealedSegments(
     _ folder: TemporaryDirectory, lines: Int, label: String, inMemory volume: InMemorySpoolVolume? = nil
 ) throws -> Spool {
-    refuseOnSharedThreads("appending to a spool (each append waits for its group commit)")
     var options = SpoolConfiguration()
     options.segmentBytes = 4096
     let spool = try Spool(

@@ -10,7 +10,7 @@ import Testing
 
 @Suite(
     "Syslog delivery across collector restarts: TCP and RELP against a real rsyslog", .serialized,
-    .onOwnThread(waitingForASlot: false), .timeLimit(.minutes(3)))
+    .timeLimit(.minutes(3)))
 struct RELPSinkTests {
     private func spool(_ folder: TemporaryDirectory, lines: Int, segmentBytes: Int = 4096) throws -> Spool {
         var options = SpoolConfiguration()

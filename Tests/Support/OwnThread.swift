@@ -38,20 +38,6 @@ package func eventually(_ timeout: Duration = .seconds(15), _ condition: @escapi
     }
 }
 
-/// Records an issue when `what` is about to block one of the few threads Swift Testing runs
-/// every test on — the caller runs in a task on Swift's shared pool, not on a thread of its
-/// own (``onOwnThread(_:)``, ``OwnThreadTrait``), a thread it started or a Dispatch queue.
-/// The blocking helpers call it, as swift-nio's `wait()` refuses to run on an event loop:
-/// each such body holds one of two threads for as long as it waits, and every other test
-/// waits behind it (under ThreadSanitizer trivial tests passed "after" 57 s, and a test
-/// limited to a minute ran out of it, while spools were fsync'd and child processes waited
-/// for on both).
-package func refuseOnSharedThreads(_ what: @autoclosure () -> String) {
-    guard !runsOnOwnThread(), withUnsafeCurrentTask(body: { $0 != nil }) else { return }
-    Issue.record(
-        "\(what()) blocks a thread every test shares: run it in onOwnThread { } or a suite marked .onOwnThread")
-}
-
 /// The threads test bodies run on now (``onOwnThread(_:)``, ``OwnThreadTrait``).
 private let ownThreads = Locked<Set<UInt>>([])
 
@@ -123,14 +109,7 @@ package func raceOnThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Vo
 /// holding a thread. Those shared threads used to bound them, and unbounded, every marked
 /// suite's child processes at once overran two cores (under ThreadSanitizer a run took
 /// over twenty minutes rather than three).
-///
-/// Suites whose tests mostly wait on servers they start (`.onOwnThread(waitingForASlot:
-/// false)`) take no slot: they ran their blocking steps on threads of their own before, all
-/// at once, and held slots would hold back the suites limited to a few minutes.
 package struct OwnThreadTrait: TestTrait, SuiteTrait, TestScoping {
-    /// Whether a test case waits for one of ``blockingBodies``'s slots before it runs.
-    package var waitsForASlot = true
-
     package var isRecursive: Bool { true }
 
     package func scopeProvider(for test: Test, testCase: Test.Case?) -> Self? {
@@ -140,11 +119,7 @@ package struct OwnThreadTrait: TestTrait, SuiteTrait, TestScoping {
     package func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
-        if waitsForASlot {
-            try await runAsBlockingBody(function)
-        } else {
-            try await runOnOwnThread(function)
-        }
+        try await runAsBlockingBody(function)
     }
 }
 
@@ -156,12 +131,6 @@ private func runAsBlockingBody(_ function: @Sendable () async throws -> Void) as
     await blockingBodies.enter()
     defer { blockingBodies.leave() }
     try await BlockingSlot.$held.withValue(true) { try await onOwnThread(resuming: function) }
-}
-
-/// Runs a test case's body on a thread of its own, unless it runs on one already.
-private func runOnOwnThread(_ function: @Sendable () async throws -> Void) async throws {
-    guard !runsOnOwnThread() else { return try await function() }
-    try await onOwnThread(resuming: function)
 }
 
 /// Whether the running test case holds a slot of ``blockingBodies``.
@@ -210,8 +179,4 @@ private final class AsyncGate: Sendable {
 extension Trait where Self == OwnThreadTrait {
     /// Each test case runs on a thread of its own (``OwnThreadTrait``).
     package static var onOwnThread: Self { OwnThreadTrait() }
-
-    /// Each test case runs on a thread of its own; `waitingForASlot: false`: at once,
-    /// without waiting for a slot of the bounded set (``OwnThreadTrait``).
-    package static func onOwnThread(waitingForASlot: Bool) -> Self { OwnThreadTrait(waitsForASlot: waitingForASlot) }
 }

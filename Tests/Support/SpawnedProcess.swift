@@ -56,7 +56,6 @@ package final class SpawnedProcess: Sendable {
         standardInput: Bool = false, standardOutput: Destination = .pipe, standardError: Destination = .pipe,
         passing: [Int32] = [], blocking: [Int32] = SpawnedProcess.blockedSignals
     ) throws {
-        refuseOnSharedThreads("starting \(executable)")
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -176,7 +175,6 @@ package final class SpawnedProcess: Sendable {
 
     /// Waits for the child to exit and returns its status; nil if it still runs after `timeout`.
     package func waitForExit(timeout: Duration = .seconds(60)) -> Int32? {
-        refuseOnSharedThreads("waiting for a child process")
         let deadline = ContinuousClock.now + timeout
         while true {
             if let status = reap() { return status }

@@ -2,9 +2,7 @@ import Foundation
 import OvertimeTestSupport
 import Testing
 
-@Suite(
-    "Policies that end the process, in a child process", .onOwnThread(waitingForASlot: false),
-    .timeLimit(.minutes(2)))
+@Suite("Policies that end the process, in a child process", .timeLimit(.minutes(2)))
 struct ProcessExitTests {
     @Test func exitProcessPolicyWritesTheReportThenExitsWithTheStatus() throws {
         let child = try ChildProcess.run(["exit-policy"])
