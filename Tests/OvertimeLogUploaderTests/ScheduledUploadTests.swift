@@ -224,7 +224,7 @@ struct ScheduledUploadTests {
                     return (1...30).allSatisfy { text.contains("routed \($0) ") }
                 }, "every line delivered once the route exists")
             // Delivered is not yet ended: the run ends after its last write, once the
-            // checkpoint is written (read at once, the history showed it running in a CI run).
+            // checkpoint is written.
             var after = ""
             #expect(
                 Support.waitFor {
