@@ -467,7 +467,7 @@ func schedulerPower(directory: String) throws {
 func conditionsLetGo() throws {
     var configuration = RuntimeConfiguration()
     configuration.watchdogTimeout = nil
-    let runtime = try Runtime(configuration: configuration)
+    var runtime: Runtime! = try Runtime(configuration: configuration)
     runtime.start()
     var sources = LinuxConditionSource.Configuration(storagePath: "/tmp")
     sources.readsSystemBus = false
@@ -490,9 +490,17 @@ func conditionsLetGo() throws {
     let added = system("ip link add overtime-v0 type veth peer name overtime-v1 && ip link set overtime-v0 up")
     usleep(200_000)
     runtime.waitForQueuedRequests()
-    say(added == 0 ? "DONE" : "NO LINK \(added)")
     runtime.requestTermination()
     runtime.waitUntilTerminated()
+    // The runtime gone before the source that was stopped early: a source may outlive its
+    // runtime, and its release still asks the (closed) loop to close its watchers. (The
+    // loop thread lets go of the runtime a moment after it ends.)
+    weak let released = runtime
+    runtime = nil
+    withExtendedLifetime(early) {
+        while released != nil { usleep(1_000) }
+    }
+    say(added == 0 ? "DONE" : "NO LINK \(added)")
 }
 
 /// The netlink sockets among this process's open files.

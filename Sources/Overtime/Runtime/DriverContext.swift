@@ -15,37 +15,49 @@ import OvertimeSupport
 /// Loop-thread only (checked in debug builds), except ``logger``, ``execute(_:)`` and
 /// ``assertOnLoop(file:line:)``.
 package final class DriverContext: @unchecked Sendable {  // confined to the loop thread
+    // Unowned: the core's hooks and handles reach drivers that hold this, so a strong
+    // reference would be a cycle. Only the loop thread reads it, and the loop ends before
+    // the core goes.
     private unowned let core: RuntimeCore
+    // Held: what any thread may use, since a driver may outlive its runtime (a driver
+    // released after the runtime stops its work in its deinit, through `execute(_:)`).
+    private let eventLoop: EventLoop
+    private let queue: InboundQueue
+    private let sharedMetrics: SharedMetrics
+
+    /// The runtime's logger.
+    package let logger: Logger
 
     init(core: RuntimeCore) {
         self.core = core
+        eventLoop = core.host.loop
+        queue = core.host.queue
+        sharedMetrics = core.metrics.shared
+        logger = core.logger
     }
 
     /// Traps in debug builds unless called on the loop thread.
     @inline(__always)
     package func assertOnLoop(file: StaticString = #fileID, line: UInt = #line) {
-        core.assertOnLoop(file: file, line: line)
+        assert(eventLoop.isCurrentThread, "a driver used off its runtime's loop thread", file: file, line: line)
     }
 
     /// Runs `body` on the loop thread after everything queued before it; `false` (and
     /// `body` dropped) once the runtime has shut down. From any thread.
     package func execute(_ body: @escaping @Sendable () -> Void) -> Bool {
-        core.host.queue.enqueue(.run(body))
+        queue.enqueue(.run(body))
     }
-
-    /// The runtime's logger.
-    package var logger: Logger { core.logger }
 
     /// Counts a control-socket error of `kind` (`overtime_control_errors_total`).
     package func countControlError(_ kind: String) {
-        core.metrics.shared.countControlError(kind)
+        sharedMetrics.countControlError(kind)
     }
 
     /// Counts a system-bus signal not acted on: sent by a connection that does not own
     /// `claimedSender`, the bus name it claimed to come from
     /// (`overtime_system_bus_ignored_signals_total`).
     package func countIgnoredSystemBusSignal(claimedSender: String) {
-        core.metrics.shared.countIgnoredSystemBusSignal(claimedSender)
+        sharedMetrics.countIgnoredSystemBusSignal(claimedSender)
     }
 
     // MARK: Reading
