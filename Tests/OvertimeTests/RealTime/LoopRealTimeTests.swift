@@ -34,6 +34,7 @@ struct LoopRealTimeTests {
                 }
             }
         }
+        let beforeRun = clock.now
         runtime.requestTermination()
         let returned = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
@@ -53,6 +54,7 @@ struct LoopRealTimeTests {
         // the clock by however long the turn took to reach it (a loaded machine's preemption).
         let deadline = try #require(budgetDeadline.withLock { $0 })
         #expect(deadline <= entered + .milliseconds(300), "the budget started no later than the observer heard of it")
+        #expect(deadline >= beforeRun + .milliseconds(300), "and no earlier than the loop ran")
         #expect(expired >= deadline - .milliseconds(100))
         #expect(terminated >= deadline)
         // (How late is a benchmark's business; here only "not absurdly".)
