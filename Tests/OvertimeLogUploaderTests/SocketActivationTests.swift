@@ -95,17 +95,18 @@ struct SocketActivationTests {
         let queued = (1...50).filter { Self.send(datagram: "between runs \($0)\n", to: inputPath) }
         #expect(queued.count >= 5, "datagrams are queued while no daemon runs")
         let late = Locked<ClosedRange<UInt64>?>(nil)
-        let producer = DispatchGroup()
+        let produced = DispatchSemaphore(value: 0)
         let connected = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async(group: producer) {
+        spawnThread(name: "late-producer") {
             let client = try? SpoolIngestClient(path: ingestPath)
             connected.signal()
             late.withLock { $0 = try? client?.send(["sent while stopped"]) }
+            produced.signal()
         }
         connected.wait()
 
         let second = try daemon(folder, arguments, names: names, passing: [ingest, input, control, spare])
-        producer.wait()
+        produced.wait()
         #expect(late.withLock { $0 } != nil, "the batch sent while stopped was acknowledged by the next run")
         #expect(UploaderSafetyTests.waitFor { (try? overtimectl(["status", "--socket", controlPath]).status) == 0 })
         second.send(SIGTERM)

@@ -2,9 +2,16 @@ import Dispatch
 import Logging
 import Overtime
 import OvertimeServiceLifecycle
+import OvertimeSupport
 import OvertimeTestSupport
 import ServiceLifecycle
 import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 
 @Suite("swift-service-lifecycle bridge", .timeLimit(.minutes(3)))
 struct ServiceLifecycleTests {
@@ -20,7 +27,8 @@ struct ServiceLifecycleTests {
             events.append(event)
             guard event == .willTerminate else { return }
             let id = runtime.beginBackgroundTask(name: "final-flush")
-            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(200)) {
+            spawnThread(name: "final-flush") {
+                usleep(200_000)
                 flushed.append(true)
                 runtime.endBackgroundTask(id)
             }

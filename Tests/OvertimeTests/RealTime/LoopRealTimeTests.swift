@@ -37,7 +37,7 @@ struct LoopRealTimeTests {
         let beforeRun = clock.now
         runtime.requestTermination()
         let returned = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
+        spawnThread(name: "test-run") {
             runtime.run()  // blocks this thread until terminated
             returned.signal()
         }

@@ -62,7 +62,7 @@ struct BackgroundLaunchTests {
             let first = try launch(runtime, name: "a").get()
             let second = DispatchSemaphore(value: 0)
             let secondID = Locked<BackgroundTaskID>(.invalid)
-            DispatchQueue.global().async {
+            spawnThread(name: "second-launch") {
                 secondID.withLock { $0 = (try? launch(runtime, name: "b").get()) ?? .invalid }
                 second.signal()
             }

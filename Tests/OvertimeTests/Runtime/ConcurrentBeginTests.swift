@@ -25,12 +25,15 @@ struct ConcurrentBeginTests {
                 let reasons = Recorder<BackgroundTaskEndReason>()
                 let id = Locked<BackgroundTaskID>(.invalid)
                 let trigger: LifecycleEvent = terminating ? .willTerminate : .didEnterBackground
+                let beganInTime = Locked(true)
                 let token = runtime.observe { event in
                     guard event == trigger else { return }
                     inObserver.signal()
-                    _ = begun.wait(timeout: .now() + 5)  // holds the loop until the other thread has begun
+                    // Holds the loop until the other thread has begun. That thread is its
+                    // own, so only a begin that waits for the loop can keep it past the guard.
+                    if begun.wait(timeout: .now() + 5) == .timedOut { beganInTime.withLock { $0 = false } }
                 }
-                DispatchQueue.global().async {
+                spawnThread(name: "racer") {
                     inObserver.wait()
                     id.withLock { $0 = runtime.beginBackgroundTask(name: "racer", endHandler: { reasons.append($0) }) }
                     begun.signal()
@@ -38,6 +41,7 @@ struct ConcurrentBeginTests {
                 if terminating { runtime.requestTermination() } else { runtime.requestBackground() }
                 env.waitForQueuedRequests()
                 let racer = id.withLock { $0 }
+                #expect(beganInTime.withLock { $0 }, "a begin while the loop runs an observer returns without the loop")
                 #expect(!racer.isInvalid)
                 #expect(runtime.state == .background, "waits for the grant begun meanwhile")
                 runtime.endBackgroundTask(racer)
@@ -65,7 +69,7 @@ struct ConcurrentBeginTests {
             let finishedRound = Atomic<Int>(0)
             let reasons = Recorder<BackgroundTaskEndReason>()
             let ids = Locked<[BackgroundTaskID]>([])
-            DispatchQueue(label: "racer").async {
+            spawnThread(name: "racer") {
                 var generator = SystemRandomNumberGenerator()
                 for round in 1...rounds {
                     while go.load(ordering: .acquiring) < round {}

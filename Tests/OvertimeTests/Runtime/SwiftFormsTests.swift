@@ -55,7 +55,7 @@ struct SwiftFormsTests {
         let task = Task {
             try await runtime.withBackgroundTask(name: "stubborn") {
                 await withCheckedContinuation { continuation in
-                    DispatchQueue.global().async {
+                    spawnThread(name: "stubborn-body") {
                         release.wait()
                         continuation.resume()
                     }
