@@ -243,6 +243,17 @@ extension PostgresScheduleStore {
     func commitWithWrites(
         _ batch: ScheduleBatch, _ planned: [PlanWrite], _ starts: [PlanWrite], found: inout CommitRefusals
     ) async throws(ScheduleStoreError) -> RecordedRuns {
+        let inserts = batch.writes.compactMap { write -> StoredRequest? in
+            guard case .insertUnlessPending(let stored) = write else { return nil }
+            return stored
+        }
+        // A submission kept by policy: one statement for the batch, not one a request (a
+        // thousand round trips, which a loaded machine took past the deadline). Made before
+        // the operation begins: its deadline is for the database's answers, and encoding a
+        // large batch is the program's own work, which a slow device (or an unoptimized
+        // build under ThreadSanitizer) takes seconds over while the database is quick.
+        let batchInsert =
+            !inserts.isEmpty && inserts.count == batch.writes.count ? insertUnlessPendingStatement(inserts) : nil
         let (started, written) = try await transaction { [self] connection in
             // Submissions take turns across the fleet (one lock for the whole batch, not one
             // per request: a batch of 20,000 ran out of the server's lock table), so that two
@@ -250,14 +261,8 @@ extension PostgresScheduleStore {
             _ = try await run(connection, "SELECT pg_advisory_xact_lock(hashtext('overtime requests'))")
             var found = CommitRefusals()
             found.resubmitted = try await deleteFinished(of: batch.writes, connection)
-            let inserts = batch.writes.compactMap { write -> StoredRequest? in
-                guard case .insertUnlessPending(let stored) = write else { return nil }
-                return stored
-            }
-            if inserts.count == batch.writes.count {
-                // A submission kept by policy: one statement for the batch, not one a request
-                // (a thousand round trips, which a loaded machine took past the deadline).
-                found.kept = try await insertUnlessPending(inserts, connection)
+            if let batchInsert {
+                found.kept = try await insertUnlessPending(inserts, batchInsert, connection)
             } else {
                 for write in batch.writes {
                     guard try await apply(write, connection) else {
@@ -407,12 +412,25 @@ extension PostgresScheduleStore {
         return true
     }
 
-    /// Inserts each of `requests` unless a request of its identifier is pending (all in one
-    /// statement, arrays unnested, each taking the next submission number in turn); returns
-    /// the identifiers kept. A new row has no dependents yet: nothing concludes here.
-    func insertUnlessPending(_ requests: [StoredRequest], _ connection: PostgresConnection) async throws -> Set<String>
-    {
+    /// Inserts each of `requests` unless a request of its identifier is pending, by
+    /// `statement` (``insertUnlessPendingStatement(_:)`` of them); returns the identifiers
+    /// kept. A new row has no dependents yet: nothing concludes here.
+    func insertUnlessPending(
+        _ requests: [StoredRequest], _ statement: PostgresQuery, _ connection: PostgresConnection
+    ) async throws -> Set<String> {
         guard !requests.isEmpty else { return [] }
+        let written = Set(try await run(connection, statement).map { try $0.decode(String.self) })
+        for stored in requests where written.contains(stored.request.identifier) {
+            if !stored.request.prerequisites.isEmpty { try await writeLinks(stored, connection) }
+            if stored.request.wakesSystem { asksForWaking.withLockedValue { $0 = true } }
+        }
+        return Set(requests.map(\.request.identifier)).subtracting(written)
+    }
+
+    /// The statement that inserts each of `requests` unless a request of its identifier is
+    /// pending: all in one, arrays unnested, each taking the next submission number in turn;
+    /// it returns the identifiers written.
+    func insertUnlessPendingStatement(_ requests: [StoredRequest]) -> PostgresQuery {
         let rows = requests.map(RequestColumns.init)
         var v = UnnestedColumns()
         v.add("identifier", "text", rows.map(\.identifier))
@@ -463,13 +481,7 @@ extension PostgresScheduleStore {
             ON CONFLICT (identifier, owner) DO NOTHING
             RETURNING identifier
             """
-        let result = try await run(connection, PostgresQuery(unsafeSQL: sql, binds: v.bindings))
-        let written = Set(try result.map { try $0.decode(String.self) })
-        for stored in requests where written.contains(stored.request.identifier) {
-            if !stored.request.prerequisites.isEmpty { try await writeLinks(stored, connection) }
-            if stored.request.wakesSystem { asksForWaking.withLockedValue { $0 = true } }
-        }
-        return Set(rows.map(\.identifier)).subtracting(written)
+        return PostgresQuery(unsafeSQL: sql, binds: v.bindings)
     }
 
     /// Writes which prerequisites `stored` waits on (those it no longer waits on go), and
