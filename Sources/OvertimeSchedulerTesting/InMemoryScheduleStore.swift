@@ -344,6 +344,13 @@ final class InMemoryScheduleStore: ScheduleStore {
             } else {
                 insert(stored, into: &tables)
             }
+        case .replan(let stored, let from):
+            guard let row = tables.rows[stored.request.identifier], !row.isRunning, !row.isFinished,
+                row.stored.plan == from
+            else { return }
+            var replanned = stored
+            replanned.rowID = nil
+            writePlan(replanned, start: nil, in: &tables)
         case .insertUnlessPending(let stored):
             let identifier = stored.request.identifier
             if let existing = tables.rows[identifier] {

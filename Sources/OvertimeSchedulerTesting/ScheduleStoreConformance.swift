@@ -50,6 +50,7 @@ import Overtime
         Check(name: "waiting requests are counted as enqueued or blocked", body: waitingCounts),
         Check(name: "repeating plans ahead of a clock set back are found", body: plannedAhead),
         Check(name: "waits for a length after a threshold are found, earliest first", body: waitsForALength),
+        Check(name: "a correction is written only over the plan it was made from", body: replans),
         Check(name: "the history comes newest first and is pruned by age and count", body: historyAndPruning),
         Check(name: "a store one scheduler owns recovers runs in progress as interrupted", body: recovery),
         Check(name: "a closed store refuses every call", body: closedStore),
@@ -428,6 +429,40 @@ import Overtime
         try await subject.save(calendar)
         let withCalendar = await subject.identifiers(try subject.store.plannedAheadOfClock(subject.base))
         try await expect(withCalendar.contains("calendar"), "the calendar planned ahead", withCalendar)
+    }
+
+    static func replans(_ subject: inout Subject) async throws {
+        try await subject.save(
+            subject.oneShot("current", dueIn: 600), subject.oneShot("stale", dueIn: 600),
+            subject.oneShot("running", dueIn: 0), subject.oneShot("cancelled", dueIn: 600))
+        // Each corrected from the plan read now, to be due a minute from the base time.
+        var corrections: [RequestWrite] = []
+        for identifier in ["current", "stale", "running", "cancelled"] {
+            guard let read = try await subject.store.request(identifier) else {
+                throw Failure(description: "'\(identifier)' was not read back")
+            }
+            var moved = read
+            moved.plan.anchor = subject.at(60)
+            corrections.append(.replan(moved, from: read.plan))
+        }
+        // Meanwhile, as another instance of a store instances share would: one replanned, one
+        // started, one cancelled.
+        try await subject.save(subject.oneShot("stale", dueIn: 700))
+        _ = try await subject.start("running", at: subject.base)
+        try await subject.write([.cancel("cancelled", at: subject.at(1))])
+        try await subject.write(corrections)
+        let current = try await subject.store.request("current")
+        try await expect(current?.plan.anchor == subject.at(60), "the correction written", current?.plan as Any)
+        let stale = try await subject.store.request("stale")
+        try await expect(
+            stale?.plan.anchor == subject.at(700), "the plan written since kept, not the correction", stale?.plan as Any
+        )
+        let running = try await subject.store.request("running")
+        try await expect(
+            running?.isRunning == true && running?.plan.anchor == subject.at(0), "the run started since left alone",
+            running as Any)
+        let cancelled = try await subject.store.request("cancelled")
+        try await expect(cancelled?.plan.isFinished == true, "the cancellation kept", cancelled?.plan as Any)
     }
 
     static func waitsForALength(_ subject: inout Subject) async throws {

@@ -36,22 +36,33 @@ extension Scheduler {
     /// requests planned for a window that now lies ahead are pulled back onto their grid
     /// (a run never waits longer than its interval and flex). Plans behind the clock catch
     /// up when they are picked.
+    ///
+    /// The plans are corrected against the time read after they were: a run that started
+    /// while they were read (another instance's, in a fleet) moved its plan on at a time
+    /// before that, so it is not taken for a plan ahead of the clock. Each is written only
+    /// over the plan it was made from (``RequestWrite/replan(_:from:)``).
     func correctPlansForTheClock(step: Duration?) async {
-        let now = wallClockNow
+        let before = wallClockNow
         let step = step ?? .zero
         do throws(SchedulerError) {
             let (waits, ahead) = try await fromStore { () async throws(ScheduleStoreError) in
-                (try await store.waitsForALength(after: min(now, now - step)), try await store.plannedAheadOfClock(now))
+                (
+                    try await store.waitsForALength(after: min(before, before - step)),
+                    try await store.plannedAheadOfClock(before)
+                )
             }
+            let now = wallClockNow
             let running = Set(state.value.running.keys)
             var seen = Set<String>()
             let writes = (waits + ahead).compactMap { stored -> RequestWrite? in
                 let identifier = stored.request.identifier
-                guard !running.contains(identifier), seen.insert(identifier).inserted else { return nil }
+                guard !stored.isRunning, !running.contains(identifier), seen.insert(identifier).inserted else {
+                    return nil
+                }
                 var moved = stored
                 moved.plan = SchedulePlanner.clockStepped(stored.plan, stored.request, by: step, now: now)
                 moved.plan = SchedulePlanner.catchUp(moved.plan, stored.request, now: now)
-                return moved.plan == stored.plan ? nil : .save(moved)
+                return moved.plan == stored.plan ? nil : .replan(moved, from: stored.plan)
             }
             if !writes.isEmpty {
                 logger.info("the wall clock moved: \(writes.count) plans corrected")

@@ -92,6 +92,11 @@ import Overtime
     /// one-shot, or one failed for good, is replaced (WorkManager's KEEP). The commit says
     /// which happened (`CommitRefusals.kept`, `CommitRefusals.resubmitted`).
     case insertUnlessPending(StoredRequest)
+    /// The request's plan, corrected from `from` (the plan as it was read): written only
+    /// where the request still stands at `from`, not running and not finished. In a store
+    /// instances share, another may have started, ended or cancelled a run of it since the
+    /// read, and the correction, made from what is gone, must not undo that.
+    case replan(StoredRequest, from: PlanState)
     /// The pending request of the identifier is cancelled at the time given: finished,
     /// nothing more of it runs, and it stays (with its history, and its run in progress
     /// until that ends) as cancelled until retention prunes it. A finished one is left as

@@ -84,6 +84,16 @@ extension SQLiteScheduleStore {
             case .save(let stored):
                 sequence += 1
                 try upsert(stored, sequence: sequence, ifAbsent: false, connection, &kinds)
+            case .replan(let stored, let from):
+                let read = try connection.statement(requestQuery)
+                read.bind(1, stored.request.identifier)
+                guard try read.step() else { continue }
+                let current = try request(read)
+                read.reset()
+                guard !current.isRunning, !current.plan.isFinished, current.plan == from else { continue }
+                var replanned = stored
+                replanned.rowID = nil
+                try updatePlan(replanned, start: nil, connection)
             case .insertUnlessPending(let stored):
                 let existing = try connection.statement(finishedQuery)
                 existing.bind(1, stored.request.identifier)

@@ -315,6 +315,9 @@ extension PostgresScheduleStore {
         switch write {
         case .save(let stored): return try await upsert(stored, ifAbsent: false, connection)
         case .insertUnlessPending(let stored): return try await upsert(stored, ifAbsent: true, connection)
+        case .replan(let stored, let from):
+            let write = PlanWrite(stored: stored, start: nil, ending: nil)
+            return try await !writePlans([write], .unchanged(from), connection).isEmpty
         case .cancel(let identifier, let time):
             try noteConcluded(
                 await run(
@@ -545,6 +548,9 @@ extension PostgresScheduleStore {
         case ending
         /// Only an idle row this instance claimed: the write starts a run and extends the claim.
         case claimedHere
+        /// Only a row still at the plan given, idle, unfinished and not claimed elsewhere:
+        /// a correction made from that plan (one write at a time: the plan is one).
+        case unchanged(PlanState)
     }
 
     /// `NULL` in the arrays below: postgres-nio encodes arrays of non-optional values only.
@@ -615,6 +621,8 @@ extension PostgresScheduleStore {
                     "claim_until = now() + make_interval(secs => \(parameter(17)))",
                     "NOT r.running AND r.claimed_by = \(parameter(16)) AND NOT r.finished"
                 )
+            case .unchanged(let from):
+                unchangedCondition(from, base: base, &bindings)
             }
         let none15 = parameter(15)
         return """
@@ -632,6 +640,30 @@ extension PostgresScheduleStore {
             WHERE r.identifier = v.identifier AND r.owner = v.owner AND \(rowCondition)
             RETURNING r.identifier, r.owner, r.finished AND r.has_dependents AS linked
             """
+    }
+
+    /// The claim left as it is, and the condition of ``PlanCondition/unchanged(_:)``: the
+    /// row still at `from` (its values appended to `bindings` as parameters 21 to 25 of
+    /// ``planUpdate(_:_:_:)``), idle, unfinished, and claimed by no other instance.
+    private func unchangedCondition(_ from: PlanState, base: Int, _ bindings: inout PostgresBindings)
+        -> (String, String)
+    {
+        func parameter(_ position: Int) -> String { "$\(base + position)" }
+        bindings.append(from.anchor.nanosecondsSinceEpoch)
+        bindings.append(Int64(from.owed))
+        bindings.append(from.retryAt?.nanosecondsSinceEpoch ?? Self.none)
+        bindings.append(Int64(from.failedAttempts))
+        bindings.append(from.plannedTime?.nanosecondsSinceEpoch ?? Self.none)
+        let none = parameter(15)
+        return (
+            "claim_until = r.claim_until",
+            """
+            NOT r.running AND NOT r.finished AND r.anchor = \(parameter(21)) AND r.owed = \(parameter(22))
+                AND coalesce(r.retry_at, \(none)) = \(parameter(23)) AND r.failed_attempts = \(parameter(24))
+                AND coalesce(r.planned_at, \(none)) = \(parameter(25))
+                AND (r.claimed_by IS NULL OR r.claimed_by = \(parameter(16)) OR r.claim_until < now())
+            """
+        )
     }
 
     /// The casts of the first 14 arrays ``planUpdate(_:_:_:)`` unnests.
