@@ -1,4 +1,5 @@
 import Foundation
+import OvertimeSupport
 import OvertimeTestSupport
 import Testing
 
@@ -27,11 +28,13 @@ private let shippedPrograms: String? = {
 /// blocks SIGTERM (`SigBlk` of its main thread). Before the fix that moment was the
 /// runtime's creation, and threads made earlier took the signal by its default action.
 ///
-/// It keeps both cores spinning for minutes, which would slow every suite running beside it
-/// past its limits (under ThreadSanitizer three did): `scripts/test` runs it alone, with
-/// `OVERTIME_STOP_DURING_START=1`, right after it builds the static programs.
+/// It keeps both cores spinning, which would slow every suite running beside it past its
+/// limits (under ThreadSanitizer three did): `scripts/test` runs it alone, with
+/// `OVERTIME_STOP_DURING_START=1`, right after it builds the static programs. The three
+/// programs are tried at once, under one load: a trial mostly waits (its delay, the
+/// program's stop), and one after the other they kept the cores spinning three times as long.
 @Suite(
-    "A stop at any moment of start-up", .onOwnThread, .serialized, .timeLimit(.minutes(10)),
+    "A stop at any moment of start-up", .onOwnThread, .timeLimit(.minutes(10)),
     .enabled(
         if: getenv("OVERTIME_STOP_DURING_START") != nil,
         "runs alone: OVERTIME_STOP_DURING_START=1 swift test --filter StopDuringStartTests (scripts/test does)"),
@@ -39,11 +42,12 @@ private let shippedPrograms: String? = {
         if: shippedPrograms != nil,
         "the shipped static builds are not there (scripts/check-static-binaries makes them)"))
 struct StopDuringStartTests {
-    /// Every core spinning, for the length of a test.
-    final class BusyCores {
-        private var spinners: [SpawnedProcess] = []
+    /// Every core spinning, while any test of the suite runs (``whileCoresAreBusy(_:)``).
+    final class BusyCores: Sendable {
+        private let spinners: [SpawnedProcess]
 
         init() throws {
+            var spinners: [SpawnedProcess] = []
             for _ in 0..<max(2, sysconf(Int32(_SC_NPROCESSORS_ONLN))) {
                 spinners.append(
                     try SpawnedProcess(
@@ -51,6 +55,7 @@ struct StopDuringStartTests {
                         "/bin/sh", ["-c", "while kill -0 $PPID 2>/dev/null; do :; done"], standardOutput: .discard,
                         standardError: .discard))
             }
+            self.spinners = spinners
         }
 
         deinit {
@@ -59,6 +64,27 @@ struct StopDuringStartTests {
                 _ = spinner.waitForExit(timeout: .seconds(10))
             }
         }
+    }
+
+    /// The load the tests running at once share: the first to begin starts it, the last to
+    /// end stops it.
+    private static let load = Locked<(users: Int, cores: BusyCores?)>((0, nil))
+
+    /// `body`, with every core spinning meanwhile.
+    static func whileCoresAreBusy<T>(_ body: () throws -> T) throws -> T {
+        try load.withLock { load in
+            if load.users == 0 { load.cores = try BusyCores() }
+            load.users += 1
+        }
+        defer {
+            // Stopped (its spinners killed and waited for) outside the lock.
+            let last = load.withLock { load -> BusyCores? in
+                load.users -= 1
+                return load.users == 0 ? load.cores.take() : nil
+            }
+            withExtendedLifetime(last) {}
+        }
+        return try body()
     }
 
     /// Whether the main thread of `pid` blocks SIGTERM now (`SigBlk` of /proc/PID/status).
@@ -81,34 +107,34 @@ struct StopDuringStartTests {
             case "periodic-report": ["--state-directory", folder.path + "/state"]
             default: []
             }
-        let load = try BusyCores()
         var random = SplitMix64(seed: 61)
         var endings: [String: [Int]] = [:]  // how each trial ended → its delays in µs
         // Each trial is a start and a whole stop on busy cores (about a second): 60 of each
         // daemon the outside check stopped, 20 of the third, keep the suite's time.
-        for _ in 0..<(program == "periodic-report" ? 20 : 60) {
-            let delay = Int(random.next() % 200_000)
-            // Started as a service manager starts a service: no signal blocked, stdin open.
-            let child = try SpawnedProcess(
-                executable, arguments, standardInput: true, standardOutput: .discard, standardError: .discard,
-                blocking: [])
-            // From the program's first instruction: until the kernel has run any of it (with
-            // both cores busy, milliseconds after exec), no program can block a signal.
-            let running = ContinuousClock.now + .seconds(10)
-            while !Self.blocksSIGTERM(child.pid), child.isRunning, ContinuousClock.now < running { usleep(100) }
-            usleep(useconds_t(delay))
-            child.send(SIGTERM)
-            let status = child.waitForExit(timeout: .seconds(60))
-            let ending =
-                switch status {
-                case nil: "still running after 60 s"
-                case .some(let code) where child.killedBySignal: "killed by signal \(code)"
-                case .some(let code): "exit \(code)"
-                }
-            endings[ending, default: []].append(delay)
-            if status == nil { child.send(SIGKILL) }
+        try Self.whileCoresAreBusy {
+            for _ in 0..<(program == "periodic-report" ? 20 : 60) {
+                let delay = Int(random.next() % 200_000)
+                // Started as a service manager starts a service: no signal blocked, stdin open.
+                let child = try SpawnedProcess(
+                    executable, arguments, standardInput: true, standardOutput: .discard, standardError: .discard,
+                    blocking: [])
+                // From the program's first instruction: until the kernel has run any of it (with
+                // both cores busy, milliseconds after exec), no program can block a signal.
+                let running = ContinuousClock.now + .seconds(10)
+                while !Self.blocksSIGTERM(child.pid), child.isRunning, ContinuousClock.now < running { usleep(100) }
+                usleep(useconds_t(delay))
+                child.send(SIGTERM)
+                let status = child.waitForExit(timeout: .seconds(60))
+                let ending =
+                    switch status {
+                    case nil: "still running after 60 s"
+                    case .some(let code) where child.killedBySignal: "killed by signal \(code)"
+                    case .some(let code): "exit \(code)"
+                    }
+                endings[ending, default: []].append(delay)
+                if status == nil { child.send(SIGKILL) }
+            }
         }
-        withExtendedLifetime(load) {}
         #expect(
             Set(endings.keys) == ["exit 0"],
             "\(endings.mapValues { "\($0.count) trials, e.g. at \($0.prefix(5).map { "\($0 / 1000) ms" })" })")

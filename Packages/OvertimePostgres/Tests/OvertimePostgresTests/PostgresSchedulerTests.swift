@@ -597,7 +597,11 @@ struct PostgresSchedulerTests {
         // (Its queue may still be finishing a cycle when the test lets go; with the fleet's
         // kill tests beside it on a loaded machine that took over 10 s once.)
         let closed = try Self.eventually(30) { try server.psql(clients) == "0" }
-        #expect(closed, "client connections: \((try? server.psql(clients)) ?? "?")")
+        // Which connection is left, and what it last did, names the path that kept it.
+        let left =
+            "SELECT application_name, state, query, now() - backend_start, now() - state_change FROM pg_stat_activity"
+            + " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        #expect(closed, "client connections: \((try? server.psql(left)) ?? "?")")
         usleep(300_000)
         #expect(try server.psql(clients) == "0")
     }
