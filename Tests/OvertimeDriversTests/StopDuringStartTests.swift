@@ -29,8 +29,8 @@ private let shippedPrograms: String? = {
 /// runtime's creation, and threads made earlier took the signal by its default action.
 ///
 /// It keeps both cores spinning, which would slow every suite running beside it past its
-/// limits (under ThreadSanitizer three did): `scripts/test` runs it alone, with
-/// `OVERTIME_STOP_DURING_START=1`, right after it builds the static programs. The three
+/// limits (under ThreadSanitizer three did): `scripts/test` runs it with no other tests beside
+/// it, with `OVERTIME_STOP_DURING_START=1`, right after it builds the static programs. The three
 /// programs are tried at once, under one load: a trial mostly waits (its delay, the
 /// program's stop), and one after the other they kept the cores spinning three times as long.
 @Suite(
