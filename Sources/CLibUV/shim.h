@@ -39,6 +39,36 @@ static inline int overtime_check_pollable(int fd, int urgent) {
     close(probe);
     return result;
 }
+/// A ring of io_uring that holds a reference to `fd`'s open file (registered as its fixed
+/// file), else -1 with errno set (io_uring turned off, or refused by a seccomp filter, as
+/// container runtimes' default profiles do). Closing the ring ends that reference on a kernel
+/// worker, after the caller's close returns; so the last close of a pressure stall
+/// information trigger, which waits for an RCU grace period (5-20 ms), is off the process's
+/// stop and exit paths. Nothing is ever submitted to the ring.
+#include <string.h>
+#include <sys/syscall.h>
+#if defined(__NR_io_uring_setup) && defined(__NR_io_uring_register)
+#include <linux/io_uring.h>
+static inline int overtime_hold_in_io_uring(int fd) {
+    struct io_uring_params parameters;
+    memset(&parameters, 0, sizeof(parameters));
+    int ring = (int)syscall(__NR_io_uring_setup, 1, &parameters);
+    if (ring < 0) return -1;
+    if (syscall(__NR_io_uring_register, ring, IORING_REGISTER_FILES, &fd, 1) != 0) {
+        int code = errno;
+        close(ring);
+        errno = code;
+        return -1;
+    }
+    return ring;
+}
+#else
+static inline int overtime_hold_in_io_uring(int fd) {
+    (void)fd;
+    errno = ENOSYS;
+    return -1;
+}
+#endif
 #if defined(__GLIBC__)
 #include <malloc.h>
 /// Returns the free memory at the top of glibc's heaps to the system (after a memory

@@ -217,6 +217,39 @@ struct MemoryPressureTests {
         #expect(env.runtime.loopClosedCleanly == true)
     }
 
+    /// A PSI trigger's last close waits for an RCU grace period (5-20 ms): an io_uring ring
+    /// holds the trigger's file while it is watched, so that the descriptor's close is not the
+    /// last and the ring's leaves it to a kernel worker; both close with the source.
+    @Test(
+        .enabled(
+            if: access("/proc/pressure/memory", W_OK) == 0
+                && (try? String(contentsOfFile: "/proc/sys/kernel/io_uring_disabled", encoding: .utf8))?
+                    .hasPrefix("0") == true,
+            "no writable /proc/pressure/memory, or io_uring turned off"))
+    func aTriggersFileIsHeldByARingAndBothCloseWithTheSource() throws {
+        func target(_ descriptor: Int32) -> String? {
+            try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(descriptor)")
+        }
+        let opened = try OpenedPressureSource.opening(
+            MemoryPressureSource(
+                path: "/proc/pressure/memory", written: Array("some 200000 2000000".utf8) + [0], origin: .system))
+        #expect(target(opened.descriptor) == "/proc/pressure/memory")
+        #expect(opened.holder >= 0)
+        #expect(target(opened.holder) == "anon_inode:[io_uring]")
+        opened.closeDescriptors()
+        // Closed: gone, or (another test's descriptor, made since) no longer these files.
+        #expect(target(opened.descriptor) != "/proc/pressure/memory")
+        #expect(target(opened.holder) != "anon_inode:[io_uring]")
+        // A FIFO's or a socket's close does not wait: nothing holds them.
+        let fifo = TemporaryDirectory("pressure-fifo")
+        defer { fifo.remove() }
+        #expect(mkfifo(fifo.path + "/pressure", 0o600) == 0)
+        let plain = try OpenedPressureSource.opening(
+            MemoryPressureSource(path: fifo.path + "/pressure", written: [], origin: .serviceManager))
+        #expect(plain.holder == -1)
+        plain.closeDescriptors()
+    }
+
     /// The root of the unified hierarchy (where every process of a hybrid machine is, this
     /// project's CI machine among them): its `memory.pressure` tells the system's figures,
     /// but its triggers share one wait queue, and the kernel wakes every process polling it

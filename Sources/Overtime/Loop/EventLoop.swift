@@ -131,7 +131,14 @@ final class EventLoop: @unchecked Sendable {
     func run() {
         adoptCurrentThread()
         uv_run(raw, UV_RUN_DEFAULT)
+        // libuv's inotify descriptor (the loop's file-system watches: a folder a socket is
+        // awaited in) is closed in uv_loop_close, and its last close waits for fsnotify's
+        // reaper, an SRCU grace period: 4-20 ms, most of a daemon's SIGTERM → exit. Held by a
+        // ring, the loop's close is not the last; the ring's leaves that to a kernel worker.
+        let inotify = raw.pointee.inotify_fd
+        let holder = inotify >= 0 ? overtime_hold_in_io_uring(inotify) : -1
         closeResult = uv_loop_close(raw)
+        if holder >= 0 { close(holder) }
         loopThread.store(0, ordering: .releasing)
     }
 

@@ -136,7 +136,7 @@ public final class MemoryPressureMonitor: Sendable {
         if runtime.isOnLoopThread {
             install()
         } else if !context.execute(install) {
-            close(opened.descriptor)
+            opened.closeDescriptors()
             state.withLock { $0.started = false }
             throw .unavailable("the runtime has shut down")
         }

@@ -17,6 +17,18 @@ struct OpenedPressureSource: Sendable {
 
     let descriptor: Int32
     let kind: Kind
+    /// An io_uring holding the PSI trigger's file (`overtime_hold_in_io_uring`), or -1: the
+    /// trigger's last close waits for an RCU grace period (5-20 ms measured), which on the
+    /// descriptor's own close would be on the program's way out after SIGTERM. With the
+    /// ring's reference, the descriptor's close is not the last, and the ring's close leaves
+    /// the last to a kernel worker.
+    var holder: Int32 = -1
+
+    /// Closes the descriptor (and the ring holding its file).
+    func closeDescriptors() {
+        close(descriptor)
+        if holder >= 0 { close(holder) }
+    }
 
     /// Opens or connects to `source.path` and writes `source.written` to it, as systemd's
     /// protocol says; on the caller's thread (a connect can wait).
@@ -24,7 +36,7 @@ struct OpenedPressureSource: Sendable {
         let path = source.path
         var info = stat()
         guard stat(path, &info) == 0 else { throw .cannotWatch(path: path, operation: "stat", errno: errno) }
-        let opened: OpenedPressureSource
+        var opened: OpenedPressureSource
         switch info.st_mode & S_IFMT {
         case S_IFREG:
             // A PSI file takes its trigger in one write, which needs it open for writing.
@@ -70,6 +82,10 @@ struct OpenedPressureSource: Sendable {
                 throw .cannotWatch(path: path, operation: "write the trigger", errno: code)
             }
         }
+        if opened.kind == .pressureFile, !source.written.isEmpty {
+            // Without a ring (io_uring turned off or filtered), the close waits: slower, not wrong.
+            opened.holder = overtime_hold_in_io_uring(opened.descriptor)
+        }
         if opened.kind == .fifo {
             _ = opened.discardQueued()  // what was written before watching (its own write too) is no pressure
         }
@@ -114,7 +130,7 @@ final class MemoryPressureWatcher {
         guard initialized == 0 else {
             // A descriptor epoll refuses (a plain file is not a PSI file). The handle's memory
             // is the loop's, freed when it closes.
-            close(source.descriptor)
+            source.closeDescriptors()
             stopped = true
             throw .cannotWatch(path: "descriptor \(source.descriptor)", operation: "poll", errno: -initialized)
         }
@@ -131,7 +147,7 @@ final class MemoryPressureWatcher {
         stopped = true
         uv_poll_stop(poll)
         uv_close(UnsafeMutableRawPointer(poll).assumingMemoryBound(to: uv_handle_t.self), nil)  // memory: the loop's
-        close(source.descriptor)
+        source.closeDescriptors()
     }
 
     private func ready(_ status: Int32) {
