@@ -177,15 +177,16 @@ extension InMemorySpoolVolume: SpoolFileSystem {
     package func write(_ fd: Int32, _ bytes: [UInt8], at position: Int?) -> Int32 {
         state.withLock { state in
             guard var handle = state.handles[fd], handle.writable, let node = handle.node,
-                var content = state.nodes[node]?.bytes
+                let size = state.nodes[node]?.bytes.count
             else { return EBADF }
-            let start = position ?? (handle.appending ? content.count : handle.offset)
+            let start = position ?? (handle.appending ? size : handle.offset)
             let end = start + bytes.count
-            let growth = max(0, end - content.count)
+            let growth = max(0, end - size)
             guard state.used + growth <= state.capacity else { return ENOSPC }
-            if content.count < end { content.append(contentsOf: repeatElement(0, count: end - content.count)) }
-            content.replaceSubrange(start..<end, with: bytes)
-            state.nodes[node]?.bytes = content
+            // In place, through the dictionary: a copy taken out and put back copied the whole
+            // file on every write (20,000 appends of 200 bytes took 19 s).
+            if size < end { state.nodes[node]?.bytes.append(contentsOf: repeatElement(0, count: end - size)) }
+            state.nodes[node]?.bytes.replaceSubrange(start..<end, with: bytes)
             state.used += growth
             if position == nil {
                 handle.offset = end
@@ -198,15 +199,14 @@ extension InMemorySpoolVolume: SpoolFileSystem {
     package func truncate(_ fd: Int32, to size: Int) -> Int32 {
         state.withLock { state in
             guard var handle = state.handles[fd], handle.writable, let node = handle.node,
-                var content = state.nodes[node]?.bytes, size >= 0
+                let current = state.nodes[node]?.bytes.count, size >= 0
             else { return EBADF }
-            state.used += size - content.count
-            if size < content.count {
-                content.removeSubrange(size...)
+            state.used += size - current
+            if size < current {
+                state.nodes[node]?.bytes.removeSubrange(size...)
             } else {
-                content.append(contentsOf: repeatElement(0, count: size - content.count))
+                state.nodes[node]?.bytes.append(contentsOf: repeatElement(0, count: size - current))
             }
-            state.nodes[node]?.bytes = content
             handle.offset = size
             state.handles[fd] = handle
             return 0
