@@ -467,6 +467,8 @@ struct PostgresSchedulerTests {
             DROP TABLE overtime.prerequisites;
             ALTER TABLE overtime.requests DROP COLUMN wakes_system;
             DROP INDEX overtime.history_by_run;
+            DROP INDEX overtime.history_unusual_results;
+            DROP INDEX overtime.history_started;
             ALTER TABLE overtime.requests ADD PRIMARY KEY (identifier);
             CREATE INDEX IF NOT EXISTS requests_pending ON overtime.requests (sequence) WHERE NOT finished;
             UPDATE overtime.meta SET value = 1 WHERE name = 'schema_version'
@@ -475,8 +477,15 @@ struct PostgresSchedulerTests {
         try second.register("hourly") { $0.setTaskCompleted(success: true) }
         let after = try #require(second.pendingRequests().first)
         #expect(after.request == hourly && after.nextRun == before.nextRun, "\(after) after \(before)")
-        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("8"))
-        #expect(try server.psql("SELECT count(*) FROM pg_indexes WHERE indexname = 'history_by_run'") == "1")
+        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("9"))
+        let indexes = [
+            "history_by_run", "requests_failed", "requests_cancelled", "history_unusual_results", "history_started",
+        ]
+        #expect(
+            try server.psql(
+                "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE indexname IN ("
+                    + indexes.map { "'\($0)'" }.joined(separator: ",") + ")") == indexes.sorted().joined(separator: ",")
+        )
         second.runtime.requestTermination()
     }
 
@@ -554,7 +563,7 @@ struct PostgresSchedulerTests {
         } catch let error as SchedulerError {
             #expect(error.code == .store)
             #expect(
-                error.message.contains("schema version 99") && error.message.contains("up to version 8"), "\(error)")
+                error.message.contains("schema version 99") && error.message.contains("up to version 9"), "\(error)")
         }
     }
 

@@ -54,6 +54,7 @@ extension PostgresScheduleStore {
             for (target, statements) in [
                 (1, Self.schemaVersion1), (2, Self.schemaVersion2), (3, Self.schemaVersion3), (4, Self.schemaVersion4),
                 (5, Self.schemaVersion5), (6, Self.schemaVersion6), (7, Self.schemaVersion7), (8, Self.schemaVersion8),
+                (9, Self.schemaVersion9),
             ] where version < target {
                 for statement in statements { _ = try await run(connection, PostgresQuery(unsafeSQL: statement)) }
             }
@@ -160,5 +161,25 @@ extension PostgresScheduleStore {
     /// page reads, a page at a time, at a million attempts).
     static let schemaVersion8 = [
         "CREATE INDEX IF NOT EXISTS history_by_run ON overtime.history (run_id, attempt)"
+    ]
+
+    /// Version 9: the selections a dashboard offers that match few of many rows, found by an
+    /// index instead of a read of every row (measured at 100,000 requests and 1,000,000
+    /// attempts): the requests that failed for good or were cancelled (24-30 ms → 0.04 ms),
+    /// the attempts of one result other than success (56 → 0.05 ms; success, most of them,
+    /// is left out and costs an attempt's insert nothing), and the attempts started in a
+    /// range (BRIN: attempts are written about in the order they start; an empty range
+    /// 44 → 0.09 ms, 24 kB at a million attempts).
+    static let schemaVersion9 = [
+        """
+        CREATE INDEX IF NOT EXISTS requests_failed ON overtime.requests (sequence)
+            WHERE finished AND cancelled_at IS NULL
+        """,
+        "CREATE INDEX IF NOT EXISTS requests_cancelled ON overtime.requests (sequence) WHERE cancelled_at IS NOT NULL",
+        """
+        CREATE INDEX IF NOT EXISTS history_unusual_results ON overtime.history (result, run_id, attempt)
+            WHERE result <> 'succeeded'
+        """,
+        "CREATE INDEX IF NOT EXISTS history_started ON overtime.history USING brin (started_at)",
     ]
 }
