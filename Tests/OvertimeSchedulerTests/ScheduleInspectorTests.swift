@@ -171,6 +171,8 @@ struct ScheduleInspectorTests {
             #expect(paged == everything)
             let failed = try await inspector.history(HistoryQuery(result: .failed, limit: 1000))
             #expect(!failed.isEmpty && failed == everything.filter { $0.result == .failed })
+            let succeeded = try await inspector.history(HistoryQuery(result: .succeeded, limit: 1000))
+            #expect(!succeeded.isEmpty && succeeded == everything.filter { $0.result == .succeeded })
             let odd = try await inspector.history(HistoryQuery(identifierPrefix: "h.odd.", limit: 1000))
             #expect(odd.count == 15 && odd.allSatisfy { $0.identifier.hasPrefix("h.odd.") })
             // One request's own: "h.odd.1" and not the newer "h.odd.11", "h.odd.13", … its prefix takes in.

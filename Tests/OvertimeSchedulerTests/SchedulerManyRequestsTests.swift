@@ -172,6 +172,11 @@ struct SchedulerManyRequestsTests {
             h.advance(to: planned)
             #expect(h.attempts.all.map(\.runID) == [10], "above run 9, which the counter missed")
             #expect(try h.current.history("job").map(\.runID) == [10, 3, 3])
+            // Migrated to this build's version, the inspector's indexes made.
+            #expect(try sqliteShell(h.path, "PRAGMA user_version") == [["\(SQLiteScheduleStore.schemaVersion)"]])
+            #expect(
+                try sqliteShell(h.path, "SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name")
+                    .contains(["history_unusual_results"]))
         }
     }
 

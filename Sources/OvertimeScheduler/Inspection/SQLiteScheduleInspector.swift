@@ -148,6 +148,9 @@ final class SQLiteScheduleInspector: ScheduleInspector {
             if let result = query.result {
                 conditions.append("result = ?")
                 values.append(.text(result.description))
+                // The partial index of the results other than success (schema version 12):
+                // SQLite takes it only when the query says its condition too.
+                if result != .succeeded { conditions.append("result <> 'succeeded'") }
             }
             if let from = query.startedFrom {
                 conditions.append("started_at >= ?")

@@ -250,6 +250,22 @@ extension SQLiteScheduleStore {
                     try connection.execute("CREATE INDEX history_by_run ON history (run_id, attempt)")
                 }
             ),
+            (
+                12,
+                { connection throws(SQLiteError) in
+                    // An inspector's attempts of one result other than success, newest first,
+                    // without a read of the whole history (1,000,000 attempts: `superseded`
+                    // 0.68 s → under 0.1 ms). Success, most attempts, is left out: an attempt's
+                    // insert pays for the index only when it did not succeed. SQLite takes a
+                    // partial index only for a query that repeats its condition, which
+                    // SQLiteScheduleInspector's does.
+                    try connection.execute(
+                        """
+                        CREATE INDEX history_unusual_results ON history (result, run_id, attempt)
+                            WHERE result <> 'succeeded'
+                        """)
+                }
+            ),
         ]
     }
 
