@@ -250,12 +250,10 @@ struct MetricSpec: Sendable {
                 "overtime-dashboard beside a SQLite schedule of 100,000 requests, pending, that ran 10 times each "
                 + "(1,000,000 attempts): "
                 + "a page loaded over a new connection (first, deep, by prefix, filtered), p50 and p99 of the "
-                + "requests pages and of the history pages; and of the failed pages (no target: a bounded read)",
-            target: "≤ 50 (p99, both)"
-        ) { values in
-            guard let requests = values["requests_p99"], let history = values["history_p99"] else { return nil }
-            return requests <= 50 && history <= 50
-        },
+                + "requests pages, of the history pages, of the failed pages, and of history pages whose filter "
+                + "matches none of the attempts (history_few: result=superseded, a day before any start)",
+            target: "≤ 50 (p99, each)"
+        ) { values in Self.dashboardPagesMet(values) },
         MetricSpec(
             name: "dashboard_live_update_ms", unit: "ms", higherIsBetter: false,
             what: "a submit committed by the daemon → the change event on a page's open event stream",
@@ -266,11 +264,8 @@ struct MetricSpec: Sendable {
             what:
                 "overtime-dashboard beside a fleet's PostgreSQL schedule of 100,000 requests pending and 1,000,000 "
                 + "attempts: the pages of dashboard_page_p99_ms, p50 and p99",
-            target: "≤ 50 (p99, requests and history)"
-        ) { values in
-            guard let requests = values["requests_p99"], let history = values["history_p99"] else { return nil }
-            return requests <= 50 && history <= 50
-        },
+            target: "≤ 50 (p99, each)"
+        ) { values in Self.dashboardPagesMet(values) },
         MetricSpec(
             name: "dashboard_fleet_live_update_ms", unit: "ms", higherIsBetter: false,
             what: "a submit by a fleet's instance → the change event on a page's open event stream",
@@ -298,4 +293,12 @@ struct MetricSpec: Sendable {
             name: "binary_size_mb", unit: "MB", what: "stripped, the Swift runtime linked statically",
             target: "(context)"),
     ]
+
+    /// The dashboard rows' target: every kind of page within 50 ms at p99 (unknown while a
+    /// kind was not measured).
+    static func dashboardPagesMet(_ values: [String: Double]) -> Bool? {
+        let p99s = ["requests_p99", "history_p99", "failed_p99", "history_few_p99"].compactMap { values[$0] }
+        guard p99s.count == 4 else { return nil }
+        return p99s.allSatisfy { $0 <= 50 }
+    }
 }

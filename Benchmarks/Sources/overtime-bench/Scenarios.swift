@@ -249,6 +249,8 @@ struct Scenarios {
                 ("history_p99", { ms(try figures().history, 0.99) }),
                 ("failed_p50", { ms(try figures().failed, 0.5) }),
                 ("failed_p99", { ms(try figures().failed, 0.99) }),
+                ("history_few_p50", { ms(try figures().historyFew, 0.5) }),
+                ("history_few_p99", { ms(try figures().historyFew, 0.99) }),
             ]
         case "sleep_to_release_ms":
             let cycles = max(5, min(200, s.transitions / 100))
@@ -485,7 +487,10 @@ struct Scenarios {
         case "fleet_runs_per_sec_at_defaults", "fleet_status_p99_ms_database_stopped":
             return [("overtime", { try fleetFigure(metric) })]
         case "dashboard_fleet_page_p99_ms":
-            return ["requests_p50", "requests_p99", "history_p50", "history_p99", "failed_p50", "failed_p99"].map {
+            return [
+                "requests_p50", "requests_p99", "history_p50", "history_p99", "failed_p50", "failed_p99",
+                "history_few_p50", "history_few_p99",
+            ].map {
                 part in (part, { try fleetFigure("dashboard_fleet_" + part) })
             }
         case "dashboard_fleet_live_update_ms":
