@@ -42,9 +42,9 @@ static inline int overtime_check_pollable(int fd, int urgent) {
 /// A ring of io_uring that holds a reference to `fd`'s open file (registered as its fixed
 /// file), else -1 with errno set (io_uring turned off, or refused by a seccomp filter, as
 /// container runtimes' default profiles do). Closing the ring ends that reference on a kernel
-/// worker, after the caller's close returns; so the last close of a pressure stall
-/// information trigger, which waits for an RCU grace period (5-20 ms), is off the process's
-/// stop and exit paths. Nothing is ever submitted to the ring.
+/// worker, after the caller's close returns; so a last close that waits for a kernel grace
+/// period (a pressure stall information trigger's, libuv's inotify descriptor's: 5-20 ms) is
+/// off the process's stop and exit paths. Nothing is ever submitted to the ring.
 #include <string.h>
 #include <sys/syscall.h>
 #if defined(__NR_io_uring_setup) && defined(__NR_io_uring_register)
