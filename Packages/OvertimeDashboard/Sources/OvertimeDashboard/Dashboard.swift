@@ -29,6 +29,7 @@ public struct Dashboard: Sendable {
     let sessions = DashboardSessions()
     let feed: ChangeFeed
     let actionLog: ActionLog
+    let tickets = ActionTickets()
     let logger: Logger
     /// The wall clock pages are read at (a test's may be virtual).
     let now: @Sendable () -> WallClockInstant

@@ -289,12 +289,27 @@ def run(driver):
     while time.monotonic() < deadline and "Done:" not in driver.page_source and "Refused:" not in driver.page_source:
         time.sleep(0.02)
     check("Done: started run" in driver.page_source, "the run was not started")
+    check("/action?ticket=" in driver.current_url, f"the outcome has no address of its own: {driver.current_url}")
     deadline = time.monotonic() + 10
     history = ""
     while time.monotonic() < deadline and "succeeded" not in history:
         history = control("history", "ok.background").get("message", "")
         time.sleep(0.1)
     check("succeeded" in history, f"the daemon did not run it: {history}")
+    # The schedule changes: the live script reads the outcome's page again, which stays the
+    # outcome (it once read the post's address, got the confirmation back, and a click ran
+    # the request a second time).
+    check(control("submit", "ok.after-action").get("ok") is True, "submit ok.after-action")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not driver.execute_script("return document.body.getAttribute('data-refreshed');"):
+        time.sleep(0.02)
+    check(driver.execute_script("return document.body.getAttribute('data-refreshed');"), "the outcome was not read again")
+    check("Done: started run" in "".join(texts(driver, "main")), f"the outcome changed: {texts(driver, 'main')}")
+    check(not driver.find_elements(By.CSS_SELECTOR, "main form button"), "a button on the outcome's page")
+    driver.refresh()
+    check("Done: started run" in "".join(texts(driver, "main")), "the outcome, reloaded, is not the outcome")
+    history = control("history", "ok.background").get("message", "")
+    check(history.count("succeeded") == 1, f"ok.background ran more than once: {history}")
 
     # A form post without the session's CSRF token, from the page itself: refused.
     driver.get(BASE + "/requests")

@@ -62,6 +62,32 @@ enum Curl {
         return jar
     }
 
+    /// Does `url`'s action as a browser does: reads its confirmation page, posts its form
+    /// (the CSRF token and the confirmation's ticket), and reads the page the post redirects
+    /// to. The post's answer, and the outcome's page (nil when the post did not redirect).
+    static func confirm(_ url: String, jar: String) throws -> (post: Answer, outcome: Answer?) {
+        let page = try request(url, jar: jar)
+        var form: [String: String] = [:]
+        form["csrf"] = csrf(in: page.body)
+        form["ticket"] = ticket(in: page.body)
+        let post = try post(url, form: form, jar: jar)
+        guard post.status == 303, let location = post.headers["location"] else { return (post, nil) }
+        return (post, try request(origin(of: url) + location, jar: jar))
+    }
+
+    /// `http://host:port` of `url`.
+    static func origin(of url: String) -> String {
+        let afterScheme = url.range(of: "://").map { url[$0.upperBound...] } ?? url[...]
+        let host = afterScheme.prefix { $0 != "/" }
+        return String(url[..<host.endIndex])
+    }
+
+    /// The ticket a confirmation page's form carries.
+    static func ticket(in body: String) -> String? {
+        guard let range = body.range(of: #"name="ticket" value=""#) else { return nil }
+        return String(body[range.upperBound...].prefix { $0 != "\"" })
+    }
+
     /// The CSRF token a signed-in page carries.
     static func csrf(in body: String) -> String? {
         guard let range = body.range(of: #"name="csrf" value=""#) else { return nil }

@@ -80,26 +80,26 @@ struct DashboardAccessTests {
         #expect(crossSite.status == 403)
         #expect(try await dashboard.inspected("ok.later")?.state == .enqueued, "not cancelled by any of those")
 
-        let done = try Curl.post(target, form: ["csrf": csrf], jar: jar)
+        let done = try #require(try Curl.confirm(target, jar: jar).outcome)
         #expect(done.status == 200 && done.body.contains("Done: cancelled"), "\(done.body)")
         #expect(try await dashboard.inspected("ok.later")?.state == .cancelled)
-        let run = try Curl.post(dashboard.url + "/request/run?id=ok.queued", form: ["csrf": csrf], jar: jar)
+        let run = try #require(try Curl.confirm(dashboard.url + "/request/run?id=ok.queued", jar: jar).outcome)
         #expect(run.status == 200, "\(run.body)")
         #expect(try await waitFor { try await dashboard.history("ok.queued").contains { $0.result == .succeeded } })
         // Refused by the daemon (finished): said, recorded, nothing changed.
-        let again = try Curl.post(target, form: ["csrf": csrf], jar: jar)
+        let again = try #require(try Curl.confirm(target, jar: jar).outcome)
         #expect(again.status == 200 || again.status == 409)
         // What failed for good, submitted again: pending again, waiting for its turn (the
         // fixture's one run at a time is held by hang.running).
         let failedPage = try Curl.request(dashboard.url + "/failed", jar: jar)
         #expect(failedPage.body.contains("/request/retry?id=fail.broken"), "a retry link on the failed page")
         #expect(!failedPage.body.contains("/request/retry?id=ok."))
-        let retried = try Curl.post(dashboard.url + "/request/retry?id=fail.broken", form: ["csrf": csrf], jar: jar)
+        let retried = try #require(try Curl.confirm(dashboard.url + "/request/retry?id=fail.broken", jar: jar).outcome)
         #expect(retried.status == 200 && retried.body.contains("Done: submitted"), "\(retried.body)")
         let pendingAgain = try #require(try await dashboard.inspected("fail.broken"))
         #expect(pendingAgain.state == .blocked && pendingAgain.attempt == 1, "\(pendingAgain.state)")
         #expect(try await dashboard.history("fail.broken").count == 1, "its failure stays in its history")
-        let refusedRetry = try Curl.post(dashboard.url + "/request/retry?id=ok.done", form: ["csrf": csrf], jar: jar)
+        let refusedRetry = try #require(try Curl.confirm(dashboard.url + "/request/retry?id=ok.done", jar: jar).outcome)
         #expect(refusedRetry.status == 409 && refusedRetry.body.contains("succeeded"), "\(refusedRetry.body)")
         let story = try Curl.request(dashboard.url + "/request?id=ok.later", jar: jar)
         #expect(story.body.contains("Done from this dashboard") && story.body.contains("<td>alice</td><td>cancel</td>"))
@@ -128,6 +128,55 @@ struct DashboardAccessTests {
         #expect(retold.body.contains("Done from this dashboard"), "the request's page tells it after a restart")
     }
 
+    /// One confirmation, one action: its form posted twice at once (a double click), once
+    /// more later (sent again from the browser's history), and its outcome's page read again
+    /// as the live script does after the schedule changed, start one run. A form without its
+    /// confirmation's ticket, or with one of another action, request or session, does nothing.
+    @Test func aConfirmedActionIsDoneOnceHoweverOftenItsFormIsPostedOrItsOutcomeRead() async throws {
+        let dashboard = try DashboardUnderTest()
+        defer { dashboard.stop() }
+        let jar = try Curl.signIn(dashboard.url, token: dashboard.token, folder: dashboard.folder)
+        let target = dashboard.url + "/request/run?id=ok.queued"
+        let confirmation = try Curl.request(target, jar: jar)
+        let csrf = try #require(Curl.csrf(in: confirmation.body))
+        let ticket = try #require(Curl.ticket(in: confirmation.body))
+        let cancels = try #require(
+            Curl.ticket(in: try Curl.request(dashboard.url + "/request/cancel?id=ok.queued", jar: jar).body))
+        let laters = try #require(
+            Curl.ticket(in: try Curl.request(dashboard.url + "/request/run?id=ok.later", jar: jar).body))
+        let bobJar = try Curl.signIn(dashboard.url, token: dashboard.otherToken, folder: dashboard.folder)
+        let bobs = try #require(Curl.ticket(in: try Curl.request(target, jar: bobJar).body))
+        for wrong in [nil, cancels, laters, bobs, String(ticket.reversed())] {
+            var form = ["csrf": csrf]
+            form["ticket"] = wrong
+            let refused = try Curl.post(target, form: form, jar: jar)
+            #expect(refused.status == 409 && refused.body.contains("Not done"), "\(wrong ?? "no ticket"): \(refused)")
+        }
+        #expect(DashboardUnderTest.read(dashboard.actionLog).isEmpty, "nothing done by those")
+
+        let form = ["csrf": csrf, "ticket": ticket]
+        async let first = onOwnThread { try Curl.post(target, form: form, jar: jar) }
+        async let second = onOwnThread { try Curl.post(target, form: form, jar: jar) }
+        var posts = try await [first, second]
+        posts.append(try Curl.post(target, form: form, jar: jar))
+        for post in posts {
+            #expect(post.status == 303 && post.headers["location"] == "/action?ticket=\(ticket)", "\(post)")
+        }
+        let outcome = try Curl.request(dashboard.url + "/action?ticket=\(ticket)", jar: jar)
+        #expect(outcome.status == 200 && outcome.body.contains("Done: started run"), "\(outcome.body)")
+        #expect(try await waitFor { try await dashboard.history("ok.queued").contains { $0.result == .succeeded } })
+        _ = try dashboard.control("submit", ["ok.meanwhile"])
+        let reread = try Curl.request(
+            dashboard.url + "/action?ticket=\(ticket)", jar: jar, headers: ["X-Overtime-Live: 1"])
+        #expect(reread.status == 200 && reread.body.contains("Done: started run"))
+        #expect(!reread.body.contains("name=\"ticket\"") && !reread.body.contains("action=\"/request/run"))
+        #expect(try await dashboard.history("ok.queued").count == 1, "one run")
+        let log = DashboardUnderTest.read(dashboard.actionLog).split(separator: "\n")
+        #expect(log.count == 1 && log.first?.contains(#""action":"run""#) == true, "\(log)")
+        // Another session does not read this one's outcome.
+        #expect(try Curl.request(dashboard.url + "/action?ticket=\(ticket)", jar: bobJar).status == 404)
+    }
+
     /// Retiring an instance: refused while a process runs under its name, without the
     /// session's token, and for a schedule one daemon owns; a fleet's runs and cancels go
     /// through the instance's control socket (the dashboard joins no fleet).
@@ -136,31 +185,28 @@ struct DashboardAccessTests {
         defer { fleet.stop() }
         let jar = try Curl.signIn(fleet.url, token: fleet.token, folder: fleet.folder)
         let confirm = try Curl.request(fleet.url + "/instance/retire?id=beta", jar: jar)
-        let csrf = try #require(Curl.csrf(in: confirm.body))
-        #expect(confirm.body.contains("Retire instance beta for good?"))
+        #expect(confirm.body.contains("Retire instance beta for good?") && Curl.ticket(in: confirm.body) != nil)
         let page = try Curl.request(fleet.url + "/instances", jar: jar)
         #expect(!page.body.contains("/instance/retire?id="), "no Retire offered while every instance runs")
-        let running = try Curl.post(fleet.url + "/instance/retire?id=beta", form: ["csrf": csrf], jar: jar)
+        let running = try #require(try Curl.confirm(fleet.url + "/instance/retire?id=beta", jar: jar).outcome)
         #expect(running.status == 409 && running.body.contains("is running"), "\(running.body)")
         try await fleet.killMember()
         #expect(try Curl.post(fleet.url + "/instance/retire?id=beta", form: [:], jar: jar).status == 403)
         #expect(try await fleet.instances().first { $0.name == "beta" }?.requests == 1, "kept after those refusals")
-        let cancelled = try Curl.post(fleet.url + "/request/cancel?id=ok.later", form: ["csrf": csrf], jar: jar)
+        let cancelled = try #require(try Curl.confirm(fleet.url + "/request/cancel?id=ok.later", jar: jar).outcome)
         #expect(cancelled.status == 200 && cancelled.body.contains("Done: cancelled"), "\(cancelled.body)")
         #expect(try await fleet.inspected("ok.later")?.state == .cancelled)
-        let retired = try Curl.post(fleet.url + "/instance/retire?id=beta", form: ["csrf": csrf], jar: jar)
+        let retired = try #require(try Curl.confirm(fleet.url + "/instance/retire?id=beta", jar: jar).outcome)
         #expect(retired.status == 200 && retired.body.contains("1 request of its own removed"), "\(retired.body)")
         #expect(try await fleet.instances().allSatisfy { $0.name != "beta" })
         // The fleet's own requests (the shared schedule, the empty name) are never an instance's.
-        let shared = try Curl.post(fleet.url + "/instance/retire?id=", form: ["csrf": csrf], jar: jar)
+        let shared = try #require(try Curl.confirm(fleet.url + "/instance/retire?id=", jar: jar).outcome)
         #expect(shared.status == 409 && shared.body.contains("an instance name is needed"), "\(shared.body)")
 
         let single = try DashboardUnderTest()
         defer { single.stop() }
         let singleJar = try Curl.signIn(single.url, token: single.token, folder: single.folder)
-        let singleToken = try #require(
-            Curl.csrf(in: try Curl.request(single.url + "/requests", jar: singleJar).body))
-        let none = try Curl.post(single.url + "/instance/retire?id=x", form: ["csrf": singleToken], jar: singleJar)
+        let none = try #require(try Curl.confirm(single.url + "/instance/retire?id=x", jar: singleJar).outcome)
         #expect(none.status == 409 && none.body.contains("there is no fleet instance to retire"), "\(none.body)")
     }
 

@@ -42,10 +42,11 @@ struct DashboardEmbeddingTests {
                 #expect(signIn.status == 303 && signIn.headers["location"] == "/dashboard/login")
                 // Its actions go to the daemon: a run started through the mounted dashboard runs.
                 let jar = try Curl.signIn(base + "/dashboard", token: daemon.token, folder: daemon.folder)
-                let confirm = try Curl.request(base + "/dashboard/request/run?id=ok.queued", jar: jar)
-                let csrf = try #require(Curl.csrf(in: confirm.body))
-                let run = try Curl.post(base + "/dashboard/request/run?id=ok.queued", form: ["csrf": csrf], jar: jar)
-                #expect(run.status == 200 && run.body.contains("Done: started run"), "\(run.body)")
+                let run = try Curl.confirm(base + "/dashboard/request/run?id=ok.queued", jar: jar)
+                #expect(run.post.headers["location"]?.hasPrefix("/dashboard/action?ticket=") == true)
+                #expect(
+                    run.outcome?.status == 200 && run.outcome?.body.contains("Done: started run") == true,
+                    "\(run.post.body)")
             }
             #expect(try await waitFor { try await daemon.history("ok.queued").contains { $0.result == .succeeded } })
             await group.triggerGracefulShutdown()

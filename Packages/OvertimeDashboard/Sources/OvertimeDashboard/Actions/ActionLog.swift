@@ -14,6 +14,12 @@ struct ActionRecord: Sendable {
     let answer: String
 }
 
+/// What one action's page says: its record, and why the log could not keep it, if it could not.
+struct ActionOutcome: Sendable {
+    let record: ActionRecord
+    let logFailure: String?
+}
+
 /// The actions taken, newest first: the latest ``kept`` in memory, every one in the file.
 final class ActionLog: Sendable {
     static let kept = 200

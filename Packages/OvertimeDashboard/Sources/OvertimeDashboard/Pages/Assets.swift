@@ -42,13 +42,16 @@ enum Assets {
         """
 
     /// Live updates: when the server says the schedule changed, the page's main part is read
-    /// again and replaced. Without JavaScript, or without EventSource, the page is simply
+    /// again and replaced (an action's outcome has an address of its own, so reading a page
+    /// again never acts). Without JavaScript, or without EventSource, the page is simply
     /// as it was read.
     static let liveScript = """
         (function () {
           "use strict";
           var main = document.querySelector("main");
           if (!main || !window.EventSource || !window.fetch || !window.DOMParser) return;
+          // A confirmation is not read again: its form's ticket is the one the reader saw.
+          if (main.getAttribute("data-page") === "confirm") return;
           var busy = false, again = false;
           function refresh() {
             if (busy) { again = true; return; }

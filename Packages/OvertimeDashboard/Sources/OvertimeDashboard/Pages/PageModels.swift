@@ -214,6 +214,8 @@ struct StoryPage {
 struct ConfirmPage {
     let question: String
     let action: String
+    /// The confirmation's one use, for a signed-in browser's form.
+    let ticket: String?
     let button: String
     let buttonClass: String
     let back: String

@@ -139,7 +139,8 @@ enum Templates {
     static let confirm = """
         {{> top}}
         <p>{{question}}</p>
-        <form method="post" action="{{action}}"><input type="hidden" name="csrf" value="{{csrf}}">
+        <form method="post" action="{{action}}"><input type="hidden" name="csrf" value="{{csrf}}">\
+        {{#ticket}}<input type="hidden" name="ticket" value="{{ticket}}">{{/ticket}}
         <button class="{{buttonClass}}">{{button}}</button> <a href="{{back}}">Go back</a></form>
         {{> bottom}}
         """

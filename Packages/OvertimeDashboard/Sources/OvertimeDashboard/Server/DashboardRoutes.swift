@@ -66,6 +66,7 @@ struct DashboardRoutes: Sendable {
             try await page(request) { viewer, now in try confirm("retire", request, viewer, now) }
         }
         router.post("instance/retire") { request, _ in try await act("retire", request) }
+        router.get("action") { request, _ in try await page(request) { viewer, _ in await outcome(request, viewer) } }
     }
 
     // MARK: Access
@@ -368,12 +369,20 @@ struct DashboardRoutes: Sendable {
         }
         let back = Self.subjectPath(action, identifier, base: base)
         let (title, question, button) = Self.wording(action, identifier)
-        let path = action == "retire" ? "instance/retire" : "request/\(action)"
+        let ticket = viewer.sessionID.map {
+            dashboard.tickets.issue(for: .init(sessionID: $0, action: action, subject: identifier))
+        }
         return render(
             "confirm", title: title, viewer: viewer,
             ConfirmPage(
-                question: question, action: "\(base)/\(path)?id=\(Formatting.query(identifier))",
+                question: question, action: Self.actionPath(action, identifier, base: base), ticket: ticket,
                 button: button, buttonClass: action == "cancel" || action == "retire" ? "danger" : "", back: back))
+    }
+
+    /// Where an action's confirmation is read (GET) and its form posted (POST).
+    static func actionPath(_ action: String, _ subject: String, base: String) -> String {
+        let path = action == "retire" ? "instance/retire" : "request/\(action)"
+        return "\(base)/\(path)?id=\(Formatting.query(subject))"
     }
 
     /// The page of what an action was done to: the instances for a retired instance, else
@@ -407,6 +416,10 @@ struct DashboardRoutes: Sendable {
         }
     }
 
+    /// Acts on a confirmed form. A browser's form carries its confirmation's ticket: its
+    /// first post acts, and every post of it is sent to the outcome's own page (post, then
+    /// redirect, then get), which a reload or the live script reads again without acting. A
+    /// program with a bearer token has no confirmation page: its post acts and is answered.
     func act(_ action: String, _ request: Request) async throws -> Response {
         let form = HTTPAnswers.form(try await request.body.collect(upTo: 8192))
         guard let viewer = viewer(request) else {
@@ -422,7 +435,58 @@ struct DashboardRoutes: Sendable {
             return HTTPAnswers.plain("refused: \(actionsOffReason)", status: .forbidden)
         }
         let identifier = request.uri.queryParameters["id"].map(String.init) ?? ""
-        let user = viewer.user
+        let perform: @Sendable () async -> ActionOutcome = { [dashboard] in
+            await Self.perform(action, on: identifier, by: viewer.user, through: actions, dashboard: dashboard)
+        }
+        guard let sessionID = viewer.sessionID else { return outcomePage(await perform(), viewer) }
+        let ticket = form["ticket"] ?? ""
+        let purpose = ActionTickets.Purpose(sessionID: sessionID, action: action, subject: identifier)
+        guard await dashboard.tickets.use(ticket, for: purpose, perform: perform) != nil else {
+            return render(
+                "message", title: Self.wording(action, identifier).0, viewer: viewer,
+                MessagePage(
+                    kind: "error",
+                    text: "Not done: this form's confirmation is not known (it is from before the dashboard "
+                        + "restarted, from another session, or too old). Confirm again.",
+                    back: Self.actionPath(action, identifier, base: base)),
+                status: .conflict)
+        }
+        return HTTPAnswers.redirect(to: "\(base)/action?ticket=\(Formatting.query(ticket))")
+    }
+
+    /// The page of what a ticket's action did: the same whenever it is read.
+    func outcome(_ request: Request, _ viewer: Viewer) async -> Response {
+        let ticket = request.uri.queryParameters["ticket"].map(String.init) ?? ""
+        guard let sessionID = viewer.sessionID,
+            let (_, outcome) = await dashboard.tickets.outcome(of: ticket, sessionID: sessionID)
+        else {
+            return render(
+                "message", title: "No such action", viewer: viewer,
+                MessagePage(
+                    kind: "error", text: "No action of this session has that address; the actions page lists them all.",
+                    back: base + "/actions"),
+                status: .notFound)
+        }
+        return outcomePage(outcome, viewer)
+    }
+
+    func outcomePage(_ outcome: ActionOutcome, _ viewer: Viewer) -> Response {
+        let record = outcome.record
+        let text =
+            (record.succeeded ? "Done: " : "Refused: ") + record.answer + (outcome.logFailure.map { " (\($0))" } ?? "")
+        return render(
+            "message", title: Self.wording(record.action, record.identifier).0, viewer: viewer,
+            MessagePage(
+                kind: record.succeeded ? "done" : "error", text: text,
+                back: Self.subjectPath(record.action, record.identifier, base: base)),
+            status: record.succeeded ? .ok : .conflict)
+    }
+
+    /// Does `action` through the schedule's owner and records who did it, done or refused.
+    static func perform(
+        _ action: String, on identifier: String, by user: String, through actions: any ScheduleActions,
+        dashboard: Dashboard
+    ) async -> ActionOutcome {
         let outcome: Result<String, ScheduleActionError>
         do throws(ScheduleActionError) {
             switch action {
@@ -439,20 +503,15 @@ struct DashboardRoutes: Sendable {
             case .success(let text): (true, text)
             case .failure(let error): (false, error.message)
             }
-        let logFailure = dashboard.actionLog.record(
-            ActionRecord(
-                at: Date(), user: user, action: action, identifier: identifier, succeeded: succeeded, answer: answer))
+        let record = ActionRecord(
+            at: Date(), user: user, action: action, identifier: identifier, succeeded: succeeded, answer: answer)
+        let logFailure = dashboard.actionLog.record(record)
         dashboard.logger.notice(
             "dashboard action",
             metadata: [
                 "user": "\(user)", "action": "\(action)", "identifier": "\(identifier)", "succeeded": "\(succeeded)",
                 "answer": "\(answer)",
             ])
-        let text = (succeeded ? "Done: " : "Refused: ") + answer + (logFailure.map { " (\($0))" } ?? "")
-        return render(
-            "message", title: Self.wording(action, identifier).0, viewer: viewer,
-            MessagePage(
-                kind: succeeded ? "done" : "error", text: text, back: Self.subjectPath(action, identifier, base: base)),
-            status: succeeded ? .ok : .conflict)
+        return ActionOutcome(record: record, logFailure: logFailure)
     }
 }
