@@ -4,6 +4,7 @@
 import Hummingbird
 import Logging
 import Mustache
+import NIOCore
 import NIOPosix
 import Overtime
 import OvertimeScheduler
@@ -30,6 +31,10 @@ public struct Dashboard: Sendable {
     let feed: ChangeFeed
     let actionLog: ActionLog
     let tickets = ActionTickets()
+    let signInThrottle = SignInThrottle()
+    /// The session cookie's name, this dashboard's own: cookies are not kept apart by port,
+    /// and two dashboards on one host must not sign each other's users out.
+    let sessionCookie = "overtime_dashboard_" + DashboardSessions.randomToken().prefix(12)
     let logger: Logger
     /// The wall clock pages are read at (a test's may be virtual).
     let now: @Sendable () -> WallClockInstant
@@ -87,7 +92,7 @@ public struct Dashboard: Sendable {
     public func application(
         host: String = "127.0.0.1", port: Int, listening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
-        let router = Router()
+        let router = Router(context: DashboardRequestContext.self)
         if configuration.mountPath.isEmpty {
             addRoutes(to: router)
         } else {
@@ -96,6 +101,18 @@ public struct Dashboard: Sendable {
         return Application(
             router: router, configuration: .init(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in await listening(channel.localAddress?.port ?? port) }, logger: logger)
+    }
+}
+
+/// A request's context in the dashboard's own application: with the peer's address, which
+/// a refused sign-in is logged with.
+struct DashboardRequestContext: RequestContext, RemoteAddressRequestContext {
+    var coreContext: CoreRequestContextStorage
+    let remoteAddress: SocketAddress?
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress
     }
 }
 

@@ -19,6 +19,11 @@ public struct DashboardConfiguration: Sendable {
     public var actionLogPath: String?
     /// How often the live feed looks for changes to the schedule.
     public var liveCheckInterval: Duration = .milliseconds(200)
+    /// The host names the dashboard answers to, besides addresses and `localhost` (a
+    /// request naming another host in its Host header is refused: 421). Add the name a
+    /// reverse proxy passes on, such as `dashboard.example.com`; a page of another site made
+    /// to point at this machine (DNS rebinding) is refused by it.
+    public var allowedHosts: [String] = []
     /// The name in the pages' header and titles.
     public var siteName = "Overtime"
 

@@ -52,7 +52,18 @@ struct OvertimeDashboardCommand: AsyncParsableCommand {
     @Option(help: "Serve under this path (behind a proxy), e.g. /dashboard.")
     var mountPath = ""
 
+    @Option(
+        name: .customLong("allowed-host"),
+        help: ArgumentHelp(
+            "A host name the dashboard answers to, such as the one a proxy in front passes on (repeatable).",
+            discussion: "Addresses and localhost are always answered; a request naming any other host is refused."))
+    var allowedHosts: [String] = []
+
     func validate() throws {
+        for name in allowedHosts
+        where name.isEmpty || !name.allSatisfy({ $0.isLetter || $0.isNumber || "-._".contains($0) }) {
+            throw ValidationError("--allowed-host: a host name (letters, digits, -._; no port), got '\(name)'")
+        }
         guard Self.address(listen) != nil else {
             throw ValidationError("--listen: ADDR:PORT or PORT (a port from 0 to 65535), got '\(listen)'")
         }
@@ -87,6 +98,7 @@ struct OvertimeDashboardCommand: AsyncParsableCommand {
         configuration.readOnly = readOnly
         configuration.actionLogPath = actionLog
         configuration.mountPath = mountPath
+        configuration.allowedHosts = allowedHosts
         let inspector: any ScheduleInspector
         do {
             if store.hasPrefix("postgres://") || store.hasPrefix("postgresql://") {

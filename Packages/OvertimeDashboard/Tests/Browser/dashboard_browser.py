@@ -338,6 +338,19 @@ def run(driver):
     check(overflow <= 1, f"the page is {overflow} px wider than a phone")
     shot(driver, "requests-phone")
 
+    # The session ends while a page is open (its cookie gone): the next change sends the
+    # whole page to sign in, not a sign-in form under a header still naming the user.
+    driver.set_window_size(1280, 900)
+    driver.get(BASE + "/requests")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and driver.find_element(By.TAG_NAME, "body").get_attribute("data-live") != "connected":
+        time.sleep(0.02)
+    driver.delete_all_cookies()
+    check(control("submit", "ok.after-session").get("ok") is True, "submit ok.after-session")
+    check(settle(driver, "/login"), f"an ended session's page stayed: {driver.current_url}")
+    check("Sign out" not in driver.page_source and "alice" not in "".join(texts(driver, "header")),
+          f"the sign-in page names a user: {texts(driver, 'header')}")
+
 
 if __name__ == "__main__":
     main()

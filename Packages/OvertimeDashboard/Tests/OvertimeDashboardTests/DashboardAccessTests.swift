@@ -2,6 +2,8 @@ import Foundation
 import OvertimeScheduler
 import Testing
 
+@testable import OvertimeDashboard
+
 /// The dashboard as an attacker and a careless operator meet it, over real HTTP against a
 /// real daemon: nothing without credentials, no action without the session's CSRF token or
 /// from another site, nothing an identifier or output holds becomes markup, a read-only
@@ -210,6 +212,66 @@ struct DashboardAccessTests {
         #expect(none.status == 409 && none.body.contains("there is no fleet instance to retire"), "\(none.body)")
     }
 
+    /// Guessing tokens and rebinding names: wrong sign-ins wait their turn for all clients
+    /// together (a flood is refused at once, 429) while a right token gets in; each refusal
+    /// is logged with the client's address; a request naming a host the dashboard is not
+    /// known by is refused (421); a dashboard's session cookie is its own (two dashboards on
+    /// one host do not sign each other out), and Secure behind a proxy that says TLS.
+    @Test func guessingIsSlowForEveryoneAndADashboardAnswersOnlyToItsOwnNames() async throws {
+        let dashboard = try DashboardUnderTest(dashboardArguments: ["--allowed-host", "dashboard.example"])
+        defer { dashboard.stop() }
+        let started = ContinuousClock.now
+        let answers = try await withThrowingTaskGroup(of: (status: Int, after: Duration).self) { group in
+            for guess in 0..<40 {
+                group.addTask {
+                    let answer = try await onOwnThread {
+                        try Curl.post(dashboard.url + "/login", form: ["token": "guess-\(guess)-not-a-token-at-all"])
+                    }
+                    return (answer.status, .now - started)
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let refused = answers.filter { $0.status == 401 }
+        #expect(refused.count + answers.filter { $0.status == 429 }.count == 40, "\(answers)")
+        // The k-th wrong answer waits for k pauses at least: the last of them, for all.
+        let last = try #require(refused.map(\.after).max())
+        #expect(last >= SignInThrottle.pause * refused.count, "\(refused.count) answered by \(last)")
+        let jar = try Curl.signIn(dashboard.url, token: dashboard.token, folder: dashboard.folder)
+        #expect(try Curl.request(dashboard.url + "/requests", jar: jar).status == 200, "the right token, after them")
+        let log = DashboardUnderTest.read(dashboard.dashboardOutput)
+        #expect(log.contains("the token is not known") && log.contains("client=[IPv4]127.0.0.1/127.0.0.1:"), "\(log)")
+
+        // Names: addresses, localhost and the allowed name are answered; another name is not
+        // (a bearer token: curl sends a jar's cookies to the name in the Host header only).
+        for host in ["localhost:\(dashboard.port)", "dashboard.example", "DASHBOARD.example:443", "[::1]:80"] {
+            let answer = try Curl.request(
+                dashboard.url + "/requests", bearer: dashboard.token, headers: ["Host: \(host)"])
+            #expect(answer.status == 200, "\(host): \(answer.status)")
+        }
+        for host in ["rebound.attacker.example:\(dashboard.port)", "dashboard.example.attacker.example", "[::1"] {
+            let answer = try Curl.request(
+                dashboard.url + "/requests", bearer: dashboard.token, headers: ["Host: \(host)"])
+            #expect(answer.status == 421 && !answer.body.contains("ok.queued"), "\(host): \(answer.status)")
+            let login = try Curl.post(
+                dashboard.url + "/login", form: ["token": dashboard.token], headers: ["Host: \(host)"])
+            #expect(login.status == 421 && login.headers["set-cookie"] == nil, "\(host): \(login.status)")
+        }
+
+        // Cookies: this dashboard's own name, Secure when a proxy says the browser uses TLS.
+        let viaTLS = try Curl.post(
+            dashboard.url + "/login", form: ["token": dashboard.token], headers: ["X-Forwarded-Proto: https"])
+        let cookie = try #require(viaTLS.headers["set-cookie"])
+        #expect(cookie.hasPrefix("overtime_dashboard_") && cookie.contains("Secure"), "\(cookie)")
+        let plain = try Curl.post(dashboard.url + "/login", form: ["token": dashboard.token])
+        #expect(plain.headers["set-cookie"]?.contains("Secure") == false)
+        let other = try DashboardUnderTest()
+        defer { other.stop() }
+        _ = try Curl.post(other.url + "/login", form: ["token": other.token], jar: jar)
+        #expect(try Curl.request(other.url + "/requests", jar: jar).status == 200)
+        #expect(try Curl.request(dashboard.url + "/requests", jar: jar).status == 200, "still signed in to the first")
+    }
+
     @Test func aReadOnlyDashboardAndOneWithoutTheDaemonActOnNothing() async throws {
         let dashboard = try DashboardUnderTest(dashboardArguments: ["--read-only"])
         defer { dashboard.stop() }
@@ -252,6 +314,10 @@ struct DashboardAccessTests {
             (
                 ["--store", dashboard.store, "--credentials", dashboard.credentials, "--mount-path", "dash/"],
                 "mountPath"
+            ),
+            (
+                ["--store", dashboard.store, "--credentials", dashboard.credentials, "--allowed-host", "a.example:80"],
+                "--allowed-host"
             ),
         ]
         let before = try Data(contentsOf: URL(fileURLWithPath: dashboard.credentials))

@@ -75,6 +75,8 @@ final class DashboardUnderTest: @unchecked Sendable {  // changed only while it 
     }
 
     private(set) var dashboardArguments: [String] = []
+    /// The dashboard's own output (its log).
+    private(set) var dashboardOutput = ""
 
     func startDashboard(_ arguments: [String]) throws {
         // One dashboard at a time: one started before is killed, never left running.
@@ -85,6 +87,7 @@ final class DashboardUnderTest: @unchecked Sendable {  // changed only while it 
         dashboardArguments = arguments
         let output = folder + "/dashboard-\(UUID().uuidString).out"
         dashboard = try Self.spawn("overtime-dashboard", arguments, output: output)
+        dashboardOutput = output
         guard
             let line = Self.waitForLine(in: output, { $0.hasPrefix("dashboard at http://127.0.0.1:") }),
             let port = Int(line.dropFirst("dashboard at http://127.0.0.1:".count).prefix { $0.isNumber })

@@ -57,7 +57,12 @@ enum Assets {
             if (busy) { again = true; return; }
             busy = true;
             fetch(location.href, { credentials: "same-origin", headers: { "X-Overtime-Live": "1" } })
-              .then(function (response) { return response.ok ? response.text() : null; })
+              .then(function (response) {
+                // Sent elsewhere (the session ended: to sign in): the whole page goes there,
+                // not its main part under a header that still names the signed-out user.
+                if (response.redirected) { location.assign(response.url); return null; }
+                return response.ok ? response.text() : null;
+              })
               .then(function (text) {
                 if (text === null) return;
                 var next = new DOMParser().parseFromString(text, "text/html").querySelector("main");

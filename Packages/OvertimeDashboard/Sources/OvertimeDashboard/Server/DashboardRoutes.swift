@@ -4,6 +4,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Logging
 import Overtime
 import OvertimeScheduler
 
@@ -16,12 +17,14 @@ struct Viewer {
 
 struct DashboardRoutes: Sendable {
     let dashboard: Dashboard
-    static let sessionCookie = "overtime_dashboard_session"
     static let pageSize = 50
 
     var base: String { dashboard.configuration.mountPath }
+    var sessionCookie: String { dashboard.sessionCookie }
 
     func add<Context: RequestContext>(to router: some RouterMethods<Context>) {
+        // Every route answers only to the names the dashboard is known by.
+        let router = HostScreen(router: router, routes: self)
         router.get("") { _, _ in HTTPAnswers.redirect(to: base + "/requests") }
         router.get("assets/dashboard.css") { _, _ in
             HTTPAnswers.asset(Assets.stylesheet, type: "text/css; charset=utf-8")
@@ -32,7 +35,7 @@ struct DashboardRoutes: Sendable {
         router.get("login") { request, _ in
             render("login", title: "Sign in", viewer: nil, LoginPage(failed: false))
         }
-        router.post("login") { request, _ in try await signIn(request) }
+        router.post("login") { request, context in try await signIn(request, from: Self.client(of: context)) }
         router.post("logout") { request, _ in try await signOut(request) }
         router.get("events") { request, _ in
             guard viewer(request) != nil else { return HTTPAnswers.plain("sign in first", status: .unauthorized) }
@@ -78,7 +81,7 @@ struct DashboardRoutes: Sendable {
                 Viewer(user: $0, sessionID: nil, csrf: nil)
             }
         }
-        guard let id = request.cookies[Self.sessionCookie]?.value, let session = dashboard.sessions.session(id) else {
+        guard let id = request.cookies[sessionCookie]?.value, let session = dashboard.sessions.session(id) else {
             return nil
         }
         return Viewer(user: session.user, sessionID: id, csrf: session.csrfToken)
@@ -99,20 +102,44 @@ struct DashboardRoutes: Sendable {
         return true
     }
 
-    func signIn(_ request: Request) async throws -> Response {
+    /// The peer's address, where the server tells it (the dashboard's own application does).
+    static func client(of context: some RequestContext) -> String {
+        (context as? any RemoteAddressRequestContext)?.remoteAddress.map { "\($0)" } ?? "unknown"
+    }
+
+    /// Whether the browser reached the dashboard over TLS, as a proxy in front says: its
+    /// cookies are then sent over TLS only. (A client claiming it falsely only keeps its own
+    /// cookie from being sent back in clear.)
+    static func overTLS(_ request: Request) -> Bool {
+        if let proto = request.headers[HTTPField.Name("X-Forwarded-Proto")!], proto.lowercased() == "https" {
+            return true
+        }
+        return request.headers[HTTPField.Name("Forwarded")!]?.lowercased().contains("proto=https") ?? false
+    }
+
+    func signIn(_ request: Request, from client: String) async throws -> Response {
         let form = HTTPAnswers.form(try await request.body.collect(upTo: 8192))
         guard let user = dashboard.configuration.credentials.user(withToken: form["token"] ?? "") else {
-            dashboard.logger.notice("dashboard sign-in refused")
-            try await Task.sleep(for: .milliseconds(250))  // guessing is slow
+            var metadata: Logger.Metadata = ["client": "\(client)"]
+            if let forwarded = request.headers[HTTPField.Name("X-Forwarded-For")!] {
+                metadata["forwarded-for"] = "\(forwarded)"
+            }
+            // Guessing is slow, for all clients together; a flood is refused at once.
+            guard await dashboard.signInThrottle.waitForTurn() else {
+                dashboard.logger.warning("dashboard sign-in refused: too many wrong tokens at once", metadata: metadata)
+                return HTTPAnswers.plain(
+                    "too many wrong sign-ins at once: try again in a few seconds", status: .tooManyRequests)
+            }
+            dashboard.logger.notice("dashboard sign-in refused: the token is not known", metadata: metadata)
             return render("login", title: "Sign in", viewer: nil, LoginPage(failed: true), status: .unauthorized)
         }
         let id = dashboard.sessions.open(for: user)
-        dashboard.logger.info("dashboard sign-in", metadata: ["user": "\(user)"])
+        dashboard.logger.info("dashboard sign-in", metadata: ["user": "\(user)", "client": "\(client)"])
         var response = HTTPAnswers.redirect(to: base + "/requests")
         response.setCookie(
             Cookie(
-                name: Self.sessionCookie, value: id, maxAge: Int(DashboardSessions.lifetime.components.seconds),
-                path: base.isEmpty ? "/" : base, httpOnly: true, sameSite: .strict))
+                name: sessionCookie, value: id, maxAge: Int(DashboardSessions.lifetime.components.seconds),
+                path: base.isEmpty ? "/" : base, secure: Self.overTLS(request), httpOnly: true, sameSite: .strict))
         return response
     }
 
@@ -124,7 +151,9 @@ struct DashboardRoutes: Sendable {
         if let id = viewer.sessionID { dashboard.sessions.close(id) }
         var response = HTTPAnswers.redirect(to: base + "/login")
         response.setCookie(
-            Cookie(name: Self.sessionCookie, value: "", maxAge: 0, path: base.isEmpty ? "/" : base, sameSite: .strict))
+            Cookie(
+                name: sessionCookie, value: "", maxAge: 0, path: base.isEmpty ? "/" : base,
+                secure: Self.overTLS(request), sameSite: .strict))
         return response
     }
 
