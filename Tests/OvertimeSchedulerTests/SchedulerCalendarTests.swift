@@ -58,6 +58,19 @@ struct SchedulerCalendarTests {
         }
     }
 
+    /// A repetition reads as `overtimectl` and the dashboard show it, not as a Swift value.
+    @Test func aRepetitionDescribesItselfAsItsExpressionOrInterval() throws {
+        #expect(Repetition(every: .seconds(3600)).description == "every 3600 s")
+        #expect(
+            Repetition(every: .milliseconds(250), flex: .milliseconds(50)).description
+                == "every 250 ms, up to 50 ms early")
+        let nightly = try CalendarSchedule("*-*-* 02:30 Europe/Berlin")
+        #expect(Repetition(on: nightly).description == "on *-*-* 02:30 Europe/Berlin")
+        #expect(
+            Repetition(on: nightly, flex: .seconds(600)).description
+                == "on *-*-* 02:30 Europe/Berlin, up to 600 s early")
+    }
+
     @Test func missedTimesCatchUpByThePolicyAfterTheProgramWasAway() async throws {
         try await onOwnThread {
             let start: Int64 = 1_806_062_400  // 2027-03-26 12:00 UTC

@@ -147,6 +147,15 @@ public struct Repetition: Sendable, Hashable {
     }
 }
 
+extension Repetition: CustomStringConvertible {
+    /// As `overtimectl` shows it: `every 3600 s`, `on *-*-* 02:30 Europe/Berlin`, with
+    /// `, up to 600 s early` when it has a flex.
+    public var description: String {
+        let when = calendar.map { "on \($0)" } ?? "every \(interval.compactDescription)"
+        return flex > .zero ? "\(when), up to \(flex.compactDescription) early" : when
+    }
+}
+
 /// Whose schedule a request is in when several instances share a store (a fleet on
 /// PostgreSQL). A struct over a private enum, so that scopes can be added without breaking
 /// code that switches over them.

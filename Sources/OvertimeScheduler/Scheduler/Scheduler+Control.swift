@@ -81,9 +81,7 @@ extension Scheduler {
 
     /// `once`, `every 3600 s`, `on *-*-* 02:30 Europe/Berlin`.
     static func repeats(_ request: ScheduledTaskRequest) -> String {
-        request.repetition.map { repetition in
-            repetition.calendar.map { "on \($0)" } ?? "every \(repetition.interval.compactDescription)"
-        } ?? "once"
+        request.repetition?.description ?? "once"
     }
 
     /// One request's work info, a line per field.
@@ -134,7 +132,7 @@ extension Scheduler {
 extension Duration {
     /// `3600 s`, `200 ms`, `1500 µs`: the largest unit that states it exactly (an
     /// interval under a second is not shown as `0 s`).
-    fileprivate var compactDescription: String {
+    var compactDescription: String {
         let (seconds, attoseconds) = components
         if attoseconds == 0 { return "\(seconds) s" }
         let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000

@@ -120,6 +120,13 @@ try scheduler.submit(
     })
 try scheduler.submit(request("ok.background") { $0.requirements = [.background] })
 try scheduler.submit(request("ok.queued"))
+try scheduler.submit(
+    request("ok.hourly") {
+        $0.repetition = Repetition(every: .seconds(3600), flex: .seconds(600))
+        $0.earliestBegin = now + .seconds(3600)
+    })
+try scheduler.submit(
+    request("ok.nightly") { $0.repetition = Repetition(on: try! CalendarSchedule("*-*-* 02:30 UTC")) })
 try scheduler.submit(request("ok.gone") { $0.earliestBegin = now + .seconds(60) })
 try scheduler.cancel("ok.gone")
 for _ in 0..<1000 {

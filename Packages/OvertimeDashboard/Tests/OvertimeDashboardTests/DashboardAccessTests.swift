@@ -212,6 +212,24 @@ struct DashboardAccessTests {
         #expect(none.status == 409 && none.body.contains("there is no fleet instance to retire"), "\(none.body)")
     }
 
+    /// A request's story says how it repeats as `overtimectl` does, never as a Swift value.
+    @Test func aRequestsRepetitionIsShownAsOvertimectlShowsIt() throws {
+        let dashboard = try DashboardUnderTest()
+        defer { dashboard.stop() }
+        let shown = [
+            "ok.hourly": "<dd>every 3600 s, up to 600 s early</dd>", "ok.nightly": "<dd>on *-*-* 02:30 UTC</dd>",
+            "ok.queued": "<dd>once</dd>",
+        ]
+        for (identifier, repeats) in shown {
+            let story = try Curl.request(dashboard.url + "/request?id=\(identifier)", bearer: dashboard.token)
+            #expect(story.body.contains("<dt>Repeats</dt>" + repeats), "\(identifier)")
+            #expect(!story.body.contains("Repetition("), "\(identifier)")
+        }
+        let listed = try dashboard.control("schedule")
+        #expect(
+            listed.contains("every 3600 s, up to 600 s early") && listed.contains("on *-*-* 02:30 UTC"), "\(listed)")
+    }
+
     /// Guessing tokens and rebinding names: wrong sign-ins wait their turn for all clients
     /// together (a flood is refused at once, 429) while a right token gets in; each refusal
     /// is logged with the client's address; a request naming a host the dashboard is not

@@ -356,7 +356,7 @@ struct DashboardRoutes: Sendable {
             state: inspected.state.description, waitsFor: inspected.waitingFor.map { RequestRow.explain($0, now: now) },
             next: nextRun.map(Formatting.time), nextRelative: nextRun.map { Formatting.relative($0, from: now) },
             running: inspected.running.map { runningRow(inspected, $0, now) },
-            repeats: submitted.repetition.map { "\($0)" } ?? "once",
+            repeats: submitted.repetition?.description ?? "once",
             requirements: submitted.requirements.isEmpty
                 ? nil : submitted.requirements.map(\.description).sorted().joined(separator: ", "),
             prerequisites: submitted.prerequisites.isEmpty
