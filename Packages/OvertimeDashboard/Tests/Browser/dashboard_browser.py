@@ -330,6 +330,21 @@ def run(driver):
 
     # Live: a request submitted to the daemon appears on the open page without a reload.
     live_change(driver, "ok.fresh", "requests-live")
+    check(texts(driver, "[data-live-status]") == ["Live"], f"the page does not say it is live: {texts(driver, '[data-live-status]')}")
+
+    # An update while the reader types in a filter is held, said, and shown once the field
+    # is left (it was dropped: the page stayed old until some later change).
+    driver.find_element(By.NAME, "prefix").click()
+    check(control("submit", "ok.while-typing").get("ok") is True, "submit ok.while-typing")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and driver.find_element(By.TAG_NAME, "body").get_attribute("data-live") != "held":
+        time.sleep(0.02)
+    check("waits until you leave the field" in "".join(texts(driver, "[data-live-status]")),
+          f"a held update is not said: {texts(driver, '[data-live-status]')}")
+    check("ok.while-typing" not in "".join(texts(driver, "main")), "the page changed under the reader's cursor")
+    driver.execute_script("document.activeElement.blur();")
+    check(wait_for_text(driver, "ok.while-typing"), "the held update was dropped")
+    check(texts(driver, "[data-live-status]") == ["Live"], f"after the field: {texts(driver, '[data-live-status]')}")
 
     # A phone: the page fits its width (tables scroll inside their box).
     driver.set_window_size(390, 844)

@@ -12,6 +12,9 @@ enum Assets {
         nav { display: flex; flex-wrap: wrap; gap: .25rem .8rem; }
         nav a { text-decoration: none; color: var(--accent); }
         nav a[aria-current] { font-weight: 700; color: inherit; }
+        .live-status { font-size: .85rem; color: var(--muted); }
+        [data-live="stopped"] .live-status, [data-live="full"] .live-status, [data-live="reconnecting"] .live-status {
+          color: #c0392b; font-weight: 600; }
         .who { margin-left: auto; display: flex; gap: .5rem; align-items: center; }
         main { padding: 0 1rem 2rem; max-width: 90rem; }
         h1 { font-size: 1.35rem; } h2 { font-size: 1.1rem; margin-top: 2rem; }
@@ -49,10 +52,17 @@ enum Assets {
         (function () {
           "use strict";
           var main = document.querySelector("main");
-          if (!main || !window.EventSource || !window.fetch || !window.DOMParser) return;
+          var source = document.body.getAttribute("data-events");
+          if (!main || !source || !window.EventSource || !window.fetch || !window.DOMParser) return;
           // A confirmation is not read again: its form's ticket is the one the reader saw.
           if (main.getAttribute("data-page") === "confirm") return;
-          var busy = false, again = false;
+          var status = document.querySelector("[data-live-status]");
+          var busy = false, again = false, held = false, state = "";
+          function say(next, text) {
+            state = next;
+            document.body.setAttribute("data-live", next);
+            if (status) status.textContent = text;
+          }
           function refresh() {
             if (busy) { again = true; return; }
             busy = true;
@@ -67,8 +77,12 @@ enum Assets {
                 if (text === null) return;
                 var next = new DOMParser().parseFromString(text, "text/html").querySelector("main");
                 if (!next) return;
-                var focused = document.activeElement && main.contains(document.activeElement);
-                if (focused) return;  // never under the reader's cursor: the next change brings it
+                if (document.activeElement && main.contains(document.activeElement)) {
+                  // Never under the reader's cursor: held until the focus leaves the page's part.
+                  held = true;
+                  if (state === "connected") say("held", "Live: an update waits until you leave the field");
+                  return;
+                }
                 main.replaceWith(next);
                 main = next;
                 document.body.setAttribute("data-refreshed", String(Date.now()));
@@ -76,9 +90,31 @@ enum Assets {
               .catch(function () {})
               .then(function () { busy = false; if (again) { again = false; refresh(); } });
           }
-          var events = new EventSource(document.body.getAttribute("data-events"));
+          document.addEventListener("focusout", function () {
+            // After the focus has moved: to another field of the page, the update waits on.
+            setTimeout(function () {
+              if (!held || (document.activeElement && main.contains(document.activeElement))) return;
+              held = false;
+              if (state === "held") say("connected", "Live");
+              refresh();
+            }, 0);
+          });
+          var events = new EventSource(source);
           events.addEventListener("change", refresh);
-          events.addEventListener("open", function () { document.body.setAttribute("data-live", "connected"); });
+          events.addEventListener("open", function () { say("connected", "Live"); });
+          events.addEventListener("full", function () {
+            events.close();
+            say("full", "Live updates off: too many pages are open. Reload later to try again.");
+          });
+          events.addEventListener("error", function () {
+            if (state === "full") return;
+            if (events.readyState === EventSource.CLOSED) {
+              say("stopped", "Live updates stopped. Reload the page.");
+              refresh();  // the session may have ended: then to sign in
+            } else {
+              say("reconnecting", "Live updates interrupted: reconnecting…");
+            }
+          });
         })();
 
         """

@@ -13,9 +13,10 @@ enum Templates {
         <!doctype html>
         <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
         <title>{{title}} · {{site}}</title><link rel="stylesheet" href="{{base}}/assets/dashboard.css"></head>
-        <body data-events="{{base}}/events">
+        <body{{#user}} data-events="{{base}}/events"{{/user}}>
         <header><a class="brand" href="{{base}}/requests">{{site}}</a>
         <nav>{{#nav}}<a href="{{base}}{{path}}"{{#current}} aria-current="page"{{/current}}>{{label}}</a>{{/nav}}</nav>
+        {{#user}}<span class="live-status" data-live-status role="status"></span>{{/user}}
         {{#user}}<form method="post" action="{{base}}/logout" class="who"><span>{{user}}</span>\
         {{#readOnly}} <span class="badge">read-only</span>{{/readOnly}}{{#signedIn}}<input type="hidden" name="csrf" value="{{csrf}}"> \
         <button>Sign out</button>{{/signedIn}}</form>{{/user}}
