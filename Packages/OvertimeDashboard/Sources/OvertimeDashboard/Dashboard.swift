@@ -93,6 +93,7 @@ public struct Dashboard: Sendable {
         host: String = "127.0.0.1", port: Int, listening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
         let router = Router(context: DashboardRequestContext.self)
+        router.add(middleware: ErrorAnswers())
         if configuration.mountPath.isEmpty {
             addRoutes(to: router)
         } else {

@@ -260,6 +260,16 @@ def run(driver):
     driver.get(BASE + "/failed")
     failed = [row[0] for row in cells(driver)]
     check("fail.broken" in failed and XSS in failed, f"failed for good: {failed}")
+    check("fail.invoice-[U+202E]gnp.exe" in failed, f"a right-to-left override is not shown: {failed}")
+    check(texts(driver, "nav a[aria-current=page]") == ["Failed"], "the current page is not marked")
+    # A kilobyte-long identifier keeps its column to a readable width; the others keep theirs.
+    widths = driver.execute_script(
+        "var rem = parseFloat(getComputedStyle(document.documentElement).fontSize);"
+        "return Array.from(document.querySelectorAll('main tbody td:first-child a')).map(function (a) {"
+        " return a.getBoundingClientRect().width / rem; });")
+    check(widths and max(widths) <= 32.01, f"identifiers wider than 32 rem: {max(widths or [0])}")
+    check(driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth;"),
+          "the failed page is wider than the window")
     no_alert(driver, "failed")
     shot(driver, "failed")
 

@@ -102,7 +102,13 @@ try scheduler.submit(request("ok.done") { $0.tags = ["nightly"] })
 try scheduler.submit(request("fail.broken") { $0.retry.maximumAttempts = 1 })
 try scheduler.submit(request("fail.retrying") { $0.retry.initialDelay = .seconds(3600) })
 try scheduler.submit(request("xss.<img src=x onerror=alert(1)>") { $0.retry.maximumAttempts = 1 })
-let first = ["ok.done", "fail.broken", "fail.retrying", "xss.<img src=x onerror=alert(1)>"]
+// A kilobyte-long identifier, and one with a right-to-left override that would show it reversed.
+let long = "fail.long-" + String(repeating: "x", count: 1014)
+try scheduler.submit(request(long) { $0.retry.maximumAttempts = 1 })
+try scheduler.submit(request("fail.invoice-\u{202E}gnp.exe") { $0.retry.maximumAttempts = 1 })
+let first = [
+    "ok.done", "fail.broken", "fail.retrying", "xss.<img src=x onerror=alert(1)>", long, "fail.invoice-\u{202E}gnp.exe",
+]
 for _ in 0..<1000 {
     guard first.contains(where: { (try? scheduler.history($0, limit: 1))?.isEmpty ?? true }) else { break }
     usleep(10_000)

@@ -43,6 +43,7 @@ struct DashboardAccessTests {
         for page in Self.pages + [
             "/requests?state=all", "/history?prefix=xss.", "/request?id=\(escapedID)", "/request/run?id=\(escapedID)",
             "/requests?prefix=%3Cscript%3E&tag=%22%3E%3Cb%3E", "/request?id=%3Cscript%3Ealert(3)%3C/script%3E",
+            "/no-such-page", "/assets/none.js", "/request/run/more",
         ] {
             let answer = try Curl.request(dashboard.url + page, bearer: dashboard.token)
             #expect([200, 404].contains(answer.status), "\(page): \(answer.status)")
@@ -56,6 +57,15 @@ struct DashboardAccessTests {
             #expect(!answer.body.contains("<b>"))
             #expect(answer.body.components(separatedBy: "<script").count - 1 <= 1, "only the dashboard's own script")
         }
+        // A page not found, signed in or not, by any method: the same headers.
+        for (method, page) in [("GET", "/nope"), ("POST", "/nope"), ("DELETE", "/requests")] {
+            let answer = try Curl.request(dashboard.url + page, method: method)
+            #expect(answer.status == 404 && answer.headers["x-frame-options"] == "DENY", "\(method) \(page)")
+            #expect(answer.headers["content-security-policy"]?.contains("default-src 'none'") == true)
+        }
+        // A right-to-left override in an identifier is shown, not obeyed.
+        let failed = try Curl.request(dashboard.url + "/failed", bearer: dashboard.token)
+        #expect(failed.body.contains("fail.invoice-[U+202E]gnp.exe") && !failed.body.contains("\u{202E}"))
         let story = try Curl.request(dashboard.url + "/request?id=\(escapedID)", bearer: dashboard.token)
         #expect(story.body.contains("xss.&lt;img src=x onerror=alert(1)&gt;"))
         #expect(story.body.contains("&lt;script&gt;alert(&#39;output&#39;)&lt;/script&gt;"), "the output, as text")
@@ -393,10 +403,9 @@ struct DashboardAccessTests {
         #expect(answer.status == 200)
         let links = answer.body.components(separatedBy: "href=\"").dropFirst().map { $0.prefix { $0 != "\"" } }
         #expect(!links.isEmpty && links.allSatisfy { $0.hasPrefix("/ops/schedule/") }, "\(links)")
-        #expect(
-            try Curl.request(
-                "http://127.0.0.1:\(dashboard.url.split(separator: ":")[2].prefix { $0.isNumber })/requests"
-            ).status == 404)
+        let outside = try Curl.request(
+            "http://127.0.0.1:\(dashboard.url.split(separator: ":")[2].prefix { $0.isNumber })/requests")
+        #expect(outside.status == 404 && outside.headers["x-frame-options"] == "DENY", "\(outside)")
     }
 }
 

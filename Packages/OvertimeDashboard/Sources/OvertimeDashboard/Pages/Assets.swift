@@ -23,6 +23,8 @@ enum Assets {
         th, td { text-align: left; padding: .35rem .6rem; border-bottom: 1px solid var(--line); vertical-align: top;
           overflow-wrap: anywhere; }
         th { font-weight: 600; white-space: nowrap; }
+        /* An identifier may be a kilobyte long: its column is kept to a readable width. */
+        td > a[href*="request?id="] { display: inline-block; max-width: 32rem; }
         pre { margin: 0; white-space: pre-wrap; overflow-wrap: anywhere; font-size: .9em; }
         .empty, .updated, .note { color: var(--muted); }
         .filters { display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: end; margin-bottom: 1rem; }

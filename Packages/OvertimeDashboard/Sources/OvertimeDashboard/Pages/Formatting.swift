@@ -15,6 +15,30 @@ enum Formatting {
             + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
     }
 
+    /// The characters that change the direction text is shown in (U+202E shows
+    /// `invoice-\u{202E}gnp.exe` as `invoice-exe.png`): none is in a template, so each in a page
+    /// came from the schedule, and is shown as its code point instead (`[U+202E]`).
+    static func showingDirectionControls(_ html: String) -> String {
+        func isControl(_ scalar: Unicode.Scalar) -> Bool {
+            switch scalar.value {
+            case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
+            default: false
+            }
+        }
+        guard html.unicodeScalars.contains(where: isControl) else { return html }
+        var shown = String.UnicodeScalarView()
+        for scalar in html.unicodeScalars {
+            if isControl(scalar) {
+                let hex = String(scalar.value, radix: 16, uppercase: true)
+                let padded = String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+                shown.append(contentsOf: "[U+\(padded)]".unicodeScalars)
+            } else {
+                shown.append(scalar)
+            }
+        }
+        return String(shown)
+    }
+
     /// `in 3 min`, `2 h ago`, `now`.
     static func relative(_ instant: WallClockInstant, from now: WallClockInstant) -> String {
         let difference = instant - now

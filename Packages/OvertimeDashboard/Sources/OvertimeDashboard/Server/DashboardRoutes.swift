@@ -185,11 +185,12 @@ struct DashboardRoutes: Sendable {
     ) -> Response {
         let frame = Frame(
             site: dashboard.configuration.siteName, title: title, page: template, base: base,
-            nav: viewer == nil ? [] : Frame.sections.map { .init(path: $0.path, label: $0.label, current: false) },
+            nav: viewer == nil
+                ? [] : Frame.sections.map { .init(path: $0.path, label: $0.label, current: $0.path == "/" + template) },
             user: viewer?.user, csrf: viewer?.csrf, signedIn: viewer?.csrf != nil, readOnly: !canAct,
             readAt: Formatting.time(dashboard.now()))
         let html = dashboard.templates.render(Page(frame: frame, body: body), withTemplate: "page-" + template) ?? ""
-        return HTTPAnswers.html(html, status: status)
+        return HTTPAnswers.html(Formatting.showingDirectionControls(html), status: status)
     }
 
     var canAct: Bool { dashboard.configuration.actions != nil && !dashboard.configuration.readOnly }
