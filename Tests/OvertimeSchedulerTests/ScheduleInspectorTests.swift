@@ -140,6 +140,46 @@ struct ScheduleInspectorTests {
         }
     }
 
+    /// Why a request has not run, when no program can run it: the daemon records its
+    /// handlers as it starts, and a pending request none of them serves waits for a
+    /// handler, whatever else it waits for (the daemon only logs that it has none).
+    @Test func aRequestNoRecordedHandlerServesWaitsForAHandler() async throws {
+        try await onOwnThread {
+            let h = try schedule()
+            defer { h.finish() }
+            let inspector = try await ScheduleDatabase.sqlite(path: h.path).inspector()
+            defer { inspector.close() }
+            let recorded = try sqliteShell(h.path, "SELECT program, identifiers, prefixes, recorded_at FROM handlers")
+            #expect(recorded.count == 1 && recorded.first?[0...2] == ["", "job", "x."], "\(recorded)")
+            let queued = try #require(try await inspector.request("x.queued", now: h.now))
+            guard case .turn = queued.waitingFor else {
+                Issue.record("x.queued, served by x.: \(String(describing: queued.waitingFor))")
+                return
+            }
+            // A build of the program without the prefix starts (its record says so).
+            _ = try sqliteShell(h.path, "UPDATE handlers SET prefixes = 'y.' || char(10) || 'x.other'")
+            let startedAt = WallClockInstant(nanosecondsSinceEpoch: Int64(recorded.first?[3] ?? "") ?? 0)
+            for identifier in ["x.queued", "x.later", "x.link", "x.online", "x.retrying"] {
+                let orphan = try #require(try await inspector.request(identifier, now: h.now))
+                #expect(orphan.waitingFor == .handler(instances: [], recordedAt: startedAt), "\(identifier)")
+                #expect(orphan.state == .blocked, "\(identifier)")
+            }
+            let pending = try await inspector.requests(RequestQuery(selection: .pending), now: h.now).requests
+            #expect(
+                pending.filter { $0.state != .running }.allSatisfy {
+                    $0.waitingFor == .handler(instances: [], recordedAt: startedAt)
+                })
+            #expect(
+                try await inspector.request("x.done", now: h.now)?.waitingFor == nil, "finished: nothing to wait for")
+            // An identifier registered on its own serves it.
+            _ = try sqliteShell(h.path, "UPDATE handlers SET identifiers = 'x.queued'")
+            guard case .turn = try await inspector.request("x.queued", now: h.now)?.waitingFor else {
+                Issue.record("x.queued, registered on its own")
+                return
+            }
+        }
+    }
+
     @Test func historyNewestFirstWithFiltersAndPagesAndAMarkThatMovesWithTheSchedule() async throws {
         try await onOwnThread {
             let h = try SchedulerHarness(prefixes: ["h."], store: .sqlite)

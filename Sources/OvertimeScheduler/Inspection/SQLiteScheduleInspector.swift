@@ -104,10 +104,11 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                     """)
                 defer { statement.reset() }
                 Self.bind(statement, pageValues)
+                let handlers = try Self.handlers(connection)
                 var rows = 0
                 while try statement.step() {
                     rows += 1
-                    if !visit(try Self.inspected(statement, now: now)) { break }
+                    if !visit(try Self.inspected(statement, now: now, handlers: handlers)) { break }
                 }
                 return rows
             }
@@ -125,7 +126,8 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 """)
             statement.bind(1, identifier)
             defer { while (try? statement.step()) == true {} }
-            return try statement.step() ? try Self.inspected(statement, now: now) : nil
+            guard try statement.step() else { return nil }
+            return try Self.inspected(statement, now: now, handlers: try Self.handlers(connection))
         }
     }
 
@@ -207,10 +209,25 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     /// byte by byte, and no UTF-8 sequence starts with a byte above U+10FFFF's first).
     static func prefixEnd(_ prefix: String) -> String { prefix + "\u{10FFFF}\u{10FFFF}" }
 
+    /// The handlers the daemon recorded as it started; none in a store no daemon of this
+    /// build has started since it was written (no table yet, or no row).
+    private static func handlers(_ connection: SQLiteConnection) throws(SQLiteError) -> [RegisteredHandlers] {
+        guard
+            try connection.integer("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'handlers'")
+                == 1
+        else { return [] }
+        return try connection.rows("SELECT program, identifiers, prefixes, recorded_at FROM handlers") { row in
+            RegisteredHandlers(
+                instance: row.text(0), identifiers: RegisteredHandlers.split(row.text(1)),
+                prefixes: RegisteredHandlers.split(row.text(2)),
+                recordedAt: WallClockInstant(nanosecondsSinceEpoch: row.int64(3)))
+        }
+    }
+
     /// A request row with the columns the queries above add after the store's.
-    private static func inspected(_ row: SQLiteStatement, now: WallClockInstant) throws(SQLiteError)
-        -> InspectedRequest
-    {
+    private static func inspected(
+        _ row: SQLiteStatement, now: WallClockInstant, handlers: [RegisteredHandlers]
+    ) throws(SQLiteError) -> InspectedRequest {
         let stored = try SQLiteScheduleStore.request(row)
         let at = try RunningLayout.of(row)
         let running = row.optionalInt64(at.runID).map { runID in
@@ -221,7 +238,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
         }
         let lastResult = row.optionalText(at.lastResult).flatMap(RunResult.init(stored:))
         return InspectedRequest(
-            stored, running: running, lastResult: lastResult, position: stored.rowID ?? 0, at: now)
+            stored, running: running, lastResult: lastResult, position: stored.rowID ?? 0, at: now, handlers: handlers)
     }
 
     /// Runs `body` with the connection on the inspector's queue.

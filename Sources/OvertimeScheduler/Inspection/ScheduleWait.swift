@@ -19,6 +19,11 @@ public enum ScheduleWait: Sendable, Hashable, CustomStringConvertible {
     /// Due since the time given, with nothing of its own to wait for: the daemon starts it
     /// at its turn (the concurrency limit, start spacing, a grant the runtime gives).
     case turn(dueSince: WallClockInstant)
+    /// A handler: none of the programs that run the schedule registered one for it, as
+    /// they recorded their handlers when they started (`instances`: the fleet's instances
+    /// that did, in name order; empty for the one daemon that owns a store; `recordedAt`:
+    /// the newest record). It runs when a program with a handler for it starts.
+    case handler(instances: [String], recordedAt: WallClockInstant)
 
     /// A sentence.
     public var description: String {
@@ -30,12 +35,25 @@ public enum ScheduleWait: Sendable, Hashable, CustomStringConvertible {
             "requirement\(requirements.count == 1 ? "" : "s") "
                 + requirements.map { "'\($0)'" }.joined(separator: ", ") + " (due since \(since))"
         case .turn(let since): "its turn: the concurrency limit or a grant (due since \(since))"
+        case .handler(let instances, let recordedAt):
+            instances.isEmpty
+                ? "a handler: the daemon registered none for it (as it started, \(recordedAt))"
+                : "a handler: no instance registered one for it (\(instances.joined(separator: ", ")); the newest "
+                    + "started \(recordedAt))"
         }
     }
 
-    /// What `stored` waits for at `now`; `nil` when it runs or is finished.
-    static func of(_ stored: StoredRequest, at now: WallClockInstant) -> ScheduleWait? {
+    /// What `stored` waits for at `now`, given the handlers its programs recorded (none
+    /// recorded: a handler is not asked about); `nil` when it runs or is finished. A request
+    /// no program has a handler for waits for one, whatever else it waits for.
+    static func of(
+        _ stored: StoredRequest, at now: WallClockInstant, handlers: [RegisteredHandlers] = []
+    ) -> ScheduleWait? {
         guard !stored.isRunning, !stored.plan.isFinished, stored.cancelledAt == nil else { return nil }
+        if !handlers.isEmpty, !handlers.contains(where: { $0.serves(stored.request.identifier) }) {
+            let named = handlers.map(\.instance).filter { !$0.isEmpty }.sorted()
+            return .handler(instances: named, recordedAt: handlers.map(\.recordedAt).max()!)
+        }
         if let chain = stored.chain, chain.isWaiting, let first = chain.waitingOn.min() {
             return .prerequisite(first)
         }
@@ -53,7 +71,7 @@ extension InspectedRequest {
     /// attempt (`nil` when none ended): for store implementations.
     @_spi(ScheduleStore) public init(
         _ stored: StoredRequest, running: RunningAttempt?, lastResult: RunResult?, position: Int64,
-        at now: WallClockInstant
+        at now: WallClockInstant, handlers: [RegisteredHandlers] = []
     ) {
         request = stored.request
         submittedAt = stored.submittedAt
@@ -61,7 +79,7 @@ extension InspectedRequest {
         stoppedBy = stored.chain?.stoppedBy
         self.running = running
         self.position = position
-        waitingFor = ScheduleWait.of(stored, at: now)
+        waitingFor = ScheduleWait.of(stored, at: now, handlers: handlers)
         if stored.cancelledAt != nil {
             state = .cancelled
         } else if stored.isRunning {

@@ -330,6 +330,17 @@ public final class Scheduler: Sendable {
         }
     }
 
+    /// Records the handlers registered (closed at start) in the store, for inspectors. A
+    /// store that cannot take it is warned about: the schedule runs as before.
+    private func recordHandlers() async {
+        let (identifiers, prefixes) = registry.withLock { ($0.handlers.keys.sorted(), $0.prefixHandlers.map(\.prefix)) }
+        do throws(ScheduleStoreError) {
+            try await store.recordHandlers(identifiers: identifiers, prefixes: prefixes, at: wallClockNow)
+        } catch {
+            logger.warning("cannot record the handlers in the schedule store: \(error)")
+        }
+    }
+
     /// The handler `identifier` runs with: its own, or its longest registered prefix's.
     func handler(for identifier: String) -> Handler? {
         registry.withLock { registry in
@@ -409,6 +420,7 @@ public final class Scheduler: Sendable {
             state.value.conditions = conditions.read()
             state.value.wallClockOffset = wallClockOffset()
             state.value.backlogMark = wallClockNow
+            await recordHandlers()
             await retryInterruptedRuns()
             await settleChainsLeftWaiting()
             await correctPlansForTheClock(step: nil)

@@ -296,9 +296,19 @@ extension RequestWrite {
     /// many machines share compares due times on its own clock, so that a machine whose
     /// clock is off runs nothing early.
     func wallClock(_ local: WallClockInstant) -> WallClockInstant
+    /// Records the handlers this program registered (``RegisteredHandlers``, of this
+    /// store's instance), replacing its earlier record: written once, as the scheduler
+    /// starts, for inspectors to tell a request no program can run.
+    func recordHandlers(identifiers: [String], prefixes: [String], at now: WallClockInstant)
+        async throws(ScheduleStoreError)
 }
 
 extension ScheduleStore {
+    /// A store that keeps no record of handlers: inspectors do not ask about them.
+    public func recordHandlers(identifiers: [String], prefixes: [String], at now: WallClockInstant)
+        async throws(ScheduleStoreError)
+    {}
+
     /// Counted from ``pendingRequests()``: a store with a cheaper count implements its own.
     public func waitingCounts(at now: WallClockInstant) async throws(ScheduleStoreError) -> (
         enqueued: Int, blocked: Int

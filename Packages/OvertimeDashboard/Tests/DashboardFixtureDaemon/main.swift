@@ -8,6 +8,8 @@
 // In a fleet each instance also keeps a request of its own, `local.rotate` (due in a day). A
 // member only connects and submits that request, and runs nothing (it does not start its
 // scheduler): killed, it is an instance that died, for the dashboard to retire.
+//   dashboard-fixture-daemon --store DIR/schedule.db --seed-orphan  (before the daemon: see below)
+//
 // Requests by prefix: `ok.` succeed, `fail.` fail, `hang.` never complete (a grant of an
 // hour), `xss.` fail with markup in their output. Control commands it adds: `submit ID`
 // (a one-shot due in an hour) for tests that need the schedule to change.
@@ -56,6 +58,17 @@ if isFleet {
     local.scope = .perInstance
     local.earliestBegin = runtime.clock.wallClockNow + .seconds(86_400)
     try scheduler.submit(local)
+}
+// A request no started program has a handler for, `orphan.waits` (due now): submitted by a
+// program that never starts its scheduler — a fleet's member, or this fixture run once with
+// `--seed-orphan` before the daemon — as a request a program dropped the handler of stays.
+if memberOnly || CommandLine.arguments.contains("--seed-orphan") {
+    try scheduler.register(prefix: "orphan.") { task in task.setTaskCompleted(success: true) }
+    try scheduler.submit(ScheduledTaskRequest(identifier: "orphan.waits"))
+    if !memberOnly {
+        say("SEEDED")
+        exit(0)
+    }
 }
 if memberOnly {
     say("READY")

@@ -211,6 +211,9 @@ struct DashboardAccessTests {
         let retired = try #require(try Curl.confirm(fleet.url + "/instance/retire?id=beta", jar: jar).outcome)
         #expect(retired.status == 200 && retired.body.contains("1 request of its own removed"), "\(retired.body)")
         #expect(try await fleet.instances().allSatisfy { $0.name != "beta" })
+        // A request the member submitted and no started instance has a handler for.
+        let orphan = try Curl.request(fleet.url + "/request?id=orphan.waits", jar: jar)
+        #expect(orphan.body.contains("a handler: no instance registers one for it (alpha; "), "\(orphan.body)")
         // The fleet's own requests (the shared schedule, the empty name) are never an instance's.
         let shared = try #require(try Curl.confirm(fleet.url + "/instance/retire?id=", jar: jar).outcome)
         #expect(shared.status == 409 && shared.body.contains("an instance name is needed"), "\(shared.body)")
@@ -220,6 +223,24 @@ struct DashboardAccessTests {
         let singleJar = try Curl.signIn(single.url, token: single.token, folder: single.folder)
         let none = try #require(try Curl.confirm(single.url + "/instance/retire?id=x", jar: singleJar).outcome)
         #expect(none.status == 409 && none.body.contains("there is no fleet instance to retire"), "\(none.body)")
+    }
+
+    /// Why has this not run? For a request the daemon has no handler for: a handler, as
+    /// the daemon recorded its own when it started (it said "its turn" while the daemon
+    /// logged "no handler"); for one due and waiting, its next run is as soon as it can, not
+    /// a time past.
+    @Test func whyARequestHasNotRunIsTheTrueAnswer() throws {
+        let dashboard = try DashboardUnderTest()
+        defer { dashboard.stop() }
+        let story = try Curl.request(dashboard.url + "/request?id=orphan.waits", bearer: dashboard.token)
+        #expect(story.body.contains("a handler: the daemon registers none for it (as it started"), "\(story.body)")
+        #expect(!story.body.contains("its turn"))
+        let pending = try Curl.request(dashboard.url + "/requests?prefix=orphan.", bearer: dashboard.token)
+        #expect(pending.body.contains("a handler: the daemon registers none for it"))
+        let queued = try Curl.request(dashboard.url + "/request?id=ok.queued", bearer: dashboard.token)
+        #expect(queued.body.contains("its turn") && queued.body.contains("as soon as it can (due "), "\(queued.body)")
+        let rows = try Curl.request(dashboard.url + "/requests?prefix=ok.queued", bearer: dashboard.token)
+        #expect(rows.body.contains(">as soon as it can (due "), "\(rows.body)")
     }
 
     /// A request's story says how it repeats as `overtimectl` does, never as a Swift value.

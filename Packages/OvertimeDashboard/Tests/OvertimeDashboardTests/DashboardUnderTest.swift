@@ -56,6 +56,10 @@ final class DashboardUnderTest: @unchecked Sendable {  // changed only while it 
             }
         }
         let schedule = fleet ? ["--postgres", store, "--name", "alpha"] : ["--store", store]
+        if !fleet {
+            let (status, output) = try Self.run("dashboard-fixture-daemon", schedule + ["--seed-orphan"])
+            guard status == 0 else { throw Failure("the orphan was not seeded: \(output)") }
+        }
         daemon = try Self.spawn(
             "dashboard-fixture-daemon", schedule + ["--control-socket", socket], output: folder + "/daemon.out")
         guard Self.waitForLine(in: folder + "/daemon.out", { $0 == "READY" }) != nil else {

@@ -219,7 +219,7 @@ struct PostgresScheduleInspectorTests {
         await #expect {
             try await ScheduleDatabase.postgres(Self.database(server)).inspector()
         } throws: { error in
-            "\(error)".contains("schema version 99") && "\(error)".contains("up to version 9")
+            "\(error)".contains("schema version 99") && "\(error)".contains("up to version 10")
         }
         // No server there: the reason, no trap.
         var nowhere = Self.database(server)

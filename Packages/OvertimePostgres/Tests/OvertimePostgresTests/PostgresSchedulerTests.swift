@@ -469,6 +469,7 @@ struct PostgresSchedulerTests {
             DROP INDEX overtime.history_by_run;
             DROP INDEX overtime.history_unusual_results;
             DROP INDEX overtime.history_started;
+            DROP TABLE IF EXISTS overtime.handlers;
             ALTER TABLE overtime.requests ADD PRIMARY KEY (identifier);
             CREATE INDEX IF NOT EXISTS requests_pending ON overtime.requests (sequence) WHERE NOT finished;
             UPDATE overtime.meta SET value = 1 WHERE name = 'schema_version'
@@ -477,7 +478,8 @@ struct PostgresSchedulerTests {
         try second.register("hourly") { $0.setTaskCompleted(success: true) }
         let after = try #require(second.pendingRequests().first)
         #expect(after.request == hourly && after.nextRun == before.nextRun, "\(after) after \(before)")
-        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("9"))
+        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("10"))
+        #expect(try server.psql("SELECT to_regclass('overtime.handlers') IS NOT NULL").hasPrefix("t"))
         let indexes = [
             "history_by_run", "requests_failed", "requests_cancelled", "history_unusual_results", "history_started",
         ]
@@ -563,7 +565,7 @@ struct PostgresSchedulerTests {
         } catch let error as SchedulerError {
             #expect(error.code == .store)
             #expect(
-                error.message.contains("schema version 99") && error.message.contains("up to version 9"), "\(error)")
+                error.message.contains("schema version 99") && error.message.contains("up to version 10"), "\(error)")
         }
     }
 

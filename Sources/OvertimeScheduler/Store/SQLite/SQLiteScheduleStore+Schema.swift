@@ -266,6 +266,23 @@ extension SQLiteScheduleStore {
                         """)
                 }
             ),
+            (
+                13,
+                { connection throws(SQLiteError) in
+                    // The handlers the daemon registered, as it started: an inspector tells a
+                    // request it has no handler for from one waiting for its turn. One row
+                    // (the program ''); the names one per line.
+                    try connection.execute(
+                        """
+                        CREATE TABLE handlers (
+                            program TEXT PRIMARY KEY NOT NULL,
+                            identifiers TEXT NOT NULL,
+                            prefixes TEXT NOT NULL,
+                            recorded_at INTEGER NOT NULL
+                        )
+                        """)
+                }
+            ),
         ]
     }
 

@@ -13,6 +13,18 @@ import OvertimeSupport
 #endif
 
 extension SQLiteScheduleStore {
+    func recordHandlers(identifiers: [String], prefixes: [String], at now: WallClockInstant) throws(ScheduleStoreError)
+    {
+        try using { connection throws(SQLiteError) in
+            let statement = try connection.statement(
+                "INSERT OR REPLACE INTO handlers (program, identifiers, prefixes, recorded_at) VALUES ('', ?, ?, ?)")
+            statement.bind(1, RegisteredHandlers.joined(identifiers))
+            statement.bind(2, RegisteredHandlers.joined(prefixes))
+            statement.bind(3, now.nanosecondsSinceEpoch)
+            try statement.run()
+        }
+    }
+
     func commit(_ batch: ScheduleBatch, lastRunID: Int64) throws(ScheduleStoreError) -> CommitRefusals {
         guard !batch.isEmpty else { return CommitRefusals() }
         return try usingHolder { holder, connection throws(SQLiteError) in

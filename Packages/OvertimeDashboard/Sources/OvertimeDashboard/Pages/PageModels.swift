@@ -57,7 +57,7 @@ struct RequestRow {
         state = inspected.state.description
         let nextRun = inspected.waitingFor.flatMap(Self.time(of:))
         next = nextRun.map(Formatting.time)
-        nextRelative = nextRun.map { Formatting.relative($0, from: now) }
+        nextRelative = nextRun.map { Self.relative($0, now: now) }
         waitsFor = inspected.waitingFor.map { Self.explain($0, now: now) }
         attempt = inspected.attempt == 0 ? "" : "\(inspected.attempt)"
         tags = inspected.request.tags.sorted().joined(separator: ", ")
@@ -67,8 +67,15 @@ struct RequestRow {
         switch wait {
         case .plannedTime(let time), .retry(let time): time
         case .requirements(_, let since), .turn(let since): since
-        case .prerequisite: nil
+        case .prerequisite, .handler: nil
         }
+    }
+
+    /// When the next run is, said from now: a time already past is when it became due,
+    /// and it runs as soon as it can (not "1 h ago", as if it had run then).
+    static func relative(_ next: WallClockInstant, now: WallClockInstant) -> String {
+        next > now
+            ? Formatting.relative(next, from: now) : "as soon as it can (due \(Formatting.relative(next, from: now)))"
     }
 
     /// What a request waits for, in words, with times relative to now.
@@ -83,6 +90,13 @@ struct RequestRow {
                 + " (due \(Formatting.relative(since, from: now)))"
         case .turn(let since):
             "its turn: the concurrency limit or a grant (due \(Formatting.relative(since, from: now)))"
+        case .handler(let instances, let recordedAt):
+            instances.isEmpty
+                ? "a handler: the daemon registers none for it (as it started, "
+                    + "\(Formatting.relative(recordedAt, from: now)))"
+                : "a handler: no instance registers one for it ("
+                    + "\(instances.joined(separator: ", ")); the newest started "
+                    + "\(Formatting.relative(recordedAt, from: now)))"
         }
     }
 }

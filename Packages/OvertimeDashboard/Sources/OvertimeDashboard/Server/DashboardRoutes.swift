@@ -355,7 +355,7 @@ struct DashboardRoutes: Sendable {
         let nextRun = inspected.waitingFor.flatMap(RequestRow.time(of:))
         let facts = StoryFacts(
             state: inspected.state.description, waitsFor: inspected.waitingFor.map { RequestRow.explain($0, now: now) },
-            next: nextRun.map(Formatting.time), nextRelative: nextRun.map { Formatting.relative($0, from: now) },
+            next: nextRun.map(Formatting.time), nextRelative: nextRun.map { RequestRow.relative($0, now: now) },
             running: inspected.running.map { runningRow(inspected, $0, now) },
             repeats: submitted.repetition?.description ?? "once",
             requirements: submitted.requirements.isEmpty

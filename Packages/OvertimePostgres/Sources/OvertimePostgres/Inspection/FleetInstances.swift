@@ -106,6 +106,10 @@ extension PostgresScheduleConfiguration {
                 "instance '\(name)' still holds claims (\(claims.joined(separator: ", "))): a process that has just"
                     + " ended holds them until they end; try again then")
         }
+        // Its handlers go with it: an inspector no longer counts on them.
+        _ = try await connection.query(
+            "DELETE FROM overtime.handlers WHERE instance = \(name) AND to_regclass('overtime.handlers') IS NOT NULL",
+            logger: quietLogger)
         let removed = try await connection.query(
             "WITH removed AS (DELETE FROM overtime.requests WHERE owner = \(name) RETURNING 1) SELECT count(*) FROM removed",
             logger: quietLogger)

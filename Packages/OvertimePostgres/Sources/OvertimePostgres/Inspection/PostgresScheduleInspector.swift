@@ -81,6 +81,9 @@ final class PostgresScheduleInspector: ScheduleInspector {
             conditions.append("strpos(r.tags, $\(bindings.count)) > 0")
         }
         var reading = RequestPage.Reading(query, rowsReadPerPage: rowsReadPerPage)
+        let handlers: [RegisteredHandlers] = try await using { [self] connection, offset in
+            try await registeredHandlers(connection, offset: offset)
+        }
         while true {
             var page = conditions
             var pageBindings = bindings
@@ -96,7 +99,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
             // Each batch is an operation of its own, within its own deadline.
             let batch = try await using { [pageBindings] connection, offset in
                 try await run(connection, PostgresQuery(unsafeSQL: sql, binds: pageBindings)).map {
-                    try Self.inspected($0, now: now, offset: offset)
+                    try Self.inspected($0, now: now, offset: offset, handlers: handlers)
                 }
             }
             var rows = 0
@@ -109,7 +112,10 @@ final class PostgresScheduleInspector: ScheduleInspector {
     }
 
     func request(_ identifier: String, now: WallClockInstant) async throws(ScheduleStoreError) -> InspectedRequest? {
-        try await using { connection, offset in
+        let handlers: [RegisteredHandlers] = try await using { [self] connection, offset in
+            try await registeredHandlers(connection, offset: offset)
+        }
+        return try await using { connection, offset in
             // The fleet's shared request first; else an instance's own of that identifier.
             try await run(
                 connection,
@@ -117,7 +123,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
                 SELECT \(unescaped: Self.requestColumns) FROM overtime.requests r WHERE r.identifier = \(identifier)
                 ORDER BY r.owner = '' DESC, r.owner LIMIT 1
                 """
-            ).first.map { try Self.inspected($0, now: now, offset: offset) }
+            ).first.map { try Self.inspected($0, now: now, offset: offset, handlers: handlers) }
         }
     }
 
@@ -134,7 +140,27 @@ final class PostgresScheduleInspector: ScheduleInspector {
                 ORDER BY h.run_id DESC, h.attempt DESC LIMIT 1) AS last_result, r.sequence
             """
 
-    private static func inspected(_ row: PostgresRow, now: WallClockInstant, offset: Int64) throws -> InspectedRequest {
+    /// The handlers the instances recorded as they started (their times on this machine's
+    /// clock); none where no instance of this build has started (no table yet).
+    func registeredHandlers(_ connection: PostgresConnection, offset: Int64) async throws -> [RegisteredHandlers] {
+        let exists = try await run(connection, "SELECT to_regclass('overtime.handlers') IS NOT NULL").first
+        guard try exists?.decode(Bool.self) == true else { return [] }
+        var found: [RegisteredHandlers] = []
+        let rows = try await run(
+            connection, "SELECT instance, identifiers, prefixes, recorded_at FROM overtime.handlers")
+        for row in rows {
+            let (instance, identifiers, prefixes, recorded) = try row.decode((String, [String], [String], Int64).self)
+            found.append(
+                RegisteredHandlers(
+                    instance: instance, identifiers: identifiers, prefixes: prefixes,
+                    recordedAt: WallClockInstant(nanosecondsSinceEpoch: recorded &- offset)))
+        }
+        return found
+    }
+
+    private static func inspected(
+        _ row: PostgresRow, now: WallClockInstant, offset: Int64, handlers: [RegisteredHandlers]
+    ) throws -> InspectedRequest {
         let cell = NamedCells(row)
         let stored = try PostgresScheduleStore.request(cell)
         var running: RunningAttempt?
@@ -149,7 +175,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
         let lastResult = try cell("last_result", as: String?.self).flatMap(RunResult.init(stored:))
         return InspectedRequest(
             stored, running: running, lastResult: lastResult, position: try cell("sequence"),
-            at: WallClockInstant(nanosecondsSinceEpoch: now.nanosecondsSinceEpoch &+ offset))
+            at: WallClockInstant(nanosecondsSinceEpoch: now.nanosecondsSinceEpoch &+ offset), handlers: handlers)
     }
 
     // MARK: History

@@ -54,7 +54,7 @@ extension PostgresScheduleStore {
             for (target, statements) in [
                 (1, Self.schemaVersion1), (2, Self.schemaVersion2), (3, Self.schemaVersion3), (4, Self.schemaVersion4),
                 (5, Self.schemaVersion5), (6, Self.schemaVersion6), (7, Self.schemaVersion7), (8, Self.schemaVersion8),
-                (9, Self.schemaVersion9),
+                (9, Self.schemaVersion9), (10, Self.schemaVersion10),
             ] where version < target {
                 for statement in statements { _ = try await run(connection, PostgresQuery(unsafeSQL: statement)) }
             }
@@ -68,7 +68,7 @@ extension PostgresScheduleStore {
     }
 
     /// The tables the migrations make in the `overtime` schema.
-    static let tables: Set<String> = ["meta", "requests", "history", "prerequisites"]
+    static let tables: Set<String> = ["meta", "requests", "history", "prerequisites", "handlers"]
 
     static let schemaVersion1 = [
         "CREATE SEQUENCE overtime.run_ids",
@@ -181,5 +181,16 @@ extension PostgresScheduleStore {
             WHERE result <> 'succeeded'
         """,
         "CREATE INDEX IF NOT EXISTS history_started ON overtime.history USING brin (started_at)",
+    ]
+
+    /// The handlers each instance registered, as it started: an inspector tells a request
+    /// no instance has a handler for from one waiting for its turn. Retiring an instance
+    /// removes its row.
+    static let schemaVersion10 = [
+        """
+        CREATE TABLE IF NOT EXISTS overtime.handlers (
+            instance text PRIMARY KEY, identifiers text[] NOT NULL, prefixes text[] NOT NULL,
+            recorded_at bigint NOT NULL)
+        """
     ]
 }

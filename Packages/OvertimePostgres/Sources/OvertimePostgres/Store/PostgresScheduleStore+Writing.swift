@@ -74,6 +74,21 @@ extension PostgresScheduleStore {
 
     // MARK: Writing
 
+    func recordHandlers(identifiers: [String], prefixes: [String], at now: WallClockInstant)
+        async throws(ScheduleStoreError)
+    {
+        try await using { [self] connection in
+            _ = try await run(
+                connection,
+                """
+                INSERT INTO overtime.handlers (instance, identifiers, prefixes, recorded_at)
+                VALUES (\(configuration.instanceName), \(identifiers), \(prefixes), \(now.nanosecondsSinceEpoch))
+                ON CONFLICT (instance) DO UPDATE SET identifiers = excluded.identifiers, prefixes = excluded.prefixes,
+                    recorded_at = excluded.recorded_at
+                """)
+        }
+    }
+
     func commit(_ batch: ScheduleBatch, lastRunID: Int64) async throws(ScheduleStoreError) -> CommitRefusals {
         // Ended attempts' plans are written only while this instance still holds the run: a
         // claim taken over meanwhile has recorded the attempt as interrupted.
