@@ -261,3 +261,21 @@ struct ScheduleInspectorTests {
         }
     }
 }
+
+/// Which of its connections an inspector reads through, as a transcript: a read never
+/// waits behind another while fewer than the most connections are open.
+@Suite("Schedule inspector's connections")
+struct InspectorReaderChoiceTests {
+    @Test func aReadGoesToAnIdleConnectionOrANewOneUpToTheMost() {
+        typealias Inspector = SQLiteScheduleInspector
+        #expect(Inspector.choose(busy: [0], opening: 0, closed: false, most: 4) == .use(0), "idle: the first")
+        #expect(Inspector.choose(busy: [1], opening: 0, closed: false, most: 4) == .open, "busy: another")
+        #expect(Inspector.choose(busy: [1, 0], opening: 0, closed: false, most: 4) == .use(1))
+        #expect(Inspector.choose(busy: [2, 1], opening: 1, closed: false, most: 4) == .open, "3 of 4")
+        #expect(
+            Inspector.choose(busy: [2, 1, 3], opening: 1, closed: false, most: 4) == .use(1), "all: the least busy")
+        #expect(
+            Inspector.choose(busy: [1, 1, 1, 1], opening: 0, closed: false, most: 4) == .use(0), "equals: the first")
+        #expect(Inspector.choose(busy: [1], opening: 0, closed: true, most: 4) == .use(0), "closed: none opened")
+    }
+}

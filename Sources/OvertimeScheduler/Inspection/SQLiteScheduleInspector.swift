@@ -12,11 +12,68 @@ import OvertimeSupport
 
 final class SQLiteScheduleInspector: ScheduleInspector {
     let path: String
-    /// Where the reads run, one at a time (a dashboard asks from several tasks): a thread
-    /// of the inspector's own, so that no caller's thread waits on the file.
-    private let queue: SerialWorkQueue
-    /// The read-only connection, the queue's; `nil` once closed.
-    private let database: QueueConfined<SQLiteConnection?>
+    /// The most connections it reads through: a slow read (a filter no index answers)
+    /// holds one, and the others answer meanwhile. Each is opened when every one open is
+    /// busy, on a thread of its own that sleeps while it has nothing to read.
+    static let mostReaders = 4
+
+    /// One read-only connection and the thread its reads run on, one at a time.
+    private final class Reader: Sendable {
+        let queue: SerialWorkQueue
+        /// The connection, the queue's; `nil` once closed.
+        let database: QueueConfined<SQLiteConnection?>
+
+        init(_ connection: SQLiteConnection, on queue: SerialWorkQueue) {
+            self.queue = queue
+            database = QueueConfined(connection, on: queue)
+        }
+
+        /// A connection opened for reading on a queue of its own (the first one checked the file).
+        static func open(path: String, number: Int) async throws(ScheduleStoreError) -> Reader {
+            let queue = SerialWorkQueue(name: "sched-inspect\(number)")
+            return try await queue.perform { () throws(ScheduleStoreError) in
+                do {
+                    let connection = try SQLiteConnection(path: path, readOnly: true)
+                    try connection.execute("PRAGMA query_only = 1")
+                    return Reader(connection, on: queue)
+                } catch {
+                    throw ScheduleStoreError("\(path) cannot be read as a schedule store: \(error)")
+                }
+            }
+        }
+    }
+
+    /// Which connection a read goes to.
+    enum ReaderChoice: Equatable {
+        /// The open one at this index.
+        case use(Int)
+        /// A new one.
+        case open
+    }
+
+    /// The least busy open connection (the first of equals), unless every one is busy and
+    /// fewer than `most` are open or opening: then a new one. `busy`: the reads queued or
+    /// running on each open connection.
+    static func choose(busy: [Int], opening: Int, closed: Bool, most: Int) -> ReaderChoice {
+        let least = busy.indices.min { busy[$0] < busy[$1] }!
+        guard busy[least] > 0, !closed, busy.count + opening < most else { return .use(least) }
+        return .open
+    }
+
+    private struct Readers {
+        var open: [Reader]
+        /// The reads queued or running on each of ``open``.
+        var busy: [Int]
+        /// Connections being opened, counted against ``mostReaders``.
+        var opening = 0
+        /// Closed: no connection is opened any more.
+        var closed = false
+    }
+
+    /// The first reader, which the change mark is always read on: SQLite's data_version is
+    /// a connection's own count.
+    private let first: Reader
+    private let readers: Locked<Readers>
 
     /// Opens `path` for reading, on a queue of its own. It must exist and be an Overtime
     /// schedule store this build reads; nothing is created, migrated or repaired (the owner
@@ -34,7 +91,6 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     private init(path: String, rowsReadPerPage: Int, queue: SerialWorkQueue) throws(ScheduleStoreError) {
         self.path = path
         self.rowsReadPerPage = rowsReadPerPage
-        self.queue = queue
         guard access(path, F_OK) == 0 else {
             throw ScheduleStoreError("no schedule store at \(path): \(errnoDescription())")
         }
@@ -57,7 +113,8 @@ final class SQLiteScheduleInspector: ScheduleInspector {
         } catch {
             throw ScheduleStoreError("\(path) cannot be read as a schedule store: \(error)")
         }
-        database = QueueConfined(connection, on: queue)
+        first = Reader(connection, on: queue)
+        readers = Locked(Readers(open: [first], busy: [0]))
     }
 
     /// The most rows one page reads for a selection the indexes do not answer (failed
@@ -177,15 +234,22 @@ final class SQLiteScheduleInspector: ScheduleInspector {
 
     func changeMark() async throws(ScheduleStoreError) -> Int64 {
         // data_version changes on this connection whenever another commits.
-        try await using { connection throws(SQLiteError) in try connection.integer("PRAGMA data_version") ?? 0 }
+        try await perform(on: first) { connection throws(SQLiteError) in
+            try connection.integer("PRAGMA data_version") ?? 0
+        }
     }
 
-    /// Closes the connection after the reads queued before (no caller waits for it); a
-    /// read asked for later finds it closed.
+    /// Closes the connections after the reads queued before (no caller waits for it); a
+    /// read asked for later finds them closed.
     func close() {
-        queue.async { [database] in
-            database.value?.close()
-            database.value = nil
+        for reader in readers.withLock({ readers in
+            readers.closed = true
+            return readers.open
+        }) {
+            reader.queue.async { [database = reader.database] in
+                database.value?.close()
+                database.value = nil
+            }
         }
     }
 
@@ -241,11 +305,54 @@ final class SQLiteScheduleInspector: ScheduleInspector {
             stored, running: running, lastResult: lastResult, position: stored.rowID ?? 0, at: now, handlers: handlers)
     }
 
-    /// Runs `body` with the connection on the inspector's queue.
+    /// Runs `body` with the least busy connection, or a new one when every open one is busy
+    /// and fewer than ``mostReaders`` are open.
     private func using<T: Sendable>(
         _ body: @escaping @Sendable (SQLiteConnection) throws(SQLiteError) -> T
     ) async throws(ScheduleStoreError) -> T {
-        try await queue.perform { [database, path] () throws(ScheduleStoreError) in
+        let choice: ReaderChoice = readers.withLock { readers in
+            let choice = Self.choose(
+                busy: readers.busy, opening: readers.opening, closed: readers.closed, most: Self.mostReaders)
+            switch choice {
+            case .use(let index): readers.busy[index] += 1
+            case .open: readers.opening += 1
+            }
+            return choice
+        }
+        let index: Int
+        switch choice {
+        case .use(let chosen): index = chosen
+        case .open:
+            let number = readers.withLock { $0.open.count + $0.opening }
+            let reader: Reader
+            do {
+                reader = try await Reader.open(path: path, number: number)
+            } catch {
+                readers.withLock { $0.opening -= 1 }
+                throw error
+            }
+            index = readers.withLock { readers in
+                readers.opening -= 1
+                if readers.closed {
+                    reader.queue.async { [database = reader.database] in
+                        database.value?.close()
+                        database.value = nil
+                    }
+                }
+                readers.open.append(reader)
+                readers.busy.append(1)
+                return readers.open.count - 1
+            }
+        }
+        defer { readers.withLock { $0.busy[index] -= 1 } }
+        return try await perform(on: readers.withLock { $0.open[index] }, body)
+    }
+
+    /// Runs `body` with `reader`'s connection on its queue.
+    private func perform<T: Sendable>(
+        on reader: Reader, _ body: @escaping @Sendable (SQLiteConnection) throws(SQLiteError) -> T
+    ) async throws(ScheduleStoreError) -> T {
+        try await reader.queue.perform { [database = reader.database, path] () throws(ScheduleStoreError) in
             guard let connection = database.value else { throw ScheduleStoreError("schedule store \(path): closed") }
             do {
                 return try body(connection)
