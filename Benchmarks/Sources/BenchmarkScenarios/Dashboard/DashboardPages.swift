@@ -131,10 +131,30 @@ public enum DashboardPages {
         /// store reads every attempt to find that out.
         static let historyFewPages = ["/history?result=superseded", "/history?from=2001-01-01&until=2001-01-02"]
 
-        /// Loads the pages in turn, `loads` times each kind, each over a new connection.
+        /// The clients that load the slowest filter (a range of start times no attempt is
+        /// in) over and over while the pages are timed: a slow read must not hold the others.
+        static let busyClients = 2
+
+        /// Loads the pages in turn, `loads` times each kind, each over a new connection,
+        /// while ``busyClients`` clients loop on the slowest filter.
         public func load(
             requestPages: [String], historyPages: [String], failedPages: [String], loads: Int, rowsExpected: Bool
         ) throws -> Figures {
+            let stop = Atomic<Bool>(false)
+            let looped = Atomic<Int>(0)
+            let busy = (0..<Self.busyClients).map { _ in
+                Thread { [port, token] in
+                    while !stop.load(ordering: .relaxed) {
+                        _ = try? get(port: port, Self.historyFewPages[1], token: token)
+                        looped.add(1, ordering: .relaxed)
+                    }
+                }
+            }
+            busy.forEach { $0.start() }
+            defer {
+                stop.store(true, ordering: .relaxed)
+                while busy.contains(where: { !$0.isFinished }) { usleep(1_000) }
+            }
             var figures = Figures()
             for load in 0..<loads {
                 for (pages, keep, rows) in [
