@@ -267,7 +267,7 @@ struct ScheduleInspectorTests {
 @Suite("Schedule inspector's connections")
 struct InspectorReaderChoiceTests {
     @Test func aReadGoesToAnIdleConnectionOrANewOneUpToTheMost() {
-        typealias Inspector = SQLiteScheduleInspector
+        typealias Inspector = InspectorReaders
         #expect(Inspector.choose(busy: [0], opening: 0, closed: false, most: 4) == .use(0), "idle: the first")
         #expect(Inspector.choose(busy: [1], opening: 0, closed: false, most: 4) == .open, "busy: another")
         #expect(Inspector.choose(busy: [1, 0], opening: 0, closed: false, most: 4) == .use(1))

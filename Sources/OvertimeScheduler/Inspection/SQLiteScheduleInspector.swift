@@ -15,7 +15,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     /// The most connections it reads through: a slow read (a filter no index answers)
     /// holds one, and the others answer meanwhile. Each is opened when every one open is
     /// busy, on a thread of its own that sleeps while it has nothing to read.
-    static let mostReaders = 4
+    static let mostReaders = InspectorReaders.most
 
     /// One read-only connection and the thread its reads run on, one at a time.
     private final class Reader: Sendable {
@@ -41,23 +41,6 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 }
             }
         }
-    }
-
-    /// Which connection a read goes to.
-    enum ReaderChoice: Equatable {
-        /// The open one at this index.
-        case use(Int)
-        /// A new one.
-        case open
-    }
-
-    /// The least busy open connection (the first of equals), unless every one is busy and
-    /// fewer than `most` are open or opening: then a new one. `busy`: the reads queued or
-    /// running on each open connection.
-    static func choose(busy: [Int], opening: Int, closed: Bool, most: Int) -> ReaderChoice {
-        let least = busy.indices.min { busy[$0] < busy[$1] }!
-        guard busy[least] > 0, !closed, busy.count + opening < most else { return .use(least) }
-        return .open
     }
 
     private struct Readers {
@@ -310,8 +293,8 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     private func using<T: Sendable>(
         _ body: @escaping @Sendable (SQLiteConnection) throws(SQLiteError) -> T
     ) async throws(ScheduleStoreError) -> T {
-        let choice: ReaderChoice = readers.withLock { readers in
-            let choice = Self.choose(
+        let choice: InspectorReaders.Choice = readers.withLock { readers in
+            let choice = InspectorReaders.choose(
                 busy: readers.busy, opening: readers.opening, closed: readers.closed, most: Self.mostReaders)
             switch choice {
             case .use(let index): readers.busy[index] += 1

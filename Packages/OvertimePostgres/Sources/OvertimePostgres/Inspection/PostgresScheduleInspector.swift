@@ -16,18 +16,33 @@ import PostgresNIO
 final class PostgresScheduleInspector: ScheduleInspector {
     let configuration: PostgresScheduleConfiguration
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-    /// The connection; `nil` before the first call and after a failure (the next call
-    /// connects again). Read and set under its lock, never held across I/O.
-    private let connection = NIOLockedValueBox<Connected?>(nil)
-    /// The operations on ``connection``: one at a time (a dashboard asks from several
-    /// threads), each within its deadline.
-    private let operations: ConnectionOperations
+    /// The connections it reads through (``InspectorReaders/most``), each connected when
+    /// first needed: a slow read holds one while the others answer. The first also listens
+    /// for the instances' notifications.
+    private let lanes: [Lane]
+    /// The reads queued or running on each lane in use, and how many are in use.
+    private let busy = NIOLockedValueBox<[Int]>([0])
     /// Notifications heard on ``PostgresScheduleStore/channel`` since the inspector opened.
     private let notifications = NIOLockedValueBox<Int64>(0)
     private let closed = NIOLockedValueBox(false)
     /// The most rows one page reads for a selection no index answers (failed, a tag).
     let rowsReadPerPage: Int
     private static let logger = Logger(label: "overtime.fleet.inspector") { _ in SwiftLogNoOpLogHandler() }
+
+    /// One connection and its operations, one at a time, each within its deadline.
+    private final class Lane: Sendable {
+        let operations: ConnectionOperations
+        /// The connection; `nil` before the first call and after a failure (the next call
+        /// connects again). Read and set under its lock, never held across I/O.
+        let connection = NIOLockedValueBox<Connected?>(nil)
+        /// Whether it listens for the instances' notifications (the first lane).
+        let listens: Bool
+
+        init(on loop: any EventLoop, timeout: Duration, listens: Bool) {
+            operations = ConnectionOperations(on: loop, timeout: timeout)
+            self.listens = listens
+        }
+    }
 
     private struct Connected: Sendable {
         let connection: PostgresConnection
@@ -39,8 +54,9 @@ final class PostgresScheduleInspector: ScheduleInspector {
     private init(configuration: PostgresScheduleConfiguration, rowsReadPerPage: Int) {
         self.configuration = configuration
         self.rowsReadPerPage = rowsReadPerPage
-        operations = ConnectionOperations(
-            on: group.next(), timeout: configuration.operationTimeout)
+        lanes = (0..<InspectorReaders.most).map { [group] index in
+            Lane(on: group.next(), timeout: configuration.operationTimeout, listens: index == 0)
+        }
     }
 
     /// An inspector of `configuration`'s database, connected and its schema checked: a bad
@@ -217,7 +233,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
     /// run that starts, a cancel), and every write moves the snapshot (another database's
     /// too, which only costs a read).
     func changeMark() async throws(ScheduleStoreError) -> Int64 {
-        let snapshot = try await using { connection, _ in
+        let snapshot = try await using(lanes[0]) { connection, _ in
             try await run(connection, "SELECT pg_current_snapshot()::text").first?.decode(String.self) ?? ""
         }
         // FNV-1a of the snapshot's text.
@@ -297,14 +313,16 @@ final class PostgresScheduleInspector: ScheduleInspector {
             return closed
         }
         guard !wasClosed else { return }
-        let connected = connection.withLockedValue { connected in
-            defer { connected = nil }
-            return connected
+        for lane in lanes {
+            let connected = lane.connection.withLockedValue { connected in
+                defer { connected = nil }
+                return connected
+            }
+            // Queued on the loop ahead of its shutdown, which runs it before it ends (not
+            // waited for: nothing of the inspector's runs on the loop after it); kept until
+            // closed, as postgres-nio asserts.
+            connected?.connection.close().whenComplete { _ in withExtendedLifetime(connected) {} }
         }
-        // Queued on the loop ahead of its shutdown, which runs it before it ends (not waited
-        // for: nothing of the inspector's runs on the loop after it); kept until closed, as
-        // postgres-nio asserts.
-        connected?.connection.close().whenComplete { _ in withExtendedLifetime(connected) {} }
         group.shutdownGracefully { _ in }
     }
 
@@ -312,17 +330,38 @@ final class PostgresScheduleInspector: ScheduleInspector {
 
     // MARK: Access
 
-    /// Runs `body` with the connection (connected, listening and checked first) and the
-    /// clock offset, as one operation within ``PostgresScheduleConfiguration/operationTimeout``.
+    /// Runs `body` with the least busy connection, or one not used yet when every one in
+    /// use is busy (``InspectorReaders/choose(busy:opening:closed:most:)``).
     private func using<T: Sendable>(
         _ body: (PostgresConnection, Int64) async throws -> T
+    ) async throws(ScheduleStoreError) -> T {
+        let index = busy.withLockedValue { busy in
+            let index: Int
+            switch InspectorReaders.choose(busy: busy, opening: 0, closed: false, most: lanes.count) {
+            case .use(let chosen): index = chosen
+            case .open:
+                busy.append(0)
+                index = busy.count - 1
+            }
+            busy[index] += 1
+            return index
+        }
+        defer { busy.withLockedValue { $0[index] -= 1 } }
+        return try await using(lanes[index], body)
+    }
+
+    /// Runs `body` with `lane`'s connection (connected, checked, and the first listening,
+    /// first) and the clock offset, as one operation within
+    /// ``PostgresScheduleConfiguration/operationTimeout``.
+    private func using<T: Sendable>(
+        _ lane: Lane, _ body: (PostgresConnection, Int64) async throws -> T
     ) async throws(ScheduleStoreError) -> T {
         guard !closed.withLockedValue({ $0 }) else {
             throw ScheduleStoreError("schedule database \(configuration.serverName): the inspector is closed")
         }
         do {
-            return try await operations.perform { deadline in
-                let connected = try await connected(within: deadline)
+            return try await lane.operations.perform { deadline in
+                let connected = try await connected(lane, within: deadline)
                 return try await body(connected.connection, connected.clockOffset)
             }
         } catch let error as ScheduleStoreError {
@@ -341,18 +380,18 @@ final class PostgresScheduleInspector: ScheduleInspector {
                 + " Overtime schedule (schema overtime): no instance has connected to it yet")
     }
 
-    /// The connection, made and checked if there is none or it closed.
-    private func connected(within deadline: OperationDeadline) async throws -> Connected {
-        if let current = connection.withLockedValue({ $0 }), !current.connection.isClosed {
+    /// `lane`'s connection, made and checked if there is none or it closed.
+    private func connected(_ lane: Lane, within deadline: OperationDeadline) async throws -> Connected {
+        if let current = lane.connection.withLockedValue({ $0 }), !current.connection.isClosed {
             deadline.watch(current.connection)
             return current
         }
-        connection.withLockedValue { $0 = nil }
+        lane.connection.withLockedValue { $0 = nil }
         var settings = configuration.connection()
         // Not `overtime <name>`: the inspector is no instance of the fleet.
         settings.options.additionalStartupParameters = [("application_name", "overtime-inspector")]
         let made = try await deadline.race(
-            PostgresConnection.connect(on: operations.loop, configuration: settings, id: 4, logger: Self.logger),
+            PostgresConnection.connect(on: lane.operations.loop, configuration: settings, id: 4, logger: Self.logger),
             late: { late in late.close().whenComplete { _ in } })
         deadline.watch(made)
         do {
@@ -375,11 +414,13 @@ final class PostgresScheduleInspector: ScheduleInspector {
                 try await run(made, "SELECT \(unescaped: PostgresScheduleStore.databaseNow)").first?.decode(Int64.self)
                 ?? before
             let after = SystemClock().wallClockNow.nanosecondsSinceEpoch
-            made.addListener(channel: PostgresScheduleStore.channel) { [notifications] _, _ in
-                notifications.withLockedValue { $0 &+= 1 }
+            if lane.listens {
+                made.addListener(channel: PostgresScheduleStore.channel) { [notifications] _, _ in
+                    notifications.withLockedValue { $0 &+= 1 }
+                }
             }
             let connected = Connected(connection: made, clockOffset: database - (before / 2 + after / 2))
-            connection.withLockedValue { $0 = connected }
+            lane.connection.withLockedValue { $0 = connected }
             return connected
         } catch {
             try? await made.close()
