@@ -40,9 +40,6 @@ final class ChangeFeed: Sendable {
         self.interval = interval
     }
 
-    /// The pages served now.
-    var listenerCount: Int { listeners.withLockedValue { $0.continuations.count } }
-
     /// The event stream's response. Past ``maximumListeners`` the stream sends a `full`
     /// event and ends (the page says its live updates are off); a place is given back when
     /// its stream ends, however it ends.

@@ -128,12 +128,10 @@ final class PostgresScheduleInspector: ScheduleInspector {
     }
 
     func request(_ identifier: String, now: WallClockInstant) async throws(ScheduleStoreError) -> InspectedRequest? {
-        let handlers: [RegisteredHandlers] = try await using { [self] connection, offset in
-            try await registeredHandlers(connection, offset: offset)
-        }
-        return try await using { connection, offset in
+        try await using { [self] connection, offset in
+            let handlers = try await registeredHandlers(connection, offset: offset)
             // The fleet's shared request first; else an instance's own of that identifier.
-            try await run(
+            return try await run(
                 connection,
                 """
                 SELECT \(unescaped: Self.requestColumns) FROM overtime.requests r WHERE r.identifier = \(identifier)
