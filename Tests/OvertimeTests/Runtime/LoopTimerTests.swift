@@ -36,12 +36,15 @@ struct LoopTimerTests {
         let env = try VirtualRuntime()
         let runtime = env.runtime
         let woke = Recorder<MonotonicInstant>()
+        // Until an instant, not for a duration: when the sleeper begins does not move it.
         let sleeper = Task {
-            try await runtime.sleep(for: .seconds(10))
+            try await runtime.sleep(until: env.at(.seconds(10)))
             woke.append(env.clock.now)
         }
         // The sleeper runs on Swift's shared threads: wait, in real time, until it sleeps.
-        #expect(try await eventually { env.clock.nextWakeup != nil })
+        // Required: had the clock moved on without it, it would sleep past every instant the
+        // test reaches, and the test would hang at `sleeper.value` instead of failing.
+        try #require(try await eventually { env.clock.nextWakeup != nil }, "the sleeper never slept")
         env.clock.advance(by: .seconds(10))
         try await sleeper.value
         #expect(woke.all == [env.at(.seconds(10))])
@@ -51,7 +54,7 @@ struct LoopTimerTests {
         await #expect(throws: CancellationError.self) { try await cancelledSleep.value }
 
         let pendingAtShutdown = Task { try await runtime.sleep(for: .seconds(3600)) }
-        #expect(try await eventually { env.clock.nextWakeup != nil })
+        try #require(try await eventually { env.clock.nextWakeup != nil }, "the second sleeper never slept")
         env.runtime.requestTermination()
         await runtime.waitUntilTerminated()
         await #expect(throws: CancellationError.self) { try await pendingAtShutdown.value }
