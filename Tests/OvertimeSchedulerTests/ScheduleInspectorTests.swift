@@ -229,6 +229,23 @@ struct ScheduleInspectorTests {
                     })
             #expect(window.count == 10)
 
+            // The newest attempt of each of several requests at once, as each one's history
+            // says: a second run of one, one asked twice, one that never ran.
+            try await h.current.submit(ScheduledTaskRequest(identifier: "h.odd.1"))
+            h.advance(by: .seconds(10))
+            let asked = ["h.odd.1", "h.even.0", "h.odd.1", "h.never"]
+            let newest = try await inspector.newestAttempts(of: asked)
+            #expect(Set(newest.keys) == ["h.odd.1", "h.even.0"])
+            for identifier in ["h.odd.1", "h.even.0"] {
+                var own = HistoryQuery(limit: 1)
+                own.identifier = identifier
+                #expect(newest[identifier] == (try await inspector.history(own).first))
+            }
+            #expect(newest["h.odd.1"]?.runID == (try await inspector.history(HistoryQuery(limit: 1)).first?.runID))
+            // An inspector of another kind, without a read of its own for it, answers alike.
+            #expect(try await HistoryOnly(inspector).newestAttempts(of: asked) == newest)
+            #expect(try await inspector.newestAttempts(of: []).isEmpty)
+
             try await h.current.submit(ScheduledTaskRequest(identifier: "h.more"))
             h.settle()
             #expect(try await inspector.changeMark() != mark, "the owner committed")
@@ -278,4 +295,22 @@ struct InspectorReaderChoiceTests {
             Inspector.choose(busy: [1, 1, 1, 1], opening: 0, closed: false, most: 4) == .use(0), "equals: the first")
         #expect(Inspector.choose(busy: [1], opening: 0, closed: true, most: 4) == .use(0), "closed: none opened")
     }
+}
+
+/// An inspector that reads only through ``ScheduleInspector``'s requirements another has,
+/// leaving the rest to the protocol's defaults.
+private struct HistoryOnly: ScheduleInspector {
+    let inner: any ScheduleInspector
+    init(_ inner: any ScheduleInspector) { self.inner = inner }
+    func requests(_ query: RequestQuery, now: WallClockInstant) async throws(ScheduleStoreError) -> RequestPage {
+        try await inner.requests(query, now: now)
+    }
+    func request(_ identifier: String, now: WallClockInstant) async throws(ScheduleStoreError) -> InspectedRequest? {
+        try await inner.request(identifier, now: now)
+    }
+    func history(_ query: HistoryQuery) async throws(ScheduleStoreError) -> [RunRecord] {
+        try await inner.history(query)
+    }
+    func changeMark() async throws(ScheduleStoreError) -> Int64 { try await inner.changeMark() }
+    func close() {}
 }

@@ -215,6 +215,29 @@ final class SQLiteScheduleInspector: ScheduleInspector {
         }
     }
 
+    func newestAttempts(of identifiers: [String]) async throws(ScheduleStoreError) -> [String: RunRecord] {
+        let wanted = Set(identifiers.prefix(Self.newestAttemptsLimit))
+        guard !wanted.isEmpty else { return [:] }
+        return try await using { connection throws(SQLiteError) in
+            // One statement stepped for each, in one read transaction (one snapshot): in the
+            // process, a lookup costs a descent of the primary key, not a round trip.
+            try connection.execute("BEGIN")
+            defer { try? connection.execute("COMMIT") }
+            var newest: [String: RunRecord] = [:]
+            for identifier in wanted {
+                let statement = try connection.statement(
+                    """
+                    SELECT identifier, run_id, attempt, started_at, ended_at, result, stop_reason, output FROM history
+                    WHERE identifier = ? ORDER BY run_id DESC, attempt DESC LIMIT 1
+                    """)
+                statement.bind(1, identifier)
+                if try statement.step() { newest[identifier] = try SQLiteScheduleStore.record(statement) }
+                statement.reset()
+            }
+            return newest
+        }
+    }
+
     func changeMark() async throws(ScheduleStoreError) -> Int64 {
         // data_version changes on this connection whenever another commits.
         try await perform(on: first) { connection throws(SQLiteError) in

@@ -243,6 +243,20 @@ struct DashboardAccessTests {
         #expect(rows.body.contains(">as soon as it can (due "), "\(rows.body)")
     }
 
+    /// The page of what failed for good shows beside each request its newest attempt, as
+    /// its own history says, read for the whole page at once; on a daemon's store and a
+    /// fleet's.
+    @Test(arguments: [false, true]) func theFailedPageShowsEachRequestsNewestAttempt(fleet: Bool) async throws {
+        let dashboard = try DashboardUnderTest(fleet: fleet)
+        defer { dashboard.stop() }
+        let newest = try #require(try await dashboard.history("fail.broken").first)
+        let page = try Curl.request(dashboard.url + "/failed", bearer: dashboard.token)
+        #expect(page.status == 200)
+        #expect(
+            page.body.contains("\(newest.result) (run \(newest.runID), attempt \(newest.attempt))"),
+            "\(newest) in \(page.body)")
+    }
+
     /// A request's story says how it repeats as `overtimectl` does, never as a Swift value.
     @Test func aRequestsRepetitionIsShownAsOvertimectlShowsIt() throws {
         let dashboard = try DashboardUnderTest()

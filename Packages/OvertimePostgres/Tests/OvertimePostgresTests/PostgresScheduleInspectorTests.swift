@@ -118,6 +118,14 @@ struct PostgresScheduleInspectorTests {
         #expect(try await inspector.history(own).map(\.identifier) == ["fail.1"])
         own.identifier = "fail."
         #expect(try await inspector.history(own).isEmpty, "exact, not a prefix")
+        // Each request's newest attempt, in one read: as its own history says.
+        let newest = try await inspector.newestAttempts(of: ["fail.1", "ok.1", "fail.1", "fail.", "never"])
+        #expect(Set(newest.keys) == ["fail.1", "ok.1"], "\(newest)")
+        for identifier in ["fail.1", "ok.1"] {
+            own.identifier = identifier
+            #expect(newest[identifier] == (try await inspector.history(own).first))
+        }
+        #expect(try await inspector.newestAttempts(of: []).isEmpty)
 
         // Instances: both connected, the holder's claim counted, a's own request.
         let instances = try await inspector.instances(now: now())

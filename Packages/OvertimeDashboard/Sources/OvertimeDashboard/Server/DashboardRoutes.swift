@@ -293,11 +293,10 @@ struct DashboardRoutes: Sendable {
         let page = try await dashboard.inspector.requests(
             RequestQuery(selection: .failed, after: after, limit: Self.pageSize), now: now)
         let found = page.requests
+        let newest = try await dashboard.inspector.newestAttempts(of: found.map(\.request.identifier))
         var rows: [FailedRow] = []
         for inspected in found {
-            var newest = HistoryQuery(limit: 1)
-            newest.identifier = inspected.request.identifier
-            let last = try await dashboard.inspector.history(newest).first
+            let last = newest[inspected.request.identifier]
             rows.append(
                 FailedRow(
                     identifier: inspected.request.identifier, link: Formatting.query(inspected.request.identifier),

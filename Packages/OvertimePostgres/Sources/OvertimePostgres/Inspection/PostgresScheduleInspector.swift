@@ -25,6 +25,9 @@ final class PostgresScheduleInspector: ScheduleInspector {
     /// Notifications heard on ``PostgresScheduleStore/channel`` since the inspector opened.
     private let notifications = NIOLockedValueBox<Int64>(0)
     private let closed = NIOLockedValueBox(false)
+    /// The table of recorded handlers was seen: it stays (migrations add, never drop), so
+    /// a page asks for its rows without asking first whether it is there.
+    private let handlersTableSeen = NIOLockedValueBox(false)
     /// The most rows one page reads for a selection no index answers (failed, a tag).
     let rowsReadPerPage: Int
     private static let logger = Logger(label: "overtime.fleet.inspector") { _ in SwiftLogNoOpLogHandler() }
@@ -97,9 +100,8 @@ final class PostgresScheduleInspector: ScheduleInspector {
             conditions.append("strpos(r.tags, $\(bindings.count)) > 0")
         }
         var reading = RequestPage.Reading(query, rowsReadPerPage: rowsReadPerPage)
-        let handlers: [RegisteredHandlers] = try await using { [self] connection, offset in
-            try await registeredHandlers(connection, offset: offset)
-        }
+        // Read with the first batch, in its operation.
+        var handlers: [RegisteredHandlers]?
         while true {
             var page = conditions
             var pageBindings = bindings
@@ -113,11 +115,15 @@ final class PostgresScheduleInspector: ScheduleInspector {
                 ORDER BY r.sequence LIMIT \(reading.batch)
                 """
             // Each batch is an operation of its own, within its own deadline.
-            let batch = try await using { [pageBindings] connection, offset in
-                try await run(connection, PostgresQuery(unsafeSQL: sql, binds: pageBindings)).map {
-                    try Self.inspected($0, now: now, offset: offset, handlers: handlers)
+            let (batch, read) = try await using { [self, pageBindings, handlers] connection, offset in
+                var read = handlers
+                if read == nil { read = try await registeredHandlers(connection, offset: offset) }
+                let batch = try await run(connection, PostgresQuery(unsafeSQL: sql, binds: pageBindings)).map {
+                    try Self.inspected($0, now: now, offset: offset, handlers: read ?? [])
                 }
+                return (batch, read)
             }
+            handlers = read
             var rows = 0
             for inspected in batch {
                 rows += 1
@@ -157,8 +163,11 @@ final class PostgresScheduleInspector: ScheduleInspector {
     /// The handlers the instances recorded as they started (their times on this machine's
     /// clock); none where no instance of this build has started (no table yet).
     func registeredHandlers(_ connection: PostgresConnection, offset: Int64) async throws -> [RegisteredHandlers] {
-        let exists = try await run(connection, "SELECT to_regclass('overtime.handlers') IS NOT NULL").first
-        guard try exists?.decode(Bool.self) == true else { return [] }
+        if !handlersTableSeen.withLockedValue({ $0 }) {
+            let exists = try await run(connection, "SELECT to_regclass('overtime.handlers') IS NOT NULL").first
+            guard try exists?.decode(Bool.self) == true else { return [] }
+            handlersTableSeen.withLockedValue { $0 = true }
+        }
         var found: [RegisteredHandlers] = []
         let rows = try await run(
             connection, "SELECT instance, identifiers, prefixes, recorded_at FROM overtime.handlers")
@@ -221,6 +230,30 @@ final class PostgresScheduleInspector: ScheduleInspector {
                         ORDER BY run_id DESC, attempt DESC LIMIT \(query.limit)
                         """, binds: bindings)
             ).map(PostgresScheduleStore.record)
+        }
+    }
+
+    func newestAttempts(of identifiers: [String]) async throws(ScheduleStoreError) -> [String: RunRecord] {
+        let wanted = Array(Set(identifiers.prefix(Self.newestAttemptsLimit)))
+        guard !wanted.isEmpty else { return [:] }
+        return try await using { connection, _ in
+            // One round trip: each identifier's newest attempt found by a descent of the
+            // primary key (identifier, run_id, attempt), as `history(_:)` finds one request's.
+            let rows = try await run(
+                connection,
+                """
+                SELECT h.identifier, h.run_id, h.attempt, h.started_at, h.ended_at, h.result, h.stop_reason, h.output
+                FROM unnest(\(wanted)::text[]) AS wanted(identifier)
+                CROSS JOIN LATERAL (
+                    SELECT * FROM overtime.history x WHERE x.identifier = wanted.identifier
+                    ORDER BY x.run_id DESC, x.attempt DESC LIMIT 1) h
+                """)
+            var newest: [String: RunRecord] = [:]
+            for row in rows {
+                let record = try PostgresScheduleStore.record(row)
+                newest[record.identifier] = record
+            }
+            return newest
         }
     }
 
