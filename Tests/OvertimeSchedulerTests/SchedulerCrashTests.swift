@@ -85,6 +85,10 @@ struct SchedulerCrashTests {
             let effects = try String(contentsOfFile: folder.path + "/effects.log", encoding: .utf8)
                 .split(separator: "\n").map(String.init)
             let done = Set(effects.filter { $0.hasPrefix("DONE ") })
+            // A handler runs once its start is durable: no run ID and attempt starts twice (a
+            // run given up after two interruptions does not lend its ID to the next run).
+            let starts = effects.filter { $0.hasPrefix("START ") }
+            #expect(Set(starts).count == starts.count, "an attempt started twice")
             for attempt in attempts where attempt.result == "succeeded" {
                 #expect(done.contains("DONE \(attempt.identifier) \(attempt.runID) \(attempt.attempt)"))
             }

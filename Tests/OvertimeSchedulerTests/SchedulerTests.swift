@@ -310,6 +310,41 @@ struct SchedulerTests {
         }
     }
 
+    /// A run interrupted twice in a row counts as a failed attempt; with none left, it is
+    /// given up and the repeating request goes on with its grid. Its next run takes a run
+    /// ID of its own: the interrupted attempts stay in the history as they were.
+    @Test func aRunGivenUpAfterTwoInterruptionsLeavesItsRunIDAndItsHistoryBehind() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness()
+            defer { h.finish() }
+            h.script.withLock { $0 = { _ in .hang } }
+            try h.current.start()
+            var request = hourly(flex: .zero)
+            request.retry.maximumAttempts = 1
+            try h.current.submit(request)
+            h.settle()
+            let first = try #require(h.attempts.all.first)
+            // The process ends during the run, then during its retry.
+            try h.open()
+            try h.current.start()
+            h.settle()
+            let retry = try #require(h.attempts.all.last)
+            #expect(h.attempts.count == 2 && retry.runID == first.runID && retry.attempt == 2)
+            h.script.withLock { $0 = { _ in .succeed } }
+            try h.open()
+            try h.current.start()
+            h.settle()
+            #expect(h.attempts.count == 2, "given up: not retried")
+            h.advance(by: .seconds(3600))
+            let next = try #require(h.attempts.all.last)
+            #expect(h.attempts.count == 3 && next.runID != first.runID && next.attempt == 1)
+            let history = try h.current.history("job").map {
+                "\($0.runID == first.runID ? "first" : "next") \($0.attempt) \($0.result)"
+            }
+            #expect(history == ["next 1 succeeded", "first 2 interrupted", "first 1 interrupted"])
+        }
+    }
+
     @Test func aRunNeverCompletedIsTerminatedRecordedAndRetried() async throws {
         try await onOwnThread {
             let h = try SchedulerHarness()

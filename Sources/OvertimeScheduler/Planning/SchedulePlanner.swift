@@ -207,7 +207,7 @@ enum RunOutcome: Sendable, Hashable {
     /// An attempt that the end of its process (or of its claim, in a fleet) interrupted:
     /// retried once, at once (same run, next attempt); interrupted twice in a row
     /// (`twice`), it counts as a failed attempt and is retried per the policy.
-    @_spi(ScheduleStore) public static func interrupted(
+    static func interrupted(
         _ state: PlanState, _ request: ScheduledTaskRequest, attempt: Int, twice: Bool, now: WallClockInstant
     ) -> PlanState {
         if twice { return ended(state, request, outcome: .failed, now: now) }

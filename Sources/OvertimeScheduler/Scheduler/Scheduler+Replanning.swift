@@ -15,9 +15,7 @@ extension Scheduler {
             let twice = earlier.contains {
                 $0.runID == record.runID && $0.attempt == record.attempt - 1 && $0.result == .interrupted
             }
-            stored.plan = SchedulePlanner.interrupted(
-                stored.plan, stored.request, attempt: record.attempt, twice: twice, now: now)
-            stored.currentRunID = record.runID
+            stored.interrupt(runID: record.runID, attempt: record.attempt, twice: twice, now: now)
             logger.notice(
                 "run interrupted by the end of the process: \(twice ? "counted as failed" : "retried now")",
                 metadata: ["task": "\(record.identifier)", "run": "\(record.runID)", "attempt": "\(record.attempt)"])

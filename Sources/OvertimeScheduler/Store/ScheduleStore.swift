@@ -84,6 +84,20 @@ import Overtime
     }
 }
 
+extension StoredRequest {
+    /// Attempt `attempt` of run `runID` was interrupted by the end of its process or of its
+    /// claim (`twice`: the attempt before it was too): re-planned as
+    /// ``SchedulePlanner/interrupted(_:_:attempt:twice:now:)`` says. A run still to be
+    /// retried keeps its ID; one given up is over, and the next run takes an ID of its own —
+    /// under this one, its first attempt would be written over this run's in the history.
+    @_spi(ScheduleStore) public mutating func interrupt(
+        runID: Int64, attempt: Int, twice: Bool, now: WallClockInstant
+    ) {
+        plan = SchedulePlanner.interrupted(plan, request, attempt: attempt, twice: twice, now: now)
+        currentRunID = plan.failedAttempts == 0 ? nil : runID
+    }
+}
+
 /// What happens to a request a batch writes.
 @_spi(ScheduleStore) public enum RequestWrite: Sendable {
     /// Inserted, or replaces the request of its identifier (its submission order stays).

@@ -111,9 +111,7 @@ extension PostgresScheduleStore {
                 endedAt: now, result: .interrupted, stopReason: "its claim ended: \(holder) stopped renewing it")
             try await insertHistory([record], owners: [rowOwner], instance: holder, connection)
             reclaimedRuns.increment()
-            stored.plan = SchedulePlanner.interrupted(
-                stored.plan, stored.request, attempt: Int(attempt), twice: twice, now: now)
-            stored.currentRunID = runID
+            stored.interrupt(runID: runID, attempt: Int(attempt), twice: twice, now: now)
             stored.isRunning = false
             _ = try await writePlans([PlanWrite(stored: stored, start: nil, ending: nil)], .any, connection)
             logger.notice(
