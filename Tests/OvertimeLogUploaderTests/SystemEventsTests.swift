@@ -83,9 +83,12 @@ struct SystemEventsTests {
         let collected = UploaderSafetyTests.collected(folder.path + "/collected").filter {
             $0.text.hasPrefix("pending")
         }
-        #expect(collected.count == 20_000, "uploaded before the lock went")
         child.send(SIGTERM)
         #expect(child.waitForExit(timeout: .seconds(20)) == 0)
+        // Its log says why it stopped short, if it did (out of time, expired, a failure).
+        #expect(
+            collected.count == 20_000,
+            "uploaded before the lock went; the daemon said: \(child.standardError.joined(separator: "\n"))")
     }
 
     /// A shutdown announced starts the upload at once and does not end the daemon: the
