@@ -32,6 +32,7 @@ public struct Dashboard: Sendable {
     let actionLog: ActionLog
     let tickets = ActionTickets()
     let signInThrottle = SignInThrottle()
+    let ownerWatch: OwnerWatch
     /// The session cookie's name, this dashboard's own: cookies are not kept apart by port,
     /// and two dashboards on one host must not sign each other's users out.
     let sessionCookie = "overtime_dashboard_" + DashboardSessions.randomToken().prefix(12)
@@ -73,6 +74,7 @@ public struct Dashboard: Sendable {
         }
         templates = library
         feed = ChangeFeed(inspector: inspector, interval: configuration.liveCheckInterval)
+        ownerWatch = OwnerWatch(actions: configuration.actions)
         do {
             actionLog = try ActionLog(path: configuration.actionLogPath)
         } catch {

@@ -4,6 +4,10 @@ import Testing
 
 @testable import OvertimeDashboard
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The dashboard as an attacker and a careless operator meet it, over real HTTP against a
 /// real daemon: nothing without credentials, no action without the session's CSRF token or
 /// from another site, nothing an identifier or output holds becomes markup, a read-only
@@ -333,6 +337,50 @@ struct DashboardAccessTests {
         _ = try Curl.post(other.url + "/login", form: ["token": other.token], jar: jar)
         #expect(try Curl.request(other.url + "/requests", jar: jar).status == 200)
         #expect(try Curl.request(dashboard.url + "/requests", jar: jar).status == 200, "still signed in to the first")
+    }
+
+    /// Defect 7: pages looked as ever while the daemon was down (only actions failed).
+    /// While the schedule's owner does not answer — stopped (it accepts, never replies), or
+    /// gone — every page says so and what follows; once it answers again, none does. On a
+    /// fleet, of the instance the actions go through.
+    @Test(arguments: [false, true]) func everyPageSaysSoWhileTheOwnerDoesNotAnswer(fleet: Bool) async throws {
+        let dashboard = try DashboardUnderTest(fleet: fleet)
+        defer { dashboard.stop() }
+        let warning =
+            fleet
+            ? "The instance at \(dashboard.socket) does not answer"
+            : "The daemon at \(dashboard.socket) does not answer"
+        let read = { (page: String) throws -> Answer in
+            try Curl.request(dashboard.url + page, bearer: dashboard.token)
+        }
+        // Whether `/requests` says it within 10 s (a page reuses the owner's answer of the
+        // last 3 s).
+        let becomes = { (warns: Bool) throws -> Bool in
+            for _ in 0..<100 {
+                if try read("/requests").body.contains("data-owner-down") == warns { return true }
+                usleep(100_000)
+            }
+            return false
+        }
+        for page in Self.pages {
+            let answer = try read(page)
+            #expect(answer.status == 200 && !answer.body.contains("data-owner-down"), "\(page): \(answer.body)")
+        }
+        let daemon = try #require(dashboard.daemon).processIdentifier
+        kill(daemon, SIGSTOP)
+        #expect(try becomes(true), "stopped")
+        let stopped = try read("/requests").body
+        #expect(stopped.contains(warning) && stopped.contains("cannot be done until it answers"), "\(stopped)")
+        kill(daemon, SIGCONT)
+        #expect(try becomes(false), "answering again")
+        kill(daemon, SIGKILL)
+        #expect(try becomes(true), "gone")
+        for page in Self.pages {
+            let answer = try read(page)
+            #expect(answer.status == 200 && answer.body.contains(warning), "\(page): \(answer.body)")
+        }
+        let signIn = try Curl.request(dashboard.url + "/login")
+        #expect(!signIn.body.contains("data-owner-down"), "only for those signed in")
     }
 
     @Test func aReadOnlyDashboardAndOneWithoutTheDaemonActOnNothing() async throws {

@@ -44,6 +44,14 @@ public struct FleetActions: ScheduleActions {
         }
     }
 
+    /// Whether the instance the actions go through answers; without one, `nil` (retiring
+    /// needs only the database, whose absence every page reports anyway).
+    public func ownerNotAnswering() async -> String? {
+        guard let instance, let silence = await instance.silence() else { return nil }
+        return "The instance at \(instance.client.path) does not answer (\(silence)): runs, cancels and retries go"
+            + " through it."
+    }
+
     private func throughInstance() throws(ScheduleActionError) -> ControlSocketActions {
         guard let instance else {
             throw ScheduleActionError(

@@ -16,9 +16,16 @@ public protocol ScheduleActions: Sendable {
     /// Removes the own requests of fleet instance `name`, retired for good (no process runs
     /// under it); its history stays.
     func retireInstance(_ name: String, by user: String) async throws(ScheduleActionError) -> String
+    /// Why the schedule's owner does not answer now (no daemon at its socket, one that does
+    /// not reply), or `nil` when it answers. Every page says so while it does not: the
+    /// schedule shown is then as last stored, and nothing changes it.
+    func ownerNotAnswering() async -> String?
 }
 
 extension ScheduleActions {
+    /// Actions of a program's own: taken to answer (pages show no warning).
+    public func ownerNotAnswering() async -> String? { nil }
+
     /// A schedule one daemon owns has no instances to retire.
     public func retireInstance(_ name: String, by user: String) async throws(ScheduleActionError) -> String {
         throw ScheduleActionError("this schedule is one daemon's: there is no fleet instance to retire")
@@ -58,6 +65,34 @@ public struct ControlSocketActions: ScheduleActions {
     /// Sends `retry ID`: the daemon submits the request that failed for good again.
     public func retry(_ identifier: String, by user: String) async throws(ScheduleActionError) -> String {
         try await call("retry", identifier)
+    }
+
+    /// Asks the daemon its `status`, waiting a second at most: a missing socket or a refused
+    /// connection is known at once, a daemon that accepts and never replies after the second.
+    public func ownerNotAnswering() async -> String? {
+        await silence().map {
+            "The daemon at \(client.path) does not answer (\($0)): nothing of this schedule runs, and it is"
+                + " shown as it was last stored."
+        }
+    }
+
+    /// Why the daemon does not answer its `status`, or `nil`.
+    func silence() async -> String? {
+        let probe = ControlSocketClient(path: client.path, timeout: .seconds(1))
+        let answer: String?
+        do {
+            answer = try await NIOThreadPool.singleton.runIfActive { () -> String? in
+                do throws(ControlSocketError) {
+                    _ = try probe.call("status")
+                    return nil
+                } catch {
+                    return error.isRefusal ? nil : error.message  // it answered, if only to refuse
+                }
+            }
+        } catch {
+            answer = "it could not be asked: \(error)"
+        }
+        return answer
     }
 
     /// Sends `command identifier` from a thread of NIO's pool: the control socket's client

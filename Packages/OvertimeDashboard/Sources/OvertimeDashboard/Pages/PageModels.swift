@@ -22,6 +22,9 @@ struct Frame {
     let signedIn: Bool
     let readOnly: Bool
     let readAt: String
+    /// Why the schedule's owner does not answer (every page warns: what it shows may be
+    /// stale, and actions will fail), or `nil`.
+    let ownerProblem: String?
 
     static let sections: [(path: String, label: String)] = [
         ("/requests", "Requests"), ("/running", "Running"), ("/history", "History"), ("/failed", "Failed"),

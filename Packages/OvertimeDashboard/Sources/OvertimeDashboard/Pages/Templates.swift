@@ -22,6 +22,8 @@ enum Templates {
         <button>Sign out</button>{{/signedIn}}</form>{{/user}}
         </header>
         <main data-page="{{page}}">
+        {{#ownerProblem}}<p class="owner-down" role="alert" data-owner-down>{{ownerProblem}} Run now, cancel and retry \
+        cannot be done until it answers.</p>{{/ownerProblem}}
         <h1>{{title}}</h1>
 
         """

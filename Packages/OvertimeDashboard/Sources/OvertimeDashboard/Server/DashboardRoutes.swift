@@ -171,14 +171,19 @@ struct DashboardRoutes: Sendable {
             return HTTPAnswers.redirect(to: base + "/login")
         }
         let now = dashboard.now()
+        let ownerProblem = await dashboard.ownerWatch.problem()
         do {
-            return try await make(viewer, now)
+            return try await Self.$ownerProblem.withValue(ownerProblem) { try await make(viewer, now) }
         } catch let error as ScheduleStoreError {
             return render(
                 "message", title: "The schedule cannot be read", viewer: viewer,
                 MessagePage(kind: "error", text: error.message, back: nil), status: .serviceUnavailable)
         }
     }
+
+    /// Why the schedule's owner does not answer, while a page is made (``page(_:_:)`` asks):
+    /// the frame of every page made then says so.
+    @TaskLocal static var ownerProblem: String?
 
     func render<Body>(
         _ template: String, title: String, viewer: Viewer?, _ body: Body, status: HTTPResponse.Status = .ok
@@ -188,7 +193,7 @@ struct DashboardRoutes: Sendable {
             nav: viewer == nil
                 ? [] : Frame.sections.map { .init(path: $0.path, label: $0.label, current: $0.path == "/" + template) },
             user: viewer?.user, csrf: viewer?.csrf, signedIn: viewer?.csrf != nil, readOnly: !canAct,
-            readAt: Formatting.time(dashboard.now()))
+            readAt: Formatting.time(dashboard.now()), ownerProblem: viewer == nil ? nil : Self.ownerProblem)
         let html = dashboard.templates.render(Page(frame: frame, body: body), withTemplate: "page-" + template) ?? ""
         return HTTPAnswers.html(Formatting.showingDirectionControls(html), status: status)
     }
