@@ -119,6 +119,23 @@ struct ScheduleInspectorTests {
                 after = page.next
             } while after != nil && pages.count < 10
             #expect(pages.flatMap { $0 } == all.map(\.request.identifier) && pages.count == 3)
+            // Newest first: the same requests the other way round, in pages that go on before
+            // the last one shown; also where a failed page reads on past rows it passes over.
+            for selection in [RequestQuery.Selection.all, .failed] {
+                var newest: [String] = []
+                var before: Int64?
+                var reads = 0
+                repeat {
+                    var query = RequestQuery(selection: selection, after: before, limit: 4)
+                    query.newestFirst = true
+                    let page = try await inspector.requests(query, now: now)
+                    newest += page.requests.map(\.request.identifier)
+                    before = page.next
+                    reads += 1
+                } while before != nil && reads < 10
+                let expected = try await names(RequestQuery(selection: selection, limit: 1000))
+                #expect(newest == expected.reversed(), "\(selection): \(newest)")
+            }
             let failedPage = try await inspector.requests(RequestQuery(selection: .failed, limit: 1), now: now)
             #expect(failedPage.requests.map(\.request.identifier) == ["x.broken"])
             // A page of failed requests reads a bounded number of rows, and says where to go on.

@@ -131,7 +131,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 var page = conditions
                 var pageValues = values
                 if let after {
-                    page.append("rowid > ?")
+                    page.append(query.newestFirst ? "rowid < ?" : "rowid > ?")
                     pageValues.append(.integer(after))
                 }
                 let statement = try connection.statement(
@@ -140,7 +140,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                         active_started_at, (SELECT result FROM history h WHERE h.identifier = requests.identifier
                         ORDER BY run_id DESC, attempt DESC LIMIT 1) AS last_result
                     FROM requests \(page.isEmpty ? "" : "WHERE " + page.joined(separator: " AND "))
-                    ORDER BY rowid LIMIT \(limit)
+                    ORDER BY rowid \(query.newestFirst ? "DESC" : "ASC") LIMIT \(limit)
                     """)
                 defer { statement.reset() }
                 Self.bind(statement, pageValues)

@@ -91,8 +91,11 @@ public struct RequestQuery: Sendable, Hashable {
     /// Only requests with this tag; `nil`: any.
     public var tag: String?
     /// Only requests after this position (``InspectedRequest/position`` of the last one a
-    /// page showed): the next page.
+    /// page showed) in the query's order: the next page.
     public var after: Int64?
+    /// Newest first: the requests submitted last come first, and ``after`` is a position
+    /// the page's requests come before. `false` (the default): in the order submitted.
+    public var newestFirst = false
     /// At most this many (1 to 1,000).
     public var limit: Int
 

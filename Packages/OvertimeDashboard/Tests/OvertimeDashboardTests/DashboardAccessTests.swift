@@ -383,6 +383,49 @@ struct DashboardAccessTests {
         #expect(!signIn.body.contains("data-owner-down"), "only for those signed in")
     }
 
+    /// Defect 7: lists ran oldest first, with a next page only. Newest first by default
+    /// (oldest first on asking), with the first, previous, next and last pages linked where
+    /// there is one to go to; each page's rows are the ones a reader expects there.
+    @Test func listsAreNewestFirstWithTheFirstPreviousNextAndLastPages() throws {
+        let dashboard = try DashboardUnderTest()
+        defer { dashboard.stop() }
+        let names = (1...120).map { "ok.page." + String(1000 + $0).dropFirst() }  // ok.page.001 … ok.page.120
+        for name in names { _ = try dashboard.control("submit", [name]) }
+        struct Listed {
+            let rows: [String]
+            let links: [String: String]
+        }
+        let list = { (address: String) throws -> Listed in
+            let body = try Curl.request(address, bearer: dashboard.token).body
+            let rows = body.matches(of: /request\?id=(ok\.page\.[0-9]+)"/).map { String($0.output.1) }
+            var links: [String: String] = [:]
+            for link in body.matches(of: /<a href="([^"]+)"[^>]*>(« First|← Previous|Next →|Last »)<\/a>/) {
+                links[String(link.output.2)] = String(link.output.1).replacingOccurrences(of: "&amp;", with: "&")
+            }
+            return Listed(rows: rows, links: links)
+        }
+        let newest = Array(names.reversed())
+        let first = try list(dashboard.url + "/requests?prefix=ok.page.")
+        #expect(first.rows == Array(newest[0..<50]))
+        #expect(Set(first.links.keys) == ["Next →", "Last »"], "\(first.links)")
+        let second = try list(dashboard.url + (first.links["Next →"] ?? ""))
+        #expect(second.rows == Array(newest[50..<100]))
+        #expect(Set(second.links.keys) == ["« First", "← Previous", "Next →", "Last »"], "\(second.links)")
+        let back = try list(dashboard.url + (second.links["← Previous"] ?? ""))
+        #expect(back.rows == first.rows)
+        let last = try list(dashboard.url + (second.links["Last »"] ?? ""))
+        #expect(last.rows == Array(newest[70..<120]), "the last 50")
+        #expect(Set(last.links.keys) == ["« First", "← Previous"], "\(last.links)")
+        let beforeLast = try list(dashboard.url + (last.links["← Previous"] ?? ""))
+        #expect(beforeLast.rows == Array(newest[20..<70]))
+        #expect(try list(dashboard.url + (beforeLast.links["Next →"] ?? "")).rows == last.rows)
+        #expect(try list(dashboard.url + (last.links["« First"] ?? "")).rows == first.rows)
+        let oldest = try list(dashboard.url + "/requests?prefix=ok.page.&order=oldest")
+        #expect(oldest.rows == Array(names[0..<50]))
+        let failed = try Curl.request(dashboard.url + "/failed?order=oldest", bearer: dashboard.token).body
+        #expect(failed.contains("<option value=\"oldest\" selected>"), "\(failed)")
+    }
+
     @Test func aReadOnlyDashboardAndOneWithoutTheDaemonActOnNothing() async throws {
         let dashboard = try DashboardUnderTest(dashboardArguments: ["--read-only"])
         defer { dashboard.stop() }

@@ -103,6 +103,16 @@ struct PostgresScheduleInspectorTests {
             after = page.next
         } while after != nil
         #expect(paged == all && all.count == 7, "\(paged) against \(all)")
+        var newestFirst: [String] = []
+        var before: Int64?
+        repeat {
+            var query = RequestQuery(selection: .all, after: before, limit: 2)
+            query.newestFirst = true
+            let page = try await inspector.requests(query, now: now())
+            newestFirst += page.requests.map(\.request.identifier)
+            before = page.next
+        } while before != nil
+        #expect(newestFirst == all.reversed(), "newest first: \(newestFirst) against \(all)")
 
         // History: newest first, filtered, in pages.
         let failedRuns = try await inspector.history(HistoryQuery(result: .failed))

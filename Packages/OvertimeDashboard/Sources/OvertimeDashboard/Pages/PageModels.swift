@@ -106,11 +106,28 @@ struct RequestRow {
 
 struct RequestsPage {
     let states: [Choice]
+    let orders: [Choice]
     let prefix: String
     let tag: String
     let rows: [RequestRow]
     let filtered: Bool
-    let nextPage: String?
+    let pager: Pager
+}
+
+/// Links to a list's first, previous, next and last pages; `nil` where there is none to
+/// go to (the first page has no previous, the last no next).
+struct Pager {
+    let first: String?
+    let previous: String?
+    let next: String?
+    let last: String?
+    /// Whether any link is shown (stored: templates read stored properties only).
+    let any: Bool
+
+    init(first: String?, previous: String?, next: String?, last: String?) {
+        (self.first, self.previous, self.next, self.last) = (first, previous, next, last)
+        any = first != nil || previous != nil || next != nil || last != nil
+    }
 }
 
 struct RunningRow {
@@ -175,8 +192,9 @@ struct FailedRow {
 }
 
 struct FailedPage {
+    let orders: [Choice]
     let rows: [FailedRow]
-    let nextPage: String?
+    let pager: Pager
 }
 
 struct InstanceRow {

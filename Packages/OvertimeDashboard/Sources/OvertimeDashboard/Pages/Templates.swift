@@ -6,7 +6,7 @@ enum Templates {
     static let all: [String: String] = [
         "top": top, "bottom": bottom, "requests": requests, "running": running, "history": history,
         "failed": failed, "instances": instances, "story": story, "confirm": confirm, "message": message,
-        "actions": actions, "login": login,
+        "actions": actions, "login": login, "pager": pager,
     ]
 
     static let top = """
@@ -42,14 +42,22 @@ enum Templates {
         <label>State <select name="state">{{#states}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{value}}</option>{{/states}}</select></label>
         <label>Identifier starts with <input name="prefix" value="{{prefix}}"></label>
         <label>Tag <input name="tag" value="{{tag}}"></label>
+        <label>Order <select name="order">{{#orders}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/orders}}</select></label>
         <button>Show</button></form>
         <div class="scroll"><table><thead><tr><th>Identifier</th><th>State</th><th>Next run</th><th>Waits for</th><th>Attempt</th><th>Tags</th></tr></thead><tbody>
         {{#rows}}<tr><td><a href="{{base}}/request?id={{link}}">{{identifier}}</a></td><td><span class="state {{state}}">{{state}}</span></td>\
         <td>{{#next}}<time title="{{next}}">{{nextRelative}}</time>{{/next}}</td><td>{{waitsFor}}</td><td>{{attempt}}</td><td>{{tags}}</td></tr>
         {{/rows}}{{^rows}}<tr><td colspan="6" class="empty">No requests{{#filtered}} match{{/filtered}}.</td></tr>{{/rows}}
         </tbody></table></div>
-        {{#nextPage}}<p class="pager"><a href="{{nextPage}}">Next page →</a></p>{{/nextPage}}
+        {{> pager}}
         {{> bottom}}
+        """
+
+    /// Links to the first, previous, next and last pages of a list.
+    static let pager = """
+        {{#pager}}{{#any}}<nav class="pager" aria-label="Pages">{{#first}}<a href="{{first}}">« First</a>{{/first}}\
+        {{#previous}}<a href="{{previous}}" rel="prev">← Previous</a>{{/previous}}{{#next}}<a href="{{next}}" rel="next">Next →</a>{{/next}}\
+        {{#last}}<a href="{{last}}">Last »</a>{{/last}}</nav>{{/any}}{{/pager}}
         """
 
     static let running = """
@@ -82,12 +90,15 @@ enum Templates {
     static let failed = """
         {{> top}}
         <p>Requests that finished without succeeding: their last run failed with no retry left, or a prerequisite's failure or cancellation stopped them.</p>
+        <form method="get" action="{{base}}/failed" class="filters">
+        <label>Order <select name="order">{{#orders}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/orders}}</select></label>
+        <button>Show</button></form>
         <div class="scroll"><table><thead><tr><th>Identifier</th><th>Last attempt</th><th>Ended</th><th>Stop reason</th><th>Stopped by</th><th></th></tr></thead><tbody>
         {{#rows}}<tr><td><a href="{{base}}/request?id={{link}}">{{identifier}}</a></td><td>{{lastResult}}</td><td>{{ended}}</td><td>{{stopReason}}</td><td>{{stoppedBy}}</td>\
         <td>{{#canRetry}}<a href="{{base}}/request/retry?id={{link}}">Retry…</a>{{/canRetry}}</td></tr>
         {{/rows}}{{^rows}}<tr><td colspan="6" class="empty">Nothing failed for good.</td></tr>{{/rows}}
         </tbody></table></div>
-        {{#nextPage}}<p class="pager"><a href="{{nextPage}}">Next page →</a></p>{{/nextPage}}
+        {{> pager}}
         {{> bottom}}
         """
 

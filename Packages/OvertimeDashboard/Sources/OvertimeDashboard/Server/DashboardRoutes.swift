@@ -205,14 +205,12 @@ struct DashboardRoutes: Sendable {
         let state = query["state"].map(String.init).flatMap(RequestQuery.Selection.init(named:)) ?? .pending
         let prefix = query["prefix"].map(String.init) ?? ""
         let tag = query["tag"].map(String.init) ?? ""
-        let after = query["after"].flatMap { Int64(String($0)) }
-        let page = try await dashboard.inspector.requests(
-            RequestQuery(selection: state, identifierPrefix: prefix, tag: tag, after: after, limit: Self.pageSize),
-            now: now)
-        let found = page.requests
-        let nextPage = page.next.map { next in
+        let newestFirst = query["order"] != "oldest"
+        var selection = RequestQuery(selection: state, identifierPrefix: prefix, tag: tag, limit: Self.pageSize)
+        selection.newestFirst = newestFirst
+        let (found, pager) = try await listPage(selection, request, now: now) { position in
             "\(base)/requests?state=\(state)&prefix=\(Formatting.query(prefix))&tag=\(Formatting.query(tag))"
-                + "&after=\(next)"
+                + "&order=\(newestFirst ? "newest" : "oldest")\(position)"
         }
         let states = ["pending", "running", "failed", "cancelled", "all"].map {
             Choice(value: $0, label: $0, selected: $0 == state.description)
@@ -220,8 +218,59 @@ struct DashboardRoutes: Sendable {
         return render(
             "requests", title: "Requests", viewer: viewer,
             RequestsPage(
-                states: states, prefix: prefix, tag: tag, rows: found.map { RequestRow($0, now: now) },
-                filtered: !prefix.isEmpty || !tag.isEmpty, nextPage: nextPage))
+                states: states, orders: Self.orders(newestFirst: newestFirst), prefix: prefix, tag: tag,
+                rows: found.map { RequestRow($0, now: now) }, filtered: !prefix.isEmpty || !tag.isEmpty,
+                pager: pager))
+    }
+
+    static func orders(newestFirst: Bool) -> [Choice] {
+        [
+            Choice(value: "newest", label: "newest first", selected: newestFirst),
+            Choice(value: "oldest", label: "oldest first", selected: !newestFirst),
+        ]
+    }
+
+    /// The page of `selection` a list's link asks for — the first, the one after a position
+    /// (`after`), the one before a position (`before`: read the other way from it and turned
+    /// round), or the last (`end`: read the other way from the end) — and the links to the
+    /// pages around it. `address` makes a link from its position parameter (`&after=…`).
+    func listPage(
+        _ selection: RequestQuery, _ request: Request, now: WallClockInstant, address: (String) -> String
+    ) async throws -> (found: [InspectedRequest], pager: Pager) {
+        let parameters = request.uri.queryParameters
+        let after = parameters["after"].flatMap { Int64(String($0)) }
+        let before = parameters["before"].flatMap { Int64(String($0)) }
+        let atEnd = parameters["end"] != nil
+        let first = address("")
+        let last = address("&end=1")
+        if before != nil || atEnd {
+            var query = selection
+            query.newestFirst.toggle()
+            query.after = before
+            let page = try await dashboard.inspector.requests(query, now: now)
+            let found = Array(page.requests.reversed())
+            // Read the other way, its `next` says whether anything comes before this page.
+            let earlier = page.next.map { _ in address("&before=\(found.first?.position ?? page.next ?? 0)") }
+            let later = before.map { before in address("&after=\(found.last?.position ?? before)") }
+            return (
+                found,
+                Pager(
+                    first: earlier == nil ? nil : first, previous: earlier, next: later,
+                    last: atEnd ? nil : last)
+            )
+        }
+        var query = selection
+        query.after = after
+        let page = try await dashboard.inspector.requests(query, now: now)
+        let earlier = after.map { after in
+            address("&before=\(page.requests.first?.position ?? after + (selection.newestFirst ? -1 : 1))")
+        }
+        return (
+            page.requests,
+            Pager(
+                first: after == nil ? nil : first, previous: earlier, next: page.next.map { address("&after=\($0)") },
+                last: page.next == nil ? nil : last)
+        )
     }
 
     func running(_ viewer: Viewer, _ now: WallClockInstant) async throws -> Response {
@@ -294,10 +343,12 @@ struct DashboardRoutes: Sendable {
     }
 
     func failed(_ request: Request, _ viewer: Viewer, _ now: WallClockInstant) async throws -> Response {
-        let after = request.uri.queryParameters["after"].flatMap { Int64(String($0)) }
-        let page = try await dashboard.inspector.requests(
-            RequestQuery(selection: .failed, after: after, limit: Self.pageSize), now: now)
-        let found = page.requests
+        let newestFirst = request.uri.queryParameters["order"] != "oldest"
+        var selection = RequestQuery(selection: .failed, limit: Self.pageSize)
+        selection.newestFirst = newestFirst
+        let (found, pager) = try await listPage(selection, request, now: now) { position in
+            "\(base)/failed?order=\(newestFirst ? "newest" : "oldest")\(position)"
+        }
         let newest = try await dashboard.inspector.newestAttempts(of: found.map(\.request.identifier))
         var rows: [FailedRow] = []
         for inspected in found {
@@ -310,8 +361,9 @@ struct DashboardRoutes: Sendable {
                     ended: last?.endedAt.map { Formatting.relative($0, from: now) } ?? "",
                     stopReason: last?.stopReason ?? "", stoppedBy: inspected.stoppedBy ?? ""))
         }
-        let nextPage = page.next.map { "\(base)/failed?after=\($0)" }
-        return render("failed", title: "Failed", viewer: viewer, FailedPage(rows: rows, nextPage: nextPage))
+        return render(
+            "failed", title: "Failed", viewer: viewer,
+            FailedPage(orders: Self.orders(newestFirst: newestFirst), rows: rows, pager: pager))
     }
 
     func instances(_ viewer: Viewer, _ now: WallClockInstant) async throws -> Response {

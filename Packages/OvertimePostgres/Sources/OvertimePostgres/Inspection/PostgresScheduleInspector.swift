@@ -107,12 +107,12 @@ final class PostgresScheduleInspector: ScheduleInspector {
             var pageBindings = bindings
             if let after = reading.after {
                 pageBindings.append(after)
-                page.append("r.sequence > $\(pageBindings.count)")
+                page.append("r.sequence \(query.newestFirst ? "<" : ">") $\(pageBindings.count)")
             }
             let sql = """
                 SELECT \(Self.requestColumns) FROM overtime.requests r
                 \(page.isEmpty ? "" : "WHERE " + page.joined(separator: " AND "))
-                ORDER BY r.sequence LIMIT \(reading.batch)
+                ORDER BY r.sequence \(query.newestFirst ? "DESC" : "ASC") LIMIT \(reading.batch)
                 """
             // Each batch is an operation of its own, within its own deadline.
             let (batch, read) = try await using { [self, pageBindings, handlers] connection, offset in
