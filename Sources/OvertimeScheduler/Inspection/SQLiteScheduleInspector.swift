@@ -134,13 +134,20 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                     page.append(query.newestFirst ? "rowid < ?" : "rowid > ?")
                     pageValues.append(.integer(after))
                 }
+                // The page's rows are picked first, by the filters alone; only they are read whole,
+                // with their newest attempt. Picked in the same query, every row an index finds
+                // would be looked up in the history before the sort: for a prefix, 11,000 lookups
+                // for 50 rows at 100,000 requests.
+                let order = query.newestFirst ? "DESC" : "ASC"
                 let statement = try connection.statement(
                     """
                     SELECT \(SQLiteScheduleStore.requestColumns), cancelled_at, active_run_id, active_attempt,
                         active_started_at, (SELECT result FROM history h WHERE h.identifier = requests.identifier
                         ORDER BY run_id DESC, attempt DESC LIMIT 1) AS last_result
-                    FROM requests \(page.isEmpty ? "" : "WHERE " + page.joined(separator: " AND "))
-                    ORDER BY rowid \(query.newestFirst ? "DESC" : "ASC") LIMIT \(limit)
+                    FROM requests WHERE rowid IN (
+                        SELECT rowid FROM requests \(page.isEmpty ? "" : "WHERE " + page.joined(separator: " AND "))
+                        ORDER BY rowid \(order) LIMIT \(limit))
+                    ORDER BY rowid \(order)
                     """)
                 defer { statement.reset() }
                 Self.bind(statement, pageValues)
