@@ -4,12 +4,19 @@
 import NIOConcurrencyHelpers
 
 /// The owner's last answer to ``ScheduleActions/ownerNotAnswering()``, kept for
-/// `interval`. Pages read meanwhile share it; the first page after it is older waits for
-/// the next answer (at once when no daemon listens, a second at most when one is silent).
+/// `interval`. The first page read after it is older asks again and waits for the answer
+/// (at once when no daemon listens, a second at most when one is silent); pages read while
+/// it asks are shown the last answer.
 final class OwnerWatch: Sendable {
+    private struct Known {
+        var asked: ContinuousClock.Instant?
+        var answer: String?
+        var asking = false
+    }
+
     private let actions: (any ScheduleActions)?
     private let interval: Duration
-    private let last = NIOLockedValueBox<(asked: ContinuousClock.Instant, answer: Task<String?, Never>)?>(nil)
+    private let known = NIOLockedValueBox(Known())
 
     init(actions: (any ScheduleActions)?, interval: Duration = .seconds(3)) {
         self.actions = actions
@@ -20,13 +27,15 @@ final class OwnerWatch: Sendable {
     /// (a dashboard without actions shows what is stored and promises nothing).
     func problem() async -> String? {
         guard let actions else { return nil }
-        let answer = last.withLockedValue { last -> Task<String?, Never> in
-            let now = ContinuousClock.now
-            if let last, now - last.asked < interval { return last.answer }
-            let asking = Task { await actions.ownerNotAnswering() }
-            last = (now, asking)
-            return asking
+        let now = ContinuousClock.now
+        let ask = known.withLockedValue { known -> Bool in
+            if let asked = known.asked, now - asked < interval || known.asking { return false }
+            known.asking = true
+            return true
         }
-        return await answer.value
+        guard ask else { return known.withLockedValue { $0.answer } }
+        let answer = await actions.ownerNotAnswering()
+        known.withLockedValue { $0 = Known(asked: now, answer: answer) }
+        return answer
     }
 }
