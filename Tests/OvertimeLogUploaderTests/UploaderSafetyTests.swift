@@ -113,13 +113,20 @@ struct UploaderSafetyTests {
             ], executable: "log-uploader")
         Self.waitForSocket(socket)
         let client = try SpoolIngestClient(path: socket)
-        for batch in 0..<8 { try client.send(Self.lines("retry \(batch)", 1...30)) }
+        // Less than a segment first: the drain that meets the 503 has this one upload in flight,
+        // so when the collector is well again no upload begun before its answer is still on its
+        // way. (The uploader promises that none *starts* before the time named and lets those in
+        // flight end; with every batch sent first, four would be in flight, and one could reach
+        // nginx after it was well again.)
+        try client.send(Self.lines("retry 0", 1...15))
         // A periodic drain meets 503 + Retry-After: 20 and waits it out.
         #expect(
             Self.waitFor(.seconds(90)) {
                 child.standardError.contains { $0.contains("upload failed") && $0.contains("503") }
             }, "no 503 met: \(child.standardError.suffix(5))")
         nginx.setFlaky(nil)
+        try client.send(Self.lines("retry 0", 16...30))
+        for batch in 1..<8 { try client.send(Self.lines("retry \(batch)", 1...30)) }
         let started = ContinuousClock.now
         child.send(SIGTERM)
         #expect(child.waitForExit(timeout: .seconds(15)) == 3, "stopped with segments kept")
