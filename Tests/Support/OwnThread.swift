@@ -113,29 +113,41 @@ package struct OwnThreadTrait: TestTrait, SuiteTrait, TestScoping {
     package var isRecursive: Bool { true }
 
     package func scopeProvider(for test: Test, testCase: Test.Case?) -> Self? {
-        testCase == nil ? nil : self
+        if test.isSuite { return test.traits.contains { $0 is ParallelizationTrait } ? self : nil }
+        return testCase == nil ? nil : self
     }
 
     package func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
-        try await runAsBlockingBody(function)
+        // A suite's scope (only a `.serialized` suite has one) marks its test cases as a chain's.
+        if test.isSuite { return try await BlockingSlot.$inChain.withValue(true) { try await function() } }
+        try await runAsBlockingBody(function, first: BlockingSlot.inChain)
     }
 }
 
 /// Runs a marked test case's body on a thread of its own once one of the slots of
 /// ``blockingBodies`` is free. A test marked twice (by its suite and by itself) takes one
 /// slot, not two: nested, every slot could be held by a body waiting for a second.
-private func runAsBlockingBody(_ function: @Sendable () async throws -> Void) async throws {
+///
+/// A test of a marked suite that runs its tests one at a time (`.serialized`) goes `first`,
+/// before the others waiting: such a suite is a chain, and at the back of the line each of its
+/// tests waited its turn anew behind every other marked test (under ThreadSanitizer the last
+/// twelve tests of the daemon-hardening suite ran alone for 23 s after every other test had
+/// ended).
+private func runAsBlockingBody(_ function: @Sendable () async throws -> Void, first: Bool) async throws {
     guard !BlockingSlot.held else { return try await function() }
-    await blockingBodies.enter()
+    await blockingBodies.enter(first: first)
     defer { blockingBodies.leave() }
     try await BlockingSlot.$held.withValue(true) { try await onOwnThread(resuming: function) }
 }
 
-/// Whether the running test case holds a slot of ``blockingBodies``.
 private enum BlockingSlot {
+    /// Whether the running test case holds a slot of ``blockingBodies``.
     @TaskLocal static var held = false
+
+    /// Whether the running test is one of a marked `.serialized` suite's (``OwnThreadTrait``).
+    @TaskLocal static var inChain = false
 }
 
 /// The marked test bodies running now (``OwnThreadTrait``). A test that waits here counts
@@ -144,17 +156,19 @@ private enum BlockingSlot {
 /// slots for a minute and more).
 private let blockingBodies = AsyncGate(width: 2 * ProcessInfo.processInfo.activeProcessorCount)
 
-/// Lets at most `width` callers in at once; the others suspend, first come first in.
+/// Lets at most `width` callers in at once; the others suspend, first come first in, those
+/// that ask to go `first` before the rest.
 private final class AsyncGate: Sendable {
-    private let state: Locked<(free: Int, waiting: [CheckedContinuation<Void, Never>])>
+    private typealias Waiting = [CheckedContinuation<Void, Never>]
+    private let state: Locked<(free: Int, waitingFirst: Waiting, waiting: Waiting)>
 
-    init(width: Int) { state = Locked((max(1, width), [])) }
+    init(width: Int) { state = Locked((max(1, width), [], [])) }
 
-    func enter() async {
+    func enter(first: Bool) async {
         await withCheckedContinuation { continuation in
             let admitted = state.withLock { state in
                 guard state.free > 0 else {
-                    state.waiting.append(continuation)
+                    if first { state.waitingFirst.append(continuation) } else { state.waiting.append(continuation) }
                     return false
                 }
                 state.free -= 1
@@ -166,11 +180,10 @@ private final class AsyncGate: Sendable {
 
     func leave() {
         let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard !state.waiting.isEmpty else {
-                state.free += 1
-                return nil
-            }
-            return state.waiting.removeFirst()
+            if !state.waitingFirst.isEmpty { return state.waitingFirst.removeFirst() }
+            if !state.waiting.isEmpty { return state.waiting.removeFirst() }
+            state.free += 1
+            return nil
         }
         next?.resume()
     }
