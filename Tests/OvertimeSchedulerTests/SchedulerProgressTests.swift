@@ -41,4 +41,60 @@ struct SchedulerProgressTests {
             #expect(h.current.pendingRequests().isEmpty)
         }
     }
+
+    /// A scheduler on a SQLite store whose hourly `job` has started and hangs.
+    private func hourlyHangingJob() throws -> SchedulerHarness {
+        let h = try SchedulerHarness(store: .sqlite)
+        h.script.withLock { $0 = { _ in .hang } }
+        try h.current.start()
+        var request = ScheduledTaskRequest(identifier: "job")
+        request.repetition = Repetition(every: .seconds(3600))
+        try h.current.submit(request)
+        h.settle()
+        return h
+    }
+
+    /// An inspector beside the daemon (a dashboard's Running page) reads a run's progress
+    /// from the store: the first report at once, later ones at most once a second with the
+    /// latest winning, and none once the run has ended, nor beside the request's next run.
+    @Test func anInspectorReadsTheLatestProgressAtMostASecondLateAndOnlyWhileItsRunRuns() async throws {
+        try await onOwnThread {
+            let h = try hourlyHangingJob()
+            defer { h.finish() }
+            let inspector = try await ScheduleDatabase.sqlite(path: h.path).inspector()
+            defer { inspector.close() }
+            func shown() async throws -> RunProgress? {
+                try await inspector.request("job", now: h.now)?.running?.progress
+            }
+            let task = try #require(h.hanging.all.first)
+            #expect(try await inspector.request("job", now: h.now)?.running != nil)
+            #expect(try await shown() == nil, "nothing reported yet")
+
+            task.setProgress(0.1, message: "segment 1 of 10")
+            h.settle()
+            #expect(try await shown() == RunProgress(fraction: 0.1, message: "segment 1 of 10"), "the first at once")
+            for segment in 2...5 { task.setProgress(Double(segment) / 10, message: "segment \(segment) of 10") }
+            h.settle()
+            #expect(try await shown()?.fraction == 0.1, "within the second: the store keeps the first")
+            h.advance(by: .milliseconds(999))
+            #expect(try await shown()?.fraction == 0.1)
+            h.advance(by: .milliseconds(1))
+            #expect(try await shown() == RunProgress(fraction: 0.5, message: "segment 5 of 10"), "then the latest")
+            h.advance(by: .seconds(5))
+            task.setProgress(0.6)
+            h.settle()
+            #expect(try await shown() == RunProgress(fraction: 0.6), "a second after the last write: at once")
+
+            task.setTaskCompleted(success: true)
+            h.settle()
+            #expect(try await inspector.request("job", now: h.now)?.running == nil)
+            h.advance(by: .seconds(3600))
+            let next = try #require(h.hanging.all.last)
+            #expect(next !== task)
+            #expect(try await inspector.request("job", now: h.now)?.running?.runID == next.runID)
+            #expect(try await shown() == nil, "the last run's progress is not the new run's")
+            next.setTaskCompleted(success: true)
+            h.settle()
+        }
+    }
 }

@@ -57,6 +57,9 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     /// a connection's own count.
     private let first: Reader
     private let readers: Locked<Readers>
+    /// The request columns of the progress runs reported (schema version 14), or NULLs in
+    /// their place for a store its owner has not upgraded yet.
+    private let progressColumns: String
 
     /// Opens `path` for reading, on a queue of its own. It must exist and be an Overtime
     /// schedule store this build reads; nothing is created, migrated or repaired (the owner
@@ -89,6 +92,10 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                     "\(path) has schema version \(version): start the daemon that owns it once with this build to upgrade it"
                 )
             }
+            progressColumns =
+                version >= 14
+                ? "progress_run_id, progress_fraction, progress_message"
+                : "NULL AS progress_run_id, NULL AS progress_fraction, NULL AS progress_message"
             // Reads wait for the owner's commits rather than fail (a checkpoint may hold them).
             try connection.execute("PRAGMA query_only = 1")
         } catch let error as ScheduleStoreError {
@@ -105,7 +112,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     let rowsReadPerPage: Int
 
     func requests(_ query: RequestQuery, now: WallClockInstant) async throws(ScheduleStoreError) -> RequestPage {
-        try await using { [rowsReadPerPage] connection throws(SQLiteError) in
+        try await using { [rowsReadPerPage, progressColumns] connection throws(SQLiteError) in
             var conditions: [String] = []
             var values: [Value] = []
             // Read in the store's order (no index of states: keeping one cost the scheduler a
@@ -142,8 +149,9 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 let statement = try connection.statement(
                     """
                     SELECT \(SQLiteScheduleStore.requestColumns), cancelled_at, active_run_id, active_attempt,
-                        active_started_at, (SELECT result FROM history h WHERE h.identifier = requests.identifier
-                        ORDER BY run_id DESC, attempt DESC LIMIT 1) AS last_result
+                        active_started_at, \(progressColumns), (SELECT result FROM history h
+                        WHERE h.identifier = requests.identifier ORDER BY run_id DESC, attempt DESC LIMIT 1)
+                        AS last_result
                     FROM requests WHERE rowid IN (
                         SELECT rowid FROM requests \(page.isEmpty ? "" : "WHERE " + page.joined(separator: " AND "))
                         ORDER BY rowid \(order) LIMIT \(limit))
@@ -163,11 +171,11 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     }
 
     func request(_ identifier: String, now: WallClockInstant) async throws(ScheduleStoreError) -> InspectedRequest? {
-        try await using { connection throws(SQLiteError) in
+        try await using { [progressColumns] connection throws(SQLiteError) in
             let statement = try connection.statement(
                 """
                 SELECT \(SQLiteScheduleStore.requestColumns), cancelled_at, active_run_id, active_attempt,
-                    active_started_at, (SELECT result FROM history h WHERE h.identifier = ?1
+                    active_started_at, \(progressColumns), (SELECT result FROM history h WHERE h.identifier = ?1
                     ORDER BY run_id DESC, attempt DESC LIMIT 1) AS last_result
                 FROM requests WHERE identifier = ?1
                 """)
@@ -309,9 +317,14 @@ final class SQLiteScheduleInspector: ScheduleInspector {
         let at = try RunningLayout.of(row)
         let running = row.optionalInt64(at.runID).map { runID in
             let started = WallClockInstant(nanosecondsSinceEpoch: row.int64(at.startedAt))
+            // Reported by this attempt, not by an earlier run of the request.
+            let progress =
+                row.optionalInt64(at.progressRunID) == runID
+                ? RunProgress(fraction: row.double(at.progressFraction), message: row.optionalText(at.progressMessage))
+                : nil
             return RunningAttempt(
                 runID: runID, attempt: row.int(at.attempt), startedAt: started,
-                deadline: started + stored.request.maximumDuration, holder: nil)
+                deadline: started + stored.request.maximumDuration, holder: nil, progress: progress)
         }
         let lastResult = row.optionalText(at.lastResult).flatMap(RunResult.init(stored:))
         return InspectedRequest(
@@ -376,10 +389,11 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     }
 }
 
-/// Where the inspector's rows hold the attempt in progress and the newest ended attempt's
-/// result, found by name once per prepared statement.
+/// Where the inspector's rows hold the attempt in progress, its progress and the newest
+/// ended attempt's result, found by name once per prepared statement.
 private final class RunningLayout {
     let runID, attempt, startedAt, lastResult: Int32
+    let progressRunID, progressFraction, progressMessage: Int32
 
     static func of(_ statement: SQLiteStatement) throws(SQLiteError) -> RunningLayout {
         try statement.layout(RunningLayout.init)
@@ -388,5 +402,7 @@ private final class RunningLayout {
     private init(_ row: SQLiteStatement) throws(SQLiteError) {
         (runID, attempt) = (try row.column("active_run_id"), try row.column("active_attempt"))
         (startedAt, lastResult) = (try row.column("active_started_at"), try row.column("last_result"))
+        progressRunID = try row.column("progress_run_id")
+        (progressFraction, progressMessage) = (try row.column("progress_fraction"), try row.column("progress_message"))
     }
 }

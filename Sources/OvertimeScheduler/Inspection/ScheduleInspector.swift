@@ -273,16 +273,21 @@ public struct RunningAttempt: Sendable, Hashable {
     public let deadline: WallClockInstant
     /// In a fleet: the instance that holds it; `nil` otherwise.
     public let holder: String?
+    /// The progress its handler reported last (``ScheduledTask/setProgress(_:message:)``), as
+    /// the store recorded it — at most a second behind; `nil` before the first report.
+    public let progress: RunProgress?
 
     /// An attempt whose grant ends `deadline` at the latest: for store implementations.
     @_spi(ScheduleStore) public init(
-        runID: Int64, attempt: Int, startedAt: WallClockInstant, deadline: WallClockInstant, holder: String?
+        runID: Int64, attempt: Int, startedAt: WallClockInstant, deadline: WallClockInstant, holder: String?,
+        progress: RunProgress? = nil
     ) {
         self.runID = runID
         self.attempt = attempt
         self.startedAt = startedAt
         self.deadline = deadline
         self.holder = holder
+        self.progress = progress
     }
 }
 

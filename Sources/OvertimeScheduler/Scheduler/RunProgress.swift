@@ -3,7 +3,9 @@
 /// What a running handler reports with ``ScheduledTask/setProgress(_:message:)``: a
 /// fraction done and what it is doing, as WorkManager's `setProgress` and
 /// `BGContinuedProcessingTask`'s progress show it. Seen in ``PendingRequest/progress`` and
-/// `overtimectl schedule`; kept only while the run runs.
+/// `overtimectl schedule`, and by inspectors of the store (a dashboard's Running page, a
+/// fleet's included) in ``RunningAttempt/progress``: the store records it at most once a
+/// second per run, the latest report winning. Shown only while the run runs.
 public struct RunProgress: Sendable, Hashable, CustomStringConvertible {
     /// Done so far, from 0 to 1.
     public let fraction: Double

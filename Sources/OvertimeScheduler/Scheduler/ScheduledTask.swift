@@ -67,13 +67,17 @@ public final class ScheduledTask: Sendable {
     enum Report: Sendable {
         /// ``setTaskCompleted(success:fileID:line:)``, after the expiration handler or not.
         case completed(success: Bool, expired: Bool)
-        /// ``setProgress(_:message:)``.
-        case progress(RunProgress)
+        /// ``setProgress(_:message:)``: `recordingDue` for the first report since the
+        /// scheduler last took one to record (``takeProgressToRecord()``); reports meanwhile
+        /// only replace it.
+        case progress(RunProgress, recordingDue: Bool)
     }
 
     struct Reported: Sendable {
         var progress: RunProgress?
         var output: [UInt8]?
+        /// Progress was reported since the scheduler last took it to record.
+        var progressToRecord = false
     }
 
     init(
@@ -140,8 +144,21 @@ public final class ScheduledTask: Sendable {
                 "setProgress called with a fraction that is not a number", metadata: ["task": "\(identifier)"])
             return
         }
-        reported.withLock { $0.progress = progress }
-        report(.progress(progress))
+        let recordingDue = reported.withLock { reported in
+            defer { reported.progressToRecord = true }
+            reported.progress = progress
+            return !reported.progressToRecord
+        }
+        report(.progress(progress, recordingDue: recordingDue))
+    }
+
+    /// The progress reported since the last call, for the store to record; `nil` when none.
+    func takeProgressToRecord() -> RunProgress? {
+        reported.withLock { reported in
+            guard reported.progressToRecord else { return nil }
+            reported.progressToRecord = false
+            return reported.progress
+        }
     }
 
     /// Keeps `bytes` as this attempt's result, recorded with it in the history when it ends

@@ -290,8 +290,8 @@ extension Scheduler {
             switch report {
             case .completed(let success, let expired):
                 self?.finish(identifier, runID: runID, attempt: attempt, success: success, expired: expired)
-            case .progress(let progress):
-                self?.progressReported(identifier, progress)
+            case .progress(let progress, let recordingDue):
+                self?.progressReported(identifier, runID: runID, progress, recordingDue: recordingDue)
             }
         }
         let span = runtime.tracing.map { tracing in

@@ -107,11 +107,17 @@ extension Scheduler {
         }
     }
 
-    /// A run here reported progress: its watchers hear of it.
-    func progressReported(_ identifier: String, _ progress: RunProgress) {
+    /// A run here reported progress: its watchers hear of it, and the store records it
+    /// (``ProgressRecording``) — asked once per report the store has not taken yet, so that a
+    /// handler reporting in a tight loop queues one write, not one per report.
+    func progressReported(_ identifier: String, runID: Int64, _ progress: RunProgress, recordingDue: Bool) {
         metrics.recordProgress(handler: handlerName(for: identifier), progress.fraction)
-        guard watching.load(ordering: .relaxed) > 0 else { return }
-        queue.task { [self] in await refreshWatchers(of: [identifier]) }
+        let watched = watching.load(ordering: .relaxed) > 0
+        guard watched || recordingDue else { return }
+        queue.task { [self] in
+            if recordingDue { await recordProgress(identifier, runID: runID) }
+            if watched { await refreshWatchers(of: [identifier]) }
+        }
     }
 
     /// Ends every consumer's sequence (the runtime shut down, or the scheduler was let go).

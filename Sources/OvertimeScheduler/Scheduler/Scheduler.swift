@@ -125,6 +125,8 @@ public final class Scheduler: Sendable {
         var ending: RunEnd?
         /// The runtime ended the grant itself (terminated at its deadline).
         var grantEnded = false
+        /// When its progress was last written to the store (``ProgressRecording``).
+        var progressWrittenAt: MonotonicInstant?
     }
 
     /// A run whose end is written but not yet on disk: its grant ends after the next sync.

@@ -315,11 +315,22 @@ extension RequestWrite {
     /// starts, for inspectors to tell a request no program can run.
     func recordHandlers(identifiers: [String], prefixes: [String], at now: WallClockInstant)
         async throws(ScheduleStoreError)
+    /// Records the progress run `runID` of `identifier` reported last, replacing the one
+    /// recorded before, for inspectors to show beside that attempt while it is in progress
+    /// (``RunningAttempt/progress``). Written at most once a second per run; nothing when
+    /// the run is no longer the request's attempt in progress.
+    func recordProgress(_ identifier: String, runID: Int64, _ progress: RunProgress, at now: WallClockInstant)
+        async throws(ScheduleStoreError)
 }
 
 extension ScheduleStore {
     /// A store that keeps no record of handlers: inspectors do not ask about them.
     public func recordHandlers(identifiers: [String], prefixes: [String], at now: WallClockInstant)
+        async throws(ScheduleStoreError)
+    {}
+
+    /// A store that keeps no record of progress: inspectors do not ask about it.
+    public func recordProgress(_ identifier: String, runID: Int64, _ progress: RunProgress, at now: WallClockInstant)
         async throws(ScheduleStoreError)
     {}
 

@@ -81,6 +81,19 @@ def settle(driver, part, timeout=10):
 
 # The live script may replace the page's main part at any moment (the daemon's schedule
 # changes on its own: a run ends): what a check reads is read in one step, in the page.
+def check_progress(driver, running, where):
+    """The progress hang.running's handler reported (the fixture's 40 %): a bar at 40 and its
+    text, on the Running page and on the request's own page."""
+    check(running and "40 %: segment 2 of 5" in running[0][4], f"{where}: progress not shown: {running}")
+    bars = driver.execute_script(
+        "return Array.from(document.querySelectorAll('main td.progress progress')).map(function (p) {"
+        " return [p.value, p.max]; });")
+    check(bars == [[40, 100]], f"{where}: progress bars {bars}")
+    driver.get(BASE + "/request?id=hang.running")
+    shown = texts(driver, "main dd.progress")
+    check(len(shown) == 1 and "40 %: segment 2 of 5" in shown[0], f"{where}: the request's progress: {shown}")
+
+
 def cells(driver):
     return driver.execute_script(
         "return Array.from(document.querySelectorAll('main tbody tr')).map(function (row) {"
@@ -173,8 +186,9 @@ def run_fleet(driver):
     driver.get(BASE + "/running")
     running = cells(driver)
     check(len(running) == 1 and running[0][0] == "hang.running", f"running: {running}")
-    check(running and running[0][5].startswith("alpha ("), f"the holder is not shown: {running}")
+    check(running and running[0][6].startswith("alpha ("), f"the holder is not shown: {running}")
     shot(driver, "fleet-running")
+    check_progress(driver, running, "fleet")
 
     # Instances: alpha connected, beta gone with its own request; beta retired from here.
     driver.get(BASE + "/instances")
@@ -241,8 +255,9 @@ def run(driver):
     driver.get(BASE + "/running")
     running = cells(driver)
     check(len(running) == 1 and running[0][0] == "hang.running", f"running: {running}")
-    check(running and "min" in running[0][4], f"time left: {running}")
+    check(running and "min" in running[0][5], f"time left: {running}")
     shot(driver, "running")
+    check_progress(driver, running, "daemon")
 
     # History, then filtered by result through its form.
     driver.get(BASE + "/history")

@@ -10,7 +10,7 @@
 // scheduler): killed, it is an instance that died, for the dashboard to retire.
 //   dashboard-fixture-daemon --store DIR/schedule.db --seed-orphan  (before the daemon: see below)
 //
-// Requests by prefix: `ok.` succeed, `fail.` fail, `hang.` never complete (a grant of an
+// Requests by prefix: `ok.` succeed, `fail.` fail, `hang.` report 40 % and never complete (a grant of an
 // hour), `xss.` fail with markup in their output. Control commands it adds: `submit ID`
 // (a one-shot due in an hour) for tests that need the schedule to change.
 
@@ -79,6 +79,7 @@ if memberOnly {
 try scheduler.register(prefix: "fail.") { task in task.setTaskCompleted(success: false) }
 try scheduler.register(prefix: "hang.") { task in
     task.expirationHandler = { task.setTaskCompleted(success: false) }
+    task.setProgress(0.4, message: "segment 2 of 5")
 }
 try scheduler.register(prefix: "xss.") { task in
     try? task.setOutput(Array("<script>alert('output')</script>".utf8))

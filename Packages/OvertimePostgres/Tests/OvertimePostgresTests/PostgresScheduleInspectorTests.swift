@@ -23,6 +23,7 @@ struct PostgresScheduleInspectorTests {
                 runtime: try PostgresSchedulerTests.runtime(),
                 configuration: PostgresSchedulerTests.configuration(server, name: name))
             try scheduler.register(prefix: "hold.") { task in
+                task.setProgress(0.3, message: "segment <b>1</b> of 3")
                 Thread.detachNewThread {
                     while !release.withLockedValue({ $0 }) { usleep(10_000) }
                     task.setTaskCompleted(success: true)
@@ -74,6 +75,12 @@ struct PostgresScheduleInspectorTests {
         let running = try #require(try await state("hold.1")?.running)
         #expect(running.holder.map { $0.hasPrefix("a (") || $0.hasPrefix("b (") } == true, "\(running)")
         #expect(running.deadline > now() && running.attempt == 1)
+        // The progress its handler reported, written by the instance that holds the run.
+        let reported = try await PostgresSchedulerTests.eventually(30) {
+            try await state("hold.1")?.running?.progress != nil
+        }
+        let progress = try await state("hold.1")?.running?.progress
+        #expect(reported && progress == RunProgress(fraction: 0.3, message: "segment <b>1</b> of 3"), "\(progress)")
         #expect(try await state("ok.after-hold")?.waitingFor == .prerequisite("hold.1"))
         if case .plannedTime(let time) = try await state("later.<img src=x>")?.waitingFor {
             #expect(abs(time.nanosecondsSinceEpoch - later.earliestBegin!.nanosecondsSinceEpoch) < 2_000_000_000)
@@ -237,7 +244,7 @@ struct PostgresScheduleInspectorTests {
         await #expect {
             try await ScheduleDatabase.postgres(Self.database(server)).inspector()
         } throws: { error in
-            "\(error)".contains("schema version 99") && "\(error)".contains("up to version 10")
+            "\(error)".contains("schema version 99") && "\(error)".contains("up to version 11")
         }
         // No server there: the reason, no trap.
         var nowhere = Self.database(server)

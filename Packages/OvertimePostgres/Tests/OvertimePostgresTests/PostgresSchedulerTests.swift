@@ -466,6 +466,8 @@ struct PostgresSchedulerTests {
             ALTER TABLE overtime.requests DROP COLUMN has_dependents;
             DROP TABLE overtime.prerequisites;
             ALTER TABLE overtime.requests DROP COLUMN wakes_system;
+            ALTER TABLE overtime.requests DROP COLUMN progress_run_id, DROP COLUMN progress_fraction,
+                DROP COLUMN progress_message;
             DROP INDEX overtime.history_by_run;
             DROP INDEX overtime.history_unusual_results;
             DROP INDEX overtime.history_started;
@@ -478,8 +480,14 @@ struct PostgresSchedulerTests {
         try second.register("hourly") { $0.setTaskCompleted(success: true) }
         let after = try #require(second.pendingRequests().first)
         #expect(after.request == hourly && after.nextRun == before.nextRun, "\(after) after \(before)")
-        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("10"))
+        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("11"))
         #expect(try server.psql("SELECT to_regclass('overtime.handlers') IS NOT NULL").hasPrefix("t"))
+        let progressColumns = try server.psql(
+            """
+            SELECT count(*) FROM information_schema.columns WHERE table_schema = 'overtime'
+                AND table_name = 'requests' AND column_name LIKE 'progress_%'
+            """)
+        #expect(progressColumns.hasPrefix("3"), "\(progressColumns)")
         let indexes = [
             "history_by_run", "requests_failed", "requests_cancelled", "history_unusual_results", "history_started",
         ]
@@ -565,7 +573,7 @@ struct PostgresSchedulerTests {
         } catch let error as SchedulerError {
             #expect(error.code == .store)
             #expect(
-                error.message.contains("schema version 99") && error.message.contains("up to version 10"), "\(error)")
+                error.message.contains("schema version 99") && error.message.contains("up to version 11"), "\(error)")
         }
     }
 

@@ -203,6 +203,8 @@ final class SQLiteStatement {
 
     func bind(_ index: Int32, _ value: Bool) { sqlite3_bind_int64(pointer, index, value ? 1 : 0) }
 
+    func bind(_ index: Int32, _ value: Double) { sqlite3_bind_double(pointer, index, value) }
+
     func bind(_ index: Int32, _ value: String?) {
         guard let value else {
             sqlite3_bind_null(pointer, index)
@@ -260,6 +262,8 @@ final class SQLiteStatement {
     func bool(_ column: Int32) -> Bool { sqlite3_column_int64(pointer, column) != 0 }
 
     func optionalInt64(_ column: Int32) -> Int64? { isNull(column) ? nil : int64(column) }
+
+    func double(_ column: Int32) -> Double { sqlite3_column_double(pointer, column) }
 
     func text(_ column: Int32) -> String {
         guard let text = sqlite3_column_text(pointer, column) else { return "" }

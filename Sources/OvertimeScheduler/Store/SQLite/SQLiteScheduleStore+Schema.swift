@@ -283,6 +283,19 @@ extension SQLiteScheduleStore {
                         """)
                 }
             ),
+            (
+                14,
+                { connection throws(SQLiteError) in
+                    // The progress a running handler reported last, with the run that reported
+                    // it: an inspector shows it beside that attempt while it is in progress.
+                    try connection.execute(
+                        """
+                        ALTER TABLE requests ADD COLUMN progress_run_id INTEGER;
+                        ALTER TABLE requests ADD COLUMN progress_fraction REAL;
+                        ALTER TABLE requests ADD COLUMN progress_message TEXT;
+                        """)
+                }
+            ),
         ]
     }
 

@@ -25,6 +25,21 @@ extension SQLiteScheduleStore {
         }
     }
 
+    /// Written beside the commits, not synced: progress is shown while a run runs, and a
+    /// crash ends the run it described.
+    func recordProgress(_ identifier: String, runID: Int64, _ progress: RunProgress, at now: WallClockInstant)
+        throws(ScheduleStoreError)
+    {
+        try using { connection throws(SQLiteError) in
+            let statement = try connection.statement(Self.recordProgressQuery)
+            statement.bind(1, runID)
+            statement.bind(2, progress.fraction)
+            statement.bind(3, progress.message)
+            statement.bind(4, identifier)
+            try statement.run()
+        }
+    }
+
     func commit(_ batch: ScheduleBatch, lastRunID: Int64) throws(ScheduleStoreError) -> CommitRefusals {
         guard !batch.isEmpty else { return CommitRefusals() }
         return try usingHolder { holder, connection throws(SQLiteError) in
@@ -198,6 +213,13 @@ extension SQLiteScheduleStore {
         """
         UPDATE requests SET running = 0, active_run_id = NULL, active_attempt = NULL,
             active_started_at = NULL WHERE identifier = ?
+        """)
+    /// The request's progress, kept with the run that reported it: an inspector shows it
+    /// only while that run is the one in progress, so no run's end has to clear it.
+    static let recordProgressQuery = SQLiteQuery(
+        """
+        UPDATE requests SET progress_run_id = ?1, progress_fraction = ?2, progress_message = ?3
+            WHERE identifier = ?4 AND active_run_id = ?1
         """)
     static let insertRunQuery = SQLiteQuery(
         """

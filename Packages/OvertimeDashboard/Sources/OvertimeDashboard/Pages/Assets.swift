@@ -35,6 +35,8 @@ enum Assets {
         .danger { color: #c0392b; }
         .error { color: #c0392b; font-weight: 600; }
         nav.pager { margin-top: 1rem; gap: .5rem 1.2rem; }
+        .progress progress { width: 6rem; vertical-align: middle; }
+        .progress span { overflow-wrap: anywhere; }
         .owner-down { margin: 1rem 0 0; padding: .6rem .8rem; border: 1px solid #c0392b; border-left-width: 4px;
           border-radius: 4px; background: #c0392b1a; font-weight: 600; }
         .badge, .state, .result { display: inline-block; padding: 0 .4rem; border-radius: 3px; background: #8882;

@@ -139,6 +139,16 @@ struct RunningRow {
     let startedRelative: String
     let timeLeft: String
     let holder: String
+    /// What its handler reported last; `nil` before its first report.
+    let progress: RunningProgress?
+}
+
+/// A running handler's progress: a bar and the text `overtimectl schedule` shows.
+struct RunningProgress {
+    /// Done so far, in whole percent.
+    let percent: Int
+    /// `42 %: uploading segment 3`.
+    let text: String
 }
 
 struct RunningPage {

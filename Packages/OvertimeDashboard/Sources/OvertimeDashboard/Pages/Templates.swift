@@ -4,9 +4,9 @@
 
 enum Templates {
     static let all: [String: String] = [
-        "top": top, "bottom": bottom, "requests": requests, "running": running, "history": history,
-        "failed": failed, "instances": instances, "story": story, "confirm": confirm, "message": message,
-        "actions": actions, "login": login, "pager": pager,
+        "top": top, "bottom": bottom, "requests": requests, "running": running, "progress": progress,
+        "history": history, "failed": failed, "instances": instances, "story": story, "confirm": confirm,
+        "message": message, "actions": actions, "login": login, "pager": pager,
     ]
 
     static let top = """
@@ -60,12 +60,19 @@ enum Templates {
         {{#last}}<a href="{{last}}">Last »</a>{{/last}}</nav>{{/any}}{{/pager}}
         """
 
+    /// A running handler's progress (``RunningProgress``) as a bar and its text; a dash
+    /// before its first report.
+    static let progress = """
+        {{#progress}}<progress max="100" value="{{percent}}">{{percent}} %</progress> <span>{{text}}</span>{{/progress}}\
+        {{^progress}}—{{/progress}}
+        """
+
     static let running = """
         {{> top}}
-        <div class="scroll"><table><thead><tr><th>Identifier</th><th>Run</th><th>Attempt</th><th>Started</th><th>Time left in its grant</th><th>Instance</th></tr></thead><tbody>
+        <div class="scroll"><table><thead><tr><th>Identifier</th><th>Run</th><th>Attempt</th><th>Started</th><th>Progress</th><th>Time left in its grant</th><th>Instance</th></tr></thead><tbody>
         {{#rows}}<tr><td><a href="{{base}}/request?id={{link}}">{{identifier}}</a></td><td>{{runID}}</td><td>{{attempt}}</td>\
-        <td><time title="{{started}}">{{startedRelative}}</time></td><td>{{timeLeft}}</td><td>{{holder}}</td></tr>
-        {{/rows}}{{^rows}}<tr><td colspan="6" class="empty">Nothing is running.</td></tr>{{/rows}}
+        <td><time title="{{started}}">{{startedRelative}}</time></td><td class="progress">{{> progress}}</td><td>{{timeLeft}}</td><td>{{holder}}</td></tr>
+        {{/rows}}{{^rows}}<tr><td colspan="7" class="empty">Nothing is running.</td></tr>{{/rows}}
         </tbody></table></div>
         {{> bottom}}
         """
@@ -120,7 +127,8 @@ enum Templates {
         <dt>State</dt><dd><span class="state {{state}}">{{state}}</span></dd>
         {{#waitsFor}}<dt>Waits for</dt><dd>{{waitsFor}}</dd>{{/waitsFor}}
         {{#next}}<dt>Next run</dt><dd><time title="{{next}}">{{nextRelative}}</time> ({{next}})</dd>{{/next}}
-        {{#running}}<dt>Running</dt><dd>run {{runID}}, attempt {{attempt}}, since {{started}}; {{timeLeft}} left in its grant</dd>{{/running}}
+        {{#running}}<dt>Running</dt><dd>run {{runID}}, attempt {{attempt}}, since {{started}}; {{timeLeft}} left in its grant</dd>\
+        {{#progress}}<dt>Progress</dt><dd class="progress">{{> progress}}</dd>{{/progress}}{{/running}}
         <dt>Repeats</dt><dd>{{repeats}}</dd>
         {{#requirements}}<dt>Requirements</dt><dd>{{requirements}}</dd>{{/requirements}}
         {{#prerequisites}}<dt>Prerequisites</dt><dd>{{prerequisites}}</dd>{{/prerequisites}}

@@ -287,7 +287,10 @@ struct DashboardRoutes: Sendable {
             runID: run.runID, attempt: run.attempt, started: Formatting.time(run.startedAt),
             startedRelative: Formatting.relative(run.startedAt, from: now),
             timeLeft: left > .zero ? Formatting.duration(left) : "none: past its deadline",
-            holder: run.holder ?? "")
+            holder: run.holder ?? "",
+            progress: run.progress.map {
+                RunningProgress(percent: Int(($0.fraction * 100).rounded(.down)), text: $0.description)
+            })
     }
 
     func history(_ request: Request, _ viewer: Viewer, _ now: WallClockInstant) async throws -> Response {

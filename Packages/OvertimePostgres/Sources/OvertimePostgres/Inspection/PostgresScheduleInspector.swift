@@ -28,6 +28,9 @@ final class PostgresScheduleInspector: ScheduleInspector {
     /// The table of recorded handlers was seen: it stays (migrations add, never drop), so
     /// a page asks for its rows without asking first whether it is there.
     private let handlersTableSeen = NIOLockedValueBox(false)
+    /// The schedule has the columns of the progress runs reported (schema version 11): a
+    /// fleet not upgraded yet is read with NULLs in their place.
+    private let progressColumnsSeen = NIOLockedValueBox(false)
     /// The most rows one page reads for a selection no index answers (failed, a tag).
     let rowsReadPerPage: Int
     private static let logger = Logger(label: "overtime.fleet.inspector") { _ in SwiftLogNoOpLogHandler() }
@@ -110,7 +113,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
                 page.append("r.sequence \(query.newestFirst ? "<" : ">") $\(pageBindings.count)")
             }
             let sql = """
-                SELECT \(Self.requestColumns) FROM overtime.requests r
+                SELECT \(requestColumns) FROM overtime.requests r
                 \(page.isEmpty ? "" : "WHERE " + page.joined(separator: " AND "))
                 ORDER BY r.sequence \(query.newestFirst ? "DESC" : "ASC") LIMIT \(reading.batch)
                 """
@@ -140,25 +143,36 @@ final class PostgresScheduleInspector: ScheduleInspector {
             return try await run(
                 connection,
                 """
-                SELECT \(unescaped: Self.requestColumns) FROM overtime.requests r WHERE r.identifier = \(identifier)
+                SELECT \(unescaped: requestColumns) FROM overtime.requests r WHERE r.identifier = \(identifier)
                 ORDER BY r.owner = '' DESC, r.owner LIMIT 1
                 """
             ).first.map { try Self.inspected($0, now: now, offset: offset, handlers: handlers) }
         }
     }
 
-    /// The store's columns, then the attempt in progress, its holder (without the opening's
-    /// token) and the newest ended attempt's result.
-    private static let requestColumns =
+    /// The store's columns, then the attempt in progress, its progress, its holder (without
+    /// the opening's token) and the newest ended attempt's result.
+    private var requestColumns: String {
+        progressColumnsSeen.withLockedValue { $0 } ? Self.requestColumns : Self.requestColumnsWithoutProgress
+    }
+
+    private static let requestColumns = requestColumns(
+        progress: "r.progress_run_id, r.progress_fraction, r.progress_message")
+    private static let requestColumnsWithoutProgress = requestColumns(
+        progress: "NULL::bigint AS progress_run_id, NULL::double precision AS progress_fraction,"
+            + " NULL::text AS progress_message")
+
+    private static func requestColumns(progress: String) -> String {
         PostgresScheduleStore.columns.split(separator: ",").map {
             "r." + $0.trimmingCharacters(in: .whitespacesAndNewlines)
         }.joined(separator: ", ")
             + """
-            , r.active_run_id, r.active_attempt, r.active_started_at,
+            , r.active_run_id, r.active_attempt, r.active_started_at, \(progress),
             CASE WHEN r.running THEN regexp_replace(r.claimed_by, ' [0-9]+$', '') END AS holder,
             (SELECT h.result FROM overtime.history h WHERE h.identifier = r.identifier AND h.owner = r.owner
                 ORDER BY h.run_id DESC, h.attempt DESC LIMIT 1) AS last_result, r.sequence
             """
+    }
 
     /// The handlers the instances recorded as they started (their times on this machine's
     /// clock); none where no instance of this build has started (no table yet).
@@ -191,9 +205,16 @@ final class PostgresScheduleInspector: ScheduleInspector {
             let started = try cell("active_started_at", as: Int64?.self)
         {
             let startedAt = WallClockInstant(nanosecondsSinceEpoch: started &- offset)
+            // Reported by this attempt, not by an earlier run of the request.
+            var progress: RunProgress?
+            if try cell("progress_run_id", as: Int64?.self) == runID,
+                let fraction = try cell("progress_fraction", as: Double?.self)
+            {
+                progress = RunProgress(fraction: fraction, message: try cell("progress_message", as: String?.self))
+            }
             running = RunningAttempt(
                 runID: runID, attempt: Int(try cell("active_attempt", as: Int64?.self) ?? 1), startedAt: startedAt,
-                deadline: startedAt + stored.request.maximumDuration, holder: try cell("holder"))
+                deadline: startedAt + stored.request.maximumDuration, holder: try cell("holder"), progress: progress)
         }
         let lastResult = try cell("last_result", as: String?.self).flatMap(RunResult.init(stored:))
         return InspectedRequest(
@@ -440,6 +461,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
                     "schedule database \(configuration.serverName) has schema version \(version): start an instance"
                         + " of this build once to upgrade it")
             }
+            progressColumnsSeen.withLockedValue { $0 = version >= 11 }
             let before = SystemClock().wallClockNow.nanosecondsSinceEpoch
             let database =
                 try await run(made, "SELECT \(unescaped: PostgresScheduleStore.databaseNow)").first?.decode(Int64.self)

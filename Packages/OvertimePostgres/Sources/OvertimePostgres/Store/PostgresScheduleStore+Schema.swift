@@ -54,7 +54,7 @@ extension PostgresScheduleStore {
             for (target, statements) in [
                 (1, Self.schemaVersion1), (2, Self.schemaVersion2), (3, Self.schemaVersion3), (4, Self.schemaVersion4),
                 (5, Self.schemaVersion5), (6, Self.schemaVersion6), (7, Self.schemaVersion7), (8, Self.schemaVersion8),
-                (9, Self.schemaVersion9), (10, Self.schemaVersion10),
+                (9, Self.schemaVersion9), (10, Self.schemaVersion10), (11, Self.schemaVersion11),
             ] where version < target {
                 for statement in statements { _ = try await run(connection, PostgresQuery(unsafeSQL: statement)) }
             }
@@ -191,6 +191,15 @@ extension PostgresScheduleStore {
         CREATE TABLE IF NOT EXISTS overtime.handlers (
             instance text PRIMARY KEY, identifiers text[] NOT NULL, prefixes text[] NOT NULL,
             recorded_at bigint NOT NULL)
+        """
+    ]
+    /// The progress a running handler reported last, with the run that reported it: an
+    /// inspector shows it beside that attempt while it is in progress.
+    static let schemaVersion11 = [
+        """
+        ALTER TABLE overtime.requests ADD COLUMN IF NOT EXISTS progress_run_id bigint,
+            ADD COLUMN IF NOT EXISTS progress_fraction double precision,
+            ADD COLUMN IF NOT EXISTS progress_message text
         """
     ]
 }

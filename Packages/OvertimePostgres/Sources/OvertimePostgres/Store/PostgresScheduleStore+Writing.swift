@@ -89,6 +89,23 @@ extension PostgresScheduleStore {
         }
     }
 
+    /// Kept with the run that reported it, on the row this instance's claim holds: an
+    /// inspector shows it only while that run is the one in progress, so no run's end has to
+    /// clear it, and an instance whose claim was taken over writes nothing.
+    func recordProgress(_ identifier: String, runID: Int64, _ progress: RunProgress, at now: WallClockInstant)
+        async throws(ScheduleStoreError)
+    {
+        try await using { [self] connection in
+            _ = try await run(
+                connection,
+                """
+                UPDATE overtime.requests SET progress_run_id = \(runID), progress_fraction = \(progress.fraction),
+                    progress_message = \(progress.message)
+                WHERE identifier = \(identifier) AND active_run_id = \(runID) AND claimed_by = \(instance)
+                """)
+        }
+    }
+
     func commit(_ batch: ScheduleBatch, lastRunID: Int64) async throws(ScheduleStoreError) -> CommitRefusals {
         // Ended attempts' plans are written only while this instance still holds the run: a
         // claim taken over meanwhile has recorded the attempt as interrupted.
