@@ -120,34 +120,40 @@ package struct OwnThreadTrait: TestTrait, SuiteTrait, TestScoping {
     package func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
-        // A suite's scope (only a `.serialized` suite has one) marks its test cases as a chain's.
-        if test.isSuite { return try await BlockingSlot.$inChain.withValue(true) { try await function() } }
-        try await runAsBlockingBody(function, first: BlockingSlot.inChain)
+        if test.isSuite { return try await runAsChain(function) }
+        try await runAsBlockingBody(function)
     }
 }
 
-/// Runs a marked test case's body on a thread of its own once one of the slots of
-/// ``blockingBodies`` is free. A test marked twice (by its suite and by itself) takes one
-/// slot, not two: nested, every slot could be held by a body waiting for a second.
-///
-/// A test of a marked suite that runs its tests one at a time (`.serialized`) goes `first`,
-/// before the others waiting: such a suite is a chain, and at the back of the line each of its
-/// tests waited its turn anew behind every other marked test (under ThreadSanitizer the last
-/// twelve tests of the daemon-hardening suite ran alone for 23 s after every other test had
-/// ended).
-private func runAsBlockingBody(_ function: @Sendable () async throws -> Void, first: Bool) async throws {
+/// Runs a marked suite that runs its tests one at a time (`.serialized`: only such a suite
+/// has a scope) holding one slot of ``blockingBodies`` from its first test to its last, taken
+/// before the other marked tests waiting. Such a suite is a chain: its next test asked for a
+/// slot only once the one before it ended, and waited anew behind every other marked test
+/// (the daemon-hardening suite's first test waited 56 s for a slot, and under
+/// ThreadSanitizer its last twelve tests ran alone for 23 s after every other test had
+/// ended). Its tests run on threads of their own in its slot.
+private func runAsChain(_ function: @Sendable () async throws -> Void) async throws {
     guard !BlockingSlot.held else { return try await function() }
-    await blockingBodies.enter(first: first)
+    await blockingBodies.enter(first: true)
+    defer { blockingBodies.leave() }
+    try await BlockingSlot.$held.withValue(true) { try await function() }
+}
+
+/// Runs a marked test case's body on a thread of its own once one of the slots of
+/// ``blockingBodies`` is free, or in its chain's slot (``runAsChain(_:)``). A test marked
+/// twice (by its suite and by itself) takes one slot, not two: nested, every slot could be
+/// held by a body waiting for a second.
+private func runAsBlockingBody(_ function: @Sendable () async throws -> Void) async throws {
+    if runsOnOwnThread() { return try await function() }  // marked twice: the outer mark moved it
+    if BlockingSlot.held { return try await onOwnThread(resuming: function) }  // its chain's slot
+    await blockingBodies.enter(first: false)
     defer { blockingBodies.leave() }
     try await BlockingSlot.$held.withValue(true) { try await onOwnThread(resuming: function) }
 }
 
 private enum BlockingSlot {
-    /// Whether the running test case holds a slot of ``blockingBodies``.
+    /// Whether the running test case, or its chain, holds a slot of ``blockingBodies``.
     @TaskLocal static var held = false
-
-    /// Whether the running test is one of a marked `.serialized` suite's (``OwnThreadTrait``).
-    @TaskLocal static var inChain = false
 }
 
 /// The marked test bodies running now (``OwnThreadTrait``). A test that waits here counts

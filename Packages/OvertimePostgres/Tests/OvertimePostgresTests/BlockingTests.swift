@@ -13,10 +13,9 @@ import Testing
 /// of the processor missed their 5 s deadline (with the fleets' workers instrumented, and
 /// with plain workers when other processes kept both cores busy).
 ///
-/// Fleets' tests (``blockingFleet``) and those of every suite that runs one test at a time
-/// (`.serialized`) go first when they wait: such a suite is a chain, and at the back of the
-/// line each of its tests waited its turn anew behind every other test of the package (the
-/// last tests of the two chains not marked as fleets' ran alone for the last 20 s of a run).
+/// Fleets' tests (``blockingFleet``) go first when they wait: their suites run one test at a
+/// time and are the longest, and at the back of the line each of their tests waited its turn
+/// anew behind every other test of the package.
 struct BlockingTests: SuiteTrait, TestTrait, TestScoping {
     /// Whether the marked tests go before the others waiting.
     let first: Bool
@@ -24,16 +23,13 @@ struct BlockingTests: SuiteTrait, TestTrait, TestScoping {
     var isRecursive: Bool { true }
 
     func scopeProvider(for test: Test, testCase: Test.Case?) -> Self? {
-        if test.isSuite { return test.traits.contains { $0 is ParallelizationTrait } ? self : nil }
-        return testCase == nil ? nil : self
+        testCase == nil ? nil : self
     }
 
     func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
-        // A suite's scope (only a `.serialized` suite has one) marks its test cases as a chain's.
-        if test.isSuite { return try await Self.$inChain.withValue(true) { try await function() } }
-        await Self.admission.enter(first: first || Self.inChain)
+        await Self.admission.enter(first: first)
         let thread = BodyThread()
         defer {
             thread.finish()
@@ -43,9 +39,6 @@ struct BlockingTests: SuiteTrait, TestTrait, TestScoping {
     }
 
     private static let admission = Admission(width: ProcessInfo.processInfo.activeProcessorCount)
-
-    /// Whether the running test is one of a `.serialized` suite's.
-    @TaskLocal private static var inChain = false
 }
 
 extension Trait where Self == BlockingTests {

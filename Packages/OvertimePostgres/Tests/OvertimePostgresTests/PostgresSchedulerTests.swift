@@ -174,8 +174,14 @@ struct PostgresSchedulerTests {
                     .lastValue) == 1
             })
 
-        // Its claim ends as if its instance had died (the database says so).
-        try server.psql("UPDATE overtime.requests SET claim_until = now() - interval '1 second' WHERE running")
+        // Its claim ends as if its instance had died (the database says so), and stays ended
+        // until the second instance takes the run over: the first, alive in this process,
+        // renews its claims every second, and renewed this one before a second instance that
+        // started under load looked for it (CI run 34: no instance ever took the run over).
+        let expire =
+            "UPDATE overtime.requests SET claim_until = now() - interval '1 second' WHERE running"
+            + " AND claimed_by LIKE 'first %'"
+        try server.psql(expire)
         let second = try Scheduler(
             runtime: try Self.runtime(), configuration: Self.configuration(server, claim: .seconds(3), name: "second"))
         try second.register("job") { task in
@@ -184,7 +190,12 @@ struct PostgresSchedulerTests {
             task.setTaskCompleted(success: true)
         }
         try second.start()
-        #expect(Self.eventually(15) { started.withLockedValue { $0 }.count == 2 })
+        #expect(
+            Self.eventually(15) {
+                guard started.withLockedValue({ $0 }).count < 2 else { return true }
+                _ = try? server.psql(expire)
+                return false
+            })
         // The first instance finds its claim taken at its next renewal and stops its run.
         #expect(Self.eventually(15) { !expired.withLockedValue { $0 }.isEmpty })
         let runs = started.withLockedValue { $0 }
