@@ -26,7 +26,11 @@ package final class FakeSystemd: @unchecked Sendable {
                 let count = recv(fd, &buffer, buffer.count, 0)
                 if count <= 0 { break }
                 let datagram = String(decoding: buffer[0..<count], as: UTF8.self)
-                for line in datagram.split(separator: "\n") { messages.append((String(line), .now)) }
+                // A datagram's lines together: one appended at a time, a test that had just seen
+                // `READY=1` could miss the `STATUS=` sent with it, if this thread was stopped
+                // between the two (it was, with a debugger sampling the test process).
+                let received = ContinuousClock.now
+                messages.append(contentsOf: datagram.split(separator: "\n").map { (String($0), received) })
             }
         }
     }

@@ -11,6 +11,8 @@ package final class Recorder<Element: Sendable>: Sendable {
     package init() {}
 
     package func append(_ element: Element) { items.withLock { $0.append(element) } }
+    /// Appends `elements` at once: no reader sees some of them without the others.
+    package func append(contentsOf elements: [Element]) { items.withLock { $0.append(contentsOf: elements) } }
     package var all: [Element] { items.withLock { $0 } }
     package var count: Int { items.withLock { $0.count } }
     package func removeAll() { items.withLock { $0.removeAll() } }
