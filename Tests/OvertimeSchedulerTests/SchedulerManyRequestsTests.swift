@@ -11,6 +11,8 @@ import Testing
 /// schema.
 @Suite(
     "Scheduler with many requests: prefixes, the due index, migration", .serialized,
+    // Minutes: under ThreadSanitizer its queue threads wait on the Swift runtime's locks
+    // (ThreadSanitizer.swift).
     .timeLimit(.minutes(5)))
 struct SchedulerManyRequestsTests {
     @Test func oneHandlerServesEveryIdentifierOfAPrefixAndAnIdentifierOfItsOwnComesFirst() async throws {

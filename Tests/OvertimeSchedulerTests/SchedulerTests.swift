@@ -9,6 +9,8 @@ import Testing
 
 @Suite(
     "Scheduler on virtual time: when runs start, retries, restarts, misuse", .serialized,
+    // Minutes: under ThreadSanitizer its queue threads wait on the Swift runtime's locks
+    // (ThreadSanitizer.swift).
     .timeLimit(.minutes(5)))
 struct SchedulerTests {
     private func hourly(_ identifier: String = "job", flex: Duration = .seconds(600)) -> ScheduledTaskRequest {

@@ -3,6 +3,19 @@
 // the test (a child built with TSan exits with status 66). Tests where it has nothing to see
 // are marked and left out there: pure computation checked against an oracle, and children
 // killed with SIGKILL, whose reports no one reads.
+//
+// There every thread of the process that runs Swift code waits on the same few locks, which
+// is why the suites whose tests compute the most have hang guards of minutes. The Swift
+// runtime's `swift::once` skips its lock-free check when ThreadSanitizer is loaded (the flag
+// it leaves is 1 rather than -1, so that every call takes the lock and ThreadSanitizer sees
+// the order), and the standard library's generic code, which unoptimized code calls
+// unspecialized (`contains`, `reduce`, `first(where:)`, a dictionary's subscript), looks its
+// metadata up through a `once` on each call. Past two threads computing at once on two cores
+// they queue on that lock's futex: 16 threads calling `Array.contains` made 99,000 calls a
+// second together, one thread alone 846,000 (a plain build: 2.6 million a thread, 5.7 million
+// together past two). A test whose work is on a queue's thread or the loop's waits as long:
+// `aOneShotRunsAtItsEarliestBegin…` took 0.03 s alone and 12.6 s in a whole run, its
+// scheduler's queue thread stopped in `once_slow` in most of gdb's samples.
 
 import Testing
 

@@ -9,7 +9,11 @@ import Testing
 /// The cap on open grants counts what the owners hold: a begin is refused only when the
 /// grants begun and not yet ended by their owners already fill it, whatever the loop has
 /// applied so far and however the threads are scheduled.
-@Suite("Grants: the cap under churn", .serialized, .timeLimit(.minutes(5)))
+@Suite(
+    "Grants: the cap under churn", .serialized,
+    // Minutes: under ThreadSanitizer its threads wait on the Swift runtime's locks
+    // (ThreadSanitizer.swift).
+    .timeLimit(.minutes(5)))
 struct GrantCapTests {
     /// Threads begin and end grants off the loop, never holding more than the cap
     /// together, while other threads keep both cores busy: no begin is refused. (The
