@@ -35,9 +35,7 @@ private func until(_ timeout: Duration = .seconds(45), _ check: () -> String?) -
 private func restingDescriptors(of pid: Int32) throws -> [String] {
     var listing: [String] = []
     for _ in 0..<500 {
-        listing = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").sorted().map { fd in
-            fd + "=" + ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)")) ?? "?")
-        }
+        listing = try descriptorTargets(of: pid)
         guard listing.contains(where: { $0.contains("=/proc/\(pid)/") }) else { break }
         usleep(10_000)
     }
