@@ -293,7 +293,6 @@ public final class LogUploader: Sendable {
                 uploads.cancelAll()
                 spans.endAll()
             }
-            var generator = SystemRandomNumberGenerator()
             let retry = RetryPolicy(initial: configuration.initialRetryDelay, cap: configuration.maximumRetryDelay)
             var attempt = 0
             var finished = Set<String>()  // paths stored or dead-lettered in this drain
@@ -379,7 +378,7 @@ public final class LogUploader: Sendable {
                                 drainState.value.retryNotBefore ?? notBefore, notBefore)
                             continue
                         }
-                        var delay = retry.delay(attempt: attempt, using: &generator)
+                        var delay = retry.delay(attempt: attempt)
                         attempt += 1
                         // Never wait past the last moment one more upload still fits.
                         if let left = timeBeforeExpiration() {
