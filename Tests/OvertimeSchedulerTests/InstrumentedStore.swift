@@ -1,6 +1,8 @@
-// The SQLite store with what tests need to play a fleet's database with it.
+// A store around another with what tests need to play a fleet's database with it, and a
+// scheduler harness on one.
 
 import Overtime
+import OvertimeSchedulerTesting
 import OvertimeSupport
 
 @_spi(ScheduleStore) @testable import OvertimeScheduler
@@ -20,6 +22,8 @@ final class InstrumentedStore: ScheduleStore {
     let unsafeClaims = Locked<Set<String>>([])
     /// What the scheduler gave at its start.
     let events = Locked<ScheduleStoreEvents?>(nil)
+    /// How many times the scheduler has asked for the next due time.
+    let nextDueReads = Locked(0)
     let stallThreshold: Duration?
 
     /// `stallThreshold`: `nil` for a store without claims, as the SQLite store is.
@@ -86,6 +90,7 @@ final class InstrumentedStore: ScheduleStore {
         identifier: String, at: WallClockInstant
     )? {
         await pass()
+        nextDueReads.withLock { $0 += 1 }
         return try await inner.nextDue(after: now, unmet: unmet)
     }
     func dueWaiting(at now: WallClockInstant, on requirements: Int64) async throws(ScheduleStoreError) -> Bool {
@@ -116,4 +121,34 @@ final class InstrumentedStore: ScheduleStore {
     }
     func close() { inner.close() }
     var recovery: StoreRecovery { inner.recovery }
+}
+
+extension SchedulerHarness {
+    /// A harness whose store is an ``InstrumentedStore`` over an in-memory schedule: one the
+    /// test can make hang (a fleet's database stopped), whose reads it can count, and, with a
+    /// `stallThreshold`, with claims.
+    static func instrumented(
+        identifiers: [String] = ["job"], prefixes: [String] = [], stallThreshold: Duration? = nil,
+        configure: (inout SchedulerConfiguration) -> Void = { _ in }
+    ) throws -> (SchedulerHarness, InstrumentedStore) {
+        let made = Locked<InstrumentedStore?>(nil)
+        let h = try SchedulerHarness(
+            identifiers: identifiers, prefixes: prefixes,
+            configure: { configuration in
+                let schedule = InMemorySchedule()
+                configuration.database = ScheduleDatabase(
+                    description: "instrumented",
+                    connecting: {
+                        context async throws(ScheduleStoreError) in
+                        let store = InstrumentedStore(
+                            try await ScheduleDatabase.inMemory(schedule).openStore(context),
+                            stallThreshold: stallThreshold)
+                        made.withLock { $0 = store }
+                        return store
+                    })
+                configure(&configuration)
+            })
+        guard let store = made.withLock({ $0 }) else { throw ScheduleStoreError("the store was not opened") }
+        return (h, store)
+    }
 }

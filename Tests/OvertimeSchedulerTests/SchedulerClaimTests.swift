@@ -17,22 +17,7 @@ struct SchedulerClaimTests {
     @Test(arguments: [false, true])
     func aRunWhoseClaimLapsedInAPauseStopsBeforeItsTimerActs(storeToldFirst: Bool) async throws {
         try await onOwnThread {
-            let store = Locked<InstrumentedStore?>(nil)
-            let h = try SchedulerHarness(
-                identifiers: [],
-                configure: { configuration in
-                    let schedule = InMemorySchedule()
-                    configuration.database = ScheduleDatabase(
-                        description: "claims",
-                        connecting: {
-                            context async throws(ScheduleStoreError) in
-                            let made = InstrumentedStore(
-                                try await ScheduleDatabase.inMemory(schedule).openStore(context),
-                                stallThreshold: .seconds(1))
-                            store.withLock { $0 = made }
-                            return made
-                        })
-                })
+            let (h, instrumented) = try SchedulerHarness.instrumented(identifiers: [], stallThreshold: .seconds(1))
             defer { h.finish() }
             let runtime = h.env.runtime
             let outcomes = Recorder<String>()
@@ -55,7 +40,6 @@ struct SchedulerClaimTests {
             h.env.waitForQueuedRequests()
             #expect(outcomes.all == ["start"])
 
-            let instrumented = try #require(store.withLock { $0 })
             instrumented.unsafeClaims.withLock { $0 = ["pause.job"] }
             if storeToldFirst {
                 // What the store's thread leaves when it tells first: the run marked as

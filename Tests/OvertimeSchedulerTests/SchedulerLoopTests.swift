@@ -30,7 +30,7 @@ struct SchedulerLoopTests {
 
     @Test func enteringTheBackgroundAndControlCommandsNeverWaitForAStoreThatDoesNotAnswer() async throws {
         try await onOwnThread {
-            let (h, store) = try gatedHarness()
+            let (h, store) = try SchedulerHarness.instrumented()
             defer { h.finish() }
             h.script.withLock { $0 = { _ in .hang } }
             try h.current.start()
@@ -70,29 +70,12 @@ struct SchedulerLoopTests {
         }
     }
 
-    /// A harness whose store can be made to hang (a fleet's database stopped).
-    private func gatedHarness() throws -> (SchedulerHarness, InstrumentedStore) {
-        let gate = Locked<InstrumentedStore?>(nil)
-        let h = try SchedulerHarness(configure: { configuration in
-            let schedule = InMemorySchedule()
-            configuration.database = ScheduleDatabase(
-                description: "gated",
-                connecting: {
-                    context async throws(ScheduleStoreError) in
-                    let store = InstrumentedStore(try await ScheduleDatabase.inMemory(schedule).openStore(context))
-                    gate.withLock { $0 = store }
-                    return store
-                })
-        })
-        return (h, try #require(gate.withLock { $0 }))
-    }
-
     /// Each synchronous call that reaches the store, made on the loop thread while the
     /// store does not answer, is refused at once with the misuse error (the loop would
     /// otherwise wait for the store), and the loop goes on.
     @Test func everySynchronousCallOnTheLoopIsRefusedNotWaitedFor() async throws {
         try await onOwnThread {
-            let (h, store) = try gatedHarness()
+            let (h, store) = try SchedulerHarness.instrumented()
             defer { h.finish() }
             try h.current.start()
             var later = ScheduledTaskRequest(identifier: "job")
@@ -156,7 +139,7 @@ struct SchedulerLoopTests {
     /// not, and the submission completes, durable, once the store answers again.
     @Test func theAsyncFormsLeaveTheLoopFreeWhileTheStoreDoesNotAnswer() async throws {
         try await onOwnThread {
-            let (h, store) = try gatedHarness()
+            let (h, store) = try SchedulerHarness.instrumented()
             defer { h.finish() }
             try h.current.start()
             h.settle()

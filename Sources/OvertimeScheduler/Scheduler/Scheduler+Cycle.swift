@@ -120,7 +120,11 @@ extension Scheduler {
         if !concluded.isEmpty { await settleChains(concluded: concluded) }
         if !ending.isEmpty || state.value.lastPruned == nil { await pruneHistoryIfDue(now: now) }
         syncSoon()
-        if !ending.isEmpty { cycleSoon() }  // their requests may be due again at once
+        // Their requests may be due again at once (a retry, a repetition's next time), which
+        // the claim above, made before the commit, could not see. A cycle that filled every
+        // slot has no room for them: the next end queues a cycle, and one queued now would only
+        // read the next due time again (on a fleet's store, a round trip per cycle).
+        if !ending.isEmpty, starting.count < capacity { cycleSoon() }
         await armForNextDue(after: now, unmet: unmet, wake: wake)
         await refreshWatchers()
     }
@@ -178,8 +182,10 @@ extension Scheduler {
         var claimed = false
         while starting.count < capacity {
             let skip = state.value.unhandled.union(chosen)
-            // One more than may start: whether more are due tells when to look again.
-            let limit = capacity - starting.count + skip.count + 1
+            // As many as may start, and the ones to skip (a shared store returns its own
+            // claims again). Not one more: on a fleet's store a row claimed and not started is
+            // released at the commit, which wakes every other instance for a cycle.
+            let limit = capacity - starting.count + skip.count
             let rows: [StoredRequest]
             do {
                 rows = try await store.due(at: now, unmet: unmet, limit: limit)
