@@ -5,8 +5,10 @@ import OvertimeTestSupport
 import Testing
 
 /// A program's client of the control socket against a real runtime's socket: answers,
-/// refusals, and a daemon that is not there, each told apart.
-@Suite("Control socket client", .timeLimit(.minutes(1)))
+/// refusals, and a daemon that is not there, each told apart. The hang guard is two minutes
+/// for a body of 28–68 ms: Swift Testing's own steps for a test wait their turn on the threads
+/// every test shares (Tests/Support/ThreadSanitizer.swift), and the guard counts that wait.
+@Suite("Control socket client", .timeLimit(.minutes(2)))
 struct ControlSocketClientTests {
     @Test func answersRefusalsAndNoDaemonAreToldApart() async throws {
         // Everything that blocks (the runtime's start and end, the client's calls) on a

@@ -218,15 +218,21 @@ struct HTTPSinkTests {
         let checkpoint = spool.checkpoint
         let sink = HTTPSink(baseURL: "http://127.0.0.1:\(silent.port)/logs", runtime: env.runtime)
         let uploader = LogUploader(runtime: env.runtime, spool: spool, sink: sink)
-        uploader.start()
-        env.runtime.requestBackground()
-        env.waitForQueuedRequests()
-        // The PUT is in flight, unanswered: the collector took the connection.
-        #expect(try await onOwnThread { silent.firstConnectionAccepted() })
-        #expect(uploader.isDraining)
-        env.clock.advance(by: .seconds(25))  // the expiration point: the upload is aborted
-        await uploader.drive(env.clock) { !uploader.isDraining }
-        env.waitForQueuedRequests()
+        // From the PUT's start to the expiration off Swift's shared pool: on a loaded machine
+        // other tests' blocking bodies held both of its threads for longer than the sink's
+        // real-time 30 s stall limit (busy run 114), which then ended the transfer as a
+        // retryable failure before virtual time reached the expiration.
+        try await onOwnThread(resuming: {
+            uploader.start()
+            env.runtime.requestBackground()
+            env.waitForQueuedRequests()
+            // The PUT is in flight, unanswered: the collector took the connection.
+            #expect(silent.firstConnectionAccepted())
+            #expect(uploader.isDraining)
+            env.clock.advance(by: .seconds(25))  // the expiration point: the upload is aborted
+            await uploader.drive(env.clock) { !uploader.isDraining }
+            env.waitForQueuedRequests()
+        })
         #expect(!uploader.isDraining)
         #expect(uploader.statistics.expiredDrains == 1)
         #expect(spool.checkpoint == checkpoint)

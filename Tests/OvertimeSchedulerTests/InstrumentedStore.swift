@@ -7,10 +7,9 @@ import OvertimeSupport
 
 @_spi(ScheduleStore) @testable import OvertimeScheduler
 
-/// The SQLite store behind a gate, and with claims. While the gate is shut, every call the
-/// scheduler's decisions make waits (suspended: no thread held), as a call to a stopped
-/// database server would. Its
-/// claims are what the test says: the runs named in ``unsafeClaims`` may have lost theirs
+/// A store (the SQLite one or the in-memory one) behind a gate, and with claims. While the
+/// gate is shut, every call the scheduler's decisions make waits (suspended: no thread held),
+/// as a call to a stopped database server would. Its claims are what the test says: the runs named in ``unsafeClaims`` may have lost theirs
 /// (a paused process, a database out of reach), and the scheduler hears what the store's
 /// own thread would tell it through ``events``.
 final class InstrumentedStore: ScheduleStore {
