@@ -23,3 +23,16 @@ struct SharedThreadTests {
         #expect(!runsOnOwnThread())
     }
 }
+
+@Suite("Briefly blocking test bodies run on threads of their own too", .blocksBriefly)
+struct BlocksBrieflyTraitTests {
+    @Test func aSynchronousBodyRunsOnAThreadOfItsOwn() {
+        #expect(runsOnOwnThread())
+    }
+
+    @Test(arguments: [1, 2])
+    func eachCaseRunsOnAThreadOfItsOwnAcrossASuspension(case: Int) async throws {
+        try await Task.sleep(for: .milliseconds(1))
+        #expect(runsOnOwnThread(), "case \(`case`), after a suspension")
+    }
+}

@@ -9,7 +9,7 @@ import Testing
 /// Work the program did not start itself (a scheduled run) begun while suspended resumes
 /// the program into the background for it, with a fresh budget, and the program suspends
 /// again once no grant is open.
-@Suite("Grants: background launches from suspension", .onOwnThread, .timeLimit(.minutes(3)))
+@Suite("Grants: background launches from suspension", .blocksBriefly, .timeLimit(.minutes(3)))
 struct BackgroundLaunchTests {
     private func launch(_ runtime: Runtime, name: String) -> Result<BackgroundTaskID, BackgroundTaskRefusal> {
         runtime.begin(

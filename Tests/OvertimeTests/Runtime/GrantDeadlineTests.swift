@@ -3,7 +3,7 @@ import OvertimeTestSupport
 import OvertimeTesting
 import Testing
 
-@Suite("Grants: budget, lead time and deadlines on virtual time", .onOwnThread, .timeLimit(.minutes(3)))
+@Suite("Grants: budget, lead time and deadlines on virtual time", .blocksBriefly, .timeLimit(.minutes(3)))
 struct GrantDeadlineTests {
     @Test func expirationAtDeadlineMinusLeadAndTerminationAtTheDeadlineToTheInstant() throws {
         let reports = Recorder<TerminationReport>()

@@ -3,7 +3,7 @@ import OvertimeTestSupport
 import OvertimeTesting
 import Testing
 
-@Suite("Lifecycle through a running runtime", .onOwnThread, .timeLimit(.minutes(3)))
+@Suite("Lifecycle through a running runtime", .blocksBriefly, .timeLimit(.minutes(3)))
 struct LifecycleTests {
     @Test func eventOrderForEveryTransition() throws {
         let env = try VirtualRuntime()

@@ -3,7 +3,7 @@ import OvertimeTestSupport
 import OvertimeTesting
 import Testing
 
-@Suite("Loop timers and sleeping on the runtime's clock", .onOwnThread, .timeLimit(.minutes(3)))
+@Suite("Loop timers and sleeping on the runtime's clock", .blocksBriefly, .timeLimit(.minutes(3)))
 struct LoopTimerTests {
     @Test func timersFireInDeadlineOrderAtTheirInstantWhenVirtualTimeReachesThem() async throws {
         let env = try VirtualRuntime()

@@ -8,7 +8,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite("Grants: refusals and misuse", .onOwnThread, .timeLimit(.minutes(3)))
+@Suite("Grants: refusals and misuse", .blocksBriefly, .timeLimit(.minutes(3)))
 struct RefusalAndMisuseTests {
     /// Begins on the loop thread (the inline path) and returns the ID.
     private func beginOnLoop(_ runtime: Runtime, _ name: String, maximumDuration: Duration? = nil) -> BackgroundTaskID {

@@ -5,7 +5,7 @@ import OvertimeTestSupport
 import OvertimeTesting
 import Testing
 
-@Suite("Grants: async, Foundation-shaped and ~Copyable forms", .onOwnThread, .timeLimit(.minutes(3)))
+@Suite("Grants: async, Foundation-shaped and ~Copyable forms", .blocksBriefly, .timeLimit(.minutes(3)))
 struct SwiftFormsTests {
     /// Waits (in real time, briefly) until `condition` holds, settling the runtime between looks.
     /// Suspends (never blocks: the cooperative pool is small) until `condition` holds.
