@@ -168,11 +168,11 @@ struct SchedulerWorkInfoTests {
             try h.current.start()
             let seen = Recorder<WorkInfo>()
             let scheduler = h.current
-            let consumer = Task {
+            let consumer = taskOnOwnThread {
                 for await info in scheduler.workInfoUpdates("job") { seen.append(info) }
             }
             defer { consumer.cancel() }
-            let firstOnly = Task { () -> WorkInfo? in
+            let firstOnly = taskOnOwnThread { () -> WorkInfo? in
                 for await info in scheduler.workInfoUpdates("job") { return info }
                 return nil
             }
@@ -193,7 +193,7 @@ struct SchedulerWorkInfoTests {
             #expect(seen.all.contains { $0.progress == RunProgress(fraction: 0.5, message: "half") })
             #expect(zip(seen.all, seen.all.dropFirst()).allSatisfy { $0 != $1 }, "only changes are yielded")
 
-            let first = await firstOnly.value
+            let first = try await firstOnly.value
             #expect(first != nil)
             #expect(waitFor { h.current.watching.load(ordering: .relaxed) == 1 }, "the one that stopped is let go")
             consumer.cancel()
@@ -215,7 +215,7 @@ struct SchedulerWorkInfoTests {
             try h.current.start()
             let updates = h.current.workInfoUpdates("job")
             let ended = Locked(false)
-            let consumer = Task {
+            let consumer = taskOnOwnThread {
                 for await _ in updates {}
                 ended.withLock { $0 = true }
             }

@@ -23,6 +23,20 @@ package func onOwnThread<T: Sendable>(resuming body: () async throws -> T) async
     return try await withTaskExecutorPreference(executor) { try await body() }
 }
 
+/// Starts `operation` as an unstructured task on a thread of its own: for a task a test
+/// starts and then waits for in real time. `Task {}` runs on Swift's shared pool, where under
+/// ThreadSanitizer with both cores busy it queued behind every test's work for longer than
+/// the test waited (fresh-clone run 42: a sleeper that had not begun to sleep after 15 s).
+package func taskOnOwnThread<T: Sendable>(
+    _ operation: @escaping @Sendable () async throws -> T
+) -> Task<T, any Error> {
+    let executor = OwnThreadExecutor()
+    return Task(executorPreference: executor) {
+        defer { executor.shutDown() }
+        return try await operation()
+    }
+}
+
 /// Polls `condition` every 10 ms on a thread of its own until it holds (`true`) or
 /// `timeout` passes (`false`): for what another process or the loop does in real time.
 package func eventually(_ timeout: Duration = .seconds(15), _ condition: @escaping @Sendable () -> Bool)

@@ -37,11 +37,11 @@ struct LoopTimerTests {
         let runtime = env.runtime
         let woke = Recorder<MonotonicInstant>()
         // Until an instant, not for a duration: when the sleeper begins does not move it.
-        let sleeper = Task {
+        let sleeper = taskOnOwnThread {
             try await runtime.sleep(until: env.at(.seconds(10)))
             woke.append(env.clock.now)
         }
-        // The sleeper runs on Swift's shared threads: wait, in real time, until it sleeps.
+        // The sleeper runs on a thread of its own: wait, in real time, until it sleeps.
         // Required: had the clock moved on without it, it would sleep past every instant the
         // test reaches, and the test would hang at `sleeper.value` instead of failing.
         try #require(try await eventually { env.clock.nextWakeup != nil }, "the sleeper never slept")
@@ -49,11 +49,11 @@ struct LoopTimerTests {
         try await sleeper.value
         #expect(woke.all == [env.at(.seconds(10))])
 
-        let cancelledSleep = Task { try await runtime.sleep(for: .seconds(10)) }
+        let cancelledSleep = taskOnOwnThread { try await runtime.sleep(for: .seconds(10)) }
         cancelledSleep.cancel()
         await #expect(throws: CancellationError.self) { try await cancelledSleep.value }
 
-        let pendingAtShutdown = Task { try await runtime.sleep(for: .seconds(3600)) }
+        let pendingAtShutdown = taskOnOwnThread { try await runtime.sleep(for: .seconds(3600)) }
         try #require(try await eventually { env.clock.nextWakeup != nil }, "the second sleeper never slept")
         env.runtime.requestTermination()
         await runtime.waitUntilTerminated()

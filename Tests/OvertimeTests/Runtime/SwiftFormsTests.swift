@@ -8,7 +8,6 @@ import Testing
 @Suite("Grants: async, Foundation-shaped and ~Copyable forms", .blocksBriefly, .timeLimit(.minutes(3)))
 struct SwiftFormsTests {
     /// Waits (in real time, briefly) until `condition` holds, settling the runtime between looks.
-    /// Suspends (never blocks: the cooperative pool is small) until `condition` holds.
     private func eventually(_ env: VirtualRuntime, _ condition: () -> Bool) async {
         for _ in 0..<5000 {
             guard !condition() else { break }
@@ -30,7 +29,7 @@ struct SwiftFormsTests {
     @Test func withBackgroundTaskCancelsTheBodyOnExpiration() async throws {
         let env = try VirtualRuntime(budget: .seconds(10), lead: .seconds(2))
         let runtime = env.runtime
-        let task = Task {
+        let task = taskOnOwnThread {
             try await runtime.withBackgroundTask(name: "sleepy") {
                 try await Task.sleep(for: .seconds(3600))  // throws CancellationError when cancelled
                 return "finished"
@@ -52,7 +51,7 @@ struct SwiftFormsTests {
         let runtime = env.runtime
         let release = DispatchSemaphore(value: 0)
         let sawCancellation = Locked(false)
-        let task = Task {
+        let task = taskOnOwnThread {
             try await runtime.withBackgroundTask(name: "stubborn") {
                 await withCheckedContinuation { continuation in
                     spawnThread(name: "stubborn-body") {
