@@ -8,7 +8,7 @@ import Testing
 #endif
 
 /// A runtime embedded in a host program hands the signals it watched back as it found them.
-@Suite("Signal dispositions are restored at shutdown", .onOwnThread, .serialized, .timeLimit(.minutes(3)))
+@Suite("Signal dispositions are restored at shutdown", .onOwnThread(runningAtMost: .minutes(3)), .serialized)
 struct SignalDispositionTests {
     /// A real-time signal no other test uses, so this in-process test cannot disturb them.
     private let signal: Int32 = 45

@@ -10,7 +10,7 @@ import Testing
 /// a time, whatever the interleaving; the socket appears under its name only with its
 /// final mode; a socket lost while running is reported; and nothing at the path that is
 /// not ours is ever removed.
-@Suite("Socket paths: claimed race-free, lost loudly", .onOwnThread, .timeLimit(.minutes(3)))
+@Suite("Socket paths: claimed race-free, lost loudly", .blocksBriefly, .timeLimit(.minutes(3)))
 struct SocketClaimTests {
     private func makeRuntime(_ path: String, logs: LogCapture = LogCapture()) throws(RuntimeError) -> Runtime {
         var configuration = RuntimeConfiguration()

@@ -35,7 +35,7 @@ private let shippedPrograms: String? = {
 /// programs are tried at once, under one load: a trial mostly waits (its delay, the
 /// program's stop), and one after the other they kept the cores spinning three times as long.
 @Suite(
-    "A stop at any moment of start-up", .onOwnThread, .timeLimit(.minutes(10)),
+    "A stop at any moment of start-up", .onOwnThread(runningAtMost: .minutes(10)),
     .enabled(
         if: getenv("OVERTIME_STOP_DURING_START") != nil,
         "runs alone: OVERTIME_STOP_DURING_START=1 swift test --filter StopDuringStartTests (scripts/test does)"),

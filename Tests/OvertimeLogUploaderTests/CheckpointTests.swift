@@ -6,7 +6,8 @@ import Testing
 @testable import OvertimeLogUploader
 
 @Suite(
-    "Checkpoint: two checksummed slots, damage detected, numbering never guessed", .onOwnThread, .timeLimit(.minutes(3))
+    "Checkpoint: two checksummed slots, damage detected, numbering never guessed", .blocksBriefly,
+    .timeLimit(.minutes(3))
 )
 struct CheckpointTests {
     private let stream = StreamID(bytes: Array(0..<16))

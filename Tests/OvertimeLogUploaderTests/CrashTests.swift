@@ -7,7 +7,7 @@ import Testing
 
 @Suite(
     "Crash safety: kill -9 while spooling and uploading to a real nginx and a real S3 store, checkpoint damaged between runs",
-    .onOwnThread, .timeLimit(.minutes(5)),
+    .onOwnThread(runningAtMost: .minutes(5)),
     .notUnderThreadSanitizer(
         "durability across kill -9: children killed mid-work, whose race reports no one reads; the same programs' threads are checked where they exit by themselves"
     ))

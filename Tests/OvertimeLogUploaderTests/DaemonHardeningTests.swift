@@ -8,7 +8,7 @@ import Testing
 /// log-uploader and overtimectl as an operator misuses them: paths that are not ours,
 /// clients that hold connections or never read, huge lines and datagrams, repeated
 /// signals, a spool left with work.
-@Suite("Daemon hardening: sockets, bounds, repeated signals", .onOwnThread, .serialized, .timeLimit(.minutes(3)))
+@Suite("Daemon hardening: sockets, bounds, repeated signals", .onOwnThread(runningAtMost: .minutes(3)), .serialized)
 struct DaemonHardeningTests {
     private func daemon(
         _ folder: TemporaryDirectory, _ extra: [String], standardInput: Bool = false, wrapper: [String] = []
@@ -302,7 +302,6 @@ struct DaemonHardeningTests {
         let datagrams = folder.path + "/in.sock"
         let child = try daemon(folder, ["--datagram-socket", datagrams, "--exit-on-eof"], standardInput: true)
         UploaderSafetyTests.waitForSocket(datagrams)
-        let started = ContinuousClock.now
         try child.input!.write(contentsOf: Data(repeating: UInt8(ascii: "a"), count: 20 << 20))  // 20 MiB, no newline
         try child.input!.write(contentsOf: Data("\nthe next line\n".utf8))
         let socket = makeUnixSocket(datagram: true)
@@ -316,8 +315,8 @@ struct DaemonHardeningTests {
         }
         #expect(sent == 100_000)
         try child.input!.close()
+        // How fast is a benchmark's (Benchmarks/run --only huge_line_ingest_mb_per_sec).
         #expect(child.waitForExit(timeout: .seconds(60)) == 0)
-        #expect(ContinuousClock.now - started < .seconds(30), "linear in the line's length")
         let records = collected(folder)
         #expect(records.contains { $0.text == "the next line" })
         #expect(

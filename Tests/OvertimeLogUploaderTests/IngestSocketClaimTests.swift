@@ -7,7 +7,7 @@ import Testing
 
 /// The ingest socket and the datagram socket are claimed as the control socket is (see
 /// `SocketClaimTests`): at most one holder, whatever the interleaving.
-@Suite("Ingest sockets: claimed race-free", .onOwnThread, .timeLimit(.minutes(3)))
+@Suite("Ingest sockets: claimed race-free", .blocksBriefly, .timeLimit(.minutes(3)))
 struct IngestSocketClaimTests {
     /// The ingest socket and the datagram socket are claimed the same way.
     @Test func racingIngestAndDatagramClaimsLeaveExactlyOneHolder() throws {

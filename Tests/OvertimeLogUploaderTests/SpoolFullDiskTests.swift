@@ -5,7 +5,7 @@ import Testing
 
 @testable import OvertimeLogUploader
 
-@Suite("Spool on a full disk (RLIMIT_FSIZE, in a child process)", .onOwnThread, .timeLimit(.minutes(3)))
+@Suite("Spool on a full disk (RLIMIT_FSIZE, in a child process)", .onOwnThread(runningAtMost: .minutes(3)))
 struct SpoolFullDiskTests {
     @Test func theWriterGetsAClearErrorAndEverythingAcknowledgedSurvives() throws {
         let folder = TemporaryDirectory("full-disk")

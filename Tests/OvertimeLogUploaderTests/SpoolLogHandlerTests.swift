@@ -9,7 +9,7 @@ import Testing
 
 @testable import OvertimeLogUploader
 
-@Suite("SpoolLogHandler: swift-log into the spool", .onOwnThread, .timeLimit(.minutes(3)))
+@Suite("SpoolLogHandler: swift-log into the spool", .blocksBriefly, .timeLimit(.minutes(3)))
 struct SpoolLogHandlerTests {
     /// Every line in `spool`, its active segment sealed first.
     private static func spooledLines(_ spool: Spool) throws -> [String] {

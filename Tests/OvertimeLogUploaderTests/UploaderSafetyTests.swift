@@ -10,8 +10,8 @@ import Testing
 /// file system, collectors that refuse for a while, termination during a long backoff,
 /// lines still in a pipe at SIGTERM.
 @Suite(
-    "log-uploader under faults, against real file systems and servers", .onOwnThread, .serialized,
-    .timeLimit(.minutes(3)))
+    "log-uploader under faults, against real file systems and servers", .onOwnThread(runningAtMost: .minutes(3)),
+    .serialized)
 struct UploaderSafetyTests {
     /// Every record stored under `root` (a directory sink's folder, or nginx's `logs/`).
     static func collected(_ root: String) -> [SpoolRecord] {

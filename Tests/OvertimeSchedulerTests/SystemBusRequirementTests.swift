@@ -12,10 +12,9 @@ import Testing
 /// `.unmeteredNetwork` and `.deviceIdle` as NetworkManager and logind tell them, over a
 /// private system bus with python-dbusmock's stand-ins; the scheduler on virtual time.
 @Suite(
-    "Requirements the system bus tells", .onOwnThread, .serialized,
+    "Requirements the system bus tells", .onOwnThread(runningAtMost: .minutes(3)), .serialized,
     .enabled(
-        if: SystemBusStandIn.available, "needs dbus-daemon, busctl and python3-dbusmock (scripts/setup installs them)"),
-    .timeLimit(.minutes(3)))
+        if: SystemBusStandIn.available, "needs dbus-daemon, busctl and python3-dbusmock (scripts/setup installs them)"))
 struct SystemBusRequirementTests {
     /// A source reading the stand-in's bus, with a default route laid out in its own
     /// `/proc/net` (the network is up whatever this machine's routes are).

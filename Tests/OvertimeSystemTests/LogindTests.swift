@@ -112,10 +112,10 @@ struct SessionDecisionsTests {
 }
 
 @Suite(
-    "LogindMonitor against a private system bus and python-dbusmock's logind", .onOwnThread, .serialized,
+    "LogindMonitor against a private system bus and python-dbusmock's logind", .onOwnThread(runningAtMost: .minutes(3)),
+    .serialized,
     .enabled(
-        if: SystemBusStandIn.available, "needs dbus-daemon, busctl and python3-dbusmock (scripts/setup installs them)"),
-    .timeLimit(.minutes(3)))
+        if: SystemBusStandIn.available, "needs dbus-daemon, busctl and python3-dbusmock (scripts/setup installs them)"))
 struct LogindMonitorTests {
     let who = "overtime-test-\(getpid())"
 

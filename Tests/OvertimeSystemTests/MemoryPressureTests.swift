@@ -11,7 +11,8 @@ import Testing
 #endif
 
 @Suite(
-    "Memory pressure: systemd's protocol through FIFOs, sockets and PSI files", .onOwnThread, .timeLimit(.minutes(3)))
+    "Memory pressure: systemd's protocol through FIFOs, sockets and PSI files", .onOwnThread(runningAtMost: .minutes(3))
+)
 struct MemoryPressureTests {
     typealias Surroundings = MemoryPressureSource.Surroundings
 

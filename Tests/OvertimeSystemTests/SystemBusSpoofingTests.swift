@@ -15,12 +15,12 @@ import Testing
 /// privilege (uid 65534) sending every signal the program acts on, addressed to each
 /// connection and broadcast. Nothing moves; each forgery that reaches the program is counted.
 @Suite(
-    "The system bus is hostile: only the owner of a name is heard", .onOwnThread, .serialized,
+    "The system bus is hostile: only the owner of a name is heard", .onOwnThread(runningAtMost: .minutes(3)),
+    .serialized,
     .enabled(
         if: SystemBusStandIn.available && access("/usr/bin/setpriv", X_OK) == 0
             && access("/usr/share/dbus-1/system.d/org.freedesktop.login1.conf", R_OK) == 0,
-        "needs dbus-daemon, busctl, setpriv, systemd's logind policy and python3-dbusmock (scripts/setup)"),
-    .timeLimit(.minutes(3)))
+        "needs dbus-daemon, busctl, setpriv, systemd's logind policy and python3-dbusmock (scripts/setup)"))
 struct SystemBusSpoofingTests {
     let who = "overtime-spoof-\(getpid())"
 

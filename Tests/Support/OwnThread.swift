@@ -128,6 +128,10 @@ package struct OwnThreadTrait: TestTrait, SuiteTrait, TestScoping {
     /// once (``blocksBriefly``).
     let takesASlot: Bool
 
+    /// The longest a test case's body may run, counted from its start: not from the test's,
+    /// as Swift Testing's `.timeLimit` counts, which would count its wait for a slot too.
+    let runningAtMost: Duration?
+
     package var isRecursive: Bool { true }
 
     package func scopeProvider(for test: Test, testCase: Test.Case?) -> Self? {
@@ -139,9 +143,78 @@ package struct OwnThreadTrait: TestTrait, SuiteTrait, TestScoping {
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
         if test.isSuite { return try await runAsChain(function) }
-        try await takesASlot ? runAsBlockingBody(function) : runAsBriefBody(function)
+        @Sendable func body() async throws {
+            guard let runningAtMost else { return try await function() }
+            try await runLimited(to: runningAtMost, at: test.sourceLocation, function)
+        }
+        try await takesASlot ? runAsBlockingBody(body) : runAsBriefBody(body)
     }
 }
+
+/// Runs a test case's `body` and records an issue when it runs longer than `limit` from its
+/// start, cancelling it if it is still running then (as Swift Testing's `.timeLimit` does).
+/// Swift Testing's limit counts from the test's start, and a test that waits for a slot of
+/// ``blockingBodies`` counts its wait too: in busy run 119, under ThreadSanitizer with both
+/// cores busy, 20 tests of milliseconds ran out of their three minutes waiting behind tests
+/// that drive daemons. The limit is the body's own, however long the queue before it.
+private func runLimited(
+    to limit: Duration, at location: SourceLocation, _ body: @Sendable () async throws -> Void
+) async throws {
+    // The group below ends only once its tasks have: `body` does not outlive this call.
+    try await withoutActuallyEscaping(body) { body in try await runLimited(to: limit, at: location, escaping: body) }
+}
+
+private func runLimited(
+    to limit: Duration, at location: SourceLocation, escaping body: @escaping @Sendable () async throws -> Void
+) async throws {
+    let started = ContinuousClock.now
+    let state = Locked(BodyState.running)
+    // Recorded by whichever sees it first: the timer while the body still runs, or the body's
+    // end when the timer is late (its task waits on Swift's shared pool, which a busy run holds).
+    let overran: @Sendable () -> Void = {
+        let first = state.withLock { state in
+            defer { state = .overran }
+            return state == .running
+        }
+        guard first else { return }
+        let ran = (ContinuousClock.now - started).components
+        let seconds = Double(ran.seconds) + Double(ran.attoseconds) / 1e18
+        Issue.record(
+            "ran \(String(format: "%.1f", seconds)) s, past its limit of \(limit) (counted from its start)",
+            sourceLocation: location)
+    }
+    do {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                defer {
+                    if ContinuousClock.now - started > limit { overran() }
+                    state.withLock { if $0 == .running { $0 = .ended } }
+                }
+                try await body()
+            }
+            group.addTask {
+                try await Task.sleep(until: started + limit, clock: .continuous)
+                guard state.withLock({ $0 == .running }) else { return }
+                overran()
+                throw BodyRanPastItsLimit()
+            }
+            try await group.next()
+            group.cancelAll()
+        }
+    } catch is BodyRanPastItsLimit {}
+}
+
+/// Runs `body` as a test case marked `.onOwnThread(runningAtMost: limit)` runs, with `gate` in
+/// place of the slots every marked test shares: for the harness's own tests.
+package func runAsMarkedTestCase(
+    through gate: AsyncGate, runningAtMost limit: Duration, _ body: @escaping @Sendable () async throws -> Void,
+    sourceLocation: SourceLocation = #_sourceLocation
+) async throws {
+    try await runAsBlockingBody({ try await runLimited(to: limit, at: sourceLocation, body) }, through: gate)
+}
+
+private enum BodyState: Sendable { case running, ended, overran }
+private struct BodyRanPastItsLimit: Error {}
 
 /// Runs a marked suite that runs its tests one at a time (`.serialized`: only such a suite
 /// has a scope) holding one slot of ``blockingBodies`` from its first test to its last, taken
@@ -161,11 +234,13 @@ private func runAsChain(_ function: @Sendable () async throws -> Void) async thr
 /// ``blockingBodies`` is free, or in its chain's slot (``runAsChain(_:)``). A test marked
 /// twice (by its suite and by itself) takes one slot, not two: nested, every slot could be
 /// held by a body waiting for a second.
-private func runAsBlockingBody(_ function: @Sendable () async throws -> Void) async throws {
+private func runAsBlockingBody(
+    _ function: @Sendable () async throws -> Void, through gate: AsyncGate = blockingBodies
+) async throws {
     if runsOnOwnThread() { return try await function() }  // marked twice: the outer mark moved it
     if BlockingSlot.held { return try await onOwnThread(resuming: function) }  // its chain's slot
-    await blockingBodies.enter(first: false)
-    defer { blockingBodies.leave() }
+    await gate.enter(first: false)
+    defer { gate.leave() }
     try await BlockingSlot.$held.withValue(true) { try await onOwnThread(resuming: function) }
 }
 
@@ -180,21 +255,22 @@ private enum BlockingSlot {
     @TaskLocal static var held = false
 }
 
-/// The marked test bodies running now (``OwnThreadTrait``). A test that waits here counts
-/// the wait against its time limit: marked suites give their tests room for it (four
-/// minutes where two sufficed alone; under ThreadSanitizer the calendar oracle's cases hold
-/// slots for a minute and more).
+/// The marked test bodies running now (``OwnThreadTrait``). A test that waits here would
+/// count the wait against a `.timeLimit`: marked suites limit their bodies instead
+/// (``OwnThreadTrait/runningAtMost``).
 private let blockingBodies = AsyncGate(width: 2 * ProcessInfo.processInfo.activeProcessorCount)
 
 /// Lets at most `width` callers in at once; the others suspend, first come first in, those
 /// that ask to go `first` before the rest.
-private final class AsyncGate: Sendable {
+package final class AsyncGate: Sendable {
     private typealias Waiting = [CheckedContinuation<Void, Never>]
     private let state: Locked<(free: Int, waitingFirst: Waiting, waiting: Waiting)>
 
-    init(width: Int) { state = Locked((max(1, width), [], [])) }
+    /// A gate that lets `width` callers in at once (at least one).
+    package init(width: Int) { state = Locked((max(1, width), [], [])) }
 
-    func enter(first: Bool) async {
+    /// Returns once the caller is in: at once while fewer than `width` are.
+    package func enter(first: Bool) async {
         await withCheckedContinuation { continuation in
             let admitted = state.withLock { state in
                 guard state.free > 0 else {
@@ -208,7 +284,8 @@ private final class AsyncGate: Sendable {
         }
     }
 
-    func leave() {
+    /// Lets the next caller waiting in, or frees a place.
+    package func leave() {
         let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
             if !state.waitingFirst.isEmpty { return state.waitingFirst.removeFirst() }
             if !state.waiting.isEmpty { return state.waiting.removeFirst() }
@@ -221,7 +298,14 @@ private final class AsyncGate: Sendable {
 
 extension Trait where Self == OwnThreadTrait {
     /// Each test case runs on a thread of its own (``OwnThreadTrait``), once a slot is free.
-    package static var onOwnThread: Self { OwnThreadTrait(takesASlot: true) }
+    package static var onOwnThread: Self { OwnThreadTrait(takesASlot: true, runningAtMost: nil) }
+
+    /// Each test case runs on a thread of its own once a slot is free, and fails when its body
+    /// runs longer than `limit` (``runLimited(to:at:_:)``): in place of `.timeLimit`, which
+    /// would count its wait for the slot.
+    package static func onOwnThread(runningAtMost limit: Duration) -> Self {
+        OwnThreadTrait(takesASlot: true, runningAtMost: limit)
+    }
 
     /// Each test case runs on a thread of its own at once, taking no slot: for bodies that
     /// block only for moments (waiting on a runtime's loop thread on virtual time) and start
@@ -229,5 +313,10 @@ extension Trait where Self == OwnThreadTrait {
     /// minute and more each: under ThreadSanitizer with both cores busy the runtime's suites
     /// of tests of milliseconds ended 159–188 s into the stage, and in busy run 117, 43 of
     /// their tests ran out of their three minutes there.
-    package static var blocksBriefly: Self { OwnThreadTrait(takesASlot: false) }
+    package static var blocksBriefly: Self { OwnThreadTrait(takesASlot: false, runningAtMost: nil) }
+}
+
+extension Duration {
+    /// `minutes` minutes: the unit of `.timeLimit`, for ``OwnThreadTrait/runningAtMost``.
+    package static func minutes(_ minutes: Int64) -> Duration { .seconds(minutes * 60) }
 }

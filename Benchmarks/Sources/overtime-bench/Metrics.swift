@@ -93,6 +93,13 @@ struct MetricSpec: Sendable {
             what: "200-byte lines, fdatasync per group commit", target: "≥ 1,500,000 (overtime_append)"
         ) { values in values["overtime_append"].map { $0 >= 1_500_000 } },
         MetricSpec(
+            name: "huge_line_ingest_mb_per_sec", unit: "MB/s", higherIsBetter: true,
+            what:
+                "a 20 MiB line without a newline, then a short line, into log-uploader's standard input: from the"
+                + " first byte to the process's exit (the line cut to 1 MiB, the next one whole)",
+            target: "≥ 50 (linear in the line's length)"
+        ) { values in values["log_uploader"].map { $0 >= 50 } },
+        MetricSpec(
             name: "upload_lines_per_sec", unit: "lines/s", higherIsBetter: true,
             what: "HTTP PUT to a local nginx; S3 PUT (SigV4, If-None-Match, CRC-32C) to a local SeaweedFS",
             target: "≥ 90 % of ceiling (each)"

@@ -297,6 +297,17 @@ struct Scenarios {
                         }
                     )
                 }
+        case "huge_line_ingest_mb_per_sec":
+            return [
+                (
+                    "log_uploader",
+                    {
+                        let (executable, arguments) = try programCommand("log_uploader")
+                        return try HugeLine.megabytesPerSecond(
+                            executable, arguments, bytes: s.hugeLineBytes, scratch: scratch)
+                    }
+                )
+            ]
         case "upload_lines_per_sec":
             var rows: [Row] = []
             if let nginx {

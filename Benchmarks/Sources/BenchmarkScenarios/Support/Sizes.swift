@@ -94,6 +94,11 @@ public struct Sizes: Sendable {
         spoolLines >= 1_000_000 ? 20_000 : 100
     }
 
+    /// The line without a newline fed to `log-uploader` (``HugeLine``): 20 MiB, a smoke run's 1 MiB.
+    public var hugeLineBytes: Int {
+        spoolLines >= 1_000_000 ? 20 << 20 : 1 << 20
+    }
+
     /// Lines fed to `log-uploader` before its resident memory is read again.
     public var footprintLines: Int {
         spoolLines >= 1_000_000 ? 1_000_000 : 10_000
