@@ -6,7 +6,7 @@ import Testing
 
 @testable import Overtime
 
-@Suite("Control socket and overtimectl against a real daemon", .onOwnThread(runningAtMost: .minutes(4)))
+@Suite("Control socket and overtimectl against a real daemon", .onOwnThread(runningAtMost: .minutes(2)))
 struct ControlSocketTests {
     /// A daemon with two grants open from the start and one more begun in willTerminate
     /// and never ended, so that termination always waits for an expiration.

@@ -2,7 +2,7 @@ import Foundation
 import OvertimeTestSupport
 import Testing
 
-@Suite("Signals sent to a real child daemon", .onOwnThread(runningAtMost: .minutes(4)))
+@Suite("Signals sent to a real child daemon", .onOwnThread(runningAtMost: .minutes(2)))
 struct SignalDriverTests {
     private func events(_ child: RunningChild) -> [String] {
         child.output.filter { $0.hasPrefix("EVENT ") }.map { String($0.split(separator: " ")[1]) }

@@ -4,7 +4,7 @@ import OvertimeSupport
 import OvertimeTestSupport
 import Testing
 
-@Suite("systemd notify protocol, against a fake systemd socket", .onOwnThread(runningAtMost: .minutes(4)))
+@Suite("systemd notify protocol, against a fake systemd socket", .onOwnThread(runningAtMost: .minutes(2)))
 struct SystemdNotifyTests {
     @Test(.startsProcesses) func readyStatusStoppingAndExtendTimeout() throws {
         let systemd = try FakeSystemd()

@@ -7,7 +7,7 @@ import Testing
 @testable import OvertimeLogUploader
 
 @Suite(
-    "log-uploader daemon, end to end on the directory sink and an S3 store", .onOwnThread(runningAtMost: .minutes(4)))
+    "log-uploader daemon, end to end on the directory sink and an S3 store", .onOwnThread(runningAtMost: .minutes(2)))
 struct LogUploaderDaemonTests {
     /// The names of the threads of process `pid`.
     static func threadNames(of pid: pid_t) throws -> Set<String> {

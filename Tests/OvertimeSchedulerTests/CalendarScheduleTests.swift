@@ -8,7 +8,7 @@ import Testing
 /// Calendar expressions against `systemd-analyze calendar`, the oracle: the same
 /// expressions, time zones and base times must give the same times.
 @Suite(
-    "CalendarSchedule: OnCalendar expressions, as systemd plans them", .onOwnThread(runningAtMost: .minutes(4)),
+    "CalendarSchedule: OnCalendar expressions, as systemd plans them", .onOwnThread(runningAtMost: .minutes(2)),
     .notUnderThreadSanitizer("calendar arithmetic against systemd-analyze's answers: one thread, nothing shared"))
 struct CalendarScheduleTests {
     static let zones = [

@@ -12,7 +12,7 @@ import Testing
 /// The conditions as Linux shows them: laid-out sysfs and procfs trees, a real small file
 /// system that fills up, and a real network namespace whose default route comes and goes.
 @Suite(
-    "Linux conditions: routes, power supplies, free space, netlink", .onOwnThread(runningAtMost: .minutes(4)),
+    "Linux conditions: routes, power supplies, free space, netlink", .onOwnThread(runningAtMost: .minutes(2)),
     .serialized)
 struct LinuxConditionSourceTests {
     private func write(_ text: String, _ path: String) throws {

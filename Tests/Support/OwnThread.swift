@@ -142,12 +142,12 @@ package struct OwnThreadTrait: TestTrait, SuiteTrait, TestScoping {
     package func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
-        if test.isSuite { return try await runAsChain(function) }
+        if test.isSuite { return try await runAsChain(test.name, function) }
         @Sendable func body() async throws {
             guard let runningAtMost else { return try await function() }
             try await runLimited(to: runningAtMost, at: test.sourceLocation, function)
         }
-        try await takesASlot ? runAsBlockingBody(body) : runAsBriefBody(body)
+        try await takesASlot ? runAsBlockingBody(test.name, body) : runAsBriefBody(body)
     }
 }
 
@@ -210,7 +210,8 @@ package func runAsMarkedTestCase(
     through gate: AsyncGate, runningAtMost limit: Duration, _ body: @escaping @Sendable () async throws -> Void,
     sourceLocation: SourceLocation = #_sourceLocation
 ) async throws {
-    try await runAsBlockingBody({ try await runLimited(to: limit, at: sourceLocation, body) }, through: gate)
+    try await runAsBlockingBody(
+        "a harness test", { try await runLimited(to: limit, at: sourceLocation, body) }, through: gate)
 }
 
 private enum BodyState: Sendable { case running, ended, overran }
@@ -223,9 +224,9 @@ private struct BodyRanPastItsLimit: Error {}
 /// (the daemon-hardening suite's first test waited 56 s for a slot, and under
 /// ThreadSanitizer its last twelve tests ran alone for 23 s after every other test had
 /// ended). Its tests run on threads of their own in its slot.
-private func runAsChain(_ function: @Sendable () async throws -> Void) async throws {
+private func runAsChain(_ name: String, _ function: @Sendable () async throws -> Void) async throws {
     guard !BlockingSlot.held else { return try await function() }
-    await blockingBodies.enter(first: true)
+    await enterSlot(of: blockingBodies, first: true, for: name)
     defer { blockingBodies.leave() }
     try await BlockingSlot.$held.withValue(true) { try await function() }
 }
@@ -235,11 +236,11 @@ private func runAsChain(_ function: @Sendable () async throws -> Void) async thr
 /// twice (by its suite and by itself) takes one slot, not two: nested, every slot could be
 /// held by a body waiting for a second.
 private func runAsBlockingBody(
-    _ function: @Sendable () async throws -> Void, through gate: AsyncGate = blockingBodies
+    _ name: String, _ function: @Sendable () async throws -> Void, through gate: AsyncGate = blockingBodies
 ) async throws {
     if runsOnOwnThread() { return try await function() }  // marked twice: the outer mark moved it
     if BlockingSlot.held { return try await onOwnThread(resuming: function) }  // its chain's slot
-    await gate.enter(first: false)
+    await enterSlot(of: gate, first: false, for: name)
     defer { gate.leave() }
     try await BlockingSlot.$held.withValue(true) { try await onOwnThread(resuming: function) }
 }
@@ -248,6 +249,18 @@ private func runAsBlockingBody(
 private func runAsBriefBody(_ function: @Sendable () async throws -> Void) async throws {
     if runsOnOwnThread() { return try await function() }  // marked twice: the outer mark moved it
     try await onOwnThread(resuming: function)
+}
+
+/// Waits for a slot of `gate`. A wait of 10 s or more is printed (`⧗ slot wait …`), and
+/// `scripts/test` reports the longest: what a test's own time does not show, and what the
+/// order of the marked suites and the width of the gate are judged by.
+private func enterSlot(of gate: AsyncGate, first: Bool, for name: String) async {
+    let asked = ContinuousClock.now
+    await gate.enter(first: first)
+    let waited = (ContinuousClock.now - asked).components
+    guard waited.seconds >= 10 else { return }
+    let seconds = Double(waited.seconds) + Double(waited.attoseconds) / 1e18
+    FileHandle.standardError.write(Data("⧗ slot wait \(String(format: "%.1f", seconds)) s: \(name)\n".utf8))
 }
 
 private enum BlockingSlot {

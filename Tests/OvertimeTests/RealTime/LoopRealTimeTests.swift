@@ -6,7 +6,7 @@ import OvertimeTestSupport
 import Synchronization
 import Testing
 
-@Suite("The libuv path in real time", .onOwnThread(runningAtMost: .minutes(4)))
+@Suite("The libuv path in real time", .onOwnThread(runningAtMost: .minutes(2)))
 struct LoopRealTimeTests {
     private func quietConfiguration() -> RuntimeConfiguration {
         var configuration = RuntimeConfiguration()

@@ -8,7 +8,7 @@ import Tracing
 
 @Suite(
     "Grants as spans: one per grant, its outcome, under the context it began in", .blocksBriefly,
-    .timeLimit(.minutes(4)))
+    .timeLimit(.minutes(2)))
 struct GrantTracingTests {
     private func span(_ tracer: InMemoryTracer, named name: String) -> FinishedInMemorySpan? {
         tracer.finishedSpans.first { $0.attributes["overtime.grant.name"]?.toSpanAttribute() == .string(name) }
