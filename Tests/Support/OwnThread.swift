@@ -177,10 +177,9 @@ private func runLimited(
             return state == .running
         }
         guard first else { return }
-        let ran = (ContinuousClock.now - started).components
-        let seconds = Double(ran.seconds) + Double(ran.attoseconds) / 1e18
+        let ran = (ContinuousClock.now - started).secondsValue
         Issue.record(
-            "ran \(String(format: "%.1f", seconds)) s, past its limit of \(limit) (counted from its start)",
+            "ran \(String(format: "%.1f", ran)) s, past its limit of \(limit) (counted from its start)",
             sourceLocation: location)
     }
     do {
@@ -257,10 +256,9 @@ private func runAsBriefBody(_ function: @Sendable () async throws -> Void) async
 private func enterSlot(of gate: AsyncGate, first: Bool, for name: String) async {
     let asked = ContinuousClock.now
     await gate.enter(first: first)
-    let waited = (ContinuousClock.now - asked).components
-    guard waited.seconds >= 10 else { return }
-    let seconds = Double(waited.seconds) + Double(waited.attoseconds) / 1e18
-    FileHandle.standardError.write(Data("⧗ slot wait \(String(format: "%.1f", seconds)) s: \(name)\n".utf8))
+    let waited = (ContinuousClock.now - asked).secondsValue
+    guard waited >= 10 else { return }
+    FileHandle.standardError.write(Data("⧗ slot wait \(String(format: "%.1f", waited)) s: \(name)\n".utf8))
 }
 
 private enum BlockingSlot {

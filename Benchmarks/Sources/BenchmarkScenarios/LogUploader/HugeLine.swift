@@ -39,7 +39,6 @@ public enum HugeLine {
         guard process.terminationReason == .exit, process.terminationStatus == 0 else {
             throw ScenarioError("log-uploader ended with status \(process.terminationStatus) on a huge line")
         }
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        return Double(bytes + 15) / 1e6 / seconds
+        return Double(bytes + 15) / 1e6 / seconds(elapsed)
     }
 }
