@@ -272,9 +272,18 @@ func crashUploader(directory: String, url: String, drainOnly: Bool) throws {
     uploader.start()
     runtime.start()
     if !drainOnly {
+        let recovered = spool.checkpoint.sequence
         Task {
+            var reported = recovered
             while (try? await runtime.sleep(for: .milliseconds(20))) != nil {
                 uploader.drainInGrant(reason: "interval")
+                // An upload ended while this process ran (the checkpoint moved past it): the
+                // test lets some children run until then before it kills them.
+                let sequence = spool.checkpoint.sequence
+                if sequence != reported {
+                    reported = sequence
+                    say("UPLOADED \(sequence)")
+                }
             }
         }
     }
