@@ -6,10 +6,6 @@ import OvertimeTesting
 import Synchronization
 import Testing
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// A begin off the loop thread returns an ID that holds, or `.invalid`: never an ID the
 /// loop refuses later because the program suspended (or terminated) meanwhile.
 @Suite("Grants: begins racing suspension and termination", .timeLimit(.minutes(2)))
@@ -76,7 +72,7 @@ struct ConcurrentBeginTests {
             spawnThread(name: "racer") {
                 var generator = SystemRandomNumberGenerator()
                 for round in 1...rounds {
-                    waitSpinning { go.load(ordering: .acquiring) >= round }
+                    while go.load(ordering: .acquiring) < round {}
                     for _ in 0..<Int.random(in: 0..<3_000, using: &generator) { _ = go.load(ordering: .relaxed) }
                     let id = runtime.beginBackgroundTask(name: "racer", endHandler: { reasons.append($0) })
                     ids.withLock { $0.append(id) }
@@ -93,7 +89,7 @@ struct ConcurrentBeginTests {
                 go.store(round, ordering: .releasing)
                 for _ in 0..<Int.random(in: 0..<3_000, using: &generator) { _ = go.load(ordering: .relaxed) }
                 runtime.endBackgroundTask(anchor)
-                waitSpinning { finishedRound.load(ordering: .acquiring) >= round }
+                while finishedRound.load(ordering: .acquiring) < round {}
                 let id = ids.withLock { $0[round - 1] }
                 if !id.isInvalid {
                     valid += 1
@@ -108,18 +104,5 @@ struct ConcurrentBeginTests {
             #expect(!env.logs.entries.all.contains { $0.message.contains("after its ID was returned") })
             env.shutDown()
         }
-    }
-}
-
-/// Waits for `condition` spinning, so that the racer sets off within moments of the thread
-/// it races, and yielding the processor once a spin has lasted a while: each thread waits in
-/// turn for the other, and one that spun its whole time slice kept the other off a shared
-/// core. On one core beside one busy process the rounds that take 0.6 s alone took 63 s,
-/// and on a loaded machine they ran past the suite's two minutes (fresh-clone run 49).
-private func waitSpinning(until condition: () -> Bool) {
-    var spins = 0
-    while !condition() {
-        spins += 1
-        if spins > 1_000 { sched_yield() }
     }
 }
