@@ -1,5 +1,6 @@
 import Foundation
 import OvertimeSupport
+import OvertimeTestSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -74,14 +75,6 @@ final class SessionInterruptingRelay: @unchecked Sendable {  // the listener's n
         shutdown(listener, Int32(SHUT_RDWR))  // the thread's accept returns, and it closes the listener
         ended.wait()
     }
-}
-
-private func loopbackAddress(port: Int) -> sockaddr_in {
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = UInt16(port).bigEndian
-    return address
 }
 
 /// Passes bytes both ways between `client` and a new connection to the collector until
