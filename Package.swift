@@ -394,3 +394,17 @@ let package = Package(
         ),
     ]
 )
+
+// OVERTIME_SANITIZE_OWN_MODULES=thread (scripts/test's run of the fleet package under
+// ThreadSanitizer): this package's modules are instrumented and linked with its runtime, and
+// the dependencies are not, so that the fleet package builds into the plain build's folder
+// and takes SwiftNIO, postgres-nio and both copies of BoringSSL from it rather than compiling
+// them a second time, instrumented. ThreadSanitizer reports races between instrumented
+// accesses: Overtime's own code, the part under test.
+if Context.environment["OVERTIME_SANITIZE_OWN_MODULES"] == "thread" {
+    for target in package.targets where [.regular, .executable, .test].contains(target.type) {
+        target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-sanitize=thread"])]
+        target.cSettings = (target.cSettings ?? []) + [.unsafeFlags(["-fsanitize=thread"])]
+        target.linkerSettings = (target.linkerSettings ?? []) + [.unsafeFlags(["-sanitize=thread"])]
+    }
+}

@@ -58,3 +58,15 @@ let package = Package(
         ),
     ]
 )
+
+// OVERTIME_SANITIZE_OWN_MODULES=thread: this package's modules (and Overtime's, by its
+// manifest) under ThreadSanitizer, and its dependencies not, so that scripts/test builds it
+// into the plain build's folder without compiling SwiftNIO and BoringSSL again (Overtime's
+// Package.swift says why).
+if Context.environment["OVERTIME_SANITIZE_OWN_MODULES"] == "thread" {
+    for target in package.targets where [.regular, .executable, .test].contains(target.type) {
+        target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-sanitize=thread"])]
+        target.cSettings = (target.cSettings ?? []) + [.unsafeFlags(["-fsanitize=thread"])]
+        target.linkerSettings = (target.linkerSettings ?? []) + [.unsafeFlags(["-sanitize=thread"])]
+    }
+}
