@@ -399,6 +399,10 @@ struct PostgresSchedulerTests {
         let server = try PostgresServer()
         defer { server.stop() }
         let runs = NIOLockedValueBox<[(link: String, instance: String, handed: [String: [UInt8]])]>([])
+        // The first link's run is held open until the test has seen the others wait on it.
+        // (It was set two seconds ahead instead: under load the three submissions took
+        // longer, and the first two links had run by the check, in fresh-clone run 51.)
+        let heldFirst = NIOLockedValueBox<ScheduledTask?>(nil)
         func instance(_ name: String, serving links: [String]) throws -> Scheduler {
             let scheduler = try Scheduler(
                 runtime: try Self.runtime(), configuration: Self.configuration(server, claim: .seconds(3), name: name))
@@ -406,6 +410,7 @@ struct PostgresSchedulerTests {
                 try scheduler.register("chain.\(link)") { task in
                     runs.withLockedValue { $0.append((task.identifier, name, task.prerequisiteOutputs)) }
                     try? task.setOutput(Array("\(task.identifier) on \(name)".utf8))
+                    if task.identifier == "chain.one" { return heldFirst.withLockedValue { $0 = task } }
                     task.setTaskCompleted(success: !task.identifier.hasSuffix("bad"))
                 }
             }
@@ -414,14 +419,10 @@ struct PostgresSchedulerTests {
         }
         let a = try instance("a", serving: ["one", "three", "bad"])
         let b = try instance("b", serving: ["two", "after-bad"])
-        // Each link submitted by the instance that serves it (a handler is needed to submit);
-        // the first two seconds ahead, so that the others wait on it.
+        // Each link submitted by the instance that serves it (a handler is needed to submit).
         func link(_ name: String, after: String? = nil) -> ScheduledTaskRequest {
             var request = ScheduledTaskRequest(identifier: "chain.\(name)")
             request.prerequisites = after.map { ["chain.\($0)"] } ?? []
-            if after == nil {
-                request.earliestBegin = WallClockInstant(secondsSinceEpoch: Int64(Date().timeIntervalSince1970) + 2)
-            }
             request.retry.maximumAttempts = 1
             return request
         }
@@ -429,6 +430,9 @@ struct PostgresSchedulerTests {
         try b.submit(link("two", after: "one"))
         try a.submit(link("three", after: "two"))
         #expect(try b.workInfo("chain.three")?.waitingFor == .prerequisite("chain.two"))
+        #expect(try b.workInfo("chain.two")?.waitingFor == .prerequisite("chain.one"))
+        #expect(Self.eventually(30) { heldFirst.withLockedValue { $0 } != nil }, "the first link runs")
+        heldFirst.withLockedValue { $0 }?.setTaskCompleted(success: true)
         #expect(Self.eventually(30) { (try? a.workInfo("chain.three"))??.state == .succeeded })
         let seen = runs.withLockedValue { $0 }
         #expect(seen.map(\.link) == ["chain.one", "chain.two", "chain.three"], "each once, in order")
