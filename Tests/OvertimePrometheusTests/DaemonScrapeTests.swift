@@ -28,15 +28,17 @@ private func until(_ timeout: Duration = .seconds(45), _ check: () -> String?) -
 }
 
 /// What process `pid`'s descriptors point at (`3=socket:[…]`), listed when it is not
-/// reading its own /proc. Answering a scrape it holds the connection and, for a moment, one
-/// of its /proc files (`stat`, `fd`) at once: a listing taken then counts two beyond its rest
-/// where the scraped figure counts one (a run under load failed on it, 26 against 27; a
-/// daemon stopped 3,000 times while scraped in a loop held a /proc file in 13).
+/// answering a scrape. Answering one it holds the connection and, for a moment, one of its
+/// /proc files (`stat`, `fd`) at once: a listing taken then counts two beyond its rest where
+/// the scraped figure counts one. Such a listing either names the /proc file or, when the
+/// descriptors closed between reading the folder and reading their links, holds entries
+/// without a target (`21=?`): a descriptor that is open stays readable, so either means
+/// the daemon was mid-scrape.
 private func restingDescriptors(of pid: Int32) throws -> [String] {
     var listing: [String] = []
     for _ in 0..<500 {
         listing = try descriptorTargets(of: pid)
-        guard listing.contains(where: { $0.contains("=/proc/\(pid)/") }) else { break }
+        guard listing.contains(where: { $0.contains("=/proc/\(pid)/") || $0.hasSuffix("=?") }) else { break }
         usleep(10_000)
     }
     return listing
