@@ -689,9 +689,14 @@ struct PostgresSchedulerTests {
         #expect(try server.psql("SELECT count(*) FROM overtime.requests WHERE owner = 'worker-a'") == "1")
 
         for name in ["worker-a", "worker-b"] { schedulers[name]?.runtime.requestTermination() }
+        // A store closes its connections when its scheduler goes: a failure says whether one
+        // was still held (alone and with two `yes` beside, both were gone within 0.2 s).
+        let held = schedulers.values.map(WeakScheduler.init)
         schedulers = [:]
         // Generous: the other suites of this package run beside it, under TSan too.
-        #expect(Self.eventually(60) { connections("worker-a") == "0" && connections("worker-b") == "0" })
+        #expect(
+            Self.eventually(60) { connections("worker-a") == "0" && connections("worker-b") == "0" },
+            "schedulers still held: \(held.filter { $0.scheduler != nil }.count) of 2")
         #expect(try await operatorDatabase.retireInstance("worker-a") == 1)
         #expect(try await operatorDatabase.fleetInstances().map(\.name) == ["worker-b"])
         // Its history stays.
@@ -730,4 +735,10 @@ struct PostgresSchedulerTests {
             try PostgresScheduleConfiguration.environment(["PGPORT": "http", "PGUSER": "x"])
         }
     }
+}
+
+/// A scheduler, not kept alive by this.
+private final class WeakScheduler {
+    weak var scheduler: Scheduler?
+    init(_ scheduler: Scheduler) { self.scheduler = scheduler }
 }
