@@ -395,12 +395,12 @@ let package = Package(
     ]
 )
 
-// OVERTIME_SANITIZE_OWN_MODULES=thread (scripts/test's run of the fleet package under
-// ThreadSanitizer): this package's modules are instrumented and linked with its runtime, and
-// the dependencies are not, so that the fleet package builds into the plain build's folder
-// and takes SwiftNIO, postgres-nio and both copies of BoringSSL from it rather than compiling
-// them a second time, instrumented. ThreadSanitizer reports races between instrumented
-// accesses: Overtime's own code, the part under test.
+// OVERTIME_SANITIZE_OWN_MODULES=thread (scripts/test's runs of this package and the fleet
+// package under ThreadSanitizer): this package's modules are instrumented and linked with its
+// runtime, and the dependencies are not, so that both build into the plain build's folder and
+// take their dependencies (SwiftNIO, postgres-nio and both copies of BoringSSL among them)
+// from it rather than compiling them a second time, instrumented. ThreadSanitizer reports
+// races between instrumented accesses: Overtime's own code, the part under test.
 if Context.environment["OVERTIME_SANITIZE_OWN_MODULES"] == "thread" {
     for target in package.targets where [.regular, .executable, .test].contains(target.type) {
         target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-sanitize=thread"])]
