@@ -1,8 +1,9 @@
-// Under ThreadSanitizer (`swift test --sanitize=thread`) the tests run whose subject is
-// concurrency in this process or in a child that exits by itself, where a race report fails
-// the test (a child built with TSan exits with status 66). Tests where it has nothing to see
-// are marked and left out there: pure computation checked against an oracle, and children
-// killed with SIGKILL, whose reports no one reads.
+// Under ThreadSanitizer (scripts/test instruments this package's own modules, not its
+// dependencies: OVERTIME_SANITIZE_OWN_MODULES=thread in Package.swift) the tests run whose
+// subject is concurrency in this process or in a child that exits by itself, where a race
+// report fails the test (a child built with TSan exits with status 66). Tests where it has
+// nothing to see are marked and left out there: pure computation checked against an oracle,
+// and children killed with SIGKILL, whose reports no one reads.
 //
 // There every thread of the process that runs Swift code waits on the same few locks, which
 // is why the suites whose tests compute the most have hang guards of minutes. The Swift
