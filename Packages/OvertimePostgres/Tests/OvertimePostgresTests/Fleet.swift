@@ -105,11 +105,15 @@ final class Fleet {
     }
 
     /// Kills worker `index` with SIGKILL and waits for its end: a machine that died.
+    ///
+    /// Its death is dated when `kill` returns: from then on none of its threads runs
+    /// another instruction of its own (each leaves the kernel only to die). Not when the
+    /// wait returns, which a loaded test process saw seconds later.
     func killForGood(_ index: Int) {
         let process = workers[index]
         kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
         killedAt[process.processIdentifier] = Self.monotonicNow()
+        process.waitUntilExit()
     }
 
     /// SIGTERM to every worker (continued first, if stopped), waited for.
@@ -200,13 +204,25 @@ struct FleetLog {
             let sorted = runs.sorted { $0.started < $1.started }
             for (earlier, later) in zip(sorted, sorted.dropFirst()) {
                 if let end = earlier.ended, end <= later.started { continue }
+                let ended = earlier.ended.map { "\(($0 - earlier.started) / 1_000_000) ms after its start" } ?? "never"
                 found.append(
                     "\(identifier): run \(earlier.runID)/\(earlier.attempt) in \(earlier.pid) "
-                        + "(\(earlier.outcome ?? "never ended")) overlaps run \(later.runID)/\(later.attempt) "
-                        + "in \(later.pid)")
+                        + "(\(earlier.outcome ?? "never ended"), ended \(ended)) overlaps run "
+                        + "\(later.runID)/\(later.attempt) in \(later.pid), started "
+                        + "\((later.started - earlier.started) / 1_000_000) ms after it")
             }
         }
         return found
+    }
+
+    /// The executions of `identifiers`, one a line (for a failure's message).
+    func describe(_ identifiers: some Sequence<String>) -> String {
+        let wanted = Set(identifiers)
+        return executions.filter { wanted.contains($0.identifier) }.map { execution in
+            "\(execution.identifier) run \(execution.runID)/\(execution.attempt) in \(execution.pid): started "
+                + "\(execution.started), ended \(execution.ended.map(String.init) ?? "never") "
+                + "(\(execution.outcome ?? "open"))"
+        }.joined(separator: "\n")
     }
 
     /// Executions that ended as `outcome`, by identifier.

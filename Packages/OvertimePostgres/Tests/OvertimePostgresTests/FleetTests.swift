@@ -99,7 +99,11 @@ struct FleetTests {
         // Each handler completed once: none ran again because its end was not recorded.
         let completions = log.count("ok")
         let twice = completions.filter { $0.value != 1 }
-        #expect(completions.count == 300 && twice.isEmpty, "\(completions.count) completed; twice: \(twice)")
+        let said = fleet.output().split(separator: "\n").filter { line in twice.keys.contains { line.contains($0) } }
+        #expect(
+            completions.count == 300 && twice.isEmpty,
+            "\(completions.count) completed; twice: \(twice)\n\(log.describe(twice.keys))\n\(said.joined(separator: "\n"))"
+        )
         observer.runtime.requestTermination()
     }
 

@@ -192,15 +192,7 @@ struct PostgresConnectionTests {
         defer { runtime.requestTermination() }
         var configuration = PostgresSchedulerTests.configuration(server, claim: .seconds(3))
         configuration.logger = Logger(label: "scheduler") { _ in logs }
-        let scheduler = try Scheduler(runtime: runtime, configuration: configuration)
-        let stopped = NIOLockedValueBox(false)
-        try scheduler.register("job") { task in
-            task.expirationHandler = {
-                stopped.withLockedValue { $0 = true }
-                task.setTaskCompleted(success: false)
-            }
-        }
-        try scheduler.start()
+        let (scheduler, stopped) = try Self.startStoppableJob(runtime: runtime, configuration: configuration)
         var request = ScheduledTaskRequest(identifier: "job")
         request.maximumDuration = .seconds(8)
         try scheduler.submit(request)
@@ -214,6 +206,46 @@ struct PostgresConnectionTests {
         #expect(
             lines.contains { $0.contains("cannot be recorded while the schedule store is unreachable") }, "\(lines)")
         #expect(!lines.contains { $0.contains("did not end it") }, "\(lines.filter { $0.contains("did not end it") })")
+    }
+
+    /// The database stops answering during a run (SIGSTOP: a hung server; a network that
+    /// drops every packet is the same to the client): the renewal of the claim is sent and
+    /// never answered, and the run is told to stop once its claim is no longer safe, with
+    /// the database still stopped. Not when an answer comes: by then the claim may have
+    /// ended and another instance taken the run over.
+    @Test func aRunWhoseClaimRenewalGoesUnansweredIsToldToStopWhileTheDatabaseHangs() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let logs = CapturedLogs()
+        let runtime = try PostgresSchedulerTests.runtime()
+        defer { runtime.requestTermination() }
+        var configuration = PostgresSchedulerTests.configuration(server, claim: .seconds(3))
+        configuration.logger = Logger(label: "scheduler") { _ in logs }
+        let (scheduler, stopped) = try Self.startStoppableJob(runtime: runtime, configuration: configuration)
+        try scheduler.submit(ScheduledTaskRequest(identifier: "job"))
+        #expect(
+            PostgresSchedulerTests.eventually(10) { scheduler.pendingRequests().first?.waitingFor == .running })
+        server.signalAll(SIGSTOP)
+        defer { server.signalAll(SIGCONT) }
+        #expect(PostgresSchedulerTests.eventually(10) { stopped.withLockedValue { $0 } }, "\(logs.lines)")
+        #expect(logs.lines.contains { $0.contains("no answer to the renewal of claims") }, "\(logs.lines)")
+    }
+
+    /// A started scheduler with one task, "job", whose runs go on until told to stop; then
+    /// `stopped` is set and the run ends unsuccessfully.
+    static func startStoppableJob(
+        runtime: Runtime, configuration: SchedulerConfiguration
+    ) throws -> (Scheduler, NIOLockedValueBox<Bool>) {
+        let scheduler = try Scheduler(runtime: runtime, configuration: configuration)
+        let stopped = NIOLockedValueBox(false)
+        try scheduler.register("job") { task in
+            task.expirationHandler = {
+                stopped.withLockedValue { $0 = true }
+                task.setTaskCompleted(success: false)
+            }
+        }
+        try scheduler.start()
+        return (scheduler, stopped)
     }
 }
 

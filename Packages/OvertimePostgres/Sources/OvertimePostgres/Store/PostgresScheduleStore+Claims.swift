@@ -313,7 +313,16 @@ extension PostgresScheduleStore {
             UPDATE overtime.requests SET claim_until = now() + make_interval(secs => \(claimSeconds))
             WHERE running AND claimed_by = \(instance) RETURNING identifier
             """
-        return connection.query(query, logger: logger).map { [self] result in
+        background.withLockedValue { $0.renewalAnswered = false }
+        stopRunsAtTheirSafeTimes(checkedUntil: asked)
+        return connection.query(query, logger: logger).always { [self] _ in
+            let timer = background.withLockedValue { background in
+                background.renewalAnswered = true
+                defer { background.unanswered = nil }
+                return background.unanswered
+            }
+            timer?.cancel()
+        }.map { [self] result in
             let renewed = Set(result.rows.compactMap { try? $0.decode(String.self) })
             let lost = background.withLockedValue { background -> [String] in
                 var lost: [String] = []
@@ -335,6 +344,37 @@ extension PostgresScheduleStore {
         }.flatMapErrorThrowing { [self] error in
             logger.warning("cannot renew claims: \(Self.describe(error))")
             stopRunsLosingClaims(held)
+        }
+    }
+
+    /// While a renewal goes unanswered (a server that hangs, a network that drops every
+    /// packet), each run held here is told to stop when its claim stops being safe, as if
+    /// the renewal had failed then: the answer may never come, and the next renewal waits
+    /// for it. Arms a timer for the earliest such time after `checkedUntil` (a run started
+    /// meanwhile is looked for a third of a claim later at the latest); when it fires, the
+    /// runs whose safe time passed since are told, and the next is armed.
+    func stopRunsAtTheirSafeTimes(checkedUntil: Int64) {
+        let deadline = safeClaimNanoseconds
+        let now = Self.bootNanoseconds()
+        background.withLockedValue { state in
+            guard !state.renewalAnswered, !state.closed else { return }
+            let next = state.held.values.map { $0 + deadline }.filter { $0 > checkedUntil }.min()
+            let delay = min(max(0, (next ?? .max) - now), configuration.claimDuration.nanosecondsClamped / 3)
+            state.unanswered = loop.scheduleTask(in: .nanoseconds(delay)) { [weak self] in
+                guard let self else { return }
+                let now = Self.bootNanoseconds()
+                let due = background.withLockedValue { background -> [String: Int64]? in
+                    guard !background.renewalAnswered else { return nil }
+                    return background.held.filter { $0.value + deadline > checkedUntil && $0.value + deadline <= now }
+                }
+                guard let due else { return }
+                if !due.isEmpty {
+                    logger.warning(
+                        "no answer to the renewal of claims: stopping the runs whose claims are no longer safe")
+                    stopRunsLosingClaims(due)
+                }
+                stopRunsAtTheirSafeTimes(checkedUntil: now)
+            }
         }
     }
 

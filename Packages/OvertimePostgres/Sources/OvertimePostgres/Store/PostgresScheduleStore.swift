@@ -124,6 +124,10 @@ final class PostgresScheduleStore: ScheduleStore {
         /// Runs held here whose claims a renewal found taken (another instance took them over).
         var lost: Set<String> = []
         var renewal: RepeatedTask?
+        /// While a renewal waits for its answer: the timer that stops the runs whose claims
+        /// stop being safe meanwhile (``stopRunsAtTheirSafeTimes(checkedUntil:)``).
+        var unanswered: Scheduled<Void>?
+        var renewalAnswered = true
         var closed = false
     }
 
@@ -204,6 +208,7 @@ final class PostgresScheduleStore: ScheduleStore {
             return (background.renewal, background.connection, background.closed)
         }
         guard !wasClosed else { return }
+        background.withLockedValue { $0.unanswered }?.cancel()
         background.withLockedValue { background in
             background.renewal = nil
             background.connection = nil
