@@ -55,7 +55,7 @@ extension Spool {
         if let timeout = configuration.quotaPolicy.blockingTimeout {
             roomTimeout = timeout.secondsValue
         }
-        let (range, ticket, lead) = try state.withLock(
+        let (range, ticket, mark, lead) = try state.withLock(
             // Only a blocking quota waits for room (acknowledgements make it).
             waitingUntil: { roomTimeout == nil || $0.storedBytes + needed <= quota }, timeout: roomTimeout
         ) { (state, _) throws(SpoolError) in
@@ -79,20 +79,20 @@ extension Spool {
             let lead = !state.writing
             state.writing = true
             state.waiters[state.issuedTicket + 1, default: 0] += 1
-            return (first...(state.nextSequence - 1), state.issuedTicket + 1, lead)
+            return (first...(state.nextSequence - 1), state.issuedTicket + 1, state.giveBacks.mark, lead)
         }
         if lead { writeBatches() }
         let shift = try state.withLock(waitingUntil: { $0.durableTicket >= ticket }) {
             (state, _) throws(SpoolError) -> UInt64 in
             let failure = state.failures[ticket]
-            let shift = state.sequenceShifts[ticket] ?? 0
+            let shift = state.giveBacks.shift(ticket: ticket, since: mark)
             // The last appender of the batch to read its outcome lets it go.
             if let left = state.waiters[ticket], left > 1 {
                 state.waiters[ticket] = left - 1
             } else {
                 state.waiters[ticket] = nil
                 state.failures[ticket] = nil
-                state.sequenceShifts[ticket] = nil
+                state.giveBacks.release(ticket)
             }
             if let failure { throw failure }
             return shift
@@ -130,6 +130,7 @@ extension Spool {
                 }
                 let active = state.active!
                 state.issuedTicket += 1
+                state.giveBacks.issue(state.issuedTicket)
                 var bytes: [UInt8] = []
                 swap(&bytes, &state.pending)
                 defer {
@@ -179,6 +180,7 @@ extension Spool {
 
     func failPending(_ state: inout State, _ error: SpoolError) {
         state.issuedTicket += 1
+        state.giveBacks.issue(state.issuedTicket)
         state.failures[state.issuedTicket] = error
         state.durableTicket = state.issuedTicket
         state.storedBytes -= state.pending.count
@@ -192,13 +194,13 @@ extension Spool {
 
     /// A failed batch's `count` lines were never stored, so their numbers go to the lines
     /// after them: the stream a collector sees has no gap that looks like loss. The lines
-    /// already waiting for the next batch are renumbered, and their appenders told.
+    /// already waiting for the next batch are renumbered; their appenders learn by how much
+    /// from ``SequenceGiveBacks`` (those who append after this drew the lower numbers).
     private func giveBackSequences(_ state: inout State, count: Int) {
         let shift = UInt64(count)
         state.nextSequence -= shift
-        guard !state.pending.isEmpty else { return }
+        state.giveBacks.giveBack(shift)
         SegmentFormat.renumberRecords(&state.pending, down: shift)
-        state.sequenceShifts[state.issuedTicket + 1, default: 0] += shift
     }
 
     /// One batch on its way to disk.

@@ -204,12 +204,12 @@ public final class Spool: Sendable {
         var issuedTicket: UInt64 = 0
         var durableTicket: UInt64 = 0
         var failures: [UInt64: SpoolError] = [:]
-        /// By ticket: how far the sequences its appenders were given moved down, because a
-        /// batch before it failed and gave its numbers back (the stream has no gaps).
-        var sequenceShifts: [UInt64: UInt64] = [:]
+        /// The numbers failed batches gave back (the stream has no gaps), and when each
+        /// batch went to the writer: how far each appender's numbers moved down.
+        var giveBacks = SequenceGiveBacks()
         /// By ticket: how many appenders have not yet read its outcome. Its failure and its
-        /// shift are kept until the last has: an appender that wakes late (a loaded machine)
-        /// must still find them, however many batches went on meanwhile.
+        /// issue in ``giveBacks`` are kept until the last has: an appender that wakes late (a
+        /// loaded machine) must still find them, however many batches went on meanwhile.
         var waiters: [UInt64: Int] = [:]
         var writing = false
         var storedBytes: Int
