@@ -71,7 +71,17 @@ struct FleetKillTests {
             let story = executions.sorted { $0.startedReal < $1.startedReal }.map {
                 "\($0.runID)/\($0.attempt) \($0.outcome ?? "open") +\(($0.startedReal - first) / 1_000_000)"
             }
-            #expect(runs >= 10, "tick.\(index) ran \(runs) times (seed \(seed)): \(story.joined(separator: ", "))")
+            if runs < 10 {
+                // Where each attempt ran and ended, what the workers said of it, and the kills.
+                let said = fleet.output().split(separator: "\n").filter { $0.contains("tick.\(index)") }
+                Issue.record(
+                    """
+                    tick.\(index) ran \(runs) times (seed \(seed)): \(story.joined(separator: ", "))
+                    \(log.describe(["tick.\(index)"]))
+                    kills (ms after \(killsBegan) ns, by worker): \(kills)
+                    \(said.prefix(40).joined(separator: "\n"))
+                    """)
+            }
         }
         // Each worker's own request: one row per name however often its process was
         // replaced, run on through the kills (a restarted process takes it on), each of its
