@@ -73,13 +73,17 @@ struct FleetKillTests {
             }
             if runs < 10 {
                 // Where each attempt ran and ended, what the workers said of it, and the kills.
-                let said = fleet.output().split(separator: "\n").filter { $0.contains("tick.\(index)") }
+                // A batch that could not be recorded names none of its runs: its error is here.
+                let output = fleet.output().split(separator: "\n")
+                let said =
+                    output.filter { $0.contains("tick.\(index)") }.prefix(20)
+                    + output.filter { $0.contains(" error ") }.prefix(20)
                 Issue.record(
                     """
                     tick.\(index) ran \(runs) times (seed \(seed)): \(story.joined(separator: ", "))
                     \(log.describe(["tick.\(index)"]))
                     kills (ms after \(killsBegan) ns, by worker): \(kills)
-                    \(said.prefix(40).joined(separator: "\n"))
+                    \(said.joined(separator: "\n"))
                     """)
             }
         }
