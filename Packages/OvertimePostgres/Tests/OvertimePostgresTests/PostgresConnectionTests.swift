@@ -199,7 +199,7 @@ struct PostgresConnectionTests {
         #expect(
             PostgresSchedulerTests.eventually(10) { scheduler.pendingRequests().first?.waitingFor == .running })
         try server.pause()
-        #expect(PostgresSchedulerTests.eventually(10) { stopped.withLockedValue { $0 } })
+        #expect(PostgresSchedulerTests.eventually(10) { stopped.withLockedValue { $0 != nil } })
         // Past the grant's deadline (8 s from its start), where it would have been terminated.
         usleep(9_000_000)
         let lines = logs.lines
@@ -227,20 +227,82 @@ struct PostgresConnectionTests {
             PostgresSchedulerTests.eventually(10) { scheduler.pendingRequests().first?.waitingFor == .running })
         server.signalAll(SIGSTOP)
         defer { server.signalAll(SIGCONT) }
-        #expect(PostgresSchedulerTests.eventually(10) { stopped.withLockedValue { $0 } }, "\(logs.lines)")
-        #expect(logs.lines.contains { $0.contains("no answer to the renewal of claims") }, "\(logs.lines)")
+        #expect(PostgresSchedulerTests.eventually(10) { stopped.withLockedValue { $0 != nil } }, "\(logs.lines)")
+        #expect(logs.lines.contains { $0.contains("the claims were not renewed in time") }, "\(logs.lines)")
+    }
+
+    /// The database dies during a run (every server process killed): the renewals find
+    /// no connection, and the run is told to stop when its claim stops being safe — the
+    /// claim less its margin — not at the next renewal's turn, which with a margin under a
+    /// third of the claim (the defaults: 5 s of 30 s) comes as the claim ends, when
+    /// another instance may take the run.
+    @Test func aRunWhoseClaimCannotBeRenewedIsToldToStopItsMarginBeforeTheClaimEnds() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let runtime = try PostgresSchedulerTests.runtime()
+        defer { runtime.requestTermination() }
+        // Renewed every 2 s, safe for 4.8 s: the turns at 4 s and 6 s fall either side.
+        let configuration = PostgresSchedulerTests.configuration(server, claim: .seconds(6), margin: .seconds(1.2))
+        let (scheduler, stopped) = try Self.startStoppableJob(runtime: runtime, configuration: configuration)
+        try scheduler.submit(ScheduledTaskRequest(identifier: "job"))
+        #expect(
+            PostgresSchedulerTests.eventually(10) { scheduler.pendingRequests().first?.waitingFor == .running })
+        // Right after a renewal (the claim's end moves on), so that it is the last one.
+        let claimed = try Self.claimEnd(server)
+        var renewedUntil = claimed
+        _ = FleetTests.waitFor(10) {
+            renewedUntil = try Self.claimEnd(server)
+            return renewedUntil > claimed
+        }
+        #expect(renewedUntil > claimed, "no renewal in 10 s")
+        server.signalAll(SIGKILL)
+        #expect(PostgresSchedulerTests.eventually(10) { stopped.withLockedValue { $0 != nil } })
+        let told = stopped.withLockedValue { $0 } ?? .infinity
+        #expect(
+            told < renewedUntil - 0.6,
+            "told \(renewedUntil - told) s before its claim ended (margin 1.2 s)")
+    }
+
+    /// The database restarts during a run (a crash, to the clients): the listening
+    /// connection is lost, and the renewal whose turn comes while it is down connects it
+    /// at once and renews — not after the reconnect interval (here a minute), by which time
+    /// the claim would have lapsed and the run been told to stop, the database long back.
+    @Test func aClaimOutlivesAnOutageShorterThanItsSafePartWhateverTheReconnectInterval() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let runtime = try PostgresSchedulerTests.runtime()
+        defer { runtime.requestTermination() }
+        // Renewed every 5 s, safe for 10 s.
+        let configuration = PostgresSchedulerTests.configuration(
+            server, claim: .seconds(15), reconnectInterval: .seconds(60))
+        let (scheduler, stopped) = try Self.startStoppableJob(runtime: runtime, configuration: configuration)
+        try scheduler.submit(ScheduledTaskRequest(identifier: "job"))
+        #expect(
+            PostgresSchedulerTests.eventually(10) { scheduler.pendingRequests().first?.waitingFor == .running })
+        let claimed = try Self.claimEnd(server)
+        try server.restartImmediately()
+        #expect(FleetTests.waitFor(20) { try Self.claimEnd(server) > claimed }, "no renewal in 20 s")
+        #expect(stopped.withLockedValue { $0 } == nil, "the run was told to stop")
+    }
+
+    /// The end of the claim on "job", as the database holds it: seconds since 1970.
+    static func claimEnd(_ server: PostgresServer) throws -> Double {
+        let text = try server.psql(
+            "SELECT extract(epoch FROM claim_until) FROM overtime.requests WHERE identifier = 'job'")
+        return Double(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
     }
 
     /// A started scheduler with one task, "job", whose runs go on until told to stop; then
-    /// `stopped` is set and the run ends unsuccessfully.
+    /// `stopped` is set to when (the wall clock, seconds since 1970) and the run ends
+    /// unsuccessfully.
     static func startStoppableJob(
         runtime: Runtime, configuration: SchedulerConfiguration
-    ) throws -> (Scheduler, NIOLockedValueBox<Bool>) {
+    ) throws -> (Scheduler, NIOLockedValueBox<Double?>) {
         let scheduler = try Scheduler(runtime: runtime, configuration: configuration)
-        let stopped = NIOLockedValueBox(false)
+        let stopped = NIOLockedValueBox<Double?>(nil)
         try scheduler.register("job") { task in
             task.expirationHandler = {
-                stopped.withLockedValue { $0 = true }
+                stopped.withLockedValue { $0 = $0 ?? Date().timeIntervalSince1970 }
                 task.setTaskCompleted(success: false)
             }
         }

@@ -31,14 +31,16 @@ struct PostgresSchedulerTests {
         return metrics
     }()
 
-    static func configuration(_ server: PostgresServer, claim: Duration = .seconds(30), name: String? = nil)
-        -> SchedulerConfiguration
-    {
+    static func configuration(
+        _ server: PostgresServer, claim: Duration = .seconds(30), margin: Duration? = nil,
+        reconnectInterval: Duration? = nil, name: String? = nil
+    ) -> SchedulerConfiguration {
         _ = metrics
         var database = PostgresScheduleConfiguration(host: "127.0.0.1", port: server.port, username: "postgres")
         if let name { database.instanceName = name }
+        if let reconnectInterval { database.reconnectInterval = reconnectInterval }
         database.claimDuration = claim
-        database.claimMargin = claim / 3
+        database.claimMargin = margin ?? claim / 3
         var configuration = SchedulerConfiguration(database: .postgres(database))
         configuration.startSpacing = .zero
         configuration.maximumConcurrentRuns = 16

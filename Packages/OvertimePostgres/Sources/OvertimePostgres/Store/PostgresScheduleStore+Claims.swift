@@ -214,8 +214,6 @@ extension PostgresScheduleStore {
             return true
         }
         guard proceed else { return }
-        let loop = self.loop
-        let reconnectInterval = TimeAmount.nanoseconds(configuration.reconnectInterval.nanosecondsClamped)
         // Weakly held from the loop's callbacks: a store nobody holds any more closes (its
         // deinit), instead of listening and reconnecting for good from its own loop.
         PostgresConnection.connect(
@@ -251,22 +249,41 @@ extension PostgresScheduleStore {
                     }
                     guard !closed else { return }
                     logger.warning("lost the schedule database's notifications: connecting again")
-                    loop.scheduleTask(in: reconnectInterval) { [weak self] in self?.connectBackground() }
+                    reconnectLater()
                 }
                 // Whatever was notified while not listening: decide again.
                 events.changed()
+                // A renewal missed while the connection was down is made now, not at the
+                // next turn: by then the claims may have lapsed though the database is back.
+                if background.withLockedValue({ !$0.held.isEmpty && !$0.renewed }) { _ = renewClaims() }
             case .failure(let error):
                 guard let self else { return }
-                let events = background.withLockedValue { background in
+                let closed = background.withLockedValue { background in
                     background.connecting = false
+                    return background.closed
+                }
+                guard !closed else { return }
+                logger.warning("cannot listen to the schedule database: \(Self.describe(error))")
+                reconnectLater()
+            }
+        }
+    }
+
+    /// Connects the listening connection again after the reconnect interval, the schedule
+    /// read again then (what was notified meanwhile is lost); one such attempt waits at a
+    /// time, however many losses and failed attempts asked for it.
+    func reconnectLater() {
+        let interval = TimeAmount.nanoseconds(configuration.reconnectInterval.nanosecondsClamped)
+        background.withLockedValue { state in
+            guard state.reconnect == nil, !state.closed else { return }
+            state.reconnect = loop.scheduleTask(in: interval) { [weak self] in
+                guard let self else { return }
+                let events = background.withLockedValue { background in
+                    background.reconnect = nil
                     return background.closed ? nil : background.events
                 }
-                guard let events else { return }
-                logger.warning("cannot listen to the schedule database: \(Self.describe(error))")
-                loop.scheduleTask(in: reconnectInterval) { [weak self] in
-                    events.changed()  // the scheduler reads the schedule again meanwhile
-                    self?.connectBackground()
-                }
+                events?.changed()
+                connectBackground()
             }
         }
     }
@@ -294,6 +311,8 @@ extension PostgresScheduleStore {
         guard let renewal = background.renewal else { return }
         renewal.cancel()
         background.renewal = nil
+        background.safeTimes?.cancel()
+        background.safeTimes = nil
         loop.scheduleTask(in: .milliseconds(5)) {}
     }
 
@@ -304,25 +323,29 @@ extension PostgresScheduleStore {
             return (background.connection, background.held)
         }
         guard !held.isEmpty else { return loop.makeSucceededVoidFuture() }
+        let asked = Self.bootNanoseconds()
+        // Until a renewal succeeds, each run is told to stop when its claim stops being
+        // safe, not at a later renewal's turn: with a margin under a third of the claim
+        // (the defaults: 5 s of 30 s), that turn comes as the claim ends.
+        background.withLockedValue { $0.renewed = false }
+        stopRunsAtTheirSafeTimes(checkedUntil: asked)
         guard let connection else {
             stopRunsLosingClaims(held)
+            // Now, not at the reconnect interval: connected, it renews at once.
+            connectBackground()
             return loop.makeSucceededVoidFuture()
         }
-        let asked = Self.bootNanoseconds()
         let query: PostgresQuery = """
             UPDATE overtime.requests SET claim_until = now() + make_interval(secs => \(claimSeconds))
             WHERE running AND claimed_by = \(instance) RETURNING identifier
             """
-        background.withLockedValue { $0.renewalAnswered = false }
-        stopRunsAtTheirSafeTimes(checkedUntil: asked)
-        return connection.query(query, logger: logger).always { [self] _ in
+        return connection.query(query, logger: logger).map { [self] result in
             let timer = background.withLockedValue { background in
-                background.renewalAnswered = true
-                defer { background.unanswered = nil }
-                return background.unanswered
+                background.renewed = true
+                defer { background.safeTimes = nil }
+                return background.safeTimes
             }
             timer?.cancel()
-        }.map { [self] result in
             let renewed = Set(result.rows.compactMap { try? $0.decode(String.self) })
             let lost = background.withLockedValue { background -> [String] in
                 var lost: [String] = []
@@ -347,33 +370,40 @@ extension PostgresScheduleStore {
         }
     }
 
-    /// While a renewal goes unanswered (a server that hangs, a network that drops every
-    /// packet), each run held here is told to stop when its claim stops being safe, as if
-    /// the renewal had failed then: the answer may never come, and the next renewal waits
-    /// for it. Arms a timer for the earliest such time after `checkedUntil` (a run started
-    /// meanwhile is looked for a third of a claim later at the latest); when it fires, the
-    /// runs whose safe time passed since are told, and the next is armed.
-    func stopRunsAtTheirSafeTimes(checkedUntil: Int64) {
+    /// Until a renewal succeeds — while one goes unanswered (a server that hangs, a network
+    /// that drops every packet), after one failed or found no connection — each run held
+    /// here is told to stop when its claim stops being safe: the answer may never come (and
+    /// the next renewal waits for it), and the next renewal's turn may come after the
+    /// claim's end. Arms a timer, unless one is armed, for the earliest such time after
+    /// `checkedUntil` (a run started meanwhile is looked for a third of a claim later at
+    /// the latest); when it fires, the runs whose safe time passed since are told, and the
+    /// next is armed.
+    func stopRunsAtTheirSafeTimes(checkedUntil: Int64, again: Bool = false) {
         let deadline = safeClaimNanoseconds
         let now = Self.bootNanoseconds()
         background.withLockedValue { state in
-            guard !state.renewalAnswered, !state.closed else { return }
+            if again {  // the timer that fired, or one armed since (it would tell the same runs)
+                state.safeTimes?.cancel()
+                state.safeTimes = nil
+            }
+            // Nothing held, no timer: an idle instance does not wake.
+            guard !state.renewed, !state.closed, !state.held.isEmpty, state.safeTimes == nil else { return }
             let next = state.held.values.map { $0 + deadline }.filter { $0 > checkedUntil }.min()
             let delay = min(max(0, (next ?? .max) - now), configuration.claimDuration.nanosecondsClamped / 3)
-            state.unanswered = loop.scheduleTask(in: .nanoseconds(delay)) { [weak self] in
+            state.safeTimes = loop.scheduleTask(in: .nanoseconds(delay)) { [weak self] in
                 guard let self else { return }
                 let now = Self.bootNanoseconds()
                 let due = background.withLockedValue { background -> [String: Int64]? in
-                    guard !background.renewalAnswered else { return nil }
+                    guard !background.renewed else { return nil }
                     return background.held.filter { $0.value + deadline > checkedUntil && $0.value + deadline <= now }
                 }
                 guard let due else { return }
                 if !due.isEmpty {
                     logger.warning(
-                        "no answer to the renewal of claims: stopping the runs whose claims are no longer safe")
+                        "the claims were not renewed in time: stopping the runs whose claims are no longer safe")
                     stopRunsLosingClaims(due)
                 }
-                stopRunsAtTheirSafeTimes(checkedUntil: now)
+                stopRunsAtTheirSafeTimes(checkedUntil: now, again: true)
             }
         }
     }

@@ -124,10 +124,14 @@ final class PostgresScheduleStore: ScheduleStore {
         /// Runs held here whose claims a renewal found taken (another instance took them over).
         var lost: Set<String> = []
         var renewal: RepeatedTask?
-        /// While a renewal waits for its answer: the timer that stops the runs whose claims
-        /// stop being safe meanwhile (``stopRunsAtTheirSafeTimes(checkedUntil:)``).
-        var unanswered: Scheduled<Void>?
-        var renewalAnswered = true
+        /// From a renewal sent until one succeeds (while it waits for its answer, after it
+        /// failed or found no connection): the timer that stops the runs whose claims stop
+        /// being safe meanwhile (``stopRunsAtTheirSafeTimes(checkedUntil:)``).
+        var safeTimes: Scheduled<Void>?
+        /// The last renewal succeeded: `held` has the times the database renewed.
+        var renewed = true
+        /// The next attempt to connect the listening connection again, while one waits.
+        var reconnect: Scheduled<Void>?
         var closed = false
     }
 
@@ -208,7 +212,8 @@ final class PostgresScheduleStore: ScheduleStore {
             return (background.renewal, background.connection, background.closed)
         }
         guard !wasClosed else { return }
-        background.withLockedValue { $0.unanswered }?.cancel()
+        let timers = background.withLockedValue { [$0.safeTimes, $0.reconnect] }
+        for timer in timers { timer?.cancel() }
         background.withLockedValue { background in
             background.renewal = nil
             background.connection = nil
