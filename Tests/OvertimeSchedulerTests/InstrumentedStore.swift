@@ -17,6 +17,8 @@ final class InstrumentedStore: ScheduleStore {
     private let gate = Locked(Gate())
     /// Calls waiting at the gate now.
     let waiting = Locked(0)
+    /// The calls that waited at the shut gate, by name, in order: what reached the store.
+    let stopped = Locked<[String]>([])
     /// The runs whose claims are no longer safe.
     let unsafeClaims = Locked<Set<String>>([])
     /// What the scheduler gave at its start.
@@ -49,13 +51,14 @@ final class InstrumentedStore: ScheduleStore {
         for call in opened { call.resume() }
     }
 
-    private func pass() async {
+    private func pass(_ name: String = #function) async {
         waiting.withLock { $0 += 1 }
         await withCheckedContinuation { (call: CheckedContinuation<Void, Never>) in
             let open = gate.withLock { gate in
                 if gate.shut { gate.waiting.append(call) }
                 return !gate.shut
             }
+            if !open { stopped.withLock { $0.append(name) } }
             if open { call.resume() }
         }
         waiting.withLock { $0 -= 1 }
