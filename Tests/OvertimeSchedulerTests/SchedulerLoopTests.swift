@@ -83,6 +83,9 @@ struct SchedulerLoopTests {
             try h.current.submit(later)
             h.settle()
             store.close(gate: true)
+            // Metrics collected meanwhile (another test's scrape: samplers are per process)
+            // ask every scheduler for its counts on its queue: not a call on the loop.
+            MetricSamplers.sampleAll()
             let scheduler = h.current
             let calls: [(String, @Sendable () throws(SchedulerError) -> Void)] = [
                 (
@@ -131,7 +134,7 @@ struct SchedulerLoopTests {
             let expected = calls.map { "\($0.0): blockingCallOnTheLoop" } + ["pendingRequests: 0"]
             #expect(outcomes.withLock { $0 } == expected)
             // On failure, which store calls waited at the gate (the scheduler's own, or a
-            // call's): CI run 57 under ThreadSanitizer found one there, not named.
+            // call's).
             #expect(
                 store.waiting.withLock { $0 } == 0,
                 "no call reached the store: \(store.stopped.withLock { $0 })")
