@@ -14,8 +14,14 @@ import Testing
 struct PostgresSchedulerTests {
     /// A runtime on the real clock, its loop on a thread of its own, without signal handling
     /// (the test process owns signals).
-    static func runtime() throws -> Runtime {
+    /// A runtime on the loop of its own; `expirationLeadTime`: how long an expired run may
+    /// go on before its grant is ended for it (longer than a test waits).
+    static func runtime(expirationLeadTime: Duration? = nil) throws -> Runtime {
         var configuration = RuntimeConfiguration()
+        if let expirationLeadTime {
+            configuration.expirationLeadTime = expirationLeadTime
+            configuration.backgroundBudget = expirationLeadTime * 2
+        }
         configuration.signalHandling = nil
         configuration.systemdNotify = false
         configuration.watchdogTimeout = nil
@@ -147,16 +153,22 @@ struct PostgresSchedulerTests {
         defer { server.stop() }
         let started = NIOLockedValueBox<[String]>([])
         let expired = NIOLockedValueBox<[String]>([])
-        // The first instance hangs in its run; the second completes.
+        // The first instance hangs in its run, and ends it only when the test says, after
+        // the takeover: until then its one slot is taken, so the retry is the second's.
+        // (With the slot freed at the expiry, the first instance took the retry itself in
+        // busy run 138: it heard of the reclaim as the second did, and claimed sooner.)
+        var firstConfiguration = Self.configuration(server, claim: .seconds(3), name: "first")
+        firstConfiguration.maximumConcurrentRuns = 1
         let first = try Scheduler(
-            runtime: try Self.runtime(), configuration: Self.configuration(server, claim: .seconds(3), name: "first"))
+            runtime: try Self.runtime(expirationLeadTime: .seconds(120)), configuration: firstConfiguration)
         let dueTimes = NIOLockedValueBox<[(WallClockInstant, WallClockInstant)]>([])
+        let hanging = NIOLockedValueBox<ScheduledTask?>(nil)
         try first.register("job") { task in
             dueTimes.withLockedValue { $0.append((task.dueTime, task.attemptDueTime)) }
             started.withLockedValue { $0.append("first \(task.runID)/\(task.attempt)") }
+            hanging.withLockedValue { $0 = task }
             task.expirationHandler = {
                 expired.withLockedValue { $0.append("first \(task.runID)/\(task.attempt)") }
-                task.setTaskCompleted(success: false)
             }
         }
         try first.start()
@@ -200,6 +212,7 @@ struct PostgresSchedulerTests {
             })
         // The first instance finds its claim taken at its next renewal and stops its run.
         #expect(Self.eventually(15) { !expired.withLockedValue { $0 }.isEmpty })
+        hanging.withLockedValue { $0 }?.setTaskCompleted(success: false)
         let runs = started.withLockedValue { $0 }
         #expect(runs.count == 2 && runs[0].hasPrefix("first") && runs[1].hasPrefix("second"), "\(runs)")
         let history = try second.history("job")
