@@ -285,6 +285,52 @@ struct PostgresConnectionTests {
         #expect(stopped.withLockedValue { $0 } == nil, "the run was told to stop")
     }
 
+    /// The statement that starts a run is written although its answer never comes: the
+    /// server finishes it after the client's deadline closed the connection. The instance
+    /// reads back what was written and runs it here, once, as its first attempt. Taken as
+    /// not written, the start was never run nor renewed: the run stayed recorded as running
+    /// with no handler called (here, alone, for the 30 s the test waits), until another
+    /// instance took it over as interrupted (busy run 140: 64 one-shots so).
+    @Test func aStartWrittenWhoseAnswerNeverCameRunsHereOnce() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let runtime = try PostgresSchedulerTests.runtime()
+        defer { runtime.requestTermination() }
+        let configuration = PostgresSchedulerTests.configuration(
+            server, claim: .seconds(8), operationTimeout: .seconds(4))
+        let scheduler = try Scheduler(runtime: runtime, configuration: configuration)
+        let attempts = NIOLockedValueBox<[Int]>([])
+        try scheduler.register("job") { task in
+            attempts.withLockedValue { $0.append(task.attempt) }
+            task.setTaskCompleted(success: true)
+        }
+        try scheduler.start()
+        // The first start written takes the server 5 s: the client gives up after 4.
+        _ = try server.psql(
+            """
+            CREATE TABLE public.slept ();
+            CREATE FUNCTION public.slow_first_start() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.running AND NOT OLD.running AND NOT EXISTS (SELECT FROM public.slept) THEN
+                    INSERT INTO public.slept DEFAULT VALUES;
+                    PERFORM pg_sleep(5);
+                END IF;
+                RETURN NEW;
+            END $$;
+            CREATE TRIGGER slow_first_start AFTER UPDATE ON overtime.requests FOR EACH ROW
+                EXECUTE FUNCTION public.slow_first_start();
+            """)
+        try scheduler.submit(ScheduledTaskRequest(identifier: "job"))
+        #expect(
+            PostgresSchedulerTests.eventually(30) { (try? scheduler.history("job").first?.result) == .succeeded },
+            "\((try? scheduler.history("job")) ?? [])")
+        #expect(
+            try server.psql("SELECT count(*) FROM public.slept").trimmingCharacters(in: .whitespacesAndNewlines) == "1",
+            "the start's statement was slow")
+        #expect(attempts.withLockedValue { $0 } == [1], "run here once, as its first attempt")
+        #expect(try scheduler.history("job").map(\.result) == [.succeeded])
+    }
+
     /// The end of the claim on "job", as the database holds it: seconds since 1970.
     static func claimEnd(_ server: PostgresServer) throws -> Double {
         let text = try server.psql(

@@ -39,12 +39,13 @@ struct PostgresSchedulerTests {
 
     static func configuration(
         _ server: PostgresServer, claim: Duration = .seconds(30), margin: Duration? = nil,
-        reconnectInterval: Duration? = nil, name: String? = nil
+        reconnectInterval: Duration? = nil, operationTimeout: Duration? = nil, name: String? = nil
     ) -> SchedulerConfiguration {
         _ = metrics
         var database = PostgresScheduleConfiguration(host: "127.0.0.1", port: server.port, username: "postgres")
         if let name { database.instanceName = name }
         if let reconnectInterval { database.reconnectInterval = reconnectInterval }
+        if let operationTimeout { database.operationTimeout = operationTimeout }
         database.claimDuration = claim
         database.claimMargin = margin ?? claim / 3
         var configuration = SchedulerConfiguration(database: .postgres(database))

@@ -128,8 +128,13 @@ extension PostgresScheduleStore {
         var found = CommitRefusals()
         let recorded: RecordedRuns
         if batch.writes.isEmpty {
-            recorded = try await using { [self] connection in
-                try await recordRuns(batch.ends, planned, starts, notifying: endsLeaveRuns, connection)
+            do {
+                recorded = try await using { [self] connection in
+                    try await recordRuns(batch.ends, planned, starts, notifying: endsLeaveRuns, connection)
+                }
+            } catch {
+                guard let written = await readBackUnansweredRecord(batch.ends, starts) else { throw error }
+                recorded = written
             }
         } else {
             recorded = try await commitWithWrites(batch, planned, starts, found: &found)
