@@ -11,20 +11,23 @@ struct Answer {
 
 enum Curl {
     /// `method` `url` with `form` fields (a POST's body), a cookie jar file, a bearer token,
-    /// and extra headers; redirects are not followed.
+    /// and extra headers; redirects are not followed. `updatingJar: false` only reads the
+    /// jar: curl (7.88) truncates the jar before it writes the new one beside it, so another
+    /// curl reading it meanwhile sends no cookie — requests made at once must not update it.
     static func post(
-        _ url: String, form: [String: String] = [:], jar: String? = nil, bearer: String? = nil,
-        headers: [String] = []
+        _ url: String, form: [String: String] = [:], jar: String? = nil, updatingJar: Bool = true,
+        bearer: String? = nil, headers: [String] = []
     ) throws -> Answer {
-        try request(url, method: "POST", form: form, jar: jar, bearer: bearer, headers: headers)
+        try request(
+            url, method: "POST", form: form, jar: jar, updatingJar: updatingJar, bearer: bearer, headers: headers)
     }
 
     static func request(
         _ url: String, method: String = "GET", form: [String: String]? = nil, jar: String? = nil,
-        bearer: String? = nil, headers: [String] = []
+        updatingJar: Bool = true, bearer: String? = nil, headers: [String] = []
     ) throws -> Answer {
         var arguments = ["-s", "-i", "-X", method, "--max-time", "20"]
-        if let jar { arguments += ["-b", jar, "-c", jar] }
+        if let jar { arguments += ["-b", jar] + (updatingJar ? ["-c", jar] : []) }
         if let bearer { arguments += ["-H", "Authorization: Bearer \(bearer)"] }
         for header in headers { arguments += ["-H", header] }
         if let form {
