@@ -78,12 +78,20 @@ struct FleetKillTests {
                 let said =
                     output.filter { $0.contains("tick.\(index)") }.prefix(20)
                     + output.filter { $0.contains(" error ") }.prefix(20)
+                // What the database holds of its attempts: whether an end was ever recorded.
+                let recorded =
+                    (try? server.psql(
+                        "SELECT run_id, attempt, result, instance, started_at, ended_at, stop_reason"
+                            + " FROM overtime.history WHERE identifier = 'tick.\(index)' ORDER BY run_id, attempt"))
+                    ?? "(not read)"
                 Issue.record(
                     """
                     tick.\(index) ran \(runs) times (seed \(seed)): \(story.joined(separator: ", "))
                     \(log.describe(["tick.\(index)"]))
                     kills (ms after \(killsBegan) ns, by worker): \(kills)
                     \(said.joined(separator: "\n"))
+                    history in the database:
+                    \(recorded)
                     """)
             }
         }
