@@ -45,6 +45,13 @@ struct FleetKillTests {
             try fleet.killAndRestart(index)
         }
         let drained = FleetTests.waitFor(90) { try observer.pendingRequestCount() == 10 }
+        let runsWhenDrained = try Self.tickRuns(fleet)
+        // The ticks run on until each has run ten times (checked below). A kill that lands
+        // after a run began and before its end is written costs the run an attempt; a run
+        // that three kills cost three attempts waits its retry delays (10 s, then 20 s) past
+        // the last kill: busy run 144 killed the workers of tick.7's run 160 to 290 ms after
+        // each of its three ends, and the tick had run once when the kills stopped.
+        _ = FleetTests.waitFor(90) { try Self.tickRuns(fleet).allSatisfy { $0 >= 10 } }
         fleet.stop()
         #expect(drained, "the one-shots ran within 90 s of the last kill (seed \(seed))\n\(fleet.output())")
         let log = try FleetLog(path: fleet.logPath, killedAt: fleet.killedAt)
@@ -62,7 +69,8 @@ struct FleetKillTests {
         // less what the kills cost. A dead worker's claim holds its request up to 3 s; a run
         // interrupted twice counts as failed and waits its retry delay (10 s, then 20 s). On
         // a loaded machine a run lasts long enough for several kills to land in one tick's
-        // runs, and a tick can lose half the test's 40 s.
+        // runs, and a tick can lose the test's 40 s: each had until ten runs or 90 s after
+        // the one-shots ran.
         for index in 0..<10 {
             let executions = log.executions.filter { $0.identifier == "tick.\(index)" }
             let runs = Set(executions.map(\.runID)).count
@@ -71,6 +79,15 @@ struct FleetKillTests {
             let story = executions.sorted { $0.startedReal < $1.startedReal }.map {
                 "\($0.runID)/\($0.attempt) \($0.outcome ?? "open") +\(($0.startedReal - first) / 1_000_000)"
             }
+            // A tick short of ten runs when the one-shots had run owes it to the kills: some
+            // attempt of it was taken over, its worker dead (never a tick left idle).
+            let takenOver = try server.psql(
+                "SELECT count(*) FROM overtime.history WHERE identifier = 'tick.\(index)' AND result = 'interrupted'")
+            #expect(
+                runsWhenDrained[index] >= 10
+                    || (Int(takenOver.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) > 0,
+                "tick.\(index) had run fewer than ten times when the one-shots had run, and no attempt of it was taken over: \(story)"
+            )
             if runs < 10 {
                 // Where each attempt ran and ended, what the workers said of it, and the kills.
                 // A batch that could not be recorded names none of its runs: its error is here.
@@ -122,6 +139,12 @@ struct FleetKillTests {
         #expect(fleet.killedAt.count == 50)
         #expect(log.executions.contains { $0.outcome == "killed" }, "some kills hit runs in progress")
         observer.runtime.requestTermination()
+    }
+
+    /// How many runs of each `tick.N` the log shows, by N.
+    private static func tickRuns(_ fleet: Fleet) throws -> [Int] {
+        let executions = try FleetLog(path: fleet.logPath, killedAt: fleet.killedAt).executions
+        return (0..<10).map { index in Set(executions.filter { $0.identifier == "tick.\(index)" }.map(\.runID)).count }
     }
 
     /// The index of a worker whose log shows a run it began and has not ended, if any.
