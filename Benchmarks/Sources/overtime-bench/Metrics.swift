@@ -180,10 +180,14 @@ struct MetricSpec: Sendable {
         MetricSpec(
             name: "fleet_runs_per_sec_at_defaults", unit: "runs/s", higherIsBetter: true,
             what:
-                "fleet_runs_per_sec on workers at SchedulerConfiguration's defaults (4 runs at once each, 0.5 s"
-                + " start spacing for a backlog)",
-            target: "≥ 500"
-        ) { values in values["overtime"].map { $0 >= 500 } },
+                "fleet_runs_per_sec on workers at SchedulerConfiguration's defaults on PostgreSQL (32 runs at once"
+                + " each, 0.5 s start spacing for a backlog); the peers as in fleet_runs_per_sec (the same figures),"
+                + " at their defaults",
+            target: "≥ the best peer's"
+        ) { values in
+            guard let overtime = values["overtime"] else { return nil }
+            return overtime >= (Self.fleetPeers.compactMap { values[$0] }.max() ?? 0)
+        },
         MetricSpec(
             name: "fleet_claim_latency_p99_ms", unit: "ms", higherIsBetter: false,
             what:

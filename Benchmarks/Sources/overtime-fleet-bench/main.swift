@@ -117,8 +117,8 @@ struct FleetBench: ParsableCommand {
         }
         for worker in fleet { _ = try worker.terminate() }
 
-        // Throughput again, on workers at the library's defaults (a few runs at once, start
-        // spacing): spacing paces only a backlog, not a queue that falls due while they run.
+        // Throughput again, on workers at the library's defaults on PostgreSQL (32 runs at once,
+        // start spacing): spacing paces only a backlog, not a queue that falls due while they run.
         let atDefaults = try (0..<workers).map { index in
             let own = folder + "/defaults-\(index)"
             try FileManager.default.createDirectory(atPath: own, withIntermediateDirectories: true)

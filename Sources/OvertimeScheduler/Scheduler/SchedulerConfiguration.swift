@@ -13,8 +13,18 @@ public struct SchedulerConfiguration: Sendable {
     /// (`nil`, the default): e.g. a PostgreSQL database a fleet shares (`OvertimePostgres`).
     /// ``storePath``'s folder is then only where the storage requirement is measured.
     public var database: ScheduleDatabase?
-    /// The most runs at once. Default 4.
-    public var maximumConcurrentRuns = 4
+    /// The most runs at once. Default 4 on a SQLite store, a device's or one server's: as
+    /// many as Android's WorkManager runs at once on its default executor. A database that
+    /// a fleet of servers shares may ask for more (`.postgres(…)`: 32, as many as the
+    /// queues a fleet is compared with run at once), since there each run's claim and
+    /// record are round trips to the server, and four at a time would leave most of an
+    /// instance idle waiting on them. Set it, and the database's default no longer applies.
+    public var maximumConcurrentRuns: Int {
+        get { chosenMaximumConcurrentRuns ?? database?.maximumConcurrentRunsByDefault ?? 4 }
+        set { chosenMaximumConcurrentRuns = newValue }
+    }
+    /// ``maximumConcurrentRuns`` as set; `nil`, the default (the database's, or 4).
+    private var chosenMaximumConcurrentRuns: Int?
     /// The backlog — runs that fell due before the scheduler started or the wall clock
     /// stepped, and catch-up runs — starts this far apart, not all in one instant, so that
     /// catch-up after downtime does not stampede. Runs that fall due while the scheduler

@@ -19,6 +19,12 @@ public struct ScheduleDatabase: Sendable, CustomStringConvertible {
     /// Names the database for logs: the file, or the server and database.
     public let description: String
 
+    /// How many runs at once a scheduler on this database starts when its configuration
+    /// does not set ``SchedulerConfiguration/maximumConcurrentRuns`` (`nil`: the
+    /// configuration's own default, 4), for store implementations: a database that a fleet
+    /// of servers shares asks for more.
+    @_spi(ScheduleStore) public var maximumConcurrentRunsByDefault: Int?
+
     /// One SQLite file, created if missing with its folders; one scheduler per file
     /// (`<path>.lock` is held while it is open).
     public static func sqlite(path: String) -> ScheduleDatabase {

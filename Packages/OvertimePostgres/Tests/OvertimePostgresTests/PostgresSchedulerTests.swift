@@ -106,6 +106,44 @@ struct PostgresSchedulerTests {
         for scheduler in schedulers { scheduler.runtime.requestTermination() }
     }
 
+    /// A fleet's instance runs 32 at once unless told otherwise, however the database was
+    /// named (at the configuration's making or set on one made for a file); a device's
+    /// SQLite store keeps 4, and a limit set stays set whichever database is named after.
+    @Test func aFleetsInstanceRunsThirtyTwoAtOnceByDefaultAndASetLimitHolds() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let database = ScheduleDatabase.postgres(
+            PostgresScheduleConfiguration(host: "127.0.0.1", port: server.port, username: "postgres"))
+        var named = SchedulerConfiguration(storePath: "/var/tmp/unused/schedule.db")
+        #expect(named.maximumConcurrentRuns == 4)
+        named.database = database
+        #expect(named.maximumConcurrentRuns == 32)
+        var set = SchedulerConfiguration(storePath: "/var/tmp/unused/schedule.db")
+        set.maximumConcurrentRuns = 4
+        set.database = database
+        #expect(set.maximumConcurrentRuns == 4)
+        let device = SchedulerConfiguration(database: .sqlite(path: "/var/tmp/unused/schedule.db"))
+        #expect(device.maximumConcurrentRuns == 4)
+
+        // At the default, 40 one-shots due whose handlers hold on: 32 start, 8 wait.
+        var configuration = SchedulerConfiguration(database: database)
+        configuration.startSpacing = .zero
+        let scheduler = try Scheduler(runtime: try Self.runtime(), configuration: configuration)
+        let held = NIOLockedValueBox<[ScheduledTask]>([])
+        try scheduler.register(prefix: "held.") { task in held.withLockedValue { $0.append(task) } }
+        try scheduler.start()
+        try scheduler.submit(contentsOf: (0..<40).map { ScheduledTaskRequest(identifier: "held.\($0)") })
+        #expect(Self.eventually(30) { held.withLockedValue(\.count) == 32 }, "32 runs started at once")
+        // A cycle has nothing left to start while all 32 run: none more within a second.
+        usleep(1_000_000)
+        #expect(held.withLockedValue(\.count) == 32)
+        for task in held.withLockedValue({ $0 }) { task.setTaskCompleted(success: true) }
+        #expect(Self.eventually(30) { held.withLockedValue(\.count) == 40 }, "the other 8 started as slots freed")
+        for task in held.withLockedValue({ $0.dropFirst(32) }) { task.setTaskCompleted(success: true) }
+        #expect(try Self.eventually(30) { try scheduler.pendingRequestCount() == 0 })
+        scheduler.runtime.requestTermination()
+    }
+
     /// A submission kept by policy is one statement for the whole batch: a thousand requests
     /// in one statement a request were a thousand round trips under one operation's
     /// deadline, which a loaded machine took past it (3.0–3.4 s of 5 s under TSan alone,

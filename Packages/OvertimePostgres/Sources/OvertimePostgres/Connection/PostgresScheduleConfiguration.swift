@@ -226,9 +226,12 @@ public struct PostgresScheduleConfigurationError: Error, Sendable, Hashable, Cus
 extension ScheduleDatabase {
     /// The PostgreSQL database `configuration` names, which many instances on many
     /// machines share: each due run starts on one of them, claimed for a while and
-    /// renewed while it runs; due times are compared on the database's clock.
+    /// renewed while it runs; due times are compared on the database's clock. A scheduler
+    /// on it runs up to 32 runs at once unless `SchedulerConfiguration.maximumConcurrentRuns`
+    /// says otherwise (a fleet's instances are servers, and each run's claim and record are
+    /// round trips that four at a time would leave the instance waiting on).
     public static func postgres(_ configuration: PostgresScheduleConfiguration) -> ScheduleDatabase {
-        ScheduleDatabase(
+        var database = ScheduleDatabase(
             description: "postgres://\(configuration.username)@\(configuration.serverName)"
                 + "/\(configuration.database ?? configuration.username)",
             connecting: { context async throws(ScheduleStoreError) in
@@ -243,5 +246,7 @@ extension ScheduleDatabase {
             inspect: { () async throws(ScheduleStoreError) in
                 try await PostgresScheduleInspector.open(configuration: configuration)
             })
+        database.maximumConcurrentRunsByDefault = 32
+        return database
     }
 }
