@@ -169,13 +169,14 @@ struct MetricSpec: Sendable {
             what:
                 "4 worker processes on one PostgreSQL schedule, one-shots due at once (size in results); "
                 + "pgbench_limit: as many claimed and completed by pgbench, one per transaction, 4 clients; "
-                + "procrastinate, PgQueuer, Oban and APScheduler on the same server (sizes in the notes)",
-            target: "≥ 5,000, ≥ 10× the best peer, ≥ 50 % of pgbench_limit"
+                + "_batched: 256 claimed in one transaction and completed in the next, as a tuned worker's cycle "
+                + "at its fullest; procrastinate, PgQueuer, Oban and APScheduler on the same server (sizes in the notes)",
+            target: "≥ 5,000, ≥ 10× the best peer, ≥ 50 % of pgbench_limit_batched"
         ) { values in
             guard let overtime = values["overtime"] else { return nil }
             let peers = Self.fleetPeers.compactMap { values[$0] }
             return overtime >= 5_000 && overtime >= 10 * (peers.max() ?? 0)
-                && overtime >= 0.5 * (values["pgbench_limit"] ?? 0)
+                && overtime >= 0.5 * (values["pgbench_limit_batched"] ?? 0)
         },
         MetricSpec(
             name: "fleet_runs_per_sec_at_defaults", unit: "runs/s", higherIsBetter: true,

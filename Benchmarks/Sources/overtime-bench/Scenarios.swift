@@ -483,6 +483,7 @@ struct Scenarios {
             return [
                 ("overtime", { try fleetFigure(metric) }),
                 ("pgbench_limit", { try fleetFigure("fleet_runs_per_sec_limit") }),
+                ("pgbench_limit_batched", { try fleetFigure("fleet_runs_per_sec_limit_batched") }),
             ] + fleetPeers.map { name in (name, { try fleetPeerRate(name) }) }
         case "fleet_claim_latency_p99_ms":
             let (due, spread) = mode.fleetPeerLatency

@@ -131,12 +131,16 @@ struct FleetBench: ParsableCommand {
         let runsPerSecondAtDefaults = Double(runs) / (Double(monotonicNanoseconds() - submittedAtDefaults) / 1e9)
         for worker in atDefaults { _ = try worker.terminate() }
 
-        // The ceiling: the same number of one-shots claimed and completed by pgbench, one per
-        // transaction, from as many clients as workers.
+        // The ceilings: the same number of one-shots claimed and completed by pgbench from as
+        // many clients as workers, one per transaction; and in batches as the tuned workers'
+        // cycles make them at their fullest (256 claimed in one transaction whose commit is not
+        // waited for, then completed in one that is).
         let limit = try Self.pgbenchLimit(runs: runs, clients: workers, folder: folder)
+        let batchedLimit = try Self.pgbenchLimit(runs: runs, clients: workers, folder: folder, batch: 256)
 
         var figures: [String: Double] = [
             "fleet_runs_per_sec_limit": limit.rounded(),
+            "fleet_runs_per_sec_limit_batched": batchedLimit.rounded(),
             "fleet_runs_per_sec": runsPerSecond.rounded(),
             "fleet_runs_per_sec_at_defaults": runsPerSecondAtDefaults.rounded(),
             "fleet_claim_latency_p99_ms": Double(percentile(samples, 0.99)) / 1e6,
@@ -265,45 +269,69 @@ struct FleetBench: ParsableCommand {
         ]
     }
 
-    /// `runs` one-shots in a table of their own, each claimed (`FOR UPDATE SKIP LOCKED`, the
-    /// oldest first) and completed — marked done, an attempt recorded — in one transaction
-    /// (synchronous commit, the server's default) by pgbench's `clients`: transactions per
-    /// second, which is runs per second.
-    static func pgbenchLimit(runs: Int, clients: Int, folder: String) throws -> Double {
+    /// One-shots in a table of their own, claimed (`FOR UPDATE SKIP LOCKED`, the oldest
+    /// first) and completed — marked done, an attempt recorded — by pgbench's `clients`: one
+    /// a transaction (synchronous commit, the server's default) when `batch` is 1; else
+    /// `batch` at a time, as a worker's cycle does them, claimed in one transaction (not
+    /// waiting for its commit's flush, as the store's claim) and completed in the next (waiting
+    /// for it, as the store's record of ends). Runs per second: `runs` rounded down to whole
+    /// batches of every client, so that each transaction finds a full batch.
+    static func pgbenchLimit(runs: Int, clients: Int, folder: String, batch: Int = 1) throws -> Double {
+        let rounds = max(1, runs / (clients * batch))
         try psql(
             """
             DROP SCHEMA IF EXISTS bench_limit CASCADE; CREATE SCHEMA bench_limit;
             CREATE TABLE bench_limit.jobs (id bigserial PRIMARY KEY, identifier text NOT NULL, due_at bigint NOT NULL,
                 done boolean NOT NULL DEFAULT false, claimed_by text);
             CREATE INDEX jobs_due ON bench_limit.jobs (due_at) WHERE NOT done;
+            CREATE INDEX jobs_claimed ON bench_limit.jobs (claimed_by) WHERE NOT done AND claimed_by IS NOT NULL;
             CREATE TABLE bench_limit.history (identifier text NOT NULL, run_id bigint NOT NULL, started_at bigint,
                 ended_at bigint, result text NOT NULL, PRIMARY KEY (identifier, run_id));
-            INSERT INTO bench_limit.jobs (identifier, due_at) SELECT 'l.' || g, 0 FROM generate_series(1, \(runs)) g;
+            INSERT INTO bench_limit.jobs (identifier, due_at)
+                SELECT 'l.' || g, 0 FROM generate_series(1, \(rounds * clients * batch)) g;
             ANALYZE bench_limit.jobs
             """)
-        let script = folder + "/claim-and-complete.sql"
-        try """
-        BEGIN;
-        WITH job AS (SELECT id, identifier FROM bench_limit.jobs WHERE NOT done ORDER BY due_at LIMIT 1
-            FOR UPDATE SKIP LOCKED),
-        ran AS (UPDATE bench_limit.jobs j SET done = true, claimed_by = 'pgbench' FROM job WHERE j.id = job.id
-            RETURNING job.id, job.identifier)
-        INSERT INTO bench_limit.history SELECT identifier, id, 0, 1, 'succeeded' FROM ran;
-        COMMIT;
+        let script = folder + "/claim-and-complete-\(batch).sql"
+        let text =
+            batch == 1
+            ? """
+            BEGIN;
+            WITH job AS (SELECT id, identifier FROM bench_limit.jobs WHERE NOT done ORDER BY due_at LIMIT 1
+                FOR UPDATE SKIP LOCKED),
+            ran AS (UPDATE bench_limit.jobs j SET done = true, claimed_by = 'pgbench' FROM job WHERE j.id = job.id
+                RETURNING job.id, job.identifier)
+            INSERT INTO bench_limit.history SELECT identifier, id, 0, 1, 'succeeded' FROM ran;
+            COMMIT;
 
-        """.write(toFile: script, atomically: true, encoding: .utf8)
-        let text = try programOutput(
+            """
+            : """
+            BEGIN;
+            SET LOCAL synchronous_commit TO OFF;
+            WITH job AS (SELECT id FROM bench_limit.jobs WHERE NOT done AND claimed_by IS NULL ORDER BY due_at
+                LIMIT \(batch) FOR UPDATE SKIP LOCKED)
+            UPDATE bench_limit.jobs j SET claimed_by = 'c' || :client_id FROM job WHERE j.id = job.id;
+            COMMIT;
+            BEGIN;
+            WITH ran AS (UPDATE bench_limit.jobs SET done = true WHERE claimed_by = 'c' || :client_id AND NOT done
+                RETURNING id, identifier)
+            INSERT INTO bench_limit.history SELECT identifier, id, 0, 1, 'succeeded' FROM ran;
+            COMMIT;
+
+            """
+        try text.write(toFile: script, atomically: true, encoding: .utf8)
+        let output = try programOutput(
             "/usr/bin/pgbench",
-            [
-                "-n", "-f", script, "-c", String(clients), "-j", String(min(clients, 2)), "-t",
-                String(max(1, runs / clients)),
-            ],
+            ["-n", "-f", script, "-c", String(clients), "-j", String(min(clients, 2)), "-t", String(rounds)],
             what: "pgbench")
-        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
+        guard let line = output.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
             let tps = Double(line.dropFirst("tps = ".count).prefix { $0 == "." || $0.isNumber })
-        else { throw ScenarioError("pgbench: \(text.suffix(400))") }
+        else { throw ScenarioError("pgbench: \(output.suffix(400))") }
+        let done = try psql("SELECT count(*) FROM bench_limit.history").trimmingCharacters(in: .whitespacesAndNewlines)
+        guard Int(done) == rounds * clients * batch else {
+            throw ScenarioError("pgbench completed \(done) one-shots of \(rounds * clients * batch)")
+        }
         try psql("DROP SCHEMA bench_limit CASCADE")
-        return tps
+        return tps * Double(batch)
     }
 
     /// Runs `sql` with psql on the database the `PG*` variables name; what it printed.
