@@ -245,6 +245,26 @@ struct ScheduleInspectorTests {
                         $0.startedAt >= start + .seconds(100) && $0.startedAt < start + .seconds(200)
                     })
             #expect(window.count == 10)
+            // A range read through the index of start times and sorted, or read newest first
+            // by run when it holds more than the bound: the same attempts either way, a
+            // prefix beside it too.
+            let bounded = try await SQLiteScheduleInspector.open(path: h.path, rangeSortedAtMost: 5)
+            defer { bounded.close() }
+            for query in [
+                HistoryQuery(startedFrom: start + .seconds(100), startedBefore: start + .seconds(200), limit: 1000),
+                HistoryQuery(startedFrom: start + .seconds(100), limit: 4),
+                HistoryQuery(startedBefore: start + .seconds(30), limit: 1000),
+                HistoryQuery(identifierPrefix: "h.odd.", startedFrom: start + .seconds(100), limit: 1000),
+                HistoryQuery(startedFrom: start - .seconds(86_400), startedBefore: start - .seconds(3600)),
+            ] {
+                let expected = everything.filter { record in
+                    (query.startedFrom.map { record.startedAt >= $0 } ?? true)
+                        && (query.startedBefore.map { record.startedAt < $0 } ?? true)
+                        && record.identifier.hasPrefix(query.identifierPrefix ?? "")
+                }
+                #expect(try await bounded.history(query) == Array(expected.prefix(query.limit)))
+                #expect(try await inspector.history(query) == Array(expected.prefix(query.limit)))
+            }
 
             // The newest attempt of each of several requests at once, as each one's history
             // says: a second run of one, one asked twice, one that never ran.

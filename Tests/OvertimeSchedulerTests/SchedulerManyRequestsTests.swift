@@ -179,6 +179,9 @@ struct SchedulerManyRequestsTests {
             #expect(
                 try sqliteShell(h.path, "SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name")
                     .contains(["history_unusual_results"]))
+            #expect(
+                try sqliteShell(h.path, "SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name")
+                    .contains(["history_started"]))
         }
     }
 

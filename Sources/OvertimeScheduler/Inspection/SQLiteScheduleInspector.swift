@@ -60,23 +60,29 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     /// The request columns of the progress runs reported (schema version 14), or NULLs in
     /// their place for a store its owner has not upgraded yet.
     private let progressColumns: String
+    /// Whether the store has the index of the attempts' start times (schema version 15).
+    private let startsIndexed: Bool
 
     /// Opens `path` for reading, on a queue of its own. It must exist and be an Overtime
     /// schedule store this build reads; nothing is created, migrated or repaired (the owner
     /// does that).
-    static func open(path: String, rowsReadPerPage: Int = 20_000) async throws(ScheduleStoreError)
-        -> SQLiteScheduleInspector
-    {
+    static func open(
+        path: String, rowsReadPerPage: Int = 20_000, rangeSortedAtMost: Int = 2_000
+    ) async throws(ScheduleStoreError) -> SQLiteScheduleInspector {
         let queue = SerialWorkQueue(name: "sched-inspect")
         return try await queue.perform { () throws(ScheduleStoreError) in
-            try SQLiteScheduleInspector(path: path, rowsReadPerPage: rowsReadPerPage, queue: queue)
+            try SQLiteScheduleInspector(
+                path: path, rowsReadPerPage: rowsReadPerPage, rangeSortedAtMost: rangeSortedAtMost, queue: queue)
         }
     }
 
     /// Opens `path` on `queue`'s thread.
-    private init(path: String, rowsReadPerPage: Int, queue: SerialWorkQueue) throws(ScheduleStoreError) {
+    private init(
+        path: String, rowsReadPerPage: Int, rangeSortedAtMost: Int, queue: SerialWorkQueue
+    ) throws(ScheduleStoreError) {
         self.path = path
         self.rowsReadPerPage = rowsReadPerPage
+        self.rangeSortedAtMost = rangeSortedAtMost
         guard access(path, F_OK) == 0 else {
             throw ScheduleStoreError("no schedule store at \(path): \(errnoDescription())")
         }
@@ -96,6 +102,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 version >= 14
                 ? "progress_run_id, progress_fraction, progress_message"
                 : "NULL AS progress_run_id, NULL AS progress_fraction, NULL AS progress_message"
+            startsIndexed = version >= 15
             // Reads wait for the owner's commits rather than fail (a checkpoint may hold them).
             try connection.execute("PRAGMA query_only = 1")
         } catch let error as ScheduleStoreError {
@@ -110,6 +117,10 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     /// The most rows one page reads for a selection the indexes do not answer (failed
     /// requests, a tag): a page stays quick at a million finished requests.
     let rowsReadPerPage: Int
+    /// The most attempts a range of start times may hold to be read through the index of
+    /// start times and sorted; a range that holds more is read newest first by run, where
+    /// a page's worth of its attempts is met soon unless the range lies far back.
+    let rangeSortedAtMost: Int
 
     func requests(_ query: RequestQuery, now: WallClockInstant) async throws(ScheduleStoreError) -> RequestPage {
         try await using { [rowsReadPerPage, progressColumns] connection throws(SQLiteError) in
@@ -187,7 +198,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     }
 
     func history(_ query: HistoryQuery) async throws(ScheduleStoreError) -> [RunRecord] {
-        try await using { connection throws(SQLiteError) in
+        try await using { [startsIndexed, rangeSortedAtMost] connection throws(SQLiteError) in
             var conditions: [String] = []
             var values: [Value] = []
             if let before = query.before {
@@ -217,11 +228,33 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 conditions.append("started_at < ?")
                 values.append(.integer(before.nanosecondsSinceEpoch))
             }
+            let filters = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
+            // Which index finds a range of start times' attempts, when nothing narrower (one
+            // identifier, a result other than success) does: SQLite, without statistics,
+            // guesses a range holds few and sorts what it holds, which for a range of every
+            // attempt is the whole history. Counted first, at most one more than the bound.
+            var index = ""
+            if startsIndexed, query.startedFrom != nil || query.startedBefore != nil, query.identifier == nil,
+                query.result == nil || query.result == .succeeded
+            {
+                let counting = try connection.statement(
+                    """
+                    SELECT COUNT(*) FROM (SELECT 1 FROM history INDEXED BY history_started \(filters)
+                        LIMIT \(rangeSortedAtMost + 1))
+                    """)
+                defer { counting.reset() }
+                Self.bind(counting, values)
+                let held = try counting.step() ? counting.int64(0) : 0
+                if held <= rangeSortedAtMost {
+                    index = "INDEXED BY history_started"
+                } else if query.identifierPrefix == nil {
+                    index = "INDEXED BY history_by_run"
+                }
+            }
             let statement = try connection.statement(
                 """
                 SELECT identifier, run_id, attempt, started_at, ended_at, result, stop_reason, output FROM history
-                \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND "))
-                ORDER BY run_id DESC, attempt DESC LIMIT \(query.limit)
+                \(index) \(filters) ORDER BY run_id DESC, attempt DESC LIMIT \(query.limit)
                 """)
             Self.bind(statement, values)
             var records: [RunRecord] = []

@@ -296,6 +296,16 @@ extension SQLiteScheduleStore {
                         """)
                 }
             ),
+            (
+                15,
+                { connection throws(SQLiteError) in
+                    // An inspector's attempts started in a range, without a read of the whole
+                    // history when the range holds few of them (1,000,000 attempts, an empty
+                    // day: a read of every attempt before). One more B-tree entry per ended
+                    // attempt, as history_by_run.
+                    try connection.execute("CREATE INDEX history_started ON history (started_at)")
+                }
+            ),
         ]
     }
 
