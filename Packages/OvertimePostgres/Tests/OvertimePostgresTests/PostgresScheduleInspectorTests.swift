@@ -1,10 +1,11 @@
 import Foundation
 import NIOConcurrencyHelpers
 import Overtime
-import OvertimePostgres
 import OvertimeScheduler
 import PostgresTestServer
 import Testing
+
+@testable import OvertimePostgres
 
 /// A fleet's schedule read beside its instances: what a dashboard shows of a real
 /// PostgreSQL 15 that two instances share.
@@ -244,12 +245,82 @@ struct PostgresScheduleInspectorTests {
         await #expect {
             try await ScheduleDatabase.postgres(Self.database(server)).inspector()
         } throws: { error in
-            "\(error)".contains("schema version 99") && "\(error)".contains("up to version 11")
+            "\(error)".contains("schema version 99") && "\(error)".contains("up to version 12")
         }
         // No server there: the reason, no trap.
         var nowhere = Self.database(server)
         nowhere.port = try PostgresServer.freePort()
         nowhere.operationTimeout = .seconds(3)
         await #expect(throws: ScheduleStoreError.self) { try await ScheduleDatabase.postgres(nowhere).inspector() }
+    }
+
+    /// What failed for good is found from the attempts that did not succeed and the
+    /// requests of chains while those are few, and by reading every finished request
+    /// otherwise: the same requests either way, and not one that failed once and then
+    /// succeeded, nor a chain's request that succeeded.
+    @Test func whatFailedForGoodIsTheSameFoundByIndexesOrReadInOrder() async throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let flakyRuns = NIOLockedValueBox(0)
+        let scheduler = try Scheduler(
+            runtime: try PostgresSchedulerTests.runtime(),
+            configuration: PostgresSchedulerTests.configuration(server, name: "a"))
+        try scheduler.register(prefix: "ok.") { $0.setTaskCompleted(success: true) }
+        try scheduler.register(prefix: "fail.") { $0.setTaskCompleted(success: false) }
+        try scheduler.register(prefix: "flaky.") { task in
+            let run = flakyRuns.withLockedValue { runs in
+                runs += 1
+                return runs
+            }
+            task.setTaskCompleted(success: run > 1)
+        }
+        try scheduler.start()
+        defer { scheduler.runtime.requestTermination() }
+        var failing = ScheduledTaskRequest(identifier: "fail.1")
+        failing.retry.maximumAttempts = 1
+        var flaky = ScheduledTaskRequest(identifier: "flaky.1")
+        flaky.retry.maximumAttempts = 2
+        flaky.retry.initialDelay = .seconds(1)
+        var stopped = ScheduledTaskRequest(identifier: "ok.stopped")
+        stopped.prerequisites = ["fail.1"]
+        var chained = ScheduledTaskRequest(identifier: "ok.chained")
+        chained.prerequisites = ["ok.1"]
+        try await scheduler.submit(contentsOf: [
+            failing, ScheduledTaskRequest(identifier: "ok.1"), flaky, stopped, chained,
+        ])
+        let byIndexes = try await ScheduleDatabase.postgres(Self.database(server)).inspector()
+        defer { byIndexes.close() }
+        // Two attempts did not succeed (fail.1's, flaky.1's first): more than a page of one row.
+        let inOrder = try await PostgresScheduleInspector.open(
+            configuration: Self.database(server), rowsReadPerPage: 1)
+        defer { inOrder.close() }
+        let now = { SystemClock().wallClockNow }
+        let ended = try await PostgresSchedulerTests.eventually(30) {
+            var states: [WorkInfo.State?] = []
+            for identifier in ["fail.1", "ok.1", "flaky.1", "ok.stopped", "ok.chained"] {
+                states.append(try await byIndexes.request(identifier, now: now())?.state)
+            }
+            return states == [.failed, .succeeded, .succeeded, .failed, .succeeded]
+        }
+        #expect(ended)
+        func failed(_ inspector: any ScheduleInspector) async throws -> [String] {
+            var found: [String] = []
+            var after: Int64?
+            repeat {
+                let page = try await inspector.requests(
+                    RequestQuery(selection: .failed, after: after, limit: 1), now: now())
+                found += page.requests.map(\.request.identifier)
+                after = page.next
+            } while after != nil && found.count < 100
+            return found
+        }
+        #expect(try await failed(byIndexes) == ["fail.1", "ok.stopped"])
+        #expect(try await failed(inOrder) == ["fail.1", "ok.stopped"])
+        var newestFirst = RequestQuery(selection: .failed, limit: 10)
+        newestFirst.newestFirst = true
+        #expect(
+            try await byIndexes.requests(newestFirst, now: now()).requests.map(\.request.identifier) == [
+                "ok.stopped", "fail.1",
+            ])
     }
 }

@@ -55,6 +55,7 @@ extension PostgresScheduleStore {
                 (1, Self.schemaVersion1), (2, Self.schemaVersion2), (3, Self.schemaVersion3), (4, Self.schemaVersion4),
                 (5, Self.schemaVersion5), (6, Self.schemaVersion6), (7, Self.schemaVersion7), (8, Self.schemaVersion8),
                 (9, Self.schemaVersion9), (10, Self.schemaVersion10), (11, Self.schemaVersion11),
+                (12, Self.schemaVersion12),
             ] where version < target {
                 for statement in statements { _ = try await run(connection, PostgresQuery(unsafeSQL: statement)) }
             }
@@ -201,5 +202,22 @@ extension PostgresScheduleStore {
             ADD COLUMN IF NOT EXISTS progress_fraction double precision,
             ADD COLUMN IF NOT EXISTS progress_message text
         """
+    ]
+
+    /// Version 12: the rest of what a dashboard's pages ask of many rows, each found by an
+    /// index (measured at 100,000 requests and 200,000 attempts):
+    /// - the finished requests of chains, for the page of what failed for good: such a
+    ///   request was stopped by its chain or has an attempt other than a success
+    ///   (`history_unusual_results`), so a page reads those few instead of the newest
+    ///   attempt of every finished request. Only a chain's requests pay for it;
+    /// - the attempts' start times summarized as each block range fills, not only when
+    ///   autovacuum comes by: a range BRIN has not summarized is read whole by every query
+    ///   of a range of start times (an empty range: 21 ms until then).
+    static let schemaVersion12 = [
+        """
+        CREATE INDEX IF NOT EXISTS requests_finished_in_chains ON overtime.requests (sequence)
+            WHERE finished AND cancelled_at IS NULL AND chain IS NOT NULL
+        """,
+        "ALTER INDEX overtime.history_started SET (autosummarize = on)",
     ]
 }
