@@ -245,7 +245,7 @@ struct PostgresScheduleInspectorTests {
         await #expect {
             try await ScheduleDatabase.postgres(Self.database(server)).inspector()
         } throws: { error in
-            "\(error)".contains("schema version 99") && "\(error)".contains("up to version 12")
+            "\(error)".contains("schema version 99") && "\(error)".contains("up to version 13")
         }
         // No server there: the reason, no trap.
         var nowhere = Self.database(server)
@@ -322,5 +322,53 @@ struct PostgresScheduleInspectorTests {
             try await byIndexes.requests(newestFirst, now: now()).requests.map(\.request.identifier) == [
                 "ok.stopped", "fail.1",
             ])
+    }
+
+    /// On a database whose collation is not byte order (`C.UTF-8`, which PostgreSQL 15 sorts
+    /// as a locale), the identifiers that start with a prefix are still found as a range of
+    /// the primary keys, not by reading every request and attempt: the schema compares
+    /// identifiers byte by byte.
+    @Test func identifiersWithAPrefixAreARangeOfTheKeysWhateverTheDatabasesCollation() async throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        try server.psql("CREATE DATABASE fleet TEMPLATE template0 LC_COLLATE 'C.UTF-8' LC_CTYPE 'C.UTF-8'")
+        var database = Self.database(server)
+        database.database = "fleet"
+        var configuration = SchedulerConfiguration(database: .postgres(database))
+        configuration.startSpacing = .zero
+        let scheduler = try Scheduler(runtime: try PostgresSchedulerTests.runtime(), configuration: configuration)
+        try scheduler.register(prefix: "job-") { $0.setTaskCompleted(success: true) }
+        try scheduler.start()
+        defer { scheduler.runtime.requestTermination() }
+        let later = WallClockInstant(secondsSinceEpoch: Int64(Date().timeIntervalSince1970) + 3600)
+        try await scheduler.submit(
+            contentsOf: ["job-1", "job-10", "job-1é", "job-2", "job-20"].map {
+                var request = ScheduledTaskRequest(identifier: $0)
+                request.earliestBegin = later
+                return request
+            })
+        let collations = try server.psql(
+            """
+            SELECT string_agg(table_name || '.' || column_name || ' ' || coalesce(collation_name, '-'), ', '
+                ORDER BY table_name, column_name)
+            FROM information_schema.columns WHERE table_schema = 'overtime' AND column_name IN ('identifier', 'prerequisite')
+            """, database: "fleet")
+        #expect(
+            collations.trimmingCharacters(in: .whitespacesAndNewlines)
+                == "history.identifier C, prerequisites.identifier C, prerequisites.prerequisite C, requests.identifier C"
+        )
+        for table in ["requests", "history"] {
+            let plan = try server.psql(
+                """
+                SET enable_seqscan = off;
+                EXPLAIN SELECT identifier FROM overtime.\(table) WHERE starts_with(identifier, 'job-1')
+                """, database: "fleet")
+            #expect(plan.contains("Index Cond: ((identifier >= 'job-1'::text)"), "\(table): \(plan)")
+        }
+        let inspector = try await ScheduleDatabase.postgres(database).inspector()
+        defer { inspector.close() }
+        let found = try await inspector.requests(
+            RequestQuery(selection: .all, identifierPrefix: "job-1"), now: SystemClock().wallClockNow)
+        #expect(Set(found.requests.map(\.request.identifier)) == ["job-1", "job-10", "job-1é"])
     }
 }

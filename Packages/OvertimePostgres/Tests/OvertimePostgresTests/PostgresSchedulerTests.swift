@@ -549,7 +549,7 @@ struct PostgresSchedulerTests {
         try second.register("hourly") { $0.setTaskCompleted(success: true) }
         let after = try #require(second.pendingRequests().first)
         #expect(after.request == hourly && after.nextRun == before.nextRun, "\(after) after \(before)")
-        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("12"))
+        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("13"))
         #expect(try server.psql("SELECT to_regclass('overtime.handlers') IS NOT NULL").hasPrefix("t"))
         #expect(
             try server.psql("SELECT to_regclass('overtime.requests_finished_in_chains') IS NOT NULL").hasPrefix("t"))
@@ -559,6 +559,12 @@ struct PostgresSchedulerTests {
                 AND table_name = 'requests' AND column_name LIKE 'progress_%'
             """)
         #expect(progressColumns.hasPrefix("3"), "\(progressColumns)")
+        let byteOrdered = try server.psql(
+            """
+            SELECT count(*) FROM information_schema.columns WHERE table_schema = 'overtime'
+                AND column_name IN ('identifier', 'prerequisite') AND collation_name = 'C'
+            """)
+        #expect(byteOrdered.hasPrefix("4"), "identifiers compared byte by byte: \(byteOrdered)")
         let indexes = [
             "history_by_run", "requests_failed", "requests_cancelled", "history_unusual_results", "history_started",
         ]
@@ -644,7 +650,7 @@ struct PostgresSchedulerTests {
         } catch let error as SchedulerError {
             #expect(error.code == .store)
             #expect(
-                error.message.contains("schema version 99") && error.message.contains("up to version 12"), "\(error)")
+                error.message.contains("schema version 99") && error.message.contains("up to version 13"), "\(error)")
         }
     }
 

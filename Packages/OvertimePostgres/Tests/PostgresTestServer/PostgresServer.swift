@@ -105,10 +105,11 @@ public final class PostgresServer: Sendable {
         }
     }
 
-    /// SQL run with psql (through the server's Unix socket), its output.
+    /// SQL run with psql (through the server's Unix socket) in `database`, its output.
     @discardableResult
-    public func psql(_ sql: String) throws -> String {
-        try Self.asPostgres(bin + "/psql", ["-h", folder, "-p", "\(port)", "-U", "postgres", "-tA", "-c", sql])
+    public func psql(_ sql: String, database: String = "postgres") throws -> String {
+        try Self.asPostgres(
+            bin + "/psql", ["-h", folder, "-p", "\(port)", "-U", "postgres", "-d", database, "-tA", "-c", sql])
     }
 
     /// `pg_ctl stop`, then the folder removed.
