@@ -245,7 +245,7 @@ struct PostgresScheduleInspectorTests {
         await #expect {
             try await ScheduleDatabase.postgres(Self.database(server)).inspector()
         } throws: { error in
-            "\(error)".contains("schema version 99") && "\(error)".contains("up to version 13")
+            "\(error)".contains("schema version 99") && "\(error)".contains("up to version 14")
         }
         // No server there: the reason, no trap.
         var nowhere = Self.database(server)
@@ -254,11 +254,11 @@ struct PostgresScheduleInspectorTests {
         await #expect(throws: ScheduleStoreError.self) { try await ScheduleDatabase.postgres(nowhere).inspector() }
     }
 
-    /// What failed for good is found from the attempts that did not succeed and the
-    /// requests of chains while those are few, and by reading every finished request
-    /// otherwise: the same requests either way, and not one that failed once and then
-    /// succeeded, nor a chain's request that succeeded.
-    @Test func whatFailedForGoodIsTheSameFoundByIndexesOrReadInOrder() async throws {
+    /// What failed for good is found from the requests marked as they finished without a
+    /// success, the same as by reading every finished request (a schedule before version
+    /// 14), and after the migration that marks those finished before it: not one that
+    /// failed once and then succeeded, nor a chain's request that succeeded.
+    @Test func whatFailedForGoodIsTheSameFoundByItsMarkOrReadInOrderAndAfterTheMigration() async throws {
         let server = try PostgresServer()
         defer { server.stop() }
         let flakyRuns = NIOLockedValueBox(0)
@@ -290,10 +290,6 @@ struct PostgresScheduleInspectorTests {
         ])
         let byIndexes = try await ScheduleDatabase.postgres(Self.database(server)).inspector()
         defer { byIndexes.close() }
-        // Two attempts did not succeed (fail.1's, flaky.1's first): more than a page of one row.
-        let inOrder = try await PostgresScheduleInspector.open(
-            configuration: Self.database(server), rowsReadPerPage: 1)
-        defer { inOrder.close() }
         let now = { SystemClock().wallClockNow }
         let ended = try await PostgresSchedulerTests.eventually(30) {
             var states: [WorkInfo.State?] = []
@@ -315,11 +311,38 @@ struct PostgresScheduleInspectorTests {
             return found
         }
         #expect(try await failed(byIndexes) == ["fail.1", "ok.stopped"])
+        let marked =
+            "SELECT string_agg(identifier, ',' ORDER BY identifier) FROM overtime.requests WHERE failure_candidate"
+        let markedAsTheyFinished = try server.psql(marked).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(markedAsTheyFinished == "fail.1,ok.stopped", "marked as they finished: \(markedAsTheyFinished)")
+        // The schedule as version 13 left it: read in order, then migrated by an instance.
+        scheduler.runtime.requestTermination()
+        try server.psql(
+            """
+            ALTER TABLE overtime.requests DROP COLUMN failure_candidate;
+            UPDATE overtime.meta SET value = 13 WHERE name = 'schema_version'
+            """)
+        let inOrder = try await ScheduleDatabase.postgres(Self.database(server)).inspector()
+        defer { inOrder.close() }
         #expect(try await failed(inOrder) == ["fail.1", "ok.stopped"])
+        let migrating = try Scheduler(
+            runtime: try PostgresSchedulerTests.runtime(),
+            configuration: PostgresSchedulerTests.configuration(server, name: "b"))
+        _ = await migrating.pendingRequests()
+        migrating.runtime.requestTermination()
+        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("14"))
+        // Marked from their newest attempts, with every finished request of a chain (ok.chained
+        // succeeded: read, and left out by its state).
+        let markedByTheMigration = try server.psql(marked).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(
+            markedByTheMigration == "fail.1,ok.chained,ok.stopped", "marked by the migration: \(markedByTheMigration)")
+        let migrated = try await ScheduleDatabase.postgres(Self.database(server)).inspector()
+        defer { migrated.close() }
+        #expect(try await failed(migrated) == ["fail.1", "ok.stopped"])
         var newestFirst = RequestQuery(selection: .failed, limit: 10)
         newestFirst.newestFirst = true
         #expect(
-            try await byIndexes.requests(newestFirst, now: now()).requests.map(\.request.identifier) == [
+            try await migrated.requests(newestFirst, now: now()).requests.map(\.request.identifier) == [
                 "ok.stopped", "fail.1",
             ])
     }

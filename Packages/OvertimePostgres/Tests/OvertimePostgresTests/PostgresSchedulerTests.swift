@@ -549,10 +549,10 @@ struct PostgresSchedulerTests {
         try second.register("hourly") { $0.setTaskCompleted(success: true) }
         let after = try #require(second.pendingRequests().first)
         #expect(after.request == hourly && after.nextRun == before.nextRun, "\(after) after \(before)")
-        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("13"))
+        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("14"))
         #expect(try server.psql("SELECT to_regclass('overtime.handlers') IS NOT NULL").hasPrefix("t"))
         #expect(
-            try server.psql("SELECT to_regclass('overtime.requests_finished_in_chains') IS NOT NULL").hasPrefix("t"))
+            try server.psql("SELECT to_regclass('overtime.requests_failed_for_good') IS NOT NULL").hasPrefix("t"))
         let progressColumns = try server.psql(
             """
             SELECT count(*) FROM information_schema.columns WHERE table_schema = 'overtime'
@@ -650,7 +650,7 @@ struct PostgresSchedulerTests {
         } catch let error as SchedulerError {
             #expect(error.code == .store)
             #expect(
-                error.message.contains("schema version 99") && error.message.contains("up to version 13"), "\(error)")
+                error.message.contains("schema version 99") && error.message.contains("up to version 14"), "\(error)")
         }
     }
 

@@ -31,9 +31,9 @@ final class PostgresScheduleInspector: ScheduleInspector {
     /// The schedule has the columns of the progress runs reported (schema version 11): a
     /// fleet not upgraded yet is read with NULLs in their place.
     private let progressColumnsSeen = NIOLockedValueBox(false)
-    /// The schedule has the index of the finished requests of chains (schema version 12):
-    /// a page of what failed for good reads only the requests that may have.
-    private let failedFoundByIndexes = NIOLockedValueBox(false)
+    /// The schedule marks the requests that finished without a success (schema version 14):
+    /// a page of what failed for good reads those by an index, not every finished request.
+    private let failureCandidatesMarked = NIOLockedValueBox(false)
     /// The most rows one page reads for a selection no index answers (failed, a tag).
     let rowsReadPerPage: Int
     private static let logger = Logger(label: "overtime.fleet.inspector") { _ in SwiftLogNoOpLogHandler() }
@@ -95,18 +95,11 @@ final class PostgresScheduleInspector: ScheduleInspector {
         case .running: conditions.append("r.running")
         case .failed:
             conditions.append("r.finished AND r.cancelled_at IS NULL")
-            if try await fewAttemptsFailed() {
-                // A request that failed for good was stopped by its chain or has an attempt
-                // that did not succeed: the few such rows, each found by an index (the state
-                // of each is still told by its newest attempt, as for any page).
-                conditions.append(
-                    """
-                    r.sequence IN (SELECT c.sequence FROM overtime.requests c
-                        WHERE c.finished AND c.cancelled_at IS NULL AND c.chain IS NOT NULL
-                    UNION SELECT c.sequence FROM overtime.history u
-                        JOIN overtime.requests c ON c.identifier = u.identifier AND c.owner = u.owner
-                        WHERE u.result <> 'succeeded' AND c.finished AND c.cancelled_at IS NULL)
-                    """)
+            if failureCandidatesMarked.withLockedValue({ $0 }) {
+                // A request that failed for good finished without a success: the few such,
+                // by `requests_failed_for_good` (the state of each still told by its newest
+                // attempt, its chain's stop, as for any page).
+                conditions.append("r.failure_candidate")
             }
         case .cancelled: conditions.append("r.cancelled_at IS NOT NULL")
         default: break
@@ -164,23 +157,6 @@ final class PostgresScheduleInspector: ScheduleInspector {
                 if !reading.visit(inspected) { break }
             }
             if let found = reading.batchEnded(rows: rows) { return found }
-        }
-    }
-
-    /// Whether the attempts that did not succeed are few enough (at most a page's rows) to
-    /// find what failed for good from them: else the finished requests are read in order,
-    /// each told by its newest attempt.
-    private func fewAttemptsFailed() async throws(ScheduleStoreError) -> Bool {
-        try await using { [self] connection, _ in
-            guard failedFoundByIndexes.withLockedValue({ $0 }) else { return false }
-            let counted = try await run(
-                connection,
-                """
-                SELECT count(*) FROM (SELECT 1 FROM overtime.history WHERE result <> 'succeeded'
-                    LIMIT \(rowsReadPerPage + 1)) few
-                """
-            ).first?.decode(Int64.self)
-            return (counted ?? .max) <= rowsReadPerPage
         }
     }
 
@@ -510,7 +486,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
                         + " of this build once to upgrade it")
             }
             progressColumnsSeen.withLockedValue { $0 = version >= 11 }
-            failedFoundByIndexes.withLockedValue { $0 = version >= 12 }
+            failureCandidatesMarked.withLockedValue { $0 = version >= 14 }
             let before = SystemClock().wallClockNow.nanosecondsSinceEpoch
             let database =
                 try await run(made, "SELECT \(unescaped: PostgresScheduleStore.databaseNow)").first?.decode(Int64.self)

@@ -55,7 +55,7 @@ extension PostgresScheduleStore {
                 (1, Self.schemaVersion1), (2, Self.schemaVersion2), (3, Self.schemaVersion3), (4, Self.schemaVersion4),
                 (5, Self.schemaVersion5), (6, Self.schemaVersion6), (7, Self.schemaVersion7), (8, Self.schemaVersion8),
                 (9, Self.schemaVersion9), (10, Self.schemaVersion10), (11, Self.schemaVersion11),
-                (12, Self.schemaVersion12), (13, Self.schemaVersion13),
+                (12, Self.schemaVersion12), (13, Self.schemaVersion13), (14, Self.schemaVersion14),
             ] where version < target {
                 for statement in statements { _ = try await run(connection, PostgresQuery(unsafeSQL: statement)) }
             }
@@ -233,6 +233,31 @@ extension PostgresScheduleStore {
         """
         ALTER TABLE overtime.prerequisites ALTER COLUMN prerequisite TYPE text COLLATE "C",
             ALTER COLUMN identifier TYPE text COLLATE "C"
+        """,
+    ]
+
+    /// Version 14: a request that finishes without a success ended in the same write says
+    /// so (`failure_candidate`), so that the page of what failed for good reads the few such
+    /// requests by one index. Before, it found them from the attempts that did not succeed,
+    /// each joined with every finished request, and the finished requests of chains: 20 ms
+    /// at 20,000 such attempts whichever had failed for good. A candidate's state is still
+    /// told by its newest attempt; the candidates are a superset (a request finished by a
+    /// submission, stopped by its chain, or whose history was pruned is one), never missing
+    /// one that failed. Requests finished before this version are marked from their newest
+    /// attempt, and every finished request of a chain (whether its chain stopped it is in
+    /// its encoded state).
+    static let schemaVersion14 = [
+        "ALTER TABLE overtime.requests ADD COLUMN IF NOT EXISTS failure_candidate boolean NOT NULL DEFAULT false",
+        """
+        UPDATE overtime.requests r SET failure_candidate = true WHERE r.finished AND r.cancelled_at IS NULL
+            AND (r.chain IS NOT NULL OR coalesce((SELECT h.result FROM overtime.history h
+                WHERE h.identifier = r.identifier AND h.owner = r.owner ORDER BY h.run_id DESC, h.attempt DESC LIMIT 1),
+                '') <> 'succeeded')
+        """,
+        "DROP INDEX IF EXISTS overtime.requests_finished_in_chains",
+        """
+        CREATE INDEX IF NOT EXISTS requests_failed_for_good ON overtime.requests (sequence)
+            WHERE finished AND cancelled_at IS NULL AND failure_candidate
         """,
     ]
 }

@@ -410,6 +410,7 @@ extension PostgresScheduleStore {
                 maximum_attempts = excluded.maximum_attempts, requirements = excluded.requirements,
                 anchor = excluded.anchor, owed = excluded.owed, retry_at = excluded.retry_at,
                 failed_attempts = excluded.failed_attempts, finished = excluded.finished,
+                failure_candidate = excluded.failure_candidate,
                 current_run_id = excluded.current_run_id, due_at = excluded.due_at,
                 requirement_mask = excluded.requirement_mask, planned_at = excluded.planned_at,
                 calendar = excluded.calendar, grid_offset_ns = excluded.grid_offset_ns,
@@ -426,7 +427,7 @@ extension PostgresScheduleStore {
                 catch_up, catch_up_maximum, randomized_delay_ns, maximum_duration_ns, backoff, initial_delay_ns,
                 maximum_delay_ns, maximum_attempts, requirements, anchor, owed, retry_at, failed_attempts, finished,
                 current_run_id, due_at, requirement_mask, sequence, owner, planned_at, calendar, grid_offset_ns,
-                previous_window_at, tags, input, cancelled_at, prerequisites, chain, wakes_system)
+                previous_window_at, tags, input, cancelled_at, prerequisites, chain, wakes_system, failure_candidate)
             SELECT \(row.identifier), \(row.submittedAt), \(row.earliestBegin), \(row.intervalNanoseconds),
                 \(row.flexNanoseconds), \(row.catchUp), \(Int64(row.catchUpMaximum)), \(row.randomizedDelayNanoseconds),
                 \(row.maximumDurationNanoseconds), \(row.backoff), \(row.initialDelayNanoseconds),
@@ -435,7 +436,9 @@ extension PostgresScheduleStore {
                 \(row.dueAt), \(row.requirementMask), nextval('overtime.submissions'), \(rowOwner), \(row.plannedAt),
                 \(row.calendar), \(row.gridOffsetNanoseconds), \(row.previousWindowAt), \(row.tags),
                 \(ByteBuffer(bytes: row.input)), \(row.cancelledAt), \(row.prerequisites),
-                \(row.chain.map { ByteBuffer(bytes: $0) }), \(row.wakesSystem)
+                \(row.chain.map { ByteBuffer(bytes: $0) }), \(row.wakesSystem),
+                -- Finished as submitted, with no attempt ending here: a candidate (schema 14).
+                \(row.finished)
             -- Kept: a request of the identifier this instance sees, or a shared one another
             -- instance would see beside its own.
             WHERE \(!ifAbsent) OR NOT EXISTS (SELECT 1 FROM overtime.requests WHERE identifier = \(row.identifier)
@@ -508,6 +511,8 @@ extension PostgresScheduleStore {
         v.unnest("row_owner", "text", requests.map { rowOwner(of: $0) })
         v.write("owner", "v.row_owner")
         v.write("sequence", "v.sequence")
+        // Finished as submitted, with no attempt ending here: a candidate (schema 14).
+        v.write("failure_candidate", "v.finished")
         // The numbers are drawn in the batch's order, in the scan of the arrays, before the
         // insert's anti-join, whose plan may take the rows in any order.
         let sql = """
@@ -639,6 +644,9 @@ extension PostgresScheduleStore {
         bindings.append(writes.map { rowOwner(of: $0.stored) })
         bindings.append(rows.map { $0.plannedAt ?? none })
         bindings.append(rows.map { $0.previousWindowAt ?? none })
+        // A row that finishes other than with a success ended in this write is a candidate
+        // for the page of what failed for good (schema version 14).
+        bindings.append(writes.map { $0.ending?.result == .succeeded })
         // A row finished meanwhile was cancelled by another instance (this one would have
         // ended or started nothing of it): an end or a start planned before then would
         // write its next time over the cancellation, and the request would run on. Left
@@ -665,22 +673,24 @@ extension PostgresScheduleStore {
         return """
             UPDATE overtime.requests AS r SET anchor = v.anchor, owed = v.owed, retry_at = NULLIF(v.retry_at, \(none15)),
                 failed_attempts = v.failed_attempts, finished = v.finished,
+                failure_candidate = v.finished AND NOT v.succeeded,
                 current_run_id = NULLIF(v.current_run_id, \(none15)), due_at = NULLIF(v.due_at, \(none15)),
                 running = v.running, active_run_id = NULLIF(v.run, \(none15)),
                 active_attempt = NULLIF(v.attempt, \(none15)), active_started_at = NULLIF(v.started, \(none15)),
                 planned_at = NULLIF(v.planned, \(none15)), previous_window_at = NULLIF(v.previous_window, \(none15)),
                 \(claim)
             FROM unnest(\((1...14).map { parameter($0) + Self.arrayTypes[$0 - 1] }.joined(separator: ", ")),
-                \(parameter(18))::text[], \(parameter(19))::bigint[], \(parameter(20))::bigint[])
+                \(parameter(18))::text[], \(parameter(19))::bigint[], \(parameter(20))::bigint[],
+                \(parameter(21))::boolean[])
                 AS v(identifier, anchor, owed, retry_at, failed_attempts, finished, current_run_id, due_at, running,
-                    run, attempt, started, ending_run, ending_attempt, owner, planned, previous_window)
+                    run, attempt, started, ending_run, ending_attempt, owner, planned, previous_window, succeeded)
             WHERE r.identifier = v.identifier AND r.owner = v.owner AND \(rowCondition)
             RETURNING r.identifier, r.owner, r.finished AND r.has_dependents AS linked
             """
     }
 
     /// The claim left as it is, and the condition of ``PlanCondition/unchanged(_:)``: the
-    /// row still at `from` (its values appended to `bindings` as parameters 21 to 25 of
+    /// row still at `from` (its values appended to `bindings` as parameters 22 to 26 of
     /// ``planUpdate(_:_:_:)``), idle, unfinished, and claimed by no other instance.
     private func unchangedCondition(_ from: PlanState, base: Int, _ bindings: inout PostgresBindings)
         -> (String, String)
@@ -695,9 +705,9 @@ extension PostgresScheduleStore {
         return (
             "claim_until = r.claim_until",
             """
-            NOT r.running AND NOT r.finished AND r.anchor = \(parameter(21)) AND r.owed = \(parameter(22))
-                AND coalesce(r.retry_at, \(none)) = \(parameter(23)) AND r.failed_attempts = \(parameter(24))
-                AND coalesce(r.planned_at, \(none)) = \(parameter(25))
+            NOT r.running AND NOT r.finished AND r.anchor = \(parameter(22)) AND r.owed = \(parameter(23))
+                AND coalesce(r.retry_at, \(none)) = \(parameter(24)) AND r.failed_attempts = \(parameter(25))
+                AND coalesce(r.planned_at, \(none)) = \(parameter(26))
                 AND (r.claimed_by IS NULL OR r.claimed_by = \(parameter(16)) OR r.claim_until < now())
             """
         )
