@@ -347,6 +347,61 @@ struct PostgresScheduleInspectorTests {
             ])
     }
 
+    /// The attempts of identifiers with a prefix, a page at a time, are the same read by the
+    /// primary key's range and sorted (a prefix with few attempts) as read newest first (one
+    /// with many): newest first, from a position, with a result, and none of another prefix.
+    @Test func aPrefixsHistoryIsTheSameSortedOrReadNewestFirst() async throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let scheduler = try Scheduler(
+            runtime: try PostgresSchedulerTests.runtime(), configuration: PostgresSchedulerTests.configuration(server))
+        try scheduler.register(prefix: "a.") { $0.setTaskCompleted(success: true) }
+        try scheduler.register(prefix: "ab.") { $0.setTaskCompleted(success: false) }
+        try scheduler.start()
+        defer { scheduler.runtime.requestTermination() }
+        try await scheduler.submit(
+            contentsOf: (1...5).flatMap { ["a.\($0)", "ab.\($0)"] }.map {
+                var request = ScheduledTaskRequest(identifier: $0)
+                request.retry.maximumAttempts = 1
+                return request
+            })
+        let sorted = try await ScheduleDatabase.postgres(Self.database(server)).inspector()
+        defer { sorted.close() }
+        let newestFirst = try await PostgresScheduleInspector.open(
+            configuration: Self.database(server), prefixSortedAtMost: 0)
+        defer { newestFirst.close() }
+        #expect(
+            try await PostgresSchedulerTests.eventually(30) {
+                try await sorted.history(HistoryQuery(limit: 100)).count == 10
+            })
+        let all = try await sorted.history(HistoryQuery(limit: 100))
+        func pages(_ inspector: any ScheduleInspector, _ prefix: String, _ result: RunResult? = nil) async throws
+            -> [String]
+        {
+            var found: [RunRecord] = []
+            var query = HistoryQuery(identifierPrefix: prefix, result: result, limit: 2)
+            while true {
+                let page = try await inspector.history(query)
+                found += page
+                guard let last = page.last, page.count == query.limit else { break }
+                query.before = HistoryPosition(last)
+            }
+            return found.map { "\($0.identifier) \($0.runID).\($0.attempt) \($0.result)" }
+        }
+        let expected = all.filter { $0.identifier.hasPrefix("a.") }.map {
+            "\($0.identifier) \($0.runID).\($0.attempt) \($0.result)"
+        }
+        #expect(expected.count == 5)
+        #expect(try await pages(sorted, "a.") == expected)
+        #expect(try await pages(newestFirst, "a.") == expected)
+        let failed = all.filter { $0.identifier.hasPrefix("ab.") && $0.result == .failed }
+        #expect(failed.count == 5)
+        #expect(try await pages(sorted, "ab.", .failed) == pages(newestFirst, "ab.", .failed))
+        #expect(try await pages(sorted, "ab.", .failed).count == 5)
+        #expect(try await pages(sorted, "ab.", .succeeded).isEmpty)
+        #expect(try await pages(sorted, "c.").isEmpty)
+    }
+
     /// On a database whose collation is not byte order (`C.UTF-8`, which PostgreSQL 15 sorts
     /// as a locale), the identifiers that start with a prefix are still found as a range of
     /// the primary keys, not by reading every request and attempt: the schema compares
