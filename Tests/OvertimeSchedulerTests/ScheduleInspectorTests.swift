@@ -14,10 +14,10 @@ import Testing
 @Suite("Schedule inspector", .serialized, .timeLimit(.minutes(2)))
 struct ScheduleInspectorTests {
     /// A schedule with a request in every state, the scheduler still holding it.
-    private func schedule() throws -> SchedulerHarness {
+    private func schedule(prefixes: [String] = ["x."]) throws -> SchedulerHarness {
         let network = ManualConditionSource(SystemConditions(networkAvailable: false))
         let h = try SchedulerHarness(
-            prefixes: ["x."], store: .sqlite,
+            prefixes: prefixes, store: .sqlite,
             configure: {
                 $0.conditions = network
                 $0.maximumConcurrentRuns = 1
@@ -286,6 +286,105 @@ struct ScheduleInspectorTests {
             try await h.current.submit(ScheduledTaskRequest(identifier: "h.more"))
             h.settle()
             #expect(try await inspector.changeMark() != mark, "the owner committed")
+        }
+    }
+
+    /// ``schedule()`` with a request no handler serves (its handler's record changed as a
+    /// daemon started without it would write it), and one its failed prerequisite stopped.
+    private func scheduleWithAnOrphanAndAStoppedLink() throws -> SchedulerHarness {
+        let h = try schedule(prefixes: ["x.", "y."])
+        try h.current.submit(ScheduledTaskRequest(identifier: "y.orphan"))
+        var stopped = ScheduledTaskRequest(identifier: "x.stopped")
+        stopped.prerequisites = ["x.broken"]
+        try h.current.submit(stopped)
+        h.advance(by: .seconds(1))
+        // Last: the scheduler's connection holds its snapshot between writes.
+        let store = try SQLiteConnection(path: h.path)
+        try store.execute("UPDATE handlers SET prefixes = 'x.'")
+        store.close()
+        return h
+    }
+
+    @Test func theOverviewCountsWhatThePagesShow() async throws {
+        try await onOwnThread {
+            let h = try scheduleWithAnOrphanAndAStoppedLink()
+            defer { h.finish() }
+            let inspector = try await ScheduleDatabase.sqlite(path: h.path).inspector()
+            defer { inspector.close() }
+            let now = h.now
+            let overview = try await inspector.overview(now: now)
+            let counts = [overview.waiting, overview.retrying, overview.running, overview.failed, overview.cancelled]
+            #expect(counts == [6, 1, 1, 2, 1])
+            #expect(overview.succeeded == 1)
+            #expect(
+                overview.handlers == [
+                    HandlerLoad(handler: "x.", isPrefix: true, waiting: 5, running: 1),
+                    HandlerLoad(handler: nil, isPrefix: false, waiting: 1, running: 0),
+                ])
+            #expect(overview.minutes.count == ScheduleOverview.minutesCounted)
+            #expect(overview.minutes.map(\.ended).reduce(0, +) == 3, "x.done, x.broken, x.retrying's first")
+            #expect(overview.minutes.map(\.failed).reduce(0, +) == 2)
+            #expect(overview.minutes.last.map { $0.start <= now && now < $0.start + .seconds(60) } == true)
+            // The same counted from every page and every attempt of the hour.
+            let fromPages = try await HistoryOnly(inspector).overview(now: now)
+            #expect(
+                fromPages
+                    == ScheduleOverview(
+                        waiting: overview.waiting, retrying: overview.retrying, running: overview.running,
+                        failed: overview.failed, cancelled: overview.cancelled, succeeded: overview.succeeded,
+                        handlers: [], minutes: overview.minutes))
+            // A request goes to its identifier's handler, else to the first prefix registered.
+            // So with more prefixes than one pass counts (each counted by its range).
+            let shares = [
+                HandlerLoad(handler: "x.", isPrefix: true, waiting: 2, running: 1),
+                HandlerLoad(handler: "x.l", isPrefix: true, waiting: 2, running: 0),
+                HandlerLoad(handler: "x.queued", isPrefix: false, waiting: 1, running: 0),
+                HandlerLoad(handler: nil, isPrefix: false, waiting: 1, running: 0),
+            ]
+            let many = (0..<SQLiteScheduleInspector.prefixesCountedInOnePass).map { "z\($0)." }
+            for prefixes in [["x.l", "x."], ["x.l", "x."] + many] {
+                let store = try SQLiteConnection(path: h.path)
+                try store.execute(
+                    "UPDATE handlers SET identifiers = 'x.queued', prefixes = '\(prefixes.joined(separator: "\n"))'")
+                store.close()
+                #expect(try await inspector.overview(now: now).handlers == shares, "\(prefixes.count) prefixes")
+            }
+            // An hour later the attempts have left the chart; the requests stay.
+            let later = try await inspector.overview(now: now + .seconds(3700))
+            #expect(later.minutes.allSatisfy { $0.ended == 0 } && later.waiting == 6)
+        }
+    }
+
+    /// The minutes an overview shows are counted as attempts end (schema version 16), and
+    /// counted from the history by the migration to it: the same as the history tells.
+    @Test func theLastHoursAttemptsAreCountedAsTheyEndAndByTheMigration() async throws {
+        try await onOwnThread {
+            let h = try schedule()
+            defer { h.finish() }
+            let counted = { (inspector: any ScheduleInspector) in
+                let minutes = try await inspector.overview(now: h.now).minutes
+                return (minutes.map(\.ended).reduce(0, +), minutes.map(\.failed).reduce(0, +))
+            }
+            let before = try await ScheduleDatabase.sqlite(path: h.path).inspector()
+            #expect(try await counted(before) == (3, 2))
+            before.close()
+            // The store as version 15 left it; the next start migrates it (and finds x.hang's run
+            // interrupted: one more attempt ended).
+            let store = try SQLiteConnection(path: h.path)
+            try store.execute("DROP TABLE activity; PRAGMA user_version = 15")
+            store.close()
+            try h.open(prefixes: ["x."])
+            try h.current.start()
+            h.settle()
+            let after = try await ScheduleDatabase.sqlite(path: h.path).inspector()
+            defer { after.close() }
+            let interrupted = try await after.history(HistoryQuery(result: .interrupted))
+            #expect(interrupted.map(\.identifier) == ["x.hang"])
+            let afterCounts = try await counted(after)
+            let ended = try await after.history(HistoryQuery()).map { "\($0.identifier) \($0.result)" }
+            // x.hang's interrupted attempt, and the runs the restarted scheduler went on with.
+            #expect(afterCounts.0 == ended.count && ended.count >= 4 && afterCounts.1 == 2, "\(afterCounts): \(ended)")
+            #expect(try await after.overview(now: h.now).minutes == HistoryOnly(after).overview(now: h.now).minutes)
         }
     }
 

@@ -254,6 +254,8 @@ struct Scenarios {
                 ("failed_p99", { ms(try figures().failed, 0.99) }),
                 ("history_few_p50", { ms(try figures().historyFew, 0.5) }),
                 ("history_few_p99", { ms(try figures().historyFew, 0.99) }),
+                ("overview_p50", { ms(try figures().overview, 0.5) }),
+                ("overview_p99", { ms(try figures().overview, 0.99) }),
             ]
         case "sleep_to_release_ms":
             let cycles = max(5, min(200, s.transitions / 100))
@@ -508,7 +510,7 @@ struct Scenarios {
         case "dashboard_fleet_page_p99_ms":
             return [
                 "requests_p50", "requests_p99", "history_p50", "history_p99", "failed_p50", "failed_p99",
-                "history_few_p50", "history_few_p99",
+                "history_few_p50", "history_few_p99", "overview_p50", "overview_p99",
             ].map {
                 part in (part, { try fleetFigure("dashboard_fleet_" + part) })
             }

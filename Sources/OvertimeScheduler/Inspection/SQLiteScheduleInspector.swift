@@ -61,7 +61,11 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     /// their place for a store its owner has not upgraded yet.
     private let progressColumns: String
     /// Whether the store has the index of the attempts' start times (schema version 15).
-    private let startsIndexed: Bool
+    let startsIndexed: Bool
+    /// Whether the store has the index of the attempts that did not succeed (schema version 12).
+    let resultsIndexed: Bool
+    /// Whether the store counts the ended attempts by minute (schema version 16).
+    let activityCounted: Bool
 
     /// Opens `path` for reading, on a queue of its own. It must exist and be an Overtime
     /// schedule store this build reads; nothing is created, migrated or repaired (the owner
@@ -103,6 +107,8 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 ? "progress_run_id, progress_fraction, progress_message"
                 : "NULL AS progress_run_id, NULL AS progress_fraction, NULL AS progress_message"
             startsIndexed = version >= 15
+            resultsIndexed = version >= 12
+            activityCounted = version >= 16
             // Reads wait for the owner's commits rather than fail (a checkpoint may hold them).
             try connection.execute("PRAGMA query_only = 1")
         } catch let error as ScheduleStoreError {
@@ -309,12 +315,12 @@ final class SQLiteScheduleInspector: ScheduleInspector {
 
     // MARK: Rows
 
-    private enum Value {
+    enum Value {
         case text(String)
         case integer(Int64)
     }
 
-    private static func bind(_ statement: SQLiteStatement, _ values: [Value]) {
+    static func bind(_ statement: SQLiteStatement, _ values: [Value]) {
         for (index, value) in values.enumerated() {
             switch value {
             case .text(let text): statement.bind(Int32(index + 1), text)
@@ -329,7 +335,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
 
     /// The handlers the daemon recorded as it started; none in a store no daemon of this
     /// build has started since it was written (no table yet, or no row).
-    private static func handlers(_ connection: SQLiteConnection) throws(SQLiteError) -> [RegisteredHandlers] {
+    static func handlers(_ connection: SQLiteConnection) throws(SQLiteError) -> [RegisteredHandlers] {
         guard
             try connection.integer("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'handlers'")
                 == 1
@@ -366,7 +372,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
 
     /// Runs `body` with the least busy connection, or a new one when every open one is busy
     /// and fewer than ``mostReaders`` are open.
-    private func using<T: Sendable>(
+    func using<T: Sendable>(
         _ body: @escaping @Sendable (SQLiteConnection) throws(SQLiteError) -> T
     ) async throws(ScheduleStoreError) -> T {
         let choice: InspectorReaders.Choice = readers.withLock { readers in

@@ -24,6 +24,9 @@ public protocol ScheduleInspector: Sendable {
     /// A number that changes whenever the schedule does (a commit by its owner): polled, it
     /// says when to read again.
     func changeMark() async throws(ScheduleStoreError) -> Int64
+    /// The schedule at a glance at `now`: requests by state and by handler, and the attempts
+    /// of the last hour by minute, each counted in the store.
+    func overview(now: WallClockInstant) async throws(ScheduleStoreError) -> ScheduleOverview
     /// The instances of a fleet sharing the schedule, with what each holds; empty for a
     /// schedule one daemon owns.
     func instances(now: WallClockInstant) async throws(ScheduleStoreError) -> [InspectedInstance]

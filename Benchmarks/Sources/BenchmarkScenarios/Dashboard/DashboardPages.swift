@@ -25,6 +25,9 @@ public enum DashboardPages {
         /// Per load of a history page whose filter matches few of its rows or none (one
         /// result no attempt had, a range of start times no attempt is in), in microseconds.
         public var historyFew: [Int64] = []
+        /// Per load of the overview (counts by state and handler, the last hour's attempts by
+        /// minute), in microseconds.
+        public var overview: [Int64] = []
         /// From a commit to the `change` event on an open event stream, in microseconds.
         public var live: [Int64] = []
         /// What was measured, for the notes.
@@ -160,6 +163,7 @@ public enum DashboardPages {
                 for (pages, keep, rows) in [
                     (requestPages, \Figures.requests, rowsExpected), (historyPages, \Figures.history, rowsExpected),
                     (failedPages, \Figures.failed, rowsExpected), (Self.historyFewPages, \Figures.historyFew, false),
+                    (["/overview"], \Figures.overview, true),
                 ] {
                     let page = pages[load % pages.count]
                     let started = monotonicNanoseconds()

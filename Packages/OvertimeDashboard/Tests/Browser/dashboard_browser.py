@@ -134,11 +134,46 @@ def main():
         driver.quit()
 
 
+def overview_tiles(driver):
+    """The overview's counts by their labels."""
+    counts = {}
+    for tile in driver.find_elements(By.CSS_SELECTOR, "main .tile"):
+        counts[tile.find_element(By.TAG_NAME, "span").text] = int(tile.find_element(By.TAG_NAME, "strong").text)
+    return counts
+
+
+def dark(driver, on):
+    """Shows the pages as a system set to dark would."""
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                           {"features": [{"name": "prefers-color-scheme", "value": "dark" if on else "light"}]})
+
+
+def check_overview(driver, where):
+    """The overview as the other pages show the same schedule: its counts are their rows."""
+    driver.get(BASE + "/overview")
+    tiles = overview_tiles(driver)
+    check(texts(driver, "nav a[aria-current=page]") == ["Overview"], f"{where}: the overview is not marked current")
+    listed = lambda: [row for row in cells(driver) if len(row) > 1]  # not the "none" row
+    driver.get(BASE + "/requests?state=pending&order=oldest")
+    pending = listed()
+    driver.get(BASE + "/failed")
+    failed = listed()
+    driver.get(BASE + "/running")
+    running = listed()
+    check(tiles.get("waiting") == len(pending) - len(running), f"{where}: waiting {tiles} against {len(pending)} pending, {len(running)} running")
+    check(tiles.get("running") == len(running) == 1, f"{where}: running {tiles} against {running}")
+    check(tiles.get("failed for good") == len(failed), f"{where}: failed {tiles} against {len(failed)} rows")
+    driver.get(BASE + "/overview")
+    handlers = {row[0]: row for row in cells(driver) if len(row) == 4 and row[1] in ("prefix", "identifier", "never runs until one is")}
+    check(handlers.get("hang.", [""] * 4)[3] == "1", f"{where}: hang. runs nothing: {handlers}")
+    return tiles, handlers
+
+
 def sign_in(driver):
     driver.get(BASE + "/login")
     driver.find_element(By.NAME, "token").send_keys(TOKEN)
     driver.find_element(By.CSS_SELECTOR, "form.login button").click()
-    check(settle(driver, "/requests"), f"not signed in: {driver.current_url}")
+    check(settle(driver, "/overview"), f"not signed in, or not to the overview: {driver.current_url}")
 
 
 def wait_for_text(driver, text, timeout=10):
@@ -174,6 +209,13 @@ def live_change(driver, identifier, shot_name):
 
 def run_fleet(driver):
     sign_in(driver)
+    # The overview: the fleet's counts, its handlers, its instances' health.
+    tiles, handlers = check_overview(driver, "fleet")
+    health = {row[0]: row[1] for row in cells(driver) if len(row) == 4 and row[1] in ("connected", "not connected")}
+    check(health == {"alpha": "connected", "beta": "not connected"}, f"instances on the overview: {health}")
+    no_alert(driver, "fleet overview")
+    shot(driver, "fleet-overview")
+    driver.get(BASE + "/requests")
     rows = {row[0]: row for row in cells(driver)}
     check("ok.later" in rows and "its planned time" in rows["ok.later"][3], f"ok.later: {rows.get('ok.later')}")
     check("ok.link" in rows and "prerequisite ok.later" in rows["ok.link"][3], f"ok.link: {rows.get('ok.link')}")
@@ -228,7 +270,29 @@ def run(driver):
     check("not known" in driver.page_source, "a wrong token is not refused")
     driver.find_element(By.NAME, "token").send_keys(TOKEN)
     driver.find_element(By.CSS_SELECTOR, "form.login button").click()
-    check(settle(driver, "/requests"), f"not signed in: {driver.current_url}")
+    check(settle(driver, "/overview"), f"not signed in, or not to the overview: {driver.current_url}")
+
+    # The overview: counts that are the other pages' rows, the hour's attempts drawn, the
+    # request no handler serves said.
+    tiles, handlers = check_overview(driver, "daemon")
+    check(tiles.get("failed for good") == 4 and tiles.get("succeeded, kept") == 1, f"overview: {tiles}")
+    check(handlers.get("no handler registered", [""] * 4)[2] == "1", f"the orphan is not shown: {handlers}")
+    check(handlers.get("ok.", [""] * 4)[2] not in ("", "0"), f"ok. waits for nothing: {handlers}")
+    summary = driver.find_element(By.CSS_SELECTOR, ".chart svg").get_attribute("aria-label")
+    check("6 ended, 5 failed" in summary, f"the chart: {summary}")
+    drawn = driver.execute_script(
+        "return Array.from(document.querySelectorAll('.chart rect.failed')).filter(function (r) {"
+        " return r.getBoundingClientRect().height > 0; }).length;")
+    check(drawn >= 1, "no failed bar is drawn")
+    no_alert(driver, "overview")
+    shot(driver, "overview")
+    dark(driver, True)
+    driver.get(BASE + "/overview")
+    shot(driver, "overview-dark")
+    driver.get(BASE + "/failed")
+    shot(driver, "failed-dark")
+    dark(driver, False)
+    driver.get(BASE + "/requests")
 
     # Requests: what each waits for.
     rows = {row[0]: row for row in cells(driver)}
@@ -377,6 +441,10 @@ def run(driver):
     overflow = driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth;")
     check(overflow <= 1, f"the page is {overflow} px wider than a phone")
     shot(driver, "requests-phone")
+    driver.get(BASE + "/overview")
+    overflow = driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth;")
+    check(overflow <= 1, f"the overview is {overflow} px wider than a phone")
+    shot(driver, "overview-phone")
 
     # The session ends while a page is open (its cookie gone): the next change sends the
     # whole page to sign in, not a sign-in form under a header still naming the user.

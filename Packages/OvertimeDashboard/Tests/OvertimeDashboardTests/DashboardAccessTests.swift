@@ -15,7 +15,7 @@ import Testing
 @Suite("Dashboard access and safety", .serialized, .timeLimit(.minutes(3)))
 struct DashboardAccessTests {
     static let pages = [
-        "/requests", "/running", "/history", "/failed", "/instances", "/actions", "/request?id=ok.done",
+        "/overview", "/requests", "/running", "/history", "/failed", "/instances", "/actions", "/request?id=ok.done",
     ]
     static let xss = "xss.<img src=x onerror=alert(1)>"
 

@@ -63,7 +63,8 @@ struct DashboardBrowserTests {
         let dashboard = try DashboardUnderTest()
         defer { dashboard.stop() }
         let pages = [
-            "login", "requests", "running", "history", "failed", "instances", "story", "confirm", "requests-phone",
+            "login", "overview", "overview-dark", "overview-phone", "requests", "running", "history", "failed",
+            "failed-dark", "instances", "story", "confirm", "requests-phone",
         ]
         Self.removeScreenshots(pages)
         let printed = try Self.browse(dashboard, fleet: false)
@@ -89,7 +90,9 @@ struct DashboardBrowserTests {
         defer { dashboard.stop() }
         try await dashboard.killMember()
         #expect(try await dashboard.instances().first { $0.name == "beta" }?.requests == 1)
-        let pages = ["fleet-requests", "fleet-running", "fleet-instances", "fleet-retire", "fleet-retired"]
+        let pages = [
+            "fleet-overview", "fleet-requests", "fleet-running", "fleet-instances", "fleet-retire", "fleet-retired",
+        ]
         Self.removeScreenshots(pages)
         let printed = try Self.browse(dashboard, fleet: true)
         if let latency = printed.split(separator: "\n").first(where: { $0.hasPrefix("live-update-seconds") }) {

@@ -152,6 +152,31 @@ struct PostgresScheduleInspectorTests {
         #expect(instances.map(\.claims).reduce(0, +) == 1)
         #expect(instances.first { $0.name == "a" }?.requests == 1, "\(instances)")
 
+        // The overview: a link its failed prerequisite stops counts as failed; the counts
+        // are those the pages show, the handlers those the instances registered.
+        var stopped = ScheduledTaskRequest(identifier: "ok.after-fail")
+        stopped.prerequisites = ["fail.1"]
+        try await a.submit(stopped)
+        let stops = try await PostgresSchedulerTests.eventually(30) {
+            try await state("ok.after-fail")?.state == .failed
+        }
+        #expect(stops)
+        let overview = try await inspector.overview(now: now())
+        let counts = [overview.waiting, overview.retrying, overview.running, overview.failed, overview.cancelled]
+        #expect(counts == [3, 0, 1, 2, 1] && overview.succeeded == 1, "\(overview)")
+        #expect(
+            overview.handlers == [
+                HandlerLoad(handler: "hold.", isPrefix: true, waiting: 0, running: 1),
+                HandlerLoad(handler: "later.", isPrefix: true, waiting: 1, running: 0),
+                HandlerLoad(handler: "local.", isPrefix: true, waiting: 1, running: 0),
+                HandlerLoad(handler: "ok.", isPrefix: true, waiting: 1, running: 0),
+            ], "\(overview.handlers)")
+        #expect(overview.minutes.map(\.ended).reduce(0, +) == 2 && overview.minutes.map(\.failed).reduce(0, +) == 1)
+        let fromPages = try await PagesOnly(inspector).overview(now: now())
+        #expect(
+            [fromPages.waiting, fromPages.retrying, fromPages.running, fromPages.failed, fromPages.cancelled]
+                == counts && fromPages.succeeded == overview.succeeded && fromPages.minutes == overview.minutes)
+
         // The mark moves when an instance writes (a submit, notified; a cancel, not), and
         // rests while nothing happens.
         let rests = try await PostgresSchedulerTests.eventually(10) {
@@ -245,7 +270,8 @@ struct PostgresScheduleInspectorTests {
         await #expect {
             try await ScheduleDatabase.postgres(Self.database(server)).inspector()
         } throws: { error in
-            "\(error)".contains("schema version 99") && "\(error)".contains("up to version 14")
+            "\(error)".contains("schema version 99")
+                && "\(error)".contains("up to version \(PostgresScheduleStore.schemaVersion)")
         }
         // No server there: the reason, no trap.
         var nowhere = Self.database(server)
@@ -315,22 +341,34 @@ struct PostgresScheduleInspectorTests {
             "SELECT string_agg(identifier, ',' ORDER BY identifier) FROM overtime.requests WHERE failure_candidate"
         let markedAsTheyFinished = try server.psql(marked).trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(markedAsTheyFinished == "fail.1,ok.stopped", "marked as they finished: \(markedAsTheyFinished)")
+        // The hour's attempts as the instance counted them: those the history holds.
+        func minutes(_ inspector: any ScheduleInspector) async throws -> (Int, Int, Bool) {
+            let counted = try await inspector.overview(now: now()).minutes
+            let fromTheHistory = try await PagesOnly(inspector).overview(now: now()).minutes
+            return (counted.map(\.ended).reduce(0, +), counted.map(\.failed).reduce(0, +), counted == fromTheHistory)
+        }
+        #expect(try await minutes(byIndexes) == (5, 2, true), "fail.1, ok.1, flaky.1 twice, ok.chained")
         // The schedule as version 13 left it: read in order, then migrated by an instance.
         scheduler.runtime.requestTermination()
         try server.psql(
             """
             ALTER TABLE overtime.requests DROP COLUMN failure_candidate;
+            DROP TABLE overtime.activity;
             UPDATE overtime.meta SET value = 13 WHERE name = 'schema_version'
             """)
         let inOrder = try await ScheduleDatabase.postgres(Self.database(server)).inspector()
         defer { inOrder.close() }
         #expect(try await failed(inOrder) == ["fail.1", "ok.stopped"])
+        #expect(try await minutes(inOrder) == (5, 2, true), "read from the history before version 15")
         let migrating = try Scheduler(
             runtime: try PostgresSchedulerTests.runtime(),
             configuration: PostgresSchedulerTests.configuration(server, name: "b"))
         _ = await migrating.pendingRequests()
         migrating.runtime.requestTermination()
-        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("14"))
+        #expect(
+            try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").trimmingCharacters(
+                in: .whitespacesAndNewlines)
+                == "\(PostgresScheduleStore.schemaVersion)")
         // Marked from their newest attempts, with every finished request of a chain (ok.chained
         // succeeded: read, and left out by its state).
         let markedByTheMigration = try server.psql(marked).trimmingCharacters(in: .whitespacesAndNewlines)
@@ -339,6 +377,7 @@ struct PostgresScheduleInspectorTests {
         let migrated = try await ScheduleDatabase.postgres(Self.database(server)).inspector()
         defer { migrated.close() }
         #expect(try await failed(migrated) == ["fail.1", "ok.stopped"])
+        #expect(try await minutes(migrated) == (5, 2, true), "counted by the migration")
         var newestFirst = RequestQuery(selection: .failed, limit: 10)
         newestFirst.newestFirst = true
         #expect(
@@ -449,4 +488,22 @@ struct PostgresScheduleInspectorTests {
             RequestQuery(selection: .all, identifierPrefix: "job-1"), now: SystemClock().wallClockNow)
         #expect(Set(found.requests.map(\.request.identifier)) == ["job-1", "job-10", "job-1é"])
     }
+}
+
+/// An inspector that reads only through ``ScheduleInspector``'s requirements another has,
+/// leaving the overview to the protocol's default (counted from pages).
+private struct PagesOnly: ScheduleInspector {
+    let inner: any ScheduleInspector
+    init(_ inner: any ScheduleInspector) { self.inner = inner }
+    func requests(_ query: RequestQuery, now: WallClockInstant) async throws(ScheduleStoreError) -> RequestPage {
+        try await inner.requests(query, now: now)
+    }
+    func request(_ identifier: String, now: WallClockInstant) async throws(ScheduleStoreError) -> InspectedRequest? {
+        try await inner.request(identifier, now: now)
+    }
+    func history(_ query: HistoryQuery) async throws(ScheduleStoreError) -> [RunRecord] {
+        try await inner.history(query)
+    }
+    func changeMark() async throws(ScheduleStoreError) -> Int64 { try await inner.changeMark() }
+    func close() {}
 }

@@ -549,7 +549,8 @@ struct PostgresSchedulerTests {
         try second.register("hourly") { $0.setTaskCompleted(success: true) }
         let after = try #require(second.pendingRequests().first)
         #expect(after.request == hourly && after.nextRun == before.nextRun, "\(after) after \(before)")
-        #expect(try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("14"))
+        #expect(
+            try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("15"))
         #expect(try server.psql("SELECT to_regclass('overtime.handlers') IS NOT NULL").hasPrefix("t"))
         #expect(
             try server.psql("SELECT to_regclass('overtime.requests_failed_for_good') IS NOT NULL").hasPrefix("t"))
@@ -650,7 +651,8 @@ struct PostgresSchedulerTests {
         } catch let error as SchedulerError {
             #expect(error.code == .store)
             #expect(
-                error.message.contains("schema version 99") && error.message.contains("up to version 14"), "\(error)")
+                error.message.contains("schema version 99")
+                    && error.message.contains("up to version 15"), "\(error)")
         }
     }
 

@@ -306,6 +306,28 @@ extension SQLiteScheduleStore {
                     try connection.execute("CREATE INDEX history_started ON history (started_at)")
                 }
             ),
+            (
+                16,
+                { connection throws(SQLiteError) in
+                    // The attempts that ended, counted by the minute they started as each is
+                    // recorded (one row a minute, written once per batch of ends): an
+                    // overview reads an hour's as 60 rows, not as every attempt of the hour.
+                    // Counted from the history of the last day as it stands.
+                    try connection.execute(
+                        """
+                        CREATE TABLE activity (
+                            minute INTEGER PRIMARY KEY NOT NULL,
+                            ended INTEGER NOT NULL,
+                            failed INTEGER NOT NULL
+                        );
+                        INSERT INTO activity
+                            SELECT started_at / \(activityMinute), COUNT(*),
+                                COUNT(*) FILTER (WHERE result IN (\(activityFailures)))
+                            FROM history WHERE started_at >= (SELECT MAX(started_at) FROM history) - 86400000000000
+                            GROUP BY 1;
+                        """)
+                }
+            ),
         ]
     }
 
@@ -329,6 +351,7 @@ extension SQLiteScheduleStore {
                 stopReason: interruptedReason)
         }
         for record in interrupted { try insertRun(record, connection) }
+        try countActivity(interrupted, connection)
         try connection.execute(
             """
             UPDATE requests SET running = 0, active_run_id = NULL, active_attempt = NULL, active_started_at = NULL

@@ -64,6 +64,7 @@ extension SQLiteScheduleStore {
                         try statement.run()
                     }
                 }
+                try Self.countActivity(batch.ends.map(\.record), connection)
                 for (record, plan) in batch.starts { try Self.updatePlan(plan, start: record, connection) }
                 if !batch.starts.isEmpty {
                     let statement = try connection.statement(Self.lastRunIDQuery)
@@ -184,6 +185,37 @@ extension SQLiteScheduleStore {
         statement.bind(first + 4, plan.isFinished)
         statement.bind(first + 5, stored.currentRunID)
     }
+
+    /// A minute of ``activityMinute`` nanoseconds: the unit the activity table counts in.
+    static let activityMinute: Int64 = 60_000_000_000
+
+    /// The results the activity table counts as failed, as SQL's list.
+    static let activityFailures = ScheduleOverview.failureResults.map { "'\($0)'" }.joined(separator: ", ")
+
+    /// Counts `records`, just written to the history, in the activity table: one write for
+    /// each minute they started in (a batch's ends start in one or two).
+    static func countActivity(_ records: [RunRecord], _ connection: SQLiteConnection) throws(SQLiteError) {
+        guard !records.isEmpty else { return }
+        var minutes: [Int64: (ended: Int, failed: Int)] = [:]
+        for record in records {
+            let minute = record.startedAt.nanosecondsSinceEpoch / activityMinute
+            minutes[minute, default: (0, 0)].ended += 1
+            if ScheduleOverview.isFailure(record.result) { minutes[minute, default: (0, 0)].failed += 1 }
+        }
+        for (minute, count) in minutes {
+            let statement = try connection.statement(countActivityQuery)
+            statement.bind(1, minute)
+            statement.bind(2, count.ended)
+            statement.bind(3, count.failed)
+            try statement.run()
+        }
+    }
+
+    static let countActivityQuery = SQLiteQuery(
+        """
+        INSERT INTO activity (minute, ended, failed) VALUES (?, ?, ?)
+            ON CONFLICT (minute) DO UPDATE SET ended = ended + excluded.ended, failed = failed + excluded.failed
+        """)
 
     /// The history's row of an attempt that ended.
     static func insertRun(_ record: RunRecord, _ connection: SQLiteConnection) throws(SQLiteError) {
@@ -345,6 +377,10 @@ extension SQLiteScheduleStore {
                     old.bind(1, endedBefore.nanosecondsSinceEpoch)
                     try old.run()
                     deleted += connection.changes
+                    // The activity of those minutes goes with their attempts.
+                    let activity = try connection.statement("DELETE FROM activity WHERE minute < ?")
+                    activity.bind(1, endedBefore.nanosecondsSinceEpoch / Self.activityMinute)
+                    try activity.run()
                 }
                 if let keep = keepingPerIdentifier {
                     // The newest `keep` of each identifier stay (its primary key's order).

@@ -45,6 +45,21 @@ enum Assets {
         .state.failed, .result.failed, .result.expired, .result.terminated, .result.interrupted { background: #c0392b33; }
         .state.succeeded, .result.succeeded { background: #27ae6033; }
         .state.blocked { background: #f39c1233; }
+        .tiles { display: flex; flex-wrap: wrap; gap: .6rem; list-style: none; padding: 0; margin: 1rem 0; }
+        .tile a { display: flex; flex-direction: column; min-width: 8.5rem; padding: .6rem .9rem; border: 1px solid var(--line);
+          border-left-width: 4px; border-radius: 4px; text-decoration: none; color: inherit; }
+        .tile strong { font-size: 1.6rem; font-variant-numeric: tabular-nums; }
+        .tile.running a { border-left-color: #2a6fdb; } .tile.failed a { border-left-color: #c0392b; }
+        .tile.blocked a { border-left-color: #f39c12; } .tile.succeeded a { border-left-color: #27ae60; }
+        .chart { margin: 0; max-width: 48rem; }
+        .chart svg { width: 100%; height: auto; display: block; }
+        .chart rect.ended, .key.ended { fill: #2a6fdb; background: #2a6fdb; }
+        .chart rect.failed, .key.failed { fill: #c0392b; background: #c0392b; }
+        .chart .axis { stroke: var(--muted); stroke-width: 1; }
+        .chart text { fill: var(--muted); font-size: 11px; }
+        .chart figcaption { color: var(--muted); font-size: .85rem; margin-top: .3rem; }
+        .key { display: inline-block; width: .8em; height: .8em; vertical-align: baseline; }
+        tr.unserved td { color: #c0392b; }
         dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .3rem 1rem; }
         dl.facts dt { font-weight: 600; } dl.facts dd { margin: 0; overflow-wrap: anywhere; }
         @media (max-width: 40rem) { dl.facts { grid-template-columns: 1fr; } .who { margin-left: 0; } }

@@ -27,7 +27,8 @@ struct Frame {
     let ownerProblem: String?
 
     static let sections: [(path: String, label: String)] = [
-        ("/requests", "Requests"), ("/running", "Running"), ("/history", "History"), ("/failed", "Failed"),
+        ("/overview", "Overview"), ("/requests", "Requests"), ("/running", "Running"), ("/history", "History"),
+        ("/failed", "Failed"),
         ("/instances", "Instances"), ("/actions", "Actions"),
     ]
 }
@@ -288,4 +289,44 @@ struct ActionsPage {
 
 struct LoginPage {
     let failed: Bool
+}
+
+/// One count of the overview, with the page that lists what it counts.
+struct OverviewTile {
+    let label: String
+    let count: Int
+    let href: String
+    /// The state it counts, for its colour.
+    let kind: String
+}
+
+/// The unfinished requests of one handler, on the overview.
+struct HandlerRow {
+    let name: String
+    /// The page of its requests: those with its prefix, or its one request.
+    let href: String?
+    let kind: String
+    let waiting: Int
+    let running: Int
+    /// No registered handler serves these requests.
+    let unserved: Bool
+}
+
+/// An instance of a fleet, on the overview: whether it is connected and what it holds.
+struct InstanceHealth {
+    let name: String
+    let health: String
+    let down: Bool
+    let claims: Int
+    let lastSeen: String
+}
+
+struct OverviewPage {
+    let tiles: [OverviewTile]
+    let chart: ActivityChart
+    let handlers: [HandlerRow]
+    /// Whether the programs recorded their handlers (else the table says so).
+    let handlersRecorded: Bool
+    let fleet: Bool
+    let instances: [InstanceHealth]
 }

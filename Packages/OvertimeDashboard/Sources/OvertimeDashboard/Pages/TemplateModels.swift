@@ -345,3 +345,89 @@ extension Page: TemplateModel {
         }
     }
 }
+
+extension OverviewTile: TemplateModel {
+    func field(named name: String) -> Any? {
+        switch name {
+        case "label": self.label
+        case "count": self.count
+        case "href": self.href
+        case "kind": self.kind
+        default: nil
+        }
+    }
+}
+
+extension HandlerRow: TemplateModel {
+    func field(named name: String) -> Any? {
+        switch name {
+        case "name": self.name
+        case "href": self.href
+        case "kind": self.kind
+        case "waiting": self.waiting
+        case "running": self.running
+        case "unserved": self.unserved
+        default: nil
+        }
+    }
+}
+
+extension InstanceHealth: TemplateModel {
+    func field(named name: String) -> Any? {
+        switch name {
+        case "name": self.name
+        case "health": self.health
+        case "down": self.down
+        case "claims": self.claims
+        case "lastSeen": self.lastSeen
+        default: nil
+        }
+    }
+}
+
+extension ActivityChart: TemplateModel {
+    func field(named name: String) -> Any? {
+        switch name {
+        case "bars": self.bars
+        case "width": self.width
+        case "height": self.height
+        case "plotHeight": self.plotHeight
+        case "labelY": self.labelY
+        case "middleX": self.middleX
+        case "top": self.top
+        case "ended": self.ended
+        case "failed": self.failed
+        case "summary": self.summary
+        default: nil
+        }
+    }
+}
+
+extension ActivityChart.Bar: TemplateModel {
+    func field(named name: String) -> Any? {
+        switch name {
+        case "x": self.x
+        case "width": self.width
+        case "endedY": self.endedY
+        case "endedHeight": self.endedHeight
+        case "failedY": self.failedY
+        case "failedHeight": self.failedHeight
+        case "title": self.title
+        default: nil
+        }
+    }
+}
+
+extension OverviewPage: TemplateModel {
+    func field(named name: String) -> Any? {
+        switch name {
+        case "tiles": self.tiles
+        case "chart": self.chart
+        case "handlers": self.handlers
+        case "handlersRecorded": self.handlersRecorded
+        case "fleet": self.fleet
+        case "instances": self.instances
+        default: nil
+        }
+    }
+}

@@ -4,7 +4,8 @@
 
 enum Templates {
     static let all: [String: String] = [
-        "top": top, "bottom": bottom, "requests": requests, "running": running, "progress": progress,
+        "top": top, "bottom": bottom, "overview": overview, "requests": requests, "running": running,
+        "progress": progress,
         "history": history, "failed": failed, "instances": instances, "story": story, "confirm": confirm,
         "message": message, "actions": actions, "login": login, "pager": pager,
     ]
@@ -14,7 +15,7 @@ enum Templates {
         <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
         <title>{{title}} · {{site}}</title><link rel="stylesheet" href="{{base}}/assets/dashboard.css"></head>
         <body{{#user}} data-events="{{base}}/events"{{/user}}>
-        <header><a class="brand" href="{{base}}/requests">{{site}}</a>
+        <header><a class="brand" href="{{base}}/overview">{{site}}</a>
         <nav>{{#nav}}<a href="{{base}}{{path}}"{{#current}} aria-current="page"{{/current}}>{{label}}</a>{{/nav}}</nav>
         {{#user}}<span class="live-status" data-live-status role="status"></span>{{/user}}
         {{#user}}<form method="post" action="{{base}}/logout" class="who"><span>{{user}}</span>\
@@ -34,6 +35,38 @@ enum Templates {
         <script src="{{base}}/assets/live.js"></script>
         </body></html>
 
+        """
+
+    /// The schedule at a glance: counts by state, the last hour's attempts as a chart drawn
+    /// here (SVG, no script), the unfinished requests by handler and, for a fleet, its
+    /// instances.
+    static let overview = """
+        {{> top}}
+        <ul class="tiles">{{#tiles}}<li class="tile {{kind}}"><a href="{{base}}{{href}}"><strong>{{count}}</strong> \
+        <span>{{label}}</span></a></li>{{/tiles}}</ul>
+        <h2>Attempts in the last hour</h2>
+        {{#chart}}<figure class="chart"><svg viewBox="0 0 {{width}} {{height}}" role="img" aria-label="{{summary}}">\
+        <line class="axis" x1="0" y1="{{plotHeight}}" x2="{{width}}" y2="{{plotHeight}}"></line>
+        {{#bars}}<g><title>{{title}}</title><rect class="ended" x="{{x}}" y="{{endedY}}" width="{{width}}" height="{{endedHeight}}"></rect>\
+        <rect class="failed" x="{{x}}" y="{{failedY}}" width="{{width}}" height="{{failedHeight}}"></rect></g>
+        {{/bars}}<text x="0" y="{{labelY}}">an hour ago</text><text x="{{middleX}}" y="{{labelY}}" text-anchor="middle">30 min</text>\
+        <text x="{{width}}" y="{{labelY}}" text-anchor="end">now</text></svg>
+        <figcaption><span class="key ended"></span> {{ended}} attempts ended, <span class="key failed"></span> {{failed}} failed \
+        (failed, expired or terminated). The top of the chart is {{top}} a minute.</figcaption></figure>{{/chart}}
+        <h2>Waiting and running, by handler</h2>
+        <div class="scroll"><table><thead><tr><th>Handler</th><th>Kind</th><th>Waiting</th><th>Running</th></tr></thead><tbody>
+        {{#handlers}}<tr{{#unserved}} class="unserved"{{/unserved}}><td>{{#href}}<a href="{{base}}{{href}}">{{name}}</a>{{/href}}{{^href}}{{name}}{{/href}}</td>\
+        <td>{{kind}}</td><td>{{waiting}}</td><td>{{running}}</td></tr>
+        {{/handlers}}{{^handlers}}<tr><td colspan="4" class="empty">{{#handlersRecorded}}Nothing is waiting or running.{{/handlersRecorded}}\
+        {{^handlersRecorded}}No program of this build has recorded its handlers in this schedule yet.{{/handlersRecorded}}</td></tr>{{/handlers}}
+        </tbody></table></div>
+        {{#fleet}}<h2>Instances</h2>
+        <div class="scroll"><table><thead><tr><th>Instance</th><th>Health</th><th>Runs held</th><th>Last seen</th></tr></thead><tbody>
+        {{#instances}}<tr><td>{{name}}</td><td><span class="state {{#down}}failed{{/down}}{{^down}}succeeded{{/down}}">{{health}}</span></td>\
+        <td>{{claims}}</td><td>{{lastSeen}}</td></tr>
+        {{/instances}}{{^instances}}<tr><td colspan="4" class="empty">No instance is connected.</td></tr>{{/instances}}
+        </tbody></table></div>{{/fleet}}
+        {{> bottom}}
         """
 
     static let requests = """

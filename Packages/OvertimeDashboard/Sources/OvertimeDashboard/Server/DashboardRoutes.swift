@@ -25,7 +25,7 @@ struct DashboardRoutes: Sendable {
     func add<Context: RequestContext>(to router: some RouterMethods<Context>) {
         // Every route answers only to the names the dashboard is known by.
         let router = HostScreen(router: router, routes: self)
-        router.get("") { _, _ in HTTPAnswers.redirect(to: base + "/requests") }
+        router.get("") { _, _ in HTTPAnswers.redirect(to: base + "/overview") }
         router.get("assets/dashboard.css") { _, _ in
             HTTPAnswers.asset(Assets.stylesheet, type: "text/css; charset=utf-8")
         }
@@ -40,6 +40,9 @@ struct DashboardRoutes: Sendable {
         router.get("events") { request, _ in
             guard viewer(request) != nil else { return HTTPAnswers.plain("sign in first", status: .unauthorized) }
             return dashboard.feed.response(to: request)
+        }
+        router.get("overview") { request, _ in
+            try await page(request) { viewer, now in try await overview(viewer, now) }
         }
         router.get("requests") { request, _ in
             try await page(request) { viewer, now in try await requests(request, viewer, now) }
@@ -135,7 +138,7 @@ struct DashboardRoutes: Sendable {
         }
         let id = dashboard.sessions.open(for: user)
         dashboard.logger.info("dashboard sign-in", metadata: ["user": "\(user)", "client": "\(client)"])
-        var response = HTTPAnswers.redirect(to: base + "/requests")
+        var response = HTTPAnswers.redirect(to: base + "/overview")
         response.setCookie(
             Cookie(
                 name: sessionCookie, value: id, maxAge: Int(DashboardSessions.lifetime.components.seconds),
@@ -199,6 +202,49 @@ struct DashboardRoutes: Sendable {
     }
 
     var canAct: Bool { dashboard.configuration.actions != nil && !dashboard.configuration.readOnly }
+
+    func overview(_ viewer: Viewer, _ now: WallClockInstant) async throws -> Response {
+        let inspector = dashboard.inspector
+        let overview = try await inspector.overview(now: now)
+        let tiles = [
+            OverviewTile(label: "waiting", count: overview.waiting, href: "/requests?state=pending", kind: "blocked"),
+            OverviewTile(
+                label: "of them retrying", count: overview.retrying, href: "/requests?state=pending", kind: "blocked"),
+            OverviewTile(label: "running", count: overview.running, href: "/running", kind: "running"),
+            OverviewTile(label: "failed for good", count: overview.failed, href: "/failed", kind: "failed"),
+            OverviewTile(
+                label: "cancelled", count: overview.cancelled, href: "/requests?state=cancelled", kind: "cancelled"),
+            OverviewTile(
+                label: "succeeded, kept", count: overview.succeeded, href: "/history?result=succeeded",
+                kind: "succeeded"),
+        ]
+        let handlers = overview.handlers.map { load in
+            HandlerRow(
+                name: load.handler ?? "no handler registered",
+                href: load.handler.map {
+                    load.isPrefix
+                        ? "/requests?state=pending&prefix=\(Formatting.query($0))"
+                        : "/request?id=\(Formatting.query($0))"
+                },
+                kind: load.handler == nil ? "never runs until one is" : load.isPrefix ? "prefix" : "identifier",
+                waiting: load.waiting, running: load.running, unserved: load.handler == nil)
+        }
+        let instances =
+            inspector.isShared
+            ? try await inspector.instances(now: now).map {
+                InstanceHealth(
+                    name: $0.name, health: $0.connections > 0 ? "connected" : "not connected",
+                    down: $0.connections == 0,
+                    claims: $0.claims, lastSeen: $0.lastSeen.map { Formatting.relative($0, from: now) } ?? "")
+            } : []
+        return render(
+            "overview", title: "Overview", viewer: viewer,
+            OverviewPage(
+                tiles: tiles, chart: ActivityChart(overview.minutes), handlers: handlers,
+                // No row while requests wait or run: no program recorded its handlers.
+                handlersRecorded: !overview.handlers.isEmpty || overview.waiting + overview.running == 0,
+                fleet: inspector.isShared, instances: instances))
+    }
 
     func requests(_ request: Request, _ viewer: Viewer, _ now: WallClockInstant) async throws -> Response {
         let query = request.uri.queryParameters

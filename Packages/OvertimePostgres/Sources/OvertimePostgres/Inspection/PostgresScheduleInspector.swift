@@ -33,7 +33,10 @@ final class PostgresScheduleInspector: ScheduleInspector {
     private let progressColumnsSeen = NIOLockedValueBox(false)
     /// The schedule marks the requests that finished without a success (schema version 14):
     /// a page of what failed for good reads those by an index, not every finished request.
-    private let failureCandidatesMarked = NIOLockedValueBox(false)
+    let failureCandidatesMarked = NIOLockedValueBox(false)
+    /// The schedule counts the ended attempts by minute (schema version 15): an overview
+    /// reads those counts, not the hour's attempts.
+    let activityCounted = NIOLockedValueBox(false)
     /// The most rows one page reads for a selection no index answers (failed, a tag).
     let rowsReadPerPage: Int
     /// The most attempts the identifiers with a prefix may have for a history page of them
@@ -435,7 +438,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
 
     /// Runs `body` with the least busy connection, or one not used yet when every one in
     /// use is busy (``InspectorReaders/choose(busy:opening:closed:most:)``).
-    private func using<T: Sendable>(
+    func using<T: Sendable>(
         _ body: (PostgresConnection, Int64) async throws -> T
     ) async throws(ScheduleStoreError) -> T {
         let index = busy.withLockedValue { busy in
@@ -514,6 +517,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
             }
             progressColumnsSeen.withLockedValue { $0 = version >= 11 }
             failureCandidatesMarked.withLockedValue { $0 = version >= 14 }
+            activityCounted.withLockedValue { $0 = version >= 15 }
             prefixIsARange.withLockedValue { $0 = version >= 13 }
             let before = SystemClock().wallClockNow.nanosecondsSinceEpoch
             let database =
@@ -535,7 +539,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
     }
 
     /// Sends `query` and waits for all of its answer (no thread waits).
-    private func run(_ connection: PostgresConnection, _ query: PostgresQuery) async throws -> PostgresQueryResult {
+    func run(_ connection: PostgresConnection, _ query: PostgresQuery) async throws -> PostgresQueryResult {
         let answer: EventLoopFuture<PostgresQueryResult> = connection.query(query, logger: Self.logger)
         return try await answer.get()
     }

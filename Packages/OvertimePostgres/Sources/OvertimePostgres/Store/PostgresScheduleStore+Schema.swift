@@ -56,6 +56,7 @@ extension PostgresScheduleStore {
                 (5, Self.schemaVersion5), (6, Self.schemaVersion6), (7, Self.schemaVersion7), (8, Self.schemaVersion8),
                 (9, Self.schemaVersion9), (10, Self.schemaVersion10), (11, Self.schemaVersion11),
                 (12, Self.schemaVersion12), (13, Self.schemaVersion13), (14, Self.schemaVersion14),
+                (15, Self.schemaVersion15),
             ] where version < target {
                 for statement in statements { _ = try await run(connection, PostgresQuery(unsafeSQL: statement)) }
             }
@@ -69,7 +70,7 @@ extension PostgresScheduleStore {
     }
 
     /// The tables the migrations make in the `overtime` schema.
-    static let tables: Set<String> = ["meta", "requests", "history", "prerequisites", "handlers"]
+    static let tables: Set<String> = ["meta", "requests", "history", "prerequisites", "handlers", "activity"]
 
     static let schemaVersion1 = [
         "CREATE SEQUENCE overtime.run_ids",
@@ -258,6 +259,27 @@ extension PostgresScheduleStore {
         """
         CREATE INDEX IF NOT EXISTS requests_failed_for_good ON overtime.requests (sequence)
             WHERE finished AND cancelled_at IS NULL AND failure_candidate
+        """,
+    ]
+
+    /// Version 15: the attempts that ended, counted by the minute they started as each is
+    /// recorded, so that an overview reads an hour's as a few rows, not as every attempt of
+    /// the hour (210,000 in the last hour: 136 ms of the server's time). Each connection
+    /// counts in rows of its own (`shard`, its backend's process ID): the instances' writes
+    /// never wait for each other's on a minute's row. Counted afresh from the history of the
+    /// last day as it stands.
+    static let schemaVersion15 = [
+        """
+        CREATE TABLE IF NOT EXISTS overtime.activity (minute bigint NOT NULL, shard integer NOT NULL,
+            ended bigint NOT NULL, failed bigint NOT NULL, PRIMARY KEY (minute, shard))
+        """,
+        "DELETE FROM overtime.activity",
+        """
+        INSERT INTO overtime.activity (minute, shard, ended, failed)
+            SELECT started_at / \(activityMinute), 0, count(*), count(*) FILTER (WHERE result = ANY(\(activityFailures)))
+            FROM overtime.history WHERE started_at >= (SELECT max(started_at) FROM overtime.history) - 86400000000000
+            GROUP BY 1
+        ON CONFLICT (minute, shard) DO NOTHING
         """,
     ]
 }

@@ -30,6 +30,9 @@ extension PostgresScheduleStore {
                         SELECT count(*) FROM gone
                         """
                     ).first?.decode(Int64.self) ?? 0
+                // The activity of those minutes goes with their attempts.
+                _ = try await run(
+                    connection, "DELETE FROM overtime.activity WHERE minute < \(cutoff / Self.activityMinute)")
             }
             if let keep = keepingPerIdentifier {
                 let kept = Int64(keep)
@@ -179,6 +182,7 @@ extension PostgresScheduleStore {
             let insert = historyInsert(
                 ends.map(\.record), owners: ends.map { owner(of: $0.scope) }, instance: instance, &bindings)
             steps.append("recorded AS (\(insert))")
+            steps.append("counted AS (\(Self.activityCount(of: "recorded")))")
         }
         steps.append("ended AS (\(planUpdate(planned, .ending, &bindings)))")
         steps.append("started AS (\(planUpdate(starts, .claimedHere, &bindings)))")
@@ -727,7 +731,8 @@ extension PostgresScheduleStore {
     ) async throws {
         guard !records.isEmpty else { return }
         var bindings = PostgresBindings()
-        let sql = historyInsert(records, owners: owners, instance: instance, &bindings)
+        let insert = historyInsert(records, owners: owners, instance: instance, &bindings)
+        let sql = "WITH recorded AS (\(insert)) \(Self.activityCount(of: "recorded"))"
         _ = try await run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))
     }
 
@@ -764,7 +769,28 @@ extension PostgresScheduleStore {
                 AS v(identifier, run_id, attempt, started_at, ended_at, result, stop_reason, has_reason, owner, output,
                     has_output)
             ON CONFLICT (identifier, run_id, attempt) DO NOTHING
+            RETURNING started_at, result
             """
+    }
+
+    /// A minute of ``activityMinute`` nanoseconds: the unit the activity table counts in.
+    static let activityMinute: Int64 = 60_000_000_000
+
+    /// The results the activity table counts as failed, as an SQL array.
+    static let activityFailures = "'{\(ScheduleOverview.failureResults.joined(separator: ","))}'::text[]"
+
+    /// Counts the attempts `recorded` (the history insert's `RETURNING started_at, result`:
+    /// the rows written, not those already there) in the activity table, in this
+    /// connection's rows: one row a minute they started in.
+    static func activityCount(of recorded: String) -> String {
+        """
+        INSERT INTO overtime.activity (minute, shard, ended, failed)
+            SELECT started_at / \(activityMinute), pg_backend_pid(), count(*),
+                count(*) FILTER (WHERE result = ANY(\(activityFailures)))
+            FROM \(recorded) GROUP BY 1
+        ON CONFLICT (minute, shard) DO UPDATE
+            SET ended = overtime.activity.ended + excluded.ended, failed = overtime.activity.failed + excluded.failed
+        """
     }
 
     /// Commits are durable when the database says so (`synchronous_commit`).

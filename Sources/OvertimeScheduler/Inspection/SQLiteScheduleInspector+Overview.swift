@@ -1,0 +1,244 @@
+// A SQLite schedule's overview, counted by SQLite in one read transaction (one snapshot, so
+// the counts add up): the states, each handler's share and the failed ones in one pass over
+// the requests, the last hour's attempts minute by minute by the index of start times.
+
+import Overtime
+
+extension SQLiteScheduleInspector {
+    func overview(now: WallClockInstant) async throws(ScheduleStoreError) -> ScheduleOverview {
+        try await using { [startsIndexed, resultsIndexed, activityCounted] connection throws(SQLiteError) in
+            try connection.execute("BEGIN")
+            defer { try? connection.execute("COMMIT") }
+            let match = HandlerMatch(try Self.handlers(connection))
+            var (counts, byHandler) = try Self.states(connection, match)
+            // Those a prerequisite stopped, told by the chain each keeps in its details: only
+            // rows that have details and whose newest attempt did not fail are decoded.
+            if counts.finishedWithDetails > 0 { counts.failed += try Self.stoppedByTheirChains(connection) }
+            var unserved = (waiting: counts.waiting, running: counts.running)
+            for (waiting, running) in byHandler.values {
+                unserved.waiting -= waiting
+                unserved.running -= running
+            }
+            byHandler[.none] = unserved
+            let first = ScheduleOverview.firstMinute(before: now)
+            let counted =
+                activityCounted
+                ? try Self.countedMinutes(connection, from: first)
+                : try Self.minutes(
+                    connection, from: first, startsIndexed: startsIndexed, resultsIndexed: resultsIndexed)
+            return ScheduleOverview(
+                waiting: counts.waiting, retrying: counts.retrying, running: counts.running, failed: counts.failed,
+                cancelled: counts.cancelled, succeeded: counts.finished - counts.failed,
+                handlers: ScheduleOverview.handlerRows(byHandler, recorded: match.recorded),
+                minutes: ScheduleOverview.minutes(from: first, counted: counted))
+        }
+    }
+
+    /// The requests' counts by state, as ``InspectedRequest`` tells a row's (a cancelled one
+    /// is cancelled, then one with an attempt in progress is running), and the waiting and
+    /// running ones of each registered prefix, in one pass over the table: every count a
+    /// filtered aggregate (no sort: grouping 100,000 rows cost more than the pass). A
+    /// request goes to its identifier's handler, else to the first prefix registered that it
+    /// starts with; the registered identifiers' few rows are looked up by the primary key.
+    private static func states(
+        _ connection: SQLiteConnection, _ match: HandlerMatch
+    ) throws(SQLiteError) -> (StateCounts, [HandlerMatch.Found: (waiting: Int, running: Int)]) {
+        let waiting = "cancelled_at IS NULL AND running = 0 AND finished = 0"
+        let running = "cancelled_at IS NULL AND running = 1"
+        let finished = "cancelled_at IS NULL AND running = 0 AND finished = 1"
+        let failures = ScheduleOverview.failureResults.map { "'\($0)'" }.joined(separator: ", ")
+        var byHandler: [HandlerMatch.Found: (waiting: Int, running: Int)] = [:]
+        // The registered identifiers' rows, by the primary key, a few hundred at a time (a
+        // statement takes a bounded number of values).
+        var chunk = match.identifiers[...]
+        while !chunk.isEmpty {
+            let part = chunk.prefix(500)
+            chunk = chunk.dropFirst(500)
+            let statement = try connection.statement(
+                """
+                SELECT identifier, COUNT(*) FILTER (WHERE \(waiting)), COUNT(*) FILTER (WHERE \(running))
+                FROM requests WHERE identifier IN (\(part.map { _ in "?" }.joined(separator: ", "))) GROUP BY identifier
+                """)
+            defer { statement.reset() }
+            bind(statement, part.map(Value.text))
+            while try statement.step() {
+                byHandler[HandlerMatch.Found(name: statement.text(0), isPrefix: false)] = (
+                    statement.int(1), statement.int(2)
+                )
+            }
+        }
+        // Each prefix's share in the pass, as columns of its own (a result holds at most
+        // 2,000); a program that registered more prefixes has each counted by its range.
+        let inThePass = match.prefixes.count <= prefixesCountedInOnePass
+        var columns: [String] = []
+        var prefixValues: [Value] = []
+        for (index, prefix) in match.prefixes.enumerated() {
+            let (bucket, values) = Self.bucket(of: index, match)
+            if inThePass {
+                columns.append("COUNT(*) FILTER (WHERE \(waiting) AND \(bucket)) AS waiting\(index)")
+                columns.append("COUNT(*) FILTER (WHERE \(running) AND \(bucket)) AS running\(index)")
+                prefixValues += values + values
+            } else {
+                let statement = try connection.statement(
+                    """
+                    SELECT COUNT(*) FILTER (WHERE \(waiting)), COUNT(*) FILTER (WHERE \(running))
+                    FROM requests WHERE \(bucket)
+                    """)
+                defer { statement.reset() }
+                bind(statement, values)
+                if try statement.step() {
+                    byHandler[HandlerMatch.Found(name: prefix, isPrefix: true)] = (statement.int(0), statement.int(1))
+                }
+            }
+        }
+        let statement = try connection.statement(
+            """
+            SELECT COUNT(*) FILTER (WHERE \(waiting)) AS waiting,
+                COUNT(*) FILTER (WHERE \(waiting) AND failed_attempts > 0) AS retrying,
+                COUNT(*) FILTER (WHERE \(running)) AS running,
+                COUNT(*) FILTER (WHERE cancelled_at IS NOT NULL) AS cancelled,
+                COUNT(*) FILTER (WHERE \(finished)) AS finished,
+                COUNT(*) FILTER (WHERE \(finished) AND (SELECT result FROM history h
+                    WHERE h.identifier = requests.identifier ORDER BY run_id DESC, attempt DESC LIMIT 1)
+                    IN (\(failures))) AS failed,
+                COUNT(*) FILTER (WHERE \(finished) AND details IS NOT NULL) AS finished_with_details
+                \(columns.map { ", " + $0 }.joined())
+            FROM requests
+            """)
+        defer { statement.reset() }
+        bind(statement, prefixValues)
+        guard try statement.step() else { return (StateCounts(), byHandler) }
+        var counts = StateCounts()
+        counts.waiting = try statement.int(statement.column("waiting"))
+        counts.retrying = try statement.int(statement.column("retrying"))
+        counts.running = try statement.int(statement.column("running"))
+        counts.cancelled = try statement.int(statement.column("cancelled"))
+        counts.finished = try statement.int(statement.column("finished"))
+        counts.failed = try statement.int(statement.column("failed"))
+        counts.finishedWithDetails = try statement.int(statement.column("finished_with_details"))
+        for (index, prefix) in match.prefixes.enumerated() where inThePass {
+            byHandler[HandlerMatch.Found(name: prefix, isPrefix: true)] = (
+                try statement.int(statement.column("waiting\(index)")),
+                try statement.int(statement.column("running\(index)"))
+            )
+        }
+        return (counts, byHandler)
+    }
+
+    /// The most prefixes whose shares one pass counts.
+    static let prefixesCountedInOnePass = 64
+
+    /// The condition that selects the requests the prefix at `index` of `match` serves, and
+    /// its values: those in its range (first: a row outside it is passed over after two
+    /// comparisons) but for those a registered identifier serves or an earlier prefix that
+    /// overlaps it (one starts with the other; the scheduler picks the first registered).
+    private static func bucket(of index: Int, _ match: HandlerMatch) -> (String, [Value]) {
+        let prefix = match.prefixes[index]
+        var conditions = ["identifier >= ? AND identifier < ?"]
+        var values = [Value.text(prefix), .text(prefixEnd(prefix))]
+        let own = match.identifiers.filter { $0.utf8.starts(with: prefix.utf8) }
+        if !own.isEmpty {
+            conditions.append("identifier NOT IN (\(own.map { _ in "?" }.joined(separator: ", ")))")
+            values += own.map(Value.text)
+        }
+        for earlier in match.prefixes[..<index]
+        where earlier.utf8.starts(with: prefix.utf8) || prefix.utf8.starts(with: earlier.utf8) {
+            conditions.append("NOT (identifier >= ? AND identifier < ?)")
+            values += [.text(earlier), .text(prefixEnd(earlier))]
+        }
+        return (conditions.joined(separator: " AND "), values)
+    }
+
+    /// The finished requests, not cancelled, that a prerequisite stopped and whose newest
+    /// attempt (if any) did not fail (those are counted by their attempt).
+    private static func stoppedByTheirChains(_ connection: SQLiteConnection) throws(SQLiteError) -> Int {
+        let failures = ScheduleOverview.failureResults.map { "'\($0)'" }.joined(separator: ", ")
+        let chained = try connection.statement(
+            """
+            SELECT \(SQLiteScheduleStore.requestColumns) FROM requests
+            WHERE cancelled_at IS NULL AND running = 0 AND finished = 1 AND details IS NOT NULL
+                AND IFNULL((SELECT result FROM history h WHERE h.identifier = requests.identifier
+                    ORDER BY run_id DESC, attempt DESC LIMIT 1) NOT IN (\(failures)), 1)
+            """)
+        defer { chained.reset() }
+        var stopped = 0
+        while try chained.step() {
+            if try SQLiteScheduleStore.request(chained).chain?.stoppedBy != nil { stopped += 1 }
+        }
+        return stopped
+    }
+
+    /// The hour's minutes from `first` as the store counted them while it recorded each
+    /// attempt (schema version 16): 60 rows at most, however many attempts the hour held.
+    private static func countedMinutes(
+        _ connection: SQLiteConnection, from first: Int64
+    ) throws(SQLiteError) -> [Int64: (ended: Int, failed: Int)] {
+        let firstMinute = first / SQLiteScheduleStore.activityMinute
+        let statement = try connection.statement(
+            "SELECT minute, ended, failed FROM activity WHERE minute >= ? AND minute < ?")
+        defer { statement.reset() }
+        statement.bind(1, firstMinute)
+        statement.bind(2, firstMinute + Int64(ScheduleOverview.minutesCounted))
+        var counted: [Int64: (ended: Int, failed: Int)] = [:]
+        while try statement.step() { counted[statement.int64(0) - firstMinute] = (statement.int(1), statement.int(2)) }
+        return counted
+    }
+
+    /// Before schema version 16, the attempts that started in each minute from `first` and ended, and the failed ones
+    /// among them, by the minute's index. Each minute's attempts are counted in the index of
+    /// start times alone, one range after another (grouped in one statement, SQLite sorted
+    /// them all first); the failed ones are found by the index of results other than success.
+    /// A store without those indexes (before schema versions 15 and 12) is read once, grouped.
+    private static func minutes(
+        _ connection: SQLiteConnection, from first: Int64, startsIndexed: Bool, resultsIndexed: Bool
+    ) throws(SQLiteError) -> [Int64: (ended: Int, failed: Int)] {
+        let minute: Int64 = 60_000_000_000
+        let failures = ScheduleOverview.failureResults.map { "'\($0)'" }.joined(separator: ", ")
+        var counted: [Int64: (ended: Int, failed: Int)] = [:]
+        guard startsIndexed, resultsIndexed else {
+            let grouped = try connection.statement(
+                """
+                SELECT (started_at - ?1) / \(minute), COUNT(*), COUNT(*) FILTER (WHERE result IN (\(failures)))
+                FROM history WHERE started_at >= ?1 AND started_at < ?2 GROUP BY 1
+                """)
+            defer { grouped.reset() }
+            grouped.bind(1, first)
+            grouped.bind(2, ScheduleOverview.minutesEnd(from: first))
+            while try grouped.step() { counted[grouped.int64(0)] = (grouped.int(1), grouped.int(2)) }
+            return counted
+        }
+        let ended = try connection.statement(
+            "SELECT COUNT(*) FROM history INDEXED BY history_started WHERE started_at >= ? AND started_at < ?")
+        for index in 0..<Int64(ScheduleOverview.minutesCounted) {
+            ended.bind(1, first + index * minute)
+            ended.bind(2, first + (index + 1) * minute)
+            if try ended.step(), ended.int(0) > 0 { counted[index] = (ended.int(0), 0) }
+            ended.reset()
+        }
+        let failed = try connection.statement(
+            """
+            SELECT started_at FROM history INDEXED BY history_unusual_results
+            WHERE result IN (\(failures)) AND result <> 'succeeded' AND started_at >= ? AND started_at < ?
+            """)
+        defer { failed.reset() }
+        failed.bind(1, first)
+        failed.bind(2, ScheduleOverview.minutesEnd(from: first))
+        while try failed.step() {
+            counted[(failed.int64(0) - first) / minute, default: (0, 0)].failed += 1
+        }
+        return counted
+    }
+}
+
+/// The requests' counts by state, as one pass counts them.
+private struct StateCounts {
+    var waiting = 0
+    var retrying = 0
+    var running = 0
+    var cancelled = 0
+    var finished = 0
+    /// Of the finished ones, those whose newest attempt failed.
+    var failed = 0
+    /// Of the finished ones, those that keep details (a chain among them).
+    var finishedWithDetails = 0
+}
