@@ -148,6 +148,28 @@ def dark(driver, on):
                            {"features": [{"name": "prefers-color-scheme", "value": "dark" if on else "light"}]})
 
 
+SIZES = [("desktop", 1280, 900), ("phone", 390, 844)]
+
+
+def gallery(driver, pages, prefix=""):
+    """Every page of `pages` as a desktop and a phone show it, light and dark (the docs'
+    screenshots, `gallery-NAME-SIZE-SCHEME.png`): each fits the window's width, and no script
+    runs on any."""
+    for scheme in ("light", "dark"):
+        dark(driver, scheme == "dark")
+        for size, width, height in SIZES:
+            driver.set_window_size(width, height)
+            for name, path in pages:
+                driver.get(BASE + path)
+                where = f"{prefix}{name} ({size}, {scheme})"
+                no_alert(driver, where)
+                overflow = driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth;")
+                check(overflow <= 1, f"{where} is {overflow} px wider than the window")
+                shot(driver, f"gallery-{prefix}{name}-{size}-{scheme}")
+    dark(driver, False)
+    driver.set_window_size(1280, 900)
+
+
 def check_overview(driver, where):
     """The overview as the other pages show the same schedule: its counts are their rows."""
     driver.get(BASE + "/overview")
@@ -253,6 +275,8 @@ def run_fleet(driver):
     driver.get(BASE + "/actions")
     taken = cells(driver)
     check(taken and taken[0][2] == "retire" and taken[0][3] == "beta" and taken[0][1] == "alice", f"actions: {taken}")
+
+    gallery(driver, [("overview", "/overview"), ("instances", "/instances"), ("running", "/running")], "fleet-")
 
     # Live, from the instances' notifications.
     live_change(driver, "ok.fleet-fresh", "fleet-requests-live")
@@ -434,6 +458,13 @@ def run(driver):
     driver.execute_script("document.activeElement.blur();")
     check(wait_for_text(driver, "ok.while-typing"), "the held update was dropped")
     check(texts(driver, "[data-live-status]") == ["Live"], f"after the field: {texts(driver, '[data-live-status]')}")
+
+    # Every page, desktop and phone, light and dark.
+    gallery(driver, [
+        ("overview", "/overview"), ("requests", "/requests?state=all"), ("running", "/running"),
+        ("history", "/history"), ("failed", "/failed"), ("instances", "/instances"),
+        ("story", "/request?id=fail.broken"), ("confirm", "/request/cancel?id=ok.queued"), ("actions", "/actions"),
+    ])
 
     # A phone: the page fits its width (tables scroll inside their box).
     driver.set_window_size(390, 844)

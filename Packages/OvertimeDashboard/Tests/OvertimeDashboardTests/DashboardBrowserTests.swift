@@ -8,7 +8,9 @@ import Testing
 /// started in the browser runs (checked here through the inspector), a forged post and one
 /// without credentials are refused, a change appears on the open page without a reload, the
 /// page fits a phone. It saves a PNG of each page in `.build/screenshots` (or
-/// `$DASHBOARD_SCREENSHOTS`).
+/// `$DASHBOARD_SCREENSHOTS`), and the gallery the docs show — every page, desktop and phone,
+/// light and dark, each checked to fit its window and run no script — which
+/// `scripts/update-dashboard-screenshots` puts into the docs.
 @Suite("Dashboard in a browser", .serialized, .timeLimit(.minutes(5)))
 struct DashboardBrowserTests {
     static let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -46,6 +48,13 @@ struct DashboardBrowserTests {
         return printed
     }
 
+    /// The gallery's pictures of `pages` (`gallery-NAME-SIZE-SCHEME`): what the docs show.
+    static func gallery(_ pages: [String]) -> [String] {
+        pages.flatMap { page in
+            ["desktop", "phone"].flatMap { size in ["light", "dark"].map { "gallery-\(page)-\(size)-\($0)" } }
+        }
+    }
+
     static func removeScreenshots(_ pages: [String]) {
         for page in pages { try? FileManager.default.removeItem(atPath: screenshots + "/" + page + ".png") }
     }
@@ -62,10 +71,14 @@ struct DashboardBrowserTests {
     @Test func everyPageAnActionAndALiveChangeInChromium() async throws {
         let dashboard = try DashboardUnderTest()
         defer { dashboard.stop() }
-        let pages = [
-            "login", "overview", "overview-dark", "overview-phone", "requests", "running", "history", "failed",
-            "failed-dark", "instances", "story", "confirm", "requests-phone",
-        ]
+        let pages =
+            [
+                "login", "overview", "overview-dark", "overview-phone", "requests", "running", "history", "failed",
+                "failed-dark", "instances", "story", "confirm", "requests-phone",
+            ]
+            + Self.gallery([
+                "overview", "requests", "running", "history", "failed", "instances", "story", "confirm", "actions",
+            ])
         Self.removeScreenshots(pages)
         let printed = try Self.browse(dashboard, fleet: false)
         if let latency = printed.split(separator: "\n").first(where: { $0.hasPrefix("live-update-seconds") }) {
@@ -90,9 +103,10 @@ struct DashboardBrowserTests {
         defer { dashboard.stop() }
         try await dashboard.killMember()
         #expect(try await dashboard.instances().first { $0.name == "beta" }?.requests == 1)
-        let pages = [
-            "fleet-overview", "fleet-requests", "fleet-running", "fleet-instances", "fleet-retire", "fleet-retired",
-        ]
+        let pages =
+            [
+                "fleet-overview", "fleet-requests", "fleet-running", "fleet-instances", "fleet-retire", "fleet-retired",
+            ] + Self.gallery(["fleet-overview", "fleet-instances", "fleet-running"])
         Self.removeScreenshots(pages)
         let printed = try Self.browse(dashboard, fleet: true)
         if let latency = printed.split(separator: "\n").first(where: { $0.hasPrefix("live-update-seconds") }) {
