@@ -46,7 +46,7 @@ extension SQLiteScheduleInspector {
         let waiting = "cancelled_at IS NULL AND running = 0 AND finished = 0"
         let running = "cancelled_at IS NULL AND running = 1"
         let finished = "cancelled_at IS NULL AND running = 0 AND finished = 1"
-        let failures = ScheduleOverview.failureResults.map { "'\($0)'" }.joined(separator: ", ")
+        let failures = SQLiteScheduleStore.activityFailures
         var byHandler: [HandlerMatch.Found: (waiting: Int, running: Int)] = [:]
         // The registered identifiers' rows, by the primary key, a few hundred at a time (a
         // statement takes a bounded number of values).
@@ -152,7 +152,7 @@ extension SQLiteScheduleInspector {
     /// The finished requests, not cancelled, that a prerequisite stopped and whose newest
     /// attempt (if any) did not fail (those are counted by their attempt).
     private static func stoppedByTheirChains(_ connection: SQLiteConnection) throws(SQLiteError) -> Int {
-        let failures = ScheduleOverview.failureResults.map { "'\($0)'" }.joined(separator: ", ")
+        let failures = SQLiteScheduleStore.activityFailures
         let chained = try connection.statement(
             """
             SELECT \(SQLiteScheduleStore.requestColumns) FROM requests
@@ -193,7 +193,7 @@ extension SQLiteScheduleInspector {
         _ connection: SQLiteConnection, from first: Int64, startsIndexed: Bool, resultsIndexed: Bool
     ) throws(SQLiteError) -> [Int64: (ended: Int, failed: Int)] {
         let minute: Int64 = 60_000_000_000
-        let failures = ScheduleOverview.failureResults.map { "'\($0)'" }.joined(separator: ", ")
+        let failures = SQLiteScheduleStore.activityFailures
         var counted: [Int64: (ended: Int, failed: Int)] = [:]
         guard startsIndexed, resultsIndexed else {
             let grouped = try connection.statement(

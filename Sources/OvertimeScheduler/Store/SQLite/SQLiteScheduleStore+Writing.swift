@@ -189,7 +189,8 @@ extension SQLiteScheduleStore {
     /// A minute of ``activityMinute`` nanoseconds: the unit the activity table counts in.
     static let activityMinute: Int64 = 60_000_000_000
 
-    /// The results the activity table counts as failed, as SQL's list.
+    /// The results the activity table (and an inspector's overview) counts as failed, as
+    /// SQL's list.
     static let activityFailures = ScheduleOverview.failureResults.map { "'\($0)'" }.joined(separator: ", ")
 
     /// Counts `records`, just written to the history, in the activity table: one write for
