@@ -289,6 +289,122 @@ struct ScheduleInspectorTests {
         }
     }
 
+    @Test func searchFindsTextInIdentifiersTagsStopReasonsAndOutputsAStretchAtATime() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness(prefixes: ["s."], store: .sqlite)
+            defer { h.finish() }
+            h.script.withLock {
+                $0 = { $0.identifier.hasPrefix("s.slow") || $0.identifier == "s.report" ? .hang : .succeed }
+            }
+            try h.current.start()
+            for index in 0..<24 {
+                var request = ScheduledTaskRequest(identifier: "s.alpha.\(index)")
+                request.tags = index % 2 == 0 ? ["red"] : ["blue-team", "x"]
+                try await h.current.submit(request)
+                h.advance(by: .seconds(10))
+            }
+            var slow = ScheduledTaskRequest(identifier: "s.slow")
+            slow.maximumDuration = .seconds(60)
+            slow.retry.maximumAttempts = 1
+            try await h.current.submit(slow)
+            try await h.current.submit(ScheduledTaskRequest(identifier: "s.report"))
+            h.settle()
+            let report = try #require(h.hanging.all.first { $0.identifier == "s.report" })
+            try report.setOutput(Array("uploaded needle-42 segments".utf8))
+            report.setTaskCompleted(success: true)
+            h.advance(by: .seconds(120))  // s.slow's grant runs out: an attempt with a stop reason
+            let inspector = try await ScheduleDatabase.sqlite(path: h.path).inspector()
+            defer { inspector.close() }
+            let everything = try await inspector.history(HistoryQuery(limit: 1000))
+            let stopped = try #require(everything.first { $0.identifier == "s.slow" }?.stopReason)
+            let reasonWord = String(stopped.split(separator: " ").max { $0.count < $1.count } ?? "")
+            #expect(reasonWord.count > 3, "\(stopped)")
+
+            // Requests: in an identifier, in a tag (not in a tag's commas), byte for byte.
+            let now = h.now
+            let all = try await inspector.requests(RequestQuery(selection: .all, limit: 1000), now: now).requests
+            let small = try await SQLiteScheduleInspector.open(path: h.path, rowsReadPerPage: 5)
+            defer { small.close() }
+            for text in ["pha.1", "ue-te", "e-team,x", "ALPHA", "s.", "needle"] {
+                var query = RequestQuery(selection: .all, limit: 4)
+                query.search = text
+                let expected = all.filter { request in
+                    request.request.identifier.contains(text) || request.request.tags.contains { $0.contains(text) }
+                }
+                for newestFirst in [false, true] {
+                    query.newestFirst = newestFirst
+                    let order = expected.map(\.request.identifier)
+                    for found in [
+                        try await Self.everyPage(inspector, query, now), try await Self.everyPage(small, query, now),
+                    ] {
+                        #expect(found == (newestFirst ? order.reversed() : order), "\(text)")
+                    }
+                }
+            }
+            var team = RequestQuery(selection: .all)
+            team.search = "ue-te"
+            #expect(try await inspector.requests(team, now: now).requests.count == 12)
+
+            // History: in an identifier, a stop reason, an output; a page at a time, a page
+            // that reads a bounded stretch saying where the next starts.
+            for text in ["pha.1", reasonWord, "needle-42", "uploaded", "nowhere"] {
+                let expected = everything.filter { record in
+                    record.identifier.contains(text) || (record.stopReason?.contains(text) ?? false)
+                        || record.output.map { String(decoding: $0, as: UTF8.self).contains(text) } ?? false
+                }
+                #expect(!expected.isEmpty || text == "nowhere")
+                var whole = HistoryQuery(limit: 1000)
+                whole.search = text
+                #expect(try await inspector.history(whole) == expected, "\(text)")
+                var query = HistoryQuery(limit: 3)
+                query.search = text
+                let (found, _) = try await Self.everyPage(inspector, query)
+                #expect(found == expected, "\(text)")
+                let (stretched, reads) = try await Self.everyPage(small, query)
+                #expect(stretched == expected, "\(text)")
+                #expect(reads >= everything.count / 5, "a stretch of 5 attempts per page")
+            }
+            // One request's own history is searched whole, whatever the stretch.
+            var own = HistoryQuery(limit: 10)
+            own.identifier = "s.report"
+            own.search = "needle"
+            #expect(try await small.historyPage(own).records.map(\.identifier) == ["s.report"])
+        }
+    }
+
+    /// The identifiers of every page of `query`, page after page.
+    private static func everyPage(
+        _ inspector: some ScheduleInspector, _ query: RequestQuery, _ now: WallClockInstant
+    ) async throws -> [String] {
+        var query = query
+        var found: [String] = []
+        var reads = 0
+        repeat {
+            let page = try await inspector.requests(query, now: now)
+            found += page.requests.map(\.request.identifier)
+            query.after = page.next
+            reads += 1
+        } while query.after != nil && reads < 100
+        return found
+    }
+
+    /// The attempts of every page of `query`, page after page, and how many pages were read.
+    private static func everyPage(
+        _ inspector: some ScheduleInspector, _ query: HistoryQuery
+    ) async throws -> (records: [RunRecord], pages: Int) {
+        var query = query
+        var found: [RunRecord] = []
+        var reads = 0
+        repeat {
+            let page = try await inspector.historyPage(query)
+            #expect(page.records.count <= query.limit)
+            found += page.records
+            query.before = page.next
+            reads += 1
+        } while query.before != nil && reads < 100
+        return (found, reads)
+    }
+
     /// ``schedule()`` with a request no handler serves (its handler's record changed as a
     /// daemon started without it would write it), and one its failed prerequisite stopped.
     private func scheduleWithAnOrphanAndAStoppedLink() throws -> SchedulerHarness {

@@ -121,7 +121,8 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     }
 
     /// The most rows one page reads for a selection the indexes do not answer (failed
-    /// requests, a tag): a page stays quick at a million finished requests.
+    /// requests, a tag, a search; a search of the history, in attempts): a page stays quick
+    /// at a million finished requests.
     let rowsReadPerPage: Int
     /// The most attempts a range of start times may hold to be read through the index of
     /// start times and sorted; a range that holds more is read newest first by run, where
@@ -149,6 +150,12 @@ final class SQLiteScheduleInspector: ScheduleInspector {
             if let tag = query.tag {
                 conditions.append("instr(details, CAST(? AS BLOB)) > 0")
                 values.append(.text(RequestColumns.tagPattern(tag)))
+            }
+            if let search = query.search {
+                // The tags are in `details`, with the input: a superset, checked as read.
+                let text = "?\(values.count + 1)"
+                conditions.append("(instr(identifier, \(text)) > 0 OR instr(details, CAST(\(text) AS BLOB)) > 0)")
+                values.append(.text(search))
             }
             return try RequestPage.reading(query, rowsReadPerPage: rowsReadPerPage) {
                 after, limit, visit throws(SQLiteError) in
@@ -204,12 +211,49 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     }
 
     func history(_ query: HistoryQuery) async throws(ScheduleStoreError) -> [RunRecord] {
+        try await historyPage(query, stretch: nil).records
+    }
+
+    func historyPage(_ query: HistoryQuery) async throws(ScheduleStoreError) -> HistoryPage {
+        // A search of one request's history reads only its attempts; any other reads at most
+        // a page's worth of rows back from where the page starts.
+        try await historyPage(query, stretch: query.search != nil && query.identifier == nil ? rowsReadPerPage : nil)
+    }
+
+    /// The page of `query`, reading at most `stretch` attempts back from where it starts
+    /// when given.
+    private func historyPage(_ query: HistoryQuery, stretch: Int?) async throws(ScheduleStoreError) -> HistoryPage {
         try await using { [startsIndexed, rangeSortedAtMost] connection throws(SQLiteError) in
             var conditions: [String] = []
             var values: [Value] = []
             if let before = query.before {
                 conditions.append("(run_id, attempt) < (?, ?)")
                 values += [.integer(before.runID), .integer(Int64(before.attempt))]
+            }
+            // The stretch's oldest attempt: the next page starts before it, unless this one fills.
+            var stretchEnd: HistoryPosition?
+            if let stretch {
+                let last = try connection.statement(
+                    """
+                    SELECT run_id, attempt FROM history INDEXED BY history_by_run
+                    \(conditions.isEmpty ? "" : "WHERE " + conditions[0])
+                    ORDER BY run_id DESC, attempt DESC LIMIT 1 OFFSET \(stretch - 1)
+                    """)
+                defer { last.reset() }
+                Self.bind(last, values)
+                if try last.step() {
+                    let end = HistoryPosition(runID: last.int64(0), attempt: Int(last.int64(1)))
+                    stretchEnd = end
+                    conditions.append("(run_id, attempt) >= (?, ?)")
+                    values += [.integer(end.runID), .integer(Int64(end.attempt))]
+                }
+            }
+            if let search = query.search {
+                let text = "?\(values.count + 1)"
+                conditions.append(
+                    "(instr(identifier, \(text)) > 0 OR instr(stop_reason, \(text)) > 0"
+                        + " OR instr(output, CAST(\(text) AS BLOB)) > 0)")
+                values.append(.text(search))
             }
             if let identifier = query.identifier {
                 conditions.append("identifier = ?")
@@ -239,8 +283,9 @@ final class SQLiteScheduleInspector: ScheduleInspector {
             // identifier, a result other than success) does: SQLite, without statistics,
             // guesses a range holds few and sorts what it holds, which for a range of every
             // attempt is the whole history. Counted first, at most one more than the bound.
-            var index = ""
-            if startsIndexed, query.startedFrom != nil || query.startedBefore != nil, query.identifier == nil,
+            var index = stretch != nil ? "INDEXED BY history_by_run" : ""
+            if stretch == nil, startsIndexed, query.startedFrom != nil || query.startedBefore != nil,
+                query.identifier == nil,
                 query.result == nil || query.result == .succeeded
             {
                 let counting = try connection.statement(
@@ -265,7 +310,8 @@ final class SQLiteScheduleInspector: ScheduleInspector {
             Self.bind(statement, values)
             var records: [RunRecord] = []
             while try statement.step() { records.append(try SQLiteScheduleStore.record(statement)) }
-            return records
+            let full = records.count == query.limit
+            return HistoryPage(records: records, next: full ? records.last.map(HistoryPosition.init) : stretchEnd)
         }
     }
 

@@ -15,8 +15,15 @@ public protocol ScheduleInspector: Sendable {
     func requests(_ query: RequestQuery, now: WallClockInstant) async throws(ScheduleStoreError) -> RequestPage
     /// The request of `identifier`, finished or not, or `nil`.
     func request(_ identifier: String, now: WallClockInstant) async throws(ScheduleStoreError) -> InspectedRequest?
-    /// The ended attempts `query` selects, newest first, at most `query.limit`.
+    /// The ended attempts `query` selects, newest first, at most `query.limit`. A search
+    /// (``HistoryQuery/search``) reads the whole history here; ``historyPage(_:)`` reads it a
+    /// bounded stretch at a time.
     func history(_ query: HistoryQuery) async throws(ScheduleStoreError) -> [RunRecord]
+    /// A page of the ended attempts `query` selects, newest first, at most `query.limit`, and
+    /// where the next page starts. A search no index answers (``HistoryQuery/search``)
+    /// reads a bounded stretch of the history per page, so a page may hold fewer than the
+    /// limit and still have a next.
+    func historyPage(_ query: HistoryQuery) async throws(ScheduleStoreError) -> HistoryPage
     /// The newest ended attempt of each of `identifiers` that has one, by identifier: what a
     /// list of requests shows beside each row, read at once rather than one request at a time
     /// (at most 1,000 identifiers; those past them are not looked up).
@@ -42,6 +49,13 @@ extension ScheduleInspector {
 
     /// A schedule one daemon owns.
     public var isShared: Bool { false }
+
+    /// One ``history(_:)`` read: a full page has a next, starting after its last attempt.
+    public func historyPage(_ query: HistoryQuery) async throws(ScheduleStoreError) -> HistoryPage {
+        let records = try await history(query)
+        return HistoryPage(
+            records: records, next: records.count == query.limit ? records.last.map(HistoryPosition.init) : nil)
+    }
 
     /// One ``history(_:)`` read for each identifier, for inspectors that have no better way.
     public func newestAttempts(of identifiers: [String]) async throws(ScheduleStoreError) -> [String: RunRecord] {
@@ -93,6 +107,14 @@ public struct RequestQuery: Sendable, Hashable {
     public var identifierPrefix: String?
     /// Only requests with this tag; `nil`: any.
     public var tag: String?
+    /// Only requests whose identifier or one of whose tags holds this text, as written
+    /// (case and all: its UTF-8 bytes); `nil`: any. No index answers it, so a page reads a
+    /// bounded number of rows, as for a tag.
+    public var search: String? {
+        get { searchText }
+        set { searchText = newValue.flatMap { $0.isEmpty ? nil : $0 } }
+    }
+    private var searchText: String?
     /// Only requests after this position (``InspectedRequest/position`` of the last one a
     /// page showed) in the query's order: the next page.
     public var after: Int64?
@@ -130,6 +152,14 @@ public struct HistoryQuery: Sendable, Hashable {
     public var startedBefore: WallClockInstant?
     /// Only attempts older than this one (the last a page showed): the next page.
     public var before: HistoryPosition?
+    /// Only attempts whose identifier, stop reason or output holds this text, as written
+    /// (case and all: its UTF-8 bytes); `nil`: any. No index answers it:
+    /// ``ScheduleInspector/historyPage(_:)`` reads a bounded stretch of the history per page.
+    public var search: String? {
+        get { searchText }
+        set { searchText = newValue.flatMap { $0.isEmpty ? nil : $0 } }
+    }
+    private var searchText: String?
     /// At most this many (1 to 1,000).
     public var limit: Int
 
@@ -144,6 +174,16 @@ public struct HistoryQuery: Sendable, Hashable {
         self.startedBefore = startedBefore
         self.before = before
         self.limit = min(max(limit, 1), 1000)
+    }
+}
+
+extension RequestQuery {
+    /// Whether `request`'s identifier or one of its tags holds the search text (``search``),
+    /// byte for byte: what a store's query checks, for stores that check in the program.
+    @_spi(ScheduleStore) public func searchMatches(_ request: ScheduledTaskRequest) -> Bool {
+        guard let search else { return true }
+        let text = Array(search.utf8)
+        return request.identifier.utf8.holds(text) || request.tags.contains { $0.utf8.holds(text) }
     }
 }
 
@@ -198,7 +238,7 @@ extension RequestPage {
             self.rowsReadPerPage = rowsReadPerPage
             // Failed requests are told from succeeded ones by their newest attempt, and a tag's
             // pattern may turn up in an input: such rows are read in larger batches.
-            let checked = query.selection == .failed || query.tag != nil
+            let checked = query.selection == .failed || query.tag != nil || query.search != nil
             batch = checked ? min(max(query.limit, 500), rowsReadPerPage) : query.limit
             after = query.after
         }
@@ -209,6 +249,7 @@ extension RequestPage {
             let selected =
                 query.tag.map { inspected.request.tags.contains($0) } ?? true
                 && (query.selection != .failed || inspected.state == .failed)
+                && query.searchMatches(inspected.request)
             if selected { found.append(inspected) }
             return found.count < query.limit
         }
@@ -222,6 +263,45 @@ extension RequestPage {
             }
             return nil
         }
+    }
+}
+
+/// A page of history.
+public struct HistoryPage: Sendable, Hashable {
+    /// The attempts, newest first.
+    public let records: [RunRecord]
+    /// Where the next page starts (``HistoryQuery/before``); `nil` when the history ends here.
+    public let next: HistoryPosition?
+
+    /// A page; for stores outside this module.
+    public init(records: [RunRecord], next: HistoryPosition?) {
+        self.records = records
+        self.next = next
+    }
+}
+
+extension HistoryQuery {
+    /// Whether `record` holds the search text (``search``) in its identifier, stop reason or
+    /// output, byte for byte: what a store's query checks, for stores that check in the program.
+    @_spi(ScheduleStore) public func searchMatches(_ record: RunRecord) -> Bool {
+        guard let search else { return true }
+        let text = Array(search.utf8)
+        return record.identifier.utf8.holds(text) || (record.stopReason?.utf8.holds(text) ?? false)
+            || (record.output?.holds(text) ?? false)
+    }
+}
+
+extension Collection where Element == UInt8 {
+    /// Whether `bytes` occur in these, one after another.
+    func holds(_ bytes: [UInt8]) -> Bool {
+        guard !bytes.isEmpty else { return true }
+        guard count >= bytes.count else { return false }
+        var start = startIndex
+        while distance(from: start, to: endIndex) >= bytes.count {
+            if self[start...].starts(with: bytes) { return true }
+            start = index(after: start)
+        }
+        return false
     }
 }
 

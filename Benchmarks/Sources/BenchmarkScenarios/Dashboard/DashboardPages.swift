@@ -25,6 +25,9 @@ public enum DashboardPages {
         /// Per load of a history page whose filter matches few of its rows or none (one
         /// result no attempt had, a range of start times no attempt is in), in microseconds.
         public var historyFew: [Int64] = []
+        /// Per load of a page searched for text no request or attempt holds (the requests
+        /// of every state, the history), in microseconds: a page that reads its bound.
+        public var search: [Int64] = []
         /// Per load of the overview (counts by state and handler, the last hour's attempts by
         /// minute), in microseconds.
         public var overview: [Int64] = []
@@ -134,6 +137,10 @@ public enum DashboardPages {
         /// store reads every attempt to find that out.
         static let historyFewPages = ["/history?result=superseded", "/history?from=2001-01-01&until=2001-01-02"]
 
+        /// Pages searched for text no identifier, tag, stop reason or output holds: no index
+        /// answers a search, so each reads as many rows as a page may.
+        static let searchPages = ["/requests?state=all&q=no+such+text", "/history?q=no+such+text"]
+
         /// The clients that load the slowest filter (a range of start times no attempt is
         /// in) over and over while the pages are timed: a slow read must not hold the others.
         static let busyClients = 2
@@ -163,7 +170,7 @@ public enum DashboardPages {
                 for (pages, keep, rows) in [
                     (requestPages, \Figures.requests, rowsExpected), (historyPages, \Figures.history, rowsExpected),
                     (failedPages, \Figures.failed, rowsExpected), (Self.historyFewPages, \Figures.historyFew, false),
-                    (["/overview"], \Figures.overview, true),
+                    (["/overview"], \Figures.overview, true), (Self.searchPages, \Figures.search, false),
                 ] {
                     let page = pages[load % pages.count]
                     let started = monotonicNanoseconds()

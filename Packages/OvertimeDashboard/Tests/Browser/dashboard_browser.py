@@ -15,6 +15,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from urllib.parse import quote
 
 from selenium import webdriver
 from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
@@ -191,6 +192,41 @@ def check_overview(driver, where):
     return tiles, handlers
 
 
+def search_rows(driver, path, text):
+    """The rows of `path` searched for `text` through its form's search field."""
+    driver.get(BASE + path)
+    field = driver.find_element(By.NAME, "q")
+    field.clear()
+    field.send_keys(text)
+    click(driver, By.CSS_SELECTOR, "form.filters button")
+    settle(driver, "q=")
+    return [row for row in cells(driver) if len(row) > 1]
+
+
+def check_search(driver, where, tag_text):
+    """Searches the requests (identifier or tag) and the history (identifier or stop reason)
+    through the pages' forms, against the unfiltered lists read the same way."""
+    driver.get(BASE + "/requests?state=all")
+    every = [row for row in cells(driver) if len(row) > 1]
+    for text in ["ok.", tag_text, "OK.", XSS]:
+        found = search_rows(driver, "/requests?state=all", text)
+        expected = [row[0] for row in every if text in row[0] or text in row[5]]
+        check([row[0] for row in found] == expected, f"{where}: requests searched for {text!r}: {found}")
+        value = driver.find_element(By.NAME, "q").get_attribute("value")
+        check(value == text, f"{where}: the search field holds {value!r}, not {text!r}")
+        check(f"q={quote(text, safe='')}" in driver.current_url or text == XSS, f"{where}: {driver.current_url}")
+    check(any(XSS in row[0] for row in every), f"{where}: no identifier with markup to search for")
+    no_alert(driver, f"{where}: requests searched for markup")
+    driver.get(BASE + "/history")
+    history = [row for row in cells(driver) if len(row) > 1]
+    for text in ["fail", "ok.d", "nowhere"]:
+        found = search_rows(driver, "/history", text)
+        expected = [row[:3] for row in history if text in row[0] or text in row[6]]
+        check([row[:3] for row in found] == expected, f"{where}: history searched for {text!r}: {found}")
+    check(texts(driver, "main td.empty") == ["No attempts match."], f"{where}: {texts(driver, 'main td.empty')}")
+    shot(driver, f"{where}-history-search")
+
+
 def sign_in(driver):
     driver.get(BASE + "/login")
     driver.find_element(By.NAME, "token").send_keys(TOKEN)
@@ -276,6 +312,8 @@ def run_fleet(driver):
     taken = cells(driver)
     check(taken and taken[0][2] == "retire" and taken[0][3] == "beta" and taken[0][1] == "alice", f"actions: {taken}")
 
+    check_search(driver, "fleet", "ght")
+
     gallery(driver, [("overview", "/overview"), ("instances", "/instances"), ("running", "/running")], "fleet-")
 
     # Live, from the instances' notifications.
@@ -359,6 +397,9 @@ def run(driver):
     failed_rows = cells(driver)
     check(failed_rows and all(row[5] == "failed" for row in failed_rows), f"filtered history: {failed_rows}")
     check("result=failed" in driver.current_url, "the filter is not in the address (not shareable)")
+
+    # Search: text anywhere in an identifier or a tag, in the history's identifiers and stop reasons.
+    check_search(driver, "daemon", "ght")
 
     driver.get(BASE + "/failed")
     failed = [row[0] for row in cells(driver)]

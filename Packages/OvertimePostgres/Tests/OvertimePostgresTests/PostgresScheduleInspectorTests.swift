@@ -441,6 +441,103 @@ struct PostgresScheduleInspectorTests {
         #expect(try await pages(sorted, "c.").isEmpty)
     }
 
+    /// A search finds its text byte for byte in identifiers and tags (requests), and in
+    /// identifiers, stop reasons and outputs (attempts), a bounded stretch of the history per
+    /// page when asked for pages: what the SQLite inspector finds, on a fleet's schedule.
+    @Test func searchFindsTextInIdentifiersTagsStopReasonsAndOutputsAStretchAtATime() async throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let scheduler = try Scheduler(
+            runtime: try PostgresSchedulerTests.runtime(), configuration: PostgresSchedulerTests.configuration(server))
+        try scheduler.register(prefix: "s.") { task in
+            if task.identifier.hasSuffix(".7") { try? task.setOutput(Array("uploaded needle-42 segments".utf8)) }
+            task.setTaskCompleted(success: true)
+        }
+        try scheduler.start()
+        defer { scheduler.runtime.requestTermination() }
+        try await scheduler.submit(
+            contentsOf: (0..<24).map { index in
+                var request = ScheduledTaskRequest(identifier: "s.alpha.\(index)")
+                request.tags = index % 2 == 0 ? ["red"] : ["blue-team", "x"]
+                return request
+            })
+        let inspector = try await ScheduleDatabase.postgres(Self.database(server)).inspector()
+        defer { inspector.close() }
+        let small = try await PostgresScheduleInspector.open(configuration: Self.database(server), rowsReadPerPage: 5)
+        defer { small.close() }
+        #expect(
+            try await PostgresSchedulerTests.eventually(30) {
+                try await inspector.history(HistoryQuery(limit: 100)).count == 24
+            })
+        _ = try server.psql(
+            "UPDATE overtime.history SET stop_reason = 'its grant ran out: budget spent' WHERE identifier = 's.alpha.3'"
+        )
+        let now = SystemClock().wallClockNow
+        let all = try await inspector.requests(RequestQuery(selection: .all, limit: 1000), now: now).requests
+        for text in ["pha.1", "ue-te", "e-team,x", "ALPHA", "s.", "needle"] {
+            var query = RequestQuery(selection: .all, limit: 4)
+            query.search = text
+            let expected = all.filter { request in
+                request.request.identifier.contains(text) || request.request.tags.contains { $0.contains(text) }
+            }.map(\.request.identifier)
+            for newestFirst in [false, true] {
+                query.newestFirst = newestFirst
+                for found in [
+                    try await Self.everyPage(inspector, query, now), try await Self.everyPage(small, query, now),
+                ] {
+                    #expect(found == (newestFirst ? expected.reversed() : expected), "\(text)")
+                }
+            }
+        }
+        let everything = try await inspector.history(HistoryQuery(limit: 1000))
+        for text in ["pha.1", "budget", "needle-42", "uploaded", "nowhere"] {
+            let expected = everything.filter { record in
+                record.identifier.contains(text) || (record.stopReason?.contains(text) ?? false)
+                    || record.output.map { String(decoding: $0, as: UTF8.self).contains(text) } ?? false
+            }
+            #expect(!expected.isEmpty || text == "nowhere")
+            var query = HistoryQuery(limit: 3)
+            query.search = text
+            #expect(try await Self.everyPage(inspector, query).records == expected, "\(text)")
+            let (stretched, pages) = try await Self.everyPage(small, query)
+            #expect(stretched == expected, "\(text)")
+            #expect(pages >= everything.count / 5, "a stretch of 5 attempts per page")
+        }
+    }
+
+    /// The identifiers of every page of `query`, page after page.
+    private static func everyPage(
+        _ inspector: some ScheduleInspector, _ query: RequestQuery, _ now: WallClockInstant
+    ) async throws -> [String] {
+        var query = query
+        var found: [String] = []
+        var reads = 0
+        repeat {
+            let page = try await inspector.requests(query, now: now)
+            found += page.requests.map(\.request.identifier)
+            query.after = page.next
+            reads += 1
+        } while query.after != nil && reads < 100
+        return found
+    }
+
+    /// The attempts of every page of `query`, page after page, and how many pages were read.
+    private static func everyPage(
+        _ inspector: some ScheduleInspector, _ query: HistoryQuery
+    ) async throws -> (records: [RunRecord], pages: Int) {
+        var query = query
+        var found: [RunRecord] = []
+        var reads = 0
+        repeat {
+            let page = try await inspector.historyPage(query)
+            #expect(page.records.count <= query.limit)
+            found += page.records
+            query.before = page.next
+            reads += 1
+        } while query.before != nil && reads < 100
+        return (found, reads)
+    }
+
     /// On a database whose collation is not byte order (`C.UTF-8`, which PostgreSQL 15 sorts
     /// as a locale), the identifiers that start with a prefix are still found as a range of
     /// the primary keys, not by reading every request and attempt: the schema compares

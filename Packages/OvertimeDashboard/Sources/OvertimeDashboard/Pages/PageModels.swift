@@ -110,8 +110,11 @@ struct RequestsPage {
     let orders: [Choice]
     let prefix: String
     let tag: String
+    let search: String
     let rows: [RequestRow]
     let filtered: Bool
+    /// Fewer than a page matched in the rows a page reads, and more follow.
+    let partial: Bool
     let pager: Pager
 }
 
@@ -182,13 +185,16 @@ struct AttemptRow {
     }
 }
 
-struct HistoryPage {
+struct AttemptsPage {
     let prefix: String
     let results: [Choice]
     let from: String
     let until: String
+    let search: String
     let rows: [AttemptRow]
     let filtered: Bool
+    /// Where a search stopped reading, when fewer than a page matched and older attempts follow.
+    let searchedBackTo: String?
     let nextPage: String?
 }
 

@@ -109,8 +109,10 @@ extension RequestsPage: TemplateModel {
         case "orders": self.orders
         case "prefix": self.prefix
         case "tag": self.tag
+        case "search": self.search
         case "rows": self.rows
         case "filtered": self.filtered
+        case "partial": self.partial
         case "pager": self.pager
         default: nil
         }
@@ -177,15 +179,17 @@ extension AttemptRow: TemplateModel {
     }
 }
 
-extension HistoryPage: TemplateModel {
+extension AttemptsPage: TemplateModel {
     func field(named name: String) -> Any? {
         switch name {
         case "prefix": self.prefix
         case "results": self.results
         case "from": self.from
         case "until": self.until
+        case "search": self.search
         case "rows": self.rows
         case "filtered": self.filtered
+        case "searchedBackTo": self.searchedBackTo
         case "nextPage": self.nextPage
         default: nil
         }

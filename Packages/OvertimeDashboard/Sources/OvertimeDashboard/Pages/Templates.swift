@@ -75,6 +75,7 @@ enum Templates {
         <label>State <select name="state">{{#states}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{value}}</option>{{/states}}</select></label>
         <label>Identifier starts with <input name="prefix" value="{{prefix}}"></label>
         <label>Tag <input name="tag" value="{{tag}}"></label>
+        <label>Identifier or tag contains <input type="search" name="q" value="{{search}}"></label>
         <label>Order <select name="order">{{#orders}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/orders}}</select></label>
         <button>Show</button></form>
         <div class="scroll"><table><thead><tr><th>Identifier</th><th>State</th><th>Next run</th><th>Waits for</th><th>Attempt</th><th>Tags</th></tr></thead><tbody>
@@ -82,6 +83,7 @@ enum Templates {
         <td>{{#next}}<time title="{{next}}">{{nextRelative}}</time>{{/next}}</td><td>{{waitsFor}}</td><td>{{attempt}}</td><td>{{tags}}</td></tr>
         {{/rows}}{{^rows}}<tr><td colspan="6" class="empty">No requests{{#filtered}} match{{/filtered}}.</td></tr>{{/rows}}
         </tbody></table></div>
+        {{#partial}}<p class="note">A page reads a bounded number of requests for a filter no index answers: the next page reads on.</p>{{/partial}}
         {{> pager}}
         {{> bottom}}
         """
@@ -117,12 +119,14 @@ enum Templates {
         <label>Result <select name="result">{{#results}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/results}}</select></label>
         <label>Started from (UTC) <input type="datetime-local" name="from" value="{{from}}"></label>
         <label>until <input type="datetime-local" name="until" value="{{until}}"></label>
+        <label>Identifier, stop reason or output contains <input type="search" name="q" value="{{search}}"></label>
         <button>Show</button></form>
         <div class="scroll"><table><thead><tr><th>Identifier</th><th>Run</th><th>Attempt</th><th>Started</th><th>Took</th><th>Result</th><th>Stop reason</th></tr></thead><tbody>
         {{#rows}}<tr><td><a href="{{base}}/request?id={{link}}">{{identifier}}</a></td><td>{{runID}}</td><td>{{attempt}}</td>\
         <td><time title="{{started}}">{{startedRelative}}</time></td><td>{{took}}</td><td><span class="result {{result}}">{{result}}</span></td><td>{{stopReason}}</td></tr>
         {{/rows}}{{^rows}}<tr><td colspan="7" class="empty">No attempts{{#filtered}} match{{/filtered}}.</td></tr>{{/rows}}
         </tbody></table></div>
+        {{#searchedBackTo}}<p class="note">Searched the attempts back to {{searchedBackTo}}: older ones on the next page.</p>{{/searchedBackTo}}
         {{#nextPage}}<p class="pager"><a href="{{nextPage}}">Older →</a></p>{{/nextPage}}
         {{> bottom}}
         """

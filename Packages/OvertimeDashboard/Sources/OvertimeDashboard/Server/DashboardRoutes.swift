@@ -247,16 +247,18 @@ struct DashboardRoutes: Sendable {
     }
 
     func requests(_ request: Request, _ viewer: Viewer, _ now: WallClockInstant) async throws -> Response {
-        let query = request.uri.queryParameters
-        let state = query["state"].map(String.init).flatMap(RequestQuery.Selection.init(named:)) ?? .pending
-        let prefix = query["prefix"].map(String.init) ?? ""
-        let tag = query["tag"].map(String.init) ?? ""
+        let query = HTTPAnswers.query(of: request)
+        let state = query["state"].flatMap(RequestQuery.Selection.init(named:)) ?? .pending
+        let prefix = query["prefix"] ?? ""
+        let tag = query["tag"] ?? ""
+        let search = query["q"] ?? ""
         let newestFirst = query["order"] != "oldest"
         var selection = RequestQuery(selection: state, identifierPrefix: prefix, tag: tag, limit: Self.pageSize)
+        selection.search = search
         selection.newestFirst = newestFirst
         let (found, pager) = try await listPage(selection, request, now: now) { position in
             "\(base)/requests?state=\(state)&prefix=\(Formatting.query(prefix))&tag=\(Formatting.query(tag))"
-                + "&order=\(newestFirst ? "newest" : "oldest")\(position)"
+                + "&q=\(Formatting.query(search))&order=\(newestFirst ? "newest" : "oldest")\(position)"
         }
         let states = ["pending", "running", "failed", "cancelled", "all"].map {
             Choice(value: $0, label: $0, selected: $0 == state.description)
@@ -265,8 +267,9 @@ struct DashboardRoutes: Sendable {
             "requests", title: "Requests", viewer: viewer,
             RequestsPage(
                 states: states, orders: Self.orders(newestFirst: newestFirst), prefix: prefix, tag: tag,
-                rows: found.map { RequestRow($0, now: now) }, filtered: !prefix.isEmpty || !tag.isEmpty,
-                pager: pager))
+                search: search, rows: found.map { RequestRow($0, now: now) },
+                filtered: !prefix.isEmpty || !tag.isEmpty || !search.isEmpty,
+                partial: found.count < Self.pageSize && pager.next != nil, pager: pager))
     }
 
     static func orders(newestFirst: Bool) -> [Choice] {
@@ -283,9 +286,9 @@ struct DashboardRoutes: Sendable {
     func listPage(
         _ selection: RequestQuery, _ request: Request, now: WallClockInstant, address: (String) -> String
     ) async throws -> (found: [InspectedRequest], pager: Pager) {
-        let parameters = request.uri.queryParameters
-        let after = parameters["after"].flatMap { Int64(String($0)) }
-        let before = parameters["before"].flatMap { Int64(String($0)) }
+        let parameters = HTTPAnswers.query(of: request)
+        let after = parameters["after"].flatMap { Int64($0) }
+        let before = parameters["before"].flatMap { Int64($0) }
         let atEnd = parameters["end"] != nil
         let first = address("")
         let last = address("&end=1")
@@ -340,36 +343,42 @@ struct DashboardRoutes: Sendable {
     }
 
     func history(_ request: Request, _ viewer: Viewer, _ now: WallClockInstant) async throws -> Response {
-        let query = request.uri.queryParameters
-        let prefix = query["prefix"].map(String.init) ?? ""
-        let resultName = query["result"].map(String.init) ?? ""
+        let query = HTTPAnswers.query(of: request)
+        let prefix = query["prefix"] ?? ""
+        let resultName = query["result"] ?? ""
         let result = Self.results.first { $0.description == resultName }
-        let from = query["from"].map(String.init) ?? ""
-        let until = query["until"].map(String.init) ?? ""
+        let from = query["from"] ?? ""
+        let until = query["until"] ?? ""
         let before = query["before"].flatMap { text -> HistoryPosition? in
             let parts = text.split(separator: ":")
             guard parts.count == 2, let run = Int64(parts[0]), let attempt = Int(parts[1]) else { return nil }
             return HistoryPosition(runID: run, attempt: attempt)
         }
-        let found = try await dashboard.inspector.history(
-            HistoryQuery(
-                identifierPrefix: prefix, result: result, startedFrom: Self.instant(from),
-                startedBefore: Self.instant(until), before: before, limit: Self.pageSize))
-        let nextPage =
-            found.count == Self.pageSize
-            ? found.last.map { last in
-                "\(base)/history?prefix=\(Formatting.query(prefix))&result=\(Formatting.query(resultName))"
-                    + "&from=\(Formatting.query(from))&until=\(Formatting.query(until))&before=\(last.runID):\(last.attempt)"
-            } : nil
+        let search = query["q"] ?? ""
+        var selection = HistoryQuery(
+            identifierPrefix: prefix, result: result, startedFrom: Self.instant(from),
+            startedBefore: Self.instant(until), before: before, limit: Self.pageSize)
+        selection.search = search
+        let page = try await dashboard.inspector.historyPage(selection)
+        let found = page.records
+        let nextPage = page.next.map { next in
+            "\(base)/history?prefix=\(Formatting.query(prefix))&result=\(Formatting.query(resultName))"
+                + "&from=\(Formatting.query(from))&until=\(Formatting.query(until))&q=\(Formatting.query(search))"
+                + "&before=\(next.runID):\(next.attempt)"
+        }
+        // A search reads a bounded stretch: say where it stopped when the page is not full.
+        let searchedBackTo =
+            found.count < Self.pageSize ? page.next.map { "run \($0.runID), attempt \($0.attempt)" } : nil
         let choices =
             [Choice(value: "", label: "any", selected: result == nil)]
             + Self.results.map { Choice(value: $0.description, label: $0.description, selected: $0 == result) }
         return render(
             "history", title: "History", viewer: viewer,
-            HistoryPage(
-                prefix: prefix, results: choices, from: from, until: until,
+            AttemptsPage(
+                prefix: prefix, results: choices, from: from, until: until, search: search,
                 rows: found.map { AttemptRow($0, now: now) },
-                filtered: !prefix.isEmpty || result != nil || !from.isEmpty || !until.isEmpty, nextPage: nextPage))
+                filtered: !prefix.isEmpty || result != nil || !from.isEmpty || !until.isEmpty || !search.isEmpty,
+                searchedBackTo: searchedBackTo, nextPage: nextPage))
     }
 
     static let results: [RunResult] = [
@@ -392,7 +401,7 @@ struct DashboardRoutes: Sendable {
     }
 
     func failed(_ request: Request, _ viewer: Viewer, _ now: WallClockInstant) async throws -> Response {
-        let newestFirst = request.uri.queryParameters["order"] != "oldest"
+        let newestFirst = HTTPAnswers.query(of: request)["order"] != "oldest"
         var selection = RequestQuery(selection: .failed, limit: Self.pageSize)
         selection.newestFirst = newestFirst
         let (found, pager) = try await listPage(selection, request, now: now) { position in
@@ -445,7 +454,7 @@ struct DashboardRoutes: Sendable {
     }
 
     func story(_ request: Request, _ viewer: Viewer, _ now: WallClockInstant) async throws -> Response {
-        let identifier = request.uri.queryParameters["id"].map(String.init) ?? ""
+        let identifier = HTTPAnswers.query(of: request)["id"] ?? ""
         guard let inspected = try await dashboard.inspector.request(identifier, now: now) else {
             return render(
                 "message", title: "No such request", viewer: viewer,
@@ -496,7 +505,7 @@ struct DashboardRoutes: Sendable {
     // MARK: Actions
 
     func confirm(_ action: String, _ request: Request, _ viewer: Viewer, _ now: WallClockInstant) throws -> Response {
-        let identifier = request.uri.queryParameters["id"].map(String.init) ?? ""
+        let identifier = HTTPAnswers.query(of: request)["id"] ?? ""
         guard canAct else {
             return render(
                 "message", title: "Not allowed", viewer: viewer,
@@ -569,7 +578,7 @@ struct DashboardRoutes: Sendable {
         guard canAct, let actions = dashboard.configuration.actions else {
             return HTTPAnswers.plain("refused: \(actionsOffReason)", status: .forbidden)
         }
-        let identifier = request.uri.queryParameters["id"].map(String.init) ?? ""
+        let identifier = HTTPAnswers.query(of: request)["id"] ?? ""
         let perform: @Sendable () async -> ActionOutcome = { [dashboard] in
             await Self.perform(action, on: identifier, by: viewer.user, through: actions, dashboard: dashboard)
         }
@@ -591,7 +600,7 @@ struct DashboardRoutes: Sendable {
 
     /// The page of what a ticket's action did: the same whenever it is read.
     func outcome(_ request: Request, _ viewer: Viewer) async -> Response {
-        let ticket = request.uri.queryParameters["ticket"].map(String.init) ?? ""
+        let ticket = HTTPAnswers.query(of: request)["ticket"] ?? ""
         guard let sessionID = viewer.sessionID,
             let (_, outcome) = await dashboard.tickets.outcome(of: ticket, sessionID: sessionID)
         else {

@@ -47,9 +47,16 @@ enum HTTPAnswers {
     }
 
     /// The fields of an `application/x-www-form-urlencoded` body (the last of a name wins).
-    static func form(_ body: ByteBuffer) -> [String: String] {
+    static func form(_ body: ByteBuffer) -> [String: String] { form(String(buffer: body)) }
+
+    /// The fields of `request`'s query as a form's GET sends them: a space is a `+` there
+    /// (a `+` typed is `%2B`), which the server's own reading of the query keeps as `+`.
+    static func query(of request: Request) -> [String: String] { form(request.uri.query ?? "") }
+
+    /// The fields of `text`, `application/x-www-form-urlencoded` (the last of a name wins).
+    static func form(_ text: String) -> [String: String] {
         var fields: [String: String] = [:]
-        for pair in String(buffer: body).split(separator: "&") {
+        for pair in text.split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             func decoded(_ text: Substring) -> String {
                 String(text).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? ""

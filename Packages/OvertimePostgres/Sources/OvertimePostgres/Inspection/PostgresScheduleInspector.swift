@@ -37,7 +37,8 @@ final class PostgresScheduleInspector: ScheduleInspector {
     /// The schedule counts the ended attempts by minute (schema version 15): an overview
     /// reads those counts, not the hour's attempts.
     let activityCounted = NIOLockedValueBox(false)
-    /// The most rows one page reads for a selection no index answers (failed, a tag).
+    /// The most rows one page reads for a selection no index answers (failed, a tag, a
+    /// search; a search of the history, in attempts).
     let rowsReadPerPage: Int
     /// The most attempts the identifiers with a prefix may have for a history page of them
     /// to read them all by the primary key and sort them; a prefix that has more is read
@@ -123,6 +124,12 @@ final class PostgresScheduleInspector: ScheduleInspector {
         if let tag = query.tag {
             bindings.append(RequestColumns.tagPattern(tag))
             conditions.append("strpos(r.tags, $\(bindings.count)) > 0")
+        }
+        if let search = query.search {
+            // The tags column between its commas: a superset, checked as read.
+            bindings.append(search)
+            conditions.append(
+                "(strpos(r.identifier, $\(bindings.count)) > 0 OR strpos(r.tags, $\(bindings.count)) > 0)")
         }
         var reading = RequestPage.Reading(query, rowsReadPerPage: rowsReadPerPage)
         // Read with the first batch, in its operation.
@@ -261,8 +268,21 @@ final class PostgresScheduleInspector: ScheduleInspector {
     // MARK: History
 
     func history(_ query: HistoryQuery) async throws(ScheduleStoreError) -> [RunRecord] {
+        try await historyPage(query, stretch: nil).records
+    }
+
+    func historyPage(_ query: HistoryQuery) async throws(ScheduleStoreError) -> HistoryPage {
+        // A search of one request's history reads only its attempts; any other reads at most
+        // a page's worth of rows back from where the page starts.
+        try await historyPage(query, stretch: query.search != nil && query.identifier == nil ? rowsReadPerPage : nil)
+    }
+
+    /// The page of `query`, reading at most `stretch` attempts back from where it starts
+    /// when given.
+    private func historyPage(_ query: HistoryQuery, stretch: Int?) async throws(ScheduleStoreError) -> HistoryPage {
         let sortsAPrefix =
-            query.identifier == nil && query.identifierPrefix != nil && prefixIsARange.withLockedValue { $0 }
+            stretch == nil && query.identifier == nil && query.identifierPrefix != nil
+            && prefixIsARange.withLockedValue { $0 }
         return try await using { [prefixSortedAtMost] connection, _ in
             var conditions: [String] = []
             var bindings = PostgresBindings()
@@ -272,6 +292,30 @@ final class PostgresScheduleInspector: ScheduleInspector {
             }
             if let before = query.before {
                 conditions.append("(run_id, attempt) < (\(bind(before.runID)), \(bind(Int64(before.attempt))))")
+            }
+            // The stretch's oldest attempt, read from the index of runs: the next page starts
+            // before it, unless this one fills.
+            var stretchEnd: HistoryPosition?
+            if let stretch {
+                let end = try await run(
+                    connection,
+                    PostgresQuery(
+                        unsafeSQL: """
+                            SELECT run_id, attempt FROM overtime.history
+                            \(conditions.isEmpty ? "" : "WHERE " + conditions[0])
+                            ORDER BY run_id DESC, attempt DESC OFFSET \(stretch - 1) LIMIT 1
+                            """, binds: bindings)
+                ).first.map { try $0.decode((Int64, Int64).self) }
+                if let end {
+                    stretchEnd = HistoryPosition(runID: end.0, attempt: Int(end.1))
+                    conditions.append("(run_id, attempt) >= (\(bind(end.0)), \(bind(end.1)))")
+                }
+            }
+            if let search = query.search {
+                let text = bind(search)
+                conditions.append(
+                    "(strpos(identifier, \(text)) > 0 OR strpos(stop_reason, \(text)) > 0"
+                        + " OR position(convert_to(\(text), 'UTF8') IN output) > 0)")
             }
             if let identifier = query.identifier { conditions.append("identifier = \(bind(identifier))") }
             if let prefix = query.identifierPrefix { conditions.append("starts_with(identifier, \(bind(prefix)))") }
@@ -303,8 +347,10 @@ final class PostgresScheduleInspector: ScheduleInspector {
                         """
                 }
             }
-            return try await run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))
+            let records = try await run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))
                 .map(PostgresScheduleStore.record)
+            let full = records.count == query.limit
+            return HistoryPage(records: records, next: full ? records.last.map(HistoryPosition.init) : stretchEnd)
         }
     }
 
