@@ -517,6 +517,11 @@ def run(driver):
     overflow = driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth;")
     check(overflow <= 1, f"the overview is {overflow} px wider than a phone")
     shot(driver, "overview-phone")
+    # The chart's time labels are read as the page's other small text, not shrunk with the drawing.
+    sizes = driver.execute_script(
+        "return Array.from(document.querySelectorAll('.chart .times span')).map(function (e) {"
+        " return parseFloat(getComputedStyle(e).fontSize); });")
+    check(len(sizes) == 3 and min(sizes) >= 11, f"the chart's time labels on a phone: {sizes} px")
 
     # The session ends while a page is open (its cookie gone): the next change sends the
     # whole page to sign in, not a sign-in form under a header still naming the user.

@@ -23,10 +23,9 @@ struct ActivityChart {
     /// The drawing's size in its own units.
     let width: Int
     let height: Int
-    /// Where the bars stand, and where the time labels go below them.
+    /// Where the bars stand. The time labels are the page's text below the drawing, not
+    /// in it: drawn, they shrink with it (to 6 px on a phone).
     let plotHeight: Int
-    let labelY: Int
-    let middleX: Int
     /// The attempts a minute the chart's top stands for: a round number at or above the
     /// busiest minute's.
     let top: Int
@@ -41,9 +40,7 @@ struct ActivityChart {
     init(_ minutes: [MinuteActivity]) {
         width = minutes.count * Self.slot
         plotHeight = Self.plot
-        labelY = Self.plot + 14
-        height = Self.plot + 18
-        middleX = width / 2
+        height = Self.plot + 1
         top = Self.roundUp(minutes.map(\.ended).max() ?? 0)
         ended = minutes.map(\.ended).reduce(0, +)
         failed = minutes.map(\.failed).reduce(0, +)

@@ -56,7 +56,7 @@ enum Assets {
         .chart rect.ended, .key.ended { fill: #2a6fdb; background: #2a6fdb; }
         .chart rect.failed, .key.failed { fill: #c0392b; background: #c0392b; }
         .chart .axis { stroke: var(--muted); stroke-width: 1; }
-        .chart text { fill: var(--muted); font-size: 11px; }
+        .chart .times { display: flex; justify-content: space-between; color: var(--muted); font-size: .8rem; }
         .chart figcaption { color: var(--muted); font-size: .85rem; margin-top: .3rem; }
         .key { display: inline-block; width: .8em; height: .8em; vertical-align: baseline; }
         tr.unserved td { color: #c0392b; }

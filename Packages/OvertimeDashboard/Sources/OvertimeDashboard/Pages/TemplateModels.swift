@@ -396,8 +396,6 @@ extension ActivityChart: TemplateModel {
         case "width": self.width
         case "height": self.height
         case "plotHeight": self.plotHeight
-        case "labelY": self.labelY
-        case "middleX": self.middleX
         case "top": self.top
         case "ended": self.ended
         case "failed": self.failed

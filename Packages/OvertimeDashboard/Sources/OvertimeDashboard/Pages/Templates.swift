@@ -49,8 +49,7 @@ enum Templates {
         <line class="axis" x1="0" y1="{{plotHeight}}" x2="{{width}}" y2="{{plotHeight}}"></line>
         {{#bars}}<g><title>{{title}}</title><rect class="ended" x="{{x}}" y="{{endedY}}" width="{{width}}" height="{{endedHeight}}"></rect>\
         <rect class="failed" x="{{x}}" y="{{failedY}}" width="{{width}}" height="{{failedHeight}}"></rect></g>
-        {{/bars}}<text x="0" y="{{labelY}}">an hour ago</text><text x="{{middleX}}" y="{{labelY}}" text-anchor="middle">30 min</text>\
-        <text x="{{width}}" y="{{labelY}}" text-anchor="end">now</text></svg>
+        {{/bars}}</svg><div class="times"><span>an hour ago</span><span>30 min</span><span>now</span></div>
         <figcaption><span class="key ended"></span> {{ended}} attempts ended, <span class="key failed"></span> {{failed}} failed \
         (failed, expired or terminated). The top of the chart is {{top}} a minute.</figcaption></figure>{{/chart}}
         <h2>Waiting and running, by handler</h2>
