@@ -18,7 +18,8 @@ import urllib.request
 from urllib.parse import quote
 
 from selenium import webdriver
-from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
+from selenium.common.exceptions import (
+    ElementNotInteractableException, NoAlertPresentException, StaleElementReferenceException)
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -195,9 +196,18 @@ def check_overview(driver, where):
 def search_rows(driver, path, text):
     """The rows of `path` searched for `text` through its form's search field."""
     driver.get(BASE + path)
-    field = driver.find_element(By.NAME, "q")
-    field.clear()
-    field.send_keys(text)
+    # The live script may replace the page's part (a fleet's instances change it often)
+    # between finding the field and typing into it; once the field has the focus, updates wait.
+    for attempt in range(20):
+        try:
+            field = driver.find_element(By.NAME, "q")
+            field.clear()
+            field.send_keys(text)
+            break
+        except (StaleElementReferenceException, ElementNotInteractableException):
+            if attempt == 19:
+                raise
+            time.sleep(0.05)
     click(driver, By.CSS_SELECTOR, "form.filters button")
     settle(driver, "q=")
     return [row for row in cells(driver) if len(row) > 1]
