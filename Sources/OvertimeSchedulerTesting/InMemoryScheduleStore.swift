@@ -93,6 +93,8 @@ struct InMemoryTables: Sendable {
     var rows = InMemoryRows()
     /// Attempts that ended, by identifier, run and attempt.
     var history: [HistoryKey: RunRecord] = [:]
+    /// What operators did, in the order recorded.
+    var operatorActions: [OperatorAction] = []
     var lastRunID: Int64 = 0
     var sequence: Int64 = 0
     var nextRowID: Int64 = 1
@@ -210,6 +212,24 @@ final class InMemoryScheduleStore: ScheduleStore {
         try using { $0.rows(summary: { !$0.isFinished }, where: { $0.stored.request.tags.contains(tag) }).map(\.read) }
     }
 
+    func finishedRequests(after: String?, prefix: String?, tagged tag: String?, limit: Int)
+        throws(ScheduleStoreError) -> [StoredRequest]
+    {
+        try using { tables in
+            let found = tables.rows(summary: \.isFinished) { row in
+                let identifier = row.stored.request.identifier
+                return row.stored.cancelledAt == nil && after.map { identifier > $0 } ?? true
+                    && prefix.map(identifier.hasPrefix) ?? true && tag.map(row.stored.request.tags.contains) ?? true
+            }
+            return Array(
+                found.map(\.read).sorted { $0.request.identifier < $1.request.identifier }.prefix(max(0, limit)))
+        }
+    }
+
+    func operatorActions(limit: Int) throws(ScheduleStoreError) -> [OperatorAction] {
+        try using { Array($0.operatorActions.reversed().prefix(max(0, limit))) }
+    }
+
     func dependents(of identifiers: [String]) throws(ScheduleStoreError) -> [StoredRequest] {
         try using { tables in
             var seen = Set<String>()
@@ -325,6 +345,7 @@ final class InMemoryScheduleStore: ScheduleStore {
             }
             for (record, plan) in batch.starts { Self.writePlan(plan, start: record, in: &tables) }
             if !batch.starts.isEmpty { tables.lastRunID = max(tables.lastRunID, lastRunID) }
+            tables.operatorActions += batch.actions
             return found
         }
     }
@@ -428,6 +449,7 @@ final class InMemoryScheduleStore: ScheduleStore {
                 let old = tables.history.filter { $0.value.endedAt.map { $0 < endedBefore } ?? false }.keys
                 for key in old { tables.history[key] = nil }
                 deleted += old.count
+                tables.operatorActions.removeAll { $0.at < endedBefore }
             }
             if let keep = keepingPerIdentifier {
                 let byIdentifier = Dictionary(grouping: tables.history.keys, by: \.identifier)

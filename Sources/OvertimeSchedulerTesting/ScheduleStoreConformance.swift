@@ -52,6 +52,10 @@ import Overtime
         Check(name: "waits for a length after a threshold are found, earliest first", body: waitsForALength),
         Check(name: "a correction is written only over the plan it was made from", body: replans),
         Check(name: "the history comes newest first and is pruned by age and count", body: historyAndPruning),
+        Check(
+            name: "finished requests not cancelled come by identifier, a page at a time, by prefix and tag",
+            body: finishedRequests),
+        Check(name: "operators' actions read back newest first and are pruned by age", body: operatorActions),
         Check(name: "a store one scheduler owns recovers runs in progress as interrupted", body: recovery),
         Check(name: "a closed store refuses every call", body: closedStore),
     ]
@@ -516,6 +520,53 @@ import Overtime
         try await expect(try subject.store.request("job") != nil, "the pending request stays")
         try await expect(
             try subject.store.history(identifier: "job", limit: 10) == [ended[2]], "the younger attempt stays")
+    }
+
+    static func finishedRequests(_ subject: inout Subject) async throws {
+        for identifier in ["b.2", "a.1", "b.1", "c.1", "b.3"] {
+            try await subject.save(
+                subject.oneShot(identifier, dueIn: -10) { $0.tags = identifier == "b.3" ? [] : ["t"] })
+        }
+        try await subject.save(subject.oneShot("b.pending", dueIn: 100) { $0.tags = ["t"] })
+        for identifier in ["b.2", "a.1", "b.1", "b.3"] {
+            _ = try await subject.end(try subject.start(identifier, at: subject.at(-5)), .failed, at: subject.at(-4))
+        }
+        try await subject.write([.cancel("c.1", at: subject.at(-3))])
+        let store = subject.store
+        func found(_ after: String?, _ prefix: String?, _ tag: String?, _ limit: Int) async throws -> [String] {
+            try await store.finishedRequests(after: after, prefix: prefix, tagged: tag, limit: limit)
+                .map(\.request.identifier)
+        }
+        try await expect(
+            try await found(nil, nil, nil, 10) == ["a.1", "b.1", "b.2", "b.3"], "every failed one by identifier",
+            try await found(nil, nil, nil, 10))
+        try await expect(
+            try await found("a.1", nil, nil, 2) == ["b.1", "b.2"], "a page after 'a.1'",
+            try await found("a.1", nil, nil, 2))
+        try await expect(
+            try await found(nil, "b.", "t", 10) == ["b.1", "b.2"], "by prefix and tag",
+            try await found(nil, "b.", "t", 10))
+        try await expect(try await found(nil, "b.1", nil, 10) == ["b.1"], "a prefix that is a whole identifier")
+        try await expect(try await found(nil, "d", nil, 10).isEmpty, "none with another prefix")
+    }
+
+    static func operatorActions(_ subject: inout Subject) async throws {
+        let first = OperatorAction(
+            at: subject.at(-100), by: "alice", action: "retry-failed", subject: "tag t", count: 3,
+            outcome: "submitted again 3 requests")
+        let second = OperatorAction(
+            at: subject.at(-10), by: "bob \u{1F600}", action: "cancel", subject: "job", count: 1, outcome: "cancelled")
+        try await expect(try subject.store.operatorActions(limit: 10).isEmpty, "none in a new store")
+        _ = try await subject.store.commit(ScheduleBatch(actions: [first]), lastRunID: try subject.store.lastRunID())
+        _ = try await subject.store.commit(ScheduleBatch(actions: [second]), lastRunID: try subject.store.lastRunID())
+        try await expect(
+            try subject.store.operatorActions(limit: 10) == [second, first], "newest first, as written",
+            try await subject.store.operatorActions(limit: 10))
+        try await expect(try subject.store.operatorActions(limit: 1) == [second], "at most the limit")
+        _ = try await subject.store.pruneHistory(endedBefore: subject.at(-50), keepingPerIdentifier: nil)
+        try await expect(
+            try subject.store.operatorActions(limit: 10) == [second], "the older one pruned",
+            try await subject.store.operatorActions(limit: 10))
     }
 
     static func recovery(_ subject: inout Subject) async throws {

@@ -24,7 +24,8 @@ struct OvertimeCtl: ParsableCommand {
         subcommands: [
             Status.self, Tasks.self, Background.self, Foreground.self, Terminate.self, Reload.self, MemoryWarning.self,
             Expire.self,
-            Schedule.self, History.self, Work.self, Run.self, Retry.self, Cancel.self, Metrics.self, Call.self,
+            Schedule.self, History.self, Work.self, Run.self, Retry.self, Cancel.self, Actions.self, Metrics.self,
+            Call.self,
         ])
 
     /// The connection's options are taken before the command too (`overtimectl --socket
@@ -305,33 +306,73 @@ struct Work: SchedulerCommand {
     var arguments: [String] { [identifier] }
 }
 
-struct Retry: SchedulerCommand {
+struct Retry: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Submit again a request that failed for good: due now, its attempts counted afresh.")
-    static let command = "retry"
+        abstract:
+            "Submit again a request that failed for good (or, with --failed, every one, by tag or prefix): due now, its attempts counted afresh."
+    )
     @OptionGroup var options: ConnectionOptions
-    @Argument(help: "The request's identifier.") var identifier: String
-    var arguments: [String] { [identifier] }
+    @OptionGroup var who: ActingUser
+    @Argument(help: "The request's identifier.") var identifier: String?
+    @Flag(help: "Every request that failed for good instead (those with --tag, beginning with --prefix).")
+    var failed = false
+    @Option(help: "With --failed: only the requests with this tag.") var tag: String?
+    @Option(help: "With --failed: only the requests whose identifiers begin with this.") var prefix: String?
+
+    func validate() throws {
+        guard (identifier == nil) == failed else { throw ValidationError("give an identifier or --failed, not both") }
+        guard failed || (tag == nil && prefix == nil) else {
+            throw ValidationError("--tag and --prefix go with --failed")
+        }
+    }
+
+    func run() throws {
+        let request =
+            failed
+            ? ControlRequest(
+                command: "retry-failed",
+                arguments: [tag.map { "tag=\($0)" }, prefix.map { "prefix=\($0)" }].compactMap { $0 } + [who.argument])
+            : ControlRequest(command: "retry", arguments: [identifier ?? "", who.argument])
+        let response = try options.send(request)
+        if !options.json { print(response.message ?? "ok") }
+    }
 }
 
-struct Run: SchedulerCommand {
+struct Run: TagOrIdentifierCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Start a run of a request now, whatever its plan and requirements say.")
+        abstract:
+            "Start a run of a request now (or of every pending request with a tag), whatever its plan and requirements say."
+    )
     static let command = "run"
     @OptionGroup var options: ConnectionOptions
-    @Argument(help: "The request's identifier.") var identifier: String
-    var arguments: [String] { [identifier] }
+    @OptionGroup var who: ActingUser
+    @Argument(help: "The request's identifier.") var identifier: String?
+    @Option(help: "Every pending request with this tag instead.") var tag: String?
 }
 
-struct Cancel: ParsableCommand {
+struct Cancel: TagOrIdentifierCommand {
     static let configuration = CommandConfiguration(
         abstract:
             "Cancel a request, or every pending request with a tag: no run starts for it any more (a run in progress is told to stop); it stays as cancelled in `work` and its history."
     )
+    static let command = "cancel"
     @OptionGroup var options: ConnectionOptions
+    @OptionGroup var who: ActingUser
     @Argument(help: "The request's identifier.") var identifier: String?
     @Option(help: "Every pending request with this tag instead.") var tag: String?
+}
 
+/// A command on one request or on every pending request with a tag: `COMMAND ID` or
+/// `COMMAND-tag TAG`, recorded as done by ``ActingUser``.
+protocol TagOrIdentifierCommand: ParsableCommand {
+    static var command: String { get }
+    var options: ConnectionOptions { get }
+    var who: ActingUser { get }
+    var identifier: String? { get }
+    var tag: String? { get }
+}
+
+extension TagOrIdentifierCommand {
     func validate() throws {
         guard (identifier == nil) != (tag == nil) else {
             throw ValidationError("give an identifier or --tag TAG, not both")
@@ -340,10 +381,34 @@ struct Cancel: ParsableCommand {
 
     func run() throws {
         let request =
-            tag.map { ControlRequest(command: "cancel-tag", arguments: [$0]) }
-            ?? ControlRequest(command: "cancel", arguments: [identifier ?? ""])
+            tag.map { ControlRequest(command: Self.command + "-tag", arguments: [$0, who.argument]) }
+            ?? ControlRequest(command: Self.command, arguments: [identifier ?? "", who.argument])
         let response = try options.send(request)
         if !options.json { print(response.message ?? "ok") }
+    }
+}
+
+struct Actions: SchedulerCommand {
+    static let configuration = CommandConfiguration(
+        abstract:
+            "List what operators did (run, retry, cancel, and their bulk forms), newest first: who, what, to what.")
+    static let command = "actions"
+    @OptionGroup var options: ConnectionOptions
+    @Option(help: "At most this many actions.") var limit = 20
+    var arguments: [String] { ["\(limit)"] }
+}
+
+/// Who an action is recorded as done by: `--by`, else the user overtimectl runs as.
+struct ActingUser: ParsableArguments {
+    @Option(help: "Who the daemon records as having done it (default: the user running overtimectl).")
+    var by: String?
+
+    var argument: String { "by=\(by ?? Self.currentUser)" }
+
+    /// The name of the user this process runs as, or its user ID when it has none.
+    static var currentUser: String {
+        guard let entry = getpwuid(getuid()), let name = entry.pointee.pw_name else { return "uid \(getuid())" }
+        return String(cString: name)
     }
 }
 

@@ -76,6 +76,16 @@ final class InstrumentedStore: ScheduleStore {
         await pass()
         return try await inner.pendingRequests(tagged: tag)
     }
+    func finishedRequests(after: String?, prefix: String?, tagged tag: String?, limit: Int)
+        async throws(ScheduleStoreError) -> [StoredRequest]
+    {
+        await pass()
+        return try await inner.finishedRequests(after: after, prefix: prefix, tagged: tag, limit: limit)
+    }
+    func operatorActions(limit: Int) async throws(ScheduleStoreError) -> [OperatorAction] {
+        await pass()
+        return try await inner.operatorActions(limit: limit)
+    }
     func pendingCount() async throws(ScheduleStoreError) -> Int { try await inner.pendingCount() }
     /// Not behind the gate: metrics are collected for every scheduler of the process at
     /// once (``MetricSamplers``), so another test's collection would otherwise put a read

@@ -66,8 +66,24 @@ struct PeriodicReportDaemonTests {
             let reports = try String(contentsOfFile: folder.path + "/reports.log", encoding: .utf8)
             #expect(reports.split(separator: "\n").count == 1, "one report for one run")
 
-            let cancel = try overtimectl(socket, ["cancel", "report"])
+            // Who did what, kept across the restart: the run as the user running overtimectl.
+            var actions = try overtimectl(socket, ["actions"])
+            #expect(
+                actions.status == 0 && actions.output.contains(ActingUserName.current)
+                    && actions.output.contains("started run 1"), "\(actions.output)")
+            let cancel = try overtimectl(socket, ["cancel", "report", "--by", "ops on call"])
             #expect(cancel.status == 0 && cancel.output.contains("cancelled 'report'"))
+            actions = try overtimectl(socket, ["actions", "--limit", "1"])
+            #expect(
+                actions.output.contains("ops on call") && actions.output.contains("cancel")
+                    && !actions.output.contains("started run 1"), "\(actions.output)")
+            let retried = try overtimectl(socket, ["retry", "--failed", "--prefix", "rep"])
+            #expect(
+                retried.status == 0 && retried.output.contains("submitted again 0 requests"), "\(retried.output)")
+            let both = try overtimectl(socket, ["retry", "report", "--failed"])
+            #expect(both.status == 64 && both.errors.contains("not both"), "\(both.errors)")
+            let untagged = try overtimectl(socket, ["run", "--tag", "a,b"])
+            #expect(untagged.status == 1 && untagged.errors.contains("tag"), "\(untagged.errors)")
             schedule = try overtimectl(socket, ["schedule"])
             #expect(schedule.output.contains("no pending requests"))
             #expect(try overtimectl(socket, ["history", "report"]).output.contains("succeeded"), "history stays")
@@ -103,5 +119,13 @@ struct PeriodicReportDaemonTests {
             daemon.send(SIGTERM)
             #expect(daemon.waitForExit(timeout: .seconds(20)) == 0)
         }
+    }
+}
+
+/// The name overtimectl records an action as done by when `--by` is not given.
+enum ActingUserName {
+    static var current: String {
+        guard let entry = getpwuid(getuid()), let name = entry.pointee.pw_name else { return "uid \(getuid())" }
+        return String(cString: name)
     }
 }

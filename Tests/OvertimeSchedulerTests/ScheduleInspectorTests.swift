@@ -487,7 +487,7 @@ struct ScheduleInspectorTests {
             // The store as version 15 left it; the next start migrates it (and finds x.hang's run
             // interrupted: one more attempt ended).
             let store = try SQLiteConnection(path: h.path)
-            try store.execute("DROP TABLE activity; PRAGMA user_version = 15")
+            try store.execute("DROP TABLE activity; DROP TABLE operator_actions; PRAGMA user_version = 15")
             store.close()
             try h.open(prefixes: ["x."])
             try h.current.start()

@@ -338,6 +338,23 @@ final class SQLiteScheduleInspector: ScheduleInspector {
         }
     }
 
+    func operatorActions(limit: Int) async throws(ScheduleStoreError) -> [OperatorAction] {
+        try await using { connection throws(SQLiteError) in
+            // A store its owner has not upgraded yet (schema version 17) has none.
+            guard
+                try connection.integer(
+                    "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'operator_actions'") == 1
+            else { return [] }
+            let statement = try connection.statement(
+                "SELECT at, by, action, subject, count, outcome FROM operator_actions ORDER BY id DESC LIMIT ?")
+            defer { statement.reset() }
+            statement.bind(1, max(0, limit))
+            var found: [OperatorAction] = []
+            while try statement.step() { found.append(SQLiteScheduleStore.operatorAction(statement)) }
+            return found
+        }
+    }
+
     func changeMark() async throws(ScheduleStoreError) -> Int64 {
         // data_version changes on this connection whenever another commits.
         try await perform(on: first) { connection throws(SQLiteError) in

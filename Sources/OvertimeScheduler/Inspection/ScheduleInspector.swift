@@ -37,6 +37,9 @@ public protocol ScheduleInspector: Sendable {
     /// The instances of a fleet sharing the schedule, with what each holds; empty for a
     /// schedule one daemon owns.
     func instances(now: WallClockInstant) async throws(ScheduleStoreError) -> [InspectedInstance]
+    /// What operators did through the scheduler's control commands (who ran, retried or
+    /// cancelled what), newest first, at most `limit`.
+    func operatorActions(limit: Int) async throws(ScheduleStoreError) -> [OperatorAction]
     /// Whether instances of a fleet share the schedule (``instances(now:)`` lists them).
     var isShared: Bool { get }
     /// Closes the inspector; later calls fail.
@@ -49,6 +52,9 @@ extension ScheduleInspector {
 
     /// A schedule one daemon owns.
     public var isShared: Bool { false }
+
+    /// An inspector of a store that records no operators' actions has none to show.
+    public func operatorActions(limit: Int) async throws(ScheduleStoreError) -> [OperatorAction] { [] }
 
     /// One ``history(_:)`` read: a full page has a next, starting after its last attempt.
     public func historyPage(_ query: HistoryQuery) async throws(ScheduleStoreError) -> HistoryPage {

@@ -1,5 +1,6 @@
 // The scheduler on the runtime's control socket (`overtimectl schedule | history ID |
-// work ID | run ID | retry ID | cancel ID`) and in its status line (systemd's STATUS=: the next run).
+// work ID | run | retry | cancel | actions`) and in its status line (systemd's STATUS=: the
+// next run).
 
 import Overtime
 import OvertimeSupport
@@ -21,23 +22,71 @@ extension Scheduler {
             }
             return Self.workTable(info)
         }
-        addCommand("run", usage: "run ID") { scheduler, arguments throws(SchedulerError) in
-            "started run \(try await scheduler.runningNow(arguments[0])) of '\(arguments[0])'"
+        // What changes the schedule takes `by=NAME` after its arguments (who asked), and is
+        // recorded once done (`actions`).
+        addCommand("run", usage: "run ID [by=NAME]") { scheduler, arguments throws(SchedulerError) in
+            let asked = try OperatorArguments(arguments, positional: 1, usage: "run ID [by=NAME]")
+            let identifier = asked.positional[0]
+            let runID = try await scheduler.runningNow(identifier)
+            return await scheduler.recorded(
+                "run", identifier, by: asked.by, count: 1, "started run \(runID) of '\(identifier)'")
         }
-        addCommand("retry", usage: "retry ID") { scheduler, arguments throws(SchedulerError) in
-            _ = try await scheduler.retrying(arguments[0])
+        addCommand("retry", usage: "retry ID [by=NAME]") { scheduler, arguments throws(SchedulerError) in
+            let asked = try OperatorArguments(arguments, positional: 1, usage: "retry ID [by=NAME]")
+            let identifier = asked.positional[0]
+            _ = try await scheduler.retrying(identifier)
             scheduler.cycleSoon()
-            return "submitted '\(arguments[0])' again: due now"
+            return await scheduler.recorded(
+                "retry", identifier, by: asked.by, count: 1, "submitted '\(identifier)' again: due now")
         }
-        addCommand("cancel", usage: "cancel ID") { scheduler, arguments throws(SchedulerError) in
-            try await scheduler.cancelling(arguments[0])
+        addCommand("cancel", usage: "cancel ID [by=NAME]") { scheduler, arguments throws(SchedulerError) in
+            let asked = try OperatorArguments(arguments, positional: 1, usage: "cancel ID [by=NAME]")
+            let identifier = asked.positional[0]
+            try await scheduler.cancelling(identifier)
             scheduler.cycleSoon()
-            return "cancelled '\(arguments[0])'"
+            return await scheduler.recorded("cancel", identifier, by: asked.by, count: 1, "cancelled '\(identifier)'")
         }
-        addCommand("cancel-tag", usage: "cancel-tag TAG") { scheduler, arguments throws(SchedulerError) in
-            let count = try await scheduler.cancelling(tag: arguments[0])
+        addCommand("cancel-tag", usage: "cancel-tag TAG [by=NAME]") { scheduler, arguments throws(SchedulerError) in
+            let asked = try OperatorArguments(arguments, positional: 1, usage: "cancel-tag TAG [by=NAME]")
+            let tag = asked.positional[0]
+            let count = try await scheduler.cancelling(tag: tag)
             scheduler.cycleSoon()
-            return "cancelled \(count) request\(count == 1 ? "" : "s") tagged '\(arguments[0])'"
+            return await scheduler.recorded(
+                "cancel-tag", "tag \(tag)", by: asked.by, count: count,
+                "cancelled \(count) request\(count == 1 ? "" : "s") tagged '\(tag)'")
+        }
+        addCommand("run-tag", usage: "run-tag TAG [by=NAME]") { scheduler, arguments throws(SchedulerError) in
+            let asked = try OperatorArguments(arguments, positional: 1, usage: "run-tag TAG [by=NAME]")
+            let tag = asked.positional[0]
+            let outcome = try await scheduler.runningNow(tag: tag)
+            let runs = "run\(outcome.changed == 1 ? "" : "s")"
+            return await scheduler.recorded(
+                "run-tag", "tag \(tag)", by: asked.by, count: outcome.changed,
+                outcome.describe("started \(outcome.changed) \(runs) of requests tagged '\(tag)'"))
+        }
+        let retryUsage = "retry-failed [tag=TAG] [prefix=PREFIX] [by=NAME]"
+        addCommand("retry-failed", usage: nil) { scheduler, arguments throws(SchedulerError) in
+            let asked = try OperatorArguments(
+                arguments, positional: 0, options: ["tag", "prefix"], usage: retryUsage)
+            let tag = asked.options["tag"]
+            let prefix = asked.options["prefix"]
+            let outcome = try await scheduler.retryingFailed(tag: tag, prefix: prefix)
+            scheduler.cycleSoon()
+            let subject =
+                [tag.map { "tag \($0)" }, prefix.map { "prefix \($0)" }].compactMap { $0 }.joined(separator: ", ")
+            let requests = "request\(outcome.changed == 1 ? "" : "s")"
+            return await scheduler.recorded(
+                "retry-failed", subject.isEmpty ? "every request" : subject, by: asked.by, count: outcome.changed,
+                outcome.describe(
+                    "submitted again \(outcome.changed) \(requests) that failed for good"
+                        + (subject.isEmpty ? "" : " (\(subject))") + ": due now"))
+        }
+        addCommand("actions", usage: nil) { scheduler, arguments throws(SchedulerError) in
+            let limit = arguments.first.flatMap { Int($0) } ?? 20
+            return Self.actionsTable(
+                try await scheduler.fromStore { () async throws(ScheduleStoreError) in
+                    try await scheduler.store.operatorActions(limit: max(1, limit))
+                })
         }
     }
 

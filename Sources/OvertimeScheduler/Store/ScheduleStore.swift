@@ -154,17 +154,23 @@ extension RequestWrite {
     public var ends: [RunEnd] = []
     /// Attempts that start, with their requests' plans (marked running).
     public var starts: [(record: RunRecord, plan: StoredRequest)] = []
+    /// What operators did, recorded (``ScheduleStore/operatorActions(limit:)`` reads them).
+    /// The scheduler commits them in a batch of their own, after the action is done; a
+    /// store may write them in a transaction apart from the rest of a batch.
+    public var actions: [OperatorAction] = []
 
     /// Nothing to write.
-    public var isEmpty: Bool { writes.isEmpty && ends.isEmpty && starts.isEmpty }
+    public var isEmpty: Bool { writes.isEmpty && ends.isEmpty && starts.isEmpty && actions.isEmpty }
 
-    /// A batch of `writes`, `ends` and `starts`.
+    /// A batch of `writes`, `ends`, `starts` and `actions`.
     public init(
-        writes: [RequestWrite] = [], ends: [RunEnd] = [], starts: [(record: RunRecord, plan: StoredRequest)] = []
+        writes: [RequestWrite] = [], ends: [RunEnd] = [], starts: [(record: RunRecord, plan: StoredRequest)] = [],
+        actions: [OperatorAction] = []
     ) {
         self.writes = writes
         self.ends = ends
         self.starts = starts
+        self.actions = actions
     }
 }
 
@@ -221,6 +227,16 @@ extension RequestWrite {
     func pendingRequests() async throws(ScheduleStoreError) -> [StoredRequest]
     /// Every request not finished that has the tag `tag`, in submission order.
     func pendingRequests(tagged tag: String) async throws(ScheduleStoreError) -> [StoredRequest]
+    /// Finished requests not cancelled whose identifiers come after `after` (`nil`: from
+    /// the first) and begin with `prefix`, and that have the tag `tag`, when given: at most
+    /// `limit`, in the identifiers' order (a bulk retry reads them a page at a time). Every
+    /// one that failed for good or was stopped by a prerequisite is among them; one that
+    /// succeeded may be left out (the PostgreSQL store reads only those it marked as
+    /// finished without a success). The caller checks each.
+    func finishedRequests(after: String?, prefix: String?, tagged tag: String?, limit: Int)
+        async throws(ScheduleStoreError) -> [StoredRequest]
+    /// What operators did (``ScheduleBatch/actions``), newest first, at most `limit`.
+    func operatorActions(limit: Int) async throws(ScheduleStoreError) -> [OperatorAction]
     /// The requests not finished that wait on one of `identifiers` (their
     /// ``StoredRequest/chain`` names it), each once. Asked about requests that this
     /// store's last commit concluded (finished, failed for good, cancelled), once: a store
@@ -280,10 +296,11 @@ extension RequestWrite {
     /// The attempts of `identifier`, newest first, at most `limit`.
     func history(identifier: String, limit: Int) async throws(ScheduleStoreError) -> [RunRecord]
     /// Deletes the attempts that ended before `endedBefore` and those beyond the newest
-    /// `keepingPerIdentifier` of each identifier (`nil`: no bound of that kind), and the
+    /// `keepingPerIdentifier` of each identifier (`nil`: no bound of that kind), the
     /// finished requests not running, submitted (and cancelled) before `endedBefore`, whose
-    /// attempts are all gone or ended before it. Never a request that is pending or an attempt in progress. Returns
-    /// how many attempts it deleted.
+    /// attempts are all gone or ended before it, and the operators' actions done before it.
+    /// Never a request that is pending or an attempt in progress. Returns how many attempts
+    /// it deleted.
     func pruneHistory(endedBefore: WallClockInstant?, keepingPerIdentifier: Int?) async throws(ScheduleStoreError)
         -> Int
     /// Closes the store and lets another process (or scheduler) open it; every later call

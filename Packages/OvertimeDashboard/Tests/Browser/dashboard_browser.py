@@ -237,6 +237,87 @@ def check_search(driver, where, tag_text):
     shot(driver, f"{where}-history-search")
 
 
+def history_once_succeeded(identifier, timeout=10):
+    """The daemon's history of `identifier` once an attempt succeeded (or as it is at the timeout)."""
+    deadline = time.monotonic() + timeout
+    history = ""
+    while time.monotonic() < deadline and "succeeded" not in history:
+        history = control("history", identifier).get("message", "")
+        time.sleep(0.1)
+    return history
+
+
+def wait_for_outcome(driver, timeout=10):
+    """Waits until the page says what an action did (done or refused)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and "Done:" not in driver.page_source and "Refused:" not in driver.page_source:
+        time.sleep(0.02)
+
+
+def confirm_and_act(driver, link_text, question, done):
+    """Clicks the button `link_text`, checks the confirmation asks `question`, confirms, and
+    waits for the outcome; returns its text."""
+    click(driver, By.PARTIAL_LINK_TEXT, link_text)
+    settle(driver, "/bulk/")
+    check(question in "".join(texts(driver, "main")), f"the confirmation asks {texts(driver, 'main')}")
+    click(driver, By.CSS_SELECTOR, "main form button")
+    wait_for_outcome(driver)
+    outcome = "".join(texts(driver, "main"))
+    check(done in outcome, f"{link_text}: {outcome}")
+    check("/action?ticket=" in driver.current_url, f"the outcome has no address of its own: {driver.current_url}")
+    return outcome
+
+
+def check_bulk(driver, where):
+    """Bulk actions, each confirmed once: retry what failed for good by prefix, run a tag now,
+    cancel a tag; each recorded by the scheduler with who did it."""
+    driver.get(BASE + "/failed?prefix=fail.")
+    failed = [row[0] for row in cells(driver) if len(row) > 1]
+    check(len(failed) == 3 and all(name.startswith("fail.") for name in failed), f"{where}: failed fail.*: {failed}")
+    shot(driver, f"{where}-failed-filtered")
+    confirm_and_act(
+        driver, "Retry every request that failed for good whose identifiers begin with fail.",
+        "Submit again every request that failed for good whose identifiers begin with fail.?",
+        "Done: submitted again 3 requests that failed for good (prefix fail.): due now")
+    shot(driver, f"{where}-bulk-retried")
+    driver.get(BASE + "/failed?prefix=fail.")
+    check(texts(driver, "main td.empty") == ["Nothing failed for good."], f"{where}: still failed: {cells(driver)}")
+    driver.get(BASE + "/failed")
+    check(any(XSS in row[0] for row in cells(driver)), f"{where}: a request without the prefix was retried")
+
+    driver.get(BASE + "/requests?tag=weekly")
+    tagged = sorted(row[0] for row in cells(driver) if len(row) > 1)
+    check(tagged == ["ok.hourly", "ok.later"], f"{where}: tagged weekly: {tagged}")
+    confirm_and_act(
+        driver, "Run every pending request tagged weekly now",
+        "Start a run now of every pending request tagged weekly", "Done: started 2 runs of requests tagged 'weekly'")
+    history = history_once_succeeded("ok.later")
+    check("succeeded" in history, f"{where}: ok.later did not run: {history}")
+    driver.get(BASE + "/requests?tag=weekly")
+    confirm_and_act(
+        driver, "Cancel every pending request tagged weekly", "Cancel every pending request tagged weekly?",
+        "Done: cancelled 1 request tagged 'weekly'")
+    check(control("work", "ok.hourly").get("message", "").find("cancelled") >= 0, f"{where}: ok.hourly not cancelled")
+
+    # Recorded by the scheduler, with who did it; the dashboard's own log beside it.
+    driver.get(BASE + "/actions")
+    tables = driver.execute_script(
+        "return Array.from(document.querySelectorAll('main table')).map(function (t) {"
+        " return Array.from(t.querySelectorAll('tbody tr')).map(function (row) {"
+        " return Array.from(row.querySelectorAll('td')).map(function (c) { return c.innerText; }); }); });")
+    recorded = tables[-1] if tables else []
+    actions = [(row[1], row[2], row[3], row[4]) for row in recorded if len(row) == 6]
+    check(("alice (dashboard)", "cancel-tag", "tag weekly", "1") in actions, f"{where}: recorded: {recorded}")
+    check(("alice (dashboard)", "run-tag", "tag weekly", "2") in actions, f"{where}: recorded: {recorded}")
+    check(("alice (dashboard)", "retry-failed", "prefix fail.", "3") in actions, f"{where}: recorded: {recorded}")
+    check([row[2] for row in tables[0][:3]] == ["cancel-tag", "run-tag", "retry-failed"] if tables else False,
+          f"{where}: the dashboard's log: {tables[:1]}")
+    answer = control("actions").get("message", "")
+    check("alice (dashboard)" in answer and "retry-failed" in answer, f"{where}: overtimectl actions: {answer}")
+    no_alert(driver, f"{where}: actions")
+    shot(driver, f"{where}-actions-recorded")
+
+
 def sign_in(driver):
     driver.get(BASE + "/login")
     driver.find_element(By.NAME, "token").send_keys(TOKEN)
@@ -325,6 +406,7 @@ def run_fleet(driver):
     check_search(driver, "fleet", "ght")
 
     gallery(driver, [("overview", "/overview"), ("instances", "/instances"), ("running", "/running")], "fleet-")
+    check_bulk(driver, "fleet")
 
     # Live, from the instances' notifications.
     live_change(driver, "ok.fleet-fresh", "fleet-requests-live")
@@ -449,16 +531,10 @@ def run(driver):
     check("Start a run of ok.background now" in driver.page_source, "no confirmation asked")
     shot(driver, "confirm")
     click(driver, By.CSS_SELECTOR, "main form button")
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and "Done:" not in driver.page_source and "Refused:" not in driver.page_source:
-        time.sleep(0.02)
+    wait_for_outcome(driver)
     check("Done: started run" in driver.page_source, "the run was not started")
     check("/action?ticket=" in driver.current_url, f"the outcome has no address of its own: {driver.current_url}")
-    deadline = time.monotonic() + 10
-    history = ""
-    while time.monotonic() < deadline and "succeeded" not in history:
-        history = control("history", "ok.background").get("message", "")
-        time.sleep(0.1)
+    history = history_once_succeeded("ok.background")
     check("succeeded" in history, f"the daemon did not run it: {history}")
     # The schedule changes: the live script reads the outcome's page again, which stays the
     # outcome (it once read the post's address, got the confirmation back, and a click ran
@@ -532,6 +608,9 @@ def run(driver):
         "return Array.from(document.querySelectorAll('.chart .times span')).map(function (e) {"
         " return parseFloat(getComputedStyle(e).fontSize); });")
     check(len(sizes) == 3 and min(sizes) >= 11, f"the chart's time labels on a phone: {sizes} px")
+
+    driver.set_window_size(1280, 900)
+    check_bulk(driver, "daemon")
 
     # The session ends while a page is open (its cookie gone): the next change sends the
     # whole page to sign in, not a sign-in form under a header still naming the user.

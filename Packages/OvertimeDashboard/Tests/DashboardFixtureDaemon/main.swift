@@ -132,7 +132,11 @@ for _ in 0..<500 {
     guard (try? scheduler.workInfo("hang.running"))??.state != .running else { break }
     usleep(10_000)
 }
-try scheduler.submit(request("ok.later") { $0.earliestBegin = now + .seconds(86_400) })
+try scheduler.submit(
+    request("ok.later") {
+        $0.earliestBegin = now + .seconds(86_400)
+        $0.tags = ["weekly"]
+    })
 try scheduler.submit(
     request("ok.link") {
         $0.prerequisites = ["ok.later"]
@@ -144,6 +148,7 @@ try scheduler.submit(
     request("ok.hourly") {
         $0.repetition = Repetition(every: .seconds(3600), flex: .seconds(600))
         $0.earliestBegin = now + .seconds(3600)
+        $0.tags = ["weekly"]
     })
 try scheduler.submit(
     request("ok.nightly") { $0.repetition = Repetition(on: try! CalendarSchedule("*-*-* 02:30 UTC")) })

@@ -195,6 +195,39 @@ struct DashboardAccessTests {
         #expect(try Curl.request(dashboard.url + "/action?ticket=\(ticket)", jar: bobJar).status == 404)
     }
 
+    @Test func aBulkActionIsConfirmedForItsOwnSelectionAndRecordedByTheDaemonWithWhoDidIt() async throws {
+        let dashboard = try DashboardUnderTest()
+        defer { dashboard.stop() }
+        let jar = try Curl.signIn(dashboard.url, token: dashboard.token, folder: dashboard.folder)
+        let untagged = try Curl.request(dashboard.url + "/bulk/cancel-tag", jar: jar)
+        #expect(untagged.status == 400 && untagged.body.contains("Give the tag"), "\(untagged)")
+        let target = dashboard.url + "/bulk/cancel-tag?tag=weekly"
+        let confirmation = try Curl.request(target, jar: jar)
+        #expect(confirmation.body.contains("Cancel every pending request tagged weekly?"), "\(confirmation.body)")
+        let csrf = try #require(Curl.csrf(in: confirmation.body))
+        let ticket = try #require(Curl.ticket(in: confirmation.body))
+        // The ticket is for this tag's cancel: not another tag's, nor another bulk action's.
+        for other in ["/bulk/cancel-tag?tag=nightly", "/bulk/run-tag?tag=weekly", "/bulk/retry-failed?tag=weekly"] {
+            let refused = try Curl.post(dashboard.url + other, form: ["csrf": csrf, "ticket": ticket], jar: jar)
+            #expect(refused.status == 409 && refused.body.contains("Not done"), "\(other): \(refused)")
+        }
+        #expect(!(try dashboard.control("actions")).contains("dashboard"), "nothing done by those")
+        let posted = try Curl.post(target, form: ["csrf": csrf, "ticket": ticket], jar: jar)
+        #expect(posted.status == 303 && posted.headers["location"] == "/action?ticket=\(ticket)", "\(posted)")
+        let outcome = try Curl.request(dashboard.url + "/action?ticket=\(ticket)", jar: jar)
+        #expect(outcome.body.contains("Done: cancelled 2 requests tagged &#39;weekly&#39;"), "\(outcome.body)")
+        #expect(try await dashboard.inspected("ok.hourly")?.state == .cancelled)
+        let again = try Curl.post(target, form: ["csrf": csrf, "ticket": ticket], jar: jar)
+        #expect(again.status == 303, "the same outcome, nothing done again: \(again)")
+        let recorded = try dashboard.control("actions")
+        let lines = recorded.split(separator: "\n").filter { $0.contains("cancel-tag") }
+        #expect(
+            lines.count == 1 && lines[0].contains("alice (dashboard)") && lines[0].contains("tag weekly"), "\(recorded)"
+        )
+        let page = try Curl.request(dashboard.url + "/actions", jar: jar)
+        #expect(page.body.contains("Recorded by the scheduler") && page.body.contains("alice (dashboard)"))
+    }
+
     /// Retiring an instance: refused while a process runs under its name, without the
     /// session's token, and for a schedule one daemon owns; a fleet's runs and cancels go
     /// through the instance's control socket (the dashboard joins no fleet).

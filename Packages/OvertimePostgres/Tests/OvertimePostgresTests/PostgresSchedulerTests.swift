@@ -541,6 +541,7 @@ struct PostgresSchedulerTests {
             DROP INDEX overtime.history_unusual_results;
             DROP INDEX overtime.history_started;
             DROP TABLE IF EXISTS overtime.handlers;
+            DROP TABLE IF EXISTS overtime.operator_actions;
             ALTER TABLE overtime.requests ADD PRIMARY KEY (identifier);
             CREATE INDEX IF NOT EXISTS requests_pending ON overtime.requests (sequence) WHERE NOT finished;
             UPDATE overtime.meta SET value = 1 WHERE name = 'schema_version'
@@ -550,8 +551,9 @@ struct PostgresSchedulerTests {
         let after = try #require(second.pendingRequests().first)
         #expect(after.request == hourly && after.nextRun == before.nextRun, "\(after) after \(before)")
         #expect(
-            try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("15"))
+            try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("16"))
         #expect(try server.psql("SELECT to_regclass('overtime.handlers') IS NOT NULL").hasPrefix("t"))
+        #expect(try server.psql("SELECT to_regclass('overtime.operator_actions') IS NOT NULL").hasPrefix("t"))
         #expect(
             try server.psql("SELECT to_regclass('overtime.requests_failed_for_good') IS NOT NULL").hasPrefix("t"))
         let progressColumns = try server.psql(
@@ -652,7 +654,7 @@ struct PostgresSchedulerTests {
             #expect(error.code == .store)
             #expect(
                 error.message.contains("schema version 99")
-                    && error.message.contains("up to version 15"), "\(error)")
+                    && error.message.contains("up to version 16"), "\(error)")
         }
     }
 

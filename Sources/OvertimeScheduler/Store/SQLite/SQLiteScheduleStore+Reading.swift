@@ -46,6 +46,59 @@ extension SQLiteScheduleStore {
         }
     }
 
+    func finishedRequests(after: String?, prefix: String?, tagged tag: String?, limit: Int)
+        throws(ScheduleStoreError) -> [StoredRequest]
+    {
+        try using { connection throws(SQLiteError) in
+            // By the identifiers' index; the finished rows are not indexed (keeping one cost
+            // the scheduler a tenth of its runs per second), so a tag alone reads them all.
+            var conditions = ["finished = 1", "cancelled_at IS NULL"]
+            var values: [String] = []
+            if let after {
+                conditions.append("identifier > ?")
+                values.append(after)
+            }
+            if let prefix {
+                conditions.append("identifier >= ? AND identifier < ?")
+                values += [prefix, SQLiteScheduleInspector.prefixEnd(prefix)]
+            }
+            if let tag {
+                conditions.append("instr(details, CAST(? AS BLOB)) > 0")
+                values.append(RequestColumns.tagPattern(tag))
+            }
+            let statement = try connection.statement(
+                """
+                SELECT \(Self.requestColumns), cancelled_at FROM requests WHERE \(conditions.joined(separator: " AND "))
+                ORDER BY identifier LIMIT \(max(0, limit))
+                """)
+            for (index, value) in values.enumerated() { statement.bind(Int32(index + 1), value) }
+            var found: [StoredRequest] = []
+            while try statement.step() {
+                let stored = try Self.request(statement)
+                if tag.map(stored.request.tags.contains) ?? true { found.append(stored) }
+            }
+            return found
+        }
+    }
+
+    func operatorActions(limit: Int) throws(ScheduleStoreError) -> [OperatorAction] {
+        try using { connection throws(SQLiteError) in
+            let statement = try connection.statement(
+                "SELECT at, by, action, subject, count, outcome FROM operator_actions ORDER BY id DESC LIMIT ?")
+            statement.bind(1, max(0, limit))
+            var found: [OperatorAction] = []
+            while try statement.step() { found.append(Self.operatorAction(statement)) }
+            return found
+        }
+    }
+
+    /// The action a row of `operator_actions` holds, its columns read in the order written.
+    static func operatorAction(_ row: SQLiteStatement) -> OperatorAction {
+        OperatorAction(
+            at: WallClockInstant(nanosecondsSinceEpoch: row.int64(0)), by: row.text(1), action: row.text(2),
+            subject: row.text(3), count: row.int(4), outcome: row.text(5))
+    }
+
     func pendingCount() throws(ScheduleStoreError) -> Int {
         try using { connection throws(SQLiteError) in
             Int(try connection.integer("SELECT COUNT(*) FROM requests WHERE finished = 0") ?? 0)

@@ -328,6 +328,25 @@ extension SQLiteScheduleStore {
                         """)
                 }
             ),
+            (
+                17,
+                { connection throws(SQLiteError) in
+                    // Who retried, ran or cancelled what through the control commands: the
+                    // schedule's own record, which every dashboard of it reads.
+                    try connection.execute(
+                        """
+                        CREATE TABLE operator_actions (
+                            id INTEGER PRIMARY KEY,
+                            at INTEGER NOT NULL,
+                            by TEXT NOT NULL,
+                            action TEXT NOT NULL,
+                            subject TEXT NOT NULL,
+                            count INTEGER NOT NULL,
+                            outcome TEXT NOT NULL
+                        )
+                        """)
+                }
+            ),
         ]
     }
 

@@ -66,6 +66,7 @@ extension SQLiteScheduleStore {
                 }
                 try Self.countActivity(batch.ends.map(\.record), connection)
                 for (record, plan) in batch.starts { try Self.updatePlan(plan, start: record, connection) }
+                for action in batch.actions { try Self.insertAction(action, connection) }
                 if !batch.starts.isEmpty {
                     let statement = try connection.statement(Self.lastRunIDQuery)
                     statement.bind(1, lastRunID)
@@ -74,6 +75,18 @@ extension SQLiteScheduleStore {
                 return found
             }
         }
+    }
+
+    static func insertAction(_ action: OperatorAction, _ connection: SQLiteConnection) throws(SQLiteError) {
+        let statement = try connection.statement(
+            "INSERT INTO operator_actions (at, by, action, subject, count, outcome) VALUES (?, ?, ?, ?, ?, ?)")
+        statement.bind(1, action.at.nanosecondsSinceEpoch)
+        statement.bind(2, action.by)
+        statement.bind(3, action.action)
+        statement.bind(4, action.subject)
+        statement.bind(5, action.count)
+        statement.bind(6, action.outcome)
+        try statement.run()
     }
 
     func sync() throws(ScheduleStoreError) {
@@ -378,10 +391,14 @@ extension SQLiteScheduleStore {
                     old.bind(1, endedBefore.nanosecondsSinceEpoch)
                     try old.run()
                     deleted += connection.changes
-                    // The activity of those minutes goes with their attempts.
+                    // The activity of those minutes goes with their attempts, and the
+                    // operators' actions of that time.
                     let activity = try connection.statement("DELETE FROM activity WHERE minute < ?")
                     activity.bind(1, endedBefore.nanosecondsSinceEpoch / Self.activityMinute)
                     try activity.run()
+                    let actions = try connection.statement("DELETE FROM operator_actions WHERE at < ?")
+                    actions.bind(1, endedBefore.nanosecondsSinceEpoch)
+                    try actions.run()
                 }
                 if let keep = keepingPerIdentifier {
                     // The newest `keep` of each identifier stay (its primary key's order).

@@ -34,6 +34,23 @@ public struct FleetActions: ScheduleActions {
         try await throughInstance().retry(identifier, by: user)
     }
 
+    /// Sends `run-tag TAG` to the instance.
+    public func runNow(tag: String, by user: String) async throws(ScheduleActionError) -> String {
+        try await throughInstance().runNow(tag: tag, by: user)
+    }
+
+    /// Sends `cancel-tag TAG` to the instance.
+    public func cancel(tag: String, by user: String) async throws(ScheduleActionError) -> String {
+        try await throughInstance().cancel(tag: tag, by: user)
+    }
+
+    /// Sends `retry-failed` to the instance.
+    public func retryFailed(tag: String?, prefix: String?, by user: String) async throws(ScheduleActionError)
+        -> String
+    {
+        try await throughInstance().retryFailed(tag: tag, prefix: prefix, by: user)
+    }
+
     /// Removes the instance's own requests; says how many.
     public func retireInstance(_ name: String, by user: String) async throws(ScheduleActionError) -> String {
         do throws(ScheduleStoreError) {

@@ -116,6 +116,17 @@ struct RequestsPage {
     /// Fewer than a page matched in the rows a page reads, and more follow.
     let partial: Bool
     let pager: Pager
+    /// The tag filtered on, its requests' bulk actions offered; `nil` without a tag, or
+    /// without actions.
+    let tagActions: BulkLinks?
+}
+
+/// A bulk action's subject, as the links to its confirmations carry it.
+struct BulkLinks {
+    /// What the actions act on, as the buttons say it (`tagged nightly`).
+    let what: String
+    /// The query of the confirmations' addresses (`tag=nightly`).
+    let query: String
 }
 
 /// Links to a list's first, previous, next and last pages; `nil` where there is none to
@@ -210,8 +221,13 @@ struct FailedRow {
 
 struct FailedPage {
     let orders: [Choice]
+    let prefix: String
+    let tag: String
     let rows: [FailedRow]
     let pager: Pager
+    /// The retry of every request the filters select that failed for good; `nil` without
+    /// actions or rows.
+    let retryAll: BulkLinks?
 }
 
 struct InstanceRow {
@@ -291,6 +307,20 @@ struct ActionRow {
 
 struct ActionsPage {
     let rows: [ActionRow]
+    /// What the scheduler recorded of operators' actions, whichever client asked.
+    let recorded: [RecordedActionRow]
+    /// Why the scheduler's record could not be read, if it could not.
+    let recordedError: String?
+}
+
+/// One action the scheduler recorded (``OperatorAction``).
+struct RecordedActionRow {
+    let at: String
+    let by: String
+    let action: String
+    let subject: String
+    let count: Int
+    let outcome: String
 }
 
 struct LoginPage {

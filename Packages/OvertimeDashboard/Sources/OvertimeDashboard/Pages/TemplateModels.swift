@@ -114,6 +114,7 @@ extension RequestsPage: TemplateModel {
         case "filtered": self.filtered
         case "partial": self.partial
         case "pager": self.pager
+        case "tagActions": self.tagActions
         default: nil
         }
     }
@@ -215,8 +216,21 @@ extension FailedPage: TemplateModel {
     func field(named name: String) -> Any? {
         switch name {
         case "orders": self.orders
+        case "prefix": self.prefix
+        case "tag": self.tag
         case "rows": self.rows
         case "pager": self.pager
+        case "retryAll": self.retryAll
+        default: nil
+        }
+    }
+}
+
+extension BulkLinks: TemplateModel {
+    func field(named name: String) -> Any? {
+        switch name {
+        case "what": self.what
+        case "query": self.query
         default: nil
         }
     }
@@ -329,7 +343,30 @@ extension ActionRow: TemplateModel {
     }
 }
 
-extension ActionsPage: RowsTemplateModel {}
+extension ActionsPage: TemplateModel {
+    func field(named name: String) -> Any? {
+        switch name {
+        case "rows": self.rows
+        case "recorded": self.recorded
+        case "recordedError": self.recordedError
+        default: nil
+        }
+    }
+}
+
+extension RecordedActionRow: TemplateModel {
+    func field(named name: String) -> Any? {
+        switch name {
+        case "at": self.at
+        case "by": self.by
+        case "action": self.action
+        case "subject": self.subject
+        case "count": self.count
+        case "outcome": self.outcome
+        default: nil
+        }
+    }
+}
 
 extension LoginPage: TemplateModel {
     func field(named name: String) -> Any? {

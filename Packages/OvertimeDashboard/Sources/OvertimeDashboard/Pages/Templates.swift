@@ -83,6 +83,8 @@ enum Templates {
         {{/rows}}{{^rows}}<tr><td colspan="6" class="empty">No requests{{#filtered}} match{{/filtered}}.</td></tr>{{/rows}}
         </tbody></table></div>
         {{#partial}}<p class="note">A page reads a bounded number of requests for a filter no index answers: the next page reads on.</p>{{/partial}}
+        {{#tagActions}}<p class="actions"><a class="button" href="{{base}}/bulk/run-tag?{{query}}">Run every pending request {{what}} now…</a> \
+        <a class="button danger" href="{{base}}/bulk/cancel-tag?{{query}}">Cancel every pending request {{what}}…</a></p>{{/tagActions}}
         {{> pager}}
         {{> bottom}}
         """
@@ -134,6 +136,8 @@ enum Templates {
         {{> top}}
         <p>Requests that finished without succeeding: their last run failed with no retry left, or a prerequisite's failure or cancellation stopped them.</p>
         <form method="get" action="{{base}}/failed" class="filters">
+        <label>Identifier starts with <input name="prefix" value="{{prefix}}"></label>
+        <label>Tag <input name="tag" value="{{tag}}"></label>
         <label>Order <select name="order">{{#orders}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/orders}}</select></label>
         <button>Show</button></form>
         <div class="scroll"><table><thead><tr><th>Identifier</th><th>Last attempt</th><th>Ended</th><th>Stop reason</th><th>Stopped by</th><th></th></tr></thead><tbody>
@@ -141,6 +145,7 @@ enum Templates {
         <td>{{#canRetry}}<a href="{{base}}/request/retry?id={{link}}">Retry…</a>{{/canRetry}}</td></tr>
         {{/rows}}{{^rows}}<tr><td colspan="6" class="empty">Nothing failed for good.</td></tr>{{/rows}}
         </tbody></table></div>
+        {{#retryAll}}<p class="actions"><a class="button" href="{{base}}/bulk/retry-failed?{{query}}">Retry every request that failed for good{{what}}…</a></p>{{/retryAll}}
         {{> pager}}
         {{> bottom}}
         """
@@ -215,6 +220,13 @@ enum Templates {
         <div class="scroll"><table><thead><tr><th>When</th><th>Who</th><th>Action</th><th>Identifier</th><th>Outcome</th></tr></thead><tbody>
         {{#rows}}<tr><td>{{at}}</td><td>{{user}}</td><td>{{action}}</td><td><a href="{{href}}">{{identifier}}</a></td><td>{{outcome}}</td></tr>
         {{/rows}}{{^rows}}<tr><td colspan="5" class="empty">No action taken since the dashboard started.</td></tr>{{/rows}}
+        </tbody></table></div>
+        <h2>Recorded by the scheduler</h2>
+        <p>What operators did through the scheduler's control commands — from any dashboard or <code>overtimectl</code> — as its store keeps it.</p>
+        {{#recordedError}}<p class="error">{{recordedError}}</p>{{/recordedError}}
+        <div class="scroll"><table><thead><tr><th>When</th><th>Who</th><th>Action</th><th>Subject</th><th>Requests</th><th>Outcome</th></tr></thead><tbody>
+        {{#recorded}}<tr><td>{{at}}</td><td>{{by}}</td><td>{{action}}</td><td>{{subject}}</td><td>{{count}}</td><td>{{outcome}}</td></tr>
+        {{/recorded}}{{^recorded}}<tr><td colspan="6" class="empty">None recorded.</td></tr>{{/recorded}}
         </tbody></table></div>
         {{> bottom}}
         """

@@ -58,7 +58,7 @@ struct DashboardRoutes: Sendable {
         router.get("instances") { request, _ in
             try await page(request) { viewer, now in try await instances(viewer, now) }
         }
-        router.get("actions") { request, _ in try await page(request) { viewer, _ in taken(viewer) } }
+        router.get("actions") { request, _ in try await page(request) { viewer, _ in await taken(viewer) } }
         router.get("request") { request, _ in
             try await page(request) { viewer, now in try await story(request, viewer, now) }
         }
@@ -67,6 +67,12 @@ struct DashboardRoutes: Sendable {
                 try await page(request) { viewer, now in try confirm(action, request, viewer, now) }
             }
             router.post(RouterPath("request/\(action)")) { request, _ in try await act(action, request) }
+        }
+        for action in ActionSubject.bulkActions.sorted() {
+            router.get(RouterPath("bulk/\(action)")) { request, _ in
+                try await page(request) { viewer, now in try confirm(action, request, viewer, now) }
+            }
+            router.post(RouterPath("bulk/\(action)")) { request, _ in try await act(action, request) }
         }
         router.get("instance/retire") { request, _ in
             try await page(request) { viewer, now in try confirm("retire", request, viewer, now) }
@@ -269,7 +275,9 @@ struct DashboardRoutes: Sendable {
                 states: states, orders: Self.orders(newestFirst: newestFirst), prefix: prefix, tag: tag,
                 search: search, rows: found.map { RequestRow($0, now: now) },
                 filtered: !prefix.isEmpty || !tag.isEmpty || !search.isEmpty,
-                partial: found.count < Self.pageSize && pager.next != nil, pager: pager))
+                partial: found.count < Self.pageSize && pager.next != nil, pager: pager,
+                tagActions: canAct && !tag.isEmpty
+                    ? BulkLinks(what: "tagged \(tag)", query: ActionSubject("run-tag", ["tag": tag]).query) : nil))
     }
 
     static func orders(newestFirst: Bool) -> [Choice] {
@@ -401,12 +409,17 @@ struct DashboardRoutes: Sendable {
     }
 
     func failed(_ request: Request, _ viewer: Viewer, _ now: WallClockInstant) async throws -> Response {
-        let newestFirst = HTTPAnswers.query(of: request)["order"] != "oldest"
-        var selection = RequestQuery(selection: .failed, limit: Self.pageSize)
+        let query = HTTPAnswers.query(of: request)
+        let newestFirst = query["order"] != "oldest"
+        let prefix = query["prefix"] ?? ""
+        let tag = query["tag"] ?? ""
+        var selection = RequestQuery(selection: .failed, identifierPrefix: prefix, tag: tag, limit: Self.pageSize)
         selection.newestFirst = newestFirst
         let (found, pager) = try await listPage(selection, request, now: now) { position in
-            "\(base)/failed?order=\(newestFirst ? "newest" : "oldest")\(position)"
+            "\(base)/failed?prefix=\(Formatting.query(prefix))&tag=\(Formatting.query(tag))"
+                + "&order=\(newestFirst ? "newest" : "oldest")\(position)"
         }
+        let bulk = ActionSubject("retry-failed", ["tag": tag, "prefix": prefix])
         let newest = try await dashboard.inspector.newestAttempts(of: found.map(\.request.identifier))
         var rows: [FailedRow] = []
         for inspected in found {
@@ -421,7 +434,11 @@ struct DashboardRoutes: Sendable {
         }
         return render(
             "failed", title: "Failed", viewer: viewer,
-            FailedPage(orders: Self.orders(newestFirst: newestFirst), rows: rows, pager: pager))
+            FailedPage(
+                orders: Self.orders(newestFirst: newestFirst), prefix: prefix, tag: tag, rows: rows, pager: pager,
+                retryAll: canAct && !rows.isEmpty
+                    ? BulkLinks(what: bulk.tag == nil && bulk.prefix == nil ? "" : " \(bulk.name)", query: bulk.query)
+                    : nil))
     }
 
     func instances(_ viewer: Viewer, _ now: WallClockInstant) async throws -> Response {
@@ -440,9 +457,22 @@ struct DashboardRoutes: Sendable {
             InstancesPage(single: single, rows: rows, canAct: canAct && !single))
     }
 
-    func taken(_ viewer: Viewer) -> Response {
+    func taken(_ viewer: Viewer) async -> Response {
         let rows = dashboard.actionLog.newestFirst.map(actionRow)
-        return render("actions", title: "Actions", viewer: viewer, ActionsPage(rows: rows))
+        var recorded: [RecordedActionRow] = []
+        var recordedError: String?
+        do {
+            recorded = try await dashboard.inspector.operatorActions(limit: ActionLog.kept).map {
+                RecordedActionRow(
+                    at: Formatting.time($0.at), by: $0.by, action: $0.action, subject: $0.subject, count: $0.count,
+                    outcome: $0.outcome)
+            }
+        } catch {
+            recordedError = "The scheduler's record could not be read: \(error.message)"
+        }
+        return render(
+            "actions", title: "Actions", viewer: viewer,
+            ActionsPage(rows: rows, recorded: recorded, recordedError: recordedError))
     }
 
     func actionRow(_ record: ActionRecord) -> ActionRow {
@@ -485,8 +515,10 @@ struct DashboardRoutes: Sendable {
             maximumDuration: Formatting.duration(submitted.maximumDuration), input: Formatting.bytes(submitted.input))
         let pending = !inspected.state.isFinished
         let retriable = inspected.state == .failed && inspected.stoppedBy == nil
-        let taken = dashboard.actionLog.newestFirst.filter { $0.identifier == identifier && $0.action != "retire" }
-            .map(actionRow)
+        let taken = dashboard.actionLog.newestFirst.filter {
+            $0.identifier == identifier && $0.action != "retire" && !ActionSubject.bulkActions.contains($0.action)
+        }
+        .map(actionRow)
         return render(
             "story", title: identifier, viewer: viewer,
             StoryPage(
@@ -505,39 +537,71 @@ struct DashboardRoutes: Sendable {
     // MARK: Actions
 
     func confirm(_ action: String, _ request: Request, _ viewer: Viewer, _ now: WallClockInstant) throws -> Response {
-        let identifier = HTTPAnswers.query(of: request)["id"] ?? ""
+        let subject = ActionSubject(action, HTTPAnswers.query(of: request))
         guard canAct else {
             return render(
                 "message", title: "Not allowed", viewer: viewer,
                 MessagePage(kind: "error", text: actionsOffReason, back: nil), status: .forbidden)
         }
-        let back = Self.subjectPath(action, identifier, base: base)
-        let (title, question, button) = Self.wording(action, identifier)
+        let back = Self.subjectPath(action, subject.identifier, base: base)
+        let (title, question, button) = Self.wording(action, subject.name)
+        if let missing = subject.missing(for: action) {
+            return render(
+                "message", title: title, viewer: viewer, MessagePage(kind: "error", text: missing, back: back),
+                status: .badRequest)
+        }
         let ticket = viewer.sessionID.map {
-            dashboard.tickets.issue(for: .init(sessionID: $0, action: action, subject: identifier))
+            dashboard.tickets.issue(for: .init(sessionID: $0, action: action, subject: subject.query))
         }
         return render(
             "confirm", title: title, viewer: viewer,
             ConfirmPage(
-                question: question, action: Self.actionPath(action, identifier, base: base), ticket: ticket,
-                button: button, buttonClass: action == "cancel" || action == "retire" ? "danger" : "", back: back))
+                question: question, action: Self.actionPath(action, subject, base: base), ticket: ticket,
+                button: button, buttonClass: ["cancel", "retire", "cancel-tag"].contains(action) ? "danger" : "",
+                back: back))
     }
 
     /// Where an action's confirmation is read (GET) and its form posted (POST).
-    static func actionPath(_ action: String, _ subject: String, base: String) -> String {
-        let path = action == "retire" ? "instance/retire" : "request/\(action)"
-        return "\(base)/\(path)?id=\(Formatting.query(subject))"
+    static func actionPath(_ action: String, _ subject: ActionSubject, base: String) -> String {
+        let path =
+            action == "retire" ? "instance/retire" : subject.isBulk ? "bulk/\(action)" : "request/\(action)"
+        return "\(base)/\(path)?\(subject.query)"
     }
 
-    /// The page of what an action was done to: the instances for a retired instance, else
-    /// the request's story.
-    static func subjectPath(_ action: String, _ subject: String, base: String) -> String {
-        action == "retire" ? "\(base)/instances" : "\(base)/request?id=\(Formatting.query(subject))"
+    /// The page of what an action was done to: the instances for a retired instance, the
+    /// list a bulk action was asked from, else the request's story.
+    static func subjectPath(_ action: String, _ identifier: String, base: String) -> String {
+        switch action {
+        case "retire": "\(base)/instances"
+        case "retry-failed": "\(base)/failed"
+        case "run-tag", "cancel-tag": "\(base)/requests?state=all"
+        default: "\(base)/request?id=\(Formatting.query(identifier))"
+        }
     }
 
-    /// An action's page title, the question its confirmation asks, and its button.
+    /// An action's page title, the question its confirmation asks, and its button, for the
+    /// subject named `identifier` (``ActionSubject/name``).
     static func wording(_ action: String, _ identifier: String) -> (String, String, String) {
         switch action {
+        case "run-tag":
+            (
+                "Run a tag now",
+                "Start a run now of every pending request \(identifier), whatever their plans and requirements say?"
+                    + " Those running or waiting on a prerequisite are passed over.", "Run them now"
+            )
+        case "cancel-tag":
+            (
+                "Cancel a tag",
+                "Cancel every pending request \(identifier)? No run of them starts any more, and runs in progress are"
+                    + " told to stop.", "Cancel them"
+            )
+        case "retry-failed":
+            (
+                "Retry what failed",
+                "Submit again every request that failed for good"
+                    + (identifier == "every request" ? "" : " \(identifier)")
+                    + "? Each becomes due now, with every attempt its retry policy allows.", "Retry them"
+            )
         case "run":
             ("Run now", "Start a run of \(identifier) now, whatever its plan and requirements say?", "Run it now")
         case "retire":
@@ -578,21 +642,24 @@ struct DashboardRoutes: Sendable {
         guard canAct, let actions = dashboard.configuration.actions else {
             return HTTPAnswers.plain("refused: \(actionsOffReason)", status: .forbidden)
         }
-        let identifier = HTTPAnswers.query(of: request)["id"] ?? ""
+        let subject = ActionSubject(action, HTTPAnswers.query(of: request))
+        if let missing = subject.missing(for: action) {
+            return HTTPAnswers.plain("refused: \(missing)", status: .badRequest)
+        }
         let perform: @Sendable () async -> ActionOutcome = { [dashboard] in
-            await Self.perform(action, on: identifier, by: viewer.user, through: actions, dashboard: dashboard)
+            await Self.perform(action, on: subject, by: viewer.user, through: actions, dashboard: dashboard)
         }
         guard let sessionID = viewer.sessionID else { return outcomePage(await perform(), viewer) }
         let ticket = form["ticket"] ?? ""
-        let purpose = ActionTickets.Purpose(sessionID: sessionID, action: action, subject: identifier)
+        let purpose = ActionTickets.Purpose(sessionID: sessionID, action: action, subject: subject.query)
         guard await dashboard.tickets.use(ticket, for: purpose, perform: perform) != nil else {
             return render(
-                "message", title: Self.wording(action, identifier).0, viewer: viewer,
+                "message", title: Self.wording(action, subject.name).0, viewer: viewer,
                 MessagePage(
                     kind: "error",
                     text: "Not done: this form's confirmation is not known (it is from before the dashboard "
                         + "restarted, from another session, or too old). Confirm again.",
-                    back: Self.actionPath(action, identifier, base: base)),
+                    back: Self.actionPath(action, subject, base: base)),
                 status: .conflict)
         }
         return HTTPAnswers.redirect(to: "\(base)/action?ticket=\(Formatting.query(ticket))")
@@ -628,15 +695,20 @@ struct DashboardRoutes: Sendable {
 
     /// Does `action` through the schedule's owner and records who did it, done or refused.
     static func perform(
-        _ action: String, on identifier: String, by user: String, through actions: any ScheduleActions,
+        _ action: String, on subject: ActionSubject, by user: String, through actions: any ScheduleActions,
         dashboard: Dashboard
     ) async -> ActionOutcome {
         let outcome: Result<String, ScheduleActionError>
+        let identifier = subject.name
         do throws(ScheduleActionError) {
             switch action {
             case "run": outcome = .success(try await actions.runNow(identifier, by: user))
             case "retry": outcome = .success(try await actions.retry(identifier, by: user))
             case "retire": outcome = .success(try await actions.retireInstance(identifier, by: user))
+            case "run-tag": outcome = .success(try await actions.runNow(tag: subject.tag ?? "", by: user))
+            case "cancel-tag": outcome = .success(try await actions.cancel(tag: subject.tag ?? "", by: user))
+            case "retry-failed":
+                outcome = .success(try await actions.retryFailed(tag: subject.tag, prefix: subject.prefix, by: user))
             default: outcome = .success(try await actions.cancel(identifier, by: user))
             }
         } catch {

@@ -378,6 +378,22 @@ final class PostgresScheduleInspector: ScheduleInspector {
         }
     }
 
+    /// Times on the database's clock, as the history's.
+    func operatorActions(limit: Int) async throws(ScheduleStoreError) -> [OperatorAction] {
+        try await using { connection, _ in
+            // A database no instance of this build has migrated yet (schema version 16) has none.
+            let recorded = try await run(connection, "SELECT to_regclass('overtime.operator_actions') IS NOT NULL")
+            guard try recorded.first?.decode(Bool.self) == true else { return [] }
+            return try await run(
+                connection,
+                """
+                SELECT at, by, action, subject, count, outcome FROM overtime.operator_actions
+                ORDER BY id DESC LIMIT \(Int64(max(0, limit)))
+                """
+            ).map(PostgresScheduleStore.operatorAction)
+        }
+    }
+
     // MARK: Changes and instances
 
     /// The notifications the instances sent, and the server's transaction snapshot: the

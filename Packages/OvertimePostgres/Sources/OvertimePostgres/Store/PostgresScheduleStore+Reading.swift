@@ -67,6 +67,49 @@ extension PostgresScheduleStore {
         }
     }
 
+    /// The candidates the index of what failed for good holds (``schemaVersion14``): those
+    /// that finished without a success.
+    func finishedRequests(after: String?, prefix: String?, tagged tag: String?, limit: Int)
+        async throws(ScheduleStoreError) -> [StoredRequest]
+    {
+        let tagPattern = tag.map(RequestColumns.tagPattern)
+        return try await using { [self] connection in
+            // An identifier both shared and this instance's own is read as its own.
+            try await run(
+                connection,
+                """
+                SELECT DISTINCT ON (identifier COLLATE "C") \(unescaped: Self.columns) FROM overtime.requests
+                WHERE finished AND cancelled_at IS NULL AND failure_candidate AND \(unescaped: visible)
+                    AND (\(after)::text IS NULL OR identifier COLLATE "C" > \(after))
+                    AND (\(prefix)::text IS NULL OR starts_with(identifier, \(prefix)))
+                    AND (\(tagPattern)::text IS NULL OR strpos(tags, \(tagPattern)) > 0)
+                ORDER BY identifier COLLATE "C", owner DESC LIMIT \(Int64(max(0, limit)))
+                """
+            ).map(Self.request).filter { tag.map($0.request.tags.contains) ?? true }
+        }
+    }
+
+    func operatorActions(limit: Int) async throws(ScheduleStoreError) -> [OperatorAction] {
+        try await using { [self] connection in
+            try await run(
+                connection,
+                """
+                SELECT at, by, action, subject, count, outcome FROM overtime.operator_actions
+                ORDER BY id DESC LIMIT \(Int64(max(0, limit)))
+                """
+            ).map(Self.operatorAction)
+        }
+    }
+
+    /// The action a row of `overtime.operator_actions` holds, read by column name.
+    static func operatorAction(_ row: PostgresRow) throws -> OperatorAction {
+        let cell = NamedCells(row)
+        return OperatorAction(
+            at: WallClockInstant(nanosecondsSinceEpoch: try cell("at")), by: try cell("by"),
+            action: try cell("action"), subject: try cell("subject"), count: Int(try cell("count", as: Int64.self)),
+            outcome: try cell("outcome"))
+    }
+
     func dependents(of identifiers: [String]) async throws(ScheduleStoreError) -> [StoredRequest] {
         let asked = concludedWithDependents.withLockedValue { known in
             let asked = identifiers.filter { known.contains($0) }

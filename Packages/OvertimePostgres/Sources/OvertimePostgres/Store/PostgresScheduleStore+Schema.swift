@@ -56,7 +56,7 @@ extension PostgresScheduleStore {
                 (5, Self.schemaVersion5), (6, Self.schemaVersion6), (7, Self.schemaVersion7), (8, Self.schemaVersion8),
                 (9, Self.schemaVersion9), (10, Self.schemaVersion10), (11, Self.schemaVersion11),
                 (12, Self.schemaVersion12), (13, Self.schemaVersion13), (14, Self.schemaVersion14),
-                (15, Self.schemaVersion15),
+                (15, Self.schemaVersion15), (16, Self.schemaVersion16),
             ] where version < target {
                 for statement in statements { _ = try await run(connection, PostgresQuery(unsafeSQL: statement)) }
             }
@@ -70,7 +70,9 @@ extension PostgresScheduleStore {
     }
 
     /// The tables the migrations make in the `overtime` schema.
-    static let tables: Set<String> = ["meta", "requests", "history", "prerequisites", "handlers", "activity"]
+    static let tables: Set<String> = [
+        "meta", "requests", "history", "prerequisites", "handlers", "activity", "operator_actions",
+    ]
 
     static let schemaVersion1 = [
         "CREATE SEQUENCE overtime.run_ids",
@@ -281,5 +283,16 @@ extension PostgresScheduleStore {
             GROUP BY 1
         ON CONFLICT (minute, shard) DO NOTHING
         """,
+    ]
+
+    /// Version 16: who ran, retried or cancelled what through an instance's control
+    /// commands, for every instance's dashboard to read (`instance`: the instance that did
+    /// it, as its claims name it).
+    static let schemaVersion16 = [
+        """
+        CREATE TABLE IF NOT EXISTS overtime.operator_actions (id bigserial PRIMARY KEY, at bigint NOT NULL,
+            by text NOT NULL, action text NOT NULL, subject text NOT NULL, count bigint NOT NULL,
+            outcome text NOT NULL, instance text NOT NULL)
+        """
     ]
 }

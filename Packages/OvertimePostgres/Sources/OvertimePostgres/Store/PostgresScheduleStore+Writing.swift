@@ -30,9 +30,11 @@ extension PostgresScheduleStore {
                         SELECT count(*) FROM gone
                         """
                     ).first?.decode(Int64.self) ?? 0
-                // The activity of those minutes goes with their attempts.
+                // The activity of those minutes goes with their attempts, and the operators'
+                // actions of that time.
                 _ = try await run(
                     connection, "DELETE FROM overtime.activity WHERE minute < \(cutoff / Self.activityMinute)")
+                _ = try await run(connection, "DELETE FROM overtime.operator_actions WHERE at < \(cutoff)")
             }
             if let keep = keepingPerIdentifier {
                 let kept = Int64(keep)
@@ -110,6 +112,9 @@ extension PostgresScheduleStore {
     }
 
     func commit(_ batch: ScheduleBatch, lastRunID: Int64) async throws(ScheduleStoreError) -> CommitRefusals {
+        // The scheduler commits operators' actions alone, after what they did.
+        if !batch.actions.isEmpty { try await recordActions(batch.actions) }
+        guard !batch.writes.isEmpty || !batch.ends.isEmpty || !batch.starts.isEmpty else { return CommitRefusals() }
         // Ended attempts' plans are written only while this instance still holds the run: a
         // claim taken over meanwhile has recorded the attempt as interrupted.
         let planned = batch.ends.compactMap { end in
@@ -163,6 +168,21 @@ extension PostgresScheduleStore {
         heldRuns.record(holding)
         if holding > 0 { renewClaimsWhileHeld() }
         return refusals
+    }
+
+    /// Records operators' actions, in one statement.
+    func recordActions(_ actions: [OperatorAction]) async throws(ScheduleStoreError) {
+        try await using { [self] connection in
+            _ = try await run(
+                connection,
+                """
+                INSERT INTO overtime.operator_actions (at, by, action, subject, count, outcome, instance)
+                SELECT at, by, action, subject, count, outcome, \(instance)
+                FROM unnest(\(actions.map(\.at.nanosecondsSinceEpoch)), \(actions.map(\.by)), \(actions.map(\.action)),
+                    \(actions.map(\.subject)), \(actions.map { Int64($0.count) }), \(actions.map(\.outcome)))
+                    AS a(at, by, action, subject, count, outcome)
+                """)
+        }
     }
 
     /// How many request writes in one batch make its commit analyse the table.
@@ -666,9 +686,14 @@ extension PostgresScheduleStore {
                         + " AND r.claimed_by = \(parameter(16)) AND NOT r.finished"
                 )
             case .claimedHere:
+                // A row this instance claimed as due, or one no instance holds a claim on: a
+                // run started now by an operator (`run ID`, `run-tag`) is not due, so not
+                // claimed beforehand. The update is the claim: of two instances starting one
+                // row, the second finds it running and is refused.
                 (
-                    "claim_until = now() + make_interval(secs => \(parameter(17)))",
-                    "NOT r.running AND r.claimed_by = \(parameter(16)) AND NOT r.finished"
+                    "claimed_by = \(parameter(16)), claim_until = now() + make_interval(secs => \(parameter(17)))",
+                    "NOT r.running AND NOT r.finished AND (r.claimed_by = \(parameter(16)) OR r.claimed_by IS NULL"
+                        + " OR r.claim_until < now())"
                 )
             case .unchanged(let from):
                 unchangedCondition(from, base: base, &bindings)
