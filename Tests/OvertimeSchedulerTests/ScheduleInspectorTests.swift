@@ -383,6 +383,7 @@ struct ScheduleInspectorTests {
             let page = try await inspector.requests(query, now: now)
             found += page.requests.map(\.request.identifier)
             query.after = page.next
+            query.afterKey = page.nextKey
             reads += 1
         } while query.after != nil && reads < 100
         return found
@@ -487,7 +488,11 @@ struct ScheduleInspectorTests {
             // The store as version 15 left it; the next start migrates it (and finds x.hang's run
             // interrupted: one more attempt ended).
             let store = try SQLiteConnection(path: h.path)
-            try store.execute("DROP TABLE activity; DROP TABLE operator_actions; PRAGMA user_version = 15")
+            try store.execute(
+                """
+                DROP TABLE activity; DROP TABLE operator_actions; ALTER TABLE requests DROP COLUMN last_started_at;
+                PRAGMA user_version = 15
+                """)
             store.close()
             try h.open(prefixes: ["x."])
             try h.current.start()
@@ -501,6 +506,77 @@ struct ScheduleInspectorTests {
             // x.hang's interrupted attempt, and the runs the restarted scheduler went on with.
             #expect(afterCounts.0 == ended.count && ended.count >= 4 && afterCounts.1 == 2, "\(afterCounts): \(ended)")
             #expect(try await after.overview(now: h.now).minutes == HistoryOnly(after).overview(now: h.now).minutes)
+            // Each request's last run, filled in from the history by the migration.
+            for request in try await after.requests(RequestQuery(selection: .all), now: h.now).requests {
+                var own = HistoryQuery(limit: 1)
+                own.identifier = request.request.identifier
+                let newest = try await after.history(own).first?.startedAt
+                #expect(
+                    request.lastRunAt == request.running?.startedAt ?? newest,
+                    "\(request.request.identifier): \(String(describing: request.lastRunAt))")
+            }
+        }
+    }
+
+    /// A list by next run, attempt or last run: sorted so, on every store row the way the
+    /// store keeps it, page after page both ways; where the sort keys tie, in the order
+    /// submitted.
+    @Test func eachOrderSortsByItsColumnPageAfterPageBothWays() async throws {
+        try await onOwnThread {
+            let h = try schedule()
+            defer { h.finish() }
+            let inspector = try await ScheduleDatabase.sqlite(path: h.path).inspector()
+            defer { inspector.close() }
+            let now = h.now
+            let submitted = try await inspector.requests(RequestQuery(selection: .all), now: now).requests
+            let position = Dictionary(uniqueKeysWithValues: submitted.map { ($0.request.identifier, $0.position) })
+            // The due times as the store keeps them, read with sqlite3.
+            let due = Dictionary(
+                uniqueKeysWithValues: try sqliteShell(h.path, "SELECT identifier, IFNULL(due_at, '') FROM requests").map
+                {
+                    ($0[0], Int64($0[1]))
+                })
+            #expect((due["x.queued"] ?? nil) != nil && due["x.gone"] == .some(nil) && due.count == submitted.count)
+            for order in [RequestQuery.Order.nextRun, .attempts, .lastRun] {
+                var query = RequestQuery(selection: .all, limit: 1000)
+                query.order = order
+                let found = try await inspector.requests(query, now: now).requests
+                #expect(Set(found.map(\.request.identifier)) == Set(position.keys), "\(order): every request")
+                // Each row's key as the order means it: ascending, then by position.
+                let keys = found.map { request -> [Int64] in
+                    let id = request.request.identifier
+                    switch order {
+                    case .nextRun: return [(due[id] ?? nil) ?? .max, request.position]
+                    case .attempts: return [-Int64(request.attempt), request.position]
+                    default: return [request.lastRunAt.map { -$0.nanosecondsSinceEpoch } ?? .max, request.position]
+                    }
+                }
+                #expect(
+                    keys == keys.sorted { $0.lexicographicallyPrecedes($1) },
+                    "\(order): \(found.map(\.request.identifier))")
+                // Not by submission: the order is not the one it would be anyway.
+                #expect(found.map(\.position) != found.map(\.position).sorted(), "\(order)")
+                var paged = query
+                paged.limit = 2
+                let forward = try await Self.everyPage(inspector, paged, now)
+                #expect(forward == found.map(\.request.identifier), "\(order) in pages")
+                paged.newestFirst = true
+                let backward = try await Self.everyPage(inspector, paged, now)
+                #expect(backward == forward.reversed(), "\(order) in pages, turned round")
+                // A position without its key starts at the first page.
+                var keyless = paged
+                keyless.after = found[1].position
+                #expect(
+                    try await inspector.requests(keyless, now: now).requests.first?.request.identifier == forward.last)
+            }
+            var attempts = RequestQuery(selection: .pending, limit: 1)
+            attempts.order = .attempts
+            #expect(
+                try await inspector.requests(attempts, now: now).requests.map(\.request.identifier) == ["x.retrying"])
+            var lastRun = RequestQuery(selection: .all, limit: 1)
+            lastRun.order = .lastRun
+            let latest = try #require(try await inspector.requests(lastRun, now: now).requests.first)
+            #expect(latest.request.identifier == "x.hang" && latest.lastRunAt == latest.running?.startedAt)
         }
     }
 

@@ -60,6 +60,9 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     /// The request columns of the progress runs reported (schema version 14), or NULLs in
     /// their place for a store its owner has not upgraded yet.
     private let progressColumns: String
+    /// The request column of when its newest attempt started (schema version 18), or NULL
+    /// in its place.
+    private let lastStartedColumn: String
     /// Whether the store has the index of the attempts' start times (schema version 15).
     let startsIndexed: Bool
     /// Whether the store has the index of the attempts that did not succeed (schema version 12).
@@ -106,6 +109,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 version >= 14
                 ? "progress_run_id, progress_fraction, progress_message"
                 : "NULL AS progress_run_id, NULL AS progress_fraction, NULL AS progress_message"
+            lastStartedColumn = version >= 18 ? "last_started_at" : "NULL AS last_started_at"
             startsIndexed = version >= 15
             resultsIndexed = version >= 12
             activityCounted = version >= 16
@@ -130,7 +134,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     let rangeSortedAtMost: Int
 
     func requests(_ query: RequestQuery, now: WallClockInstant) async throws(ScheduleStoreError) -> RequestPage {
-        try await using { [rowsReadPerPage, progressColumns] connection throws(SQLiteError) in
+        try await using { [rowsReadPerPage, progressColumns, lastStartedColumn] connection throws(SQLiteError) in
             var conditions: [String] = []
             var values: [Value] = []
             // Read in the store's order (no index of states: keeping one cost the scheduler a
@@ -157,37 +161,45 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 conditions.append("(instr(identifier, \(text)) > 0 OR instr(details, CAST(\(text) AS BLOB)) > 0)")
                 values.append(.text(search))
             }
+            let key = Self.sortKey(query.order, lastStarted: lastStartedColumn)
             return try RequestPage.reading(query, rowsReadPerPage: rowsReadPerPage) {
-                after, limit, visit throws(SQLiteError) in
+                after, afterKey, limit, visit throws(SQLiteError) in
                 var page = conditions
                 var pageValues = values
-                if let after {
-                    page.append(query.newestFirst ? "rowid < ?" : "rowid > ?")
+                let comparison = query.newestFirst ? "<" : ">"
+                if let after, let afterKey {
+                    page.append("(\(key), rowid) \(comparison) (?, ?)")
+                    pageValues += [.integer(afterKey), .integer(after)]
+                } else if let after {
+                    page.append("rowid \(comparison) ?")
                     pageValues.append(.integer(after))
                 }
                 // The page's rows are picked first, by the filters alone; only they are read whole,
                 // with their newest attempt. Picked in the same query, every row an index finds
                 // would be looked up in the history before the sort: for a prefix, 11,000 lookups
                 // for 50 rows at 100,000 requests.
-                let order = query.newestFirst ? "DESC" : "ASC"
+                let direction = query.newestFirst ? "DESC" : "ASC"
+                let order = query.order == .submitted ? "rowid \(direction)" : "\(key) \(direction), rowid \(direction)"
                 let statement = try connection.statement(
                     """
                     SELECT \(SQLiteScheduleStore.requestColumns), cancelled_at, active_run_id, active_attempt,
                         active_started_at, \(progressColumns), (SELECT result FROM history h
                         WHERE h.identifier = requests.identifier ORDER BY run_id DESC, attempt DESC LIMIT 1)
-                        AS last_result
+                        AS last_result, \(lastStartedColumn), \(key) AS sort_key
                     FROM requests WHERE rowid IN (
                         SELECT rowid FROM requests \(page.isEmpty ? "" : "WHERE " + page.joined(separator: " AND "))
-                        ORDER BY rowid \(order) LIMIT \(limit))
-                    ORDER BY rowid \(order)
+                        ORDER BY \(order) LIMIT \(limit))
+                    ORDER BY \(order)
                     """)
                 defer { statement.reset() }
                 Self.bind(statement, pageValues)
                 let handlers = try Self.handlers(connection)
+                let sortKey = try statement.column("sort_key")
                 var rows = 0
                 while try statement.step() {
                     rows += 1
-                    if !visit(try Self.inspected(statement, now: now, handlers: handlers)) { break }
+                    let inspected = try Self.inspected(statement, now: now, handlers: handlers)
+                    if !visit(inspected, statement.int64(sortKey)) { break }
                 }
                 return rows
             }
@@ -195,12 +207,12 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     }
 
     func request(_ identifier: String, now: WallClockInstant) async throws(ScheduleStoreError) -> InspectedRequest? {
-        try await using { [progressColumns] connection throws(SQLiteError) in
+        try await using { [progressColumns, lastStartedColumn] connection throws(SQLiteError) in
             let statement = try connection.statement(
                 """
                 SELECT \(SQLiteScheduleStore.requestColumns), cancelled_at, active_run_id, active_attempt,
                     active_started_at, \(progressColumns), (SELECT result FROM history h WHERE h.identifier = ?1
-                    ORDER BY run_id DESC, attempt DESC LIMIT 1) AS last_result
+                    ORDER BY run_id DESC, attempt DESC LIMIT 1) AS last_result, \(lastStartedColumn)
                 FROM requests WHERE identifier = ?1
                 """)
             statement.bind(1, identifier)
@@ -392,6 +404,19 @@ final class SQLiteScheduleInspector: ScheduleInspector {
         }
     }
 
+    /// The SQL of the number a page in `order` is sorted by (``RequestQuery/Order-swift.struct``),
+    /// from the row's columns (`lastStarted`: the column, or NULL in a store that has none).
+    static func sortKey(_ order: RequestQuery.Order, lastStarted: String) -> String {
+        switch order.kind {
+        case .submitted: "0"
+        case .nextRun: "IFNULL(due_at, \(Int64.max))"
+        case .attempts:
+            "-(CASE WHEN running = 1 THEN IFNULL(active_attempt, failed_attempts + 1) WHEN finished = 1 THEN 0"
+                + " ELSE failed_attempts + 1 END)"
+        case .lastRun: lastStarted.hasPrefix("NULL") ? "\(Int64.max)" : "IFNULL(-last_started_at, \(Int64.max))"
+        }
+    }
+
     /// The smallest text after every text that starts with `prefix` (SQLite compares text
     /// byte by byte, and no UTF-8 sequence starts with a byte above U+10FFFF's first).
     static func prefixEnd(_ prefix: String) -> String { prefix + "\u{10FFFF}\u{10FFFF}" }
@@ -430,7 +455,9 @@ final class SQLiteScheduleInspector: ScheduleInspector {
         }
         let lastResult = row.optionalText(at.lastResult).flatMap(RunResult.init(stored:))
         return InspectedRequest(
-            stored, running: running, lastResult: lastResult, position: stored.rowID ?? 0, at: now, handlers: handlers)
+            stored, running: running, lastResult: lastResult, position: stored.rowID ?? 0,
+            lastRunAt: row.optionalInt64(at.lastStarted).map(WallClockInstant.init(nanosecondsSinceEpoch:)), at: now,
+            handlers: handlers)
     }
 
     /// Runs `body` with the least busy connection, or a new one when every open one is busy
@@ -494,7 +521,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
 /// Where the inspector's rows hold the attempt in progress, its progress and the newest
 /// ended attempt's result, found by name once per prepared statement.
 private final class RunningLayout {
-    let runID, attempt, startedAt, lastResult: Int32
+    let runID, attempt, startedAt, lastResult, lastStarted: Int32
     let progressRunID, progressFraction, progressMessage: Int32
 
     static func of(_ statement: SQLiteStatement) throws(SQLiteError) -> RunningLayout {
@@ -504,6 +531,7 @@ private final class RunningLayout {
     private init(_ row: SQLiteStatement) throws(SQLiteError) {
         (runID, attempt) = (try row.column("active_run_id"), try row.column("active_attempt"))
         (startedAt, lastResult) = (try row.column("active_started_at"), try row.column("last_result"))
+        lastStarted = try row.column("last_started_at")
         progressRunID = try row.column("progress_run_id")
         (progressFraction, progressMessage) = (try row.column("progress_fraction"), try row.column("progress_message"))
     }

@@ -7,9 +7,9 @@ import Overtime
 /// dashboards, reports and scripts beside the daemon. Every answer is read from the store
 /// at that moment; none is kept. Opened with ``ScheduleDatabase/inspector()``.
 public protocol ScheduleInspector: Sendable {
-    /// The requests `query` selects, in the order the store keeps them (submission order),
-    /// at most `query.limit`, each with where it stands at `now`; and where the next page
-    /// starts. A selection the store cannot index (``RequestQuery/Selection-swift.struct/failed``,
+    /// The requests `query` selects, in its order (``RequestQuery/order``: by default the
+    /// order submitted), at most `query.limit`, each with where it stands at `now`; and where
+    /// the next page starts. A selection the store cannot index (``RequestQuery/Selection-swift.struct/failed``,
     /// a tag) reads a bounded number of rows per page, so a page may hold fewer than the
     /// limit and still have a next.
     func requests(_ query: RequestQuery, now: WallClockInstant) async throws(ScheduleStoreError) -> RequestPage
@@ -126,7 +126,15 @@ public struct RequestQuery: Sendable, Hashable {
     public var after: Int64?
     /// Newest first: the requests submitted last come first, and ``after`` is a position
     /// the page's requests come before. `false` (the default): in the order submitted.
+    /// With another ``order``: that order turned round (what a page before another reads).
     public var newestFirst = false
+    /// What the requests are listed by: ``Order-swift.struct/submitted`` (the default),
+    /// or their next run, attempts or last run, each in its own direction.
+    public var order = Order.submitted
+    /// With an ``order`` other than by submission: the value the request at ``after`` was
+    /// sorted by (``RequestPage/nextKey``), so that a page starts after both; `nil`: the
+    /// first page.
+    public var afterKey: Int64?
     /// At most this many (1 to 1,000).
     public var limit: Int
 
@@ -140,6 +148,42 @@ public struct RequestQuery: Sendable, Hashable {
         self.tag = tag.flatMap { $0.isEmpty ? nil : $0 }
         self.after = after
         self.limit = min(max(limit, 1), 1000)
+    }
+}
+
+extension RequestQuery {
+    /// What a page of requests is listed by. Orders other than by submission have no index
+    /// (one would cost every update of a plan an entry more): the store sorts the requests
+    /// the filters select. Each store sorts by one number per request, ascending, ties by
+    /// position — its due time (none: the largest number), its attempt negated, its newest
+    /// attempt's start negated (none: the largest number) — and
+    /// ``RequestPage/nextKey`` is that number.
+    public struct Order: Sendable, Hashable, CustomStringConvertible {
+        enum Kind: String, Hashable, CaseIterable {
+            case submitted
+            case nextRun = "next-run"
+            case attempts
+            case lastRun = "last-run"
+        }
+        let kind: Kind
+        /// In the order submitted (``RequestQuery/newestFirst`` says which way).
+        public static let submitted = Order(kind: .submitted)
+        /// The soonest next run first (the time the store plans it, due or not); those with
+        /// none — running, finished, waiting for a prerequisite — last.
+        public static let nextRun = Order(kind: .nextRun)
+        /// The highest ``InspectedRequest/attempt`` first — the attempt in progress or the
+        /// next one, so the requests retrying most come first; finished ones (0) last.
+        public static let attempts = Order(kind: .attempts)
+        /// The most recently started attempt first; those never run last.
+        public static let lastRun = Order(kind: .lastRun)
+        /// The order named `name` (`submitted`, `next-run`, `attempts`, `last-run`).
+        public init?(named name: String) {
+            guard let kind = Kind(rawValue: name) else { return nil }
+            self.kind = kind
+        }
+        init(kind: Kind) { self.kind = kind }
+        /// Its name.
+        public var description: String { kind.rawValue }
     }
 }
 
@@ -199,34 +243,42 @@ public struct RequestPage: Sendable, Hashable {
     public let requests: [InspectedRequest]
     /// Where the next page starts (``RequestQuery/after``); `nil` when the selection ends here.
     public let next: Int64?
+    /// With an order other than by submission, the value the request at ``next`` was sorted
+    /// by (``RequestQuery/afterKey``); `nil` otherwise.
+    public let nextKey: Int64?
 
     /// A page; for stores outside this module.
-    public init(requests: [InspectedRequest], next: Int64?) {
+    public init(requests: [InspectedRequest], next: Int64?, nextKey: Int64? = nil) {
         self.requests = requests
         self.next = next
+        self.nextKey = next == nil ? nil : nextKey
     }
 }
 
 extension RequestPage {
     /// The page `query` selects, read in batches by `read`: given where to start (after a
-    /// position) and how many rows to read at most, it hands each request to `visit` in the
-    /// store's order until `visit` says stop, and returns how many it handed. Selections no
-    /// index answers (failed for good, a tag) are checked here, reading on — at most
-    /// `rowsReadPerPage` rows — until the page is full: for store implementations.
+    /// position, and the value it was sorted by in an order other than by submission) and
+    /// how many rows to read at most, it hands each request, with the value it was sorted
+    /// by, to `visit` in the query's order until `visit` says stop, and returns how many it
+    /// handed. Selections no index answers (failed for good, a tag) are checked here,
+    /// reading on — at most `rowsReadPerPage` rows — until the page is full: for store
+    /// implementations.
     @_spi(ScheduleStore) public static func reading<Failure: Error>(
         _ query: RequestQuery, rowsReadPerPage: Int,
-        _ read: (_ after: Int64?, _ limit: Int, _ visit: (InspectedRequest) -> Bool) throws(Failure) -> Int
+        _ read: (
+            _ after: Int64?, _ afterKey: Int64?, _ limit: Int, _ visit: (InspectedRequest, Int64) -> Bool
+        ) throws(Failure) -> Int
     ) throws(Failure) -> RequestPage {
         var reading = Reading(query, rowsReadPerPage: rowsReadPerPage)
         while true {
-            let rows = try read(reading.after, reading.batch) { reading.visit($0) }
+            let rows = try read(reading.after, reading.afterKey, reading.batch) { reading.visit($0, sortKey: $1) }
             if let page = reading.batchEnded(rows: rows) { return page }
         }
     }
 
     /// A page being read batch by batch, for a store that reads asynchronously what
     /// ``reading(_:rowsReadPerPage:_:)`` reads with a closure: read at most ``batch`` rows
-    /// after ``after``, hand them to ``visit(_:)`` in order while it says go on, then
+    /// after ``after`` (and ``afterKey``), hand them to ``visit(_:sortKey:)`` in order while it says go on, then
     /// ``batchEnded(rows:)`` returns the page, or `nil` to read another batch.
     @_spi(ScheduleStore) public struct Reading: Sendable {
         private let query: RequestQuery
@@ -235,6 +287,9 @@ extension RequestPage {
         public let batch: Int
         /// Where the next batch starts (after this position).
         public private(set) var after: Int64?
+        /// With an order other than by submission, the value the row at ``after`` was
+        /// sorted by.
+        public private(set) var afterKey: Int64?
         private var found: [InspectedRequest] = []
         private var total = 0
 
@@ -246,12 +301,18 @@ extension RequestPage {
             // pattern may turn up in an input: such rows are read in larger batches.
             let checked = query.selection == .failed || query.tag != nil || query.search != nil
             batch = checked ? min(max(query.limit, 500), rowsReadPerPage) : query.limit
-            after = query.after
+            // In another order, a position without the value it was sorted by starts nowhere
+            // in particular: the first page.
+            let sorted = query.order != .submitted
+            after = sorted && query.afterKey == nil ? nil : query.after
+            afterKey = sorted && after != nil ? query.afterKey : nil
         }
 
-        /// Takes the next row; returns whether to go on (the page is not full).
-        public mutating func visit(_ inspected: InspectedRequest) -> Bool {
+        /// Takes the next row, which was sorted by `sortKey` (any value when by
+        /// submission); returns whether to go on (the page is not full).
+        public mutating func visit(_ inspected: InspectedRequest, sortKey: Int64 = 0) -> Bool {
             after = inspected.position
+            if query.order != .submitted { afterKey = sortKey }
             let selected =
                 query.tag.map { inspected.request.tags.contains($0) } ?? true
                 && (query.selection != .failed || inspected.state == .failed)
@@ -265,7 +326,7 @@ extension RequestPage {
             total += rows
             if rows < batch && found.count < query.limit { return RequestPage(requests: found, next: nil) }
             if found.count >= query.limit || total >= rowsReadPerPage {
-                return RequestPage(requests: found, next: after)
+                return RequestPage(requests: found, next: after, nextKey: afterKey)
             }
             return nil
         }
@@ -348,6 +409,9 @@ public struct InspectedRequest: Sendable, Hashable {
     public let stoppedBy: String?
     /// Where it stands in the store's order: ``RequestQuery/after`` for the next page.
     public let position: Int64
+    /// When its newest attempt started (the one in progress, if any); `nil` before its first,
+    /// or in a store written before it kept this.
+    public let lastRunAt: WallClockInstant?
 }
 
 /// An attempt in progress, as the store records it.

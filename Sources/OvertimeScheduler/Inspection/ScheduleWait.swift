@@ -68,11 +68,13 @@ public enum ScheduleWait: Sendable, Hashable, CustomStringConvertible {
 
 extension InspectedRequest {
     /// `stored` at `now`, given the attempt in progress and the result of its newest ended
-    /// attempt (`nil` when none ended): for store implementations.
+    /// attempt (`nil` when none ended) and when its newest attempt started: for store
+    /// implementations.
     @_spi(ScheduleStore) public init(
         _ stored: StoredRequest, running: RunningAttempt?, lastResult: RunResult?, position: Int64,
-        at now: WallClockInstant, handlers: [RegisteredHandlers] = []
+        lastRunAt: WallClockInstant? = nil, at now: WallClockInstant, handlers: [RegisteredHandlers] = []
     ) {
+        self.lastRunAt = running?.startedAt ?? lastRunAt
         request = stored.request
         submittedAt = stored.submittedAt
         cancelledAt = stored.cancelledAt

@@ -220,7 +220,7 @@ def check_search(driver, where, tag_text):
     every = [row for row in cells(driver) if len(row) > 1]
     for text in ["ok.", tag_text, "OK.", XSS]:
         found = search_rows(driver, "/requests?state=all", text)
-        expected = [row[0] for row in every if text in row[0] or text in row[5]]
+        expected = [row[0] for row in every if text in row[0] or text in row[6]]
         check([row[0] for row in found] == expected, f"{where}: requests searched for {text!r}: {found}")
         value = driver.find_element(By.NAME, "q").get_attribute("value")
         check(value == text, f"{where}: the search field holds {value!r}, not {text!r}")
@@ -235,6 +235,74 @@ def check_search(driver, where, tag_text):
         check([row[:3] for row in found] == expected, f"{where}: history searched for {text!r}: {found}")
     check(texts(driver, "main td.empty") == ["No attempts match."], f"{where}: {texts(driver, 'main td.empty')}")
     shot(driver, f"{where}-history-search")
+
+
+def sort_rows(driver):
+    """The Requests table's rows as identifier, next run, attempt, last run (the times as their
+    titles, which sort as text; '' for none), read in one step."""
+    return driver.execute_script(
+        "var time = function (cell) { var t = cell.querySelector('time'); return t ? t.title : ''; };"
+        "return Array.from(document.querySelectorAll('main tbody tr')).filter(function (row) {"
+        " return row.cells.length > 1; }).map(function (row) {"
+        " return [row.cells[0].innerText, time(row.cells[2]), row.cells[4].innerText, time(row.cells[5])]; });")
+
+
+def every_page(driver):
+    """The rows of the list shown and of every page after it, through its Next links."""
+    rows = sort_rows(driver)
+    for _ in range(20):
+        links = driver.find_elements(By.CSS_SELECTOR, "nav.pager a[rel=next]")
+        if not links:
+            break
+        address = links[0].get_attribute("href")
+        driver.get(address)
+        rows += sort_rows(driver)
+    return rows
+
+
+def check_sort(driver, where):
+    """Sorts the requests by attempt, last run and next run through the table's headers, with
+    more than a page of them: each sorted so, every request once across the pages, and the
+    previous and last pages the same rows in the same order."""
+    for number in range(52):
+        check(control("submit", f"ok.sorted-{number:02}").get("ok") is True, f"{where}: submit ok.sorted-{number:02}")
+    driver.get(BASE + "/requests?state=all")
+    submitted = [row[0] for row in every_page(driver)]
+    check(len(submitted) > 60 and len(set(submitted)) == len(submitted), f"{where}: {len(submitted)} requests")
+    for header, name, direction in [("Attempt", "attempts", "descending"), ("Last run", "last-run", "descending"),
+                                    ("Next run", "next-run", "ascending")]:
+        driver.get(BASE + "/requests?state=all")
+        click(driver, By.LINK_TEXT, header)
+        settle(driver, f"order={name}")
+        sorted_by = driver.execute_script(
+            "var th = document.querySelector('main th[aria-sort]'); return th ? [th.innerText, th.getAttribute('aria-sort')] : null;")
+        check(sorted_by == [header + (" ▲" if direction == "ascending" else " ▼"), direction]
+              or sorted_by == [header, direction], f"{where}: sorted by {sorted_by}, not {header}")
+        check(Select(driver.find_element(By.NAME, "order")).first_selected_option.get_attribute("value") == name,
+              f"{where}: the order's field does not say {name}")
+        first = sort_rows(driver)
+        rows = every_page(driver)
+        identifiers = [row[0] for row in rows]
+        check(sorted(identifiers) == sorted(submitted), f"{where}: by {name}, not every request once: {len(identifiers)}")
+        if name == "attempts":
+            attempts = [int(row[2] or 0) for row in rows]
+            check(attempts == sorted(attempts, reverse=True) and len(set(attempts)) > 1, f"{where}: attempts {attempts}")
+        elif name == "last-run":
+            times = [row[3] for row in rows]
+            ran = [time for time in times if time]
+            check(ran and times == ran + [""] * (len(times) - len(ran)) and ran == sorted(ran, reverse=True),
+                  f"{where}: last runs {times}")
+        else:
+            times = [row[1] for row in rows if row[1]]
+            check(len(times) > 50 and times == sorted(times), f"{where}: next runs {times}")
+        # Back a page, then the last page: the same rows as read forward.
+        click(driver, By.CSS_SELECTOR, "nav.pager a[rel=prev]")
+        settle(driver, "before=")
+        check(sort_rows(driver) == first, f"{where}: by {name}, the previous page is not the first")
+        driver.get(BASE + f"/requests?state=all&order={name}&end=1")
+        last = sort_rows(driver)
+        check(len(last) == 50 and last == rows[-50:], f"{where}: by {name}, the last page: {last[:2]}…")
+    shot(driver, f"{where}-requests-sorted")
 
 
 def history_once_succeeded(identifier, timeout=10):
@@ -410,6 +478,7 @@ def run_fleet(driver):
 
     # Live, from the instances' notifications.
     live_change(driver, "ok.fleet-fresh", "fleet-requests-live")
+    check_sort(driver, "fleet")
 
 
 def run(driver):
@@ -611,6 +680,7 @@ def run(driver):
 
     driver.set_window_size(1280, 900)
     check_bulk(driver, "daemon")
+    check_sort(driver, "daemon")
 
     # The session ends while a page is open (its cookie gone): the next change sends the
     # whole page to sign in, not a sign-in form under a header still naming the user.

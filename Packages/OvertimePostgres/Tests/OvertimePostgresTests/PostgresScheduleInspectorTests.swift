@@ -121,6 +121,7 @@ struct PostgresScheduleInspectorTests {
             before = page.next
         } while before != nil
         #expect(newestFirst == all.reversed(), "newest first: \(newestFirst) against \(all)")
+        try await Self.expectEachOrderSorted(inspector, server, now())
 
         // History: newest first, filtered, in pages.
         let failedRuns = try await inspector.history(HistoryQuery(result: .failed))
@@ -353,6 +354,7 @@ struct PostgresScheduleInspectorTests {
         try server.psql(
             """
             ALTER TABLE overtime.requests DROP COLUMN failure_candidate;
+            ALTER TABLE overtime.requests DROP COLUMN last_started_at;
             DROP TABLE overtime.activity;
             UPDATE overtime.meta SET value = 13 WHERE name = 'schema_version'
             """)
@@ -378,6 +380,19 @@ struct PostgresScheduleInspectorTests {
         defer { migrated.close() }
         #expect(try await failed(migrated) == ["fail.1", "ok.stopped"])
         #expect(try await minutes(migrated) == (5, 2, true), "counted by the migration")
+        // Each request's last run, filled in from the history by the migration (as the
+        // database keeps the times; the inspector reads them on this machine's clock).
+        let lastRuns = try server.psql(
+            """
+            SELECT count(*) FILTER (WHERE last_started_at IS NOT NULL) || ' ' || count(*) FILTER (WHERE
+                last_started_at IS DISTINCT FROM coalesce(active_started_at, (SELECT max(h.started_at)
+                FROM overtime.history h WHERE h.identifier = r.identifier AND h.owner = r.owner)))
+            FROM overtime.requests r
+            """
+        ).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(lastRuns == "4 0", "fail.1, ok.1, flaky.1 and ok.chained ran; none whose is not its newest attempt")
+        let listed = try await migrated.requests(RequestQuery(selection: .all), now: now()).requests
+        #expect(listed.filter { $0.lastRunAt != nil }.count == 4)
         var newestFirst = RequestQuery(selection: .failed, limit: 10)
         newestFirst.newestFirst = true
         #expect(
@@ -505,6 +520,44 @@ struct PostgresScheduleInspectorTests {
         }
     }
 
+    /// Every request listed by next run, attempt and last run: sorted so (the due times as
+    /// the database keeps them, read with psql), page after page both ways.
+    private static func expectEachOrderSorted(
+        _ inspector: some ScheduleInspector, _ server: PostgresServer, _ now: WallClockInstant
+    ) async throws {
+        var due: [String: Int64] = [:]
+        // The time first: an identifier may hold any character but a control one.
+        for line in try server.psql("SELECT coalesce(due_at::text, '') || '|' || identifier FROM overtime.requests")
+            .split(separator: "\n")
+        {
+            let parts = line.split(separator: "|", maxSplits: 1, omittingEmptySubsequences: false)
+            if parts.count == 2, let time = Int64(parts[0]) { due[String(parts[1])] = time }
+        }
+        #expect(due["later.cancelled"] == nil && due["later.<img src=x>"] != nil, "\(due)")
+        for order in [RequestQuery.Order.nextRun, .attempts, .lastRun] {
+            var query = RequestQuery(selection: .all, limit: 1000)
+            query.order = order
+            let found = try await inspector.requests(query, now: now).requests
+            #expect(found.count == 7, "\(order)")
+            let keys = found.map { request -> [Int64] in
+                switch order {
+                case .nextRun: [due[request.request.identifier] ?? .max, request.position]
+                case .attempts: [-Int64(request.attempt), request.position]
+                default: [request.lastRunAt.map { -$0.nanosecondsSinceEpoch } ?? .max, request.position]
+                }
+            }
+            #expect(
+                keys == keys.sorted { $0.lexicographicallyPrecedes($1) }, "\(order): \(found.map(\.request.identifier))"
+            )
+            #expect(found.map(\.position) != found.map(\.position).sorted(), "\(order): not by submission")
+            query.limit = 2
+            let forward = try await everyPage(inspector, query, now)
+            #expect(forward == found.map(\.request.identifier), "\(order) in pages")
+            query.newestFirst = true
+            #expect(try await everyPage(inspector, query, now) == forward.reversed(), "\(order) turned round")
+        }
+    }
+
     /// The identifiers of every page of `query`, page after page.
     private static func everyPage(
         _ inspector: some ScheduleInspector, _ query: RequestQuery, _ now: WallClockInstant
@@ -516,6 +569,7 @@ struct PostgresScheduleInspectorTests {
             let page = try await inspector.requests(query, now: now)
             found += page.requests.map(\.request.identifier)
             query.after = page.next
+            query.afterKey = page.nextKey
             reads += 1
         } while query.after != nil && reads < 100
         return found

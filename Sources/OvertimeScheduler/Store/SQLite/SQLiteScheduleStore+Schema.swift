@@ -347,6 +347,20 @@ extension SQLiteScheduleStore {
                         """)
                 }
             ),
+            (
+                18,
+                { connection throws(SQLiteError) in
+                    // When each request's newest attempt started, written with the start (a
+                    // value in an update already made, no index): an inspector lists the
+                    // requests by their last run without a lookup in the history for each.
+                    try connection.execute(
+                        """
+                        ALTER TABLE requests ADD COLUMN last_started_at INTEGER;
+                        UPDATE requests SET last_started_at = IFNULL(active_started_at,
+                            (SELECT MAX(started_at) FROM history h WHERE h.identifier = requests.identifier));
+                        """)
+                }
+            ),
         ]
     }
 

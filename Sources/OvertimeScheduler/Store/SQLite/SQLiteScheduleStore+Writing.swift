@@ -248,7 +248,7 @@ extension SQLiteScheduleStore {
     static let updatePlanColumns = """
         UPDATE requests SET anchor = ?, owed = ?, retry_at = ?, failed_attempts = ?, finished = ?,
             current_run_id = ?, due_at = ?, running = ?, active_run_id = ?, active_attempt = ?,
-            active_started_at = ?, planned_at = ?14
+            active_started_at = ?, planned_at = ?14, last_started_at = IFNULL(?11, last_started_at)
         """
     // By rowid when read with one (the identifier checked on the row found, not searched
     // for), else by identifier.

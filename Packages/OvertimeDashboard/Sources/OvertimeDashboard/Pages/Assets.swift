@@ -23,6 +23,9 @@ enum Assets {
         th, td { text-align: left; padding: .35rem .6rem; border-bottom: 1px solid var(--line); vertical-align: top;
           overflow-wrap: anywhere; }
         th { font-weight: 600; white-space: nowrap; }
+        th a.sort { color: inherit; }
+        th[aria-sort="ascending"] a.sort::after { content: " ▲"; }
+        th[aria-sort="descending"] a.sort::after { content: " ▼"; }
         /* An identifier may be a kilobyte long: its column is kept to a readable width. */
         td > a[href*="request?id="] { display: inline-block; max-width: 32rem; }
         pre { margin: 0; white-space: pre-wrap; overflow-wrap: anywhere; font-size: .9em; }

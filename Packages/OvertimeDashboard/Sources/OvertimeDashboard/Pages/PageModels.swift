@@ -53,6 +53,8 @@ struct RequestRow {
     let nextRelative: String?
     let waitsFor: String?
     let attempt: String
+    let lastRun: String?
+    let lastRunRelative: String?
     let tags: String
 
     init(_ inspected: InspectedRequest, now: WallClockInstant) {
@@ -64,6 +66,8 @@ struct RequestRow {
         nextRelative = nextRun.map { Self.relative($0, now: now) }
         waitsFor = inspected.waitingFor.map { Self.explain($0, now: now) }
         attempt = inspected.attempt == 0 ? "" : "\(inspected.attempt)"
+        lastRun = inspected.lastRunAt.map(Formatting.time)
+        lastRunRelative = inspected.lastRunAt.map { Formatting.relative($0, from: now) }
         tags = inspected.request.tags.sorted().joined(separator: ", ")
     }
 
@@ -108,6 +112,7 @@ struct RequestRow {
 struct RequestsPage {
     let states: [Choice]
     let orders: [Choice]
+    let sortedBy: SortedColumns
     let prefix: String
     let tag: String
     let search: String
@@ -119,6 +124,33 @@ struct RequestsPage {
     /// The tag filtered on, its requests' bulk actions offered; `nil` without a tag, or
     /// without actions.
     let tagActions: BulkLinks?
+}
+
+/// The Requests table's headers that sort it: each a link to the list, as filtered, in
+/// its column's order; the one it is sorted by says so (`aria-sort`).
+struct SortedColumns {
+    let nextRun: ColumnSort
+    let attempt: ColumnSort
+    let lastRun: ColumnSort
+
+    /// The headers of a list in the order named `current`, whose address without the
+    /// order's name is `filters`.
+    init(_ current: String, filters: String) {
+        nextRun = ColumnSort(filters + "next-run", "ascending", current == "next-run")
+        attempt = ColumnSort(filters + "attempts", "descending", current == "attempts")
+        lastRun = ColumnSort(filters + "last-run", "descending", current == "last-run")
+    }
+}
+
+/// A header's link to its order, and `aria-sort` when the list is in it.
+struct ColumnSort {
+    let link: String
+    let ariaSort: String?
+
+    init(_ link: String, _ direction: String, _ current: Bool) {
+        self.link = link
+        ariaSort = current ? direction : nil
+    }
 }
 
 /// A bulk action's subject, as the links to its confirmations carry it.

@@ -96,6 +96,8 @@ extension RequestRow: TemplateModel {
         case "nextRelative": self.nextRelative
         case "waitsFor": self.waitsFor
         case "attempt": self.attempt
+        case "lastRun": self.lastRun
+        case "lastRunRelative": self.lastRunRelative
         case "tags": self.tags
         default: nil
         }
@@ -107,6 +109,7 @@ extension RequestsPage: TemplateModel {
         switch name {
         case "states": self.states
         case "orders": self.orders
+        case "sortedBy": self.sortedBy
         case "prefix": self.prefix
         case "tag": self.tag
         case "search": self.search
@@ -115,6 +118,27 @@ extension RequestsPage: TemplateModel {
         case "partial": self.partial
         case "pager": self.pager
         case "tagActions": self.tagActions
+        default: nil
+        }
+    }
+}
+
+extension SortedColumns: TemplateModel {
+    func field(named name: String) -> Any? {
+        switch name {
+        case "nextRun": self.nextRun
+        case "attempt": self.attempt
+        case "lastRun": self.lastRun
+        default: nil
+        }
+    }
+}
+
+extension ColumnSort: TemplateModel {
+    func field(named name: String) -> Any? {
+        switch name {
+        case "link": self.link
+        case "ariaSort": self.ariaSort
         default: nil
         }
     }

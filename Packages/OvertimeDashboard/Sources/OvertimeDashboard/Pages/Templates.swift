@@ -77,10 +77,14 @@ enum Templates {
         <label>Identifier or tag contains <input type="search" name="q" value="{{search}}"></label>
         <label>Order <select name="order">{{#orders}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/orders}}</select></label>
         <button>Show</button></form>
-        <div class="scroll"><table><thead><tr><th>Identifier</th><th>State</th><th>Next run</th><th>Waits for</th><th>Attempt</th><th>Tags</th></tr></thead><tbody>
+        <div class="scroll"><table><thead><tr><th>Identifier</th><th>State</th>\
+        {{#sortedBy}}<th{{#nextRun.ariaSort}} aria-sort="{{.}}"{{/nextRun.ariaSort}}><a class="sort" href="{{nextRun.link}}" title="Sort by next run, soonest first">Next run</a></th>\
+        <th>Waits for</th><th{{#attempt.ariaSort}} aria-sort="{{.}}"{{/attempt.ariaSort}}><a class="sort" href="{{attempt.link}}" title="Sort by attempt, highest first">Attempt</a></th>\
+        <th{{#lastRun.ariaSort}} aria-sort="{{.}}"{{/lastRun.ariaSort}}><a class="sort" href="{{lastRun.link}}" title="Sort by last run, latest first">Last run</a></th>{{/sortedBy}}<th>Tags</th></tr></thead><tbody>
         {{#rows}}<tr><td><a href="{{base}}/request?id={{link}}">{{identifier}}</a></td><td><span class="state {{state}}">{{state}}</span></td>\
-        <td>{{#next}}<time title="{{next}}">{{nextRelative}}</time>{{/next}}</td><td>{{waitsFor}}</td><td>{{attempt}}</td><td>{{tags}}</td></tr>
-        {{/rows}}{{^rows}}<tr><td colspan="6" class="empty">No requests{{#filtered}} match{{/filtered}}.</td></tr>{{/rows}}
+        <td>{{#next}}<time title="{{next}}">{{nextRelative}}</time>{{/next}}</td><td>{{waitsFor}}</td><td>{{attempt}}</td>\
+        <td>{{#lastRun}}<time title="{{lastRun}}">{{lastRunRelative}}</time>{{/lastRun}}</td><td>{{tags}}</td></tr>
+        {{/rows}}{{^rows}}<tr><td colspan="7" class="empty">No requests{{#filtered}} match{{/filtered}}.</td></tr>{{/rows}}
         </tbody></table></div>
         {{#partial}}<p class="note">A page reads a bounded number of requests for a filter no index answers: the next page reads on.</p>{{/partial}}
         {{#tagActions}}<p class="actions"><a class="button" href="{{base}}/bulk/run-tag?{{query}}">Run every pending request {{what}} now…</a> \

@@ -258,27 +258,46 @@ struct DashboardRoutes: Sendable {
         let prefix = query["prefix"] ?? ""
         let tag = query["tag"] ?? ""
         let search = query["q"] ?? ""
-        let newestFirst = query["order"] != "oldest"
+        // By submission, newest first unless asked otherwise; or by a column, in its own direction.
+        let orderName = query["order"].flatMap { Self.requestOrders[$0] == nil ? nil : $0 } ?? "newest"
+        let (order, newestFirst) = Self.requestOrders[orderName] ?? (.submitted, true)
         var selection = RequestQuery(selection: state, identifierPrefix: prefix, tag: tag, limit: Self.pageSize)
         selection.search = search
         selection.newestFirst = newestFirst
-        let (found, pager) = try await listPage(selection, request, now: now) { position in
+        selection.order = order
+        let filters =
             "\(base)/requests?state=\(state)&prefix=\(Formatting.query(prefix))&tag=\(Formatting.query(tag))"
-                + "&q=\(Formatting.query(search))&order=\(newestFirst ? "newest" : "oldest")\(position)"
+            + "&q=\(Formatting.query(search))&order="
+        let (found, pager) = try await listPage(selection, request, now: now) { position in
+            filters + orderName + position
         }
         let states = ["pending", "running", "failed", "cancelled", "all"].map {
             Choice(value: $0, label: $0, selected: $0 == state.description)
         }
+        let orders = Self.requestOrderLabels.map {
+            Choice(value: $0.name, label: $0.label, selected: $0.name == orderName)
+        }
         return render(
             "requests", title: "Requests", viewer: viewer,
             RequestsPage(
-                states: states, orders: Self.orders(newestFirst: newestFirst), prefix: prefix, tag: tag,
-                search: search, rows: found.map { RequestRow($0, now: now) },
+                states: states, orders: orders, sortedBy: SortedColumns(orderName, filters: filters), prefix: prefix,
+                tag: tag, search: search, rows: found.map { RequestRow($0, now: now) },
                 filtered: !prefix.isEmpty || !tag.isEmpty || !search.isEmpty,
                 partial: found.count < Self.pageSize && pager.next != nil, pager: pager,
                 tagActions: canAct && !tag.isEmpty
                     ? BulkLinks(what: "tagged \(tag)", query: ActionSubject("run-tag", ["tag": tag]).query) : nil))
     }
+
+    /// The Requests page's orders by their names in its address.
+    static let requestOrders: [String: (RequestQuery.Order, newestFirst: Bool)] = [
+        "newest": (.submitted, true), "oldest": (.submitted, false), "next-run": (.nextRun, false),
+        "attempts": (.attempts, false), "last-run": (.lastRun, false),
+    ]
+    static let requestOrderLabels = [
+        (name: "newest", label: "newest first"), (name: "oldest", label: "oldest first"),
+        (name: "next-run", label: "next run, soonest first"), (name: "attempts", label: "attempt, highest first"),
+        (name: "last-run", label: "last run, latest first"),
+    ]
 
     static func orders(newestFirst: Bool) -> [Choice] {
         [
@@ -297,18 +316,32 @@ struct DashboardRoutes: Sendable {
         let parameters = HTTPAnswers.query(of: request)
         let after = parameters["after"].flatMap { Int64($0) }
         let before = parameters["before"].flatMap { Int64($0) }
+        // In an order by a column, a position comes with the value it was sorted by.
+        let sorted = selection.order != .submitted
+        let key = parameters["key"].flatMap { Int64($0) }
         let atEnd = parameters["end"] != nil
         let first = address("")
         let last = address("&end=1")
+        func cursor(_ position: Int64, _ key: Int64?) -> String {
+            sorted ? "\(position)&key=\(key ?? 0)" : "\(position)"
+        }
+        // One position further along: a read from it takes in the position itself.
+        let step: Int64 = selection.newestFirst ? -1 : 1
         if before != nil || atEnd {
             var query = selection
             query.newestFirst.toggle()
             query.after = before
+            query.afterKey = key
             let page = try await dashboard.inspector.requests(query, now: now)
             let found = Array(page.requests.reversed())
             // Read the other way, its `next` says whether anything comes before this page.
-            let earlier = page.next.map { _ in address("&before=\(found.first?.position ?? page.next ?? 0)") }
-            let later = before.map { before in address("&after=\(found.last?.position ?? before)") }
+            let earlier = page.next.map { next in
+                address("&before=\(sorted ? cursor(next, page.nextKey) : "\(found.first?.position ?? next)")")
+            }
+            let later = before.map { before in
+                address(
+                    "&after=\(sorted ? cursor(before - step, key) : "\(found.last?.position ?? before)")")
+            }
             return (
                 found,
                 Pager(
@@ -318,14 +351,17 @@ struct DashboardRoutes: Sendable {
         }
         var query = selection
         query.after = after
+        query.afterKey = key
         let page = try await dashboard.inspector.requests(query, now: now)
         let earlier = after.map { after in
-            address("&before=\(page.requests.first?.position ?? after + (selection.newestFirst ? -1 : 1))")
+            address(
+                "&before=\(sorted ? cursor(after + step, key) : "\(page.requests.first?.position ?? after + step)")")
         }
         return (
             page.requests,
             Pager(
-                first: after == nil ? nil : first, previous: earlier, next: page.next.map { address("&after=\($0)") },
+                first: after == nil ? nil : first, previous: earlier,
+                next: page.next.map { address("&after=\(cursor($0, page.nextKey))") },
                 last: page.next == nil ? nil : last)
         )
     }

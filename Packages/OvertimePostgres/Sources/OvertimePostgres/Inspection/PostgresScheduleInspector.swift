@@ -31,6 +31,8 @@ final class PostgresScheduleInspector: ScheduleInspector {
     /// The schedule has the columns of the progress runs reported (schema version 11): a
     /// fleet not upgraded yet is read with NULLs in their place.
     private let progressColumnsSeen = NIOLockedValueBox(false)
+    /// The schedule keeps when each request's newest attempt started (schema version 17).
+    private let lastStartedSeen = NIOLockedValueBox(false)
     /// The schedule marks the requests that finished without a success (schema version 14):
     /// a page of what failed for good reads those by an index, not every finished request.
     let failureCandidatesMarked = NIOLockedValueBox(false)
@@ -134,21 +136,30 @@ final class PostgresScheduleInspector: ScheduleInspector {
         var reading = RequestPage.Reading(query, rowsReadPerPage: rowsReadPerPage)
         // Read with the first batch, in its operation.
         var handlers: [RegisteredHandlers]?
+        let key = sortKey(query.order)
+        let columns = requestColumns
         while true {
             var page = conditions
             var pageBindings = bindings
-            if let after = reading.after {
+            let comparison = query.newestFirst ? "<" : ">"
+            if let after = reading.after, let afterKey = reading.afterKey {
+                pageBindings.append(afterKey)
                 pageBindings.append(after)
-                page.append("r.sequence \(query.newestFirst ? "<" : ">") $\(pageBindings.count)")
+                page.append("(\(key), r.sequence) \(comparison) ($\(pageBindings.count - 1), $\(pageBindings.count))")
+            } else if let after = reading.after {
+                pageBindings.append(after)
+                page.append("r.sequence \(comparison) $\(pageBindings.count)")
             }
-            let order = query.newestFirst ? "DESC" : "ASC"
+            let direction = query.newestFirst ? "DESC" : "ASC"
+            let sorted = query.order != .submitted
             func select(_ part: [String]) -> String {
                 """
-                SELECT \(requestColumns) FROM overtime.requests r
+                SELECT \(columns), \(key) AS sort_key FROM overtime.requests r
                 \(part.isEmpty ? "" : "WHERE " + part.joined(separator: " AND "))
-                ORDER BY r.sequence \(order) LIMIT \(reading.batch)
+                ORDER BY \(sorted ? "\(key) \(direction), " : "")r.sequence \(direction) LIMIT \(reading.batch)
                 """
             }
+            let order = sorted ? "sort_key \(direction), sequence \(direction)" : "sequence \(direction)"
             // Every state: no index holds every request in order (one would cost each update
             // of a plan an entry more), but the three that hold the unfinished, the finished
             // and the cancelled ones do, between them; a page of each, merged.
@@ -158,22 +169,25 @@ final class PostgresScheduleInspector: ScheduleInspector {
                 SELECT * FROM ((\(select(["NOT r.finished"] + page)))
                     UNION ALL (\(select(["r.finished AND r.cancelled_at IS NULL"] + page)))
                     UNION ALL (\(select(["r.finished AND r.cancelled_at IS NOT NULL"] + page)))) every
-                ORDER BY sequence \(order) LIMIT \(reading.batch)
+                ORDER BY \(order) LIMIT \(reading.batch)
                 """ : select(page)
             // Each batch is an operation of its own, within its own deadline.
             let (batch, read) = try await using { [self, pageBindings, handlers] connection, offset in
                 var read = handlers
                 if read == nil { read = try await registeredHandlers(connection, offset: offset) }
                 let batch = try await run(connection, PostgresQuery(unsafeSQL: sql, binds: pageBindings)).map {
-                    try Self.inspected($0, now: now, offset: offset, handlers: read ?? [])
+                    (
+                        try Self.inspected($0, now: now, offset: offset, handlers: read ?? []),
+                        try NamedCells($0)("sort_key", as: Int64.self)
+                    )
                 }
                 return (batch, read)
             }
             handlers = read
             var rows = 0
-            for inspected in batch {
+            for (inspected, sortKey) in batch {
                 rows += 1
-                if !reading.visit(inspected) { break }
+                if !reading.visit(inspected, sortKey: sortKey) { break }
             }
             if let found = reading.batchEnded(rows: rows) { return found }
         }
@@ -194,23 +208,44 @@ final class PostgresScheduleInspector: ScheduleInspector {
     }
 
     /// The store's columns, then the attempt in progress, its progress, its holder (without
-    /// the opening's token) and the newest ended attempt's result.
+    /// the opening's token), the newest ended attempt's result and when the newest attempt
+    /// started.
     private var requestColumns: String {
-        progressColumnsSeen.withLockedValue { $0 } ? Self.requestColumns : Self.requestColumnsWithoutProgress
+        switch (progressColumnsSeen.withLockedValue { $0 }, lastStartedSeen.withLockedValue { $0 }) {
+        case (true, true): Self.requestColumns
+        case (true, false): Self.requestColumnsWithoutLastStart
+        default: Self.requestColumnsWithoutProgress
+        }
     }
 
-    private static let requestColumns = requestColumns(
-        progress: "r.progress_run_id, r.progress_fraction, r.progress_message")
+    private static let progress = "r.progress_run_id, r.progress_fraction, r.progress_message"
+    private static let noLastStart = "NULL::bigint AS last_started_at"
+    private static let requestColumns = requestColumns(progress: progress, lastStarted: "r.last_started_at")
+    private static let requestColumnsWithoutLastStart = requestColumns(progress: progress, lastStarted: noLastStart)
     private static let requestColumnsWithoutProgress = requestColumns(
         progress: "NULL::bigint AS progress_run_id, NULL::double precision AS progress_fraction,"
-            + " NULL::text AS progress_message")
+            + " NULL::text AS progress_message", lastStarted: noLastStart)
 
-    private static func requestColumns(progress: String) -> String {
+    /// The SQL of the number a page in `order` is sorted by (``RequestQuery/Order-swift.struct``).
+    private func sortKey(_ order: RequestQuery.Order) -> String {
+        switch order {
+        case .nextRun: "coalesce(r.due_at, \(Int64.max))"
+        case .attempts:
+            "-(CASE WHEN r.running THEN coalesce(r.active_attempt, r.failed_attempts + 1) WHEN r.finished THEN 0"
+                + " ELSE r.failed_attempts + 1 END)"
+        case .lastRun:
+            lastStartedSeen.withLockedValue { $0 }
+                ? "coalesce(-r.last_started_at, \(Int64.max))" : "\(Int64.max)::bigint"
+        default: "0::bigint"
+        }
+    }
+
+    private static func requestColumns(progress: String, lastStarted: String) -> String {
         PostgresScheduleStore.columns.split(separator: ",").map {
             "r." + $0.trimmingCharacters(in: .whitespacesAndNewlines)
         }.joined(separator: ", ")
             + """
-            , r.active_run_id, r.active_attempt, r.active_started_at, \(progress),
+            , r.active_run_id, r.active_attempt, r.active_started_at, \(progress), \(lastStarted),
             CASE WHEN r.running THEN regexp_replace(r.claimed_by, ' [0-9]+$', '') END AS holder,
             (SELECT h.result FROM overtime.history h WHERE h.identifier = r.identifier AND h.owner = r.owner
                 ORDER BY h.run_id DESC, h.attempt DESC LIMIT 1) AS last_result, r.sequence
@@ -260,8 +295,10 @@ final class PostgresScheduleInspector: ScheduleInspector {
                 deadline: startedAt + stored.request.maximumDuration, holder: try cell("holder"), progress: progress)
         }
         let lastResult = try cell("last_result", as: String?.self).flatMap(RunResult.init(stored:))
+        let lastStarted = try cell("last_started_at", as: Int64?.self)
         return InspectedRequest(
             stored, running: running, lastResult: lastResult, position: try cell("sequence"),
+            lastRunAt: lastStarted.map { WallClockInstant(nanosecondsSinceEpoch: $0 &- offset) },
             at: WallClockInstant(nanosecondsSinceEpoch: now.nanosecondsSinceEpoch &+ offset), handlers: handlers)
     }
 
@@ -578,6 +615,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
                         + " of this build once to upgrade it")
             }
             progressColumnsSeen.withLockedValue { $0 = version >= 11 }
+            lastStartedSeen.withLockedValue { $0 = version >= 17 }
             failureCandidatesMarked.withLockedValue { $0 = version >= 14 }
             activityCounted.withLockedValue { $0 = version >= 15 }
             prefixIsARange.withLockedValue { $0 = version >= 13 }

@@ -706,6 +706,7 @@ extension PostgresScheduleStore {
                 current_run_id = NULLIF(v.current_run_id, \(none15)), due_at = NULLIF(v.due_at, \(none15)),
                 running = v.running, active_run_id = NULLIF(v.run, \(none15)),
                 active_attempt = NULLIF(v.attempt, \(none15)), active_started_at = NULLIF(v.started, \(none15)),
+                last_started_at = coalesce(NULLIF(v.started, \(none15)), r.last_started_at),
                 planned_at = NULLIF(v.planned, \(none15)), previous_window_at = NULLIF(v.previous_window, \(none15)),
                 \(claim)
             FROM unnest(\((1...14).map { parameter($0) + Self.arrayTypes[$0 - 1] }.joined(separator: ", ")),
