@@ -111,6 +111,15 @@ struct ScheduleInspectorTests {
             #expect(try await names(RequestQuery(selection: .all, tag: "nightly")) == ["x.done", "x.link"])
             #expect(
                 try await names(RequestQuery(selection: .all, tag: "night")).isEmpty, "a tag inside another is another")
+            // Totals, counted up to a bound; none where only reading each row could tell.
+            #expect(try await inspector.count(RequestQuery(selection: .pending), upTo: 100) == 6)
+            #expect(try await inspector.count(RequestQuery(selection: .all), upTo: 100) == 9)
+            #expect(try await inspector.count(RequestQuery(selection: .all), upTo: 4) == 4, "at least 4")
+            #expect(try await inspector.count(RequestQuery(selection: .all, identifierPrefix: "x.l"), upTo: 100) == 2)
+            #expect(try await inspector.count(RequestQuery(selection: .cancelled), upTo: 100) == 1)
+            #expect(try await inspector.count(RequestQuery(selection: .running), upTo: 100) == 1)
+            #expect(try await inspector.count(RequestQuery(selection: .failed), upTo: 100) == nil)
+            #expect(try await inspector.count(RequestQuery(selection: .all, tag: "nightly"), upTo: 100) == nil)
             var pages: [[String]] = []
             var after: Int64?
             repeat {

@@ -258,6 +258,8 @@ struct Scenarios {
                 ("overview_p99", { ms(try figures().overview, 0.99) }),
                 ("search_p50", { ms(try figures().search, 0.5) }),
                 ("search_p99", { ms(try figures().search, 0.99) }),
+                ("sorted_p50", { ms(try figures().sorted, 0.5) }),
+                ("sorted_p99", { ms(try figures().sorted, 0.99) }),
             ]
         case "sleep_to_release_ms":
             let cycles = max(5, min(200, s.transitions / 100))
@@ -513,6 +515,7 @@ struct Scenarios {
             return [
                 "requests_p50", "requests_p99", "history_p50", "history_p99", "failed_p50", "failed_p99",
                 "history_few_p50", "history_few_p99", "overview_p50", "overview_p99", "search_p50", "search_p99",
+                "sorted_p50", "sorted_p99",
             ].map {
                 part in (part, { try fleetFigure("dashboard_fleet_" + part) })
             }

@@ -270,6 +270,8 @@ struct FleetBench: ParsableCommand {
             "dashboard_fleet_overview_p99": ms(figures.overview, 0.99),
             "dashboard_fleet_search_p50": ms(figures.search, 0.5),
             "dashboard_fleet_search_p99": ms(figures.search, 0.99),
+            "dashboard_fleet_sorted_p50": ms(figures.sorted, 0.5),
+            "dashboard_fleet_sorted_p99": ms(figures.sorted, 0.99),
             "dashboard_fleet_live_p50": ms(figures.live, 0.5),
             "dashboard_fleet_live_p99": ms(figures.live, 0.99),
             "dashboard_fleet_pending": Double(pending), "dashboard_fleet_history": Double(history),

@@ -133,34 +133,59 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     /// a page's worth of its attempts is met soon unless the range lies far back.
     let rangeSortedAtMost: Int
 
+    func count(_ query: RequestQuery, upTo limit: Int) async throws(ScheduleStoreError) -> Int? {
+        // Only what the columns tell: a failed request is told by its newest attempt, a tag
+        // or a search by the row read back.
+        guard query.selection != .failed, query.tag == nil, query.search == nil else { return nil }
+        let (conditions, values) = Self.conditions(query)
+        let most = max(0, limit)
+        return try await using { connection throws(SQLiteError) in
+            let statement = try connection.statement(
+                """
+                SELECT COUNT(*) FROM (SELECT 1 FROM requests
+                    \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")) LIMIT \(most))
+                """)
+            defer { statement.reset() }
+            Self.bind(statement, values)
+            return try statement.step() ? statement.int(0) : 0
+        }
+    }
+
+    /// The conditions of `query`'s filters on the requests table and the values they bind;
+    /// a tag's and a search's select a superset, checked as read.
+    private static func conditions(_ query: RequestQuery) -> ([String], [Value]) {
+        var conditions: [String] = []
+        var values: [Value] = []
+        // Read in the store's order (no index of states: keeping one cost the scheduler a
+        // tenth of its runs per second): a store that keeps many finished one-shots (30
+        // days by default) reads past them to its pending ones.
+        switch query.selection.kind {
+        case .pending: conditions.append("finished = 0")
+        case .running: conditions.append("running = 1")
+        case .failed: conditions.append("finished = 1 AND cancelled_at IS NULL")
+        case .cancelled: conditions.append("cancelled_at IS NOT NULL")
+        case .all: break
+        }
+        if let prefix = query.identifierPrefix {
+            conditions.append("identifier >= ? AND identifier < ?")
+            values += [.text(prefix), .text(Self.prefixEnd(prefix))]
+        }
+        if let tag = query.tag {
+            conditions.append("instr(details, CAST(? AS BLOB)) > 0")
+            values.append(.text(RequestColumns.tagPattern(tag)))
+        }
+        if let search = query.search {
+            // The tags are in `details`, with the input: a superset, checked as read.
+            let text = "?\(values.count + 1)"
+            conditions.append("(instr(identifier, \(text)) > 0 OR instr(details, CAST(\(text) AS BLOB)) > 0)")
+            values.append(.text(search))
+        }
+        return (conditions, values)
+    }
+
     func requests(_ query: RequestQuery, now: WallClockInstant) async throws(ScheduleStoreError) -> RequestPage {
         try await using { [rowsReadPerPage, progressColumns, lastStartedColumn] connection throws(SQLiteError) in
-            var conditions: [String] = []
-            var values: [Value] = []
-            // Read in the store's order (no index of states: keeping one cost the scheduler a
-            // tenth of its runs per second): a store that keeps many finished one-shots (30
-            // days by default) reads past them to its pending ones.
-            switch query.selection.kind {
-            case .pending: conditions.append("finished = 0")
-            case .running: conditions.append("running = 1")
-            case .failed: conditions.append("finished = 1 AND cancelled_at IS NULL")
-            case .cancelled: conditions.append("cancelled_at IS NOT NULL")
-            case .all: break
-            }
-            if let prefix = query.identifierPrefix {
-                conditions.append("identifier >= ? AND identifier < ?")
-                values += [.text(prefix), .text(Self.prefixEnd(prefix))]
-            }
-            if let tag = query.tag {
-                conditions.append("instr(details, CAST(? AS BLOB)) > 0")
-                values.append(.text(RequestColumns.tagPattern(tag)))
-            }
-            if let search = query.search {
-                // The tags are in `details`, with the input: a superset, checked as read.
-                let text = "?\(values.count + 1)"
-                conditions.append("(instr(identifier, \(text)) > 0 OR instr(details, CAST(\(text) AS BLOB)) > 0)")
-                values.append(.text(search))
-            }
+            let (conditions, values) = Self.conditions(query)
             let key = Self.sortKey(query.order, lastStarted: lastStartedColumn)
             return try RequestPage.reading(query, rowsReadPerPage: rowsReadPerPage) {
                 after, afterKey, limit, visit throws(SQLiteError) in

@@ -13,6 +13,11 @@ public protocol ScheduleInspector: Sendable {
     /// a tag) reads a bounded number of rows per page, so a page may hold fewer than the
     /// limit and still have a next.
     func requests(_ query: RequestQuery, now: WallClockInstant) async throws(ScheduleStoreError) -> RequestPage
+    /// How many requests `query` selects (where its page starts, its order and limit
+    /// aside), counted up to `limit`: an answer of `limit` means at least that many. `nil`
+    /// when only reading each row could tell (a tag, a search, failed for good): a list then
+    /// shows no total.
+    func count(_ query: RequestQuery, upTo limit: Int) async throws(ScheduleStoreError) -> Int?
     /// The request of `identifier`, finished or not, or `nil`.
     func request(_ identifier: String, now: WallClockInstant) async throws(ScheduleStoreError) -> InspectedRequest?
     /// The ended attempts `query` selects, newest first, at most `query.limit`. A search
@@ -52,6 +57,9 @@ extension ScheduleInspector {
 
     /// A schedule one daemon owns.
     public var isShared: Bool { false }
+
+    /// An inspector that cannot count tells no total.
+    public func count(_ query: RequestQuery, upTo limit: Int) async throws(ScheduleStoreError) -> Int? { nil }
 
     /// An inspector of a store that records no operators' actions has none to show.
     public func operatorActions(limit: Int) async throws(ScheduleStoreError) -> [OperatorAction] { [] }

@@ -28,6 +28,9 @@ public enum DashboardPages {
         /// Per load of a page searched for text no request or attempt holds (the requests
         /// of every state, the history), in microseconds: a page that reads its bound.
         public var search: [Int64] = []
+        /// Per load of a requests page sorted by a column (next run, attempt, last run): no
+        /// index keeps these orders, so the store sorts the requests selected, in microseconds.
+        public var sorted: [Int64] = []
         /// Per load of the overview (counts by state and handler, the last hour's attempts by
         /// minute), in microseconds.
         public var overview: [Int64] = []
@@ -141,6 +144,13 @@ public enum DashboardPages {
         /// answers a search, so each reads as many rows as a page may.
         static let searchPages = ["/requests?state=all&q=no+such+text", "/history?q=no+such+text"]
 
+        /// Requests pages sorted by each column the table sorts by: every pending request
+        /// sorted for each.
+        static let sortedPages = [
+            "/requests?state=pending&order=next-run", "/requests?state=pending&order=attempts",
+            "/requests?state=pending&order=last-run",
+        ]
+
         /// The clients that load the slowest filter (a range of start times no attempt is
         /// in) over and over while the pages are timed: a slow read must not hold the others.
         static let busyClients = 2
@@ -171,6 +181,7 @@ public enum DashboardPages {
                     (requestPages, \Figures.requests, rowsExpected), (historyPages, \Figures.history, rowsExpected),
                     (failedPages, \Figures.failed, rowsExpected), (Self.historyFewPages, \Figures.historyFew, false),
                     (["/overview"], \Figures.overview, true), (Self.searchPages, \Figures.search, false),
+                    (Self.sortedPages, \Figures.sorted, true),
                 ] {
                     let page = pages[load % pages.count]
                     let started = monotonicNanoseconds()

@@ -269,6 +269,11 @@ def check_sort(driver, where):
     driver.get(BASE + "/requests?state=all")
     submitted = [row[0] for row in every_page(driver)]
     check(len(submitted) > 60 and len(set(submitted)) == len(submitted), f"{where}: {len(submitted)} requests")
+    driver.get(BASE + "/requests?state=all")
+    total = texts(driver, "main [data-total]")
+    check(total == [f"{len(submitted)} requests"], f"{where}: the total says {total}, the pages list {len(submitted)}")
+    driver.get(BASE + "/requests?state=all&tag=weekly")
+    check(not texts(driver, "main [data-total]"), f"{where}: a total for a tag, which only reading each row tells")
     for header, name, direction in [("Attempt", "attempts", "descending"), ("Last run", "last-run", "descending"),
                                     ("Next run", "next-run", "ascending")]:
         driver.get(BASE + "/requests?state=all")

@@ -102,6 +102,14 @@ struct PostgresScheduleInspectorTests {
         #expect(try await identifiers(RequestQuery(selection: .cancelled)) == ["later.cancelled"])
         #expect(try await identifiers(RequestQuery(selection: .pending, tag: "nightly")) == ["later.<img src=x>"])
         #expect(Set(try await identifiers(RequestQuery(selection: .all, identifierPrefix: "later."))).count == 2)
+        // Totals, counted up to a bound; none where only reading each row could tell.
+        #expect(try await inspector.count(RequestQuery(selection: .all), upTo: 100) == 7)
+        #expect(try await inspector.count(RequestQuery(selection: .all), upTo: 3) == 3, "at least 3")
+        #expect(try await inspector.count(RequestQuery(selection: .all, identifierPrefix: "later."), upTo: 100) == 2)
+        #expect(try await inspector.count(RequestQuery(selection: .cancelled), upTo: 100) == 1)
+        #expect(try await inspector.count(RequestQuery(selection: .running), upTo: 100) == 1)
+        #expect(try await inspector.count(RequestQuery(selection: .failed), upTo: 100) == nil)
+        #expect(try await inspector.count(RequestQuery(selection: .pending, tag: "nightly"), upTo: 100) == nil)
         let all = try await identifiers(RequestQuery(selection: .all, limit: 1000))
         var paged: [String] = []
         var after: Int64?

@@ -29,7 +29,7 @@ enum Assets {
         /* An identifier may be a kilobyte long: its column is kept to a readable width. */
         td > a[href*="request?id="] { display: inline-block; max-width: 32rem; }
         pre { margin: 0; white-space: pre-wrap; overflow-wrap: anywhere; font-size: .9em; }
-        .empty, .updated, .note { color: var(--muted); }
+        .empty, .updated, .note, .total { color: var(--muted); }
         .filters { display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: end; margin-bottom: 1rem; }
         .filters label, .login label { display: flex; flex-direction: column; font-size: .85rem; gap: .15rem; }
         input, select, button, .button { font: inherit; padding: .3rem .5rem; }

@@ -71,6 +71,17 @@ enum Formatting {
     }
 
     /// `value` as a query parameter's value: every byte but unreserved ones escaped.
+    /// A count with its thousands apart (`12,345`), as the pages write numbers.
+    static func count(_ number: Int) -> String {
+        let digits = Array(String(number.magnitude))
+        var grouped = ""
+        for (index, digit) in digits.enumerated() {
+            if index > 0 && (digits.count - index) % 3 == 0 { grouped.append(",") }
+            grouped.append(digit)
+        }
+        return (number < 0 ? "-" : "") + grouped
+    }
+
     static func query(_ value: String) -> String {
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~")

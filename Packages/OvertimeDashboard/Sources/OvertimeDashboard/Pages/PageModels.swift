@@ -116,6 +116,9 @@ struct RequestsPage {
     let prefix: String
     let tag: String
     let search: String
+    /// How many requests the filters select, in words; `nil` when the store cannot tell
+    /// without reading each (a tag, a search).
+    let total: String?
     let rows: [RequestRow]
     let filtered: Bool
     /// Fewer than a page matched in the rows a page reads, and more follow.

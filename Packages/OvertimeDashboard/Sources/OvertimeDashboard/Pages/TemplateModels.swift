@@ -113,6 +113,7 @@ extension RequestsPage: TemplateModel {
         case "prefix": self.prefix
         case "tag": self.tag
         case "search": self.search
+        case "total": self.total
         case "rows": self.rows
         case "filtered": self.filtered
         case "partial": self.partial

@@ -77,6 +77,7 @@ enum Templates {
         <label>Identifier or tag contains <input type="search" name="q" value="{{search}}"></label>
         <label>Order <select name="order">{{#orders}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/orders}}</select></label>
         <button>Show</button></form>
+        {{#total}}<p class="total" data-total>{{total}}</p>{{/total}}
         <div class="scroll"><table><thead><tr><th>Identifier</th><th>State</th>\
         {{#sortedBy}}<th{{#nextRun.ariaSort}} aria-sort="{{.}}"{{/nextRun.ariaSort}}><a class="sort" href="{{nextRun.link}}" title="Sort by next run, soonest first">Next run</a></th>\
         <th>Waits for</th><th{{#attempt.ariaSort}} aria-sort="{{.}}"{{/attempt.ariaSort}}><a class="sort" href="{{attempt.link}}" title="Sort by attempt, highest first">Attempt</a></th>\

@@ -271,6 +271,7 @@ struct DashboardRoutes: Sendable {
         let (found, pager) = try await listPage(selection, request, now: now) { position in
             filters + orderName + position
         }
+        let counted = try await dashboard.inspector.count(selection, upTo: Self.countedAtMost + 1)
         let states = ["pending", "running", "failed", "cancelled", "all"].map {
             Choice(value: $0, label: $0, selected: $0 == state.description)
         }
@@ -281,11 +282,21 @@ struct DashboardRoutes: Sendable {
             "requests", title: "Requests", viewer: viewer,
             RequestsPage(
                 states: states, orders: orders, sortedBy: SortedColumns(orderName, filters: filters), prefix: prefix,
-                tag: tag, search: search, rows: found.map { RequestRow($0, now: now) },
+                tag: tag, search: search, total: counted.map(Self.total), rows: found.map { RequestRow($0, now: now) },
                 filtered: !prefix.isEmpty || !tag.isEmpty || !search.isEmpty,
                 partial: found.count < Self.pageSize && pager.next != nil, pager: pager,
                 tagActions: canAct && !tag.isEmpty
                     ? BulkLinks(what: "tagged \(tag)", query: ActionSubject("run-tag", ["tag": tag]).query) : nil))
+    }
+
+    /// The most requests a list counts for its total; past it, the total says "more than".
+    static let countedAtMost = 10_000
+
+    /// A list's total as its page says it.
+    static func total(_ counted: Int) -> String {
+        counted > countedAtMost
+            ? "More than \(Formatting.count(countedAtMost)) requests"
+            : "\(Formatting.count(counted)) request\(counted == 1 ? "" : "s")"
     }
 
     /// The Requests page's orders by their names in its address.

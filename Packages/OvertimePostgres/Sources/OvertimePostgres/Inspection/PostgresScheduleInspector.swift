@@ -102,7 +102,24 @@ final class PostgresScheduleInspector: ScheduleInspector {
 
     // MARK: Requests
 
-    func requests(_ query: RequestQuery, now: WallClockInstant) async throws(ScheduleStoreError) -> RequestPage {
+    func count(_ query: RequestQuery, upTo limit: Int) async throws(ScheduleStoreError) -> Int? {
+        // Only what the columns tell: a failed request is told by its newest attempt, a tag
+        // or a search by the row read back.
+        guard query.selection != .failed, query.tag == nil, query.search == nil else { return nil }
+        let (conditions, bindings) = conditions(query)
+        let sql = """
+            SELECT count(*) FROM (SELECT 1 FROM overtime.requests r
+                \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")) LIMIT \(max(0, limit))) c
+            """
+        return try await using { [self] connection, _ in
+            let rows = try await run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))
+            return Int(try rows.first?.decode(Int64.self) ?? 0)
+        }
+    }
+
+    /// The conditions of `query`'s filters on the requests (`r`) and their bindings; a tag's
+    /// and a search's select a superset, checked as read.
+    private func conditions(_ query: RequestQuery) -> ([String], PostgresBindings) {
         var conditions: [String] = []
         var bindings = PostgresBindings()
         switch query.selection {
@@ -133,6 +150,11 @@ final class PostgresScheduleInspector: ScheduleInspector {
             conditions.append(
                 "(strpos(r.identifier, $\(bindings.count)) > 0 OR strpos(r.tags, $\(bindings.count)) > 0)")
         }
+        return (conditions, bindings)
+    }
+
+    func requests(_ query: RequestQuery, now: WallClockInstant) async throws(ScheduleStoreError) -> RequestPage {
+        let (conditions, bindings) = conditions(query)
         var reading = RequestPage.Reading(query, rowsReadPerPage: rowsReadPerPage)
         // Read with the first batch, in its operation.
         var handlers: [RegisteredHandlers]?
