@@ -447,6 +447,11 @@ struct ScheduleInspectorTests {
                     HandlerLoad(handler: "x.", isPrefix: true, waiting: 5, running: 1),
                     HandlerLoad(handler: nil, isPrefix: false, waiting: 1, running: 0),
                 ])
+            // x.link's two tags; x.done's is a finished request's.
+            #expect(
+                overview.tags == [
+                    TagLoad(tag: "eu", waiting: 1, running: 0), TagLoad(tag: "nightly", waiting: 1, running: 0),
+                ])
             #expect(overview.minutes.count == ScheduleOverview.minutesCounted)
             #expect(overview.minutes.map(\.ended).reduce(0, +) == 3, "x.done, x.broken, x.retrying's first")
             #expect(overview.minutes.map(\.failed).reduce(0, +) == 2)
@@ -458,7 +463,7 @@ struct ScheduleInspectorTests {
                     == ScheduleOverview(
                         waiting: overview.waiting, retrying: overview.retrying, running: overview.running,
                         failed: overview.failed, cancelled: overview.cancelled, succeeded: overview.succeeded,
-                        handlers: [], minutes: overview.minutes))
+                        handlers: [], tags: overview.tags, minutes: overview.minutes))
             // A request goes to its identifier's handler, else to the first prefix registered.
             // So with more prefixes than one pass counts (each counted by its range).
             let shares = [

@@ -30,8 +30,35 @@ extension SQLiteScheduleInspector {
                 waiting: counts.waiting, retrying: counts.retrying, running: counts.running, failed: counts.failed,
                 cancelled: counts.cancelled, succeeded: counts.finished - counts.failed,
                 handlers: ScheduleOverview.handlerRows(byHandler, recorded: match.recorded),
+                tags: ScheduleOverview.tagRows(try Self.byTag(connection)),
                 minutes: ScheduleOverview.minutes(from: first, counted: counted))
         }
+    }
+
+    /// The unfinished requests by tag, each of its tags counted: the tags are packed with
+    /// the other details (NULL for most requests), so only the rows that have details are
+    /// read and decoded.
+    private static func byTag(_ connection: SQLiteConnection) throws(SQLiteError) -> [String: (
+        waiting: Int, running: Int
+    )] {
+        let statement = try connection.statement(
+            """
+            SELECT details, running FROM requests
+            WHERE details IS NOT NULL AND cancelled_at IS NULL AND (finished = 0 OR running = 1)
+            """)
+        defer { statement.reset() }
+        var counts: [String: (waiting: Int, running: Int)] = [:]
+        while try statement.step() {
+            let running = statement.int(1) != 0
+            for tag in RequestDetails(packed: statement.optionalBytes(0)).tags.split(separator: ",").map(String.init) {
+                if running {
+                    counts[tag, default: (0, 0)].running += 1
+                } else {
+                    counts[tag, default: (0, 0)].waiting += 1
+                }
+            }
+        }
+        return counts
     }
 
     /// The requests' counts by state, as ``InspectedRequest`` tells a row's (a cancelled one

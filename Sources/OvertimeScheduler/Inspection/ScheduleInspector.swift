@@ -36,7 +36,7 @@ public protocol ScheduleInspector: Sendable {
     /// A number that changes whenever the schedule does (a commit by its owner): polled, it
     /// says when to read again.
     func changeMark() async throws(ScheduleStoreError) -> Int64
-    /// The schedule at a glance at `now`: requests by state and by handler, and the attempts
+    /// The schedule at a glance at `now`: requests by state, by handler and by tag, and the attempts
     /// of the last hour by minute, each counted in the store.
     func overview(now: WallClockInstant) async throws(ScheduleStoreError) -> ScheduleOverview
     /// The instances of a fleet sharing the schedule, with what each holds; empty for a

@@ -24,6 +24,9 @@ public struct ScheduleOverview: Sendable, Hashable {
     /// registered handler serves have a row of their own (``HandlerLoad/handler`` `nil`).
     /// Empty for a schedule whose programs recorded no handlers.
     public let handlers: [HandlerLoad]
+    /// The unfinished requests by tag, most first, then by tag: a request with several tags
+    /// counts in each. Empty when no unfinished request has a tag.
+    public let tags: [TagLoad]
     /// The attempts that ended, by the minute they started in, over the hour before the
     /// overview was read: ``minutesCounted`` minutes, oldest first.
     public let minutes: [MinuteActivity]
@@ -34,7 +37,7 @@ public struct ScheduleOverview: Sendable, Hashable {
     /// An overview; for stores outside this module.
     public init(
         waiting: Int, retrying: Int, running: Int, failed: Int, cancelled: Int, succeeded: Int,
-        handlers: [HandlerLoad], minutes: [MinuteActivity]
+        handlers: [HandlerLoad], tags: [TagLoad] = [], minutes: [MinuteActivity]
     ) {
         self.waiting = waiting
         self.retrying = retrying
@@ -43,7 +46,25 @@ public struct ScheduleOverview: Sendable, Hashable {
         self.cancelled = cancelled
         self.succeeded = succeeded
         self.handlers = handlers
+        self.tags = tags
         self.minutes = minutes
+    }
+}
+
+/// The unfinished requests with one tag (a row of ``ScheduleOverview/tags``).
+public struct TagLoad: Sendable, Hashable {
+    /// The tag.
+    public let tag: String
+    /// Not running: enqueued or blocked.
+    public let waiting: Int
+    /// With an attempt in progress.
+    public let running: Int
+
+    /// A row; for stores outside this module.
+    public init(tag: String, waiting: Int, running: Int) {
+        self.tag = tag
+        self.waiting = waiting
+        self.running = running
     }
 }
 
@@ -112,6 +133,13 @@ extension ScheduleOverview {
             return MinuteActivity(
                 start: WallClockInstant(nanosecondsSinceEpoch: first + index * 60_000_000_000), ended: found.ended,
                 failed: found.failed)
+        }
+    }
+
+    /// The tag rows for `counts` by tag, most requests first, then by tag.
+    @_spi(ScheduleStore) public static func tagRows(_ counts: [String: (waiting: Int, running: Int)]) -> [TagLoad] {
+        counts.map { TagLoad(tag: $0.key, waiting: $0.value.waiting, running: $0.value.running) }.sorted {
+            ($0.waiting + $0.running, $1.tag) > ($1.waiting + $1.running, $0.tag)
         }
     }
 
@@ -209,18 +237,22 @@ extension ScheduleInspector {
         var failed = 0
         var cancelled = 0
         var succeeded = 0
+        var byTag: [String: (waiting: Int, running: Int)] = [:]
         var query = RequestQuery(selection: .all, limit: 1000)
         while true {
             let page = try await requests(query, now: now)
             for inspected in page.requests {
                 switch inspected.state.kind {
-                case .running: running += 1
+                case .running:
+                    running += 1
+                    for tag in inspected.request.tags { byTag[tag, default: (0, 0)].running += 1 }
                 case .succeeded: succeeded += 1
                 case .failed: failed += 1
                 case .cancelled: cancelled += 1
                 case .enqueued, .blocked:
                     waiting += 1
                     if inspected.attempt > 1 { retrying += 1 }
+                    for tag in inspected.request.tags { byTag[tag, default: (0, 0)].waiting += 1 }
                 }
             }
             guard let next = page.next else { break }
@@ -244,7 +276,7 @@ extension ScheduleInspector {
         }
         return ScheduleOverview(
             waiting: waiting, retrying: retrying, running: running, failed: failed, cancelled: cancelled,
-            succeeded: succeeded,
-            handlers: [], minutes: ScheduleOverview.minutes(from: first, counted: counted))
+            succeeded: succeeded, handlers: [], tags: ScheduleOverview.tagRows(byTag),
+            minutes: ScheduleOverview.minutes(from: first, counted: counted))
     }
 }

@@ -190,6 +190,19 @@ def check_overview(driver, where):
     driver.get(BASE + "/overview")
     handlers = {row[0]: row for row in cells(driver) if len(row) == 4 and row[1] in ("prefix", "identifier", "never runs until one is")}
     check(handlers.get("hang.", [""] * 4)[3] == "1", f"{where}: hang. runs nothing: {handlers}")
+    # By tag: each tag's row is its pending requests' page (ok.later and ok.hourly: weekly).
+    tags = driver.execute_script(
+        "return Array.from(document.querySelectorAll('main table.tags tbody tr')).map(function (row) {"
+        " return [row.cells[0].innerText, row.cells[1].innerText, row.cells[2].innerText,"
+        " row.cells[0].querySelector('a').href]; });")
+    check(any(row[0] == "weekly" for row in tags), f"{where}: no row for the tag weekly: {tags}")
+    counts = [int(row[1]) + int(row[2]) for row in tags]
+    check(counts == sorted(counts, reverse=True), f"{where}: tags not most first: {tags}")
+    for tag, waiting, running, address in tags:
+        driver.get(address)
+        listed_rows = listed()
+        check(len(listed_rows) == int(waiting) + int(running), f"{where}: tag {tag}: {waiting}+{running} against {len(listed_rows)} rows")
+    driver.get(BASE + "/overview")
     return tiles, handlers
 
 

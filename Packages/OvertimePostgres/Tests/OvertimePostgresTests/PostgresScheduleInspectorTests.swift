@@ -185,6 +185,9 @@ struct PostgresScheduleInspectorTests {
         #expect(
             [fromPages.waiting, fromPages.retrying, fromPages.running, fromPages.failed, fromPages.cancelled]
                 == counts && fromPages.succeeded == overview.succeeded && fromPages.minutes == overview.minutes)
+        // The one tagged request that waits; the same counted from the pages.
+        #expect(overview.tags == [TagLoad(tag: "nightly", waiting: 1, running: 0)], "\(overview.tags)")
+        #expect(fromPages.tags == overview.tags)
 
         // The mark moves when an instance writes (a submit, notified; a cancel, not), and
         // rests while nothing happens.

@@ -383,6 +383,14 @@ struct HandlerRow {
     let unserved: Bool
 }
 
+/// A tag's unfinished requests, on the overview, with the page that lists them.
+struct TagRow {
+    let tag: String
+    let href: String
+    let waiting: Int
+    let running: Int
+}
+
 /// An instance of a fleet, on the overview: whether it is connected and what it holds.
 struct InstanceHealth {
     let name: String
@@ -396,6 +404,12 @@ struct OverviewPage {
     let tiles: [OverviewTile]
     let chart: ActivityChart
     let handlers: [HandlerRow]
+    /// The tags of the unfinished requests, most first, at most ``DashboardRoutes/tagsShown``.
+    let tags: [TagRow]
+    /// Whether any unfinished request has a tag (stored: templates read stored properties only).
+    let hasTags: Bool
+    /// How many tags more than those shown; `nil` when every one is.
+    let moreTags: Int?
     /// Whether the programs recorded their handlers (else the table says so).
     let handlersRecorded: Bool
     let fleet: Bool

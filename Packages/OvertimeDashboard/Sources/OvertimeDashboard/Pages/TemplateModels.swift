@@ -438,6 +438,18 @@ extension HandlerRow: TemplateModel {
     }
 }
 
+extension TagRow: TemplateModel {
+    func field(named name: String) -> Any? {
+        switch name {
+        case "tag": self.tag
+        case "href": self.href
+        case "waiting": self.waiting
+        case "running": self.running
+        default: nil
+        }
+    }
+}
+
 extension InstanceHealth: TemplateModel {
     func field(named name: String) -> Any? {
         switch name {
@@ -488,6 +500,9 @@ extension OverviewPage: TemplateModel {
         case "tiles": self.tiles
         case "chart": self.chart
         case "handlers": self.handlers
+        case "tags": self.tags
+        case "hasTags": self.hasTags
+        case "moreTags": self.moreTags
         case "handlersRecorded": self.handlersRecorded
         case "fleet": self.fleet
         case "instances": self.instances

@@ -59,6 +59,11 @@ enum Templates {
         {{/handlers}}{{^handlers}}<tr><td colspan="4" class="empty">{{#handlersRecorded}}Nothing is waiting or running.{{/handlersRecorded}}\
         {{^handlersRecorded}}No program of this build has recorded its handlers in this schedule yet.{{/handlersRecorded}}</td></tr>{{/handlers}}
         </tbody></table></div>
+        {{#hasTags}}<h2>Waiting and running, by tag</h2>
+        <div class="scroll"><table class="tags"><thead><tr><th>Tag</th><th>Waiting</th><th>Running</th></tr></thead><tbody>
+        {{#tags}}<tr><td><a href="{{base}}{{href}}">{{tag}}</a></td><td>{{waiting}}</td><td>{{running}}</td></tr>
+        {{/tags}}</tbody></table></div>
+        {{#moreTags}}<p class="note">And {{.}} tags more, with fewer requests each.</p>{{/moreTags}}{{/hasTags}}
         {{#fleet}}<h2>Instances</h2>
         <div class="scroll"><table><thead><tr><th>Instance</th><th>Health</th><th>Runs held</th><th>Last seen</th></tr></thead><tbody>
         {{#instances}}<tr><td>{{name}}</td><td><span class="state {{#down}}failed{{/down}}{{^down}}succeeded{{/down}}">{{health}}</span></td>\

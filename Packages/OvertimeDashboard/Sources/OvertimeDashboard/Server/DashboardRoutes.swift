@@ -224,6 +224,11 @@ struct DashboardRoutes: Sendable {
                 label: "succeeded, kept", count: overview.succeeded, href: "/history?result=succeeded",
                 kind: "succeeded"),
         ]
+        let tags = overview.tags.prefix(Self.tagsShown).map {
+            TagRow(
+                tag: $0.tag, href: "/requests?state=pending&tag=\(Formatting.query($0.tag))", waiting: $0.waiting,
+                running: $0.running)
+        }
         let handlers = overview.handlers.map { load in
             HandlerRow(
                 name: load.handler ?? "no handler registered",
@@ -246,7 +251,9 @@ struct DashboardRoutes: Sendable {
         return render(
             "overview", title: "Overview", viewer: viewer,
             OverviewPage(
-                tiles: tiles, chart: ActivityChart(overview.minutes), handlers: handlers,
+                tiles: tiles, chart: ActivityChart(overview.minutes), handlers: handlers, tags: Array(tags),
+                hasTags: !tags.isEmpty,
+                moreTags: overview.tags.count > Self.tagsShown ? overview.tags.count - Self.tagsShown : nil,
                 // No row while requests wait or run: no program recorded its handlers.
                 handlersRecorded: !overview.handlers.isEmpty || overview.waiting + overview.running == 0,
                 fleet: inspector.isShared, instances: instances))
@@ -288,6 +295,9 @@ struct DashboardRoutes: Sendable {
                 tagActions: canAct && !tag.isEmpty
                     ? BulkLinks(what: "tagged \(tag)", query: ActionSubject("run-tag", ["tag": tag]).query) : nil))
     }
+
+    /// The most tags the overview lists (those with the most unfinished requests).
+    static let tagsShown = 20
 
     /// The most requests a list counts for its total; past it, the total says "more than".
     static let countedAtMost = 10_000

@@ -1,4 +1,4 @@
-// A fleet's overview, counted by the server: the requests by state and handler with the
+// A fleet's overview, counted by the server: the requests by state, handler and tag with the
 // ones that failed for good in one statement (one snapshot, so the counts add up), the last
 // hour's attempts by minute in another.
 
@@ -38,22 +38,27 @@ extension PostgresScheduleInspector {
                         ORDER BY h.run_id DESC, h.attempt DESC LIMIT 1) AS last_result
                     FROM overtime.requests r
                     WHERE r.finished AND NOT r.running AND r.cancelled_at IS NULL \(candidates))
-                SELECT 'h' AS kind, handler, waiting, retrying, running, cancelled, finished, NULL::bytea AS chain
-                FROM (SELECT \(handler) AS handler,
+                SELECT 'h' AS kind, handler, tags, waiting, retrying, running, cancelled, finished,
+                    NULL::bytea AS chain
+                FROM (SELECT \(handler) AS handler, r.tags AS tags,
                     count(*) FILTER (WHERE r.cancelled_at IS NULL AND NOT r.running AND NOT r.finished) AS waiting,
                     count(*) FILTER (WHERE r.cancelled_at IS NULL AND NOT r.running AND NOT r.finished
                         AND r.failed_attempts > 0) AS retrying,
                     count(*) FILTER (WHERE r.cancelled_at IS NULL AND r.running) AS running,
                     count(*) FILTER (WHERE r.cancelled_at IS NOT NULL) AS cancelled,
                     count(*) FILTER (WHERE r.cancelled_at IS NULL AND NOT r.running AND r.finished) AS finished
-                    FROM overtime.requests r GROUP BY 1) counts
+                    FROM overtime.requests r GROUP BY 1, 2) counts
                 UNION ALL
-                SELECT 'f', NULL, count(*), 0, 0, 0, 0, NULL FROM finished WHERE last_result = ANY(\(failures)::text[])
+                SELECT 'f', NULL, NULL, count(*), 0, 0, 0, 0, NULL FROM finished
+                WHERE last_result = ANY(\(failures)::text[])
                 UNION ALL
-                SELECT 'c', NULL, 0, 0, 0, 0, 0, chain FROM finished
+                SELECT 'c', NULL, NULL, 0, 0, 0, 0, 0, chain FROM finished
                 WHERE chain IS NOT NULL AND (last_result IS NULL OR NOT last_result = ANY(\(failures)::text[]))
                 """
             var byHandler: [HandlerMatch.Found: (waiting: Int, running: Int)] = [:]
+            // Grouped by handler and by the tags column (`,a,b,`) in the same pass: each
+            // group's unfinished requests count for each of its tags.
+            var byTag: [String: (waiting: Int, running: Int)] = [:]
             var totals = (waiting: 0, retrying: 0, running: 0, cancelled: 0, finished: 0)
             var failed = 0
             for row in try await run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings)) {
@@ -65,6 +70,12 @@ extension PostgresScheduleInspector {
                     let running = Int(try cell("running", as: Int64.self))
                     byHandler[found, default: (0, 0)].waiting += waiting
                     byHandler[found, default: (0, 0)].running += running
+                    if waiting + running > 0 {
+                        for tag in try cell("tags", as: String.self).split(separator: ",").map(String.init) {
+                            byTag[tag, default: (0, 0)].waiting += waiting
+                            byTag[tag, default: (0, 0)].running += running
+                        }
+                    }
                     totals.waiting += waiting
                     totals.running += running
                     totals.retrying += Int(try cell("retrying", as: Int64.self))
@@ -87,7 +98,7 @@ extension PostgresScheduleInspector {
                 waiting: totals.waiting, retrying: totals.retrying, running: totals.running, failed: failed,
                 cancelled: totals.cancelled, succeeded: totals.finished - failed,
                 handlers: ScheduleOverview.handlerRows(byHandler, recorded: match.recorded),
-                minutes: ScheduleOverview.minutes(from: first, counted: counted))
+                tags: ScheduleOverview.tagRows(byTag), minutes: ScheduleOverview.minutes(from: first, counted: counted))
         }
     }
 
