@@ -30,14 +30,15 @@ extension SQLiteScheduleInspector {
                 waiting: counts.waiting, retrying: counts.retrying, running: counts.running, failed: counts.failed,
                 cancelled: counts.cancelled, succeeded: counts.finished - counts.failed,
                 handlers: ScheduleOverview.handlerRows(byHandler, recorded: match.recorded),
-                tags: ScheduleOverview.tagRows(try Self.byTag(connection)),
+                tags: ScheduleOverview.tagRows(counts.unfinishedWithDetails > 0 ? try Self.byTag(connection) : [:]),
                 minutes: ScheduleOverview.minutes(from: first, counted: counted))
         }
     }
 
     /// The unfinished requests by tag, each of its tags counted: the tags are packed with
     /// the other details (NULL for most requests), so only the rows that have details are
-    /// read and decoded.
+    /// decoded — in a second pass over the requests, which a schedule none of whose
+    /// unfinished requests has details (told by the first) is spared.
     private static func byTag(_ connection: SQLiteConnection) throws(SQLiteError) -> [String: (
         waiting: Int, running: Int
     )] {
@@ -128,7 +129,8 @@ extension SQLiteScheduleInspector {
                 COUNT(*) FILTER (WHERE \(finished) AND (SELECT result FROM history h
                     WHERE h.identifier = requests.identifier ORDER BY run_id DESC, attempt DESC LIMIT 1)
                     IN (\(failures))) AS failed,
-                COUNT(*) FILTER (WHERE \(finished) AND details IS NOT NULL) AS finished_with_details
+                COUNT(*) FILTER (WHERE \(finished) AND details IS NOT NULL) AS finished_with_details,
+                COUNT(*) FILTER (WHERE (\(waiting) OR \(running)) AND details IS NOT NULL) AS unfinished_with_details
                 \(columns.map { ", " + $0 }.joined())
             FROM requests
             """)
@@ -143,6 +145,7 @@ extension SQLiteScheduleInspector {
         counts.finished = try statement.int(statement.column("finished"))
         counts.failed = try statement.int(statement.column("failed"))
         counts.finishedWithDetails = try statement.int(statement.column("finished_with_details"))
+        counts.unfinishedWithDetails = try statement.int(statement.column("unfinished_with_details"))
         for (index, prefix) in match.prefixes.enumerated() where inThePass {
             byHandler[HandlerMatch.Found(name: prefix, isPrefix: true)] = (
                 try statement.int(statement.column("waiting\(index)")),
@@ -268,4 +271,6 @@ private struct StateCounts {
     var failed = 0
     /// Of the finished ones, those that keep details (a chain among them).
     var finishedWithDetails = 0
+    /// Of the waiting and running ones, those that keep details (their tags among them).
+    var unfinishedWithDetails = 0
 }
