@@ -300,7 +300,7 @@ struct DashboardRoutes: Sendable {
     static let tagsShown = 20
 
     /// The most requests a list counts for its total; past it, the total says "more than".
-    static let countedAtMost = 10_000
+    static let countedAtMost = 1_000
 
     /// A list's total as its page says it.
     static func total(_ counted: Int) -> String {
