@@ -459,6 +459,17 @@ struct DashboardAccessTests {
         #expect(oldest.rows == Array(names[0..<50]))
         let failed = try Curl.request(dashboard.url + "/failed?order=oldest", bearer: dashboard.token).body
         #expect(failed.contains("<option value=\"oldest\" selected>"), "\(failed)")
+        // Positions and keys at the ends of their range, or not numbers: a page, not a crash.
+        for address in [
+            "/requests?order=oldest&after=9223372036854775807", "/requests?order=newest&after=-9223372036854775808",
+            "/requests?order=next-run&after=9223372036854775807&key=9223372036854775807",
+            "/requests?order=attempts&before=-9223372036854775808&key=-9223372036854775808",
+            "/requests?order=last-run&before=9223372036854775807&key=x", "/requests?order=sideways&after=1e99",
+        ] {
+            let answer = try Curl.request(dashboard.url + address, bearer: dashboard.token)
+            #expect(answer.status == 200, "\(address): \(answer.status)")
+        }
+        #expect(try Curl.request(dashboard.url + "/requests", bearer: dashboard.token).status == 200, "still answers")
     }
 
     @Test func aReadOnlyDashboardAndOneWithoutTheDaemonActOnNothing() async throws {

@@ -346,8 +346,13 @@ struct DashboardRoutes: Sendable {
         func cursor(_ position: Int64, _ key: Int64?) -> String {
             sorted ? "\(position)&key=\(key ?? 0)" : "\(position)"
         }
-        // One position further along: a read from it takes in the position itself.
+        // One position further along: a read from it takes in the position itself. The
+        // positions come from the address: one at the end of the range stays where it is.
         let step: Int64 = selection.newestFirst ? -1 : 1
+        func along(_ position: Int64, _ step: Int64) -> Int64 {
+            let (moved, overflow) = position.addingReportingOverflow(step)
+            return overflow ? position : moved
+        }
         if before != nil || atEnd {
             var query = selection
             query.newestFirst.toggle()
@@ -361,7 +366,7 @@ struct DashboardRoutes: Sendable {
             }
             let later = before.map { before in
                 address(
-                    "&after=\(sorted ? cursor(before - step, key) : "\(found.last?.position ?? before)")")
+                    "&after=\(sorted ? cursor(along(before, -step), key) : "\(found.last?.position ?? before)")")
             }
             return (
                 found,
@@ -376,7 +381,8 @@ struct DashboardRoutes: Sendable {
         let page = try await dashboard.inspector.requests(query, now: now)
         let earlier = after.map { after in
             address(
-                "&before=\(sorted ? cursor(after + step, key) : "\(page.requests.first?.position ?? after + step)")")
+                "&before=\(sorted ? cursor(along(after, step), key) : "\(page.requests.first?.position ?? along(after, step))")"
+            )
         }
         return (
             page.requests,
