@@ -266,8 +266,8 @@ struct DashboardRoutes: Sendable {
         let tag = query["tag"] ?? ""
         let search = query["q"] ?? ""
         // By submission, newest first unless asked otherwise; or by a column, in its own direction.
-        let orderName = query["order"].flatMap { Self.requestOrders[$0] == nil ? nil : $0 } ?? "newest"
-        let (order, newestFirst) = Self.requestOrders[orderName] ?? (.submitted, true)
+        let chosen = Self.listOrders.first { $0.name == query["order"] } ?? Self.listOrders[0]
+        let (orderName, order, newestFirst) = (chosen.name, chosen.order, chosen.newestFirst)
         var selection = RequestQuery(selection: state, identifierPrefix: prefix, tag: tag, limit: Self.pageSize)
         selection.search = search
         selection.newestFirst = newestFirst
@@ -282,9 +282,7 @@ struct DashboardRoutes: Sendable {
         let states = ["pending", "running", "failed", "cancelled", "all"].map {
             Choice(value: $0, label: $0, selected: $0 == state.description)
         }
-        let orders = Self.requestOrderLabels.map {
-            Choice(value: $0.name, label: $0.label, selected: $0.name == orderName)
-        }
+        let orders = Self.listOrders.map { Choice(value: $0.name, label: $0.label, selected: $0.name == orderName) }
         return render(
             "requests", title: "Requests", viewer: viewer,
             RequestsPage(
@@ -309,22 +307,18 @@ struct DashboardRoutes: Sendable {
             : "\(Formatting.count(counted)) request\(counted == 1 ? "" : "s")"
     }
 
-    /// The Requests page's orders by their names in its address.
-    static let requestOrders: [String: (RequestQuery.Order, newestFirst: Bool)] = [
-        "newest": (.submitted, true), "oldest": (.submitted, false), "next-run": (.nextRun, false),
-        "attempts": (.attempts, false), "last-run": (.lastRun, false),
-    ]
-    static let requestOrderLabels = [
-        (name: "newest", label: "newest first"), (name: "oldest", label: "oldest first"),
-        (name: "next-run", label: "next run, soonest first"), (name: "attempts", label: "attempt, highest first"),
-        (name: "last-run", label: "last run, latest first"),
+    /// The orders a list offers, by their names in its address: by submission both ways (the
+    /// first, the default), then the Requests page's columns, each in its own direction.
+    static let listOrders: [(name: String, label: String, order: RequestQuery.Order, newestFirst: Bool)] = [
+        ("newest", "newest first", .submitted, true), ("oldest", "oldest first", .submitted, false),
+        ("next-run", "next run, soonest first", .nextRun, false),
+        ("attempts", "attempt, highest first", .attempts, false),
+        ("last-run", "last run, latest first", .lastRun, false),
     ]
 
+    /// The choice of submission order, newest or oldest first (the Failed page's).
     static func orders(newestFirst: Bool) -> [Choice] {
-        [
-            Choice(value: "newest", label: "newest first", selected: newestFirst),
-            Choice(value: "oldest", label: "oldest first", selected: !newestFirst),
-        ]
+        listOrders.prefix(2).map { Choice(value: $0.name, label: $0.label, selected: $0.newestFirst == newestFirst) }
     }
 
     /// The page of `selection` a list's link asks for — the first, the one after a position
