@@ -19,11 +19,11 @@ from urllib.parse import quote
 
 from selenium import webdriver
 from selenium.common.exceptions import (
-    ElementNotInteractableException, NoAlertPresentException, StaleElementReferenceException)
+    NoAlertPresentException)
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import Select
+from selenium.webdriver.common.keys import Keys
 
 BASE = os.environ["DASHBOARD_URL"]
 TOKEN = os.environ["DASHBOARD_TOKEN"]
@@ -108,15 +108,33 @@ def texts(driver, selector):
         selector)
 
 
+def filter_by(driver, name, value):
+    """Sets the filters form's field `name` to `value` and submits the form, in one step in the
+    page (found, set and submitted in separate steps, the live script replaced the form in
+    between with both cores busy: a stale element)."""
+    driver.execute_script(
+        "var form = document.querySelector('form.filters'); form.elements[arguments[0]].value = arguments[1];"
+        " form.requestSubmit();", name, value)
+
+
 def click(driver, by, value):
-    """Clicks the element, found again if the live script replaced it meanwhile."""
-    for _ in range(20):
-        try:
-            driver.find_element(by, value).click()
+    """Clicks the element (a link by its text or part of it, or the first a CSS selector finds), found and
+    clicked in one step in the page: found, then clicked in a second, it was stale whenever the
+    live script replaced the page's part in between, which with both cores busy it did on every
+    try."""
+    script = (
+        "var how = arguments[0], what = arguments[1];"
+        "var links = Array.from(document.querySelectorAll('a'));"
+        "var found = how === 'link text' ? links.find(function (a) { return a.innerText.trim() === what; })"
+        " : how === 'partial link text' ? links.find(function (a) { return a.innerText.indexOf(what) >= 0; })"
+        " : document.querySelector(what);"
+        "if (!found) { return false; } found.click(); return true;")
+    deadline = time.monotonic() + 10
+    while not driver.execute_script(script, by, value):
+        check(time.monotonic() < deadline, f"nothing to click: {by} {value!r}")
+        if time.monotonic() >= deadline:
             return
-        except StaleElementReferenceException:
-            time.sleep(0.05)
-    driver.find_element(by, value).click()
+        time.sleep(0.05)
 
 
 def main():
@@ -137,11 +155,12 @@ def main():
 
 
 def overview_tiles(driver):
-    """The overview's counts by their labels."""
-    counts = {}
-    for tile in driver.find_elements(By.CSS_SELECTOR, "main .tile"):
-        counts[tile.find_element(By.TAG_NAME, "span").text] = int(tile.find_element(By.TAG_NAME, "strong").text)
-    return counts
+    """The overview's counts by their labels, read in one step (the live script may replace the
+    tiles between two reads: with both cores busy it did, and the next read found none)."""
+    tiles = driver.execute_script(
+        "return Array.from(document.querySelectorAll('main .tile')).map(function (tile) {"
+        " return [tile.querySelector('span').innerText, tile.querySelector('strong').innerText]; });")
+    return {label: int(count) for label, count in tiles}
 
 
 def dark(driver, on):
@@ -209,19 +228,13 @@ def check_overview(driver, where):
 def search_rows(driver, path, text):
     """The rows of `path` searched for `text` through its form's search field."""
     driver.get(BASE + path)
-    # The live script may replace the page's part (a fleet's instances change it often)
-    # between finding the field and typing into it; once the field has the focus, updates wait.
-    for attempt in range(20):
-        try:
-            field = driver.find_element(By.NAME, "q")
-            field.clear()
-            field.send_keys(text)
-            break
-        except (StaleElementReferenceException, ElementNotInteractableException):
-            if attempt == 19:
-                raise
-            time.sleep(0.05)
-    click(driver, By.CSS_SELECTOR, "form.filters button")
+    # The live script may replace the page's part (a fleet's instances change it often, and
+    # with both cores busy every find-then-type lost the race): the field is found, emptied and
+    # focused in one step in the page; once it has the focus, updates wait, and Enter submits
+    # from the field itself.
+    driver.execute_script(
+        "var field = document.querySelector('form.filters [name=q]'); field.value = ''; field.focus();")
+    driver.switch_to.active_element.send_keys(text + Keys.ENTER)
     settle(driver, "q=")
     return [row for row in cells(driver) if len(row) > 1]
 
@@ -264,10 +277,10 @@ def every_page(driver):
     """The rows of the list shown and of every page after it, through its Next links."""
     rows = sort_rows(driver)
     for _ in range(20):
-        links = driver.find_elements(By.CSS_SELECTOR, "nav.pager a[rel=next]")
-        if not links:
+        address = driver.execute_script(
+            "var next = document.querySelector('nav.pager a[rel=next]'); return next ? next.href : null;")
+        if not address:
             break
-        address = links[0].get_attribute("href")
         driver.get(address)
         rows += sort_rows(driver)
     return rows
@@ -296,7 +309,7 @@ def check_sort(driver, where):
             "var th = document.querySelector('main th[aria-sort]'); return th ? [th.innerText, th.getAttribute('aria-sort')] : null;")
         check(sorted_by == [header + (" ▲" if direction == "ascending" else " ▼"), direction]
               or sorted_by == [header, direction], f"{where}: sorted by {sorted_by}, not {header}")
-        check(Select(driver.find_element(By.NAME, "order")).first_selected_option.get_attribute("value") == name,
+        check(driver.execute_script("return document.querySelector('form.filters [name=order]').value;") == name,
               f"{where}: the order's field does not say {name}")
         first = sort_rows(driver)
         rows = every_page(driver)
@@ -519,7 +532,7 @@ def run(driver):
     check(tiles.get("failed for good") == 4 and tiles.get("succeeded, kept") == 1, f"overview: {tiles}")
     check(handlers.get("no handler registered", [""] * 4)[2] == "1", f"the orphan is not shown: {handlers}")
     check(handlers.get("ok.", [""] * 4)[2] not in ("", "0"), f"ok. waits for nothing: {handlers}")
-    summary = driver.find_element(By.CSS_SELECTOR, ".chart svg").get_attribute("aria-label")
+    summary = driver.execute_script("return document.querySelector('.chart svg').getAttribute('aria-label');")
     check("6 ended, 5 failed" in summary, f"the chart: {summary}")
     drawn = driver.execute_script(
         "return Array.from(document.querySelectorAll('.chart rect.failed')).filter(function (r) {"
@@ -549,8 +562,7 @@ def run(driver):
     shot(driver, "requests")
 
     driver.get(BASE + "/requests")  # the form as the page has it now
-    Select(driver.find_element(By.NAME, "state")).select_by_value("all")
-    click(driver, By.CSS_SELECTOR, "form.filters button")
+    filter_by(driver, "state", "all")
     settle(driver, "state=all")
     links = texts(driver, "main tbody a")
     check(XSS in links, f"the identifier with markup is not shown as text: {links}")
@@ -570,8 +582,7 @@ def run(driver):
     results = {row[0]: row[5] for row in history}
     check(results.get("ok.done") == "succeeded" and results.get("fail.broken") == "failed", f"history: {history}")
     shot(driver, "history")
-    Select(driver.find_element(By.NAME, "result")).select_by_value("failed")
-    click(driver, By.CSS_SELECTOR, "form.filters button")
+    filter_by(driver, "result", "failed")
     settle(driver, "result=failed")
     failed_rows = cells(driver)
     check(failed_rows and all(row[5] == "failed" for row in failed_rows), f"filtered history: {failed_rows}")
