@@ -64,6 +64,27 @@ struct PostgresSchedulerTests {
         return try condition()
     }
 
+    /// `body`'s result; what it throws is recorded with `step` first, so that a failure of a
+    /// test calling the store many times names the call that failed.
+    static func naming<T>(_ step: String, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch {
+            Issue.record("\(step): \(error)")
+            throw error
+        }
+    }
+
+    /// `body`'s result, as the synchronous ``naming(_:_:)`` for an asynchronous call.
+    static func naming<T>(_ step: String, _ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch {
+            Issue.record("\(step): \(error)")
+            throw error
+        }
+    }
+
     /// Waits up to `seconds` for `condition`, which reads asynchronously (an inspector).
     static func eventually(_ seconds: Double, reading condition: () async throws -> Bool) async rethrows -> Bool {
         let end = ContinuousClock.now + .seconds(seconds)
@@ -730,11 +751,13 @@ struct PostgresSchedulerTests {
                 runtime: try Self.runtime(), configuration: Self.configuration(server, name: name))
             try scheduler.register("local.tick") { $0.setTaskCompleted(success: true) }
             try scheduler.start()
-            try await scheduler.submit(hourly)
+            _ = try await Self.naming("\(name)'s submission") { try await scheduler.submit(hourly) }
             schedulers[name] = scheduler
         }
-        let ran = try Self.eventually(30) {
-            try schedulers.values.allSatisfy { try $0.history("local.tick").map(\.result) == [.succeeded] }
+        let ran = try Self.naming("reading the histories") {
+            try Self.eventually(30) {
+                try schedulers.values.allSatisfy { try $0.history("local.tick").map(\.result) == [.succeeded] }
+            }
         }
         #expect(ran, "each instance ran its own request once")
         #expect(Self.eventually(10) { connections("worker-a") == "2" && connections("worker-b") == "2" })
