@@ -235,6 +235,25 @@ struct ScheduleInspectorTests {
                 before = page.last.map(HistoryPosition.init)
             } while before != nil && paged.count < 100
             #expect(paged == everything)
+            // Page by page both ways (down by the next page, up from the last by the previous),
+            // filtered or not.
+            #expect(try await Self.everyPage(inspector, HistoryQuery(limit: 7)).records == everything)
+            #expect(
+                try await Self.everyPage(inspector, HistoryQuery(identifierPrefix: "h.odd.", result: .failed, limit: 2))
+                    .records == everything.filter { $0.identifier.hasPrefix("h.odd.") && $0.result == .failed })
+            // Past either end, a page is empty and leads back.
+            var beyond = HistoryQuery(limit: 7)
+            beyond.after = HistoryPosition(everything[0])
+            let aboveAll = try await inspector.historyPage(beyond)
+            #expect(aboveAll.records.isEmpty && aboveAll.previous == nil)
+            let first = try await inspector.history(HistoryQuery(before: aboveAll.next, limit: 7))
+            #expect(aboveAll.next != nil && first == Array(everything.prefix(7)))
+            beyond = HistoryQuery(before: HistoryPosition(everything[everything.count - 1]), limit: 7)
+            let oldest = try await inspector.historyPage(beyond)
+            #expect(oldest.records.isEmpty && oldest.next == nil && oldest.previous != nil)
+            var back = HistoryQuery(limit: 7)
+            back.after = oldest.previous
+            #expect(try await inspector.historyPage(back).records == Array(everything.suffix(7)))
             let failed = try await inspector.history(HistoryQuery(result: .failed, limit: 1000))
             #expect(!failed.isEmpty && failed == everything.filter { $0.result == .failed })
             let succeeded = try await inspector.history(HistoryQuery(result: .succeeded, limit: 1000))
@@ -398,20 +417,38 @@ struct ScheduleInspectorTests {
         return found
     }
 
-    /// The attempts of every page of `query`, page after page, and how many pages were read.
+    /// The attempts of every page of `query`, page after page, and how many pages were read;
+    /// read again from the last page up, page before page, they are the same.
     private static func everyPage(
         _ inspector: some ScheduleInspector, _ query: HistoryQuery
     ) async throws -> (records: [RunRecord], pages: Int) {
-        var query = query
+        var down = query
         var found: [RunRecord] = []
         var reads = 0
         repeat {
-            let page = try await inspector.historyPage(query)
-            #expect(page.records.count <= query.limit)
+            let page = try await inspector.historyPage(down)
+            #expect(page.records.count <= down.limit)
+            #expect((page.previous == nil) == (reads == 0), "only the first page has none before it")
             found += page.records
-            query.before = page.next
+            down.before = page.next
             reads += 1
-        } while query.before != nil && reads < 100
+        } while down.before != nil && reads < 100
+        var up = query
+        up.fromOldest = true
+        var foundUp: [RunRecord] = []
+        var readsUp = 0
+        repeat {
+            let page = try await inspector.historyPage(up)
+            #expect(page.records.count <= up.limit)
+            #expect(
+                page.records == page.records.sorted { ($0.runID, $0.attempt) > ($1.runID, $1.attempt) }, "newest first")
+            #expect((page.next == nil) == (readsUp == 0), "only the last page has none after it")
+            foundUp = page.records + foundUp
+            up.fromOldest = false
+            up.after = page.previous
+            readsUp += 1
+        } while up.after != nil && readsUp < 100
+        #expect(foundUp == found, "the pages read up are those read down")
         return (found, reads)
     }
 

@@ -267,21 +267,27 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 conditions.append("(run_id, attempt) < (?, ?)")
                 values += [.integer(before.runID), .integer(Int64(before.attempt))]
             }
-            // The stretch's oldest attempt: the next page starts before it, unless this one fills.
+            if let after = query.after {
+                conditions.append("(run_id, attempt) > (?, ?)")
+                values += [.integer(after.runID), .integer(Int64(after.attempt))]
+            }
+            // Read up (from `after` or the oldest), the page is read oldest first and turned round.
+            let direction = query.readsUp ? "ASC" : "DESC"
+            // The stretch's far end: the page beyond starts past it, unless this one fills.
             var stretchEnd: HistoryPosition?
             if let stretch {
                 let last = try connection.statement(
                     """
                     SELECT run_id, attempt FROM history INDEXED BY history_by_run
-                    \(conditions.isEmpty ? "" : "WHERE " + conditions[0])
-                    ORDER BY run_id DESC, attempt DESC LIMIT 1 OFFSET \(stretch - 1)
+                    \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND "))
+                    ORDER BY run_id \(direction), attempt \(direction) LIMIT 1 OFFSET \(stretch - 1)
                     """)
                 defer { last.reset() }
                 Self.bind(last, values)
                 if try last.step() {
                     let end = HistoryPosition(runID: last.int64(0), attempt: Int(last.int64(1)))
                     stretchEnd = end
-                    conditions.append("(run_id, attempt) >= (?, ?)")
+                    conditions.append("(run_id, attempt) \(query.readsUp ? "<=" : ">=") (?, ?)")
                     values += [.integer(end.runID), .integer(Int64(end.attempt))]
                 }
             }
@@ -342,13 +348,13 @@ final class SQLiteScheduleInspector: ScheduleInspector {
             let statement = try connection.statement(
                 """
                 SELECT identifier, run_id, attempt, started_at, ended_at, result, stop_reason, output FROM history
-                \(index) \(filters) ORDER BY run_id DESC, attempt DESC LIMIT \(query.limit)
+                \(index) \(filters) ORDER BY run_id \(direction), attempt \(direction) LIMIT \(query.limit)
                 """)
             Self.bind(statement, values)
             var records: [RunRecord] = []
             while try statement.step() { records.append(try SQLiteScheduleStore.record(statement)) }
-            let full = records.count == query.limit
-            return HistoryPage(records: records, next: full ? records.last.map(HistoryPosition.init) : stretchEnd)
+            if query.readsUp { records.reverse() }
+            return HistoryPage(records: records, of: query, stretchEnd: stretchEnd)
         }
     }
 

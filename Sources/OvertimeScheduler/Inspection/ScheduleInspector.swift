@@ -64,11 +64,10 @@ extension ScheduleInspector {
     /// An inspector of a store that records no operators' actions has none to show.
     public func operatorActions(limit: Int) async throws(ScheduleStoreError) -> [OperatorAction] { [] }
 
-    /// One ``history(_:)`` read: a full page has a next, starting after its last attempt.
+    /// One ``history(_:)`` read: a full page has more beyond its far end, and one read from
+    /// a position (``HistoryQuery/before``, ``HistoryQuery/after``) more at its near end.
     public func historyPage(_ query: HistoryQuery) async throws(ScheduleStoreError) -> HistoryPage {
-        let records = try await history(query)
-        return HistoryPage(
-            records: records, next: records.count == query.limit ? records.last.map(HistoryPosition.init) : nil)
+        HistoryPage(records: try await history(query), of: query, stretchEnd: nil)
     }
 
     /// One ``history(_:)`` read for each identifier, for inspectors that have no better way.
@@ -210,6 +209,13 @@ public struct HistoryQuery: Sendable, Hashable {
     public var startedBefore: WallClockInstant?
     /// Only attempts older than this one (the last a page showed): the next page.
     public var before: HistoryPosition?
+    /// Only attempts newer than this one (the first a page showed): the page before. Without
+    /// ``before``, the query reads up from it: the `limit` attempts just newer than it, still
+    /// listed newest first. An inspector's ``ScheduleInspector/history(_:)`` reads it too.
+    public var after: HistoryPosition?
+    /// Whether the query reads up from the oldest attempt it selects (a list's last page)
+    /// rather than down from the newest: the `limit` oldest, still listed newest first.
+    public var fromOldest = false
     /// Only attempts whose identifier, stop reason or output holds this text, as written
     /// (case and all: its UTF-8 bytes); `nil`: any. No index answers it:
     /// ``ScheduleInspector/historyPage(_:)`` reads a bounded stretch of the history per page.
@@ -347,15 +353,42 @@ public struct HistoryPage: Sendable, Hashable {
     public let records: [RunRecord]
     /// Where the next page starts (``HistoryQuery/before``); `nil` when the history ends here.
     public let next: HistoryPosition?
+    /// Where the page before starts (``HistoryQuery/after``): newer attempts may come before
+    /// this page; `nil` when none can (the first page).
+    public let previous: HistoryPosition?
 
     /// A page; for stores outside this module.
-    public init(records: [RunRecord], next: HistoryPosition?) {
+    public init(records: [RunRecord], next: HistoryPosition?, previous: HistoryPosition? = nil) {
         self.records = records
         self.next = next
+        self.previous = previous
+    }
+
+    /// The page of `query` that holds `records` (newest first), read as `query` says
+    /// (``HistoryQuery/readsUp``): a full page has more beyond its far end; short of one,
+    /// the far end is `stretchEnd`, where a read of a bounded stretch (a search) stopped, if
+    /// it stopped short of the history's end. The near end has more when the read began at a
+    /// position.
+    @_spi(ScheduleStore) public init(records: [RunRecord], of query: HistoryQuery, stretchEnd: HistoryPosition?) {
+        let full = records.count == query.limit
+        if query.readsUp {
+            previous = full ? records.first.map(HistoryPosition.init) : stretchEnd
+            // Read from `after`, that one and those older than it remain.
+            next = query.after.flatMap { after in records.last.map(HistoryPosition.init) ?? after.justNewer }
+        } else {
+            next = full ? records.last.map(HistoryPosition.init) : stretchEnd
+            previous = query.before.flatMap { before in records.first.map(HistoryPosition.init) ?? before.justOlder }
+        }
+        self.records = records
     }
 }
 
 extension HistoryQuery {
+    /// Whether the query reads up, from ``after`` or the oldest attempt, rather than down
+    /// from ``before`` or the newest: a store reads its attempts oldest first, and turns the
+    /// page round.
+    public var readsUp: Bool { fromOldest || (after != nil && before == nil) }
+
     /// Whether `record` holds the search text (``search``) in its identifier, stop reason or
     /// output, byte for byte: what a store's query checks, for stores that check in the program.
     @_spi(ScheduleStore) public func searchMatches(_ record: RunRecord) -> Bool {
@@ -395,6 +428,18 @@ public struct HistoryPosition: Sendable, Hashable {
 
     /// The position of `record`.
     public init(_ record: RunRecord) { self.init(runID: record.runID, attempt: record.attempt) }
+
+    /// The position just older than this one: a read of what is newer takes this one in.
+    /// `nil` at the end of the range.
+    var justOlder: HistoryPosition? {
+        attempt > .min ? HistoryPosition(runID: runID, attempt: attempt - 1) : nil
+    }
+
+    /// The position just newer than this one: a read of what is older takes this one in.
+    /// `nil` at the end of the range.
+    var justNewer: HistoryPosition? {
+        attempt < .max ? HistoryPosition(runID: runID, attempt: attempt + 1) : nil
+    }
 }
 
 /// One request as an inspector reads it: the request, its state, and what it waits for.

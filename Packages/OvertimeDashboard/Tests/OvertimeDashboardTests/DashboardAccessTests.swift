@@ -472,6 +472,64 @@ struct DashboardAccessTests {
         #expect(try Curl.request(dashboard.url + "/requests", bearer: dashboard.token).status == 200, "still answers")
     }
 
+    /// Defect 7 on the History page: it had an older page only. Newest first, with the
+    /// first, newer (previous), older (next) and last pages linked where there is one; read
+    /// down or up from the oldest, the same attempts.
+    @Test func theHistoryHasTheFirstPreviousNextAndLastPages() throws {
+        let dashboard = try DashboardUnderTest()
+        defer { dashboard.stop() }
+        let names = (1...120).map { "ok.attempt." + String(1000 + $0).dropFirst() }
+        // Run now, each: the fixture's one run at a time is held.
+        for name in names { _ = try (dashboard.control("submit", [name]), dashboard.control("run", [name])) }
+        struct Listed {
+            let rows: [String]
+            let links: [String: String]
+        }
+        let list = { (address: String) throws -> Listed in
+            let body = try Curl.request(address, bearer: dashboard.token).body
+            // Each attempt's identifier and run: the row's first two cells.
+            let rows = body.matches(of: /request\?id=(ok\.attempt\.[0-9]+)">[^<]*<\/a><\/td><td>([0-9]+)</).map {
+                "\($0.output.1) \($0.output.2)"
+            }
+            var links: [String: String] = [:]
+            for link in body.matches(of: /<a href="([^"]+)"[^>]*>(« First|← Previous|Next →|Last »)<\/a>/) {
+                links[String(link.output.2)] = String(link.output.1).replacingOccurrences(of: "&amp;", with: "&")
+            }
+            return Listed(rows: rows, links: links)
+        }
+        let start = dashboard.url + "/history?prefix=ok.attempt."
+        // Every one run once: the attempts read down, page after page.
+        var down: [Listed] = []
+        let ran = try waitFor {
+            down = [try list(start)]
+            while let next = down.last?.links["Next →"], down.count < 5 { down.append(try list(dashboard.url + next)) }
+            return down.flatMap(\.rows).count == names.count
+        }
+        let every = down.flatMap(\.rows)
+        #expect(ran && Set(every.map { String($0.split(separator: " ")[0]) }) == Set(names), "\(every.count) attempts")
+        #expect(down.map(\.rows.count) == [50, 50, 20])
+        #expect(Set(down[0].links.keys) == ["Next →", "Last »"], "\(down[0].links)")
+        #expect(Set(down[1].links.keys) == ["« First", "← Previous", "Next →", "Last »"], "\(down[1].links)")
+        #expect(Set(down[2].links.keys) == ["« First", "← Previous"], "\(down[2].links)")
+        let back = try list(dashboard.url + (down[1].links["← Previous"] ?? ""))
+        #expect(back.rows == down[0].rows, "the page before the second is the first")
+        let last = try list(dashboard.url + (down[0].links["Last »"] ?? ""))
+        #expect(last.rows == Array(every[70..<120]), "the oldest 50, newest first")
+        #expect(Set(last.links.keys) == ["« First", "← Previous"], "\(last.links)")
+        let beforeLast = try list(dashboard.url + (last.links["← Previous"] ?? ""))
+        #expect(beforeLast.rows == Array(every[20..<70]))
+        #expect(try list(dashboard.url + (beforeLast.links["Next →"] ?? "")).rows == last.rows)
+        #expect(try list(dashboard.url + (last.links["« First"] ?? "")).rows == down[0].rows)
+        // Positions at the ends of their range, or not positions: a page, not a crash.
+        for position in [
+            "after=9223372036854775807:9223372036854775807", "before=-9223372036854775808:-9223372036854775808",
+            "after=-9223372036854775808:-9223372036854775808&end=1", "before=x:1", "after=1e99", "end=yes",
+        ] {
+            let answer = try Curl.request(start + "&" + position, bearer: dashboard.token)
+            #expect(answer.status == 200, "\(position): \(answer.status)")
+        }
+    }
+
     @Test func aReadOnlyDashboardAndOneWithoutTheDaemonActOnNothing() async throws {
         let dashboard = try DashboardUnderTest(dashboardArguments: ["--read-only"])
         defer { dashboard.stop() }

@@ -458,6 +458,12 @@ struct PostgresScheduleInspectorTests {
         }
         #expect(expected.count == 5)
         #expect(try await pages(sorted, "a.") == expected)
+        // Both ways, the prefix read by its range and sorted, or newest first.
+        let bothWays = HistoryQuery(identifierPrefix: "a.", limit: 2)
+        let readBySorting = try await Self.everyPage(sorted, bothWays).records
+        #expect(readBySorting.map { "\($0.identifier) \($0.runID).\($0.attempt) \($0.result)" } == expected)
+        let readNewestFirst = try await Self.everyPage(newestFirst, bothWays).records
+        #expect(readNewestFirst.map { "\($0.identifier) \($0.runID).\($0.attempt) \($0.result)" } == expected)
         #expect(try await pages(newestFirst, "a.") == expected)
         let failed = all.filter { $0.identifier.hasPrefix("ab.") && $0.result == .failed }
         #expect(failed.count == 5)
@@ -586,20 +592,37 @@ struct PostgresScheduleInspectorTests {
         return found
     }
 
-    /// The attempts of every page of `query`, page after page, and how many pages were read.
+    /// The attempts of every page of `query`, page after page, and how many pages were read;
+    /// read again from the last page up, page before page, they are the same.
     private static func everyPage(
         _ inspector: some ScheduleInspector, _ query: HistoryQuery
     ) async throws -> (records: [RunRecord], pages: Int) {
-        var query = query
+        var down = query
         var found: [RunRecord] = []
         var reads = 0
         repeat {
-            let page = try await inspector.historyPage(query)
-            #expect(page.records.count <= query.limit)
+            let page = try await inspector.historyPage(down)
+            #expect(page.records.count <= down.limit)
+            #expect((page.previous == nil) == (reads == 0), "only the first page has none before it")
             found += page.records
-            query.before = page.next
+            down.before = page.next
             reads += 1
-        } while query.before != nil && reads < 100
+        } while down.before != nil && reads < 100
+        var up = query
+        up.fromOldest = true
+        var foundUp: [RunRecord] = []
+        var readsUp = 0
+        repeat {
+            let page = try await inspector.historyPage(up)
+            #expect(page.records.count <= up.limit)
+            #expect(page.records == page.records.sorted { ($0.runID, $0.attempt) > ($1.runID, $1.attempt) })
+            #expect((page.next == nil) == (readsUp == 0), "only the last page has none after it")
+            foundUp = page.records + foundUp
+            up.fromOldest = false
+            up.after = page.previous
+            readsUp += 1
+        } while up.after != nil && readsUp < 100
+        #expect(foundUp == found, "the pages read up are those read down")
         return (found, reads)
     }
 

@@ -239,9 +239,10 @@ struct AttemptsPage {
     let search: String
     let rows: [AttemptRow]
     let filtered: Bool
-    /// Where a search stopped reading, when fewer than a page matched and older attempts follow.
-    let searchedBackTo: String?
-    let nextPage: String?
+    /// Where a search stopped reading, when fewer than a page matched and more attempts
+    /// follow: a sentence.
+    let searchedTo: String?
+    let pager: Pager
 }
 
 struct FailedRow {

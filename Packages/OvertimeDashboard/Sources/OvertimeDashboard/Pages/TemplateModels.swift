@@ -215,8 +215,8 @@ extension AttemptsPage: TemplateModel {
         case "search": self.search
         case "rows": self.rows
         case "filtered": self.filtered
-        case "searchedBackTo": self.searchedBackTo
-        case "nextPage": self.nextPage
+        case "searchedTo": self.searchedTo
+        case "pager": self.pager
         default: nil
         }
     }

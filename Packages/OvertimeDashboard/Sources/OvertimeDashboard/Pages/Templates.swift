@@ -137,8 +137,8 @@ enum Templates {
         <td><time title="{{started}}">{{startedRelative}}</time></td><td>{{took}}</td><td><span class="result {{result}}">{{result}}</span></td><td>{{stopReason}}</td></tr>
         {{/rows}}{{^rows}}<tr><td colspan="7" class="empty">No attempts{{#filtered}} match{{/filtered}}.</td></tr>{{/rows}}
         </tbody></table></div>
-        {{#searchedBackTo}}<p class="note">Searched the attempts back to {{searchedBackTo}}: older ones on the next page.</p>{{/searchedBackTo}}
-        {{#nextPage}}<p class="pager"><a href="{{nextPage}}">Older →</a></p>{{/nextPage}}
+        {{#searchedTo}}<p class="note">{{searchedTo}}</p>{{/searchedTo}}
+        {{> pager}}
         {{> bottom}}
         """
 

@@ -414,26 +414,45 @@ struct DashboardRoutes: Sendable {
         let result = Self.results.first { $0.description == resultName }
         let from = query["from"] ?? ""
         let until = query["until"] ?? ""
-        let before = query["before"].flatMap { text -> HistoryPosition? in
-            let parts = text.split(separator: ":")
+        func position(_ name: String) -> HistoryPosition? {
+            let parts = (query[name] ?? "").split(separator: ":")
             guard parts.count == 2, let run = Int64(parts[0]), let attempt = Int(parts[1]) else { return nil }
             return HistoryPosition(runID: run, attempt: attempt)
         }
+        // A page down from a position (`before`: the next, older), up from one (`after`: the
+        // previous, newer), the last (`end`: up from the oldest), or the first.
         let search = query["q"] ?? ""
         var selection = HistoryQuery(
             identifierPrefix: prefix, result: result, startedFrom: Self.instant(from),
-            startedBefore: Self.instant(until), before: before, limit: Self.pageSize)
+            startedBefore: Self.instant(until), before: position("before"), limit: Self.pageSize)
+        selection.after = position("after")
+        selection.fromOldest = query["end"] != nil
         selection.search = search
         let page = try await dashboard.inspector.historyPage(selection)
         let found = page.records
-        let nextPage = page.next.map { next in
+        func address(_ position: String) -> String {
             "\(base)/history?prefix=\(Formatting.query(prefix))&result=\(Formatting.query(resultName))"
                 + "&from=\(Formatting.query(from))&until=\(Formatting.query(until))&q=\(Formatting.query(search))"
-                + "&before=\(next.runID):\(next.attempt)"
+                + position
         }
+        let pager = Pager(
+            first: page.previous == nil ? nil : address(""),
+            previous: page.previous.map { address("&after=\($0.runID):\($0.attempt)") },
+            next: page.next.map { address("&before=\($0.runID):\($0.attempt)") },
+            last: page.next == nil ? nil : address("&end=1"))
         // A search reads a bounded stretch: say where it stopped when the page is not full.
-        let searchedBackTo =
-            found.count < Self.pageSize ? page.next.map { "run \($0.runID), attempt \($0.attempt)" } : nil
+        let searchedTo: String? =
+            if found.count == Self.pageSize {
+                nil
+            } else if selection.readsUp {
+                page.previous.map {
+                    "Searched the attempts up to run \($0.runID), attempt \($0.attempt): newer ones on the previous page."
+                }
+            } else {
+                page.next.map {
+                    "Searched the attempts back to run \($0.runID), attempt \($0.attempt): older ones on the next page."
+                }
+            }
         let choices =
             [Choice(value: "", label: "any", selected: result == nil)]
             + Self.results.map { Choice(value: $0.description, label: $0.description, selected: $0 == result) }
@@ -443,7 +462,7 @@ struct DashboardRoutes: Sendable {
                 prefix: prefix, results: choices, from: from, until: until, search: search,
                 rows: found.map { AttemptRow($0, now: now) },
                 filtered: !prefix.isEmpty || result != nil || !from.isEmpty || !until.isEmpty || !search.isEmpty,
-                searchedBackTo: searchedBackTo, nextPage: nextPage))
+                searchedTo: searchedTo, pager: pager))
     }
 
     static let results: [RunResult] = [

@@ -352,8 +352,13 @@ final class PostgresScheduleInspector: ScheduleInspector {
             if let before = query.before {
                 conditions.append("(run_id, attempt) < (\(bind(before.runID)), \(bind(Int64(before.attempt))))")
             }
-            // The stretch's oldest attempt, read from the index of runs: the next page starts
-            // before it, unless this one fills.
+            if let after = query.after {
+                conditions.append("(run_id, attempt) > (\(bind(after.runID)), \(bind(Int64(after.attempt))))")
+            }
+            // Read up (from `after` or the oldest), the page is read oldest first and turned round.
+            let direction = query.readsUp ? "ASC" : "DESC"
+            // The stretch's far end, read from the index of runs: the page beyond starts past
+            // it, unless this one fills.
             var stretchEnd: HistoryPosition?
             if let stretch {
                 let end = try await run(
@@ -361,13 +366,14 @@ final class PostgresScheduleInspector: ScheduleInspector {
                     PostgresQuery(
                         unsafeSQL: """
                             SELECT run_id, attempt FROM overtime.history
-                            \(conditions.isEmpty ? "" : "WHERE " + conditions[0])
-                            ORDER BY run_id DESC, attempt DESC OFFSET \(stretch - 1) LIMIT 1
+                            \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND "))
+                            ORDER BY run_id \(direction), attempt \(direction) OFFSET \(stretch - 1) LIMIT 1
                             """, binds: bindings)
                 ).first.map { try $0.decode((Int64, Int64).self) }
                 if let end {
                     stretchEnd = HistoryPosition(runID: end.0, attempt: Int(end.1))
-                    conditions.append("(run_id, attempt) >= (\(bind(end.0)), \(bind(end.1)))")
+                    conditions.append(
+                        "(run_id, attempt) \(query.readsUp ? "<=" : ">=") (\(bind(end.0)), \(bind(end.1)))")
                 }
             }
             if let search = query.search {
@@ -385,7 +391,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
             }
             let columns = "identifier, run_id, attempt, started_at, ended_at, result, stop_reason, output"
             let filters = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
-            let order = "ORDER BY run_id DESC, attempt DESC LIMIT \(query.limit)"
+            let order = "ORDER BY run_id \(direction), attempt \(direction) LIMIT \(query.limit)"
             var sql = "SELECT \(columns) FROM overtime.history \(filters) \(order)"
             // The planner reads a prefix's attempts newest first, expecting them spread
             // evenly through the history; those of identifiers run long ago lie far back
@@ -406,10 +412,10 @@ final class PostgresScheduleInspector: ScheduleInspector {
                         """
                 }
             }
-            let records = try await run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))
+            var records = try await run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))
                 .map(PostgresScheduleStore.record)
-            let full = records.count == query.limit
-            return HistoryPage(records: records, next: full ? records.last.map(HistoryPosition.init) : stretchEnd)
+            if query.readsUp { records.reverse() }
+            return HistoryPage(records: records, of: query, stretchEnd: stretchEnd)
         }
     }
 
