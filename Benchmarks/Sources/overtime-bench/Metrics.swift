@@ -261,7 +261,8 @@ struct MetricSpec: Sendable {
             what:
                 "overtime-dashboard beside a SQLite schedule of 100,000 requests, pending, that ran 10 times each "
                 + "(1,000,000 attempts): "
-                + "a page loaded over a new connection (first, deep, by prefix, filtered), p50 and p99 of the "
+                + "a page loaded over a new connection (first, deep, by prefix, filtered; the history also last, "
+                + "newer, a prefix's last), p50 and p99 of the "
                 + "requests pages, of the history pages, of the failed pages, and of history pages whose filter "
                 + "matches none of the attempts (history_few: result=superseded, a day before any start), and of "
                 + "the overview (counts by state and handler, the last hour's attempts by minute), and of pages "

@@ -248,7 +248,8 @@ struct FleetBench: ParsableCommand {
             ],
             historyPages: [
                 "/history", "/history?before=\(runs + Int64(history / 2)):1", "/history?prefix=job-12",
-                "/history?result=failed&before=\(runs + Int64(history / 3)):1",
+                "/history?result=failed&before=\(runs + Int64(history / 3)):1", "/history?end=1",
+                "/history?after=\(runs + Int64(history / 2)):1", "/history?prefix=job-12&end=1",
             ],
             failedPages: ["/failed", "/failed?after=\((first + last) / 2)"], loads: loads, rowsExpected: true)
         figures.live = try served.timeLiveUpdates(changes) { change in

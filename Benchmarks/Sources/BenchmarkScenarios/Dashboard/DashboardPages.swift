@@ -86,7 +86,8 @@ public enum DashboardPages {
         ]
         let historyPages = [
             "/history", "/history?before=\(max(1, rounds * pending / 2)):1", "/history?prefix=job-12",
-            "/history?result=succeeded&before=\(max(1, rounds * pending / 3)):1",
+            "/history?result=succeeded&before=\(max(1, rounds * pending / 3)):1", "/history?end=1",
+            "/history?after=\(max(1, rounds * pending / 2)):1", "/history?prefix=job-12&end=1",
         ]
         let failedPages = ["/failed", "/failed?after=\(pending / 2)"]
         var figures = try dashboardProcess.load(
@@ -101,7 +102,7 @@ public enum DashboardPages {
             "dashboard_page_p99_ms: \(pending) requests that ran \(rounds) times each (\(rounds * pending) attempts "
             + "in the history) and wait again (\(Int(buildSeconds)) s to make by the scheduler); \(loads) loads of each kind over "
             + "\(requestPages.count) requests pages and \(historyPages.count) history pages (first, deep, by prefix, "
-            + "filtered) and \(failedPages.count) pages of what failed for good (none did), each a new connection with a bearer token; dashboard_live_update_ms: \(changes) submits, "
+            + "filtered, last, newer, a prefix's last) and \(failedPages.count) pages of what failed for good (none did), each a new connection with a bearer token; dashboard_live_update_ms: \(changes) submits, "
             + "from the commit to the event on an open stream (the feed looks every 200 ms, its default)"
         return figures
     }
