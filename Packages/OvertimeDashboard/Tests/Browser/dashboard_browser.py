@@ -248,7 +248,8 @@ def check_search(driver, where, tag_text):
         found = search_rows(driver, "/requests?state=all", text)
         expected = [row[0] for row in every if text in row[0] or text in row[6]]
         check([row[0] for row in found] == expected, f"{where}: requests searched for {text!r}: {found}")
-        value = driver.find_element(By.NAME, "q").get_attribute("value")
+        # Read in one step in the page: the live script may replace the form meanwhile.
+        value = driver.execute_script("var field = document.querySelector('form.filters [name=q]'); return field ? field.value : null;")
         check(value == text, f"{where}: the search field holds {value!r}, not {text!r}")
         check(f"q={quote(text, safe='')}" in driver.current_url or text == XSS, f"{where}: {driver.current_url}")
     check(any(XSS in row[0] for row in every), f"{where}: no identifier with markup to search for")
@@ -672,7 +673,8 @@ def run(driver):
 
     # An update while the reader types in a filter is held, said, and shown once the field
     # is left (it was dropped: the page stayed old until some later change).
-    driver.find_element(By.NAME, "prefix").click()
+    # Focused in one step in the page (found, then clicked, it can be stale: see click()).
+    driver.execute_script("document.querySelector('form.filters [name=prefix]').focus();")
     check(control("submit", "ok.while-typing").get("ok") is True, "submit ok.while-typing")
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and driver.find_element(By.TAG_NAME, "body").get_attribute("data-live") != "held":
