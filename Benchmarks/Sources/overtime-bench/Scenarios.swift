@@ -256,6 +256,8 @@ struct Scenarios {
                 ("history_few_p99", { ms(try figures().historyFew, 0.99) }),
                 ("overview_p50", { ms(try figures().overview, 0.5) }),
                 ("overview_p99", { ms(try figures().overview, 0.99) }),
+                ("overview_changed_p50", { ms(try figures().overviewChanged, 0.5) }),
+                ("overview_changed_p99", { ms(try figures().overviewChanged, 0.99) }),
                 ("search_p50", { ms(try figures().search, 0.5) }),
                 ("search_p99", { ms(try figures().search, 0.99) }),
                 ("sorted_p50", { ms(try figures().sorted, 0.5) }),
@@ -514,7 +516,8 @@ struct Scenarios {
         case "dashboard_fleet_page_p99_ms":
             return [
                 "requests_p50", "requests_p99", "history_p50", "history_p99", "failed_p50", "failed_p99",
-                "history_few_p50", "history_few_p99", "overview_p50", "overview_p99", "search_p50", "search_p99",
+                "history_few_p50", "history_few_p99", "overview_p50", "overview_p99", "overview_changed_p50",
+                "overview_changed_p99", "search_p50", "search_p99",
                 "sorted_p50", "sorted_p99",
             ].map {
                 part in (part, { try fleetFigure("dashboard_fleet_" + part) })

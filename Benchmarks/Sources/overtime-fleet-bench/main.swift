@@ -257,6 +257,11 @@ struct FleetBench: ParsableCommand {
             request.earliestBegin = far
             try observer.submit(request)
         }
+        figures.overviewChanged = try served.timeOverviewAfterChanges(max(10, loads / 10)) { change in
+            var request = ScheduledTaskRequest(identifier: "due-live-counted-\(change)")
+            request.earliestBegin = far
+            try observer.submit(request)
+        }
         let ms = { (values: [Int64], fraction: Double) in Double(percentile(values, fraction)) / 1000 }
         return [
             "dashboard_fleet_requests_p50": ms(figures.requests, 0.5),
@@ -269,6 +274,8 @@ struct FleetBench: ParsableCommand {
             "dashboard_fleet_history_few_p99": ms(figures.historyFew, 0.99),
             "dashboard_fleet_overview_p50": ms(figures.overview, 0.5),
             "dashboard_fleet_overview_p99": ms(figures.overview, 0.99),
+            "dashboard_fleet_overview_changed_p50": ms(figures.overviewChanged, 0.5),
+            "dashboard_fleet_overview_changed_p99": ms(figures.overviewChanged, 0.99),
             "dashboard_fleet_search_p50": ms(figures.search, 0.5),
             "dashboard_fleet_search_p99": ms(figures.search, 0.99),
             "dashboard_fleet_sorted_p50": ms(figures.sorted, 0.5),

@@ -34,6 +34,10 @@ public enum DashboardPages {
         /// Per load of the overview (counts by state and handler, the last hour's attempts by
         /// minute), in microseconds.
         public var overview: [Int64] = []
+        /// Per load of the overview just after a change to the schedule (the change seen on an
+        /// open event stream first): the counts read again, not the count every viewer shares
+        /// while nothing changes, in microseconds.
+        public var overviewChanged: [Int64] = []
         /// From a commit to the `change` event on an open event stream, in microseconds.
         public var live: [Int64] = []
         /// What was measured, for the notes.
@@ -98,12 +102,18 @@ public enum DashboardPages {
             request.earliestBegin = far
             try scheduler.submit(request)
         }
+        figures.overviewChanged = try dashboardProcess.timeOverviewAfterChanges(max(10, loads / 10)) { change in
+            var request = ScheduledTaskRequest(identifier: "due-counted-\(change)")
+            request.earliestBegin = far
+            try scheduler.submit(request)
+        }
         figures.shape =
             "dashboard_page_p99_ms: \(pending) requests that ran \(rounds) times each (\(rounds * pending) attempts "
             + "in the history) and wait again (\(Int(buildSeconds)) s to make by the scheduler); \(loads) loads of each kind over "
             + "\(requestPages.count) requests pages and \(historyPages.count) history pages (first, deep, by prefix, "
             + "filtered, last, newer, a prefix's last) and \(failedPages.count) pages of what failed for good (none did), each a new connection with a bearer token; dashboard_live_update_ms: \(changes) submits, "
-            + "from the commit to the event on an open stream (the feed looks every 200 ms, its default)"
+            + "from the commit to the event on an open stream (the feed looks every 200 ms, its default); "
+            + "overview_changed: \(max(10, loads / 10)) loads of the overview, each after a submit seen on the stream"
         return figures
     }
 
@@ -210,6 +220,23 @@ public enum DashboardPages {
                 live.append((monotonicNanoseconds() - started) / 1000)
             }
             return live
+        }
+
+        /// With an event stream open, `changes` times: `change(index)` committed, the change
+        /// event awaited (the dashboard has seen it), the overview loaded; each load in
+        /// microseconds.
+        public func timeOverviewAfterChanges(_ changes: Int, _ change: (Int) throws -> Void) throws -> [Int64] {
+            let stream = try EventStream(port: port, token: token)
+            var loads: [Int64] = []
+            for index in 0..<changes {
+                try change(index)
+                try stream.waitForChange(timeout: 10)
+                let started = monotonicNanoseconds()
+                let body = try get(port: port, "/overview", token: token)
+                loads.append((monotonicNanoseconds() - started) / 1000)
+                guard body.contains("<td") else { throw ScenarioError("/overview shows no rows") }
+            }
+            return loads
         }
     }
 

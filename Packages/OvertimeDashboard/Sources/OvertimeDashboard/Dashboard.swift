@@ -29,6 +29,7 @@ public struct Dashboard: Sendable {
     let templates: MustacheLibrary
     let sessions = DashboardSessions()
     let feed: ChangeFeed
+    let overview: CountedOverview
     let actionLog: ActionLog
     let tickets = ActionTickets()
     let signInThrottle = SignInThrottle()
@@ -74,6 +75,7 @@ public struct Dashboard: Sendable {
         }
         templates = library
         feed = ChangeFeed(inspector: inspector, interval: configuration.liveCheckInterval)
+        overview = CountedOverview(inspector: inspector)
         ownerWatch = OwnerWatch(actions: configuration.actions)
         do {
             actionLog = try ActionLog(path: configuration.actionLogPath)

@@ -211,7 +211,7 @@ struct DashboardRoutes: Sendable {
 
     func overview(_ viewer: Viewer, _ now: WallClockInstant) async throws -> Response {
         let inspector = dashboard.inspector
-        let overview = try await inspector.overview(now: now)
+        let overview = try await dashboard.overview.overview(now: now)
         let tiles = [
             OverviewTile(label: "waiting", count: overview.waiting, href: "/requests?state=pending", kind: "blocked"),
             OverviewTile(
