@@ -8,7 +8,7 @@
 
 import NIOConcurrencyHelpers
 import Overtime
-import OvertimeScheduler
+@_spi(ScheduleStore) import OvertimeScheduler
 
 /// The schedule's overview, counted at most once per change of the schedule (and per minute
 /// of the hour its chart covers), however many pages load it.
@@ -17,7 +17,7 @@ final class CountedOverview: Sendable {
     /// hour ends in it).
     private struct Key: Hashable {
         let mark: Int64
-        let minute: Int64
+        let firstMinute: Int64
     }
 
     private struct State {
@@ -46,9 +46,8 @@ final class CountedOverview: Sendable {
     /// and `now` is in the same minute's hour, else a new count (shared with the loads that
     /// ask meanwhile). A count that fails is not kept; the next load counts again.
     func overview(now: WallClockInstant) async throws -> ScheduleOverview {
-        // Minutes of the epoch, rounded down (before 1970 too): the chart's hour ends in `now`'s.
-        let minute = now.nanosecondsSinceEpoch.dividedRoundingDown(by: 60_000_000_000)
-        let key = Key(mark: try await inspector.changeMark(), minute: minute)
+        let key = Key(
+            mark: try await inspector.changeMark(), firstMinute: ScheduleOverview.firstMinute(before: now))
         let found = state.withLockedValue { state -> Found in
             if let latest = state.latest, latest.key == key { return .counted(latest.overview) }
             if let counting = state.counting, counting.key == key { return .counting(counting.task) }
@@ -78,13 +77,5 @@ final class CountedOverview: Sendable {
             }
             throw error
         }
-    }
-}
-
-extension Int64 {
-    /// The quotient rounded toward negative infinity (`/` rounds toward zero).
-    fileprivate func dividedRoundingDown(by divisor: Int64) -> Int64 {
-        let (quotient, remainder) = quotientAndRemainder(dividingBy: divisor)
-        return remainder < 0 ? quotient - 1 : quotient
     }
 }
