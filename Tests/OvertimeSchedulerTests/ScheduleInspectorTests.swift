@@ -523,6 +523,82 @@ struct ScheduleInspectorTests {
         }
     }
 
+    /// What undoes schema version 19 (the counts by state, the row's last result, the index
+    /// of those waiting and running): a store as an older build left it.
+    static let undoingStateCounts = """
+        DROP TABLE request_counts; DROP INDEX requests_unfinished; ALTER TABLE requests DROP COLUMN last_failed;
+        """
+
+    /// The counts by state the store keeps as it writes (schema version 19) are those a pass
+    /// over every request counts, after each kind of write: runs that succeed, fail, fail for
+    /// good and are retried, a cancel, runs interrupted by a restart, finished requests
+    /// pruned, and the migration that counts an older store.
+    @Test func theStatesCountedAsTheyAreWrittenAreThoseAPassCounts() async throws {
+        try await onOwnThread {
+            // Written by its scheduler alone (one that another connection wrote beside cannot
+            // write again: it holds its snapshot).
+            let h = try schedule(prefixes: ["x.", "y."])
+            defer { h.finish() }
+            var stopped = ScheduledTaskRequest(identifier: "x.stopped")
+            stopped.prerequisites = ["x.broken"]
+            try await h.current.submit(stopped)
+            h.advance(by: .seconds(1))
+            func compared(_ step: String) async throws -> ScheduleOverview {
+                let opened = try await ScheduleDatabase.sqlite(path: h.path).inspector()
+                defer { opened.close() }
+                let inspector = try #require(opened as? SQLiteScheduleInspector)
+                #expect(inspector.statesCounted, "\(step)")
+                let kept = try await inspector.overview(now: h.now, countingEveryRow: false)
+                let passed = try await inspector.overview(now: h.now, countingEveryRow: true)
+                #expect(kept == passed, "\(step)")
+                let store = try SQLiteConnection(path: h.path, readOnly: true)
+                defer { store.close() }
+                // State by state, as the rows stand.
+                let counted = try store.rows("SELECT state, count FROM request_counts WHERE count != 0 ORDER BY 1") {
+                    "\($0.int(0)): \($0.int(1))"
+                }
+                let rows = try store.rows(
+                    "SELECT \(SQLiteScheduleStore.stateKey), COUNT(*) FROM requests GROUP BY 1 ORDER BY 1"
+                ) { "\($0.int(0)): \($0.int(1))" }
+                #expect(counted == rows, "\(step)")
+                return kept
+            }
+            let first = try await compared("as submitted and run")
+            let counts: [Int] = [first.waiting, first.retrying, first.running, first.failed, first.cancelled]
+            #expect(counts == [5, 1, 1, 2, 1])
+            let answer = SchedulerTestControl.answer(h, "retry-failed", ["by=test"]) ?? "no answer"
+            #expect(answer.hasPrefix("submitted again 1 request"), "\(answer): x.broken (x.stopped did not run)")
+            h.advance(by: .seconds(120))
+            let retried = try await compared("the failed retried, the retries run")
+            #expect(retried.failed >= 1 && retried.succeeded >= 1, "\(retried)")
+            try await h.current.cancel("x.later")
+            h.settle()
+            let cancelled = try await compared("a cancel")
+            #expect(cancelled.cancelled > retried.cancelled, "\(cancelled)")
+            // A restart finds x.hang's run in progress: interrupted, run again.
+            try h.open(prefixes: ["x.", "y."])
+            try h.current.start()
+            h.advance(by: .seconds(1))
+            _ = try await compared("a restart")
+            // The finished requests pruned with their history, by a store opened as the
+            // scheduler's next start would.
+            h.current.abandon()
+            let store = try SQLiteScheduleStore(path: h.path, now: h.now, logger: h.env.logs.logger)
+            _ = try store.pruneHistory(endedBefore: h.now + .seconds(60), keepingPerIdentifier: nil)
+            store.close()
+            let pruned = try await compared("finished requests pruned")
+            #expect(pruned.succeeded == 0 && pruned.failed == 0 && pruned.cancelled == 0 && pruned.waiting > 0)
+            // A store as an older build left it, counted by the migration at the next start.
+            let older = try SQLiteConnection(path: h.path)
+            try older.execute(Self.undoingStateCounts + " PRAGMA user_version = 18")
+            older.close()
+            try h.open(prefixes: ["x.", "y."])
+            try h.current.start()
+            h.settle()
+            _ = try await compared("migrated")
+        }
+    }
+
     /// The minutes an overview shows are counted as attempts end (schema version 16), and
     /// counted from the history by the migration to it: the same as the history tells.
     @Test func theLastHoursAttemptsAreCountedAsTheyEndAndByTheMigration() async throws {
@@ -542,7 +618,7 @@ struct ScheduleInspectorTests {
             try store.execute(
                 """
                 DROP TABLE activity; DROP TABLE operator_actions; ALTER TABLE requests DROP COLUMN last_started_at;
-                PRAGMA user_version = 15
+                \(ScheduleInspectorTests.undoingStateCounts) PRAGMA user_version = 15
                 """)
             store.close()
             try h.open(prefixes: ["x."])

@@ -1,19 +1,31 @@
 // A SQLite schedule's overview, counted by SQLite in one read transaction (one snapshot, so
-// the counts add up): the states, each handler's share and the failed ones in one pass over
-// the requests, the last hour's attempts minute by minute by the index of start times.
+// the counts add up): the states as the store counted them while it wrote (schema version
+// 19; before it, with each handler's share and the failed ones in one pass over the
+// requests), each prefix's share in a range of the index of those waiting and running, the
+// last hour's attempts by the minutes the store counted.
 
 import Overtime
 
 extension SQLiteScheduleInspector {
     func overview(now: WallClockInstant) async throws(ScheduleStoreError) -> ScheduleOverview {
-        try await using { [startsIndexed, resultsIndexed, activityCounted] connection throws(SQLiteError) in
+        try await overview(now: now, countingEveryRow: !statesCounted)
+    }
+
+    /// The overview, its states counted in a pass over every request with `countingEveryRow`
+    /// (a store before schema version 19; and a test's check of the counts kept).
+    func overview(now: WallClockInstant, countingEveryRow: Bool) async throws(ScheduleStoreError) -> ScheduleOverview {
+        try await using {
+            [startsIndexed, resultsIndexed, activityCounted, statesCounted] connection throws(SQLiteError) in
             try connection.execute("BEGIN")
             defer { try? connection.execute("COMMIT") }
             let match = HandlerMatch(try Self.handlers(connection))
-            var (counts, byHandler) = try Self.states(connection, match)
+            var (counts, byHandler) =
+                countingEveryRow ? try Self.states(connection, match) : try Self.countedStates(connection, match)
             // Those a prerequisite stopped, told by the chain each keeps in its details: only
             // rows that have details and whose newest attempt did not fail are decoded.
-            if counts.finishedWithDetails > 0 { counts.failed += try Self.stoppedByTheirChains(connection) }
+            if counts.finishedWithDetails > 0 {
+                counts.failed += try Self.stoppedByTheirChains(connection, failedKept: statesCounted)
+            }
             var unserved = (waiting: counts.waiting, running: counts.running)
             for (waiting, running) in byHandler.values {
                 unserved.waiting -= waiting
@@ -75,26 +87,7 @@ extension SQLiteScheduleInspector {
         let running = "cancelled_at IS NULL AND running = 1"
         let finished = "cancelled_at IS NULL AND running = 0 AND finished = 1"
         let failures = SQLiteScheduleStore.activityFailures
-        var byHandler: [HandlerMatch.Found: (waiting: Int, running: Int)] = [:]
-        // The registered identifiers' rows, by the primary key, a few hundred at a time (a
-        // statement takes a bounded number of values).
-        var chunk = match.identifiers[...]
-        while !chunk.isEmpty {
-            let part = chunk.prefix(500)
-            chunk = chunk.dropFirst(500)
-            let statement = try connection.statement(
-                """
-                SELECT identifier, COUNT(*) FILTER (WHERE \(waiting)), COUNT(*) FILTER (WHERE \(running))
-                FROM requests WHERE identifier IN (\(part.map { _ in "?" }.joined(separator: ", "))) GROUP BY identifier
-                """)
-            defer { statement.reset() }
-            bind(statement, part.map(Value.text))
-            while try statement.step() {
-                byHandler[HandlerMatch.Found(name: statement.text(0), isPrefix: false)] = (
-                    statement.int(1), statement.int(2)
-                )
-            }
-        }
+        var byHandler = try registeredIdentifiersShares(connection, match)
         // Each prefix's share in the pass, as columns of its own (a result holds at most
         // 2,000); a program that registered more prefixes has each counted by its range.
         let inThePass = match.prefixes.count <= prefixesCountedInOnePass
@@ -137,15 +130,7 @@ extension SQLiteScheduleInspector {
         defer { statement.reset() }
         bind(statement, prefixValues)
         guard try statement.step() else { return (StateCounts(), byHandler) }
-        var counts = StateCounts()
-        counts.waiting = try statement.int(statement.column("waiting"))
-        counts.retrying = try statement.int(statement.column("retrying"))
-        counts.running = try statement.int(statement.column("running"))
-        counts.cancelled = try statement.int(statement.column("cancelled"))
-        counts.finished = try statement.int(statement.column("finished"))
-        counts.failed = try statement.int(statement.column("failed"))
-        counts.finishedWithDetails = try statement.int(statement.column("finished_with_details"))
-        counts.unfinishedWithDetails = try statement.int(statement.column("unfinished_with_details"))
+        let counts = try StateCounts(statement)
         for (index, prefix) in match.prefixes.enumerated() where inThePass {
             byHandler[HandlerMatch.Found(name: prefix, isPrefix: true)] = (
                 try statement.int(statement.column("waiting\(index)")),
@@ -153,6 +138,76 @@ extension SQLiteScheduleInspector {
             )
         }
         return (counts, byHandler)
+    }
+
+    /// The requests' counts by state as the store kept them (schema version 19): a sum
+    /// over a few rows. Each handler's share: a registered identifier's by the primary key,
+    /// a prefix's in its range of the index of the waiting and running requests.
+    private static func countedStates(
+        _ connection: SQLiteConnection, _ match: HandlerMatch
+    ) throws(SQLiteError) -> (StateCounts, [HandlerMatch.Found: (waiting: Int, running: Int)]) {
+        // The state's bits (SQLiteScheduleStore.stateKey): cancelled 1, running 2, finished 4,
+        // retrying 8, newest attempt failed 16, details 32.
+        let statement = try connection.statement(
+            """
+            SELECT IFNULL(SUM(count) FILTER (WHERE state & 7 = 0), 0) AS waiting,
+                IFNULL(SUM(count) FILTER (WHERE state & 15 = 8), 0) AS retrying,
+                IFNULL(SUM(count) FILTER (WHERE state & 3 = 2), 0) AS running,
+                IFNULL(SUM(count) FILTER (WHERE state & 1 = 1), 0) AS cancelled,
+                IFNULL(SUM(count) FILTER (WHERE state & 7 = 4), 0) AS finished,
+                IFNULL(SUM(count) FILTER (WHERE state & 23 = 20), 0) AS failed,
+                IFNULL(SUM(count) FILTER (WHERE state & 39 = 36), 0) AS finished_with_details,
+                IFNULL(SUM(count) FILTER (WHERE state & 33 = 32 AND state & 6 != 4), 0) AS unfinished_with_details
+            FROM request_counts
+            """)
+        defer { statement.reset() }
+        let counts = try statement.step() ? try StateCounts(statement) : StateCounts()
+        var byHandler = try registeredIdentifiersShares(connection, match)
+        for index in match.prefixes.indices {
+            let (bucket, values) = Self.bucket(of: index, match)
+            let statement = try connection.statement(
+                """
+                SELECT COUNT(*) FILTER (WHERE running = 0), COUNT(*) FILTER (WHERE running = 1)
+                FROM requests INDEXED BY requests_unfinished
+                WHERE cancelled_at IS NULL AND (finished = 0 OR running = 1) AND \(bucket)
+                """)
+            defer { statement.reset() }
+            bind(statement, values)
+            if try statement.step() {
+                byHandler[HandlerMatch.Found(name: match.prefixes[index], isPrefix: true)] = (
+                    statement.int(0), statement.int(1)
+                )
+            }
+        }
+        return (counts, byHandler)
+    }
+
+    /// The waiting and running requests of each registered identifier, by the primary key,
+    /// a few hundred at a time (a statement takes a bounded number of values).
+    private static func registeredIdentifiersShares(
+        _ connection: SQLiteConnection, _ match: HandlerMatch
+    ) throws(SQLiteError) -> [HandlerMatch.Found: (waiting: Int, running: Int)] {
+        var byHandler: [HandlerMatch.Found: (waiting: Int, running: Int)] = [:]
+        var chunk = match.identifiers[...]
+        while !chunk.isEmpty {
+            let part = chunk.prefix(500)
+            chunk = chunk.dropFirst(500)
+            let statement = try connection.statement(
+                """
+                SELECT identifier,
+                    COUNT(*) FILTER (WHERE cancelled_at IS NULL AND running = 0 AND finished = 0),
+                    COUNT(*) FILTER (WHERE cancelled_at IS NULL AND running = 1)
+                FROM requests WHERE identifier IN (\(part.map { _ in "?" }.joined(separator: ", "))) GROUP BY identifier
+                """)
+            defer { statement.reset() }
+            bind(statement, part.map(Value.text))
+            while try statement.step() {
+                byHandler[HandlerMatch.Found(name: statement.text(0), isPrefix: false)] = (
+                    statement.int(1), statement.int(2)
+                )
+            }
+        }
+        return byHandler
     }
 
     /// The most prefixes whose shares one pass counts.
@@ -180,15 +235,23 @@ extension SQLiteScheduleInspector {
     }
 
     /// The finished requests, not cancelled, that a prerequisite stopped and whose newest
-    /// attempt (if any) did not fail (those are counted by their attempt).
-    private static func stoppedByTheirChains(_ connection: SQLiteConnection) throws(SQLiteError) -> Int {
+    /// attempt (if any) did not fail (those are counted by their attempt): as the row keeps
+    /// it with `failedKept` (schema version 19), else as the history tells.
+    private static func stoppedByTheirChains(
+        _ connection: SQLiteConnection, failedKept: Bool
+    ) throws(SQLiteError) -> Int {
         let failures = SQLiteScheduleStore.activityFailures
+        let notFailed =
+            failedKept
+            ? "last_failed = 0"
+            : """
+            IFNULL((SELECT result FROM history h WHERE h.identifier = requests.identifier
+                ORDER BY run_id DESC, attempt DESC LIMIT 1) NOT IN (\(failures)), 1)
+            """
         let chained = try connection.statement(
             """
             SELECT \(SQLiteScheduleStore.requestColumns) FROM requests
-            WHERE cancelled_at IS NULL AND running = 0 AND finished = 1 AND details IS NOT NULL
-                AND IFNULL((SELECT result FROM history h WHERE h.identifier = requests.identifier
-                    ORDER BY run_id DESC, attempt DESC LIMIT 1) NOT IN (\(failures)), 1)
+            WHERE cancelled_at IS NULL AND running = 0 AND finished = 1 AND details IS NOT NULL AND \(notFailed)
             """)
         defer { chained.reset() }
         var stopped = 0
@@ -273,4 +336,18 @@ private struct StateCounts {
     var finishedWithDetails = 0
     /// Of the waiting and running ones, those that keep details (their tags among them).
     var unfinishedWithDetails = 0
+
+    init() {}
+
+    /// The counts of the row `statement` stands on, by their columns' names.
+    init(_ statement: SQLiteStatement) throws(SQLiteError) {
+        waiting = try statement.int(statement.column("waiting"))
+        retrying = try statement.int(statement.column("retrying"))
+        running = try statement.int(statement.column("running"))
+        cancelled = try statement.int(statement.column("cancelled"))
+        finished = try statement.int(statement.column("finished"))
+        failed = try statement.int(statement.column("failed"))
+        finishedWithDetails = try statement.int(statement.column("finished_with_details"))
+        unfinishedWithDetails = try statement.int(statement.column("unfinished_with_details"))
+    }
 }

@@ -69,6 +69,9 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     let resultsIndexed: Bool
     /// Whether the store counts the ended attempts by minute (schema version 16).
     let activityCounted: Bool
+    /// Whether the store counts its requests by state as it writes them, and indexes the
+    /// waiting and running ones by identifier (schema version 19).
+    let statesCounted: Bool
 
     /// Opens `path` for reading, on a queue of its own. It must exist and be an Overtime
     /// schedule store this build reads; nothing is created, migrated or repaired (the owner
@@ -113,6 +116,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
             startsIndexed = version >= 15
             resultsIndexed = version >= 12
             activityCounted = version >= 16
+            statesCounted = version >= 19
             // Reads wait for the owner's commits rather than fail (a checkpoint may hold them).
             try connection.execute("PRAGMA query_only = 1")
         } catch let error as ScheduleStoreError {

@@ -361,6 +361,33 @@ extension SQLiteScheduleStore {
                         """)
                 }
             ),
+            (
+                19,
+                { connection throws(SQLiteError) in
+                    // The requests counted by state, kept by the store's writes (see
+                    // StateTally): an overview reads 64 rows, not every request (a third of
+                    // a second at 100,000, at each change). A state is a function of the row
+                    // alone, so the counts cannot drift from the rows: whether the newest
+                    // attempt failed is kept on the row, written with the attempt's end. And
+                    // the waiting and running requests by identifier, for each handler's
+                    // share (a range of this index per prefix).
+                    try connection.execute(
+                        """
+                        ALTER TABLE requests ADD COLUMN last_failed INTEGER NOT NULL DEFAULT 0;
+                        UPDATE requests SET last_failed = IFNULL((SELECT result IN (\(activityFailures)) FROM history h
+                            WHERE h.identifier = requests.identifier ORDER BY run_id DESC, attempt DESC LIMIT 1), 0);
+                        CREATE TABLE request_counts (state INTEGER PRIMARY KEY, count INTEGER NOT NULL);
+                        INSERT INTO request_counts
+                            WITH RECURSIVE states(state) AS (SELECT 0 UNION ALL SELECT state + 1 FROM states WHERE state < 63)
+                            SELECT state, 0 FROM states;
+                        UPDATE request_counts SET count = counted.count
+                            FROM (SELECT \(stateKey) AS state, COUNT(*) AS count FROM requests GROUP BY 1) AS counted
+                            WHERE request_counts.state = counted.state;
+                        CREATE INDEX requests_unfinished ON requests (identifier, running)
+                            WHERE cancelled_at IS NULL AND (finished = 0 OR running = 1);
+                        """)
+                }
+            ),
         ]
     }
 
@@ -385,11 +412,17 @@ extension SQLiteScheduleStore {
         }
         for record in interrupted { try insertRun(record, connection) }
         try countActivity(interrupted, connection)
-        try connection.execute(
-            """
-            UPDATE requests SET running = 0, active_run_id = NULL, active_attempt = NULL, active_started_at = NULL
-                WHERE running != 0 OR active_run_id IS NOT NULL
-            """)
+        let inProgress = "running != 0 OR active_run_id IS NOT NULL"
+        var tally = StateTally()
+        try tally.countOut(where: inProgress, connection)
+        try tally.countIn(
+            connection.statement(
+                """
+                UPDATE requests SET running = 0, active_run_id = NULL, active_attempt = NULL, active_started_at = NULL,
+                    last_failed = IIF(active_run_id IS NULL, last_failed, 0)
+                    WHERE \(inProgress) RETURNING \(stateKey)
+                """))
+        try tally.write(connection)
         return interrupted
     }
 }

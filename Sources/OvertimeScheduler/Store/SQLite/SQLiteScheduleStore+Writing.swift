@@ -46,9 +46,10 @@ extension SQLiteScheduleStore {
             try connection.transaction { () throws(SQLiteError) in
                 // One scheduler owns the store: nothing else claims starts.
                 var found = CommitRefusals()
+                var tally = StateTally()
                 if !batch.writes.isEmpty {
                     var kinds = WrittenKinds(hadWaking: holder.hasWaking)
-                    found = try Self.write(batch.writes, connection, &kinds)
+                    found = try Self.write(batch.writes, connection, &kinds, &tally)
                     if kinds.links { holder.hasLinks = true }
                     if kinds.waking { holder.hasWaking = true }
                 }
@@ -56,16 +57,28 @@ extension SQLiteScheduleStore {
                     try Self.insertRun(end.record, connection)
                     if let plan = end.plan {
                         // An update submitted while it ran has already written the new request.
-                        try Self.updatePlan(plan, start: nil, connection)
+                        try Self.updatePlan(plan, start: nil, ended: end.record, connection, &tally)
                     } else {
                         // Cancelled or replaced meanwhile: the identifier may run again.
+                        let failed = ScheduleOverview.isFailure(end.record.result)
+                        let old = try StateTally.state(of: end.record.identifier, connection)
                         let statement = try connection.statement(Self.endDetachedQuery)
                         statement.bind(1, end.record.identifier)
+                        statement.bind(2, failed)
                         try statement.run()
+                        tally.moved(
+                            from: old,
+                            to: old.map {
+                                $0 & ~(CountedState.running | CountedState.lastFailed)
+                                    | (failed ? CountedState.lastFailed : 0)
+                            })
                     }
                 }
                 try Self.countActivity(batch.ends.map(\.record), connection)
-                for (record, plan) in batch.starts { try Self.updatePlan(plan, start: record, connection) }
+                for (record, plan) in batch.starts {
+                    try Self.updatePlan(plan, start: record, ended: nil, connection, &tally)
+                }
+                try tally.write(connection)
                 for action in batch.actions { try Self.insertAction(action, connection) }
                 if !batch.starts.isEmpty {
                     let statement = try connection.statement(Self.lastRunIDQuery)
@@ -114,9 +127,10 @@ extension SQLiteScheduleStore {
 
     /// Request writes, new rows numbered in submission order. Returns the conditional
     /// inserts that kept a pending request or replaced a finished one.
-    static func write(_ writes: [RequestWrite], _ connection: SQLiteConnection, _ kinds: inout WrittenKinds)
-        throws(SQLiteError) -> CommitRefusals
-    {
+    static func write(
+        _ writes: [RequestWrite], _ connection: SQLiteConnection, _ kinds: inout WrittenKinds,
+        _ tally: inout StateTally
+    ) throws(SQLiteError) -> CommitRefusals {
         let read = try connection.statement(sequenceQuery)
         var sequence = try read.step() ? read.int64(0) : 0
         var found = CommitRefusals()
@@ -124,7 +138,7 @@ extension SQLiteScheduleStore {
             switch write {
             case .save(let stored):
                 sequence += 1
-                try upsert(stored, sequence: sequence, ifAbsent: false, connection, &kinds)
+                try upsert(stored, sequence: sequence, ifAbsent: false, connection, &kinds, &tally)
             case .replan(let stored, let from):
                 let read = try connection.statement(requestQuery)
                 read.bind(1, stored.request.identifier)
@@ -134,7 +148,7 @@ extension SQLiteScheduleStore {
                 guard !current.isRunning, !current.plan.isFinished, current.plan == from else { continue }
                 var replanned = stored
                 replanned.rowID = nil
-                try updatePlan(replanned, start: nil, connection)
+                try updatePlan(replanned, start: nil, ended: nil, connection, &tally)
             case .insertUnlessPending(let stored):
                 let existing = try connection.statement(finishedQuery)
                 existing.bind(1, stored.request.identifier)
@@ -144,22 +158,29 @@ extension SQLiteScheduleStore {
                         continue
                     }
                     // A new submission: it takes its place at the end of the order.
+                    let old = try StateTally.state(of: stored.request.identifier, connection)
                     let delete = try connection.statement(deleteQuery)
                     delete.bind(1, stored.request.identifier)
                     try delete.run()
+                    tally.moved(from: old, to: nil)
                     found.resubmitted.insert(stored.request.identifier)
                 }
                 sequence += 1
-                try upsert(stored, sequence: sequence, ifAbsent: true, connection, &kinds)
+                try upsert(stored, sequence: sequence, ifAbsent: true, connection, &kinds, &tally)
             case .cancel(let identifier, let time):
+                let old = try StateTally.state(of: identifier, connection)
                 let statement = try connection.statement(cancelQuery + " AND identifier = ?2")
                 statement.bind(1, time.nanosecondsSinceEpoch)
                 statement.bind(2, identifier)
                 try statement.run()
+                if connection.changes > 0 {
+                    tally.moved(from: old, to: old.map { $0 | CountedState.cancelled | CountedState.finished })
+                }
             case .cancelAll(let time):
-                let statement = try connection.statement(cancelQuery)
+                try tally.countOut(where: "finished = 0", connection)
+                let statement = try connection.statement(cancelQuery + " RETURNING \(stateKey)")
                 statement.bind(1, time.nanosecondsSinceEpoch)
-                try statement.run()
+                try tally.countIn(statement)
             }
         }
         let statement = try connection.statement(setSequenceQuery)
@@ -169,11 +190,13 @@ extension SQLiteScheduleStore {
     }
 
     /// Writes only where a request's schedule stands, and its run in progress: `start`
-    /// when one starts, none when it ended.
-    static func updatePlan(_ stored: StoredRequest, start: RunRecord?, _ connection: SQLiteConnection)
-        throws(SQLiteError)
-    {
+    /// when one starts, none when it ended (`ended`, whose result the row keeps).
+    static func updatePlan(
+        _ stored: StoredRequest, start: RunRecord?, ended: RunRecord?, _ connection: SQLiteConnection,
+        _ tally: inout StateTally
+    ) throws(SQLiteError) {
         let plan = stored.plan
+        let old = try StateTally.state(of: stored.request.identifier, rowID: stored.rowID, connection)
         let statement = try connection.statement(stored.rowID == nil ? updatePlanQuery : updatePlanByRowQuery)
         bindPlan(stored, to: statement, at: 1)
         statement.bind(7, stored.nextStart?.nanosecondsSinceEpoch)
@@ -184,7 +207,19 @@ extension SQLiteScheduleStore {
         statement.bind(12, stored.request.identifier)
         statement.bind(13, stored.rowID)
         statement.bind(14, plan.plannedTime?.nanosecondsSinceEpoch)
+        let failed = ended.map { ScheduleOverview.isFailure($0.result) }
+        statement.bind(15, failed.map { $0 ? Int64(1) : 0 })
         try statement.run()
+        // The write keeps whether it is cancelled, its details, and (but at an end) whether
+        // its newest attempt failed.
+        guard let old else { return }
+        let kept = old & (CountedState.cancelled | CountedState.detailed | CountedState.lastFailed)
+        tally.moved(
+            from: old,
+            to: CountedState.of(
+                cancelled: false, running: start != nil, finished: plan.isFinished,
+                failedAttempts: plan.failedAttempts, lastFailed: failed ?? false, detailed: false)
+                | (failed == nil ? kept : kept & ~CountedState.lastFailed))
     }
 
     /// Binds where a request's schedule stands (anchor, owed, retry at, failed attempts,
@@ -248,17 +283,17 @@ extension SQLiteScheduleStore {
     static let updatePlanColumns = """
         UPDATE requests SET anchor = ?, owed = ?, retry_at = ?, failed_attempts = ?, finished = ?,
             current_run_id = ?, due_at = ?, running = ?, active_run_id = ?, active_attempt = ?,
-            active_started_at = ?, planned_at = ?14, last_started_at = IFNULL(?11, last_started_at)
+            active_started_at = ?, planned_at = ?14, last_started_at = IFNULL(?11, last_started_at),
+            last_failed = IFNULL(?15, last_failed)
         """
     // By rowid when read with one (the identifier checked on the row found, not searched
     // for), else by identifier.
     static let updatePlanQuery = SQLiteQuery(updatePlanColumns + " WHERE identifier = ?12")
-    static let updatePlanByRowQuery = SQLiteQuery(
-        updatePlanColumns + " WHERE rowid = ?13 AND identifier = ?12")
+    static let updatePlanByRowQuery = SQLiteQuery(updatePlanColumns + " WHERE rowid = ?13 AND identifier = ?12")
     static let endDetachedQuery = SQLiteQuery(
         """
         UPDATE requests SET running = 0, active_run_id = NULL, active_attempt = NULL,
-            active_started_at = NULL WHERE identifier = ?
+            active_started_at = NULL, last_failed = ?2 WHERE identifier = ?1
         """)
     /// The request's progress, kept with the run that reported it: an inspector shows it
     /// only while that run is the one in progress, so no run's end has to clear it.
@@ -288,9 +323,13 @@ extension SQLiteScheduleStore {
     /// row is left as it is.
     static func upsert(
         _ stored: StoredRequest, sequence: Int64, ifAbsent: Bool, _ connection: SQLiteConnection,
-        _ kinds: inout WrittenKinds
+        _ kinds: inout WrittenKinds, _ tally: inout StateTally
     ) throws(SQLiteError) {
         let row = RequestColumns(stored)
+        // An existing row is left as it is (if absent), or written over but for whether its
+        // newest attempt failed.
+        let old = ifAbsent ? nil : try StateTally.state(of: row.identifier, connection)
+        let details = RequestDetails(row).packed
         let statement = try connection.statement(ifAbsent ? insertIfAbsentQuery : saveQuery)
         statement.bind(1, row.identifier)
         statement.bind(2, row.submittedAt)
@@ -313,10 +352,16 @@ extension SQLiteScheduleStore {
         statement.bind(24, sequence)
         statement.bind(25, row.scope)
         statement.bind(26, row.plannedAt)
-        statement.bind(27, RequestDetails(row).packed)
+        statement.bind(27, details)
         statement.bind(28, row.cancelledAt)
         try statement.run()
         guard connection.changes > 0 else { return }
+        tally.moved(
+            from: old,
+            to: CountedState.of(
+                cancelled: row.cancelledAt != nil, running: row.running, finished: stored.plan.isFinished,
+                failedAttempts: stored.plan.failedAttempts, lastFailed: false, detailed: details != nil)
+                | (old ?? 0) & CountedState.lastFailed)
         if !stored.request.prerequisites.isEmpty {
             try writeLinks(stored, connection)
             kinds.links = true
@@ -423,10 +468,14 @@ extension SQLiteScheduleStore {
                             AND IFNULL(cancelled_at, 0) < ?1
                             AND NOT EXISTS (SELECT 1 FROM history
                                 WHERE history.identifier = requests.identifier AND history.ended_at >= ?1)
+                        RETURNING \(Self.stateKey)
                         """)
                     finished.bind(1, endedBefore.nanosecondsSinceEpoch)
-                    try finished.run()
-                    if connection.changes > 0 {
+                    var tally = StateTally()
+                    try tally.countIn(finished, removing: true)
+                    let removed = connection.changes
+                    try tally.write(connection)
+                    if removed > 0 {
                         try connection.execute(
                             """
                             DELETE FROM prerequisites
