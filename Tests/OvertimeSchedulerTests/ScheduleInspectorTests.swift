@@ -523,10 +523,65 @@ struct ScheduleInspectorTests {
         }
     }
 
-    /// What undoes schema version 19 (the counts by state, the row's last result, the index
-    /// of those waiting and running): a store as an older build left it.
+    /// A page of requests that failed for good reads those that may have (schema version
+    /// 20: an index of the finished requests whose newest attempt failed or that have
+    /// details), not every finished request: among forty that succeeded, the failed ones
+    /// are found within a bound of five rows read. A store of version 19 is still read
+    /// right, through every finished request, in bounded pages.
+    @Test func aPageOfFailedRequestsReadsOnlyThoseThatMayHaveFailed() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness(prefixes: ["x."], store: .sqlite)
+            defer { h.finish() }
+            h.script.withLock { $0 = { $0.identifier == "x.broken" ? .fail : .succeed } }
+            try h.current.start()
+            var broken = ScheduledTaskRequest(identifier: "x.broken")
+            broken.retry.maximumAttempts = 1
+            var stopped = ScheduledTaskRequest(identifier: "x.stopped")
+            stopped.prerequisites = ["x.broken"]
+            try await h.current.submit(broken)
+            try await h.current.submit(stopped)
+            for index in 0..<40 { try await h.current.submit(ScheduledTaskRequest(identifier: "x.ok-\(index)")) }
+            h.advance(by: .seconds(120))
+            var query = RequestQuery(selection: .failed, limit: 10)
+            query.newestFirst = true
+            let expected = ["x.stopped", "x.broken"]
+            let opened = try await SQLiteScheduleInspector.open(path: h.path, rowsReadPerPage: 5)
+            let page = try await opened.requests(query, now: h.now)
+            let overview = try await opened.overview(now: h.now)
+            opened.close()
+            #expect(overview.succeeded == 40, "\(overview)")
+            let found: [String] = page.requests.map(\.request.identifier)
+            #expect(found == expected && page.next == nil, "\(found), next \(String(describing: page.next))")
+            #expect(overview.failed == 2, "\(overview)")
+            // As a build before the index left the store.
+            let older = try SQLiteConnection(path: h.path)
+            try older.execute("DROP INDEX requests_failed; PRAGMA user_version = 19")
+            older.close()
+            let unindexed = try await SQLiteScheduleInspector.open(path: h.path, rowsReadPerPage: 5)
+            defer { unindexed.close() }
+            #expect(!unindexed.failedIndexed)
+            var read: [String] = []
+            var pages = 0
+            var next: Int64?
+            repeat {
+                var more = query
+                more.after = next
+                let page = try await unindexed.requests(more, now: h.now)
+                read += page.requests.map(\.request.identifier)
+                next = page.next
+                pages += 1
+            } while next != nil && pages < 50
+            #expect(read == expected && pages > 2, "\(read) in \(pages) pages")
+            #expect(try await unindexed.overview(now: h.now).failed == 2)
+        }
+    }
+
+    /// What undoes schema versions 20 and 19 (the index of those that may have failed; the
+    /// counts by state, the row's last result, the index of those waiting and running): a
+    /// store as an older build left it.
     static let undoingStateCounts = """
-        DROP TABLE request_counts; DROP INDEX requests_unfinished; ALTER TABLE requests DROP COLUMN last_failed;
+        DROP INDEX requests_failed; DROP TABLE request_counts; DROP INDEX requests_unfinished;
+        ALTER TABLE requests DROP COLUMN last_failed;
         """
 
     /// The counts by state the store keeps as it writes (schema version 19) are those a pass

@@ -15,7 +15,8 @@ extension SQLiteScheduleInspector {
     /// (a store before schema version 19; and a test's check of the counts kept).
     func overview(now: WallClockInstant, countingEveryRow: Bool) async throws(ScheduleStoreError) -> ScheduleOverview {
         try await using {
-            [startsIndexed, resultsIndexed, activityCounted, statesCounted] connection throws(SQLiteError) in
+            [startsIndexed, resultsIndexed, activityCounted, statesCounted, failedIndexed] connection
+                throws(SQLiteError) in
             try connection.execute("BEGIN")
             defer { try? connection.execute("COMMIT") }
             let match = HandlerMatch(try Self.handlers(connection))
@@ -24,7 +25,8 @@ extension SQLiteScheduleInspector {
             // Those a prerequisite stopped, told by the chain each keeps in its details: only
             // rows that have details and whose newest attempt did not fail are decoded.
             if counts.finishedWithDetails > 0 {
-                counts.failed += try Self.stoppedByTheirChains(connection, failedKept: statesCounted)
+                counts.failed += try Self.stoppedByTheirChains(
+                    connection, failedKept: statesCounted, failedIndexed: failedIndexed)
             }
             var unserved = (waiting: counts.waiting, running: counts.running)
             for (waiting, running) in byHandler.values {
@@ -236,9 +238,11 @@ extension SQLiteScheduleInspector {
 
     /// The finished requests, not cancelled, that a prerequisite stopped and whose newest
     /// attempt (if any) did not fail (those are counted by their attempt): as the row keeps
-    /// it with `failedKept` (schema version 19), else as the history tells.
+    /// it with `failedKept` (schema version 19), else as the history tells; read in the
+    /// index of those that may have failed with `failedIndexed` (schema version 20), else
+    /// in the whole table.
     private static func stoppedByTheirChains(
-        _ connection: SQLiteConnection, failedKept: Bool
+        _ connection: SQLiteConnection, failedKept: Bool, failedIndexed: Bool
     ) throws(SQLiteError) -> Int {
         let failures = SQLiteScheduleStore.activityFailures
         let notFailed =
@@ -251,7 +255,8 @@ extension SQLiteScheduleInspector {
         let chained = try connection.statement(
             """
             SELECT \(SQLiteScheduleStore.requestColumns) FROM requests
-            WHERE cancelled_at IS NULL AND running = 0 AND finished = 1 AND details IS NOT NULL AND \(notFailed)
+            \(failedIndexed ? "INDEXED BY requests_failed WHERE \(SQLiteScheduleStore.failedRows) AND" : "WHERE")
+                cancelled_at IS NULL AND running = 0 AND finished = 1 AND details IS NOT NULL AND \(notFailed)
             """)
         defer { chained.reset() }
         var stopped = 0

@@ -72,6 +72,9 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     /// Whether the store counts its requests by state as it writes them, and indexes the
     /// waiting and running ones by identifier (schema version 19).
     let statesCounted: Bool
+    /// Whether the store indexes the requests that may have failed for good (schema
+    /// version 20).
+    let failedIndexed: Bool
 
     /// Opens `path` for reading, on a queue of its own. It must exist and be an Overtime
     /// schedule store this build reads; nothing is created, migrated or repaired (the owner
@@ -117,6 +120,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
             resultsIndexed = version >= 12
             activityCounted = version >= 16
             statesCounted = version >= 19
+            failedIndexed = version >= 20
             // Reads wait for the owner's commits rather than fail (a checkpoint may hold them).
             try connection.execute("PRAGMA query_only = 1")
         } catch let error as ScheduleStoreError {
@@ -141,7 +145,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
         // Only what the columns tell: a failed request is told by its newest attempt, a tag
         // or a search by the row read back.
         guard query.selection != .failed, query.tag == nil, query.search == nil else { return nil }
-        let (conditions, values) = Self.conditions(query)
+        let (conditions, values) = Self.conditions(query, failedIndexed: failedIndexed)
         let most = max(0, limit)
         return try await using { connection throws(SQLiteError) in
             let statement = try connection.statement(
@@ -156,8 +160,9 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     }
 
     /// The conditions of `query`'s filters on the requests table and the values they bind;
-    /// a tag's and a search's select a superset, checked as read.
-    private static func conditions(_ query: RequestQuery) -> ([String], [Value]) {
+    /// a tag's and a search's select a superset, checked as read, and so do those of the
+    /// failed ones, in the index of those that may have failed with `failedIndexed`.
+    private static func conditions(_ query: RequestQuery, failedIndexed: Bool) -> ([String], [Value]) {
         var conditions: [String] = []
         var values: [Value] = []
         // Read in the store's order (no index of states: keeping one cost the scheduler a
@@ -166,7 +171,8 @@ final class SQLiteScheduleInspector: ScheduleInspector {
         switch query.selection.kind {
         case .pending: conditions.append("finished = 0")
         case .running: conditions.append("running = 1")
-        case .failed: conditions.append("finished = 1 AND cancelled_at IS NULL")
+        case .failed:
+            conditions.append(failedIndexed ? SQLiteScheduleStore.failedRows : "finished = 1 AND cancelled_at IS NULL")
         case .cancelled: conditions.append("cancelled_at IS NOT NULL")
         case .all: break
         }
@@ -188,8 +194,12 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     }
 
     func requests(_ query: RequestQuery, now: WallClockInstant) async throws(ScheduleStoreError) -> RequestPage {
-        try await using { [rowsReadPerPage, progressColumns, lastStartedColumn] connection throws(SQLiteError) in
-            let (conditions, values) = Self.conditions(query)
+        try await using {
+            [rowsReadPerPage, progressColumns, lastStartedColumn, failedIndexed] connection throws(SQLiteError) in
+            let (conditions, values) = Self.conditions(query, failedIndexed: failedIndexed)
+            // Told to read the index of those that may have failed: SQLite's estimate, without
+            // statistics, may prefer the table in the order asked for.
+            let index = query.selection == .failed && failedIndexed ? "INDEXED BY requests_failed" : ""
             let key = Self.sortKey(query.order, lastStarted: lastStartedColumn)
             return try RequestPage.reading(query, rowsReadPerPage: rowsReadPerPage) {
                 after, afterKey, limit, visit throws(SQLiteError) in
@@ -216,7 +226,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                         WHERE h.identifier = requests.identifier ORDER BY run_id DESC, attempt DESC LIMIT 1)
                         AS last_result, \(lastStartedColumn), \(key) AS sort_key
                     FROM requests WHERE rowid IN (
-                        SELECT rowid FROM requests \(page.isEmpty ? "" : "WHERE " + page.joined(separator: " AND "))
+                        SELECT rowid FROM requests \(index) \(page.isEmpty ? "" : "WHERE " + page.joined(separator: " AND "))
                         ORDER BY \(order) LIMIT \(limit))
                     ORDER BY \(order)
                     """)

@@ -388,8 +388,25 @@ extension SQLiteScheduleStore {
                         """)
                 }
             ),
+            (
+                20,
+                { connection throws(SQLiteError) in
+                    // The requests that may have failed for good: their newest attempt
+                    // failed, or their details may say their chain stopped them. A page of
+                    // failed requests reads these rather than every finished one (all
+                    // 100,000 to find none), and so does an overview's count of those a
+                    // chain stopped. A row is in it only once finished so: the scheduler's
+                    // writes to waiting and running requests leave it as it is.
+                    try connection.execute("CREATE INDEX requests_failed ON requests (finished) WHERE \(failedRows)")
+                }
+            ),
         ]
     }
+
+    /// The rows of the index `requests_failed` (schema version 20): the requests that may
+    /// have failed for good, a superset checked as read. A query reads the index only if its
+    /// conditions include these, as written here.
+    static let failedRows = "finished = 1 AND cancelled_at IS NULL AND (last_failed != 0 OR details IS NOT NULL)"
 
     /// Why a run found in progress at open ended.
     static let interruptedReason = "the process ended while it ran"
