@@ -63,6 +63,7 @@ struct FleetBench: ParsableCommand {
             case "smoke": (200, 50, 1, 1, 2)
             default: throw ValidationError("unknown mode \(mode): use full, quick or smoke")
             }
+        try Self.refuseUsedDatabase()
         let folder = try MeasuredProcess.temporaryFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let latencies = folder + "/latencies"
@@ -350,6 +351,19 @@ struct FleetBench: ParsableCommand {
         }
         try psql("DROP SCHEMA bench_limit CASCADE")
         return tps * Double(batch)
+    }
+
+    /// Refuses a database that already holds a schedule: the rows wait until what they
+    /// submitted has run, which an earlier run's requests (100,000 due in a day, with
+    /// `--dashboard`) would keep from ever happening. Nothing in it is changed.
+    static func refuseUsedDatabase() throws {
+        let schemas = try psql("SELECT count(*) FROM pg_namespace WHERE nspname = 'overtime'")
+        guard schemas.trimmingCharacters(in: .whitespacesAndNewlines) == "0" else {
+            throw ScenarioError(
+                "the database PGHOST, PGPORT and PGUSER name already holds a schedule (schema overtime): the fleet "
+                    + "rows need an empty one (a new database, or DROP SCHEMA overtime CASCADE where an earlier run "
+                    + "of this program made it)")
+        }
     }
 
     /// Runs `sql` with psql on the database the `PG*` variables name; what it printed.
