@@ -416,22 +416,30 @@ extension SQLiteScheduleStore {
     static func recoverInterruptedRuns(_ connection: SQLiteConnection, _ now: WallClockInstant)
         throws(SQLiteError) -> [RunRecord]
     {
-        let interrupted = try connection.rows(
+        // One read of the rows in progress: each counted out before the update below, and
+        // an interrupted attempt recorded for each that held a run.
+        let inProgress = "running != 0 OR active_run_id IS NOT NULL"
+        let found = try connection.rows(
             """
-            SELECT identifier, active_run_id, active_attempt, active_started_at FROM requests
-                WHERE active_run_id IS NOT NULL
+            SELECT \(stateKey), identifier, active_run_id, active_attempt, active_started_at FROM requests
+                WHERE \(inProgress)
             """
         ) { row in
-            RunRecord(
-                identifier: row.text(0), runID: row.int64(1), attempt: row.int(2),
-                startedAt: WallClockInstant(nanosecondsSinceEpoch: row.int64(3)), endedAt: now, result: .interrupted,
-                stopReason: interruptedReason)
+            (
+                state: row.int64(0),
+                record: row.optionalInt64(2).map { runID in
+                    RunRecord(
+                        identifier: row.text(1), runID: runID, attempt: row.int(3),
+                        startedAt: WallClockInstant(nanosecondsSinceEpoch: row.int64(4)), endedAt: now,
+                        result: .interrupted, stopReason: interruptedReason)
+                }
+            )
         }
+        let interrupted = found.compactMap(\.record)
         for record in interrupted { try insertRun(record, connection) }
         try countActivity(interrupted, connection)
-        let inProgress = "running != 0 OR active_run_id IS NOT NULL"
         var tally = StateTally()
-        try tally.countOut(where: inProgress, connection)
+        for (state, _) in found { tally.moved(from: state, to: nil) }
         try tally.countIn(
             connection.statement(
                 """
