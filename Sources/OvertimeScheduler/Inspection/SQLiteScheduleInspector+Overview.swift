@@ -148,20 +148,24 @@ extension SQLiteScheduleInspector {
     private static func countedStates(
         _ connection: SQLiteConnection, _ match: HandlerMatch
     ) throws(SQLiteError) -> (StateCounts, [HandlerMatch.Found: (waiting: Int, running: Int)]) {
-        // The state's bits (SQLiteScheduleStore.stateKey): cancelled 1, running 2, finished 4,
-        // retrying 8, newest attempt failed 16, details 32.
-        let statement = try connection.statement(
-            """
-            SELECT IFNULL(SUM(count) FILTER (WHERE state & 7 = 0), 0) AS waiting,
-                IFNULL(SUM(count) FILTER (WHERE state & 15 = 8), 0) AS retrying,
-                IFNULL(SUM(count) FILTER (WHERE state & 3 = 2), 0) AS running,
-                IFNULL(SUM(count) FILTER (WHERE state & 1 = 1), 0) AS cancelled,
-                IFNULL(SUM(count) FILTER (WHERE state & 7 = 4), 0) AS finished,
-                IFNULL(SUM(count) FILTER (WHERE state & 23 = 20), 0) AS failed,
-                IFNULL(SUM(count) FILTER (WHERE state & 39 = 36), 0) AS finished_with_details,
-                IFNULL(SUM(count) FILTER (WHERE state & 33 = 32 AND state & 6 != 4), 0) AS unfinished_with_details
-            FROM request_counts
-            """)
+        // Each count sums the states whose `bits` are `value` (CountedState's bits).
+        typealias Bit = CountedState
+        func sum(_ name: String, _ bits: Int64, _ value: Int64, and more: String = "") -> String {
+            "IFNULL(SUM(count) FILTER (WHERE state & \(bits) = \(value)\(more)), 0) AS \(name)"
+        }
+        let phase = Bit.cancelled | Bit.running | Bit.finished  // where the request stands
+        let sums = [
+            sum("waiting", phase, 0), sum("retrying", phase | Bit.retrying, Bit.retrying),
+            sum("running", Bit.cancelled | Bit.running, Bit.running), sum("cancelled", Bit.cancelled, Bit.cancelled),
+            sum("finished", phase, Bit.finished),
+            sum("failed", phase | Bit.lastFailed, Bit.finished | Bit.lastFailed),
+            sum("finished_with_details", phase | Bit.detailed, Bit.finished | Bit.detailed),
+            // Not finished, or finished while its run goes on.
+            sum(
+                "unfinished_with_details", Bit.cancelled | Bit.detailed, Bit.detailed,
+                and: " AND state & \(Bit.running | Bit.finished) != \(Bit.finished)"),
+        ]
+        let statement = try connection.statement("SELECT \(sums.joined(separator: ", ")) FROM request_counts")
         defer { statement.reset() }
         let counts = try statement.step() ? try StateCounts(statement) : StateCounts()
         var byHandler = try registeredIdentifiersShares(connection, match)
