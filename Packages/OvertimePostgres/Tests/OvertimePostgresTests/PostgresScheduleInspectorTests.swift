@@ -412,6 +412,148 @@ struct PostgresScheduleInspectorTests {
             ])
     }
 
+    /// The requests counted by state as the instances write them (schema version 18) are
+    /// those a pass over every request counts: after runs that succeed, fail for good, fail
+    /// and wait for a retry, run on, and a cancel, from two instances (shards of their own),
+    /// each handler's share the same (a registered identifier's, prefixes that overlap);
+    /// after one stops and another prunes the finished ones (its shards folded into one);
+    /// and counted afresh by the migration from version 17. An operator's own SQL is counted
+    /// as any write, a truncation too.
+    @Test func theStatesCountedAsTheyAreWrittenAreThoseAPassCounts() async throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let release = NIOLockedValueBox(false)
+        defer { release.withLockedValue { $0 = true } }
+        func instance(_ name: String, pruning: Bool = false) throws -> Scheduler {
+            var configuration = PostgresSchedulerTests.configuration(server, name: name)
+            if pruning {
+                configuration.historyRetention = HistoryRetention(
+                    maximumAge: .seconds(2), maximumAttemptsPerRequest: nil, checkInterval: .milliseconds(300))
+            }
+            let scheduler = try Scheduler(runtime: try PostgresSchedulerTests.runtime(), configuration: configuration)
+            try scheduler.register(prefix: "ok.") { $0.setTaskCompleted(success: true) }
+            try scheduler.register(prefix: "fail.") { $0.setTaskCompleted(success: false) }
+            try scheduler.register(prefix: "hold.") { task in
+                Thread.detachNewThread {
+                    while !release.withLockedValue({ $0 }) { usleep(10_000) }
+                    task.setTaskCompleted(success: true)
+                }
+            }
+            // An identifier in a prefix's range, and a prefix in an earlier one's: each
+            // handler's share is its range but for those.
+            try scheduler.register(prefix: "fail.r") { $0.setTaskCompleted(success: false) }
+            try scheduler.register("ok.nightly") { $0.setTaskCompleted(success: true) }
+            try scheduler.start()
+            return scheduler
+        }
+        let a = try instance("a")
+        let b = try instance("b")
+        let inspector = try await PostgresScheduleInspector.open(configuration: Self.database(server))
+        defer { inspector.close() }
+        let now = { SystemClock().wallClockNow }
+        let later = WallClockInstant(secondsSinceEpoch: Int64(Date().timeIntervalSince1970) + 3600)
+        var failing = ScheduledTaskRequest(identifier: "fail.1")
+        failing.retry.maximumAttempts = 1
+        var retrying = ScheduledTaskRequest(identifier: "fail.retried")
+        retrying.retry.maximumAttempts = 3
+        retrying.retry.initialDelay = .seconds(3600)
+        var held = ScheduledTaskRequest(identifier: "hold.1")
+        held.tags = ["batch"]
+        var tagged = ScheduledTaskRequest(identifier: "ok.nightly")
+        tagged.earliestBegin = later
+        tagged.tags = ["nightly", "batch"]
+        var cancelled = ScheduledTaskRequest(identifier: "ok.cancelled")
+        cancelled.earliestBegin = later
+        var unserved = ScheduledTaskRequest(identifier: "ok.unserved")
+        unserved.earliestBegin = later
+        try await a.submit(contentsOf: [failing, retrying, held, tagged, unserved])
+        try await b.submit(contentsOf: (1...5).map { ScheduledTaskRequest(identifier: "ok.\($0)") } + [cancelled])
+        try await b.cancel("ok.cancelled")
+        // Renamed by hand to one no instance serves: counted as any write.
+        try server.psql("UPDATE overtime.requests SET identifier = 'none.1' WHERE identifier = 'ok.unserved'")
+        /// The overview's figures as counted and in a pass, side by side.
+        func bothWays() async throws -> (counted: [String], pass: [String]) {
+            func figures(_ overview: ScheduleOverview) -> [String] {
+                [
+                    "\([overview.waiting, overview.retrying, overview.running, overview.failed, overview.cancelled, overview.succeeded])",
+                    "\(overview.handlers)", "\(overview.tags)",
+                ]
+            }
+            let counted = try await inspector.overview(now: now(), countingEveryRow: false)
+            let pass = try await inspector.overview(now: now(), countingEveryRow: true)
+            return (figures(counted), figures(pass))
+        }
+        let settled = try await PostgresSchedulerTests.eventually(30) {
+            let pass = try await inspector.overview(now: now(), countingEveryRow: true)
+            return [pass.waiting, pass.retrying, pass.running, pass.failed, pass.cancelled, pass.succeeded]
+                == [3, 1, 1, 1, 1, 5]
+        }
+        #expect(settled)
+        let runs = try await bothWays()
+        #expect(runs.counted == runs.pass, "after the runs")
+        #expect(runs.counted[1].contains(#"HandlerLoad(handler: Optional("ok.nightly"), isPrefix: false, waiting: 1"#))
+        #expect(
+            runs.counted[2]
+                == "\([TagLoad(tag: "batch", waiting: 1, running: 1), TagLoad(tag: "nightly", waiting: 1, running: 0)])"
+        )
+        let shards = try server.psql("SELECT count(DISTINCT shard) FROM overtime.request_counts WHERE shard <> 0")
+        #expect(
+            (Int(shards.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) >= 2, "each instance's own: \(shards)")
+
+        // a stops and its connections end; c prunes what finished two seconds before it
+        // started, and folds a's shards into one.
+        a.runtime.requestTermination()
+        _ = try server.psql(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'overtime a'")
+        try await Task.sleep(for: .milliseconds(2500))
+        let c = try instance("c", pruning: true)
+        defer { c.runtime.requestTermination() }
+        let pruned = try await PostgresSchedulerTests.eventually(30) {
+            let pass = try await inspector.overview(now: now(), countingEveryRow: true)
+            let ended = try server.psql(
+                """
+                SELECT count(*) FROM overtime.request_counts
+                WHERE shard <> 0 AND shard NOT IN (SELECT pid FROM pg_stat_activity)
+                """)
+            return pass.succeeded + pass.failed + pass.cancelled == 0
+                && ended.trimmingCharacters(in: .whitespacesAndNewlines) == "0"
+        }
+        #expect(pruned)
+        let afterPruning = try await bothWays()
+        #expect(afterPruning.counted == afterPruning.pass, "after pruning")
+
+        // The schedule as version 17 left it: counted afresh by the migration.
+        b.runtime.requestTermination()
+        c.runtime.requestTermination()
+        try server.psql(
+            """
+            DROP TRIGGER requests_counted_inserts ON overtime.requests;
+            DROP TRIGGER requests_counted_updates ON overtime.requests;
+            DROP TRIGGER requests_counted_deletes ON overtime.requests;
+            DROP TRIGGER requests_counted_truncations ON overtime.requests;
+            DROP TABLE overtime.request_counts;
+            UPDATE overtime.meta SET value = 17 WHERE name = 'schema_version';
+            UPDATE overtime.requests SET cancelled_at = 1 WHERE identifier = 'none.1'
+            """)
+        let migrating = try instance("b")
+        _ = await migrating.pendingRequests()
+        migrating.runtime.requestTermination()
+        let migrated = try await PostgresScheduleInspector.open(configuration: Self.database(server))
+        defer { migrated.close() }
+        let counted = try await migrated.overview(now: now(), countingEveryRow: false)
+        let pass = try await migrated.overview(now: now(), countingEveryRow: true)
+        #expect(counted.cancelled == 1 && pass.cancelled == 1, "the request cancelled while nothing counted")
+        #expect(
+            [counted.waiting, counted.retrying, counted.running, counted.failed, counted.cancelled, counted.succeeded]
+                == [pass.waiting, pass.retrying, pass.running, pass.failed, pass.cancelled, pass.succeeded]
+                && counted.handlers == pass.handlers && counted.tags == pass.tags, "after the migration")
+        // Emptied by hand: nothing counted.
+        try server.psql("TRUNCATE overtime.requests")
+        let emptied = try await migrated.overview(now: now(), countingEveryRow: false)
+        let left: [Int] = [emptied.waiting, emptied.running, emptied.cancelled, emptied.succeeded]
+        #expect(left == [0, 0, 0, 0], "after a truncation: \(emptied)")
+    }
+
     /// The attempts of identifiers with a prefix, a page at a time, are the same read by the
     /// primary key's range and sorted (a prefix with few attempts) as read newest first (one
     /// with many): newest first, from a position, with a result, and none of another prefix.

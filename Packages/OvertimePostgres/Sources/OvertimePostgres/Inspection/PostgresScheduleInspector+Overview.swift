@@ -1,6 +1,7 @@
-// A fleet's overview, counted by the server: the requests by state, handler and tag with the
-// ones that failed for good in one statement (one snapshot, so the counts add up), the last
-// hour's attempts by minute in another.
+// A fleet's overview, counted by the server: the requests by state as the writes counted
+// them (schema version 18; before, in a pass over every request), by handler and tag, with
+// the ones that failed for good, in one statement (one snapshot, so the counts add up); the
+// last hour's attempts by minute in another.
 
 import Overtime
 @_spi(ScheduleStore) import OvertimeScheduler
@@ -8,26 +9,22 @@ import PostgresNIO
 
 extension PostgresScheduleInspector {
     func overview(now: WallClockInstant) async throws(ScheduleStoreError) -> ScheduleOverview {
+        try await overview(now: now, countingEveryRow: !statesCounted.withLockedValue { $0 })
+    }
+
+    /// The overview, its states counted in a pass over every request with
+    /// `countingEveryRow` (a schedule before schema version 18; and a test's check of the
+    /// counts kept).
+    func overview(now: WallClockInstant, countingEveryRow: Bool) async throws(ScheduleStoreError)
+        -> ScheduleOverview
+    {
         try await using { [self] connection, offset in
             let match = HandlerMatch(try await registeredHandlers(connection, offset: offset))
             var bindings = PostgresBindings()
-            func bind(_ value: some PostgresNonThrowingEncodable & Sendable) -> String {
-                bindings.append(value)
-                return "$\(bindings.count)"
-            }
-            var cases: [String] = []
-            if !match.identifiers.isEmpty {
-                cases.append("WHEN r.identifier = ANY(\(bind(match.identifiers))::text[]) THEN 'i' || r.identifier")
-            }
-            for prefix in match.prefixes {
-                // Identifiers compare byte by byte from schema version 13; starts_with does
-                // under any collation.
-                cases.append(
-                    "WHEN starts_with(r.identifier, \(bind(prefix))) THEN \(bind(HandlerMatch.key(.init(name: prefix, isPrefix: true))))::text"
-                )
-            }
-            let handler = cases.isEmpty ? "'-'::text" : "CASE \(cases.joined(separator: " ")) ELSE '-' END"
-            let failures = bind(ScheduleOverview.failureResults)
+            let states =
+                countingEveryRow
+                ? Self.statesInAPass(match, &bindings) : Self.countedStates(match, &bindings)
+            let failures = Self.bind(ScheduleOverview.failureResults, &bindings)
             // A request that failed for good finished without a success: from version 14 the
             // few such are marked and indexed; before, every finished request is looked at.
             let candidates = failureCandidatesMarked.withLockedValue { $0 } ? "AND r.failure_candidate" : ""
@@ -37,17 +34,8 @@ extension PostgresScheduleInspector {
                         WHERE h.identifier = r.identifier AND h.owner = r.owner
                         ORDER BY h.run_id DESC, h.attempt DESC LIMIT 1) AS last_result
                     FROM overtime.requests r
-                    WHERE r.finished AND NOT r.running AND r.cancelled_at IS NULL \(candidates))
-                SELECT 'h' AS kind, handler, tags, waiting, retrying, running, cancelled, finished,
-                    NULL::bytea AS chain
-                FROM (SELECT \(handler) AS handler, r.tags AS tags,
-                    count(*) FILTER (WHERE r.cancelled_at IS NULL AND NOT r.running AND NOT r.finished) AS waiting,
-                    count(*) FILTER (WHERE r.cancelled_at IS NULL AND NOT r.running AND NOT r.finished
-                        AND r.failed_attempts > 0) AS retrying,
-                    count(*) FILTER (WHERE r.cancelled_at IS NULL AND r.running) AS running,
-                    count(*) FILTER (WHERE r.cancelled_at IS NOT NULL) AS cancelled,
-                    count(*) FILTER (WHERE r.cancelled_at IS NULL AND NOT r.running AND r.finished) AS finished
-                    FROM overtime.requests r GROUP BY 1, 2) counts
+                    WHERE r.finished AND NOT r.running AND r.cancelled_at IS NULL \(candidates))\(states.with)
+                \(states.rows)
                 UNION ALL
                 SELECT 'f', NULL, NULL, count(*), 0, 0, 0, 0, NULL FROM finished
                 WHERE last_result = ANY(\(failures)::text[])
@@ -56,37 +44,58 @@ extension PostgresScheduleInspector {
                 WHERE chain IS NOT NULL AND (last_result IS NULL OR NOT last_result = ANY(\(failures)::text[]))
                 """
             var byHandler: [HandlerMatch.Found: (waiting: Int, running: Int)] = [:]
-            // Grouped by handler and by the tags column (`,a,b,`) in the same pass: each
-            // group's unfinished requests count for each of its tags.
             var byTag: [String: (waiting: Int, running: Int)] = [:]
             var totals = (waiting: 0, retrying: 0, running: 0, cancelled: 0, finished: 0)
             var failed = 0
+            // A row's waiting and running requests count for its handler, and for each of
+            // the tags in its tags column (`,a,b,`).
+            func share(_ load: (waiting: Int, running: Int), handler key: String) {
+                let found = HandlerMatch.found(key: key)
+                byHandler[found, default: (0, 0)].waiting += load.waiting
+                byHandler[found, default: (0, 0)].running += load.running
+            }
+            func share(_ load: (waiting: Int, running: Int), tags: String) {
+                guard load.waiting + load.running > 0 else { return }
+                for tag in tags.split(separator: ",").map(String.init) {
+                    byTag[tag, default: (0, 0)].waiting += load.waiting
+                    byTag[tag, default: (0, 0)].running += load.running
+                }
+            }
             for row in try await run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings)) {
                 let cell = NamedCells(row)
+                let load = (
+                    waiting: Int(try cell("waiting", as: Int64.self)), running: Int(try cell("running", as: Int64.self))
+                )
                 switch try cell("kind", as: String.self) {
                 case "h":
-                    let found = HandlerMatch.found(key: try cell("handler", as: String.self))
-                    let waiting = Int(try cell("waiting", as: Int64.self))
-                    let running = Int(try cell("running", as: Int64.self))
-                    byHandler[found, default: (0, 0)].waiting += waiting
-                    byHandler[found, default: (0, 0)].running += running
-                    if waiting + running > 0 {
-                        for tag in try cell("tags", as: String.self).split(separator: ",").map(String.init) {
-                            byTag[tag, default: (0, 0)].waiting += waiting
-                            byTag[tag, default: (0, 0)].running += running
-                        }
-                    }
-                    totals.waiting += waiting
-                    totals.running += running
+                    // A group of the pass, a handler's and a tags column's.
+                    share(load, handler: try cell("handler", as: String.self))
+                    share(load, tags: try cell("tags", as: String.self))
+                    fallthrough
+                case "s":
+                    // The states as the writes counted them (or a group of the pass).
+                    totals.waiting += load.waiting
+                    totals.running += load.running
                     totals.retrying += Int(try cell("retrying", as: Int64.self))
                     totals.cancelled += Int(try cell("cancelled", as: Int64.self))
                     totals.finished += Int(try cell("finished", as: Int64.self))
-                case "f": failed += Int(try cell("waiting", as: Int64.self))
+                case "p": share(load, handler: try cell("handler", as: String.self))
+                case "t": share(load, tags: try cell("tags", as: String.self))
+                case "f": failed += load.waiting
                 default:
                     // Stopped by its chain, told by the state the chain keeps.
                     let chain = try cell("chain", as: ByteBuffer?.self).map { Array($0.readableBytesView) }
                     if chain.flatMap({ ChainState(packed: $0) })?.stoppedBy != nil { failed += 1 }
                 }
+            }
+            if !countingEveryRow {
+                // Counted by handler: what no handler serves is the rest.
+                var unserved = (waiting: totals.waiting, running: totals.running)
+                for (waiting, running) in byHandler.values {
+                    unserved.waiting -= waiting
+                    unserved.running -= running
+                }
+                byHandler[.none] = unserved
             }
             // The hour's minutes on the database's clock, which the stored times are on.
             let first = ScheduleOverview.firstMinute(before: now)
@@ -100,6 +109,120 @@ extension PostgresScheduleInspector {
                 handlers: ScheduleOverview.handlerRows(byHandler, recorded: match.recorded),
                 tags: ScheduleOverview.tagRows(byTag), minutes: ScheduleOverview.minutes(from: first, counted: counted))
         }
+    }
+
+    /// `value` bound as the next of `bindings`, and how the SQL names it.
+    private static func bind(
+        _ value: some PostgresNonThrowingEncodable & Sendable, _ bindings: inout PostgresBindings
+    ) -> String {
+        bindings.append(value)
+        return "$\(bindings.count)"
+    }
+
+    /// The rows (`kind` h) of a pass over every request, grouped by handler (as `match`
+    /// finds it) and by the tags column: each group's counts by state.
+    private static func statesInAPass(
+        _ match: HandlerMatch, _ bindings: inout PostgresBindings
+    ) -> (with: String, rows: String) {
+        var cases: [String] = []
+        if !match.identifiers.isEmpty {
+            cases.append(
+                "WHEN r.identifier = ANY(\(bind(match.identifiers, &bindings))::text[]) THEN 'i' || r.identifier")
+        }
+        for prefix in match.prefixes {
+            // Identifiers compare byte by byte from schema version 13; starts_with does
+            // under any collation.
+            let key = HandlerMatch.key(.init(name: prefix, isPrefix: true))
+            cases.append(
+                "WHEN starts_with(r.identifier, \(bind(prefix, &bindings))) THEN \(bind(key, &bindings))::text")
+        }
+        let handler = cases.isEmpty ? "'-'::text" : "CASE \(cases.joined(separator: " ")) ELSE '-' END"
+        let rows = """
+            SELECT 'h' AS kind, handler, tags, waiting, retrying, running, cancelled, finished, NULL::bytea AS chain
+            FROM (SELECT \(handler) AS handler, r.tags AS tags,
+                count(*) FILTER (WHERE r.cancelled_at IS NULL AND NOT r.running AND NOT r.finished) AS waiting,
+                count(*) FILTER (WHERE r.cancelled_at IS NULL AND NOT r.running AND NOT r.finished
+                    AND r.failed_attempts > 0) AS retrying,
+                count(*) FILTER (WHERE r.cancelled_at IS NULL AND r.running) AS running,
+                count(*) FILTER (WHERE r.cancelled_at IS NOT NULL) AS cancelled,
+                count(*) FILTER (WHERE r.cancelled_at IS NULL AND NOT r.running AND r.finished) AS finished
+                FROM overtime.requests r GROUP BY 1, 2) counts
+            """
+        return ("", rows)
+    }
+
+    /// The states as the writes counted them (schema version 18: kind s, one row); each
+    /// handler's waiting and running requests (kind p), read in the index of those alone; the
+    /// waiting and running requests by their tags column (kind t), read only when the counts
+    /// say some such have tags.
+    private static func countedStates(
+        _ match: HandlerMatch, _ bindings: inout PostgresBindings
+    ) -> (with: String, rows: String) {
+        typealias Bit = CountedRequestState
+        // Each count sums the states whose `bits` are `value`.
+        func sum(_ name: String, _ bits: Int64, _ value: Int64, and more: String = "") -> String {
+            "coalesce(sum(count) FILTER (WHERE state & \(bits) = \(value)\(more)), 0)::bigint AS \(name)"
+        }
+        let phase = Bit.cancelled | Bit.running | Bit.finished  // where the request stands
+        let with = """
+            ,
+            counts AS (SELECT \([
+                sum("waiting", phase, 0), sum("retrying", phase | Bit.retried, Bit.retried),
+                sum("running", Bit.cancelled | Bit.running, Bit.running), sum("cancelled", Bit.cancelled, Bit.cancelled),
+                sum("finished", phase, Bit.finished),
+                // Not cancelled, not finished (or finished while its run goes on), tagged.
+                sum(
+                    "unfinished_tagged", Bit.cancelled | Bit.tagged, Bit.tagged,
+                    and: " AND state & \(Bit.running | Bit.finished) <> \(Bit.finished)"),
+            ].joined(separator: ", ")) FROM overtime.request_counts)
+            """
+        // The predicate of `requests_unfinished`, which holds these (and their running flag).
+        let unfinished = "r.cancelled_at IS NULL AND (NOT r.finished OR r.running)"
+        let loads = "count(*) FILTER (WHERE NOT r.running), 0, count(*) FILTER (WHERE r.running), 0, 0, NULL"
+        var rows = [
+            """
+            SELECT 's' AS kind, NULL::text AS handler, NULL::text AS tags, waiting, retrying, running, cancelled,
+                finished, NULL::bytea AS chain
+            FROM counts
+            """,
+            """
+            SELECT 't', NULL, r.tags, \(loads) FROM overtime.requests r
+            WHERE (SELECT unfinished_tagged FROM counts) > 0 AND \(unfinished) AND r.tags <> '' GROUP BY r.tags
+            """,
+        ]
+        if !match.identifiers.isEmpty {
+            rows.append(
+                """
+                SELECT 'p', 'i' || r.identifier, NULL, \(loads) FROM overtime.requests r
+                WHERE \(unfinished) AND r.identifier = ANY(\(bind(match.identifiers, &bindings))::text[])
+                GROUP BY r.identifier
+                """)
+        }
+        for (index, prefix) in match.prefixes.enumerated() {
+            // Its range (identifiers compare byte by byte, collation C from version 13), but
+            // for those a registered identifier serves or an earlier prefix that overlaps it
+            // (one starts with the other: the scheduler picks the first registered).
+            var conditions = [range(prefix, &bindings)]
+            let own = match.identifiers.filter { $0.utf8.starts(with: prefix.utf8) }
+            if !own.isEmpty { conditions.append("NOT r.identifier = ANY(\(bind(own, &bindings))::text[])") }
+            for earlier in match.prefixes[..<index]
+            where earlier.utf8.starts(with: prefix.utf8) || prefix.utf8.starts(with: earlier.utf8) {
+                conditions.append("NOT (\(range(earlier, &bindings)))")
+            }
+            let key = HandlerMatch.key(.init(name: prefix, isPrefix: true))
+            rows.append(
+                """
+                SELECT 'p', \(bind(key, &bindings))::text, NULL, \(loads) FROM overtime.requests r
+                WHERE \(unfinished) AND \(conditions.joined(separator: " AND "))
+                """)
+        }
+        return (with, rows.joined(separator: "\nUNION ALL\n"))
+    }
+
+    /// The condition that an identifier starts with `prefix`, as a range of the keys: from
+    /// the prefix to it followed by the greatest character (no UTF-8 byte is above its first).
+    private static func range(_ prefix: String, _ bindings: inout PostgresBindings) -> String {
+        "(r.identifier >= \(bind(prefix, &bindings)) AND r.identifier < \(bind(prefix + "\u{10FFFF}\u{10FFFF}", &bindings)))"
     }
 
     /// The hour's minutes as the instances counted them while they recorded each attempt

@@ -39,6 +39,9 @@ final class PostgresScheduleInspector: ScheduleInspector {
     /// The schedule counts the ended attempts by minute (schema version 15): an overview
     /// reads those counts, not the hour's attempts.
     let activityCounted = NIOLockedValueBox(false)
+    /// The schedule counts its requests by state as they are written (schema version 18):
+    /// an overview reads those counts, not every request.
+    let statesCounted = NIOLockedValueBox(false)
     /// The most rows one page reads for a selection no index answers (failed, a tag, a
     /// search; a search of the history, in attempts).
     let rowsReadPerPage: Int
@@ -655,6 +658,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
             lastStartedSeen.withLockedValue { $0 = version >= 17 }
             failureCandidatesMarked.withLockedValue { $0 = version >= 14 }
             activityCounted.withLockedValue { $0 = version >= 15 }
+            statesCounted.withLockedValue { $0 = version >= 18 }
             prefixIsARange.withLockedValue { $0 = version >= 13 }
             let before = SystemClock().wallClockNow.nanosecondsSinceEpoch
             let database =

@@ -57,6 +57,7 @@ extension PostgresScheduleStore {
                 (9, Self.schemaVersion9), (10, Self.schemaVersion10), (11, Self.schemaVersion11),
                 (12, Self.schemaVersion12), (13, Self.schemaVersion13), (14, Self.schemaVersion14),
                 (15, Self.schemaVersion15), (16, Self.schemaVersion16), (17, Self.schemaVersion17),
+                (18, Self.schemaVersion18),
             ] where version < target {
                 for statement in statements { _ = try await run(connection, PostgresQuery(unsafeSQL: statement)) }
             }
@@ -71,7 +72,7 @@ extension PostgresScheduleStore {
 
     /// The tables the migrations make in the `overtime` schema.
     static let tables: Set<String> = [
-        "meta", "requests", "history", "prerequisites", "handlers", "activity", "operator_actions",
+        "meta", "requests", "history", "prerequisites", "handlers", "activity", "operator_actions", "request_counts",
     ]
 
     static let schemaVersion1 = [
@@ -306,4 +307,130 @@ extension PostgresScheduleStore {
             (SELECT max(h.started_at) FROM overtime.history h WHERE h.identifier = r.identifier AND h.owner = r.owner))
         """,
     ]
+
+    /// Version 18: what an overview reads, kept so that it reads few rows at each change of
+    /// a busy fleet's schedule:
+    /// - the requests counted by state as they are written, instead of a pass over every
+    ///   request (100,000: 80 ms of the server's time). Counted by triggers at the end of each
+    ///   statement that writes requests, from the rows it changed as they were and as they
+    ///   are (`state`: ``CountedRequestState``'s bits), so that no write of any instance, old
+    ///   or new, nor an operator's own SQL, goes uncounted; a statement that changes no
+    ///   request's state writes no count. Each connection counts in rows of its own (`shard`,
+    ///   its backend's process ID, as `activity`): the instances' writes never wait for each
+    ///   other's; the shards of connections that ended are added into shard 0 as the history
+    ///   is pruned. Counted afresh from the requests as they stand (the triggers' lock on the
+    ///   table keeps out writes until the migration commits);
+    /// - the waiting and running requests by identifier, in which each handler's share is a
+    ///   range read in the index alone (100,000 of one prefix: 94 ms in a pass, 13 ms so);
+    /// - the instances' own unfinished requests, counted by instance.
+    static let schemaVersion18 = [
+        """
+        CREATE TABLE IF NOT EXISTS overtime.request_counts (shard integer NOT NULL, state integer NOT NULL,
+            count bigint NOT NULL, PRIMARY KEY (shard, state))
+        """,
+        """
+        CREATE OR REPLACE FUNCTION overtime.request_state(cancelled_at bigint, running boolean, finished boolean,
+            failed_attempts bigint, tags text) RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        AS $$ SELECT (CASE WHEN cancelled_at IS NOT NULL THEN \(CountedRequestState.cancelled) ELSE 0 END)
+            | (CASE WHEN running THEN \(CountedRequestState.running) ELSE 0 END)
+            | (CASE WHEN finished THEN \(CountedRequestState.finished) ELSE 0 END)
+            | (CASE WHEN failed_attempts > 0 THEN \(CountedRequestState.retried) ELSE 0 END)
+            | (CASE WHEN tags <> '' THEN \(CountedRequestState.tagged) ELSE 0 END) $$
+        """,
+        countingFunction("count_inserted_requests", counted: "SELECT \(countedState), 1 FROM new_rows"),
+        countingFunction(
+            "count_updated_requests",
+            counted: "SELECT \(countedState), 1 FROM new_rows UNION ALL SELECT \(countedState), -1 FROM old_rows"),
+        countingFunction("count_deleted_requests", counted: "SELECT \(countedState), -1 FROM old_rows"),
+        // Emptied with the table (no transition table holds what a truncation removed).
+        """
+        CREATE OR REPLACE FUNCTION overtime.count_truncated_requests() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            DELETE FROM overtime.request_counts;
+            RETURN NULL;
+        END $$
+        """,
+        // Made anew: a migration run again (its version set back) finds them.
+        "DROP TRIGGER IF EXISTS requests_counted_inserts ON overtime.requests",
+        "DROP TRIGGER IF EXISTS requests_counted_updates ON overtime.requests",
+        "DROP TRIGGER IF EXISTS requests_counted_deletes ON overtime.requests",
+        "DROP TRIGGER IF EXISTS requests_counted_truncations ON overtime.requests",
+        """
+        CREATE TRIGGER requests_counted_inserts AFTER INSERT ON overtime.requests
+            REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION overtime.count_inserted_requests()
+        """,
+        """
+        CREATE TRIGGER requests_counted_updates AFTER UPDATE ON overtime.requests
+            REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+            FOR EACH STATEMENT EXECUTE FUNCTION overtime.count_updated_requests()
+        """,
+        """
+        CREATE TRIGGER requests_counted_deletes AFTER DELETE ON overtime.requests
+            REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION overtime.count_deleted_requests()
+        """,
+        """
+        CREATE TRIGGER requests_counted_truncations AFTER TRUNCATE ON overtime.requests
+            FOR EACH STATEMENT EXECUTE FUNCTION overtime.count_truncated_requests()
+        """,
+        // Each handler's share of them, as a range of identifiers read in this index alone.
+        """
+        CREATE INDEX IF NOT EXISTS requests_unfinished ON overtime.requests (identifier) INCLUDE (running)
+            WHERE cancelled_at IS NULL AND (NOT finished OR running)
+        """,
+        // The instances' own unfinished requests, which an overview counts by instance: few
+        // or none, found without a read of every unfinished request (100,000: 8 ms).
+        """
+        CREATE INDEX IF NOT EXISTS requests_owned ON overtime.requests (owner) WHERE owner <> '' AND NOT finished
+        """,
+        "DELETE FROM overtime.request_counts",
+        """
+        INSERT INTO overtime.request_counts (shard, state, count)
+            SELECT 0, \(countedState), count(*) FROM overtime.requests GROUP BY 2
+        """,
+    ]
+
+    /// A request's counted state, of the row's columns as a trigger's transition table
+    /// names them.
+    private static let countedState = "overtime.request_state(cancelled_at, running, finished, failed_attempts, tags)"
+
+    /// A trigger function that adds the states `counted` selects (state, +1 or -1 per row)
+    /// into this connection's shard, leaving out the states whose count does not change.
+    private static func countingFunction(_ name: String, counted: String) -> String {
+        """
+        CREATE OR REPLACE FUNCTION overtime.\(name)() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO overtime.request_counts AS c (shard, state, count)
+                SELECT pg_backend_pid(), state, sum(delta) FROM (\(counted)) AS changed (state, delta)
+                GROUP BY state HAVING sum(delta) <> 0
+            ON CONFLICT (shard, state) DO UPDATE SET count = c.count + excluded.count;
+            RETURN NULL;
+        END $$
+        """
+    }
+
+    /// Adds the counts of connections that ended into shard 0 (a connection's process ID
+    /// may be taken again by another later, which then adds to what is there: the sums stay
+    /// right either way).
+    static let foldEndedShards = """
+        WITH ended AS (DELETE FROM overtime.request_counts WHERE shard <> 0
+                AND shard NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL)
+            RETURNING state, count)
+        INSERT INTO overtime.request_counts AS c (shard, state, count)
+            SELECT 0, state, sum(count) FROM ended GROUP BY state
+        ON CONFLICT (shard, state) DO UPDATE SET count = c.count + excluded.count
+        """
+}
+
+/// The bits of a request's state as ``PostgresScheduleStore/schemaVersion18`` counts it.
+enum CountedRequestState {
+    /// Cancelled (`cancelled_at` set).
+    static let cancelled: Int64 = 1
+    /// An attempt in progress.
+    static let running: Int64 = 2
+    /// Finished: nothing more planned.
+    static let finished: Int64 = 4
+    /// One attempt or more of the current run failed.
+    static let retried: Int64 = 8
+    /// It has tags.
+    static let tagged: Int64 = 16
 }

@@ -35,6 +35,8 @@ extension PostgresScheduleStore {
                 _ = try await run(
                     connection, "DELETE FROM overtime.activity WHERE minute < \(cutoff / Self.activityMinute)")
                 _ = try await run(connection, "DELETE FROM overtime.operator_actions WHERE at < \(cutoff)")
+                // The request counts of connections that ended, into one row per state.
+                _ = try await run(connection, PostgresQuery(unsafeSQL: Self.foldEndedShards))
             }
             if let keep = keepingPerIdentifier {
                 let kept = Int64(keep)
