@@ -288,7 +288,8 @@ extension RequestWrite {
     /// it returns (on disk once ``sync()`` returns); `lastRunID` is the highest run ID given
     /// out, recorded with it. Returns the starts it did not write (another scheduler
     /// claimed them first); requests ``due(at:unmet:limit:)`` returned that the batch does
-    /// not start are free again for others once it returns.
+    /// not start are free again for others once it returns. A cycle that claimed requests
+    /// and starts none of them commits an empty batch.
     func commit(_ batch: ScheduleBatch, lastRunID: Int64) async throws(ScheduleStoreError) -> CommitRefusals
     /// Puts every commit so far on disk (a power loss cannot lose them). Called from a
     /// thread of its own, beside commits.

@@ -663,6 +663,48 @@ struct PostgresSchedulerTests {
         scheduler.runtime.requestTermination()
     }
 
+    /// A due request claimed by an instance that has no handler for it is released in the
+    /// same cycle, and the instance that has one runs it as soon as it has room — not once
+    /// the claim lapses (600 s here). Each instance allows one run; b's is held while b.1
+    /// falls due, so a (idle, told of the submission) claims b.1 first.
+    @Test func aRequestClaimedWhereNoHandlerServesItIsReleasedAtOnce() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let release = NIOLockedValueBox(false)
+        defer { release.withLockedValue { $0 = true } }
+        func instance(_ name: String) throws -> Scheduler {
+            var configuration = Self.configuration(server, claim: .seconds(600), name: name)
+            configuration.maximumConcurrentRuns = 1
+            let scheduler = try Scheduler(runtime: try Self.runtime(), configuration: configuration)
+            try scheduler.register(prefix: "\(name).") { task in
+                guard task.identifier.hasSuffix(".hold") else { return task.setTaskCompleted(success: true) }
+                Thread.detachNewThread {
+                    while !release.withLockedValue({ $0 }) { usleep(10_000) }
+                    task.setTaskCompleted(success: true)
+                }
+            }
+            try scheduler.start()
+            return scheduler
+        }
+        let idle = try instance("a")
+        let b = try instance("b")
+        try b.submit(ScheduledTaskRequest(identifier: "b.hold"))
+        let running = { (identifier: String) in
+            try server.psql("SELECT running FROM overtime.requests WHERE identifier = '\(identifier)'")
+                .trimmingCharacters(in: .whitespacesAndNewlines) == "t"
+        }
+        #expect(try Self.eventually(30) { try running("b.hold") })
+        try b.submit(ScheduledTaskRequest(identifier: "b.1"))
+        // Time for a, told of the submission, to claim b.1 (a claim that started nothing
+        // of its own: one that did would have been released with that start's write).
+        Thread.sleep(forTimeInterval: 1)
+        release.withLockedValue { $0 = true }
+        #expect(
+            Self.eventually(30) { (try? b.history("b.1").first?.result) == .succeeded },
+            "\((try? server.psql("SELECT identifier, running, claimed_by FROM overtime.requests")) ?? "")")
+        withExtendedLifetime(idle) {}
+    }
+
     @Test func aScheduleWrittenByANewerSchemaIsRefusedWithBothVersionsNamed() throws {
         let server = try PostgresServer()
         defer { server.stop() }

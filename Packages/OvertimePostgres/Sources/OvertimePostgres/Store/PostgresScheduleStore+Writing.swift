@@ -116,7 +116,13 @@ extension PostgresScheduleStore {
     func commit(_ batch: ScheduleBatch, lastRunID: Int64) async throws(ScheduleStoreError) -> CommitRefusals {
         // The scheduler commits operators' actions alone, after what they did.
         if !batch.actions.isEmpty { try await recordActions(batch.actions) }
-        guard !batch.writes.isEmpty || !batch.ends.isEmpty || !batch.starts.isEmpty else { return CommitRefusals() }
+        // A batch with nothing in it comes from a cycle whose claims started nothing (due
+        // requests this program has no handler for): written as any other, so that they are
+        // released, and the other instances told, now — an instance with the handler runs
+        // them at once, not when the claims lapse.
+        guard !batch.writes.isEmpty || !batch.ends.isEmpty || !batch.starts.isEmpty || batch.actions.isEmpty else {
+            return CommitRefusals()
+        }
         // Ended attempts' plans are written only while this instance still holds the run: a
         // claim taken over meanwhile has recorded the attempt as interrupted.
         let planned = batch.ends.compactMap { end in
