@@ -555,7 +555,7 @@ struct ScheduleInspectorTests {
             #expect(overview.failed == 2, "\(overview)")
             // As a build before the index left the store.
             let older = try SQLiteConnection(path: h.path)
-            try older.execute("DROP INDEX requests_failed; PRAGMA user_version = 19")
+            try older.execute("DROP TABLE lateness; DROP INDEX requests_failed; PRAGMA user_version = 19")
             older.close()
             let unindexed = try await SQLiteScheduleInspector.open(path: h.path, rowsReadPerPage: 5)
             defer { unindexed.close() }
@@ -576,11 +576,11 @@ struct ScheduleInspectorTests {
         }
     }
 
-    /// What undoes schema versions 20 and 19 (the index of those that may have failed; the
-    /// counts by state, the row's last result, the index of those waiting and running): a
-    /// store as an older build left it.
-    static let undoingStateCounts = """
-        DROP INDEX requests_failed; DROP TABLE request_counts; DROP INDEX requests_unfinished;
+    /// What undoes schema versions 21 to 19 (the lateness counted; the index of those that
+    /// may have failed; the counts by state, the row's last result, the index of those
+    /// waiting and running): a store as an older build left it.
+    static let undoingVersionsFrom19 = """
+        DROP TABLE lateness; DROP INDEX requests_failed; DROP TABLE request_counts; DROP INDEX requests_unfinished;
         ALTER TABLE requests DROP COLUMN last_failed;
         """
 
@@ -645,7 +645,7 @@ struct ScheduleInspectorTests {
             #expect(pruned.succeeded == 0 && pruned.failed == 0 && pruned.cancelled == 0 && pruned.waiting > 0)
             // A store as an older build left it, counted by the migration at the next start.
             let older = try SQLiteConnection(path: h.path)
-            try older.execute(Self.undoingStateCounts + " PRAGMA user_version = 18")
+            try older.execute(Self.undoingVersionsFrom19 + " PRAGMA user_version = 18")
             older.close()
             try h.open(prefixes: ["x.", "y."])
             try h.current.start()
@@ -673,7 +673,7 @@ struct ScheduleInspectorTests {
             try store.execute(
                 """
                 DROP TABLE activity; DROP TABLE operator_actions; ALTER TABLE requests DROP COLUMN last_started_at;
-                \(ScheduleInspectorTests.undoingStateCounts) PRAGMA user_version = 15
+                \(ScheduleInspectorTests.undoingVersionsFrom19) PRAGMA user_version = 15
                 """)
             store.close()
             try h.open(prefixes: ["x."])
@@ -697,6 +697,43 @@ struct ScheduleInspectorTests {
                     request.lastRunAt == request.running?.startedAt ?? newest,
                     "\(request.request.identifier): \(String(describing: request.lastRunAt))")
             }
+        }
+    }
+
+    /// How late runs started, as the store counted each start: runs due while another held
+    /// the one run allowed start late by as long as it ran, one due later starts on time, one
+    /// an operator started at once is not counted (it was not due), and an hour on none is.
+    @Test func howLateTheHoursRunsStartedIsCountedAsEachStarts() async throws {
+        try await onOwnThread {
+            let h = try SchedulerHarness(
+                prefixes: ["x."], store: .sqlite, configure: { $0.maximumConcurrentRuns = 1 })
+            defer { h.finish() }
+            h.script.withLock { $0 = { $0.identifier == "x.first" ? .hang : .succeed } }
+            try h.current.start()
+            for identifier in ["x.first", "x.second", "x.third"] {
+                try await h.current.submit(ScheduledTaskRequest(identifier: identifier))
+            }
+            h.advance(by: .seconds(4))
+            let first = try #require(h.hanging.all.first)
+            first.setTaskCompleted(success: true)
+            h.settle()
+            var later = ScheduledTaskRequest(identifier: "x.later")
+            later.earliestBegin = h.now + .seconds(10)
+            var manual = ScheduledTaskRequest(identifier: "x.manual")
+            manual.earliestBegin = h.now + .seconds(3600)
+            try await h.current.submit(later)
+            try await h.current.submit(manual)
+            h.advance(by: .seconds(10))
+            _ = try await h.current.runNow("x.manual")
+            h.settle()
+            let inspector = try await ScheduleDatabase.sqlite(path: h.path).inspector()
+            defer { inspector.close() }
+            let ended = try await inspector.history(HistoryQuery()).map(\.identifier).sorted()
+            #expect(ended == ["x.first", "x.later", "x.manual", "x.second", "x.third"])
+            let fourLate = LatenessBuckets.bucket(of: .seconds(4))
+            #expect(try await inspector.overview(now: h.now).lateness == LatenessBuckets.summary([0: 2, fourLate: 2]))
+            h.advance(by: .seconds(3660))
+            #expect(try await inspector.overview(now: h.now).lateness == nil)
         }
     }
 

@@ -2,7 +2,8 @@
 // the counts add up): the states as the store counted them while it wrote (schema version
 // 19; before it, with each handler's share and the failed ones in one pass over the
 // requests), each prefix's share in a range of the index of those waiting and running, the
-// last hour's attempts by the minutes the store counted.
+// last hour's attempts by the minutes the store counted, and how late that hour's runs
+// started as the store counted it.
 
 import Overtime
 
@@ -15,7 +16,7 @@ extension SQLiteScheduleInspector {
     /// (a store before schema version 19; and a test's check of the counts kept).
     func overview(now: WallClockInstant, countingEveryRow: Bool) async throws(ScheduleStoreError) -> ScheduleOverview {
         try await using {
-            [startsIndexed, resultsIndexed, activityCounted, statesCounted, failedIndexed] connection
+            [startsIndexed, resultsIndexed, activityCounted, statesCounted, failedIndexed, latenessCounted] connection
                 throws(SQLiteError) in
             try connection.execute("BEGIN")
             defer { try? connection.execute("COMMIT") }
@@ -45,7 +46,8 @@ extension SQLiteScheduleInspector {
                 cancelled: counts.cancelled, succeeded: counts.finished - counts.failed,
                 handlers: ScheduleOverview.handlerRows(byHandler, recorded: match.recorded),
                 tags: ScheduleOverview.tagRows(counts.unfinishedWithDetails > 0 ? try Self.byTag(connection) : [:]),
-                minutes: ScheduleOverview.minutes(from: first, counted: counted))
+                minutes: ScheduleOverview.minutes(from: first, counted: counted),
+                lateness: latenessCounted ? try Self.countedLateness(connection, from: first) : nil)
         }
     }
 
@@ -284,6 +286,23 @@ extension SQLiteScheduleInspector {
         var counted: [Int64: (ended: Int, failed: Int)] = [:]
         while try statement.step() { counted[statement.int64(0) - firstMinute] = (statement.int(1), statement.int(2)) }
         return counted
+    }
+
+    /// How late the runs that started in the hour's minutes from `first` started, as the
+    /// store counted them while it wrote each start (schema version 21): a row per bucket
+    /// and minute the hour used.
+    private static func countedLateness(
+        _ connection: SQLiteConnection, from first: Int64
+    ) throws(SQLiteError) -> StartLateness? {
+        let firstMinute = first / SQLiteScheduleStore.activityMinute
+        let statement = try connection.statement(
+            "SELECT bucket, SUM(started) FROM lateness WHERE minute >= ? AND minute < ? GROUP BY bucket")
+        defer { statement.reset() }
+        statement.bind(1, firstMinute)
+        statement.bind(2, firstMinute + Int64(ScheduleOverview.minutesCounted))
+        var counted: [Int: Int] = [:]
+        while try statement.step() { counted[statement.int(0)] = statement.int(1) }
+        return LatenessBuckets.summary(counted)
     }
 
     /// Before schema version 16, the attempts that started in each minute from `first` and ended, and the failed ones

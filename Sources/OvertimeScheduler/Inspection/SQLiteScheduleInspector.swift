@@ -75,6 +75,8 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     /// Whether the store indexes the requests that may have failed for good (schema
     /// version 20).
     let failedIndexed: Bool
+    /// Whether the store counts how late runs started as they start (schema version 21).
+    let latenessCounted: Bool
 
     /// Opens `path` for reading, on a queue of its own. It must exist and be an Overtime
     /// schedule store this build reads; nothing is created, migrated or repaired (the owner
@@ -121,6 +123,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
             activityCounted = version >= 16
             statesCounted = version >= 19
             failedIndexed = version >= 20
+            latenessCounted = version >= 21
             // Reads wait for the owner's commits rather than fail (a checkpoint may hold them).
             try connection.execute("PRAGMA query_only = 1")
         } catch let error as ScheduleStoreError {

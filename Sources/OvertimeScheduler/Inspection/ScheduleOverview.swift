@@ -1,6 +1,7 @@
 // A schedule at a glance: how many requests stand in each state, which handler the
-// unfinished ones wait for, and how many attempts ran and failed in each minute of the last
-// hour. What a dashboard's first page shows; each store counts it in a few statements.
+// unfinished ones wait for, how many attempts ran and failed in each minute of the last hour
+// and how late that hour's runs started. What a dashboard's first page shows; each store
+// counts it in a few statements.
 
 import Overtime
 
@@ -30,6 +31,9 @@ public struct ScheduleOverview: Sendable, Hashable {
     /// The attempts that ended, by the minute they started in, over the hour before the
     /// overview was read: ``minutesCounted`` minutes, oldest first.
     public let minutes: [MinuteActivity]
+    /// How late the runs that started in the same hour started; `nil` when none did (or the
+    /// store does not count it).
+    public let lateness: StartLateness?
 
     /// The minutes ``minutes`` covers.
     public static let minutesCounted = 60
@@ -37,7 +41,7 @@ public struct ScheduleOverview: Sendable, Hashable {
     /// An overview; for stores outside this module.
     public init(
         waiting: Int, retrying: Int, running: Int, failed: Int, cancelled: Int, succeeded: Int,
-        handlers: [HandlerLoad], tags: [TagLoad] = [], minutes: [MinuteActivity]
+        handlers: [HandlerLoad], tags: [TagLoad] = [], minutes: [MinuteActivity], lateness: StartLateness? = nil
     ) {
         self.waiting = waiting
         self.retrying = retrying
@@ -48,6 +52,7 @@ public struct ScheduleOverview: Sendable, Hashable {
         self.handlers = handlers
         self.tags = tags
         self.minutes = minutes
+        self.lateness = lateness
     }
 }
 

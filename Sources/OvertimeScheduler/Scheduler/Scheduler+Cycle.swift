@@ -86,6 +86,7 @@ extension Scheduler {
             unmet = Set<Requirement>.unmetMask(by: state.value.conditions, state: runtime.state)
         }
         batch.starts = starting.map { ($0.record, $0.stored) }
+        for start in starting { batch.lateness[start.record.identifier] = start.lateness }
         do throws(SchedulerError) {
             // Nothing to write and nothing claimed to release: no transaction.
             let written = try await batch.isEmpty && !claimed ? CommitRefusals() : write(batch)

@@ -154,6 +154,10 @@ extension RequestWrite {
     public var ends: [RunEnd] = []
     /// Attempts that start, with their requests' plans (marked running).
     public var starts: [(record: RunRecord, plan: StoredRequest)] = []
+    /// How late each start of ``starts`` is, by identifier: the time from its due time to
+    /// its start. A start that was not due (run now) has none. Stores that keep an
+    /// overview's lateness count these (``LatenessBuckets``).
+    public var lateness: [String: Duration] = [:]
     /// What operators did, recorded (``ScheduleStore/operatorActions(limit:)`` reads them).
     /// The scheduler commits them in a batch of their own, after the action is done; a
     /// store may write them in a transaction apart from the rest of a batch.

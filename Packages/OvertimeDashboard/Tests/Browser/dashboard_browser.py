@@ -10,6 +10,7 @@ A line `live-update-seconds N` reports how long a change took to show without a 
 """
 import json
 import os
+import re
 import socket
 import sys
 import time
@@ -191,6 +192,14 @@ def gallery(driver, pages, prefix=""):
     driver.set_window_size(1280, 900)
 
 
+def milliseconds(text):
+    """A duration as the pages write it (`850 ms`, `12 s`, `3 min 5 s`, `2 h 10 min`), in ms."""
+    units = {"ms": 1, "s": 1000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+    parts = text.split()
+    check(len(parts) % 2 == 0 and all(unit in units for unit in parts[1::2]), f"not a duration: {text!r}")
+    return sum(int(number) * units[unit] for number, unit in zip(parts[0::2], parts[1::2]))
+
+
 def check_overview(driver, where):
     """The overview as the other pages show the same schedule: its counts are their rows."""
     driver.get(BASE + "/overview")
@@ -207,6 +216,17 @@ def check_overview(driver, where):
     check(tiles.get("running") == len(running) == 1, f"{where}: running {tiles} against {running}")
     check(tiles.get("failed for good") == len(failed), f"{where}: failed {tiles} against {len(failed)} rows")
     driver.get(BASE + "/overview")
+    # How late the hour's runs started: every attempt of the hour started when due (no
+    # operator has run one at once yet), so those counted are those that ended and the one
+    # running; the 99th percentile is at least the median.
+    lateness = driver.find_element(By.CSS_SELECTOR, "p[data-lateness]").text
+    summary = driver.execute_script("return document.querySelector('.chart svg').getAttribute('aria-label');")
+    ended = int(re.search(r"(\d+) ended", summary).group(1))
+    found = re.search(r"of the ([\d,]+) runs started in the last hour: half within (.+), 99 in 100 within (.+)\.$", lateness)
+    check(found is not None, f"{where}: the lateness line: {lateness!r}")
+    started, median, p99 = (int(found.group(1).replace(",", "")), milliseconds(found.group(2)), milliseconds(found.group(3)))
+    check(started == ended + tiles.get("running"), f"{where}: {started} starts timed against {ended} ended and {tiles.get('running')} running")
+    check(1 <= median <= p99, f"{where}: lateness {lateness!r}")
     handlers = {row[0]: row for row in cells(driver) if len(row) == 4 and row[1] in ("prefix", "identifier", "never runs until one is")}
     check(handlers.get("hang.", [""] * 4)[3] == "1", f"{where}: hang. runs nothing: {handlers}")
     # By tag: each tag's row is its pending requests' page (ok.later and ok.hourly: weekly).

@@ -1,7 +1,7 @@
 import Foundation
 import NIOConcurrencyHelpers
 import Overtime
-import OvertimeScheduler
+@_spi(ScheduleStore) import OvertimeScheduler
 import PostgresTestServer
 import Testing
 
@@ -557,6 +557,78 @@ struct PostgresScheduleInspectorTests {
     /// The attempts of identifiers with a prefix, a page at a time, are the same read by the
     /// primary key's range and sorted (a prefix with few attempts) as read newest first (one
     /// with many): newest first, from a position, with a result, and none of another prefix.
+    /// How late runs started, as each instance counted its starts (schema version 19):
+    /// runs due while the one run an instance allows was held start at least as late as it
+    /// was held, the other instance's starts add to the same hour, and a run an operator
+    /// started at once is not counted (it was not due).
+    @Test func howLateTheHoursRunsStartedIsCountedByEveryInstanceAsItStartsThem() async throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let release = NIOLockedValueBox(false)
+        defer { release.withLockedValue { $0 = true } }
+        func instance(_ name: String, prefix: String) throws -> Scheduler {
+            var configuration = PostgresSchedulerTests.configuration(server, name: name)
+            configuration.maximumConcurrentRuns = 1
+            let scheduler = try Scheduler(runtime: try PostgresSchedulerTests.runtime(), configuration: configuration)
+            try scheduler.register(prefix: prefix) { $0.setTaskCompleted(success: true) }
+            try scheduler.register(prefix: "hold.") { task in
+                Thread.detachNewThread {
+                    while !release.withLockedValue({ $0 }) { usleep(10_000) }
+                    task.setTaskCompleted(success: true)
+                }
+            }
+            try scheduler.start()
+            return scheduler
+        }
+        let a = try instance("a", prefix: "a.")
+        let b = try instance("b", prefix: "b.")
+        let inspector = try await PostgresScheduleInspector.open(configuration: Self.database(server))
+        defer { inspector.close() }
+        let now = { SystemClock().wallClockNow }
+        try await a.submit(ScheduledTaskRequest(identifier: "hold.1"))
+        #expect(
+            try await PostgresSchedulerTests.eventually(30) { try await inspector.overview(now: now()).running == 1 })
+        let holder = try #require(try await inspector.request("hold.1", now: now())?.running?.holder)
+        let heldByA = holder.hasPrefix("a (")
+        let (held, free) = heldByA ? (a, b) : (b, a)
+        let (heldPrefix, freePrefix) = heldByA ? ("a.", "b.") : ("b.", "a.")
+        // Due now; the instance that serves them holds its one run for 1.5 s more.
+        try await held.submit(contentsOf: (1...3).map { ScheduledTaskRequest(identifier: "\(heldPrefix)\($0)") })
+        try await free.submit(ScheduledTaskRequest(identifier: "\(freePrefix)1"))
+        try await Task.sleep(for: .milliseconds(1500))
+        release.withLockedValue { $0 = true }
+        #expect(
+            try await PostgresSchedulerTests.eventually(30) { try await inspector.overview(now: now()).succeeded == 5 })
+        var manual = ScheduledTaskRequest(identifier: "\(freePrefix)manual")
+        manual.earliestBegin = now() + .seconds(3600)
+        try await free.submit(manual)
+        _ = try await free.runNow(manual.identifier)
+        #expect(
+            try await PostgresSchedulerTests.eventually(30) { try await inspector.overview(now: now()).succeeded == 6 })
+        let lateness = try #require(try await inspector.overview(now: now()).lateness)
+        // hold.1 and the free instance's run on time; the three that waited, at least 1.5 s late.
+        #expect(lateness.started == 5, "\(lateness)")
+        #expect(lateness.median >= .milliseconds(1500) && lateness.percentile99 >= lateness.median, "\(lateness)")
+        let shards = try server.psql("SELECT count(DISTINCT shard) FROM overtime.lateness")
+        #expect(shards.trimmingCharacters(in: .whitespacesAndNewlines) == "2", "each instance counts in its own rows")
+        // The hour is the database's current minute and the 59 before it, whichever way the
+        // clocks differ by a little: read again if the minute turned meanwhile.
+        let minute = "floor(extract(epoch FROM clock_timestamp()) / 60)::bigint"
+        var read: StartLateness?
+        for _ in 0..<3 {
+            let current = try server.psql("SELECT \(minute)").trimmingCharacters(in: .whitespacesAndNewlines)
+            try server.psql(
+                """
+                DELETE FROM overtime.lateness;
+                INSERT INTO overtime.lateness VALUES (\(current), 0, 10, 1), (\(current) - 59, 0, 20, 1),
+                    (\(current) - 60, 0, 30, 1), (\(current) + 1, 0, 40, 1)
+                """)
+            read = try await inspector.overview(now: now()).lateness
+            if try server.psql("SELECT \(minute)").trimmingCharacters(in: .whitespacesAndNewlines) == current { break }
+        }
+        #expect(read == LatenessBuckets.summary([10: 1, 20: 1]))
+    }
+
     @Test func aPrefixsHistoryIsTheSameSortedOrReadNewestFirst() async throws {
         let server = try PostgresServer()
         defer { server.stop() }

@@ -78,6 +78,7 @@ extension SQLiteScheduleStore {
                 for (record, plan) in batch.starts {
                     try Self.updatePlan(plan, start: record, ended: nil, connection, &tally)
                 }
+                try Self.countLateness(batch, connection)
                 try tally.write(connection)
                 for action in batch.actions { try Self.insertAction(action, connection) }
                 if !batch.starts.isEmpty {
@@ -260,6 +261,38 @@ extension SQLiteScheduleStore {
         }
     }
 
+    /// Counts how late the starts of `batch` are, by the minute each started in and its
+    /// lateness bucket: a write for each pair (a batch's starts share one or two).
+    static func countLateness(_ batch: ScheduleBatch, _ connection: SQLiteConnection) throws(SQLiteError) {
+        var counted: [LatenessKey: Int] = [:]
+        for (record, _) in batch.starts {
+            guard let lateness = batch.lateness[record.identifier] else { continue }
+            let key = LatenessKey(
+                minute: record.startedAt.nanosecondsSinceEpoch / activityMinute,
+                bucket: LatenessBuckets.bucket(of: lateness))
+            counted[key, default: 0] += 1
+        }
+        for (key, started) in counted {
+            let statement = try connection.statement(countLatenessQuery)
+            statement.bind(1, key.minute)
+            statement.bind(2, key.bucket)
+            statement.bind(3, started)
+            try statement.run()
+        }
+    }
+
+    /// A row of the lateness table.
+    struct LatenessKey: Hashable {
+        let minute: Int64
+        let bucket: Int
+    }
+
+    static let countLatenessQuery = SQLiteQuery(
+        """
+        INSERT INTO lateness (minute, bucket, started) VALUES (?, ?, ?)
+            ON CONFLICT (minute, bucket) DO UPDATE SET started = started + excluded.started
+        """)
+
     static let countActivityQuery = SQLiteQuery(
         """
         INSERT INTO activity (minute, ended, failed) VALUES (?, ?, ?)
@@ -436,11 +469,14 @@ extension SQLiteScheduleStore {
                     old.bind(1, endedBefore.nanosecondsSinceEpoch)
                     try old.run()
                     deleted += connection.changes
-                    // The activity of those minutes goes with their attempts, and the
-                    // operators' actions of that time.
+                    // The activity and lateness of those minutes go with their attempts,
+                    // and the operators' actions of that time.
                     let activity = try connection.statement("DELETE FROM activity WHERE minute < ?")
                     activity.bind(1, endedBefore.nanosecondsSinceEpoch / Self.activityMinute)
                     try activity.run()
+                    let lateness = try connection.statement("DELETE FROM lateness WHERE minute < ?")
+                    lateness.bind(1, endedBefore.nanosecondsSinceEpoch / Self.activityMinute)
+                    try lateness.run()
                     let actions = try connection.statement("DELETE FROM operator_actions WHERE at < ?")
                     actions.bind(1, endedBefore.nanosecondsSinceEpoch)
                     try actions.run()

@@ -35,14 +35,14 @@ import OvertimeSupport
 /// (its `-wal` and `-shm` take its mode).
 final class SQLiteScheduleStore: ScheduleStore {
     /// The schema this build writes and reads.
-    static let schemaVersion = 20
+    static let schemaVersion = 21
     /// Overtime's mark in the SQLite header (`application_id`): "OTSC".
     static let applicationID: Int64 = 0x4F54_5343
     /// The tables this schema has (and had; `grdb_migrations` from builds that migrated
     /// with GRDB): a database holding any other is not ours.
     static let tables: Set<String> = [
         "requests", "runs", "counters", "history", "prerequisites", "waking", "handlers", "activity", "request_counts",
-        "operator_actions", "grdb_migrations",
+        "operator_actions", "lateness", "grdb_migrations",
     ]
     /// The log is checkpointed into the database once it is this large.
     static let checkpointBytes = 8 << 20

@@ -384,6 +384,14 @@ struct HandlerRow {
     let unserved: Bool
 }
 
+/// How late the last hour's runs started, on the overview: a count and two percentiles,
+/// written as the pages write durations.
+struct LatenessLine {
+    let started: String
+    let median: String
+    let percentile99: String
+}
+
 /// A tag's unfinished requests, on the overview, with the page that lists them.
 struct TagRow {
     let tag: String
@@ -404,6 +412,8 @@ struct InstanceHealth {
 struct OverviewPage {
     let tiles: [OverviewTile]
     let chart: ActivityChart
+    /// How late the last hour's runs started; `nil` when none was timed.
+    let lateness: LatenessLine?
     let handlers: [HandlerRow]
     /// The tags of the unfinished requests, most first, at most ``DashboardRoutes/tagsShown``.
     let tags: [TagRow]

@@ -438,6 +438,17 @@ extension HandlerRow: TemplateModel {
     }
 }
 
+extension LatenessLine: TemplateModel {
+    func field(named name: String) -> Any? {
+        switch name {
+        case "started": self.started
+        case "median": self.median
+        case "percentile99": self.percentile99
+        default: nil
+        }
+    }
+}
+
 extension TagRow: TemplateModel {
     func field(named name: String) -> Any? {
         switch name {
@@ -499,6 +510,7 @@ extension OverviewPage: TemplateModel {
         switch name {
         case "tiles": self.tiles
         case "chart": self.chart
+        case "lateness": self.lateness
         case "handlers": self.handlers
         case "tags": self.tags
         case "hasTags": self.hasTags

@@ -52,6 +52,7 @@ enum Templates {
         {{/bars}}</svg><div class="times"><span>an hour ago</span><span>30 min</span><span>now</span></div>
         <figcaption><span class="key ended"></span> {{ended}} attempts ended, <span class="key failed"></span> {{failed}} failed \
         (failed, expired or terminated). The top of the chart is {{top}} a minute.</figcaption></figure>{{/chart}}
+        {{#lateness}}<p class="lateness" data-lateness>Lateness, from due time to start, of the {{started}} runs         started in the last hour: half within <strong>{{median}}</strong>, 99 in 100 within <strong>{{percentile99}}</strong>.</p>{{/lateness}}        {{^lateness}}<p class="lateness note" data-lateness>No run that was due started in the last hour.</p>{{/lateness}}
         <h2>Waiting and running, by handler</h2>
         <div class="scroll"><table><thead><tr><th>Handler</th><th>Kind</th><th>Waiting</th><th>Running</th></tr></thead><tbody>
         {{#handlers}}<tr{{#unserved}} class="unserved"{{/unserved}}><td>{{#href}}<a href="{{base}}{{href}}">{{name}}</a>{{/href}}{{^href}}{{name}}{{/href}}</td>\

@@ -251,7 +251,12 @@ struct DashboardRoutes: Sendable {
         return render(
             "overview", title: "Overview", viewer: viewer,
             OverviewPage(
-                tiles: tiles, chart: ActivityChart(overview.minutes), handlers: handlers, tags: Array(tags),
+                tiles: tiles, chart: ActivityChart(overview.minutes),
+                lateness: overview.lateness.map {
+                    LatenessLine(
+                        started: Formatting.count($0.started), median: Formatting.duration($0.median),
+                        percentile99: Formatting.duration($0.percentile99))
+                }, handlers: handlers, tags: Array(tags),
                 hasTags: !tags.isEmpty,
                 moreTags: overview.tags.count > Self.tagsShown ? overview.tags.count - Self.tagsShown : nil,
                 // No row while requests wait or run: no program recorded its handlers.

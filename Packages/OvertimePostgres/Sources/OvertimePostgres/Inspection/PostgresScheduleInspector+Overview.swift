@@ -1,7 +1,8 @@
 // A fleet's overview, counted by the server: the requests by state as the writes counted
 // them (schema version 18; before, in a pass over every request), by handler and tag, with
 // the ones that failed for good, in one statement (one snapshot, so the counts add up); the
-// last hour's attempts by minute in another.
+// last hour's attempts by minute in another, and how late that hour's runs started in a
+// third.
 
 import Overtime
 @_spi(ScheduleStore) import OvertimeScheduler
@@ -107,7 +108,9 @@ extension PostgresScheduleInspector {
                 waiting: totals.waiting, retrying: totals.retrying, running: totals.running, failed: failed,
                 cancelled: totals.cancelled, succeeded: totals.finished - failed,
                 handlers: ScheduleOverview.handlerRows(byHandler, recorded: match.recorded),
-                tags: ScheduleOverview.tagRows(byTag), minutes: ScheduleOverview.minutes(from: first, counted: counted))
+                tags: ScheduleOverview.tagRows(byTag), minutes: ScheduleOverview.minutes(from: first, counted: counted),
+                lateness: latenessCounted.withLockedValue { $0 }
+                    ? try await countedLateness(connection, from: first, offset: offset) : nil)
         }
     }
 
@@ -247,6 +250,30 @@ extension PostgresScheduleInspector {
             counted[index, default: (0, 0)].failed += Int(failed)
         }
         return counted
+    }
+
+    /// How late the runs that started in the hour from `first` started, as the instances
+    /// counted them while they wrote each start (schema version 19): a row per bucket used.
+    /// The rows' minutes are the database's: the hour is the 60 of them that mostly cover
+    /// this process's (a clock a little ahead of the database's would otherwise leave out
+    /// the current minute).
+    private func countedLateness(
+        _ connection: PostgresConnection, from first: Int64, offset: Int64
+    ) async throws -> StartLateness? {
+        let minute = PostgresScheduleStore.activityMinute
+        let start = Self.floorDivision(first &+ offset &+ minute / 2, minute)
+        let rows = try await run(
+            connection,
+            """
+            SELECT bucket, sum(started)::bigint FROM overtime.lateness
+            WHERE minute >= \(start) AND minute < \(start + Int64(ScheduleOverview.minutesCounted)) GROUP BY 1
+            """)
+        var counted: [Int: Int] = [:]
+        for row in rows {
+            let (bucket, started) = try row.decode((Int32, Int64).self)
+            counted[Int(bucket)] = Int(started)
+        }
+        return LatenessBuckets.summary(counted)
     }
 
     /// Before schema version 15: the hour's attempts read from the history, by minute.

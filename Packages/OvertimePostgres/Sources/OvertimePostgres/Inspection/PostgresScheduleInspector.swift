@@ -42,6 +42,8 @@ final class PostgresScheduleInspector: ScheduleInspector {
     /// The schedule counts its requests by state as they are written (schema version 18):
     /// an overview reads those counts, not every request.
     let statesCounted = NIOLockedValueBox(false)
+    /// The schedule counts how late runs started as they start (schema version 19).
+    let latenessCounted = NIOLockedValueBox(false)
     /// The most rows one page reads for a selection no index answers (failed, a tag, a
     /// search; a search of the history, in attempts).
     let rowsReadPerPage: Int
@@ -659,6 +661,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
             failureCandidatesMarked.withLockedValue { $0 = version >= 14 }
             activityCounted.withLockedValue { $0 = version >= 15 }
             statesCounted.withLockedValue { $0 = version >= 18 }
+            latenessCounted.withLockedValue { $0 = version >= 19 }
             prefixIsARange.withLockedValue { $0 = version >= 13 }
             let before = SystemClock().wallClockNow.nanosecondsSinceEpoch
             let database =

@@ -57,7 +57,7 @@ extension PostgresScheduleStore {
                 (9, Self.schemaVersion9), (10, Self.schemaVersion10), (11, Self.schemaVersion11),
                 (12, Self.schemaVersion12), (13, Self.schemaVersion13), (14, Self.schemaVersion14),
                 (15, Self.schemaVersion15), (16, Self.schemaVersion16), (17, Self.schemaVersion17),
-                (18, Self.schemaVersion18),
+                (18, Self.schemaVersion18), (19, Self.schemaVersion19),
             ] where version < target {
                 for statement in statements { _ = try await run(connection, PostgresQuery(unsafeSQL: statement)) }
             }
@@ -73,6 +73,7 @@ extension PostgresScheduleStore {
     /// The tables the migrations make in the `overtime` schema.
     static let tables: Set<String> = [
         "meta", "requests", "history", "prerequisites", "handlers", "activity", "operator_actions", "request_counts",
+        "lateness",
     ]
 
     static let schemaVersion1 = [
@@ -387,6 +388,17 @@ extension PostgresScheduleStore {
         INSERT INTO overtime.request_counts (shard, state, count)
             SELECT 0, \(countedState), count(*) FROM overtime.requests GROUP BY 2
         """,
+    ]
+
+    /// Version 19: how late runs started, counted by the minute they started in (the
+    /// database's) and by bucket (``LatenessBuckets``) as each start is written: an
+    /// overview's percentiles read an hour's rows, not its runs. Each connection counts in
+    /// rows of its own (`shard`, as `activity`). Starts before it were not timed.
+    static let schemaVersion19 = [
+        """
+        CREATE TABLE IF NOT EXISTS overtime.lateness (minute bigint NOT NULL, shard integer NOT NULL,
+            bucket integer NOT NULL, started bigint NOT NULL, PRIMARY KEY (minute, shard, bucket))
+        """
     ]
 
     /// A request's counted state, of the row's columns as a trigger's transition table

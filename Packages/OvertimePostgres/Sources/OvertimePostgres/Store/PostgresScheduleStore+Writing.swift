@@ -30,10 +30,12 @@ extension PostgresScheduleStore {
                         SELECT count(*) FROM gone
                         """
                     ).first?.decode(Int64.self) ?? 0
-                // The activity of those minutes goes with their attempts, and the operators'
-                // actions of that time.
+                // The activity and lateness of those minutes go with their attempts, and the
+                // operators' actions of that time.
                 _ = try await run(
                     connection, "DELETE FROM overtime.activity WHERE minute < \(cutoff / Self.activityMinute)")
+                _ = try await run(
+                    connection, "DELETE FROM overtime.lateness WHERE minute < \(cutoff / Self.activityMinute)")
                 _ = try await run(connection, "DELETE FROM overtime.operator_actions WHERE at < \(cutoff)")
                 // The request counts of connections that ended, into one row per state.
                 _ = try await run(connection, PostgresQuery(unsafeSQL: Self.foldEndedShards))
@@ -136,7 +138,7 @@ extension PostgresScheduleStore {
         let starts = batch.starts.map { record, stored in
             var plan = stored
             plan.isRunning = true
-            return PlanWrite(stored: plan, start: record, ending: nil)
+            return PlanWrite(stored: plan, start: record, ending: nil, lateness: batch.lateness[record.identifier])
         }
         // Others hear of an end only when it leaves something to run (a repeating request's
         // next time, a retry); a finished one-shot wakes no one.
@@ -214,6 +216,33 @@ extension PostgresScheduleStore {
         }
         steps.append("ended AS (\(planUpdate(planned, .ending, &bindings)))")
         steps.append("started AS (\(planUpdate(starts, .claimedHere, &bindings)))")
+        // How late the runs that start are, counted in this connection's rows of the
+        // lateness table by minute and bucket; only the claims that become runs count.
+        let late = starts.compactMap { write in
+            write.lateness.map { lateness in
+                (
+                    identifier: write.stored.request.identifier,
+                    minute: (write.start?.startedAt.nanosecondsSinceEpoch ?? 0) / Self.activityMinute,
+                    bucket: Int32(LatenessBuckets.bucket(of: lateness))
+                )
+            }
+        }
+        if !late.isEmpty {
+            bindings.append(late.map(\.identifier))
+            bindings.append(late.map(\.minute))
+            bindings.append(late.map(\.bucket))
+            let first = bindings.count - 2
+            steps.append(
+                """
+                late AS (INSERT INTO overtime.lateness (minute, shard, bucket, started)
+                    SELECT v.minute, pg_backend_pid(), v.bucket, count(*)
+                    FROM unnest($\(first)::text[], $\(first + 1)::bigint[], $\(first + 2)::integer[])
+                        AS v(identifier, minute, bucket)
+                    WHERE v.identifier IN (SELECT identifier FROM started)
+                    GROUP BY v.minute, v.bucket
+                    ON CONFLICT (minute, shard, bucket) DO UPDATE SET started = overtime.lateness.started + excluded.started)
+                """)
+        }
         let base = bindings.count
         bindings.append(ends.map(\.record.identifier))
         bindings.append(ends.map(\.record.runID))
@@ -612,6 +641,8 @@ extension PostgresScheduleStore {
         let stored: StoredRequest
         let start: RunRecord?
         let ending: RunRecord?
+        /// How late the run `start` starts is (from its due time), when it was due.
+        var lateness: Duration? = nil
     }
 
     /// Which rows a plan may be written to.
