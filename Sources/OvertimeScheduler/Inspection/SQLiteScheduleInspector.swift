@@ -466,8 +466,8 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     }
 
     /// The smallest text after every text that starts with `prefix` (SQLite compares text
-    /// byte by byte, and no UTF-8 sequence starts with a byte above U+10FFFF's first).
-    static func prefixEnd(_ prefix: String) -> String { prefix + "\u{10FFFF}\u{10FFFF}" }
+    /// byte by byte): ``HandlerMatch/rangeEnd(of:)``.
+    static func prefixEnd(_ prefix: String) -> String { HandlerMatch.rangeEnd(of: prefix) }
 
     /// The handlers the daemon recorded as it started; none in a store no daemon of this
     /// build has started since it was written (no table yet, or no row).

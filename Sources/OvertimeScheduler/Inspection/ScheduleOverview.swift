@@ -223,6 +223,12 @@ extension ScheduleOverview {
         return (found.isPrefix ? "p" : "i") + name
     }
 
+    /// The smallest text after every text that starts with `prefix`, compared byte by byte
+    /// (no UTF-8 sequence starts with a byte above U+10FFFF's first): the identifiers a
+    /// prefix's handler serves are the keys from `prefix` up to it, which both stores' indexes
+    /// read as a range.
+    public static func rangeEnd(of prefix: String) -> String { prefix + "\u{10FFFF}\u{10FFFF}" }
+
     /// The handler a key of ``key(_:)`` names.
     public static func found(key: String) -> Found {
         guard let kind = key.first, kind != "-" else { return .none }

@@ -222,10 +222,11 @@ extension PostgresScheduleInspector {
         return (with, rows.joined(separator: "\nUNION ALL\n"))
     }
 
-    /// The condition that an identifier starts with `prefix`, as a range of the keys: from
-    /// the prefix to it followed by the greatest character (no UTF-8 byte is above its first).
+    /// The condition that an identifier starts with `prefix`, as a range of the keys
+    /// (``HandlerMatch/rangeEnd(of:)``; identifiers compare byte by byte, collation `C`).
     private static func range(_ prefix: String, _ bindings: inout PostgresBindings) -> String {
-        "(r.identifier >= \(bind(prefix, &bindings)) AND r.identifier < \(bind(prefix + "\u{10FFFF}\u{10FFFF}", &bindings)))"
+        let end = HandlerMatch.rangeEnd(of: prefix)
+        return "(r.identifier >= \(bind(prefix, &bindings)) AND r.identifier < \(bind(end, &bindings)))"
     }
 
     /// The hour's minutes as the instances counted them while they recorded each attempt
