@@ -210,6 +210,10 @@ def check_overview(driver, where):
     pending = listed()
     driver.get(BASE + "/failed")
     failed = listed()
+    failed_total = driver.find_element(By.CSS_SELECTOR, "p[data-total]").text
+    check(failed_total == f"{len(failed)} request{'' if len(failed) == 1 else 's'} failed for good", f"{where}: the Failed page's total {failed_total!r} against {len(failed)} rows")
+    driver.get(BASE + "/failed?prefix=fail.")
+    check(not driver.find_elements(By.CSS_SELECTOR, "p[data-total]"), f"{where}: a filtered Failed page shows a total")
     driver.get(BASE + "/running")
     running = listed()
     check(tiles.get("waiting") == len(pending) - len(running), f"{where}: waiting {tiles} against {len(pending)} pending, {len(running)} running")

@@ -259,6 +259,9 @@ struct FailedPage {
     let orders: [Choice]
     let prefix: String
     let tag: String
+    /// How many failed for good, without a filter (the overview's count); `nil` with one:
+    /// no index counts a prefix's or a tag's.
+    let total: String?
     let rows: [FailedRow]
     let pager: Pager
     /// The retry of every request the filters select that failed for good; `nil` without

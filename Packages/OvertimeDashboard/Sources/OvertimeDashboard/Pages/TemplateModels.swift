@@ -243,6 +243,7 @@ extension FailedPage: TemplateModel {
         case "orders": self.orders
         case "prefix": self.prefix
         case "tag": self.tag
+        case "total": self.total
         case "rows": self.rows
         case "pager": self.pager
         case "retryAll": self.retryAll

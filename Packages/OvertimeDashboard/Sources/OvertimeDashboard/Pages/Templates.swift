@@ -151,6 +151,7 @@ enum Templates {
         <label>Tag <input name="tag" value="{{tag}}"></label>
         <label>Order <select name="order">{{#orders}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/orders}}</select></label>
         <button>Show</button></form>
+        {{#total}}<p class="total" data-total>{{total}}</p>{{/total}}
         <div class="scroll"><table><thead><tr><th>Identifier</th><th>Last attempt</th><th>Ended</th><th>Stop reason</th><th>Stopped by</th><th></th></tr></thead><tbody>
         {{#rows}}<tr><td><a href="{{base}}/request?id={{link}}">{{identifier}}</a></td><td>{{lastResult}}</td><td>{{ended}}</td><td>{{stopReason}}</td><td>{{stoppedBy}}</td>\
         <td>{{#canRetry}}<a href="{{base}}/request/retry?id={{link}}">Retry…</a>{{/canRetry}}</td></tr>

@@ -501,6 +501,12 @@ struct DashboardRoutes: Sendable {
                 + "&order=\(newestFirst ? "newest" : "oldest")\(position)"
         }
         let bulk = ActionSubject("retry-failed", ["tag": tag, "prefix": prefix])
+        // Unfiltered, the total is the overview's count (kept by the store as it writes, and
+        // counted once for every viewer until the schedule changes); a prefix's or a tag's
+        // would take reading each candidate row, so a filtered page shows none.
+        let total =
+            prefix.isEmpty && tag.isEmpty
+            ? try await dashboard.overview.overview(now: now).failed : nil
         let newest = try await dashboard.inspector.newestAttempts(of: found.map(\.request.identifier))
         var rows: [FailedRow] = []
         for inspected in found {
@@ -516,7 +522,9 @@ struct DashboardRoutes: Sendable {
         return render(
             "failed", title: "Failed", viewer: viewer,
             FailedPage(
-                orders: Self.orders(newestFirst: newestFirst), prefix: prefix, tag: tag, rows: rows, pager: pager,
+                orders: Self.orders(newestFirst: newestFirst), prefix: prefix, tag: tag,
+                total: total.map { "\(Formatting.count($0)) request\($0 == 1 ? "" : "s") failed for good" },
+                rows: rows, pager: pager,
                 retryAll: canAct && !rows.isEmpty
                     ? BulkLinks(what: bulk.tag == nil && bulk.prefix == nil ? "" : " \(bulk.name)", query: bulk.query)
                     : nil))
