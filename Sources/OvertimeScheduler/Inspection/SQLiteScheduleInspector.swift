@@ -557,6 +557,9 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     ) async throws(ScheduleStoreError) -> T {
         try await reader.queue.perform { [database = reader.database, path] () throws(ScheduleStoreError) in
             guard let connection = database.value else { throw ScheduleStoreError("schedule store \(path): closed") }
+            // A read left open would hold the owner's checkpoints back for as long as the
+            // inspector lives.
+            defer { connection.endReads() }
             do {
                 return try body(connection)
             } catch {

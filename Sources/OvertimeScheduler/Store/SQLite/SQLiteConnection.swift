@@ -109,16 +109,33 @@ final class SQLiteConnection {
     }
 
     /// Runs `body` in one write transaction (`BEGIN IMMEDIATE`): committed when it returns,
-    /// rolled back when it throws.
+    /// rolled back when it throws. Statements it left stepping are reset first (see
+    /// ``endReads()``).
     func transaction<T>(_ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
         try execute("BEGIN IMMEDIATE")
         do {
             let result = try body()
+            endReads()
             try execute("COMMIT")
             return result
         } catch {
+            endReads()
             try? execute("ROLLBACK")
             throw error
+        }
+    }
+
+    /// Resets every statement of the connection still stepping (one read for a single row
+    /// and left). Such a statement keeps the connection's read of the write-ahead log open
+    /// past its transaction, at the place the read began: no checkpoint copies the log
+    /// beyond it and the log never starts over, so it grows for as long as the connection
+    /// lives — and every page read searches all of it.
+    func endReads() {
+        guard let handle else { return }
+        var statement = sqlite3_next_stmt(handle, nil)
+        while let current = statement {
+            if sqlite3_stmt_busy(current) != 0 { sqlite3_reset(current) }
+            statement = sqlite3_next_stmt(handle, current)
         }
     }
 

@@ -179,6 +179,7 @@ final class SQLiteScheduleStore: ScheduleStore {
     {
         try database.withLock { holder throws(ScheduleStoreError) in
             guard let connection = holder.connection else { throw ScheduleStoreError("schedule store \(path): closed") }
+            defer { connection.endReads() }
             return try Self.named(path) { () throws(SQLiteError) in try body(holder, connection) }
         }
     }
@@ -187,6 +188,7 @@ final class SQLiteScheduleStore: ScheduleStore {
     func using<T>(_ body: (SQLiteConnection) throws(SQLiteError) -> T) throws(ScheduleStoreError) -> T {
         try database.withLock { holder throws(ScheduleStoreError) in
             guard let connection = holder.connection else { throw ScheduleStoreError("schedule store \(path): closed") }
+            defer { connection.endReads() }
             return try Self.named(path) { () throws(SQLiteError) in try body(connection) }
         }
     }

@@ -1,0 +1,51 @@
+import Foundation
+import Logging
+import Overtime
+import OvertimeTestSupport
+import Testing
+
+@_spi(ScheduleStore) @testable import OvertimeScheduler
+
+/// The SQLite store's write-ahead log is copied into the database as it grows and starts
+/// over, however long the store and its inspectors stay open: a log that only grows fills
+/// the disk and slows every read (each page read searches the whole log).
+@Suite("The SQLite store's write-ahead log", .timeLimit(.minutes(2)))
+struct SQLiteStoreLogTests {
+    static let now = WallClockInstant(secondsSinceEpoch: 1_790_000_000)
+
+    @Test func theLogIsCheckpointedAndStartsOverWhileTheStoreAndAnInspectorStayOpen() async throws {
+        let folder = TemporaryDirectory("store-log")
+        defer { folder.remove() }
+        let path = folder.path + "/schedule.db"
+        let database = ScheduleDatabase.sqlite(path: path)
+        let store = try await database.openStore(
+            ScheduleStoreContext(
+                now: Self.now, wallClock: { Self.now },
+                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
+        defer { store.close() }
+        let inspector = try await database.inspector()
+        defer { inspector.close() }
+        // Each commit writes a few pages (about 20 kB of log): three times the size at which
+        // the syncing thread checkpoints, as a scheduler commits, syncs and is inspected.
+        for round in 0..<1_200 {
+            var request = ScheduledTaskRequest(identifier: "job-\(round % 300)")
+            request.earliestBegin = Self.now + .seconds(Int64(round))
+            let stored = StoredRequest(
+                request: request, plan: PlanState(anchor: Self.now), submittedAt: Self.now, currentRunID: nil)
+            _ = try await store.commit(ScheduleBatch(writes: [.save(stored)]), lastRunID: store.lastRunID())
+            try store.sync()
+            if round % 100 == 0 {
+                _ = try await inspector.requests(RequestQuery(limit: 5), now: Self.now)
+                _ = try await inspector.overview(now: Self.now)
+            }
+        }
+        let log = try #require(try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int)
+        #expect(log < 2 * SQLiteScheduleStore.checkpointBytes, "the log started over once checkpointed: \(log) bytes")
+        // No connection holds a read where it began: a checkpoint now copies all of the log.
+        let probe = try SQLiteConnection(path: path)
+        defer { probe.close() }
+        let frames = try probe.rows("PRAGMA wal_checkpoint(PASSIVE)") { [$0.int(0), $0.int(1), $0.int(2)] }
+        #expect(frames.first?[0] == 0 && frames.first?[1] == frames.first?[2], "busy, log, copied: \(frames)")
+        #expect(try await store.pendingCount() == 300)
+    }
+}
