@@ -159,9 +159,11 @@ public struct RequestQuery: Sendable, Hashable {
 }
 
 extension RequestQuery {
-    /// What a page of requests is listed by. Orders other than by submission have no index
-    /// (one would cost every update of a plan an entry more): the store sorts the requests
-    /// the filters select. Each store sorts by one number per request, ascending, ties by
+    /// What a page of requests is listed by. The SQLite store keeps no index for the orders
+    /// other than by submission (three cost its scheduler a fifth of its runs per second):
+    /// it sorts the requests the filters select. The PostgreSQL store reads the unfinished
+    /// ones in an index per order, whose writes its fleet's runs absorb; it sorts those of
+    /// the other states as selected. Each store sorts by one number per request, ascending, ties by
     /// position — its due time (none: the largest number), its attempt negated, its newest
     /// attempt's start negated (none: the largest number) — and
     /// ``RequestPage/nextKey`` is that number.

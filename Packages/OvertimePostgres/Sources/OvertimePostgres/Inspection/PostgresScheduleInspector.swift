@@ -262,18 +262,10 @@ final class PostgresScheduleInspector: ScheduleInspector {
         progress: "NULL::bigint AS progress_run_id, NULL::double precision AS progress_fraction,"
             + " NULL::text AS progress_message", lastStarted: noLastStart)
 
-    /// The SQL of the number a page in `order` is sorted by (``RequestQuery/Order-swift.struct``).
+    /// The SQL of the number a page in `order` is sorted by (``RequestQuery/Order-swift.struct``),
+    /// of the columns of `overtime.requests` alone (the picking query reads no other table).
     private func sortKey(_ order: RequestQuery.Order) -> String {
-        switch order {
-        case .nextRun: "coalesce(r.due_at, \(Int64.max))"
-        case .attempts:
-            "-(CASE WHEN r.running THEN coalesce(r.active_attempt, r.failed_attempts + 1) WHEN r.finished THEN 0"
-                + " ELSE r.failed_attempts + 1 END)"
-        case .lastRun:
-            lastStartedSeen.withLockedValue { $0 }
-                ? "coalesce(-r.last_started_at, \(Int64.max))" : "\(Int64.max)::bigint"
-        default: "0::bigint"
-        }
+        PostgresScheduleStore.sortKey(order, lastStarted: lastStartedSeen.withLockedValue { $0 })
     }
 
     private static func requestColumns(progress: String, lastStarted: String) -> String {
