@@ -152,7 +152,8 @@ public enum DashboardPages {
         static let historyFewPages = ["/history?result=superseded", "/history?from=2001-01-01&until=2001-01-02"]
 
         /// Pages searched for text no identifier, tag, stop reason or output holds: no index
-        /// answers a search, so each reads as many rows as a page may.
+        /// answers a search. The requests page reads every request (the text is in the
+        /// query's condition); the history page a stretch of attempts.
         static let searchPages = ["/requests?state=all&q=no+such+text", "/history?q=no+such+text"]
 
         /// Requests pages sorted by each column the table sorts by: every pending request
