@@ -15,16 +15,21 @@ import OvertimeSupport
 extension SQLiteScheduleStore {
     /// Opens (creating) the database, refuses a newer schema, checks and migrates it.
     static func open(_ path: String) throws -> SQLiteConnection {
+        var existing: SQLiteConnection?
         if access(path, F_OK) == 0 {
             // Read-only first: a store refused is left byte for byte as it was (opening it
             // for writing would already switch its journal mode).
-            let existing = try SQLiteConnection(path: path, readOnly: true)
-            let version = try existing.integer("PRAGMA user_version") ?? 0
-            try refuseForeign(existing, path)
-            existing.close()
+            let reader = try SQLiteConnection(path: path, readOnly: true)
+            let version = try reader.integer("PRAGMA user_version") ?? 0
+            try refuseForeign(reader, path)
             try refuseNewer(Int(version), path)
+            existing = reader
         }
+        // Opened while the reader is still open: the first connection to a database whose
+        // log holds frames reads the whole log to index it, and that index lasts only while
+        // some connection is open — a writer opened after the reader closed reads it again.
         let connection = try SQLiteConnection(path: path)
+        existing?.close()
         // Written to the log at each commit; on disk at each sync (see the type's comment).
         // A 16 MiB page cache (filled only as the store grows): runs/s at a million due
         // rose by a tenth over SQLite's 2 MiB, and 64 MiB added nothing.
