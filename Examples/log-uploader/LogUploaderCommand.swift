@@ -497,7 +497,7 @@ struct Run: ParsableCommand {
             requirements: requirements, logger: Logger(label: "log-uploader"))
         try upload.register()
         try scheduler.start()
-        try upload.start()
+        upload.start()
         return scheduler
     }
 

@@ -57,17 +57,26 @@ final class UploadSchedule: Sendable {
     }
 
     /// After the start: lines left from before (or a request of an earlier version, which
-    /// repeated) decide whether an upload is pending, due now.
-    func start() throws(SchedulerError) {
+    /// repeated) decide whether an upload is pending, due now. Decided on ``queue``, as the
+    /// submits of arriving lines are (so a line's submit never comes before this and is
+    /// never cancelled by it), and not waited for: the scheduler's own start work is queued
+    /// ahead of it, and the daemon's start (`READY=1`) need not wait for that.
+    func start() {
         uploader.spool.onAppend { [self] in linesArrived(dueIn: interval) }
-        if uploader.spool.pendingLines > 0 {
-            armed.withLock { $0 = true }
-            try scheduler.submit(request(dueIn: .zero), ifExists: .replace)
-        } else {
-            do {
-                try scheduler.cancel(Self.identifier)
-            } catch  where error.code == .unknownIdentifier {
+        let pending = uploader.spool.pendingLines > 0
+        if pending { armed.withLock { $0 = true } }
+        queue.async { [self] in
+            do throws(SchedulerError) {
+                if pending {
+                    try scheduler.submit(request(dueIn: .zero), ifExists: .replace)
+                } else {
+                    try scheduler.cancel(Self.identifier)
+                }
+            } catch  where error.code == .unknownIdentifier && !pending {
                 // Nothing pending: as it should be at rest.
+            } catch {
+                if pending { armed.withLock { $0 = false } }  // the next line tries again
+                logger.error("cannot schedule the upload: \(error)")
             }
         }
     }

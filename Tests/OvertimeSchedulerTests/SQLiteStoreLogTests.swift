@@ -28,12 +28,7 @@ struct SQLiteStoreLogTests {
         // Each commit writes a few pages (about 20 kB of log): three times the size at which
         // the syncing thread checkpoints, as a scheduler commits, syncs and is inspected.
         for round in 0..<1_200 {
-            var request = ScheduledTaskRequest(identifier: "job-\(round % 300)")
-            request.earliestBegin = Self.now + .seconds(Int64(round))
-            let stored = StoredRequest(
-                request: request, plan: PlanState(anchor: Self.now), submittedAt: Self.now, currentRunID: nil)
-            _ = try await store.commit(ScheduleBatch(writes: [.save(stored)]), lastRunID: store.lastRunID())
-            try store.sync()
+            try await Self.commitAndSync(store, "job-\(round % 300)", round)
             if round % 100 == 0 {
                 _ = try await inspector.requests(RequestQuery(limit: 5), now: Self.now)
                 _ = try await inspector.overview(now: Self.now)
@@ -47,5 +42,47 @@ struct SQLiteStoreLogTests {
         let frames = try probe.rows("PRAGMA wal_checkpoint(PASSIVE)") { [$0.int(0), $0.int(1), $0.int(2)] }
         #expect(frames.first?[0] == 0 && frames.first?[1] == frames.first?[2], "busy, log, copied: \(frames)")
         #expect(try await store.pendingCount() == 300)
+    }
+
+    /// Each start reads all of the log to index it, so what a process left in it when it
+    /// ended goes into the database at the next process's first sync, however little
+    /// (the size that checkpoints is far off): the log starts over at the commit after.
+    @Test func whatAnEarlierProcessLeftInTheLogGoesAtTheFirstSync() async throws {
+        let folder = TemporaryDirectory("store-log-left")
+        defer { folder.remove() }
+        let path = folder.path + "/schedule.db"
+        let left = folder.path + "/left.db"
+        let context = ScheduleStoreContext(
+            now: Self.now, wallClock: { Self.now },
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        // A process that ends without closing its store leaves the database and its log as
+        // a copy taken while it is open.
+        let earlier = try await ScheduleDatabase.sqlite(path: path).openStore(context)
+        for round in 0..<200 { try await Self.commitAndSync(earlier, "job-\(round % 50)", round) }
+        for suffix in ["", "-wal"] { try FileManager.default.copyItem(atPath: path + suffix, toPath: left + suffix) }
+        earlier.close()
+        let leftBytes = try #require(try FileManager.default.attributesOfItem(atPath: left + "-wal")[.size] as? Int)
+        #expect(leftBytes > 100 * 4096 && leftBytes < SQLiteScheduleStore.checkpointBytes)
+
+        let store = try await ScheduleDatabase.sqlite(path: left).openStore(context)
+        defer { store.close() }
+        try await Self.commitAndSync(store, "job-0", 200)  // its sync copies the log into the database
+        try await Self.commitAndSync(store, "job-1", 201)  // and this commit starts the log over
+        let probe = try SQLiteConnection(path: left)
+        defer { probe.close() }
+        let frames = try probe.rows("PRAGMA wal_checkpoint(PASSIVE)") { [$0.int(0), $0.int(1), $0.int(2)] }
+        let logFrames = try #require(frames.first?[1])
+        #expect(logFrames > 0 && logFrames < 20, "the log holds the last commit only: \(frames) (busy, log, copied)")
+        #expect(try await store.pendingCount() == 50)
+    }
+
+    /// Saves `identifier`'s request, due `round` seconds on, and syncs, as the scheduler
+    /// commits and syncs.
+    static func commitAndSync(_ store: any ScheduleStore, _ identifier: String, _ round: Int) async throws {
+        var request = ScheduledTaskRequest(identifier: identifier)
+        request.earliestBegin = now + .seconds(Int64(round))
+        let stored = StoredRequest(request: request, plan: PlanState(anchor: now), submittedAt: now, currentRunID: nil)
+        _ = try await store.commit(ScheduleBatch(writes: [.save(stored)]), lastRunID: store.lastRunID())
+        try store.sync()
     }
 }

@@ -44,7 +44,8 @@ final class SQLiteScheduleStore: ScheduleStore {
         "requests", "runs", "counters", "history", "prerequisites", "waking", "handlers", "activity", "request_counts",
         "operator_actions", "lateness", "grdb_migrations",
     ]
-    /// The log is checkpointed into the database once it is this large.
+    /// The log is checkpointed into the database once it is this large (and at the first
+    /// sync after opening, when it held frames then).
     static let checkpointBytes = 8 << 20
 
     let path: String
@@ -72,10 +73,14 @@ final class SQLiteScheduleStore: ScheduleStore {
     final class LogFile: @unchecked Sendable {
         var descriptor: Int32
         var checkpointer: SQLiteConnection?
+        /// The log held frames once the store was open: a process before this one wrote them
+        /// and ended without copying them into the database (or the opening wrote some).
+        var holdsEarlierFrames: Bool
 
-        init(descriptor: Int32, checkpointer: SQLiteConnection?) {
+        init(descriptor: Int32, checkpointer: SQLiteConnection?, holdsEarlierFrames: Bool) {
             self.descriptor = descriptor
             self.checkpointer = checkpointer
+            self.holdsEarlierFrames = holdsEarlierFrames
         }
     }
 
@@ -155,7 +160,9 @@ final class SQLiteScheduleStore: ScheduleStore {
         holder.hasLinks = (try? connection.integer("SELECT EXISTS (SELECT 1 FROM prerequisites)")) == 1
         holder.hasWaking = (try? connection.integer("SELECT EXISTS (SELECT 1 FROM waking)")) == 1
         database = Locked(holder)
-        log = Locked(LogFile(descriptor: descriptor, checkpointer: checkpointer))
+        var status = stat()
+        let holdsFrames = fstat(descriptor, &status) == 0 && status.st_size > 0
+        log = Locked(LogFile(descriptor: descriptor, checkpointer: checkpointer, holdsEarlierFrames: holdsFrames))
     }
 
     func close() {
