@@ -1,5 +1,5 @@
 import Foundation
-import OvertimeSchedulerTesting
+@_spi(ScheduleStore) import OvertimeSchedulerTesting
 import OvertimeSupport
 import OvertimeTestSupport
 import OvertimeTesting
@@ -363,12 +363,17 @@ struct ScheduleInspectorTests {
                     query.newestFirst = newestFirst
                     let order = expected.map(\.request.identifier)
                     for found in [
-                        try await Self.everyPage(inspector, query, now), try await Self.everyPage(small, query, now),
+                        try await ScheduleInspectorPaging.everyPage(inspector, query, now: now),
+                        try await ScheduleInspectorPaging.everyPage(small, query, now: now),
                     ] {
                         #expect(found == (newestFirst ? order.reversed() : order), "\(text)")
                     }
                 }
             }
+            // In each order, a page read a stretch at a time lists what one read whole does; text no
+            // request holds, a tag none has, cost a page a stretch (5 here), not every request.
+            try await ScheduleInspectorPaging.searchesReadAStretchAtATime(
+                whole: inspector, stretched: small, texts: ["pha.1", "ue-te"], now: now)
             var team = RequestQuery(selection: .all)
             team.search = "ue-te"
             #expect(try await inspector.requests(team, now: now).requests.count == 12)
@@ -398,23 +403,6 @@ struct ScheduleInspectorTests {
             own.search = "needle"
             #expect(try await small.historyPage(own).records.map(\.identifier) == ["s.report"])
         }
-    }
-
-    /// The identifiers of every page of `query`, page after page.
-    private static func everyPage(
-        _ inspector: some ScheduleInspector, _ query: RequestQuery, _ now: WallClockInstant
-    ) async throws -> [String] {
-        var query = query
-        var found: [String] = []
-        var reads = 0
-        repeat {
-            let page = try await inspector.requests(query, now: now)
-            found += page.requests.map(\.request.identifier)
-            query.after = page.next
-            query.afterKey = page.nextKey
-            reads += 1
-        } while query.after != nil && reads < 100
-        return found
     }
 
     /// The attempts of every page of `query`, page after page, and how many pages were read;
@@ -784,10 +772,10 @@ struct ScheduleInspectorTests {
                 ordersUnlikeSubmission += unlikeSubmission ? 1 : 0
                 var paged = query
                 paged.limit = 2
-                let forward = try await Self.everyPage(inspector, paged, now)
+                let forward = try await ScheduleInspectorPaging.everyPage(inspector, paged, now: now)
                 #expect(forward == found.map(\.request.identifier), "\(order) in pages")
                 paged.newestFirst = true
-                let backward = try await Self.everyPage(inspector, paged, now)
+                let backward = try await ScheduleInspectorPaging.everyPage(inspector, paged, now: now)
                 #expect(backward == forward.reversed(), "\(order) in pages, turned round")
                 // A position without its key starts at the first page.
                 var keyless = paged

@@ -204,24 +204,56 @@ final class SQLiteScheduleInspector: ScheduleInspector {
             // statistics, may prefer the table in the order asked for.
             let index = query.selection == .failed && failedIndexed ? "INDEXED BY requests_failed" : ""
             let key = Self.sortKey(query.order, lastStarted: lastStartedColumn)
-            return try RequestPage.reading(query, rowsReadPerPage: rowsReadPerPage) {
-                after, afterKey, limit, visit throws(SQLiteError) in
+            let direction = query.newestFirst ? "DESC" : "ASC"
+            let order = query.order == .submitted ? "rowid \(direction)" : "\(key) \(direction), rowid \(direction)"
+            let comparison = query.newestFirst ? "<" : ">"
+            var reading = RequestPage.Reading(query, rowsReadPerPage: rowsReadPerPage)
+            /// The conditions of rows after `after` (and `afterKey`) in the page's order.
+            func past(_ after: Int64?, _ afterKey: Int64?, _ comparison: String) -> (String, [Value])? {
+                guard let after else { return nil }
+                guard query.order != .submitted, let afterKey else {
+                    return ("rowid \(comparison) ?", [.integer(after)])
+                }
+                return ("(\(key), rowid) \(comparison) (?, ?)", [.integer(afterKey), .integer(after)])
+            }
+            var stretchBound: (String, [Value])?
+            if let stretch = reading.stretch {
+                // The stretch's last row, by the filters but the tag and the search: the
+                // rows read check those in the query, and none past it is read.
+                var others = query
+                others.tag = nil
+                others.search = nil
+                var (bounds, boundValues) = Self.conditions(others, failedIndexed: failedIndexed)
+                if let after = past(reading.after, reading.afterKey, comparison) {
+                    bounds.append(after.0)
+                    boundValues += after.1
+                }
+                let statement = try connection.statement(
+                    """
+                    SELECT rowid, \(key) FROM requests \(index)
+                    \(bounds.isEmpty ? "" : "WHERE " + bounds.joined(separator: " AND "))
+                    ORDER BY \(order) LIMIT 1 OFFSET \(stretch - 1)
+                    """)
+                defer { statement.reset() }
+                Self.bind(statement, boundValues)
+                if try statement.step() {
+                    reading.stretchEnds(at: statement.int64(0), sortKey: statement.int64(1))
+                    stretchBound = past(statement.int64(0), statement.int64(1), query.newestFirst ? ">=" : "<=")
+                }
+            }
+            let handlers = try Self.handlers(connection)
+            while true {
                 var page = conditions
                 var pageValues = values
-                let comparison = query.newestFirst ? "<" : ">"
-                if let after, let afterKey {
-                    page.append("(\(key), rowid) \(comparison) (?, ?)")
-                    pageValues += [.integer(afterKey), .integer(after)]
-                } else if let after {
-                    page.append("rowid \(comparison) ?")
-                    pageValues.append(.integer(after))
+                for bound in [past(reading.after, reading.afterKey, comparison), stretchBound] {
+                    guard let bound else { continue }
+                    page.append(bound.0)
+                    pageValues += bound.1
                 }
                 // The page's rows are picked first, by the filters alone; only they are read whole,
                 // with their newest attempt. Picked in the same query, every row an index finds
                 // would be looked up in the history before the sort: for a prefix, 11,000 lookups
                 // for 50 rows at 100,000 requests.
-                let direction = query.newestFirst ? "DESC" : "ASC"
-                let order = query.order == .submitted ? "rowid \(direction)" : "\(key) \(direction), rowid \(direction)"
                 let statement = try connection.statement(
                     """
                     SELECT \(SQLiteScheduleStore.requestColumns), cancelled_at, active_run_id, active_attempt,
@@ -230,20 +262,19 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                         AS last_result, \(lastStartedColumn), \(key) AS sort_key
                     FROM requests WHERE rowid IN (
                         SELECT rowid FROM requests \(index) \(page.isEmpty ? "" : "WHERE " + page.joined(separator: " AND "))
-                        ORDER BY \(order) LIMIT \(limit))
+                        ORDER BY \(order) LIMIT \(reading.batch))
                     ORDER BY \(order)
                     """)
                 defer { statement.reset() }
                 Self.bind(statement, pageValues)
-                let handlers = try Self.handlers(connection)
                 let sortKey = try statement.column("sort_key")
                 var rows = 0
                 while try statement.step() {
                     rows += 1
                     let inspected = try Self.inspected(statement, now: now, handlers: handlers)
-                    if !visit(inspected, statement.int64(sortKey)) { break }
+                    if !reading.visit(inspected, sortKey: statement.int64(sortKey)) { break }
                 }
-                return rows
+                if let found = reading.batchEnded(rows: rows) { return found }
             }
         }
     }

@@ -272,35 +272,26 @@ public struct RequestPage: Sendable, Hashable {
 }
 
 extension RequestPage {
-    /// The page `query` selects, read in batches by `read`: given where to start (after a
-    /// position, and the value it was sorted by in an order other than by submission) and
-    /// how many rows to read at most, it hands each request, with the value it was sorted
-    /// by, to `visit` in the query's order until `visit` says stop, and returns how many it
-    /// handed. Selections no index answers (failed for good, a tag) are checked here,
-    /// reading on — at most `rowsReadPerPage` rows — until the page is full: for store
-    /// implementations.
-    @_spi(ScheduleStore) public static func reading<Failure: Error>(
-        _ query: RequestQuery, rowsReadPerPage: Int,
-        _ read: (
-            _ after: Int64?, _ afterKey: Int64?, _ limit: Int, _ visit: (InspectedRequest, Int64) -> Bool
-        ) throws(Failure) -> Int
-    ) throws(Failure) -> RequestPage {
-        var reading = Reading(query, rowsReadPerPage: rowsReadPerPage)
-        while true {
-            let rows = try read(reading.after, reading.afterKey, reading.batch) { reading.visit($0, sortKey: $1) }
-            if let page = reading.batchEnded(rows: rows) { return page }
-        }
-    }
-
-    /// A page being read batch by batch, for a store that reads asynchronously what
-    /// ``reading(_:rowsReadPerPage:_:)`` reads with a closure: read at most ``batch`` rows
-    /// after ``after`` (and ``afterKey``), hand them to ``visit(_:sortKey:)`` in order while it says go on, then
-    /// ``batchEnded(rows:)`` returns the page, or `nil` to read another batch.
+    /// A page being read batch by batch, for store implementations: read at most ``batch``
+    /// rows after ``after`` (and ``afterKey``), hand them to ``visit(_:sortKey:)`` in order
+    /// while it says go on, then ``batchEnded(rows:)`` returns the page, or `nil` to read
+    /// another batch. Selections no index answers (failed for good, a tag, a search) are
+    /// checked here, reading on — at most `rowsReadPerPage` rows — until the page is full.
+    ///
+    /// A tag or a search is checked by the store's query too, which then skips rows it
+    /// does not hand: such a page first finds where its ``stretch`` ends, in the query's
+    /// order without the tag and the search (``stretchEnds(at:sortKey:)``), and reads no
+    /// row past it, so that text no request holds costs a stretch, not every request.
     @_spi(ScheduleStore) public struct Reading: Sendable {
         private let query: RequestQuery
         private let rowsReadPerPage: Int
         /// How many rows to read at most in each batch.
         public let batch: Int
+        /// With a tag or a search, how many rows the page may pass over at most, in the
+        /// query's order with the other filters: the store finds the last of them first
+        /// (``stretchEnds(at:sortKey:)``), reading none beyond; `nil` otherwise.
+        public let stretch: Int?
+        private var stretchEnd: (position: Int64, key: Int64?)?
         /// Where the next batch starts (after this position).
         public private(set) var after: Int64?
         /// With an order other than by submission, the value the row at ``after`` was
@@ -317,6 +308,7 @@ extension RequestPage {
             // pattern may turn up in an input: such rows are read in larger batches.
             let checked = query.selection == .failed || query.tag != nil || query.search != nil
             batch = checked ? min(max(query.limit, 500), rowsReadPerPage) : query.limit
+            stretch = query.tag != nil || query.search != nil ? max(1, rowsReadPerPage) : nil
             // In another order, a position without the value it was sorted by starts nowhere
             // in particular: the first page.
             let sorted = query.order != .submitted
@@ -337,10 +329,19 @@ extension RequestPage {
             return found.count < query.limit
         }
 
+        /// The ``stretch`` ends at the row at `position`, sorted by `sortKey` (any value when
+        /// by submission): the store reads no row past it, and a page that does not fill
+        /// before it goes on after it. Not called when fewer rows than the stretch remain.
+        public mutating func stretchEnds(at position: Int64, sortKey: Int64 = 0) {
+            stretchEnd = (position, query.order == .submitted ? nil : sortKey)
+        }
+
         /// The batch ended after `rows` rows were visited: the page, or `nil` to read on.
         public mutating func batchEnded(rows: Int) -> RequestPage? {
             total += rows
-            if rows < batch && found.count < query.limit { return RequestPage(requests: found, next: nil) }
+            if rows < batch && found.count < query.limit {
+                return RequestPage(requests: found, next: stretchEnd?.position, nextKey: stretchEnd?.key)
+            }
             if found.count >= query.limit || total >= rowsReadPerPage {
                 return RequestPage(requests: found, next: after, nextKey: afterKey)
             }

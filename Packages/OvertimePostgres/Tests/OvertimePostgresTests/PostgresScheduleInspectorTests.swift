@@ -2,6 +2,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import Overtime
 @_spi(ScheduleStore) import OvertimeScheduler
+@_spi(ScheduleStore) import OvertimeSchedulerTesting
 import PostgresTestServer
 import Testing
 
@@ -729,12 +730,17 @@ struct PostgresScheduleInspectorTests {
             for newestFirst in [false, true] {
                 query.newestFirst = newestFirst
                 for found in [
-                    try await Self.everyPage(inspector, query, now), try await Self.everyPage(small, query, now),
+                    try await ScheduleInspectorPaging.everyPage(inspector, query, now: now),
+                    try await ScheduleInspectorPaging.everyPage(small, query, now: now),
                 ] {
                     #expect(found == (newestFirst ? expected.reversed() : expected), "\(text)")
                 }
             }
         }
+        // In each order, a page read a stretch at a time lists what one read whole does; text no
+        // request holds, a tag none has, cost a page a stretch (5 here), not every request.
+        try await ScheduleInspectorPaging.searchesReadAStretchAtATime(
+            whole: inspector, stretched: small, texts: ["pha.1", "ue-te"], now: now)
         let everything = try await inspector.history(HistoryQuery(limit: 1000))
         for text in ["pha.1", "budget", "needle-42", "uploaded", "nowhere"] {
             let expected = everything.filter { record in
@@ -797,28 +803,13 @@ struct PostgresScheduleInspectorTests {
                 #expect(plan.contains("Index Scan using requests_by_"), "\(order): \(plan)")
             }
             query.limit = 2
-            let forward = try await everyPage(inspector, query, now)
+            let forward = try await ScheduleInspectorPaging.everyPage(inspector, query, now: now)
             #expect(forward == found.map(\.request.identifier), "\(order) in pages")
             query.newestFirst = true
-            #expect(try await everyPage(inspector, query, now) == forward.reversed(), "\(order) turned round")
+            #expect(
+                try await ScheduleInspectorPaging.everyPage(inspector, query, now: now) == forward.reversed(),
+                "\(order) turned round")
         }
-    }
-
-    /// The identifiers of every page of `query`, page after page.
-    private static func everyPage(
-        _ inspector: some ScheduleInspector, _ query: RequestQuery, _ now: WallClockInstant
-    ) async throws -> [String] {
-        var query = query
-        var found: [String] = []
-        var reads = 0
-        repeat {
-            let page = try await inspector.requests(query, now: now)
-            found += page.requests.map(\.request.identifier)
-            query.after = page.next
-            query.afterKey = page.nextKey
-            reads += 1
-        } while query.after != nil && reads < 100
-        return found
     }
 
     /// The attempts of every page of `query`, page after page, and how many pages were read;

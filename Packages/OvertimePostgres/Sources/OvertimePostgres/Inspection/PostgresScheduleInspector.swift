@@ -165,45 +165,81 @@ final class PostgresScheduleInspector: ScheduleInspector {
         var handlers: [RegisteredHandlers]?
         let key = sortKey(query.order)
         let columns = requestColumns
+        let comparison = query.newestFirst ? "<" : ">"
+        let direction = query.newestFirst ? "DESC" : "ASC"
+        let sorted = query.order != .submitted
+        let order = sorted ? "sort_key \(direction), sequence \(direction)" : "sequence \(direction)"
+        /// The condition of rows past a position (and the value it was sorted by) in the page's order.
+        func past(_ position: Int64?, _ positionKey: Int64?, _ comparison: String, in bindings: inout PostgresBindings)
+            -> String?
+        {
+            guard let position else { return nil }
+            guard let positionKey else {
+                bindings.append(position)
+                return "r.sequence \(comparison) $\(bindings.count)"
+            }
+            bindings.append(positionKey)
+            bindings.append(position)
+            return "(\(key), r.sequence) \(comparison) ($\(bindings.count - 1), $\(bindings.count))"
+        }
+        // The page's rows are picked first, by their keys alone; only they are read whole,
+        // with their newest attempt. Picked in the same query, every row the filters select
+        // was looked up in the history before the sort: 100,000 lookups for a page of the
+        // pending requests sorted by a column.
+        func pick(_ part: [String], _ limit: Int) -> String {
+            """
+            SELECT r.identifier, r.owner, r.sequence, \(key) AS sort_key FROM overtime.requests r
+            \(part.isEmpty ? "" : "WHERE " + part.joined(separator: " AND "))
+            ORDER BY \(sorted ? "\(key) \(direction), " : "")r.sequence \(direction) LIMIT \(limit)
+            """
+        }
+        // Every state: no index holds every request in order (one would cost each update of a
+        // plan an entry more), but the three that hold the unfinished, the finished and the
+        // cancelled ones do, between them; a page of each, merged.
+        func picked(_ part: [String], _ limit: Int) -> String {
+            query.selection == .all
+                ? """
+                SELECT * FROM ((\(pick(["NOT r.finished"] + part, limit)))
+                    UNION ALL (\(pick(["r.finished AND r.cancelled_at IS NULL"] + part, limit)))
+                    UNION ALL (\(pick(["r.finished AND r.cancelled_at IS NOT NULL"] + part, limit)))) every
+                ORDER BY \(order) LIMIT \(limit)
+                """ : pick(part, limit)
+        }
+        var stretchBound: (position: Int64, key: Int64?)?
+        if let stretch = reading.stretch {
+            // The stretch's last row, by the filters but the tag and the search: the rows read
+            // check those in the query, and none past it is read.
+            var others = query
+            others.tag = nil
+            others.search = nil
+            var (bounds, boundBindings) = self.conditions(others)
+            if let after = past(reading.after, reading.afterKey, comparison, in: &boundBindings) {
+                bounds.append(after)
+            }
+            let sql = """
+                SELECT sequence, sort_key FROM (\(picked(bounds, stretch))) s
+                ORDER BY \(order) OFFSET \(stretch - 1) LIMIT 1
+                """
+            let end = try await using { [self, boundBindings] connection, _ in
+                try await run(connection, PostgresQuery(unsafeSQL: sql, binds: boundBindings)).first?.decode(
+                    (Int64, Int64).self)
+            }
+            if let end {
+                reading.stretchEnds(at: end.0, sortKey: end.1)
+                stretchBound = (end.0, sorted ? end.1 : nil)
+            }
+        }
         while true {
             var page = conditions
             var pageBindings = bindings
-            let comparison = query.newestFirst ? "<" : ">"
-            if let after = reading.after, let afterKey = reading.afterKey {
-                pageBindings.append(afterKey)
-                pageBindings.append(after)
-                page.append("(\(key), r.sequence) \(comparison) ($\(pageBindings.count - 1), $\(pageBindings.count))")
-            } else if let after = reading.after {
-                pageBindings.append(after)
-                page.append("r.sequence \(comparison) $\(pageBindings.count)")
+            if let after = past(reading.after, reading.afterKey, comparison, in: &pageBindings) { page.append(after) }
+            if let bound = stretchBound,
+                let end = past(bound.position, bound.key, query.newestFirst ? ">=" : "<=", in: &pageBindings)
+            {
+                page.append(end)
             }
-            let direction = query.newestFirst ? "DESC" : "ASC"
-            let sorted = query.order != .submitted
-            // The page's rows are picked first, by their keys alone; only they are read whole,
-            // with their newest attempt. Picked in the same query, every row the filters
-            // select was looked up in the history before the sort: 100,000 lookups for a page
-            // of the pending requests sorted by a column.
-            func pick(_ part: [String]) -> String {
-                """
-                SELECT r.identifier, r.owner, r.sequence, \(key) AS sort_key FROM overtime.requests r
-                \(part.isEmpty ? "" : "WHERE " + part.joined(separator: " AND "))
-                ORDER BY \(sorted ? "\(key) \(direction), " : "")r.sequence \(direction) LIMIT \(reading.batch)
-                """
-            }
-            let order = sorted ? "sort_key \(direction), sequence \(direction)" : "sequence \(direction)"
-            // Every state: no index holds every request in order (one would cost each update
-            // of a plan an entry more), but the three that hold the unfinished, the finished
-            // and the cancelled ones do, between them; a page of each, merged.
-            let picked =
-                query.selection == .all
-                ? """
-                SELECT * FROM ((\(pick(["NOT r.finished"] + page)))
-                    UNION ALL (\(pick(["r.finished AND r.cancelled_at IS NULL"] + page)))
-                    UNION ALL (\(pick(["r.finished AND r.cancelled_at IS NOT NULL"] + page)))) every
-                ORDER BY \(order) LIMIT \(reading.batch)
-                """ : pick(page)
             let sql = """
-                SELECT \(columns), picked.sort_key FROM (\(picked)) picked
+                SELECT \(columns), picked.sort_key FROM (\(picked(page, reading.batch))) picked
                 JOIN overtime.requests r ON r.identifier = picked.identifier AND r.owner = picked.owner
                 ORDER BY \(sorted ? "picked.sort_key \(direction), " : "")picked.sequence \(direction)
                 """
