@@ -221,21 +221,19 @@ extension SQLiteScheduleInspector {
     /// The most prefixes whose shares one pass counts.
     static let prefixesCountedInOnePass = 64
 
-    /// The condition that selects the requests the prefix at `index` of `match` serves, and
-    /// its values: those in its range (first: a row outside it is passed over after two
-    /// comparisons) but for those a registered identifier serves or an earlier prefix that
-    /// overlaps it (one starts with the other; the scheduler picks the first registered).
+    /// The condition that selects the requests the prefix at `index` of `match` serves
+    /// (``HandlerMatch/share(ofPrefixAt:)``), and its values: its range first (a row outside
+    /// it is passed over after two comparisons).
     private static func bucket(of index: Int, _ match: HandlerMatch) -> (String, [Value]) {
         let prefix = match.prefixes[index]
+        let (registered, overlapping) = match.share(ofPrefixAt: index)
         var conditions = ["identifier >= ? AND identifier < ?"]
         var values = [Value.text(prefix), .text(prefixEnd(prefix))]
-        let own = match.identifiers.filter { $0.utf8.starts(with: prefix.utf8) }
-        if !own.isEmpty {
-            conditions.append("identifier NOT IN (\(own.map { _ in "?" }.joined(separator: ", ")))")
-            values += own.map(Value.text)
+        if !registered.isEmpty {
+            conditions.append("identifier NOT IN (\(registered.map { _ in "?" }.joined(separator: ", ")))")
+            values += registered.map(Value.text)
         }
-        for earlier in match.prefixes[..<index]
-        where earlier.utf8.starts(with: prefix.utf8) || prefix.utf8.starts(with: earlier.utf8) {
+        for earlier in overlapping {
             conditions.append("NOT (identifier >= ? AND identifier < ?)")
             values += [.text(earlier), .text(prefixEnd(earlier))]
         }

@@ -216,6 +216,19 @@ extension ScheduleOverview {
         return .none
     }
 
+    /// What the prefix at `index` of ``prefixes`` serves: the identifiers from it up to
+    /// ``rangeEnd(of:)`` but those in `registered` (identifiers in its range registered on
+    /// their own) and those in the ranges of `overlapping` (earlier prefixes that overlap
+    /// it, one starting with the other: the scheduler picks the first registered). Compared
+    /// byte by byte, as ``handler(of:)`` does; a store counts a prefix's requests by it.
+    public func share(ofPrefixAt index: Int) -> (registered: [String], overlapping: [String]) {
+        let prefix = prefixes[index]
+        return (
+            identifiers.filter { $0.utf8.starts(with: prefix.utf8) },
+            prefixes[..<index].filter { $0.utf8.starts(with: prefix.utf8) || prefix.utf8.starts(with: $0.utf8) }
+        )
+    }
+
     /// The key a store's query gives a request's row: `i` and the identifier, `p` and the
     /// prefix, or `-` for none.
     public static func key(_ found: Found) -> String {

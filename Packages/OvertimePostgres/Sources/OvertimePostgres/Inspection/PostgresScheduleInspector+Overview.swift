@@ -203,15 +203,13 @@ extension PostgresScheduleInspector {
         }
         for (index, prefix) in match.prefixes.enumerated() {
             // Its range (identifiers compare byte by byte, collation C from version 13), but
-            // for those a registered identifier serves or an earlier prefix that overlaps it
-            // (one starts with the other: the scheduler picks the first registered).
+            // for its share's exceptions (HandlerMatch.share(ofPrefixAt:)).
+            let (registered, overlapping) = match.share(ofPrefixAt: index)
             var conditions = [range(prefix, &bindings)]
-            let own = match.identifiers.filter { $0.utf8.starts(with: prefix.utf8) }
-            if !own.isEmpty { conditions.append("NOT r.identifier = ANY(\(bind(own, &bindings))::text[])") }
-            for earlier in match.prefixes[..<index]
-            where earlier.utf8.starts(with: prefix.utf8) || prefix.utf8.starts(with: earlier.utf8) {
-                conditions.append("NOT (\(range(earlier, &bindings)))")
+            if !registered.isEmpty {
+                conditions.append("NOT r.identifier = ANY(\(bind(registered, &bindings))::text[])")
             }
+            for earlier in overlapping { conditions.append("NOT (\(range(earlier, &bindings)))") }
             let key = HandlerMatch.key(.init(name: prefix, isPrefix: true))
             rows.append(
                 """
