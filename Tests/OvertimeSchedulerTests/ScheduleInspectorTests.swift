@@ -642,6 +642,55 @@ struct ScheduleInspectorTests {
         }
     }
 
+    /// Counts another program damaged (an edited count, the table emptied) are not what an
+    /// overview shows: it counts every request instead (a count near the largest integer
+    /// failed it, "integer overflow"; others were shown). And the store counts again at its
+    /// next open what no reader can tell without reading every request: a request deleted
+    /// behind its back.
+    @Test func countsAnotherProgramDamagedAreNotShownAndAreCountedAgainAtTheNextOpen() async throws {
+        try await onOwnThread {
+            let h = try schedule(prefixes: ["x.", "y."])
+            defer { h.finish() }
+            h.current.abandon()  // the daemon stopped; another program writes to its file
+            func overviews() async throws -> (shown: ScheduleOverview, passed: ScheduleOverview) {
+                let opened = try await ScheduleDatabase.sqlite(path: h.path).inspector()
+                defer { opened.close() }
+                let inspector = try #require(opened as? SQLiteScheduleInspector)
+                return (
+                    try await inspector.overview(now: h.now),
+                    try await inspector.overview(now: h.now, countingEveryRow: true)
+                )
+            }
+            let truth = try await overviews().passed
+            #expect(truth.waiting > 0 && truth.running > 0 && truth.failed > 0, "\(truth)")
+            let file = try SQLiteConnection(path: h.path)
+            defer { file.close() }
+            for damage in [
+                "UPDATE request_counts SET count = 9223372036854775807 WHERE state = 0",
+                "UPDATE request_counts SET count = 9223372036854775807 WHERE state = \(CountedState.running)",
+                "UPDATE request_counts SET count = -2 WHERE state = \(CountedState.finished)",
+                "UPDATE request_counts SET count = count + 1000 WHERE state = 0",
+                "DELETE FROM request_counts WHERE state = 0",
+                "DELETE FROM request_counts",
+            ] {
+                try file.execute(damage)
+                let (shown, passed) = try await overviews()
+                #expect(shown == truth && passed == truth, "\(damage): \(shown)")
+                try file.execute(SQLiteScheduleStore.recountStates)
+            }
+            // Deleted behind the store's back: the counts still look like counts.
+            try file.execute("DELETE FROM requests WHERE identifier = 'x.queued'")
+            #expect(try file.integer(SQLiteScheduleStore.countsHoldEveryRequest) == 0)
+            try h.open(prefixes: ["x.", "y."])
+            try h.current.start()
+            h.settle()
+            #expect(try file.integer(SQLiteScheduleStore.countsHoldEveryRequest) == 1)
+            let (shown, passed) = try await overviews()
+            #expect(shown == passed, "\(shown) against \(passed)")
+            #expect(h.env.logs.messages(at: .warning).contains { $0.message.contains("counted again") })
+        }
+    }
+
     /// The minutes an overview shows are counted as attempts end (schema version 16), and
     /// counted from the history by the migration to it: the same as the history tells.
     @Test func theLastHoursAttemptsAreCountedAsTheyEndAndByTheMigration() async throws {

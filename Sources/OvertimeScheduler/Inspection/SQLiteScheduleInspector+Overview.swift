@@ -21,20 +21,25 @@ extension SQLiteScheduleInspector {
             try connection.execute("BEGIN")
             defer { try? connection.execute("COMMIT") }
             let match = HandlerMatch(try Self.handlers(connection))
+            // Counts another program damaged are not read: the requests are counted in a
+            // pass instead, as are those whose handlers' shares (read in the rows' index)
+            // come to more than the counts hold.
+            let plausible =
+                countingEveryRow ? false : try connection.integer(SQLiteScheduleStore.countsArePlausible) == 1
             var (counts, byHandler) =
-                countingEveryRow ? try Self.states(connection, match) : try Self.countedStates(connection, match)
+                plausible ? try Self.countedStates(connection, match) : try Self.states(connection, match)
+            var unserved = Self.unserved(counts, byHandler)
+            if plausible && (unserved.waiting < 0 || unserved.running < 0) {
+                (counts, byHandler) = try Self.states(connection, match)
+                unserved = Self.unserved(counts, byHandler)
+            }
+            byHandler[.none] = unserved
             // Those a prerequisite stopped, told by the chain each keeps in its details: only
             // rows that have details and whose newest attempt did not fail are decoded.
             if counts.finishedWithDetails > 0 {
                 counts.failed += try Self.stoppedByTheirChains(
                     connection, failedKept: statesCounted, failedIndexed: failedIndexed)
             }
-            var unserved = (waiting: counts.waiting, running: counts.running)
-            for (waiting, running) in byHandler.values {
-                unserved.waiting -= waiting
-                unserved.running -= running
-            }
-            byHandler[.none] = unserved
             let first = ScheduleOverview.firstMinute(before: now)
             let counted =
                 activityCounted
@@ -49,6 +54,14 @@ extension SQLiteScheduleInspector {
                 minutes: ScheduleOverview.minutes(from: first, counted: counted),
                 lateness: latenessCounted ? try Self.countedLateness(connection, from: first) : nil)
         }
+    }
+
+    /// The waiting and running requests no registered handler serves: those counted but
+    /// for each handler's share.
+    private static func unserved(
+        _ counts: StateCounts, _ byHandler: [HandlerMatch.Found: (waiting: Int, running: Int)]
+    ) -> (waiting: Int, running: Int) {
+        byHandler.values.reduce((counts.waiting, counts.running)) { ($0.waiting - $1.waiting, $0.running - $1.running) }
     }
 
     /// The unfinished requests by tag, each of its tags counted: the tags are packed with

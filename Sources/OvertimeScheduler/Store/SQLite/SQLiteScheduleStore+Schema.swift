@@ -382,12 +382,7 @@ extension SQLiteScheduleStore {
                         UPDATE requests SET last_failed = IFNULL((SELECT result IN (\(activityFailures)) FROM history h
                             WHERE h.identifier = requests.identifier ORDER BY run_id DESC, attempt DESC LIMIT 1), 0);
                         CREATE TABLE request_counts (state INTEGER PRIMARY KEY, count INTEGER NOT NULL);
-                        INSERT INTO request_counts
-                            WITH RECURSIVE states(state) AS (SELECT 0 UNION ALL SELECT state + 1 FROM states WHERE state < 63)
-                            SELECT state, 0 FROM states;
-                        UPDATE request_counts SET count = counted.count
-                            FROM (SELECT \(stateKey) AS state, COUNT(*) AS count FROM requests GROUP BY 1) AS counted
-                            WHERE request_counts.state = counted.state;
+                        \(recountStates)
                         CREATE INDEX requests_unfinished ON requests (identifier, running)
                             WHERE cancelled_at IS NULL AND (finished = 0 OR running = 1);
                         """)

@@ -24,7 +24,9 @@ import OvertimeSupport
 /// (`<path>.corrupt-<time>`, a number added when that name is taken, with its `-wal` and
 /// `-shm`), reported at critical level and in ``StoreRecovery``, and a new one made —
 /// never silently dropped. A store written by a newer schema is refused with both versions
-/// named. Runs found in progress (the process ended while they ran) are marked interrupted.
+/// named. Runs found in progress (the process ended while they ran) are marked interrupted,
+/// and the requests counted by state (which the overview reads) are counted again, with a
+/// warning, when they are not those of the rows (another program wrote to the file).
 ///
 /// It only ever takes a file that is its own. A store carries Overtime's marker in the
 /// SQLite header (`PRAGMA application_id`); any other SQLite database (another program's)
@@ -146,8 +148,17 @@ final class SQLiteScheduleStore: ScheduleStore {
                 throw ScheduleStoreError("cannot create the schedule store \(path): \(error)")
             }
         }
+        var recounted = false
         recovery.interruptedRuns = try Self.named(path) { () throws(SQLiteError) in
-            try connection.transaction { () throws(SQLiteError) in try Self.recoverInterruptedRuns(connection, now) }
+            try connection.transaction { () throws(SQLiteError) in
+                recounted = try Self.recountIfDamaged(connection)
+                return try Self.recoverInterruptedRuns(connection, now)
+            }
+        }
+        if recounted {
+            logger.warning(
+                "schedule store: the requests counted by state were not those of the rows (another program wrote them?): counted again",
+                metadata: ["path": "\(path)"])
         }
         self.recovery = recovery
         let descriptor = Glibc.open(path + "-wal", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)

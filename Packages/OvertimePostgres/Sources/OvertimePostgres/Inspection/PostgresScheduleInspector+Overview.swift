@@ -21,83 +21,11 @@ extension PostgresScheduleInspector {
     {
         try await using { [self] connection, offset in
             let match = HandlerMatch(try await registeredHandlers(connection, offset: offset))
-            var bindings = PostgresBindings()
-            let states =
-                countingEveryRow
-                ? Self.statesInAPass(match, &bindings) : Self.countedStates(match, &bindings)
-            let failures = Self.bind(ScheduleOverview.failureResults, &bindings)
-            // A request that failed for good finished without a success: from version 14 the
-            // few such are marked and indexed; before, every finished request is looked at.
-            let candidates = failureCandidatesMarked.withLockedValue { $0 } ? "AND r.failure_candidate" : ""
-            let sql = """
-                WITH finished AS (
-                    SELECT r.chain, (SELECT h.result FROM overtime.history h
-                        WHERE h.identifier = r.identifier AND h.owner = r.owner
-                        ORDER BY h.run_id DESC, h.attempt DESC LIMIT 1) AS last_result
-                    FROM overtime.requests r
-                    WHERE r.finished AND NOT r.running AND r.cancelled_at IS NULL \(candidates))\(states.with)
-                \(states.rows)
-                UNION ALL
-                SELECT 'f', NULL, NULL, count(*), 0, 0, 0, 0, NULL FROM finished
-                WHERE last_result = ANY(\(failures)::text[])
-                UNION ALL
-                SELECT 'c', NULL, NULL, 0, 0, 0, 0, 0, chain FROM finished
-                WHERE chain IS NOT NULL AND (last_result IS NULL OR NOT last_result = ANY(\(failures)::text[]))
-                """
-            var byHandler: [HandlerMatch.Found: (waiting: Int, running: Int)] = [:]
-            var byTag: [String: (waiting: Int, running: Int)] = [:]
-            var totals = (waiting: 0, retrying: 0, running: 0, cancelled: 0, finished: 0)
-            var failed = 0
-            // A row's waiting and running requests count for its handler, and for each of
-            // the tags in its tags column (`,a,b,`).
-            func share(_ load: (waiting: Int, running: Int), handler key: String) {
-                let found = HandlerMatch.found(key: key)
-                byHandler[found, default: (0, 0)].waiting += load.waiting
-                byHandler[found, default: (0, 0)].running += load.running
-            }
-            func share(_ load: (waiting: Int, running: Int), tags: String) {
-                guard load.waiting + load.running > 0 else { return }
-                for tag in tags.split(separator: ",").map(String.init) {
-                    byTag[tag, default: (0, 0)].waiting += load.waiting
-                    byTag[tag, default: (0, 0)].running += load.running
-                }
-            }
-            for row in try await run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings)) {
-                let cell = NamedCells(row)
-                let load = (
-                    waiting: Int(try cell("waiting", as: Int64.self)), running: Int(try cell("running", as: Int64.self))
-                )
-                switch try cell("kind", as: String.self) {
-                case "h":
-                    // A group of the pass, a handler's and a tags column's.
-                    share(load, handler: try cell("handler", as: String.self))
-                    share(load, tags: try cell("tags", as: String.self))
-                    fallthrough
-                case "s":
-                    // The states as the writes counted them (or a group of the pass).
-                    totals.waiting += load.waiting
-                    totals.running += load.running
-                    totals.retrying += Int(try cell("retrying", as: Int64.self))
-                    totals.cancelled += Int(try cell("cancelled", as: Int64.self))
-                    totals.finished += Int(try cell("finished", as: Int64.self))
-                case "p": share(load, handler: try cell("handler", as: String.self))
-                case "t": share(load, tags: try cell("tags", as: String.self))
-                case "f": failed += load.waiting
-                default:
-                    // Stopped by its chain, told by the state the chain keeps.
-                    let chain = try cell("chain", as: ByteBuffer?.self).map { Array($0.readableBytesView) }
-                    if chain.flatMap({ ChainState(packed: $0) })?.stoppedBy != nil { failed += 1 }
-                }
-            }
-            if !countingEveryRow {
-                // Counted by handler: what no handler serves is the rest.
-                var unserved = (waiting: totals.waiting, running: totals.running)
-                for (waiting, running) in byHandler.values {
-                    unserved.waiting -= waiting
-                    unserved.running -= running
-                }
-                byHandler[.none] = unserved
-            }
+            // Counts that cannot be the rows' (written by another program, or a backend's
+            // with its triggers off) are not shown: the requests are counted in a pass.
+            var states = try await states(connection, match, countingEveryRow: countingEveryRow)
+            if !states.plausible { states = try await self.states(connection, match, countingEveryRow: true) }
+            let (byHandler, byTag, totals, failed) = (states.byHandler, states.byTag, states.totals, states.failed)
             // The hour's minutes on the database's clock, which the stored times are on.
             let first = ScheduleOverview.firstMinute(before: now)
             let counted =
@@ -112,6 +40,117 @@ extension PostgresScheduleInspector {
                 lateness: latenessCounted.withLockedValue { $0 }
                     ? try await countedLateness(connection, from: first, offset: offset) : nil)
         }
+    }
+
+    /// The requests counted by state, handler and tag, and those that failed for good.
+    private struct States {
+        var byHandler: [HandlerMatch.Found: (waiting: Int, running: Int)] = [:]
+        var byTag: [String: (waiting: Int, running: Int)] = [:]
+        var totals = (waiting: 0, retrying: 0, running: 0, cancelled: 0, finished: 0)
+        var failed = 0
+
+        /// More requests than any schedule holds.
+        static let most = 1 << 40
+
+        /// Whether each count is a number of rows a schedule could hold: none below zero,
+        /// none past ``most`` (so that no sum of them overflows).
+        var countsInRange: Bool {
+            [totals.waiting, totals.retrying, totals.running, totals.cancelled, totals.finished].allSatisfy {
+                (0...Self.most).contains($0)
+            }
+        }
+
+        /// Whether the counts could be the rows': in range, no more failed than finished,
+        /// and no handler's share (read in the rows) above the waiting or running counted.
+        var plausible = true
+    }
+
+    /// The states as the writes counted them, or in a pass over every request with
+    /// `countingEveryRow`.
+    private func states(
+        _ connection: PostgresConnection, _ match: HandlerMatch, countingEveryRow: Bool
+    ) async throws -> States {
+        var counted = States()
+        var bindings = PostgresBindings()
+        let states =
+            countingEveryRow
+            ? Self.statesInAPass(match, &bindings) : Self.countedStates(match, &bindings)
+        let failures = Self.bind(ScheduleOverview.failureResults, &bindings)
+        // A request that failed for good finished without a success: from version 14 the
+        // few such are marked and indexed; before, every finished request is looked at.
+        let candidates = failureCandidatesMarked.withLockedValue { $0 } ? "AND r.failure_candidate" : ""
+        let sql = """
+            WITH finished AS (
+                SELECT r.chain, (SELECT h.result FROM overtime.history h
+                    WHERE h.identifier = r.identifier AND h.owner = r.owner
+                    ORDER BY h.run_id DESC, h.attempt DESC LIMIT 1) AS last_result
+                FROM overtime.requests r
+                WHERE r.finished AND NOT r.running AND r.cancelled_at IS NULL \(candidates))\(states.with)
+            \(states.rows)
+            UNION ALL
+            SELECT 'f', NULL, NULL, count(*), 0, 0, 0, 0, NULL FROM finished
+            WHERE last_result = ANY(\(failures)::text[])
+            UNION ALL
+            SELECT 'c', NULL, NULL, 0, 0, 0, 0, 0, chain FROM finished
+            WHERE chain IS NOT NULL AND (last_result IS NULL OR NOT last_result = ANY(\(failures)::text[]))
+            """
+        // A row's waiting and running requests count for its handler, and for each of
+        // the tags in its tags column (`,a,b,`).
+        func share(_ load: (waiting: Int, running: Int), handler key: String) {
+            let found = HandlerMatch.found(key: key)
+            counted.byHandler[found, default: (0, 0)].waiting += load.waiting
+            counted.byHandler[found, default: (0, 0)].running += load.running
+        }
+        func share(_ load: (waiting: Int, running: Int), tags: String) {
+            guard load.waiting + load.running > 0 else { return }
+            for tag in tags.split(separator: ",").map(String.init) {
+                counted.byTag[tag, default: (0, 0)].waiting += load.waiting
+                counted.byTag[tag, default: (0, 0)].running += load.running
+            }
+        }
+        for row in try await run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings)) {
+            let cell = NamedCells(row)
+            let load = (
+                waiting: Int(try cell("waiting", as: Int64.self)), running: Int(try cell("running", as: Int64.self))
+            )
+            switch try cell("kind", as: String.self) {
+            case "h":
+                // A group of the pass, a handler's and a tags column's.
+                share(load, handler: try cell("handler", as: String.self))
+                share(load, tags: try cell("tags", as: String.self))
+                fallthrough
+            case "s":
+                // The states as the writes counted them (or a group of the pass).
+                counted.totals.waiting += load.waiting
+                counted.totals.running += load.running
+                counted.totals.retrying += Int(try cell("retrying", as: Int64.self))
+                counted.totals.cancelled += Int(try cell("cancelled", as: Int64.self))
+                counted.totals.finished += Int(try cell("finished", as: Int64.self))
+            case "p": share(load, handler: try cell("handler", as: String.self))
+            case "t": share(load, tags: try cell("tags", as: String.self))
+            case "f": counted.failed += load.waiting
+            default:
+                // Stopped by its chain, told by the state the chain keeps.
+                let chain = try cell("chain", as: ByteBuffer?.self).map { Array($0.readableBytesView) }
+                if chain.flatMap({ ChainState(packed: $0) })?.stoppedBy != nil { counted.failed += 1 }
+            }
+        }
+        if !countingEveryRow {
+            guard counted.countsInRange else {
+                counted.plausible = false
+                return counted
+            }
+            // Counted by handler: what no handler serves is the rest.
+            var unserved = (waiting: counted.totals.waiting, running: counted.totals.running)
+            for (waiting, running) in counted.byHandler.values {
+                unserved.waiting -= waiting
+                unserved.running -= running
+            }
+            counted.byHandler[.none] = unserved
+            counted.plausible =
+                counted.failed <= counted.totals.finished && unserved.waiting >= 0 && unserved.running >= 0
+        }
+        return counted
     }
 
     /// `value` bound as the next of `bindings`, and how the SQL names it.
@@ -162,9 +201,11 @@ extension PostgresScheduleInspector {
         _ match: HandlerMatch, _ bindings: inout PostgresBindings
     ) -> (with: String, rows: String) {
         typealias Bit = CountedRequestState
-        // Each count sums the states whose `bits` are `value`.
+        // Each count sums the states whose `bits` are `value`: a sum past any schedule's size
+        // (damaged counts) is read as one past it, which the overview does not show.
         func sum(_ name: String, _ bits: Int64, _ value: Int64, and more: String = "") -> String {
-            "coalesce(sum(count) FILTER (WHERE state & \(bits) = \(value)\(more)), 0)::bigint AS \(name)"
+            "least(coalesce(sum(count) FILTER (WHERE state & \(bits) = \(value)\(more)), 0), \(States.most + 1))::bigint"
+                + " AS \(name)"
         }
         let phase = Bit.cancelled | Bit.running | Bit.finished  // where the request stands
         let with = """
