@@ -32,14 +32,16 @@ extension SQLiteScheduleStore {
             WHERE request_counts.state = counted.state;
         """
 
+    /// Of `request_counts`, that it holds a row for each state and none other, and no count
+    /// below zero: what both checks of the counts ask first.
+    private static let everyStateCounted = "COUNT(*) = 64 AND MIN(state) = 0 AND MAX(state) = 63 AND MIN(count) >= 0"
+
     /// 1 when `request_counts` holds a row for each state and none other, no count below
     /// zero, and as many requests in all as there are rows: what the store's writes keep.
     /// Another program's writes to the file (an operator's `DELETE FROM requests`, an edited
     /// count, a table emptied) break it; a count of the rows reads every request's key.
     static let countsHoldEveryRequest = """
-        SELECT COUNT(*) = 64 AND MIN(state) = 0 AND MAX(state) = 63 AND MIN(count) >= 0
-            AND TOTAL(count) = (SELECT COUNT(*) FROM requests)
-        FROM request_counts
+        SELECT \(everyStateCounted) AND TOTAL(count) = (SELECT COUNT(*) FROM requests) FROM request_counts
         """
 
     /// 1 when the counts could be those of the rows, told without reading every request: a
@@ -50,7 +52,7 @@ extension SQLiteScheduleStore {
     /// and largest row numbers are each a subquery of its own: SQLite looks either up in the
     /// table's tree only alone (both in one read every request's key: 10 ms at 100,000).
     static let countsArePlausible = """
-        SELECT COUNT(*) = 64 AND MIN(state) = 0 AND MAX(state) = 63 AND MIN(count) >= 0
+        SELECT \(everyStateCounted)
             AND TOTAL(count) <= IFNULL((SELECT MAX(rowid) FROM requests) - (SELECT MIN(rowid) FROM requests) + 1, 0)
             AND (TOTAL(count) > 0 OR NOT EXISTS (SELECT 1 FROM requests))
         FROM request_counts
