@@ -70,4 +70,66 @@ import Overtime
             }
         }
     }
+
+    /// Checks that `inspector` counts the attempts each filter selects as many as the history
+    /// lists: every attempt, each result, each identifier's first half and all of it but its
+    /// last character as prefixes, one request's, and ranges of start times around the history's middle
+    /// and before it; each counted with room to spare, and up to a bound below its number
+    /// (the bound answered). A search is not counted (`nil`).
+    ///
+    /// - Parameter inspector: an inspector of a schedule whose history holds 2 to 999 attempts.
+    /// - Throws: ``ScheduleStoreConformance/Failure`` for the first that does not hold.
+    public static func historyCountsAreTheListed(_ inspector: some ScheduleInspector) async throws {
+        let everything = try await inspector.history(HistoryQuery(limit: 1000))
+        guard everything.count >= 2, everything.count < 1000 else {
+            throw ScheduleStoreConformance.Failure(description: "a history of \(everything.count) attempts")
+        }
+        let starts = everything.map(\.startedAt).sorted()
+        let middle = starts[starts.count / 2]
+        var queries = [HistoryQuery()]
+        queries += [RunResult.succeeded, .failed, .expired, .stopped, .terminated, .interrupted, .superseded].map {
+            HistoryQuery(result: $0)
+        }
+        let prefixes = Set(
+            everything.flatMap {
+                [String($0.identifier.prefix($0.identifier.count / 2)), String($0.identifier.dropLast())]
+            })
+        queries += prefixes.sorted().map { HistoryQuery(identifierPrefix: $0) }
+        var one = HistoryQuery()
+        one.identifier = everything[everything.count / 2].identifier
+        queries += [
+            one, HistoryQuery(startedFrom: middle), HistoryQuery(startedBefore: middle),
+            HistoryQuery(startedFrom: starts[0], startedBefore: middle),
+            HistoryQuery(startedFrom: starts[0] - .seconds(86_400), startedBefore: starts[0]),
+            HistoryQuery(identifierPrefix: String(everything[0].identifier.prefix(2)), result: everything[0].result),
+        ]
+        for query in queries {
+            let listed = everything.filter { record in
+                (query.identifier.map { record.identifier == $0 } ?? true)
+                    && record.identifier.hasPrefix(query.identifierPrefix ?? "")
+                    && (query.result.map { record.result == $0 } ?? true)
+                    && (query.startedFrom.map { record.startedAt >= $0 } ?? true)
+                    && (query.startedBefore.map { record.startedAt < $0 } ?? true)
+            }.count
+            // Where a page starts and its limit are no part of the count.
+            var paged = query
+            paged.before = HistoryPosition(everything[0])
+            paged.limit = 1
+            for (asked, limit, expected) in [
+                (query, 1000, listed), (paged, 1000, listed), (query, max(0, listed - 1), max(0, listed - 1)),
+            ] {
+                let counted = try await inspector.count(asked, upTo: limit)
+                guard counted == expected else {
+                    throw ScheduleStoreConformance.Failure(
+                        description: "\(asked) up to \(limit): counted \(String(describing: counted)), listed \(listed)"
+                    )
+                }
+            }
+        }
+        var searched = HistoryQuery()
+        searched.search = String(everything[0].identifier.prefix(2))
+        if let counted = try await inspector.count(searched, upTo: 1000) {
+            throw ScheduleStoreConformance.Failure(description: "a search counted \(counted) (expected none)")
+        }
+    }
 }

@@ -254,6 +254,8 @@ struct ScheduleInspectorTests {
             var back = HistoryQuery(limit: 7)
             back.after = oldest.previous
             #expect(try await inspector.historyPage(back).records == Array(everything.suffix(7)))
+            // Each filter's attempts counted as many as listed; a search not counted.
+            try await ScheduleInspectorPaging.historyCountsAreTheListed(inspector)
             let failed = try await inspector.history(HistoryQuery(result: .failed, limit: 1000))
             #expect(!failed.isEmpty && failed == everything.filter { $0.result == .failed })
             let succeeded = try await inspector.history(HistoryQuery(result: .succeeded, limit: 1000))

@@ -346,29 +346,9 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                         + " OR instr(output, CAST(\(text) AS BLOB)) > 0)")
                 values.append(.text(search))
             }
-            if let identifier = query.identifier {
-                conditions.append("identifier = ?")
-                values.append(.text(identifier))
-            }
-            if let prefix = query.identifierPrefix {
-                conditions.append("identifier >= ? AND identifier < ?")
-                values += [.text(prefix), .text(Self.prefixEnd(prefix))]
-            }
-            if let result = query.result {
-                conditions.append("result = ?")
-                values.append(.text(result.description))
-                // The partial index of the results other than success (schema version 12):
-                // SQLite takes it only when the query says its condition too.
-                if result != .succeeded { conditions.append("result <> 'succeeded'") }
-            }
-            if let from = query.startedFrom {
-                conditions.append("started_at >= ?")
-                values.append(.integer(from.nanosecondsSinceEpoch))
-            }
-            if let before = query.startedBefore {
-                conditions.append("started_at < ?")
-                values.append(.integer(before.nanosecondsSinceEpoch))
-            }
+            let (filtering, filterValues) = Self.historyFilters(query)
+            conditions += filtering
+            values += filterValues
             let filters = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
             // Which index finds a range of start times' attempts, when nothing narrower (one
             // identifier, a result other than success) does: SQLite, without statistics,
@@ -404,6 +384,56 @@ final class SQLiteScheduleInspector: ScheduleInspector {
             if query.readsUp { records.reverse() }
             return HistoryPage(records: records, of: query, stretchEnd: stretchEnd)
         }
+    }
+
+    func count(_ query: HistoryQuery, upTo limit: Int) async throws(ScheduleStoreError) -> Int? {
+        // A search is told by the attempt read back: counting it would read the history.
+        guard query.search == nil else { return nil }
+        let (conditions, values) = Self.historyFilters(query)
+        return try await using { connection throws(SQLiteError) in
+            // Each filter has its index (one request's attempts and a prefix's the primary
+            // key, a result other than success its partial index, a range of start times
+            // history_started): at most `limit` entries of it are read.
+            let statement = try connection.statement(
+                """
+                SELECT COUNT(*) FROM (SELECT 1 FROM history
+                    \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")) LIMIT \(max(0, limit)))
+                """)
+            defer { statement.reset() }
+            Self.bind(statement, values)
+            return try statement.step() ? statement.int(0) : 0
+        }
+    }
+
+    /// The conditions of `query`'s filters on the history (its positions and search aside)
+    /// and the values they bind.
+    private static func historyFilters(_ query: HistoryQuery) -> ([String], [Value]) {
+        var conditions: [String] = []
+        var values: [Value] = []
+        if let identifier = query.identifier {
+            conditions.append("identifier = ?")
+            values.append(.text(identifier))
+        }
+        if let prefix = query.identifierPrefix {
+            conditions.append("identifier >= ? AND identifier < ?")
+            values += [.text(prefix), .text(Self.prefixEnd(prefix))]
+        }
+        if let result = query.result {
+            conditions.append("result = ?")
+            values.append(.text(result.description))
+            // The partial index of the results other than success (schema version 12):
+            // SQLite takes it only when the query says its condition too.
+            if result != .succeeded { conditions.append("result <> 'succeeded'") }
+        }
+        if let from = query.startedFrom {
+            conditions.append("started_at >= ?")
+            values.append(.integer(from.nanosecondsSinceEpoch))
+        }
+        if let before = query.startedBefore {
+            conditions.append("started_at < ?")
+            values.append(.integer(before.nanosecondsSinceEpoch))
+        }
+        return (conditions, values)
     }
 
     func newestAttempts(of identifiers: [String]) async throws(ScheduleStoreError) -> [String: RunRecord] {

@@ -29,6 +29,10 @@ public protocol ScheduleInspector: Sendable {
     /// reads a bounded stretch of the history per page, so a page may hold fewer than the
     /// limit and still have a next.
     func historyPage(_ query: HistoryQuery) async throws(ScheduleStoreError) -> HistoryPage
+    /// How many ended attempts `query` selects (where its page starts, and its limit, aside),
+    /// counted up to `limit`: an answer of `limit` means at least that many. `nil` when only
+    /// reading each attempt could tell (a search): a list then shows no total.
+    func count(_ query: HistoryQuery, upTo limit: Int) async throws(ScheduleStoreError) -> Int?
     /// The newest ended attempt of each of `identifiers` that has one, by identifier: what a
     /// list of requests shows beside each row, read at once rather than one request at a time
     /// (at most 1,000 identifiers; those past them are not looked up).
@@ -60,6 +64,9 @@ extension ScheduleInspector {
 
     /// An inspector that cannot count tells no total.
     public func count(_ query: RequestQuery, upTo limit: Int) async throws(ScheduleStoreError) -> Int? { nil }
+
+    /// An inspector that cannot count attempts tells no total.
+    public func count(_ query: HistoryQuery, upTo limit: Int) async throws(ScheduleStoreError) -> Int? { nil }
 
     /// An inspector of a store that records no operators' actions has none to show.
     public func operatorActions(limit: Int) async throws(ScheduleStoreError) -> [OperatorAction] { [] }

@@ -702,6 +702,8 @@ struct PostgresScheduleInspectorTests {
         #expect(try await pages(sorted, "ab.", .failed).count == 5)
         #expect(try await pages(sorted, "ab.", .succeeded).isEmpty)
         #expect(try await pages(sorted, "c.").isEmpty)
+        // Each filter's attempts counted as many as listed ("a." takes in "ab."); a search not counted.
+        try await ScheduleInspectorPaging.historyCountsAreTheListed(sorted)
     }
 
     /// A search finds its text byte for byte in identifiers and tags (requests), and in

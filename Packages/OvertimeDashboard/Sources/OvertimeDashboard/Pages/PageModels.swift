@@ -237,6 +237,9 @@ struct AttemptsPage {
     let from: String
     let until: String
     let search: String
+    /// How many attempts the filters select ("More than 1,000 attempts" past the count's
+    /// bound); `nil` for a search, which only reading each attempt could count.
+    let total: String?
     let rows: [AttemptRow]
     let filtered: Bool
     /// Where a search stopped reading, when fewer than a page matched and more attempts

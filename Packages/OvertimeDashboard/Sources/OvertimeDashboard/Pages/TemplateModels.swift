@@ -213,6 +213,7 @@ extension AttemptsPage: TemplateModel {
         case "from": self.from
         case "until": self.until
         case "search": self.search
+        case "total": self.total
         case "rows": self.rows
         case "filtered": self.filtered
         case "searchedTo": self.searchedTo

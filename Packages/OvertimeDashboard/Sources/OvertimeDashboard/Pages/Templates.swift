@@ -133,6 +133,7 @@ enum Templates {
         <label>until <input type="datetime-local" name="until" value="{{until}}"></label>
         <label>Identifier, stop reason or output contains <input type="search" name="q" value="{{search}}"></label>
         <button>Show</button></form>
+        {{#total}}<p class="total" data-total>{{total}}</p>{{/total}}
         <div class="scroll"><table><thead><tr><th>Identifier</th><th>Run</th><th>Attempt</th><th>Started</th><th>Took</th><th>Result</th><th>Stop reason</th></tr></thead><tbody>
         {{#rows}}<tr><td><a href="{{base}}/request?id={{link}}">{{identifier}}</a></td><td>{{runID}}</td><td>{{attempt}}</td>\
         <td><time title="{{started}}">{{startedRelative}}</time></td><td>{{took}}</td><td><span class="result {{result}}">{{result}}</span></td><td>{{stopReason}}</td></tr>

@@ -283,7 +283,9 @@ struct DashboardRoutes: Sendable {
         let (found, pager) = try await listPage(selection, request, now: now) { position in
             filters + orderName + position
         }
-        let counted = try await dashboard.inspector.count(selection, upTo: Self.countedAtMost + 1)
+        let counted =
+            try await dashboard.inspector.count(selection, upTo: Self.countedAtMost + 1)
+            ?? Self.wholeList(found, pager)
         let states = ["pending", "running", "failed", "cancelled", "all"].map {
             Choice(value: $0, label: $0, selected: $0 == state.description)
         }
@@ -292,7 +294,8 @@ struct DashboardRoutes: Sendable {
             "requests", title: "Requests", viewer: viewer,
             RequestsPage(
                 states: states, orders: orders, sortedBy: SortedColumns(orderName, filters: filters), prefix: prefix,
-                tag: tag, search: search, total: counted.map(Self.total), rows: found.map { RequestRow($0, now: now) },
+                tag: tag, search: search, total: counted.map { Self.total($0) },
+                rows: found.map { RequestRow($0, now: now) },
                 filtered: !prefix.isEmpty || !tag.isEmpty || !search.isEmpty,
                 partial: found.count < Self.pageSize && pager.next != nil, pager: pager,
                 tagActions: canAct && !tag.isEmpty
@@ -305,11 +308,17 @@ struct DashboardRoutes: Sendable {
     /// The most requests a list counts for its total; past it, the total says "more than".
     static let countedAtMost = 1_000
 
-    /// A list's total as its page says it.
-    static func total(_ counted: Int) -> String {
+    /// The number of requests in a list no count answers (a tag, a search, failed for good)
+    /// when this page holds all of it: no page before it, none after.
+    static func wholeList(_ found: [InspectedRequest], _ pager: Pager) -> Int? {
+        pager.previous == nil && pager.next == nil ? found.count : nil
+    }
+
+    /// A list's total as its page says it, counted up to one more than ``countedAtMost``.
+    static func total(_ counted: Int, of item: String = "request") -> String {
         counted > countedAtMost
-            ? "More than \(Formatting.count(countedAtMost)) requests"
-            : "\(Formatting.count(counted)) request\(counted == 1 ? "" : "s")"
+            ? "More than \(Formatting.count(countedAtMost)) \(item)s"
+            : "\(Formatting.count(counted)) \(item)\(counted == 1 ? "" : "s")"
     }
 
     /// The orders a list offers, by their names in its address: by submission both ways (the
@@ -433,8 +442,11 @@ struct DashboardRoutes: Sendable {
         selection.after = position("after")
         selection.fromOldest = query["end"] != nil
         selection.search = search
+        // Counted beside the page's read, on another of the inspector's connections.
+        async let counting = dashboard.inspector.count(selection, upTo: Self.countedAtMost + 1)
         let page = try await dashboard.inspector.historyPage(selection)
         let found = page.records
+        let counted = try await counting
         func address(_ position: String) -> String {
             "\(base)/history?prefix=\(Formatting.query(prefix))&result=\(Formatting.query(resultName))"
                 + "&from=\(Formatting.query(from))&until=\(Formatting.query(until))&q=\(Formatting.query(search))"
@@ -465,7 +477,7 @@ struct DashboardRoutes: Sendable {
             "history", title: "History", viewer: viewer,
             AttemptsPage(
                 prefix: prefix, results: choices, from: from, until: until, search: search,
-                rows: found.map { AttemptRow($0, now: now) },
+                total: counted.map { Self.total($0, of: "attempt") }, rows: found.map { AttemptRow($0, now: now) },
                 filtered: !prefix.isEmpty || result != nil || !from.isEmpty || !until.isEmpty || !search.isEmpty,
                 searchedTo: searchedTo, pager: pager))
     }
@@ -503,10 +515,11 @@ struct DashboardRoutes: Sendable {
         let bulk = ActionSubject("retry-failed", ["tag": tag, "prefix": prefix])
         // Unfiltered, the total is the overview's count (kept by the store as it writes, and
         // counted once for every viewer until the schedule changes); a prefix's or a tag's
-        // would take reading each candidate row, so a filtered page shows none.
+        // would take reading each candidate row, so a filtered page tells one only when it
+        // holds the whole list.
         let total =
             prefix.isEmpty && tag.isEmpty
-            ? try await dashboard.overview.overview(now: now).failed : nil
+            ? try await dashboard.overview.overview(now: now).failed : Self.wholeList(found, pager)
         let newest = try await dashboard.inspector.newestAttempts(of: found.map(\.request.identifier))
         var rows: [FailedRow] = []
         for inspected in found {

@@ -424,13 +424,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
                     "(strpos(identifier, \(text)) > 0 OR strpos(stop_reason, \(text)) > 0"
                         + " OR position(convert_to(\(text), 'UTF8') IN output) > 0)")
             }
-            if let identifier = query.identifier { conditions.append("identifier = \(bind(identifier))") }
-            if let prefix = query.identifierPrefix { conditions.append("starts_with(identifier, \(bind(prefix)))") }
-            if let result = query.result { conditions.append("result = \(bind(result.description))") }
-            if let from = query.startedFrom { conditions.append("started_at >= \(bind(from.nanosecondsSinceEpoch))") }
-            if let until = query.startedBefore {
-                conditions.append("started_at < \(bind(until.nanosecondsSinceEpoch))")
-            }
+            Self.historyFilters(query, &conditions, &bindings)
             let columns = "identifier, run_id, attempt, started_at, ended_at, result, stop_reason, output"
             let filters = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
             let order = "ORDER BY run_id \(direction), attempt \(direction) LIMIT \(query.limit)"
@@ -459,6 +453,38 @@ final class PostgresScheduleInspector: ScheduleInspector {
             if query.readsUp { records.reverse() }
             return HistoryPage(records: records, of: query, stretchEnd: stretchEnd)
         }
+    }
+
+    func count(_ query: HistoryQuery, upTo limit: Int) async throws(ScheduleStoreError) -> Int? {
+        // A search is told by the attempt read back: counting it would read the history.
+        guard query.search == nil else { return nil }
+        var conditions: [String] = []
+        var bindings = PostgresBindings()
+        Self.historyFilters(query, &conditions, &bindings)
+        let sql = """
+            SELECT count(*) FROM (SELECT 1 FROM overtime.history
+                \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")) LIMIT \(max(0, limit))) c
+            """
+        return try await using { [self] connection, _ in
+            let rows = try await run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))
+            return Int(try rows.first?.decode(Int64.self) ?? 0)
+        }
+    }
+
+    /// The conditions of `query`'s filters on the history (its positions and search aside),
+    /// appended with their bindings.
+    private static func historyFilters(
+        _ query: HistoryQuery, _ conditions: inout [String], _ bindings: inout PostgresBindings
+    ) {
+        func bind(_ value: some PostgresNonThrowingEncodable & Sendable) -> String {
+            bindings.append(value)
+            return "$\(bindings.count)"
+        }
+        if let identifier = query.identifier { conditions.append("identifier = \(bind(identifier))") }
+        if let prefix = query.identifierPrefix { conditions.append("starts_with(identifier, \(bind(prefix)))") }
+        if let result = query.result { conditions.append("result = \(bind(result.description))") }
+        if let from = query.startedFrom { conditions.append("started_at >= \(bind(from.nanosecondsSinceEpoch))") }
+        if let until = query.startedBefore { conditions.append("started_at < \(bind(until.nanosecondsSinceEpoch))") }
     }
 
     func newestAttempts(of identifiers: [String]) async throws(ScheduleStoreError) -> [String: RunRecord] {
