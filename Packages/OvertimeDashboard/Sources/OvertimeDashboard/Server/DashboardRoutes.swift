@@ -280,12 +280,12 @@ struct DashboardRoutes: Sendable {
         let filters =
             "\(base)/requests?state=\(state)&prefix=\(Formatting.query(prefix))&tag=\(Formatting.query(tag))"
             + "&q=\(Formatting.query(search))&order="
+        // Counted beside the page's read, on another of the inspector's connections.
+        async let counting = dashboard.inspector.count(selection, upTo: Self.countedAtMost + 1)
         let (found, pager) = try await listPage(selection, request, now: now) { position in
             filters + orderName + position
         }
-        let counted =
-            try await dashboard.inspector.count(selection, upTo: Self.countedAtMost + 1)
-            ?? Self.wholeList(found, pager)
+        let counted = try await counting ?? Self.wholeList(found, pager)
         let states = ["pending", "running", "failed", "cancelled", "all"].map {
             Choice(value: $0, label: $0, selected: $0 == state.description)
         }
