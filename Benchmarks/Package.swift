@@ -37,6 +37,7 @@ let package = Package(
                 .product(name: "Overtime", package: "Overtime"),
                 .product(name: "OvertimeLogUploader", package: "Overtime"),
                 .product(name: "OvertimeScheduler", package: "Overtime"),
+                .product(name: "OvertimeControl", package: "Overtime"),
                 .product(name: "OvertimeSystem", package: "Overtime"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -545,7 +545,9 @@ struct ScheduleInspectorTests {
             #expect(overview.failed == 2, "\(overview)")
             // As a build before the index left the store.
             let older = try SQLiteConnection(path: h.path)
-            try older.execute("DROP TABLE lateness; DROP INDEX requests_failed; PRAGMA user_version = 19")
+            try older.execute(
+                "DROP INDEX requests_failed_by_identifier; DROP TABLE lateness; DROP INDEX requests_failed;"
+                    + " PRAGMA user_version = 19")
             older.close()
             let unindexed = try await SQLiteScheduleInspector.open(path: h.path, rowsReadPerPage: 5)
             defer { unindexed.close() }
@@ -570,7 +572,8 @@ struct ScheduleInspectorTests {
     /// may have failed; the counts by state, the row's last result, the index of those
     /// waiting and running): a store as an older build left it.
     static let undoingVersionsFrom19 = """
-        DROP TABLE lateness; DROP INDEX requests_failed; DROP TABLE request_counts; DROP INDEX requests_unfinished;
+        DROP INDEX requests_failed_by_identifier; DROP TABLE lateness; DROP INDEX requests_failed;
+        DROP TABLE request_counts; DROP INDEX requests_unfinished;
         ALTER TABLE requests DROP COLUMN last_failed;
         """
 

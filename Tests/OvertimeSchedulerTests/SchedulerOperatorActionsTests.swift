@@ -53,16 +53,24 @@ struct SchedulerOperatorActionsTests {
                     == "submitted again 4 requests that failed for good: due now", "every one, with no filter")
             h.advance(by: .seconds(1))
             #expect(h.attempts.count == 11)
+            // A tag alone: those tagged, whatever their identifiers (not report.c, untagged,
+            // nor report.d, which succeeded).
+            #expect(
+                answer(h, "retry-failed", ["tag=t", "by=carol"])
+                    == "submitted again 3 requests that failed for good (tag t): due now")
+            h.advance(by: .seconds(1))
+            #expect(h.attempts.all.suffix(3).map(\.identifier).sorted() == ["other.x", "report.a", "report.b"])
             #expect(answer(h, "retry", ["other.x"]) == "submitted 'other.x' again: due now")
 
             let actions = answer(h, "actions", [])
             let lines = actions.split(separator: "\n").map(String.init)
-            #expect(lines.count == 4, "a header and three actions: \(actions)")
+            #expect(lines.count == 5, "a header and four actions: \(actions)")
             #expect(
                 lines[1].contains("the control socket") && lines[1].contains("retry") && lines[1].contains("other.x"))
-            #expect(lines[2].contains("bob") && lines[2].contains("retry-failed") && lines[2].contains("every request"))
+            #expect(lines[2].contains("carol") && lines[2].contains("tag t") && lines[2].contains(" 3 "))
+            #expect(lines[3].contains("bob") && lines[3].contains("retry-failed") && lines[3].contains("every request"))
             #expect(
-                lines[3].contains("alice") && lines[3].contains("tag t, prefix report.") && lines[3].contains(" 2 "))
+                lines[4].contains("alice") && lines[4].contains("tag t, prefix report.") && lines[4].contains(" 2 "))
 
             // Kept in the store: the next process reads them.
             try h.open(prefixes: ["report.", "other."])

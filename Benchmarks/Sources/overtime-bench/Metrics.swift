@@ -161,6 +161,14 @@ struct MetricSpec: Sendable {
             target: "0"
         ) { values in values["overtime"].map { $0 == 0 } },
         MetricSpec(
+            name: "scheduler_bulk_retry_ms", unit: "ms", higherIsBetter: false,
+            what:
+                "retry-failed on the daemon's control socket (as the dashboard's \"retry all\" and overtimectl ask it) "
+                + "→ its answer, every request that failed for good submitted again, by tag and by prefix, beside "
+                + "100,000 finished requests that succeeded (sizes in the notes)",
+            target: "(none set: how long an operator waits)"
+        ) { _ in nil },
+        MetricSpec(
             name: "scheduler_resident_mb", unit: "MB", higherIsBetter: false,
             what: "resident growth with requests pending (sizes in the notes)", target: "≤ 100 (at 1,000,000 pending)"
         ) { values in values["overtime"].map { $0 <= 100 } },

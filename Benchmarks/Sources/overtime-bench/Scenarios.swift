@@ -407,6 +407,25 @@ struct Scenarios {
                 ("huey", { try peer().figure("huey", "runs", [peerRuns]) }),
                 ("sqlite_limit", { try peer().limit("runs", z.runs) }),
             ]
+        case "scheduler_bulk_retry_ms":
+            let (succeeded, failed) =
+                switch mode {
+                case .full: (100_000, 1_000)
+                case .quick: (20_000, 200)
+                case .smoke: (200, 20)
+                }
+            let measured = Unprotected<(byTag: Double, byPrefix: Double)?>(nil)
+            let figures = {
+                if let done = measured.value { return done }
+                let done = try BulkRetry.measure(succeeded: succeeded, failed: failed, scratch: scratch)
+                measured.value = done
+                notes.value.append(
+                    "scheduler_bulk_retry_ms: \(succeeded) one-shots that succeeded and \(failed) that failed for good "
+                        + "(tagged, one attempt each), in the history; retry-failed on the control socket, the median of "
+                        + "\(BulkRetry.retries) by tag, then of \(BulkRetry.retries) by prefix")
+                return done
+            }
+            return [("overtime_by_tag", { try figures().byTag }), ("overtime_by_prefix", { try figures().byPrefix })]
         case "scheduler_context_switches_per_run":
             let count = min(2_000, s.scheduler.runs)
             return [

@@ -101,7 +101,7 @@ extension Scheduler {
     /// Submits again every request that failed for good whose identifier begins with
     /// `prefix` and that has the tag `tag` (each when given), as `retry ID` submits one:
     /// those whose handler is gone are passed over, each with why. Read from the store a page
-    /// at a time (a tag alone reads every finished request). On the queue.
+    /// at a time (those the store's index of what may have failed for good holds). On the queue.
     func retryingFailed(tag: String?, prefix: String?) async throws(SchedulerError) -> BulkOutcome {
         if let tag { try ScheduleLimits.check(tag: tag, identifier: nil) }
         if let prefix { try ScheduleLimits.check(identifier: prefix, field: "prefix") }

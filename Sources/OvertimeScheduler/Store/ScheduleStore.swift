@@ -235,8 +235,8 @@ extension RequestWrite {
     /// the first) and begin with `prefix`, and that have the tag `tag`, when given: at most
     /// `limit`, in the identifiers' order (a bulk retry reads them a page at a time). Every
     /// one that failed for good or was stopped by a prerequisite is among them; one that
-    /// succeeded may be left out (the PostgreSQL store reads only those it marked as
-    /// finished without a success). The caller checks each.
+    /// succeeded may be left out (the SQLite and PostgreSQL stores read only those their
+    /// index of what may have failed for good holds). The caller checks each.
     func finishedRequests(after: String?, prefix: String?, tagged tag: String?, limit: Int)
         async throws(ScheduleStoreError) -> [StoredRequest]
     /// What operators did (``ScheduleBatch/actions``), newest first, at most `limit`.

@@ -50,9 +50,11 @@ extension SQLiteScheduleStore {
         throws(ScheduleStoreError) -> [StoredRequest]
     {
         try using { connection throws(SQLiteError) in
-            // By the identifiers' index; the finished rows are not indexed (keeping one cost
-            // the scheduler a tenth of its runs per second), so a tag alone reads them all.
-            var conditions = ["finished = 1", "cancelled_at IS NULL"]
+            // Only those that may have failed for good (their newest attempt failed, or their
+            // details may say a prerequisite stopped them), by the index that holds them in
+            // the identifiers' order (schema version 22): a page is a range of it, and a tag
+            // alone reads these, not every finished request (a month of one-shots by default).
+            var conditions = [Self.failedRows]
             var values: [String] = []
             if let after {
                 conditions.append("identifier > ?")
@@ -68,8 +70,8 @@ extension SQLiteScheduleStore {
             }
             let statement = try connection.statement(
                 """
-                SELECT \(Self.requestColumns), cancelled_at FROM requests WHERE \(conditions.joined(separator: " AND "))
-                ORDER BY identifier LIMIT \(max(0, limit))
+                SELECT \(Self.requestColumns), cancelled_at FROM requests INDEXED BY requests_failed_by_identifier
+                WHERE \(conditions.joined(separator: " AND ")) ORDER BY identifier LIMIT \(max(0, limit))
                 """)
             for (index, value) in values.enumerated() { statement.bind(Int32(index + 1), value) }
             var found: [StoredRequest] = []

@@ -418,10 +418,22 @@ extension SQLiteScheduleStore {
                         """)
                 }
             ),
+            (
+                22,
+                { connection throws(SQLiteError) in
+                    // The requests that may have failed for good again, by identifier: a bulk
+                    // retry reads them a page at a time in that order (finishedRequests),
+                    // each page a range of this index, where requests_failed (in the order
+                    // submitted) would be read whole and sorted for every page.
+                    try connection.execute(
+                        "CREATE INDEX requests_failed_by_identifier ON requests (identifier) WHERE \(failedRows)")
+                }
+            ),
         ]
     }
 
-    /// The rows of the index `requests_failed` (schema version 20): the requests that may
+    /// The rows of the indexes `requests_failed` (schema version 20) and
+    /// `requests_failed_by_identifier` (version 22): the requests that may
     /// have failed for good, a superset checked as read. A query reads the index only if its
     /// conditions include these, as written here.
     static let failedRows = "finished = 1 AND cancelled_at IS NULL AND (last_failed != 0 OR details IS NOT NULL)"
