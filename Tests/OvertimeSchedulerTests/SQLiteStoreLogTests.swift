@@ -76,6 +76,42 @@ struct SQLiteStoreLogTests {
         #expect(try await store.pendingCount() == 50)
     }
 
+    /// Opening checks an existing file through a read-only connection before the writer
+    /// opens it, and the first connection to a database whose log holds frames reads every
+    /// frame to index it: the writer must find that index still held, not read the log
+    /// again. Counted in read calls of this thread (`/proc/thread-self/io`), on a copy of a
+    /// store left open by an earlier process.
+    @Test func openingReadsWhatAnEarlierProcessLeftInTheLogOnce() async throws {
+        let folder = TemporaryDirectory("store-log-read-once")
+        defer { folder.remove() }
+        let path = folder.path + "/schedule.db"
+        let left = folder.path + "/left.db"
+        let earlier = try await ScheduleDatabase.sqlite(path: path).openStore(
+            ScheduleStoreContext(
+                now: Self.now, wallClock: { Self.now },
+                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
+        for round in 0..<200 { try await Self.commitAndSync(earlier, "job-\(round % 50)", round) }
+        for suffix in ["", "-wal"] { try FileManager.default.copyItem(atPath: path + suffix, toPath: left + suffix) }
+        earlier.close()
+        let logBytes = try #require(try FileManager.default.attributesOfItem(atPath: left + "-wal")[.size] as? Int)
+        let frames = (logBytes - 32) / (4096 + 24)
+        #expect(frames > 100)
+
+        let before = try Self.readCallsOfThisThread()
+        let connection = try SQLiteScheduleStore.open(left)
+        let reads = try Self.readCallsOfThisThread() - before
+        connection.close()
+        // Each frame is one read; the rest (headers, the schema, the check) are a few dozen.
+        #expect(reads < frames + frames / 2, "\(reads) reads for a log of \(frames) frames")
+    }
+
+    /// The read calls this thread has made (`syscr` of `/proc/thread-self/io`).
+    static func readCallsOfThisThread() throws -> Int {
+        let text = try String(contentsOfFile: "/proc/thread-self/io", encoding: .utf8)
+        let line = try #require(text.split(separator: "\n").first { $0.hasPrefix("syscr:") })
+        return try #require(Int(line.dropFirst("syscr:".count).trimmingCharacters(in: .whitespaces)))
+    }
+
     /// Saves `identifier`'s request, due `round` seconds on, and syncs, as the scheduler
     /// commits and syncs.
     static func commitAndSync(_ store: any ScheduleStore, _ identifier: String, _ round: Int) async throws {

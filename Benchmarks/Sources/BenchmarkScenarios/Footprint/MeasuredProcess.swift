@@ -16,6 +16,8 @@ public final class MeasuredProcess {
     private var input: Int32
     private let notify: Int32
     private let folder: String
+    /// Whether `folder` was made for this process alone (removed with it).
+    private let ownsFolder: Bool
     private var exited = false
     /// Nanoseconds (monotonic) just before the spawn.
     public let spawnedAt: Int64
@@ -23,6 +25,7 @@ public final class MeasuredProcess {
     /// Starts `executable` with `arguments` (`@D` in them becomes a fresh folder of the
     /// run) and `NOTIFY_SOCKET` pointing at a socket read here.
     public init(_ executable: String, _ arguments: [String], folder: String? = nil) throws {
+        ownsFolder = folder == nil
         let folder = try folder ?? Self.temporaryFolder()
         self.folder = folder
         let socketPath = folder + "/notify.sock"
@@ -73,6 +76,7 @@ public final class MeasuredProcess {
         }
         if input >= 0 { close(input) }
         close(notify)
+        if ownsFolder { try? FileManager.default.removeItem(atPath: folder) }
     }
 
     /// Nanoseconds (monotonic) when the child said `READY=1`.

@@ -25,19 +25,20 @@ extension SQLiteScheduleStore {
             try refuseNewer(Int(version), path)
             existing = reader
         }
-        // Opened while the reader is still open: the first connection to a database whose
-        // log holds frames reads the whole log to index it, and that index lasts only while
-        // some connection is open — a writer opened after the reader closed reads it again.
-        let connection = try SQLiteConnection(path: path)
-        existing?.close()
         // Written to the log at each commit; on disk at each sync (see the type's comment).
         // A 16 MiB page cache (filled only as the store grows): runs/s at a million due
         // rose by a tenth over SQLite's 2 MiB, and 64 MiB added nothing.
+        let connection = try SQLiteConnection(path: path)
         try connection.execute(
             """
             PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = 0;
             PRAGMA cache_size = -16384
             """)
+        // Closed only now: the first connection to a database whose log holds frames reads
+        // the whole log to index it, and that index lasts only while some connection has it
+        // open. A connection opens the log at its first statement, not at sqlite3_open, so a
+        // reader closed before the writer's first statement leaves it the log to read again.
+        existing?.close()
         let version = try connection.integer("PRAGMA user_version") ?? 0
         try refuseNewer(Int(version), path)
         let check = try connection.rows("PRAGMA quick_check") { $0.text(0) }
