@@ -263,7 +263,7 @@ extension PostgresScheduleInspector {
 
     /// The condition that an identifier starts with `prefix`, as a range of the keys
     /// (``HandlerMatch/rangeEnd(of:)``; identifiers compare byte by byte, collation `C`).
-    private static func range(_ prefix: String, _ bindings: inout PostgresBindings) -> String {
+    static func range(_ prefix: String, _ bindings: inout PostgresBindings) -> String {
         let end = HandlerMatch.rangeEnd(of: prefix)
         return "(r.identifier >= \(bind(prefix, &bindings)) AND r.identifier < \(bind(end, &bindings)))"
     }

@@ -142,8 +142,9 @@ final class PostgresScheduleInspector: ScheduleInspector {
         default: break
         }
         if let prefix = query.identifierPrefix {
-            bindings.append(prefix)
-            conditions.append("starts_with(r.identifier, $\(bindings.count))")
+            // A range, which the indexes holding identifiers read (requests_pending's, from
+            // schema version 21, without the table's rows).
+            conditions.append(Self.range(prefix, &bindings))
         }
         if let tag = query.tag {
             bindings.append(RequestColumns.tagPattern(tag))

@@ -58,6 +58,7 @@ extension PostgresScheduleStore {
                 (12, Self.schemaVersion12), (13, Self.schemaVersion13), (14, Self.schemaVersion14),
                 (15, Self.schemaVersion15), (16, Self.schemaVersion16), (17, Self.schemaVersion17),
                 (18, Self.schemaVersion18), (19, Self.schemaVersion19), (20, Self.schemaVersion20),
+                (21, Self.schemaVersion21),
             ] where version < target {
                 for statement in statements { _ = try await run(connection, PostgresQuery(unsafeSQL: statement)) }
             }
@@ -412,6 +413,14 @@ extension PostgresScheduleStore {
             ON overtime.requests ((\(sortKey(order))), sequence) WHERE NOT finished
         """
     }
+
+    /// Version 21: the index of the unfinished requests in the order submitted holds their
+    /// identifiers too, so a page of them filtered by a prefix (a range of identifiers)
+    /// reads that index alone, not each row it passes over in the table.
+    static let schemaVersion21 = [
+        "DROP INDEX IF EXISTS overtime.requests_pending",
+        "CREATE INDEX requests_pending ON overtime.requests (sequence) INCLUDE (owner, identifier) WHERE NOT finished",
+    ]
 
     /// The SQL of the number a page in `order` is sorted by (``RequestQuery/Order-swift.struct``),
     /// of a request's columns: the sort indexes' expressions (version 20), which a page's
