@@ -149,12 +149,19 @@ final class SQLiteScheduleInspector: ScheduleInspector {
         // or a search by the row read back.
         guard query.selection != .failed, query.tag == nil, query.search == nil else { return nil }
         let (conditions, values) = Self.conditions(query, failedIndexed: failedIndexed)
-        let most = max(0, limit)
-        return try await using { connection throws(SQLiteError) in
+        return try await count(in: "requests", conditions, values, upTo: limit)
+    }
+
+    /// How many rows of `table` meet `conditions` (binding `values`), counted up to `limit`:
+    /// at most `limit` entries of the index the conditions choose are read.
+    private func count(in table: String, _ conditions: [String], _ values: [Value], upTo limit: Int)
+        async throws(ScheduleStoreError) -> Int
+    {
+        try await using { connection throws(SQLiteError) in
             let statement = try connection.statement(
                 """
-                SELECT COUNT(*) FROM (SELECT 1 FROM requests
-                    \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")) LIMIT \(most))
+                SELECT COUNT(*) FROM (SELECT 1 FROM \(table)
+                    \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")) LIMIT \(max(0, limit)))
                 """)
             defer { statement.reset() }
             Self.bind(statement, values)
@@ -390,19 +397,10 @@ final class SQLiteScheduleInspector: ScheduleInspector {
         // A search is told by the attempt read back: counting it would read the history.
         guard query.search == nil else { return nil }
         let (conditions, values) = Self.historyFilters(query)
-        return try await using { connection throws(SQLiteError) in
-            // Each filter has its index (one request's attempts and a prefix's the primary
-            // key, a result other than success its partial index, a range of start times
-            // history_started): at most `limit` entries of it are read.
-            let statement = try connection.statement(
-                """
-                SELECT COUNT(*) FROM (SELECT 1 FROM history
-                    \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")) LIMIT \(max(0, limit)))
-                """)
-            defer { statement.reset() }
-            Self.bind(statement, values)
-            return try statement.step() ? statement.int(0) : 0
-        }
+        // Each filter has its index (one request's attempts and a prefix's the primary key,
+        // a result other than success its partial index, a range of start times
+        // history_started).
+        return try await count(in: "history", conditions, values, upTo: limit)
     }
 
     /// The conditions of `query`'s filters on the history (its positions and search aside)

@@ -3,7 +3,6 @@
 // a schedule that keeps many finished requests beside the few that failed.
 
 import Foundation
-import Logging
 import Overtime
 import OvertimeControl
 import OvertimeScheduler
@@ -28,18 +27,13 @@ public enum BulkRetry {
     /// - Throws: when a retry did not submit every failed request again.
     public static func measure(succeeded: Int, failed: Int, scratch: String) throws -> (byTag: Double, byPrefix: Double)
     {
-        let folder = scratch + "/bulk-retry-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let socket = folder + "/control.sock"
-        let runtime = try BenchmarkRuntime.start { $0.controlSocket = .path(socket) }
+        // The scenarios' scheduler (whose `job-` handlers succeed), answering on a control socket.
+        let (runtime, scheduler, folder) = try SchedulerScenarios.make(
+            scratch: scratch, maximumConcurrentRuns: 1_000,
+            runtime: { runtime, folder in runtime.controlSocket = .path(folder + "/control.sock") })
         defer { SchedulerScenarios.finish(runtime, folder) }
-        var configuration = SchedulerConfiguration(storePath: folder + "/schedule.db")
-        configuration.startSpacing = .zero
-        configuration.maximumConcurrentRuns = 1_000
-        configuration.logger = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
-        let scheduler = try Scheduler(runtime: runtime, configuration: configuration)
+        let socket = folder + "/control.sock"
         let failures = Atomic<Int>(0)
-        try scheduler.register(prefix: "job-") { $0.setTaskCompleted(success: true) }
         try scheduler.register(prefix: "bad-") { task in
             failures.add(1, ordering: .relaxed)
             task.setTaskCompleted(success: false)

@@ -16,11 +16,12 @@ public enum SchedulerScenarios {
     /// A runtime and a scheduler whose one handler (for every identifier: `job-…`,
     /// `due-…`) completes every task at once and calls `onRun` with the task.
     static func make(
-        scratch: String, maximumConcurrentRuns: Int = 64, onRun: @escaping @Sendable (ScheduledTask) -> Void = { _ in }
+        scratch: String, maximumConcurrentRuns: Int = 64, onRun: @escaping @Sendable (ScheduledTask) -> Void = { _ in },
+        runtime configure: (_ runtime: inout RuntimeConfiguration, _ folder: String) -> Void = { _, _ in }
     ) throws -> (Runtime, Scheduler, String) {
         let folder = scratch + "/scheduler-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let runtime = try BenchmarkRuntime.start()
+        let runtime = try BenchmarkRuntime.start { configure(&$0, folder) }
         var configuration = SchedulerConfiguration(storePath: folder + "/schedule.db")
         configuration.startSpacing = .zero
         configuration.maximumConcurrentRuns = maximumConcurrentRuns

@@ -112,8 +112,16 @@ final class PostgresScheduleInspector: ScheduleInspector {
         // or a search by the row read back.
         guard query.selection != .failed, query.tag == nil, query.search == nil else { return nil }
         let (conditions, bindings) = conditions(query)
+        return try await count(in: "overtime.requests r", conditions, bindings, upTo: limit)
+    }
+
+    /// How many rows of `table` meet `conditions` (with `bindings`), counted up to `limit`:
+    /// at most `limit` entries of the index the conditions choose are read.
+    private func count(in table: String, _ conditions: [String], _ bindings: PostgresBindings, upTo limit: Int)
+        async throws(ScheduleStoreError) -> Int
+    {
         let sql = """
-            SELECT count(*) FROM (SELECT 1 FROM overtime.requests r
+            SELECT count(*) FROM (SELECT 1 FROM \(table)
                 \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")) LIMIT \(max(0, limit))) c
             """
         return try await using { [self] connection, _ in
@@ -462,14 +470,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
         var conditions: [String] = []
         var bindings = PostgresBindings()
         Self.historyFilters(query, &conditions, &bindings)
-        let sql = """
-            SELECT count(*) FROM (SELECT 1 FROM overtime.history
-                \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")) LIMIT \(max(0, limit))) c
-            """
-        return try await using { [self] connection, _ in
-            let rows = try await run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))
-            return Int(try rows.first?.decode(Int64.self) ?? 0)
-        }
+        return try await count(in: "overtime.history", conditions, bindings, upTo: limit)
     }
 
     /// The conditions of `query`'s filters on the history (its positions and search aside),
