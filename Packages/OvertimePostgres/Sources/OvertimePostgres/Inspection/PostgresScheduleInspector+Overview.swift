@@ -154,7 +154,7 @@ extension PostgresScheduleInspector {
     }
 
     /// `value` bound as the next of `bindings`, and how the SQL names it.
-    private static func bind(
+    static func bind(
         _ value: some PostgresNonThrowingEncodable & Sendable, _ bindings: inout PostgresBindings
     ) -> String {
         bindings.append(value)

@@ -396,15 +396,15 @@ final class PostgresScheduleInspector: ScheduleInspector {
         return try await using { [prefixSortedAtMost] connection, _ in
             var conditions: [String] = []
             var bindings = PostgresBindings()
-            func bind(_ value: some PostgresNonThrowingEncodable & Sendable) -> String {
-                bindings.append(value)
-                return "$\(bindings.count)"
-            }
             if let before = query.before {
-                conditions.append("(run_id, attempt) < (\(bind(before.runID)), \(bind(Int64(before.attempt))))")
+                conditions.append(
+                    "(run_id, attempt) < (\(Self.bind(before.runID, &bindings)), \(Self.bind(Int64(before.attempt), &bindings)))"
+                )
             }
             if let after = query.after {
-                conditions.append("(run_id, attempt) > (\(bind(after.runID)), \(bind(Int64(after.attempt))))")
+                conditions.append(
+                    "(run_id, attempt) > (\(Self.bind(after.runID, &bindings)), \(Self.bind(Int64(after.attempt), &bindings)))"
+                )
             }
             // Read up (from `after` or the oldest), the page is read oldest first and turned round.
             let direction = query.readsUp ? "ASC" : "DESC"
@@ -424,11 +424,12 @@ final class PostgresScheduleInspector: ScheduleInspector {
                 if let end {
                     stretchEnd = HistoryPosition(runID: end.0, attempt: Int(end.1))
                     conditions.append(
-                        "(run_id, attempt) \(query.readsUp ? "<=" : ">=") (\(bind(end.0)), \(bind(end.1)))")
+                        "(run_id, attempt) \(query.readsUp ? "<=" : ">=") (\(Self.bind(end.0, &bindings)), \(Self.bind(end.1, &bindings)))"
+                    )
                 }
             }
             if let search = query.search {
-                let text = bind(search)
+                let text = Self.bind(search, &bindings)
                 conditions.append(
                     "(strpos(identifier, \(text)) > 0 OR strpos(stop_reason, \(text)) > 0"
                         + " OR position(convert_to(\(text), 'UTF8') IN output) > 0)")
@@ -478,15 +479,17 @@ final class PostgresScheduleInspector: ScheduleInspector {
     private static func historyFilters(
         _ query: HistoryQuery, _ conditions: inout [String], _ bindings: inout PostgresBindings
     ) {
-        func bind(_ value: some PostgresNonThrowingEncodable & Sendable) -> String {
-            bindings.append(value)
-            return "$\(bindings.count)"
+        if let identifier = query.identifier { conditions.append("identifier = \(Self.bind(identifier, &bindings))") }
+        if let prefix = query.identifierPrefix {
+            conditions.append("starts_with(identifier, \(Self.bind(prefix, &bindings)))")
         }
-        if let identifier = query.identifier { conditions.append("identifier = \(bind(identifier))") }
-        if let prefix = query.identifierPrefix { conditions.append("starts_with(identifier, \(bind(prefix)))") }
-        if let result = query.result { conditions.append("result = \(bind(result.description))") }
-        if let from = query.startedFrom { conditions.append("started_at >= \(bind(from.nanosecondsSinceEpoch))") }
-        if let until = query.startedBefore { conditions.append("started_at < \(bind(until.nanosecondsSinceEpoch))") }
+        if let result = query.result { conditions.append("result = \(Self.bind(result.description, &bindings))") }
+        if let from = query.startedFrom {
+            conditions.append("started_at >= \(Self.bind(from.nanosecondsSinceEpoch, &bindings))")
+        }
+        if let until = query.startedBefore {
+            conditions.append("started_at < \(Self.bind(until.nanosecondsSinceEpoch, &bindings))")
+        }
     }
 
     func newestAttempts(of identifiers: [String]) async throws(ScheduleStoreError) -> [String: RunRecord] {
