@@ -538,6 +538,15 @@ struct ScheduleInspectorTests {
             let opened = try await SQLiteScheduleInspector.open(path: h.path, rowsReadPerPage: 5)
             let page = try await opened.requests(query, now: h.now)
             let overview = try await opened.overview(now: h.now)
+            // Filtered, they are counted as read: each candidate told as a page tells it.
+            func failed(_ prefix: String?, tag: String? = nil) -> RequestQuery {
+                RequestQuery(selection: .failed, identifierPrefix: prefix, tag: tag)
+            }
+            #expect(try await opened.count(failed("x."), upTo: 100) == 2)
+            #expect(try await opened.count(failed("x.b"), upTo: 100) == 1)
+            #expect(try await opened.count(failed("x."), upTo: 1) == 1, "at least 1")
+            #expect(try await opened.count(failed(nil, tag: "nightly"), upTo: 100) == 0)
+            #expect(try await opened.count(failed(nil), upTo: 100) == nil, "the overview counts them all")
             opened.close()
             #expect(overview.succeeded == 40, "\(overview)")
             let found: [String] = page.requests.map(\.request.identifier)
@@ -564,6 +573,8 @@ struct ScheduleInspectorTests {
                 pages += 1
             } while next != nil && pages < 50
             #expect(read == expected && pages > 2, "\(read) in \(pages) pages")
+            // Each page reads 5 of the 42 finished: past the first, how many more is not known.
+            #expect(try await unindexed.count(failed("x."), upTo: 100) == nil)
             #expect(try await unindexed.overview(now: h.now).failed == 2)
         }
     }
@@ -811,7 +822,7 @@ struct ScheduleInspectorTests {
                 let keys = found.map { request -> [Int64] in
                     let id = request.request.identifier
                     switch order {
-                    case .nextRun: return [(due[id] ?? nil) ?? .max, request.position]
+                    case .nextRun: return [(due[id] ?? nil) ?? .max, request.position]  // rows in the order submitted
                     case .attempts: return [-Int64(request.attempt), request.position]
                     default: return [request.lastRunAt.map { -$0.nanosecondsSinceEpoch } ?? .max, request.position]
                     }
@@ -846,6 +857,34 @@ struct ScheduleInspectorTests {
             lastRun.order = .lastRun
             let latest = try #require(try await inspector.requests(lastRun, now: now).requests.first)
             #expect(latest.request.identifier == "x.hang" && latest.lastRunAt == latest.running?.startedAt)
+            // By next run, where many are due at once (as when submitted together): in the
+            // order submitted, page after page both ways, also when the row a page ended at
+            // is gone before the next is read; the sequences apart from the rows' numbers, as
+            // after one-shots that finished are pruned (a sequence is never given twice).
+            _ = try sqliteShell(
+                h.path,
+                "UPDATE requests SET due_at = 1000 WHERE due_at IS NOT NULL; UPDATE requests SET sequence = sequence * 7 + 1000"
+            )
+            let dueTogether = position.keys.sorted {
+                [(due[$0] ?? nil) == nil ? .max : 1000, position[$0] ?? 0].lexicographicallyPrecedes(
+                    [(due[$1] ?? nil) == nil ? .max : 1000, position[$1] ?? 0])
+            }
+            var byNextRun = RequestQuery(selection: selection, limit: 1000)
+            byNextRun.order = .nextRun
+            let whole = try await inspector.requests(byNextRun, now: now).requests.map(\.request.identifier)
+            #expect(whole == dueTogether)
+            byNextRun.limit = 2
+            #expect(try await ScheduleInspectorPaging.everyPage(inspector, byNextRun, now: now) == dueTogether)
+            var turned = byNextRun
+            turned.newestFirst = true
+            #expect(try await ScheduleInspectorPaging.everyPage(inspector, turned, now: now) == dueTogether.reversed())
+            let first = try await inspector.requests(byNextRun, now: now)
+            _ = try sqliteShell(h.path, "DELETE FROM requests WHERE identifier = '\(dueTogether[1])'")
+            byNextRun.after = first.next
+            byNextRun.afterKey = first.nextKey
+            #expect(
+                try await inspector.requests(byNextRun, now: now).requests.map(\.request.identifier)
+                    == Array(dueTogether[2..<4]))
         }
     }
 

@@ -145,8 +145,15 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     let rangeSortedAtMost: Int
 
     func count(_ query: RequestQuery, upTo limit: Int) async throws(ScheduleStoreError) -> Int? {
-        // Only what the columns tell: a failed request is told by its newest attempt, a tag
-        // or a search by the row read back.
+        // What failed for good with a prefix or a tag: each row of the index of those that may
+        // have read and told, as a page does (the overview counts them all as it writes).
+        if query.selection == .failed, query.search == nil, query.identifierPrefix != nil || query.tag != nil {
+            return try await RequestPage.counted(query, upTo: limit) { page throws(ScheduleStoreError) in
+                try await requests(page, now: SystemClock().wallClockNow)
+            }
+        }
+        // Otherwise only what the columns tell: a failed request is told by its newest
+        // attempt, a tag or a search by the row read back.
         guard query.selection != .failed, query.tag == nil, query.search == nil else { return nil }
         let (conditions, values) = Self.conditions(query, failedIndexed: failedIndexed)
         return try await count(in: "requests", conditions, values, upTo: limit)
@@ -205,7 +212,8 @@ final class SQLiteScheduleInspector: ScheduleInspector {
 
     func requests(_ query: RequestQuery, now: WallClockInstant) async throws(ScheduleStoreError) -> RequestPage {
         try await using {
-            [rowsReadPerPage, progressColumns, lastStartedColumn, failedIndexed] connection throws(SQLiteError) in
+            [rowsReadPerPage, progressColumns, lastStartedColumn, failedIndexed, statesCounted] connection
+                throws(SQLiteError) in
             let (conditions, values) = Self.conditions(query, failedIndexed: failedIndexed)
             // Told to read the index of those that may have failed: SQLite's estimate, without
             // statistics, may prefer the table in the order asked for.
@@ -249,6 +257,11 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 }
             }
             let handlers = try Self.handlers(connection)
+            // The waiting and running by next run, with no other filter: read in the indexes
+            // that keep that order, not sorted whole.
+            let soonest =
+                query.order == .nextRun && query.selection == .pending && statesCounted
+                && query.identifierPrefix == nil && query.tag == nil && query.search == nil
             while true {
                 var page = conditions
                 var pageValues = values
@@ -261,19 +274,27 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 // with their newest attempt. Picked in the same query, every row an index finds
                 // would be looked up in the history before the sort: for a prefix, 11,000 lookups
                 // for 50 rows at 100,000 requests.
+                let picked =
+                    soonest
+                    ? try Self.soonestPending(
+                        connection, after: reading.after.flatMap { after in reading.afterKey.map { ($0, after) } },
+                        backwards: query.newestFirst, limit: reading.batch
+                    ).map(String.init).joined(separator: ", ")
+                    : """
+                    SELECT rowid FROM requests \(index) \(page.isEmpty ? "" : "WHERE " + page.joined(separator: " AND "))
+                    ORDER BY \(order) LIMIT \(reading.batch)
+                    """
                 let statement = try connection.statement(
                     """
                     SELECT \(SQLiteScheduleStore.requestColumns), cancelled_at, active_run_id, active_attempt,
                         active_started_at, \(progressColumns), (SELECT result FROM history h
                         WHERE h.identifier = requests.identifier ORDER BY run_id DESC, attempt DESC LIMIT 1)
                         AS last_result, \(lastStartedColumn), \(key) AS sort_key
-                    FROM requests WHERE rowid IN (
-                        SELECT rowid FROM requests \(index) \(page.isEmpty ? "" : "WHERE " + page.joined(separator: " AND "))
-                        ORDER BY \(order) LIMIT \(reading.batch))
+                    FROM requests WHERE rowid IN (\(picked))
                     ORDER BY \(order)
                     """)
                 defer { statement.reset() }
-                Self.bind(statement, pageValues)
+                if !soonest { Self.bind(statement, pageValues) }
                 let sortKey = try statement.column("sort_key")
                 var rows = 0
                 while try statement.step() {
@@ -522,6 +543,61 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 + " ELSE failed_attempts + 1 END)"
         case .lastRun: lastStarted.hasPrefix("NULL") ? "\(Int64.max)" : "IFNULL(-last_started_at, \(Int64.max))"
         }
+    }
+
+    /// The row numbers of the first `limit` waiting and running requests by next run after
+    /// `after` (a due time and a position), or before it `backwards`, without sorting every
+    /// one: those with a due time in the scheduler's index of them (by due time, then
+    /// sequence), the running ones in the index of the unfinished ones, and those with none
+    /// (waiting for a prerequisite: the largest key) only when the page reaches them, as
+    /// they are no index's.
+    private static func soonestPending(
+        _ connection: SQLiteConnection, after position: (key: Int64, position: Int64)?, backwards: Bool, limit: Int
+    ) throws(SQLiteError) -> [Int64] {
+        let none = Int64.max
+        // A row's number and its sequence grow together (both are given as a request is first
+        // submitted, and a vacuum renumbers rows in their order), so the rows after a position
+        // are those after the sequence of the last row at it or before it (before a position:
+        // before the first at it or after it), whether or not that row is still there.
+        var after: (key: Int64, tie: Int64)?
+        if let position {
+            let nearest = try connection.statement(
+                backwards
+                    ? "SELECT sequence FROM requests WHERE rowid >= ? ORDER BY rowid LIMIT 1"
+                    : "SELECT sequence FROM requests WHERE rowid <= ? ORDER BY rowid DESC LIMIT 1")
+            defer { nearest.reset() }
+            nearest.bind(1, position.position)
+            after = (position.key, try nearest.step() ? nearest.int64(0) : backwards ? Int64.max : Int64.min)
+        }
+        func read(_ key: String, _ rows: String) throws(SQLiteError) -> [(key: Int64, tie: Int64, row: Int64)] {
+            let past = after.map { _ in "AND (\(key), sequence) \(backwards ? "<" : ">") (?1, ?2)" } ?? ""
+            let direction = backwards ? "DESC" : "ASC"
+            let statement = try connection.statement(
+                """
+                SELECT \(key), sequence, rowid FROM requests \(rows) \(past)
+                ORDER BY \(key) \(direction), sequence \(direction) LIMIT \(limit)
+                """)
+            defer { statement.reset() }
+            if let after {
+                statement.bind(1, after.key)
+                statement.bind(2, after.tie)
+            }
+            var found: [(key: Int64, tie: Int64, row: Int64)] = []
+            while try statement.step() { found.append((statement.int64(0), statement.int64(1), statement.int64(2))) }
+            return found
+        }
+        let due = try read(
+            "due_at", "INDEXED BY requests_due WHERE running = 0 AND due_at IS NOT NULL AND finished = 0")
+        let running = try read(
+            "IFNULL(due_at, \(none))",
+            "INDEXED BY requests_unfinished WHERE running = 1 AND finished = 0 AND cancelled_at IS NULL")
+        // Those with no due time come after every due time: read when the page gets there.
+        let reachesNone = backwards ? (after?.key ?? none) == none : due.count < limit || due.last?.key == none
+        let unplanned = reachesNone ? try read("\(none)", "WHERE running = 0 AND due_at IS NULL AND finished = 0") : []
+        let merged = (due + running + unplanned).sorted {
+            backwards ? ($0.key, $0.tie) > ($1.key, $1.tie) : ($0.key, $0.tie) < ($1.key, $1.tie)
+        }
+        return merged.prefix(limit).map(\.row)
     }
 
     /// The smallest text after every text that starts with `prefix` (SQLite compares text

@@ -15,8 +15,10 @@ public protocol ScheduleInspector: Sendable {
     func requests(_ query: RequestQuery, now: WallClockInstant) async throws(ScheduleStoreError) -> RequestPage
     /// How many requests `query` selects (where its page starts, its order and limit
     /// aside), counted up to `limit`: an answer of `limit` means at least that many. `nil`
-    /// when only reading each row could tell (a tag, a search, failed for good): a list then
-    /// shows no total.
+    /// when only reading each row could tell (a tag, a search, all that failed for good): a
+    /// list then shows no total. Those that failed for good with a prefix or a tag the
+    /// built-in stores count by reading their pages: `nil` when a page stops at its bound of
+    /// rows read before they end.
     func count(_ query: RequestQuery, upTo limit: Int) async throws(ScheduleStoreError) -> Int?
     /// The request of `identifier`, finished or not, or `nil`.
     func request(_ identifier: String, now: WallClockInstant) async throws(ScheduleStoreError) -> InspectedRequest?
@@ -168,12 +170,14 @@ public struct RequestQuery: Sendable, Hashable {
 extension RequestQuery {
     /// What a page of requests is listed by. The SQLite store keeps no index for the orders
     /// other than by submission (three cost its scheduler a fifth of its runs per second):
-    /// it sorts the requests the filters select. The PostgreSQL store reads the unfinished
-    /// ones in an index per order, whose writes its fleet's runs absorb; it sorts those of
-    /// the other states as selected. Each store sorts by one number per request, ascending, ties by
-    /// position — its due time (none: the largest number), its attempt negated, its newest
-    /// attempt's start negated (none: the largest number) — and
-    /// ``RequestPage/nextKey`` is that number.
+    /// it sorts the requests the filters select, but for the waiting and running ones by next
+    /// run with no other filter, which it reads in its scheduler's own index of due requests
+    /// (and a pass over those running, and those waiting for a prerequisite as a page reaches
+    /// them). The PostgreSQL store reads the unfinished ones in an index per order, whose
+    /// writes its fleet's runs absorb; it sorts those of the other states as selected. Each
+    /// store sorts by one number per request, ascending, ties by position — its due time
+    /// (none: the largest number), its attempt negated, its newest attempt's start negated
+    /// (none: the largest number) — and ``RequestPage/nextKey`` is that number.
     public struct Order: Sendable, Hashable, CustomStringConvertible {
         enum Kind: String, Hashable, CaseIterable {
             case submitted
@@ -279,6 +283,32 @@ public struct RequestPage: Sendable, Hashable {
 }
 
 extension RequestPage {
+    /// How many requests `query` selects, counted up to `limit` by reading its pages (`read`:
+    /// the inspector's ``ScheduleInspector/requests(_:now:)``) in the order submitted: for
+    /// a selection whose rows must each be read to be told, as those that failed for good.
+    /// `nil` when a page stopped at its bound of rows read before the list ended: how many
+    /// lie beyond is not known.
+    @_spi(ScheduleStore) public static func counted(
+        _ query: RequestQuery, upTo limit: Int,
+        reading read: (RequestQuery) async throws(ScheduleStoreError) -> RequestPage
+    ) async throws(ScheduleStoreError) -> Int? {
+        var reading = query
+        reading.order = .submitted
+        reading.newestFirst = false
+        reading.after = nil
+        reading.afterKey = nil
+        var counted = 0
+        while counted < limit {
+            reading.limit = min(limit - counted, 1000)
+            let page = try await read(reading)
+            counted += page.requests.count
+            guard let next = page.next else { return counted }
+            if page.requests.count < reading.limit { return nil }
+            reading.after = next
+        }
+        return counted
+    }
+
     /// A page being read batch by batch, for store implementations: read at most ``batch``
     /// rows after ``after`` (and ``afterKey``), hand them to ``visit(_:sortKey:)`` in order
     /// while it says go on, then ``batchEnded(rows:)`` returns the page, or `nil` to read

@@ -28,8 +28,9 @@ public enum DashboardPages {
         /// Per load of a page searched for text no request or attempt holds (the requests
         /// of every state, the history), in microseconds: a page that reads its bound.
         public var search: [Int64] = []
-        /// Per load of a requests page sorted by a column (next run, attempt, last run): no
-        /// index keeps these orders, so the store sorts the requests selected, in microseconds.
+        /// Per load of a requests page sorted by a column (next run, attempt, last run): the
+        /// store reads the first by next run in its index of due requests, and sorts the
+        /// requests selected for the others, in microseconds.
         public var sorted: [Int64] = []
         /// Per load of the overview (counts by state and handler, the last hour's attempts by
         /// minute), in microseconds.
@@ -156,8 +157,8 @@ public enum DashboardPages {
         /// query's condition); the history page a stretch of attempts.
         static let searchPages = ["/requests?state=all&q=no+such+text", "/history?q=no+such+text"]
 
-        /// Requests pages sorted by each column the table sorts by: every pending request
-        /// sorted for each.
+        /// Requests pages sorted by each column the table sorts by: by next run read in the
+        /// index of due requests, every pending request sorted for the others.
         static let sortedPages = [
             "/requests?state=pending&order=next-run", "/requests?state=pending&order=attempts",
             "/requests?state=pending&order=last-run",

@@ -212,8 +212,7 @@ def check_overview(driver, where):
     failed = listed()
     failed_total = driver.find_element(By.CSS_SELECTOR, "p[data-total]").text
     check(failed_total == f"{len(failed)} request{'' if len(failed) == 1 else 's'} failed for good", f"{where}: the Failed page's total {failed_total!r} against {len(failed)} rows")
-    # Filtered, the total is the page's own when one page holds the list (only reading each
-    # row tells which failed for good).
+    # Filtered, the total is counted by reading each candidate row, as the page tells them.
     driver.get(BASE + "/failed?prefix=fail.")
     filtered = listed()
     filtered_total = texts(driver, "main [data-total]")
@@ -342,8 +341,8 @@ def check_sort(driver, where):
     driver.get(BASE + "/requests?state=all")
     total = texts(driver, "main [data-total]")
     check(total == [f"{len(submitted)} requests"], f"{where}: the total says {total}, the pages list {len(submitted)}")
-    # A tag's list is counted only by reading each row: a total when one page holds it, none
-    # when it runs on.
+    # A tag's list of every state is counted only by reading each row: a total when one page
+    # holds it, none when it runs on (a pending one's is the overview's count of the tag).
     driver.get(BASE + "/requests?state=all&tag=weekly")
     weekly = every_page(driver)
     driver.get(BASE + "/requests?state=all&tag=weekly")

@@ -90,8 +90,11 @@ try scheduler.register(prefix: "xss.") { task in
 _ = runtime.addControlCommand(
     "submit",
     replying: { arguments, reply in
-        guard let identifier = arguments.first else { return reply(.failure(ControlCommandError("usage: submit ID"))) }
+        guard let identifier = arguments.first else {
+            return reply(.failure(ControlCommandError("usage: submit ID [TAG...]")))
+        }
         var request = ScheduledTaskRequest(identifier: identifier)
+        request.tags = Set(arguments.dropFirst())
         request.earliestBegin = runtime.clock.wallClockNow + .seconds(3600)
         Task {
             do {

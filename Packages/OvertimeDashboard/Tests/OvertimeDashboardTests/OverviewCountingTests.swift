@@ -86,6 +86,44 @@ struct OverviewCountingTests {
         }
     }
 
+    /// A tag's pending or running list longer than a page shows the overview's count of the
+    /// tag's unfinished requests, which the inspector could tell only by reading each row;
+    /// it follows a change. A list with another filter, or of another state, shows none. The
+    /// Requests page's list of those that failed for good shows the overview's count too.
+    @Test(arguments: [false, true])
+    func aTagsListLongerThanAPageShowsTheOverviewsCountOfTheTag(fleet: Bool) async throws {
+        let daemon = try await onOwnThread { try DashboardUnderTest(fleet: fleet) }
+        defer { daemon.stop() }
+        for number in 0..<55 {
+            #expect(try daemon.control("submit", ["ok.batch-\(number)", "batch"]).contains("submitted"))
+        }
+        func page(_ path: String) throws -> String {
+            let answer = try Curl.request(daemon.url + path, bearer: daemon.token)
+            guard answer.status == 200 else { throw DashboardUnderTest.Failure("\(path): \(answer.status)") }
+            return answer.body
+        }
+        let first = try page("/requests?tag=batch")
+        #expect(Self.total(in: first) == "55 requests")
+        #expect(first.contains("rel=\"next\""), "more than a page")
+        #expect(Self.total(in: try page("/requests?state=running&tag=batch")) == "0 requests")
+        #expect(Self.total(in: try page("/requests?tag=batch&prefix=ok.batch-")) == nil, "a prefix too: none")
+        #expect(Self.total(in: try page("/requests?state=all&tag=batch")) == nil, "finished ones too: none")
+        #expect(Self.total(in: try page("/requests?tag=nobody-has-it")) == "0 requests")
+        // What failed for good: the overview's count on the Requests page as on the Failed page.
+        let failed = try #require(Self.total(in: try page("/failed")))
+        #expect(failed.hasSuffix(" failed for good"))
+        #expect(Self.total(in: try page("/requests?state=failed")).map { $0 + " failed for good" } == failed)
+        #expect(try daemon.control("submit", ["ok.batch-55", "batch"]).contains("submitted"))
+        #expect(try waitFor { Self.total(in: try page("/requests?tag=batch")) == "56 requests" })
+    }
+
+    /// The total above a list, if the page shows one.
+    static func total(in page: String) -> String? {
+        guard let start = page.range(of: "data-total>"), let end = page[start.upperBound...].range(of: "</p>")
+        else { return nil }
+        return String(page[start.upperBound..<end.lowerBound])
+    }
+
     /// The count of the tile labelled `label` on an overview page.
     static func tile(_ label: String, in page: String) -> Int? {
         guard let labelled = page.range(of: "</strong> <span>\(label)</span>") else { return nil }

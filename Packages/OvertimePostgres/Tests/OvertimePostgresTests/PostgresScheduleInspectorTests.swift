@@ -350,6 +350,14 @@ struct PostgresScheduleInspectorTests {
             return found
         }
         #expect(try await failed(byIndexes) == ["fail.1", "ok.stopped"])
+        // Filtered, they are counted as read: each marked row told as a page tells it.
+        for (prefix, tag, limit, expected) in [
+            ("ok.", nil, 100, 1), ("", nil, 100, nil), ("", "nightly", 100, 0), ("flaky.", nil, 100, 0),
+        ] as [(String, String?, Int, Int?)] {
+            let query = RequestQuery(selection: .failed, identifierPrefix: prefix, tag: tag)
+            #expect(try await byIndexes.count(query, upTo: limit) == expected, "\(query) up to \(limit)")
+        }
+        #expect(try await byIndexes.count(RequestQuery(selection: .failed, identifierPrefix: "o"), upTo: 1) == 1)
         let marked =
             "SELECT string_agg(identifier, ',' ORDER BY identifier) FROM overtime.requests WHERE failure_candidate"
         let markedAsTheyFinished = try server.psql(marked).trimmingCharacters(in: .whitespacesAndNewlines)

@@ -285,7 +285,16 @@ struct DashboardRoutes: Sendable {
         let (found, pager) = try await listPage(selection, request, now: now) { position in
             filters + orderName + position
         }
-        let counted = try await counting ?? Self.wholeList(found, pager)
+        // A count stops past countedAtMost; the overview's of a tag does not.
+        var total = try await counting.map { Self.total($0) }
+        if total == nil, let load = try await tagLoad(of: selection, now: now) {
+            let tagged = state == .running ? load.running : load.waiting + load.running
+            total = Self.exactly(tagged)
+        }
+        if total == nil, state == .failed, prefix.isEmpty, tag.isEmpty, search.isEmpty {
+            total = Self.exactly(try await dashboard.overview.overview(now: now).failed)
+        }
+        total = total ?? Self.wholeList(found, pager).map { Self.total($0) }
         let states = ["pending", "running", "failed", "cancelled", "all"].map {
             Choice(value: $0, label: $0, selected: $0 == state.description)
         }
@@ -294,13 +303,28 @@ struct DashboardRoutes: Sendable {
             "requests", title: "Requests", viewer: viewer,
             RequestsPage(
                 states: states, orders: orders, sortedBy: SortedColumns(orderName, filters: filters), prefix: prefix,
-                tag: tag, search: search, total: counted.map { Self.total($0) },
+                tag: tag, search: search, total: total,
                 rows: found.map { RequestRow($0, now: now) },
                 filtered: !prefix.isEmpty || !tag.isEmpty || !search.isEmpty,
                 partial: found.count < Self.pageSize && pager.next != nil, pager: pager,
                 tagActions: canAct && !tag.isEmpty
                     ? BulkLinks(what: "tagged \(tag)", query: ActionSubject("run-tag", ["tag": tag]).query) : nil))
     }
+
+    /// The unfinished requests with `selection`'s tag as the overview counted them (once for
+    /// every viewer until the schedule changes): the total of a tag's pending or running list,
+    /// which the inspector could count only by reading each request. `nil` for a list with
+    /// another filter, or of another state; a tag the overview does not know has none.
+    func tagLoad(of selection: RequestQuery, now: WallClockInstant) async throws -> TagLoad? {
+        guard let tag = selection.tag, selection.identifierPrefix == nil, selection.search == nil,
+            selection.selection == .pending || selection.selection == .running
+        else { return nil }
+        let tags = try await dashboard.overview.overview(now: now).tags
+        return tags.first { $0.tag == tag } ?? TagLoad(tag: tag, waiting: 0, running: 0)
+    }
+
+    /// The Failed page's total of `count` requests.
+    static func failedTotal(_ count: Int) -> String { exactly(count) + " failed for good" }
 
     /// The most tags the overview lists (those with the most unfinished requests).
     static let tagsShown = 20
@@ -316,9 +340,12 @@ struct DashboardRoutes: Sendable {
 
     /// A list's total as its page says it, counted up to one more than ``countedAtMost``.
     static func total(_ counted: Int, of item: String = "request") -> String {
-        counted > countedAtMost
-            ? "More than \(Formatting.count(countedAtMost)) \(item)s"
-            : "\(Formatting.count(counted)) \(item)\(counted == 1 ? "" : "s")"
+        counted > countedAtMost ? "More than \(Formatting.count(countedAtMost)) \(item)s" : exactly(counted, of: item)
+    }
+
+    /// `count` of `item`, as a total says it.
+    static func exactly(_ count: Int, of item: String = "request") -> String {
+        "\(Formatting.count(count)) \(item)\(count == 1 ? "" : "s")"
     }
 
     /// The orders a list offers, by their names in its address: by submission both ways (the
@@ -508,18 +535,22 @@ struct DashboardRoutes: Sendable {
         let tag = query["tag"] ?? ""
         var selection = RequestQuery(selection: .failed, identifierPrefix: prefix, tag: tag, limit: Self.pageSize)
         selection.newestFirst = newestFirst
+        // Counted beside the page's read, on another of the inspector's connections.
+        async let counting = dashboard.inspector.count(selection, upTo: Self.countedAtMost + 1)
         let (found, pager) = try await listPage(selection, request, now: now) { position in
             "\(base)/failed?prefix=\(Formatting.query(prefix))&tag=\(Formatting.query(tag))"
                 + "&order=\(newestFirst ? "newest" : "oldest")\(position)"
         }
         let bulk = ActionSubject("retry-failed", ["tag": tag, "prefix": prefix])
         // Unfiltered, the total is the overview's count (kept by the store as it writes, and
-        // counted once for every viewer until the schedule changes); a prefix's or a tag's
-        // would take reading each candidate row, so a filtered page tells one only when it
-        // holds the whole list.
-        let total =
-            prefix.isEmpty && tag.isEmpty
-            ? try await dashboard.overview.overview(now: now).failed : Self.wholeList(found, pager)
+        // counted once for every viewer until the schedule changes); a prefix's or a tag's the
+        // inspector counts by reading each candidate row, up to one more than countedAtMost.
+        let total: String? =
+            if prefix.isEmpty && tag.isEmpty {
+                Self.failedTotal(try await dashboard.overview.overview(now: now).failed)
+            } else {
+                (try await counting ?? Self.wholeList(found, pager)).map { Self.total($0) + " failed for good" }
+            }
         let newest = try await dashboard.inspector.newestAttempts(of: found.map(\.request.identifier))
         var rows: [FailedRow] = []
         for inspected in found {
@@ -536,7 +567,7 @@ struct DashboardRoutes: Sendable {
             "failed", title: "Failed", viewer: viewer,
             FailedPage(
                 orders: Self.orders(newestFirst: newestFirst), prefix: prefix, tag: tag,
-                total: total.map { "\(Formatting.count($0)) request\($0 == 1 ? "" : "s") failed for good" },
+                total: total,
                 rows: rows, pager: pager,
                 retryAll: canAct && !rows.isEmpty
                     ? BulkLinks(what: bulk.tag == nil && bulk.prefix == nil ? "" : " \(bulk.name)", query: bulk.query)

@@ -108,8 +108,15 @@ final class PostgresScheduleInspector: ScheduleInspector {
     // MARK: Requests
 
     func count(_ query: RequestQuery, upTo limit: Int) async throws(ScheduleStoreError) -> Int? {
-        // Only what the columns tell: a failed request is told by its newest attempt, a tag
-        // or a search by the row read back.
+        // What failed for good with a prefix or a tag: each marked row read and told, as a
+        // page does (the overview counts them all).
+        if query.selection == .failed, query.search == nil, query.identifierPrefix != nil || query.tag != nil {
+            return try await RequestPage.counted(query, upTo: limit) { page throws(ScheduleStoreError) in
+                try await requests(page, now: SystemClock().wallClockNow)
+            }
+        }
+        // Otherwise only what the columns tell: a failed request is told by its newest
+        // attempt, a tag or a search by the row read back.
         guard query.selection != .failed, query.tag == nil, query.search == nil else { return nil }
         let (conditions, bindings) = conditions(query)
         return try await count(in: "overtime.requests r", conditions, bindings, upTo: limit)
