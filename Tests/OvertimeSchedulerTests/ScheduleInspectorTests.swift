@@ -555,7 +555,7 @@ struct ScheduleInspectorTests {
             // As a build before the index left the store.
             let older = try SQLiteConnection(path: h.path)
             try older.execute(
-                "DROP INDEX requests_failed_by_identifier; DROP TABLE lateness; DROP INDEX requests_failed;"
+                "DROP INDEX requests_retrying; DROP INDEX requests_failed_by_identifier; DROP TABLE lateness; DROP INDEX requests_failed;"
                     + " PRAGMA user_version = 19")
             older.close()
             let unindexed = try await SQLiteScheduleInspector.open(path: h.path, rowsReadPerPage: 5)
@@ -583,7 +583,7 @@ struct ScheduleInspectorTests {
     /// may have failed; the counts by state, the row's last result, the index of those
     /// waiting and running): a store as an older build left it.
     static let undoingVersionsFrom19 = """
-        DROP INDEX requests_failed_by_identifier; DROP TABLE lateness; DROP INDEX requests_failed;
+        DROP INDEX requests_retrying; DROP INDEX requests_failed_by_identifier; DROP TABLE lateness; DROP INDEX requests_failed;
         DROP TABLE request_counts; DROP INDEX requests_unfinished;
         ALTER TABLE requests DROP COLUMN last_failed;
         """
@@ -885,6 +885,28 @@ struct ScheduleInspectorTests {
             #expect(
                 try await inspector.requests(byNextRun, now: now).requests.map(\.request.identifier)
                     == Array(dueTogether[2..<4]))
+            // By attempts, where several share a count (as after an outage): as the store sorts
+            // them whole without its index of those retrying (a store of schema version 22),
+            // page after page both ways.
+            _ = try sqliteShell(
+                h.path, "UPDATE requests SET failed_attempts = 2 WHERE identifier IN ('x.later', 'x.link', 'x.online')")
+            func everyWay(_ inspector: any ScheduleInspector) async throws -> [[String]] {
+                var query = RequestQuery(selection: selection, limit: 1000)
+                query.order = .attempts
+                let whole = try await inspector.requests(query, now: now).requests.map(\.request.identifier)
+                query.limit = 2
+                let forward = try await ScheduleInspectorPaging.everyPage(inspector, query, now: now)
+                query.newestFirst = true
+                let backward = try await ScheduleInspectorPaging.everyPage(inspector, query, now: now)
+                return [whole, forward, backward.reversed()]
+            }
+            let indexed = try await everyWay(inspector)
+            #expect(indexed[0].count >= 5 && indexed[0] == indexed[1] && indexed[0] == indexed[2], "\(indexed)")
+            _ = try sqliteShell(h.path, "DROP INDEX requests_retrying; PRAGMA user_version = 22")
+            let sorting = try await SQLiteScheduleInspector.open(path: h.path)
+            defer { sorting.close() }
+            #expect(!sorting.retryingIndexed)
+            #expect(try await everyWay(sorting) == indexed)
         }
     }
 

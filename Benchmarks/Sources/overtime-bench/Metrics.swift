@@ -277,8 +277,8 @@ struct MetricSpec: Sendable {
                 + "per change of the schedule for every viewer), and of the overview just after a change "
                 + "(overview_changed: counted again), and of pages "
                 + "searched for text nothing holds (search: the requests of every state, the history), and of "
-                + "the pending requests sorted by next run, attempt and last run (sorted: next run read in "
-                + "the index of due requests, the others sorted whole); "
+                + "the pending requests sorted by next run, attempt and last run (sorted: the first two read "
+                + "in indexes, last run sorted whole); "
                 + "meanwhile two clients load the slowest of them (the day before any start) over and over",
             target: "≤ 50 (p99, each)"
         ) { values in Self.dashboardPagesMet(values) },

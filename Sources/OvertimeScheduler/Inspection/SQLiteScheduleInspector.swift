@@ -77,6 +77,9 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     let failedIndexed: Bool
     /// Whether the store counts how late runs started as they start (schema version 21).
     let latenessCounted: Bool
+    /// Whether the store indexes the waiting requests an attempt of which failed (schema
+    /// version 23).
+    let retryingIndexed: Bool
 
     /// Opens `path` for reading, on a queue of its own. It must exist and be an Overtime
     /// schedule store this build reads; nothing is created, migrated or repaired (the owner
@@ -124,6 +127,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
             statesCounted = version >= 19
             failedIndexed = version >= 20
             latenessCounted = version >= 21
+            retryingIndexed = version >= 23
             // Reads wait for the owner's commits rather than fail (a checkpoint may hold them).
             try connection.execute("PRAGMA query_only = 1")
         } catch let error as ScheduleStoreError {
@@ -212,7 +216,8 @@ final class SQLiteScheduleInspector: ScheduleInspector {
 
     func requests(_ query: RequestQuery, now: WallClockInstant) async throws(ScheduleStoreError) -> RequestPage {
         try await using {
-            [rowsReadPerPage, progressColumns, lastStartedColumn, failedIndexed, statesCounted] connection
+            [rowsReadPerPage, progressColumns, lastStartedColumn, failedIndexed, statesCounted, retryingIndexed]
+            connection
                 throws(SQLiteError) in
             let (conditions, values) = Self.conditions(query, failedIndexed: failedIndexed)
             // Told to read the index of those that may have failed: SQLite's estimate, without
@@ -257,11 +262,13 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 }
             }
             let handlers = try Self.handlers(connection)
-            // The waiting and running by next run, with no other filter: read in the indexes
-            // that keep that order, not sorted whole.
-            let soonest =
-                query.order == .nextRun && query.selection == .pending && statesCounted
-                && query.identifierPrefix == nil && query.tag == nil && query.search == nil
+            // The waiting and running by next run or by attempts, with no other filter: read in
+            // the indexes that keep those orders, not sorted whole.
+            let unfiltered =
+                query.selection == .pending && statesCounted && query.identifierPrefix == nil && query.tag == nil
+                && query.search == nil
+            let soonest = unfiltered && query.order == .nextRun
+            let mostAttempts = unfiltered && retryingIndexed && query.order == .attempts
             while true {
                 var page = conditions
                 var pageValues = values
@@ -274,16 +281,22 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 // with their newest attempt. Picked in the same query, every row an index finds
                 // would be looked up in the history before the sort: for a prefix, 11,000 lookups
                 // for 50 rows at 100,000 requests.
+                let after = reading.after.flatMap { after in reading.afterKey.map { (key: $0, position: after) } }
                 let picked =
-                    soonest
-                    ? try Self.soonestPending(
-                        connection, after: reading.after.flatMap { after in reading.afterKey.map { ($0, after) } },
-                        backwards: query.newestFirst, limit: reading.batch
-                    ).map(String.init).joined(separator: ", ")
-                    : """
-                    SELECT rowid FROM requests \(index) \(page.isEmpty ? "" : "WHERE " + page.joined(separator: " AND "))
-                    ORDER BY \(order) LIMIT \(reading.batch)
-                    """
+                    if soonest {
+                        try Self.soonestPending(
+                            connection, after: after, backwards: query.newestFirst, limit: reading.batch
+                        ).map(String.init).joined(separator: ", ")
+                    } else if mostAttempts {
+                        try Self.mostAttemptsPending(
+                            connection, after: after, backwards: query.newestFirst, limit: reading.batch
+                        ).map(String.init).joined(separator: ", ")
+                    } else {
+                        """
+                        SELECT rowid FROM requests \(index) \(page.isEmpty ? "" : "WHERE " + page.joined(separator: " AND "))
+                        ORDER BY \(order) LIMIT \(reading.batch)
+                        """
+                    }
                 let statement = try connection.statement(
                     """
                     SELECT \(SQLiteScheduleStore.requestColumns), cancelled_at, active_run_id, active_attempt,
@@ -294,7 +307,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                     ORDER BY \(order)
                     """)
                 defer { statement.reset() }
-                if !soonest { Self.bind(statement, pageValues) }
+                if !soonest && !mostAttempts { Self.bind(statement, pageValues) }
                 let sortKey = try statement.column("sort_key")
                 var rows = 0
                 while try statement.step() {
@@ -596,6 +609,61 @@ final class SQLiteScheduleInspector: ScheduleInspector {
         let unplanned = reachesNone ? try read("\(none)", "WHERE running = 0 AND due_at IS NULL AND finished = 0") : []
         let merged = (due + running + unplanned).sorted {
             backwards ? ($0.key, $0.tie) > ($1.key, $1.tie) : ($0.key, $0.tie) < ($1.key, $1.tie)
+        }
+        return merged.prefix(limit).map(\.row)
+    }
+
+    /// The row numbers of the first `limit` waiting and running requests by attempts (each
+    /// key the attempt negated) after `after` (a key and a position), or before it
+    /// `backwards`, without sorting every one: those an attempt of which failed in their
+    /// index, the running ones in the index of the unfinished ones, and the rest — all on
+    /// their first attempt, so one key — in the order submitted, as the table holds them.
+    private static func mostAttemptsPending(
+        _ connection: SQLiteConnection, after: (key: Int64, position: Int64)?, backwards: Bool, limit: Int
+    ) throws(SQLiteError) -> [Int64] {
+        let direction = backwards ? "DESC" : "ASC"
+        func past(_ key: String) -> String {
+            after.map { _ in "AND (\(key), rowid) \(backwards ? "<" : ">") (?1, ?2)" } ?? ""
+        }
+        let retryingKey = "-(failed_attempts + 1)"
+        let runningKey = "-IFNULL(active_attempt, failed_attempts + 1)"
+        func read(_ sql: String, _ values: [Int64]) throws(SQLiteError) -> [(key: Int64, row: Int64)] {
+            let statement = try connection.statement(sql)
+            defer { statement.reset() }
+            for (index, value) in values.enumerated() { statement.bind(Int32(index + 1), value) }
+            var found: [(key: Int64, row: Int64)] = []
+            while try statement.step() { found.append((statement.int64(0), statement.int64(1))) }
+            return found
+        }
+        let bound = after.map { [$0.key, $0.position] } ?? []
+        let retrying = try read(
+            """
+            SELECT \(retryingKey) AS key, rowid FROM requests INDEXED BY requests_retrying
+            WHERE \(SQLiteScheduleStore.retryingRows) AND running = 0 \(past(retryingKey))
+            ORDER BY key \(direction), rowid \(direction) LIMIT \(limit)
+            """, bound)
+        let running = try read(
+            """
+            SELECT \(runningKey) AS key, rowid FROM requests
+            INDEXED BY requests_unfinished WHERE running = 1 AND finished = 0 AND cancelled_at IS NULL \(past(runningKey))
+            ORDER BY key \(direction), rowid \(direction) LIMIT \(limit)
+            """, bound)
+        // On their first attempt (key -1): a range of the table's own order, from the page's
+        // start when it lies among them.
+        let first: Int64 = -1
+        var firstAttempts: [(key: Int64, row: Int64)] = []
+        let reachesFirst = after.map { backwards ? $0.key >= first : $0.key <= first } ?? true
+        if reachesFirst {
+            let from = after.flatMap { $0.key == first ? $0.position : nil }
+            firstAttempts = try read(
+                """
+                SELECT \(first), rowid FROM requests NOT INDEXED
+                WHERE finished = 0 AND failed_attempts = 0 AND running = 0
+                \(from == nil ? "" : "AND rowid \(backwards ? "<" : ">") ?1") ORDER BY rowid \(direction) LIMIT \(limit)
+                """, from.map { [$0] } ?? [])
+        }
+        let merged = (retrying + running + firstAttempts).sorted {
+            backwards ? ($0.key, $0.row) > ($1.key, $1.row) : ($0.key, $0.row) < ($1.key, $1.row)
         }
         return merged.prefix(limit).map(\.row)
     }

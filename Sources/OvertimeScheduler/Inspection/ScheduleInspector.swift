@@ -170,10 +170,12 @@ public struct RequestQuery: Sendable, Hashable {
 extension RequestQuery {
     /// What a page of requests is listed by. The SQLite store keeps no index for the orders
     /// other than by submission (three cost its scheduler a fifth of its runs per second):
-    /// it sorts the requests the filters select, but for the waiting and running ones by next
-    /// run with no other filter, which it reads in its scheduler's own index of due requests
-    /// (and a pass over those running, and those waiting for a prerequisite as a page reaches
-    /// them). The PostgreSQL store reads the unfinished ones in an index per order, whose
+    /// it sorts the requests the filters select, but for the waiting and running ones with no
+    /// other filter by next run, which it reads in its scheduler's own index of due requests
+    /// (those waiting for a prerequisite as a page reaches them), and by attempts, which it
+    /// reads in its index of those an attempt of which failed (schema version 23: a run that
+    /// succeeds does not write it) and the rest in the order submitted — each with a pass over
+    /// those running. The PostgreSQL store reads the unfinished ones in an index per order, whose
     /// writes its fleet's runs absorb; it sorts those of the other states as selected. Each
     /// store sorts by one number per request, ascending, ties by position — its due time
     /// (none: the largest number), its attempt negated, its newest attempt's start negated

@@ -29,8 +29,8 @@ public enum DashboardPages {
         /// of every state, the history), in microseconds: a page that reads its bound.
         public var search: [Int64] = []
         /// Per load of a requests page sorted by a column (next run, attempt, last run): the
-        /// store reads the first by next run in its index of due requests, and sorts the
-        /// requests selected for the others, in microseconds.
+        /// store reads the first two in its indexes of due and of retrying requests, and sorts
+        /// the requests selected by last run, in microseconds.
         public var sorted: [Int64] = []
         /// Per load of the overview (counts by state and handler, the last hour's attempts by
         /// minute), in microseconds.
@@ -157,8 +157,8 @@ public enum DashboardPages {
         /// query's condition); the history page a stretch of attempts.
         static let searchPages = ["/requests?state=all&q=no+such+text", "/history?q=no+such+text"]
 
-        /// Requests pages sorted by each column the table sorts by: by next run read in the
-        /// index of due requests, every pending request sorted for the others.
+        /// Requests pages sorted by each column the table sorts by: by next run and attempts
+        /// read in indexes, every pending request sorted by last run.
         static let sortedPages = [
             "/requests?state=pending&order=next-run", "/requests?state=pending&order=attempts",
             "/requests?state=pending&order=last-run",

@@ -430,6 +430,18 @@ extension SQLiteScheduleStore {
                         "CREATE INDEX requests_failed_by_identifier ON requests (identifier) WHERE \(failedRows)")
                 }
             ),
+            (
+                23,
+                { connection throws(SQLiteError) in
+                    // The waiting requests an attempt of which failed, by how many: a list by
+                    // attempts reads them here, and the rest in the order submitted, rather
+                    // than sorting every waiting request for each page. A run that succeeds
+                    // the first time never enters it, so the scheduler's writes leave it as
+                    // it is but for failures.
+                    try connection.execute(
+                        "CREATE INDEX requests_retrying ON requests (failed_attempts) WHERE \(retryingRows)")
+                }
+            ),
         ]
     }
 
@@ -438,6 +450,11 @@ extension SQLiteScheduleStore {
     /// have failed for good, a superset checked as read. A query reads the index only if its
     /// conditions include these, as written here.
     static let failedRows = "finished = 1 AND cancelled_at IS NULL AND (last_failed != 0 OR details IS NOT NULL)"
+
+    /// The rows of the index `requests_retrying` (schema version 23): the waiting requests
+    /// an attempt of which failed. A query reads the index only if its conditions include
+    /// these, as written here.
+    static let retryingRows = "finished = 0 AND failed_attempts > 0"
 
     /// Why a run found in progress at open ended.
     static let interruptedReason = "the process ended while it ran"
