@@ -278,7 +278,7 @@ struct MetricSpec: Sendable {
                 + "(overview_changed: counted again), and of pages "
                 + "searched for text nothing holds (search: the requests of every state, the history), and of "
                 + "the pending requests sorted by next run, attempt and last run (sorted: the first two read "
-                + "in indexes, last run sorted whole); "
+                + "in indexes, last run sorted whole; and the p99 of each order); "
                 + "meanwhile two clients load the slowest of them (the day before any start) over and over",
             target: "≤ 50 (p99, each)"
         ) { values in Self.dashboardPagesMet(values) },

@@ -245,7 +245,10 @@ struct Scenarios {
                     ("p99", { ms(try figures().live, 0.99) }),
                 ]
             }
-            return [
+            let perOrder: [(String, () throws -> Double)] = DashboardPages.sortedOrderNames.map { order in
+                ("sorted_\(order)_p99", { ms(try figures().sortedByOrder[order] ?? [], 0.99) })
+            }
+            let kinds: [(String, () throws -> Double)] = [
                 ("requests_p50", { ms(try figures().requests, 0.5) }),
                 ("requests_p99", { ms(try figures().requests, 0.99) }),
                 ("history_p50", { ms(try figures().history, 0.5) }),
@@ -263,6 +266,7 @@ struct Scenarios {
                 ("sorted_p50", { ms(try figures().sorted, 0.5) }),
                 ("sorted_p99", { ms(try figures().sorted, 0.99) }),
             ]
+            return kinds + perOrder
         case "sleep_to_release_ms":
             let cycles = max(5, min(200, s.transitions / 100))
             let measured = Unprotected<(samples: [Int64], logindDelay: Double)?>(nil)
@@ -533,14 +537,13 @@ struct Scenarios {
         case "fleet_status_p99_ms_database_stopped":
             return [("overtime", { try fleetFigure(metric) })]
         case "dashboard_fleet_page_p99_ms":
-            return [
-                "requests_p50", "requests_p99", "history_p50", "history_p99", "failed_p50", "failed_p99",
-                "history_few_p50", "history_few_p99", "overview_p50", "overview_p99", "overview_changed_p50",
-                "overview_changed_p99", "search_p50", "search_p99",
-                "sorted_p50", "sorted_p99",
-            ].map {
-                part in (part, { try fleetFigure("dashboard_fleet_" + part) })
-            }
+            let parts =
+                [
+                    "requests_p50", "requests_p99", "history_p50", "history_p99", "failed_p50", "failed_p99",
+                    "history_few_p50", "history_few_p99", "overview_p50", "overview_p99", "overview_changed_p50",
+                    "overview_changed_p99", "search_p50", "search_p99", "sorted_p50", "sorted_p99",
+                ] + DashboardPages.sortedOrderNames.map { "sorted_\($0)_p99" }
+            return parts.map { part in (part, { try fleetFigure("dashboard_fleet_" + part) }) }
         case "dashboard_fleet_live_update_ms":
             return ["p50", "p99"].map { part in (part, { try fleetFigure("dashboard_fleet_live_" + part) }) }
         default:

@@ -14,6 +14,10 @@ import Synchronization
 
 /// `dashboard_page_p99_ms` and `dashboard_live_update_ms`.
 public enum DashboardPages {
+    /// The names of the orders of the sorted pages (``Served/sortedPages``) in the figures,
+    /// in the same order.
+    public static let sortedOrderNames = ["next_run", "attempts", "last_run"]
+
     /// What one measurement found.
     public struct Figures: Sendable {
         /// Per load of a requests page, in microseconds.
@@ -32,6 +36,9 @@ public enum DashboardPages {
         /// store reads the first two in its indexes of due and of retrying requests, and sorts
         /// the requests selected by last run, in microseconds.
         public var sorted: [Int64] = []
+        /// The loads of ``sorted`` by the order of their page (`next_run`, `attempts`,
+        /// `last_run`), in microseconds: each order has a way of its own to read its page.
+        public var sortedByOrder: [String: [Int64]] = [:]
         /// Per load of the overview (counts by state and handler, the last hour's attempts by
         /// minute), in microseconds.
         public var overview: [Int64] = []
@@ -199,7 +206,12 @@ public enum DashboardPages {
                     let page = pages[load % pages.count]
                     let started = monotonicNanoseconds()
                     let body = try get(port: port, page, token: token)
-                    figures[keyPath: keep].append((monotonicNanoseconds() - started) / 1000)
+                    let microseconds = (monotonicNanoseconds() - started) / 1000
+                    figures[keyPath: keep].append(microseconds)
+                    if keep == \Figures.sorted {
+                        figures.sortedByOrder[DashboardPages.sortedOrderNames[load % pages.count], default: []].append(
+                            microseconds)
+                    }
                     guard body.contains("<tbody>"), body.contains("<td") || !rows else {
                         throw ScenarioError("\(page) shows no rows")
                     }
