@@ -582,22 +582,15 @@ final class SQLiteScheduleInspector: ScheduleInspector {
             nearest.bind(1, position.position)
             after = (position.key, try nearest.step() ? nearest.int64(0) : backwards ? Int64.max : Int64.min)
         }
-        func read(_ key: String, _ rows: String) throws(SQLiteError) -> [(key: Int64, tie: Int64, row: Int64)] {
+        func read(_ key: String, _ rows: String) throws(SQLiteError) -> [SortedRow] {
             let past = after.map { _ in "AND (\(key), sequence) \(backwards ? "<" : ">") (?1, ?2)" } ?? ""
             let direction = backwards ? "DESC" : "ASC"
-            let statement = try connection.statement(
+            return try sortedRows(
+                connection,
                 """
                 SELECT \(key), sequence, rowid FROM requests \(rows) \(past)
                 ORDER BY \(key) \(direction), sequence \(direction) LIMIT \(limit)
-                """)
-            defer { statement.reset() }
-            if let after {
-                statement.bind(1, after.key)
-                statement.bind(2, after.tie)
-            }
-            var found: [(key: Int64, tie: Int64, row: Int64)] = []
-            while try statement.step() { found.append((statement.int64(0), statement.int64(1), statement.int64(2))) }
-            return found
+                """, after.map { [$0.key, $0.tie] } ?? [])
         }
         let due = try read(
             "due_at", "INDEXED BY requests_due WHERE running = 0 AND due_at IS NOT NULL AND finished = 0")
@@ -607,10 +600,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
         // Those with no due time come after every due time: read when the page gets there.
         let reachesNone = backwards ? (after?.key ?? none) == none : due.count < limit || due.last?.key == none
         let unplanned = reachesNone ? try read("\(none)", "WHERE running = 0 AND due_at IS NULL AND finished = 0") : []
-        let merged = (due + running + unplanned).sorted {
-            backwards ? ($0.key, $0.tie) > ($1.key, $1.tie) : ($0.key, $0.tie) < ($1.key, $1.tie)
-        }
-        return merged.prefix(limit).map(\.row)
+        return merged([due, running, unplanned], backwards: backwards, limit: limit)
     }
 
     /// The row numbers of the first `limit` waiting and running requests by attempts (each
@@ -627,45 +617,62 @@ final class SQLiteScheduleInspector: ScheduleInspector {
         }
         let retryingKey = "-(failed_attempts + 1)"
         let runningKey = "-IFNULL(active_attempt, failed_attempts + 1)"
-        func read(_ sql: String, _ values: [Int64]) throws(SQLiteError) -> [(key: Int64, row: Int64)] {
-            let statement = try connection.statement(sql)
-            defer { statement.reset() }
-            for (index, value) in values.enumerated() { statement.bind(Int32(index + 1), value) }
-            var found: [(key: Int64, row: Int64)] = []
-            while try statement.step() { found.append((statement.int64(0), statement.int64(1))) }
-            return found
-        }
         let bound = after.map { [$0.key, $0.position] } ?? []
-        let retrying = try read(
+        let retrying = try sortedRows(
+            connection,
             """
-            SELECT \(retryingKey) AS key, rowid FROM requests INDEXED BY requests_retrying
+            SELECT \(retryingKey) AS key, rowid, rowid FROM requests INDEXED BY requests_retrying
             WHERE \(SQLiteScheduleStore.retryingRows) AND running = 0 \(past(retryingKey))
             ORDER BY key \(direction), rowid \(direction) LIMIT \(limit)
             """, bound)
-        let running = try read(
+        let running = try sortedRows(
+            connection,
             """
-            SELECT \(runningKey) AS key, rowid FROM requests
+            SELECT \(runningKey) AS key, rowid, rowid FROM requests
             INDEXED BY requests_unfinished WHERE running = 1 AND finished = 0 AND cancelled_at IS NULL \(past(runningKey))
             ORDER BY key \(direction), rowid \(direction) LIMIT \(limit)
             """, bound)
         // On their first attempt (key -1): a range of the table's own order, from the page's
         // start when it lies among them.
         let first: Int64 = -1
-        var firstAttempts: [(key: Int64, row: Int64)] = []
+        var firstAttempts: [SortedRow] = []
         let reachesFirst = after.map { backwards ? $0.key >= first : $0.key <= first } ?? true
         if reachesFirst {
             let from = after.flatMap { $0.key == first ? $0.position : nil }
-            firstAttempts = try read(
+            firstAttempts = try sortedRows(
+                connection,
                 """
-                SELECT \(first), rowid FROM requests NOT INDEXED
+                SELECT \(first), rowid, rowid FROM requests NOT INDEXED
                 WHERE finished = 0 AND failed_attempts = 0 AND running = 0
                 \(from == nil ? "" : "AND rowid \(backwards ? "<" : ">") ?1") ORDER BY rowid \(direction) LIMIT \(limit)
                 """, from.map { [$0] } ?? [])
         }
-        let merged = (retrying + running + firstAttempts).sorted {
-            backwards ? ($0.key, $0.row) > ($1.key, $1.row) : ($0.key, $0.row) < ($1.key, $1.row)
+        return merged([retrying, running, firstAttempts], backwards: backwards, limit: limit)
+    }
+
+    /// A row read in a page's order from one index: the value it is sorted by, the one that
+    /// breaks ties, and its row number.
+    private typealias SortedRow = (key: Int64, tie: Int64, row: Int64)
+
+    /// The rows `sql` selects (a key, a tie and a row number each), `values` bound in turn.
+    private static func sortedRows(
+        _ connection: SQLiteConnection, _ sql: String, _ values: [Int64]
+    ) throws(SQLiteError) -> [SortedRow] {
+        let statement = try connection.statement(sql)
+        defer { statement.reset() }
+        for (index, value) in values.enumerated() { statement.bind(Int32(index + 1), value) }
+        var found: [SortedRow] = []
+        while try statement.step() { found.append((statement.int64(0), statement.int64(1), statement.int64(2))) }
+        return found
+    }
+
+    /// The row numbers of the first `limit` of `runs` (each in the page's order) merged by
+    /// key and then tie, descending `backwards`.
+    private static func merged(_ runs: [[SortedRow]], backwards: Bool, limit: Int) -> [Int64] {
+        let rows = runs.joined().sorted {
+            backwards ? ($0.key, $0.tie) > ($1.key, $1.tie) : ($0.key, $0.tie) < ($1.key, $1.tie)
         }
-        return merged.prefix(limit).map(\.row)
+        return rows.prefix(limit).map(\.row)
     }
 
     /// The smallest text after every text that starts with `prefix` (SQLite compares text
