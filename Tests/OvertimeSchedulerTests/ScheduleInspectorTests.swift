@@ -555,7 +555,8 @@ struct ScheduleInspectorTests {
             // As a build before the index left the store.
             let older = try SQLiteConnection(path: h.path)
             try older.execute(
-                "DROP INDEX requests_retrying; DROP INDEX requests_failed_by_identifier; DROP TABLE lateness; DROP INDEX requests_failed;"
+                "DROP INDEX requests_last_run; DROP INDEX requests_retrying; DROP INDEX requests_failed_by_identifier;"
+                    + " DROP TABLE lateness; DROP INDEX requests_failed;"
                     + " PRAGMA user_version = 19")
             older.close()
             let unindexed = try await SQLiteScheduleInspector.open(path: h.path, rowsReadPerPage: 5)
@@ -583,8 +584,8 @@ struct ScheduleInspectorTests {
     /// may have failed; the counts by state, the row's last result, the index of those
     /// waiting and running): a store as an older build left it.
     static let undoingVersionsFrom19 = """
-        DROP INDEX requests_retrying; DROP INDEX requests_failed_by_identifier; DROP TABLE lateness; DROP INDEX requests_failed;
-        DROP TABLE request_counts; DROP INDEX requests_unfinished;
+        DROP INDEX requests_last_run; DROP INDEX requests_retrying; DROP INDEX requests_failed_by_identifier;
+        DROP TABLE lateness; DROP INDEX requests_failed; DROP TABLE request_counts; DROP INDEX requests_unfinished;
         ALTER TABLE requests DROP COLUMN last_failed;
         """
 
@@ -725,8 +726,9 @@ struct ScheduleInspectorTests {
             let store = try SQLiteConnection(path: h.path)
             try store.execute(
                 """
+                \(ScheduleInspectorTests.undoingVersionsFrom19)
                 DROP TABLE activity; DROP TABLE operator_actions; ALTER TABLE requests DROP COLUMN last_started_at;
-                \(ScheduleInspectorTests.undoingVersionsFrom19) PRAGMA user_version = 15
+                PRAGMA user_version = 15
                 """)
             store.close()
             try h.open(prefixes: ["x."])
@@ -885,14 +887,20 @@ struct ScheduleInspectorTests {
             #expect(
                 try await inspector.requests(byNextRun, now: now).requests.map(\.request.identifier)
                     == Array(dueTogether[2..<4]))
-            // By attempts, where several share a count (as after an outage): as the store sorts
-            // them whole without its index of those retrying (a store of schema version 22),
-            // page after page both ways.
+            // By attempts, where several share a count (as after an outage), and by last run,
+            // where several started at once (as a batch starts) beside others never started: as
+            // the store sorts them whole without its indexes of those retrying and of those
+            // started (a store of schema version 22), page after page both ways.
             _ = try sqliteShell(
-                h.path, "UPDATE requests SET failed_attempts = 2 WHERE identifier IN ('x.later', 'x.link', 'x.online')")
-            func everyWay(_ inspector: any ScheduleInspector) async throws -> [[String]] {
+                h.path,
+                """
+                UPDATE requests SET last_started_at = NULL WHERE finished = 0 AND running = 0;
+                UPDATE requests SET failed_attempts = 2, last_started_at = 5000
+                    WHERE identifier IN ('x.later', 'x.link', 'x.online')
+                """)
+            func everyWay(_ inspector: any ScheduleInspector, _ order: RequestQuery.Order) async throws -> [[String]] {
                 var query = RequestQuery(selection: selection, limit: 1000)
-                query.order = .attempts
+                query.order = order
                 let whole = try await inspector.requests(query, now: now).requests.map(\.request.identifier)
                 query.limit = 2
                 let forward = try await ScheduleInspectorPaging.everyPage(inspector, query, now: now)
@@ -900,13 +908,26 @@ struct ScheduleInspectorTests {
                 let backward = try await ScheduleInspectorPaging.everyPage(inspector, query, now: now)
                 return [whole, forward, backward.reversed()]
             }
-            let indexed = try await everyWay(inspector)
-            #expect(indexed[0].count >= 5 && indexed[0] == indexed[1] && indexed[0] == indexed[2], "\(indexed)")
-            _ = try sqliteShell(h.path, "DROP INDEX requests_retrying; PRAGMA user_version = 22")
+            var indexed: [[[String]]] = []
+            for order in [RequestQuery.Order.attempts, .lastRun] {
+                let lists = try await everyWay(inspector, order)
+                #expect(lists[0].count >= 5 && lists[0] == lists[1] && lists[0] == lists[2], "\(order): \(lists)")
+                indexed.append(lists)
+            }
+            let started = try sqliteShell(
+                h.path, "SELECT count(*) FROM requests WHERE \(SQLiteScheduleStore.lastRunRows)")
+            let neverStarted = try sqliteShell(
+                h.path, "SELECT count(*) FROM requests WHERE finished = 0 AND last_started_at IS NULL")
+            #expect(
+                (Int(started.first?.first ?? "") ?? 0) >= 3 && (Int(neverStarted.first?.first ?? "") ?? 0) >= 2,
+                "both kinds among the waiting: \(started), \(neverStarted)")
+            _ = try sqliteShell(
+                h.path, "DROP INDEX requests_last_run; DROP INDEX requests_retrying; PRAGMA user_version = 22")
             let sorting = try await SQLiteScheduleInspector.open(path: h.path)
             defer { sorting.close() }
-            #expect(!sorting.retryingIndexed)
-            #expect(try await everyWay(sorting) == indexed)
+            #expect(!sorting.retryingIndexed && !sorting.lastRunIndexed)
+            #expect(try await everyWay(sorting, .attempts) == indexed[0])
+            #expect(try await everyWay(sorting, .lastRun) == indexed[1])
         }
     }
 

@@ -80,6 +80,9 @@ final class SQLiteScheduleInspector: ScheduleInspector {
     /// Whether the store indexes the waiting requests an attempt of which failed (schema
     /// version 23).
     let retryingIndexed: Bool
+    /// Whether the store indexes the waiting and running requests that have started, by
+    /// their newest attempt's start (schema version 24).
+    let lastRunIndexed: Bool
 
     /// Opens `path` for reading, on a queue of its own. It must exist and be an Overtime
     /// schedule store this build reads; nothing is created, migrated or repaired (the owner
@@ -128,6 +131,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
             failedIndexed = version >= 20
             latenessCounted = version >= 21
             retryingIndexed = version >= 23
+            lastRunIndexed = version >= 24
             // Reads wait for the owner's commits rather than fail (a checkpoint may hold them).
             try connection.execute("PRAGMA query_only = 1")
         } catch let error as ScheduleStoreError {
@@ -216,7 +220,10 @@ final class SQLiteScheduleInspector: ScheduleInspector {
 
     func requests(_ query: RequestQuery, now: WallClockInstant) async throws(ScheduleStoreError) -> RequestPage {
         try await using {
-            [rowsReadPerPage, progressColumns, lastStartedColumn, failedIndexed, statesCounted, retryingIndexed]
+            [
+                rowsReadPerPage, progressColumns, lastStartedColumn, failedIndexed, statesCounted, retryingIndexed,
+                lastRunIndexed,
+            ]
             connection
                 throws(SQLiteError) in
             let (conditions, values) = Self.conditions(query, failedIndexed: failedIndexed)
@@ -269,6 +276,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 && query.search == nil
             let soonest = unfiltered && query.order == .nextRun
             let mostAttempts = unfiltered && retryingIndexed && query.order == .attempts
+            let latestRun = unfiltered && lastRunIndexed && query.order == .lastRun
             while true {
                 var page = conditions
                 var pageValues = values
@@ -291,6 +299,10 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                         try Self.mostAttemptsPending(
                             connection, after: after, backwards: query.newestFirst, limit: reading.batch
                         ).map(String.init).joined(separator: ", ")
+                    } else if latestRun {
+                        try Self.latestRunPending(
+                            connection, after: after, backwards: query.newestFirst, limit: reading.batch
+                        ).map(String.init).joined(separator: ", ")
                     } else {
                         """
                         SELECT rowid FROM requests \(index) \(page.isEmpty ? "" : "WHERE " + page.joined(separator: " AND "))
@@ -307,7 +319,7 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                     ORDER BY \(order)
                     """)
                 defer { statement.reset() }
-                if !soonest && !mostAttempts { Self.bind(statement, pageValues) }
+                if !soonest && !mostAttempts && !latestRun { Self.bind(statement, pageValues) }
                 let sortKey = try statement.column("sort_key")
                 var rows = 0
                 while try statement.step() {
@@ -648,6 +660,43 @@ final class SQLiteScheduleInspector: ScheduleInspector {
                 """, from.map { [$0] } ?? [])
         }
         return merged([retrying, running, firstAttempts], backwards: backwards, limit: limit)
+    }
+
+    /// The row numbers of the first `limit` waiting and running requests by last run (each key
+    /// the newest attempt's start negated) after `after` (a key and a position), or before it
+    /// `backwards`, without sorting every one: those that have started in their index, whose
+    /// order (the key, then the row number) is the list's, and those never started — all
+    /// one key, the largest, so last — in the order submitted, only when the page reaches them.
+    private static func latestRunPending(
+        _ connection: SQLiteConnection, after: (key: Int64, position: Int64)?, backwards: Bool, limit: Int
+    ) throws(SQLiteError) -> [Int64] {
+        let direction = backwards ? "DESC" : "ASC"
+        let key = SQLiteScheduleStore.lastRunKey
+        // The key's own bound beside the pair's: SQLite seeks an index of an expression by a
+        // range of the expression, not by a row value (a page would read from the start).
+        let started = try sortedRows(
+            connection,
+            """
+            SELECT \(key), rowid, rowid FROM requests INDEXED BY requests_last_run
+            WHERE \(SQLiteScheduleStore.lastRunRows)
+            \(after == nil ? "" : "AND \(key) \(backwards ? "<=" : ">=") ?1 AND (\(key), rowid) \(backwards ? "<" : ">") (?1, ?2)")
+            ORDER BY \(key) \(direction), rowid \(direction) LIMIT \(limit)
+            """, after.map { [$0.key, $0.position] } ?? [])
+        let never = Int64.max
+        let reachesNever =
+            backwards ? (after?.key ?? never) == never : started.count < limit || after?.key == never
+        var neverStarted: [SortedRow] = []
+        if reachesNever {
+            let from = after.flatMap { $0.key == never ? $0.position : nil }
+            neverStarted = try sortedRows(
+                connection,
+                """
+                SELECT \(never), rowid, rowid FROM requests NOT INDEXED
+                WHERE finished = 0 AND last_started_at IS NULL
+                \(from == nil ? "" : "AND rowid \(backwards ? "<" : ">") ?1") ORDER BY rowid \(direction) LIMIT \(limit)
+                """, from.map { [$0] } ?? [])
+        }
+        return merged([started, neverStarted], backwards: backwards, limit: limit)
     }
 
     /// A row read in a page's order from one index: the value it is sorted by, the one that

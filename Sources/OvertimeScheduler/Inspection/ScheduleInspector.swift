@@ -175,7 +175,9 @@ extension RequestQuery {
     /// (those waiting for a prerequisite as a page reaches them), and by attempts, which it
     /// reads in its index of those an attempt of which failed (schema version 23: a run that
     /// succeeds does not write it) and the rest in the order submitted — each with a pass over
-    /// those running. The PostgreSQL store reads the unfinished ones in an index per order, whose
+    /// those running — and by last run, which it reads in its index of those that have started
+    /// (schema version 24: a one-shot is in it only while it runs) and those never started in
+    /// the order submitted. The PostgreSQL store reads the unfinished ones in an index per order, whose
     /// writes its fleet's runs absorb; it sorts those of the other states as selected. Each
     /// store sorts by one number per request, ascending, ties by position — its due time
     /// (none: the largest number), its attempt negated, its newest attempt's start negated

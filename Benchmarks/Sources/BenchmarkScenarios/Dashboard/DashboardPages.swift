@@ -53,9 +53,10 @@ public enum DashboardPages {
     }
 
     /// Makes a store of `pending` requests that ran `history / pending` times each (one-shots
-    /// submitted again as each round ends, so `history` attempts in all) and wait again, far
-    /// ahead; starts `dashboard` beside it, loads each page `loads` times and times `changes`
-    /// live updates.
+    /// submitted again as each round ends, the last round daily requests, so `history`
+    /// attempts in all) and wait a day for their next run, each with its last run's start
+    /// (what a list by last run reads); starts `dashboard` beside it, loads each page `loads`
+    /// times and times `changes` live updates.
     public static func measure(
         dashboard: String, history: Int, pending: Int, loads: Int, changes: Int, scratch: String
     ) throws -> Figures {
@@ -65,13 +66,13 @@ public enum DashboardPages {
         }
         defer { SchedulerScenarios.finish(runtime, folder) }
         let built = ContinuousClock.now
-        func submitAll(earliestBegin: WallClockInstant?) throws {
+        func submitAll(daily: Bool) throws {
             var index = 0
             while index < pending {
                 try scheduler.submit(
                     contentsOf: (index..<min(index + 10_000, pending)).map {
                         var request = ScheduledTaskRequest(identifier: "job-\($0)")
-                        request.earliestBegin = earliestBegin
+                        if daily { request.repetition = Repetition(every: .seconds(86_400)) }
                         return request
                     })
                 index += 10_000
@@ -80,12 +81,15 @@ public enum DashboardPages {
         try scheduler.start()
         let rounds = max(1, history / max(1, pending))
         for round in 1...rounds {
-            try submitAll(earliestBegin: nil)
+            try submitAll(daily: round == rounds)
             while ran.load(ordering: .relaxed) < round * pending { usleep(10_000) }
-            while try scheduler.pendingRequestCount() > 0 { usleep(1_000) }
+            if round < rounds {
+                while try scheduler.pendingRequestCount() > 0 { usleep(1_000) }
+            }
         }
+        // The last round's ends written: none running, each waiting a day.
+        while scheduler.pendingRequests().contains(where: { $0.waitingFor == .running }) { usleep(10_000) }
         let far = runtime.clock.wallClockNow + .seconds(86_400)
-        try submitAll(earliestBegin: far)
         let buildSeconds = seconds(ContinuousClock.now - built)
 
         let dashboardProcess = try Served(dashboard: dashboard, store: folder + "/schedule.db", folder: folder)
@@ -117,7 +121,7 @@ public enum DashboardPages {
         }
         figures.shape =
             "dashboard_page_p99_ms: \(pending) requests that ran \(rounds) times each (\(rounds * pending) attempts "
-            + "in the history) and wait again (\(Int(buildSeconds)) s to make by the scheduler); \(loads) loads of each kind over "
+            + "in the history; one-shots, the last round daily) and wait a day for the next run (\(Int(buildSeconds)) s to make by the scheduler); \(loads) loads of each kind over "
             + "\(requestPages.count) requests pages and \(historyPages.count) history pages (first, deep, by prefix, "
             + "filtered, last, newer, a prefix's last) and \(failedPages.count) pages of what failed for good (none did), each a new connection with a bearer token; dashboard_live_update_ms: \(changes) submits, "
             + "from the commit to the event on an open stream (the feed looks every 200 ms, its default); "

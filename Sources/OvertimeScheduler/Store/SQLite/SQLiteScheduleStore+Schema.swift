@@ -442,6 +442,18 @@ extension SQLiteScheduleStore {
                         "CREATE INDEX requests_retrying ON requests (failed_attempts) WHERE \(retryingRows)")
                 }
             ),
+            (
+                24,
+                { connection throws(SQLiteError) in
+                    // The waiting and running requests that have started, latest first: a list
+                    // by last run reads them here, and those never started in the order
+                    // submitted, rather than sorting every waiting request for each page. A
+                    // one-shot is in it from its start to its end only, so the scheduler's
+                    // runs of one-shots keep it as small as what runs at once.
+                    try connection.execute(
+                        "CREATE INDEX requests_last_run ON requests (\(lastRunKey)) WHERE \(lastRunRows)")
+                }
+            ),
         ]
     }
 
@@ -455,6 +467,15 @@ extension SQLiteScheduleStore {
     /// an attempt of which failed. A query reads the index only if its conditions include
     /// these, as written here.
     static let retryingRows = "finished = 0 AND failed_attempts > 0"
+
+    /// The rows of the index `requests_last_run` (schema version 24): the waiting and running
+    /// requests that have started. A query reads the index only if its conditions include
+    /// these, as written here, and it orders by ``lastRunKey``.
+    static let lastRunRows = "finished = 0 AND last_started_at IS NOT NULL"
+
+    /// The key of the index `requests_last_run`: the newest attempt's start negated, so that
+    /// the index's order (ties by row number, ascending) is the list's, latest first.
+    static let lastRunKey = "-last_started_at"
 
     /// Why a run found in progress at open ended.
     static let interruptedReason = "the process ended while it ran"

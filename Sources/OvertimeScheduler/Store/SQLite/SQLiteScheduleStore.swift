@@ -37,7 +37,7 @@ import OvertimeSupport
 /// (its `-wal` and `-shm` take its mode).
 final class SQLiteScheduleStore: ScheduleStore {
     /// The schema this build writes and reads.
-    static let schemaVersion = 23
+    static let schemaVersion = 24
     /// Overtime's mark in the SQLite header (`application_id`): "OTSC".
     static let applicationID: Int64 = 0x4F54_5343
     /// The tables this schema has (and had; `grdb_migrations` from builds that migrated
