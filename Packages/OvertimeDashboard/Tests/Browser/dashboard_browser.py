@@ -405,7 +405,7 @@ def wait_for_outcome(driver, timeout=10):
 
 def confirm_and_act(driver, link_text, question, done):
     """Clicks the button `link_text`, checks the confirmation asks `question`, confirms, and
-    waits for the outcome; returns its text."""
+    waits for the outcome; returns its text and its address (below BASE)."""
     click(driver, By.PARTIAL_LINK_TEXT, link_text)
     settle(driver, "/bulk/")
     check(question in "".join(texts(driver, "main")), f"the confirmation asks {texts(driver, 'main')}")
@@ -414,17 +414,18 @@ def confirm_and_act(driver, link_text, question, done):
     outcome = "".join(texts(driver, "main"))
     check(done in outcome, f"{link_text}: {outcome}")
     check("/action?ticket=" in driver.current_url, f"the outcome has no address of its own: {driver.current_url}")
-    return outcome
+    return outcome, driver.current_url.removeprefix(BASE)
 
 
 def check_bulk(driver, where):
     """Bulk actions, each confirmed once: retry what failed for good by prefix, run a tag now,
-    cancel a tag; each recorded by the scheduler with who did it."""
+    cancel a tag; each recorded by the scheduler with who did it. Returns the address of the
+    retry's outcome page."""
     driver.get(BASE + "/failed?prefix=fail.")
     failed = [row[0] for row in cells(driver) if len(row) > 1]
     check(len(failed) == 3 and all(name.startswith("fail.") for name in failed), f"{where}: failed fail.*: {failed}")
     shot(driver, f"{where}-failed-filtered")
-    confirm_and_act(
+    _, retried = confirm_and_act(
         driver, "Retry every request that failed for good whose identifiers begin with fail.",
         "Submit again every request that failed for good whose identifiers begin with fail.?",
         "Done: submitted again 3 requests that failed for good (prefix fail.): due now")
@@ -465,6 +466,7 @@ def check_bulk(driver, where):
     check("alice (dashboard)" in answer and "retry-failed" in answer, f"{where}: overtimectl actions: {answer}")
     no_alert(driver, f"{where}: actions")
     shot(driver, f"{where}-actions-recorded")
+    return retried
 
 
 def sign_in(driver):
@@ -542,6 +544,9 @@ def run_fleet(driver):
     settle(driver, "/instance/retire")
     check("Retire instance beta for good?" in driver.page_source, "no confirmation asked")
     shot(driver, "fleet-retire")
+    confirmation = driver.current_url.removeprefix(BASE)
+    gallery(driver, [("retire", confirmation)], "fleet-")
+    driver.get(BASE + confirmation)
     click(driver, By.CSS_SELECTOR, "main form button")
     check(wait_for_text(driver, "Done: retired instance"), f"not retired: {texts(driver, 'main')}")
     driver.get(BASE + "/instances")
@@ -749,6 +754,7 @@ def run(driver):
         ("overview", "/overview"), ("requests", "/requests?state=all"), ("running", "/running"),
         ("history", "/history"), ("failed", "/failed"), ("instances", "/instances"),
         ("story", "/request?id=fail.broken"), ("confirm", "/request/cancel?id=ok.queued"), ("actions", "/actions"),
+        ("bulk-confirm", "/bulk/retry-failed?prefix=fail."), ("sign-in", "/login"),
     ])
 
     # A phone: the page fits its width (tables scroll inside their box).
@@ -768,7 +774,11 @@ def run(driver):
     check(len(sizes) == 3 and min(sizes) >= 11, f"the chart's time labels on a phone: {sizes} px")
 
     driver.set_window_size(1280, 900)
-    check_bulk(driver, "daemon")
+    outcome = check_bulk(driver, "daemon")
+    # An action's outcome, loaded again from its address: still the result, never the
+    # confirmation (the page the live script fetches again after a change).
+    gallery(driver, [("outcome", outcome)])
+    check("Done: submitted again 3 requests" in "".join(texts(driver, "main")), f"the outcome again: {texts(driver, 'main')}")
     check_sort(driver, "daemon")
 
     # The session ends while a page is open (its cookie gone): the next change sends the

@@ -78,6 +78,7 @@ struct DashboardBrowserTests {
             ]
             + Self.gallery([
                 "overview", "requests", "running", "history", "failed", "instances", "story", "confirm", "actions",
+                "bulk-confirm", "sign-in", "outcome",
             ])
         Self.removeScreenshots(pages)
         let printed = try Self.browse(dashboard, fleet: false)
@@ -106,7 +107,7 @@ struct DashboardBrowserTests {
         let pages =
             [
                 "fleet-overview", "fleet-requests", "fleet-running", "fleet-instances", "fleet-retire", "fleet-retired",
-            ] + Self.gallery(["fleet-overview", "fleet-instances", "fleet-running"])
+            ] + Self.gallery(["fleet-overview", "fleet-instances", "fleet-running", "fleet-retire"])
         Self.removeScreenshots(pages)
         let printed = try Self.browse(dashboard, fleet: true)
         if let latency = printed.split(separator: "\n").first(where: { $0.hasPrefix("live-update-seconds") }) {
