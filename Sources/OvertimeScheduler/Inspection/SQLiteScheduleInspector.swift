@@ -647,18 +647,12 @@ final class SQLiteScheduleInspector: ScheduleInspector {
         // On their first attempt (key -1): a range of the table's own order, from the page's
         // start when it lies among them.
         let first: Int64 = -1
-        var firstAttempts: [SortedRow] = []
         let reachesFirst = after.map { backwards ? $0.key >= first : $0.key <= first } ?? true
-        if reachesFirst {
-            let from = after.flatMap { $0.key == first ? $0.position : nil }
-            firstAttempts = try sortedRows(
-                connection,
-                """
-                SELECT \(first), rowid, rowid FROM requests NOT INDEXED
-                WHERE finished = 0 AND failed_attempts = 0 AND running = 0
-                \(from == nil ? "" : "AND rowid \(backwards ? "<" : ">") ?1") ORDER BY rowid \(direction) LIMIT \(limit)
-                """, from.map { [$0] } ?? [])
-        }
+        let firstAttempts =
+            reachesFirst
+            ? try rowsAtOneKey(
+                connection, first, "finished = 0 AND failed_attempts = 0 AND running = 0", after: after,
+                backwards: backwards, limit: limit) : []
         return merged([retrying, running, firstAttempts], backwards: backwards, limit: limit)
     }
 
@@ -685,18 +679,30 @@ final class SQLiteScheduleInspector: ScheduleInspector {
         let never = Int64.max
         let reachesNever =
             backwards ? (after?.key ?? never) == never : started.count < limit || after?.key == never
-        var neverStarted: [SortedRow] = []
-        if reachesNever {
-            let from = after.flatMap { $0.key == never ? $0.position : nil }
-            neverStarted = try sortedRows(
-                connection,
-                """
-                SELECT \(never), rowid, rowid FROM requests NOT INDEXED
-                WHERE finished = 0 AND last_started_at IS NULL
-                \(from == nil ? "" : "AND rowid \(backwards ? "<" : ">") ?1") ORDER BY rowid \(direction) LIMIT \(limit)
-                """, from.map { [$0] } ?? [])
-        }
+        let neverStarted =
+            reachesNever
+            ? try rowsAtOneKey(
+                connection, never, "finished = 0 AND last_started_at IS NULL", after: after, backwards: backwards,
+                limit: limit) : []
         return merged([started, neverStarted], backwards: backwards, limit: limit)
+    }
+
+    /// The first `limit` rows `condition` selects, all sorted by one `key`, in the table's
+    /// order: after `after`'s position when the page starts at that key (before it
+    /// `backwards`), else from the first (the last). The part of a list no index keeps, read
+    /// only when a page reaches it.
+    private static func rowsAtOneKey(
+        _ connection: SQLiteConnection, _ key: Int64, _ condition: String, after: (key: Int64, position: Int64)?,
+        backwards: Bool, limit: Int
+    ) throws(SQLiteError) -> [SortedRow] {
+        let from = after.flatMap { $0.key == key ? $0.position : nil }
+        return try sortedRows(
+            connection,
+            """
+            SELECT \(key), rowid, rowid FROM requests NOT INDEXED WHERE \(condition)
+            \(from == nil ? "" : "AND rowid \(backwards ? "<" : ">") ?1") ORDER BY rowid \(backwards ? "DESC" : "ASC")
+            LIMIT \(limit)
+            """, from.map { [$0] } ?? [])
     }
 
     /// A row read in a page's order from one index: the value it is sorted by, the one that
