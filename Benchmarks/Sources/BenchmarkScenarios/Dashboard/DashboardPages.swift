@@ -33,8 +33,8 @@ public enum DashboardPages {
         /// of every state, the history), in microseconds: a page that reads its bound.
         public var search: [Int64] = []
         /// Per load of a requests page sorted by a column (next run, attempt, last run): the
-        /// store reads the first two in its indexes of due and of retrying requests, and sorts
-        /// the requests selected by last run, in microseconds.
+        /// store reads each in an index of its own (of due, of retrying and of started
+        /// requests), in microseconds.
         public var sorted: [Int64] = []
         /// The loads of ``sorted`` by the order of their page (`next_run`, `attempts`,
         /// `last_run`), in microseconds: each order has a way of its own to read its page.

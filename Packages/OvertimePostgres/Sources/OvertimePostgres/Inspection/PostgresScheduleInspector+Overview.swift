@@ -263,9 +263,9 @@ extension PostgresScheduleInspector {
 
     /// The condition that an identifier starts with `prefix`, as a range of the keys
     /// (``HandlerMatch/rangeEnd(of:)``; identifiers compare byte by byte, collation `C`).
-    static func range(_ prefix: String, _ bindings: inout PostgresBindings) -> String {
+    static func range(_ prefix: String, _ bindings: inout PostgresBindings, column: String = "r.identifier") -> String {
         let end = HandlerMatch.rangeEnd(of: prefix)
-        return "(r.identifier >= \(bind(prefix, &bindings)) AND r.identifier < \(bind(end, &bindings)))"
+        return "(\(column) >= \(bind(prefix, &bindings)) AND \(column) < \(bind(end, &bindings)))"
     }
 
     /// The hour's minutes as the instances counted them while they recorded each attempt

@@ -494,8 +494,7 @@ final class PostgresScheduleInspector: ScheduleInspector {
         if let prefix = query.identifierPrefix {
             conditions.append(
                 byteOrdered
-                    ? "identifier >= \(Self.bind(prefix, &bindings))"
-                        + " AND identifier < \(Self.bind(HandlerMatch.rangeEnd(of: prefix), &bindings))"
+                    ? Self.range(prefix, &bindings, column: "identifier")
                     : "starts_with(identifier, \(Self.bind(prefix, &bindings)))")
         }
         if let result = query.result { conditions.append("result = \(Self.bind(result.description, &bindings))") }
