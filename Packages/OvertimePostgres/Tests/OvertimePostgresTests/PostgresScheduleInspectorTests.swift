@@ -919,6 +919,99 @@ struct PostgresScheduleInspectorTests {
             RequestQuery(selection: .all, identifierPrefix: "job-1"), now: SystemClock().wallClockNow)
         #expect(Set(found.requests.map(\.request.identifier)) == ["job-1", "job-10", "job-1é"])
     }
+
+    /// A page of the unfinished requests with a prefix whose requests are the oldest passes
+    /// over every newer entry of the index by submission. It checks the prefix in each entry
+    /// and visits only the rows that match: the table is not vacuumed (as just after many
+    /// were submitted), so an entry checked after its row's visit would cost one each.
+    @Test func aPrefixOfTheOldestPendingRequestsIsCheckedInTheIndexNotInEachRowPassed() async throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        var configuration = SchedulerConfiguration(database: .postgres(Self.database(server)))
+        configuration.startSpacing = .zero
+        let scheduler = try Scheduler(runtime: try PostgresSchedulerTests.runtime(), configuration: configuration)
+        defer { scheduler.runtime.requestTermination() }
+        for prefix in ["old.", "new."] { try scheduler.register(prefix: prefix) { $0.setTaskCompleted(success: true) } }
+        try server.psql("ALTER TABLE overtime.requests SET (autovacuum_enabled = off)")
+        let later = WallClockInstant(secondsSinceEpoch: Int64(Date().timeIntervalSince1970) + 3600)
+        let old = (0..<12).map { "old.\($0)" }
+        try await scheduler.submit(
+            contentsOf: (old + (0..<300).map { "new.\($0)" }).map {
+                var request = ScheduledTaskRequest(identifier: $0)
+                request.earliestBegin = later
+                return request
+            })
+        try server.psql("ANALYZE overtime.requests")
+        // The page's pick (the inspector's query for a first page of 5), kept from sorting.
+        let plan = try server.psql(
+            """
+            SET enable_seqscan = off; SET enable_sort = off; SET enable_bitmapscan = off;
+            EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+            SELECT r.identifier, r.owner, r.sequence FROM overtime.requests r
+            WHERE NOT r.finished AND (r.identifier >= 'old.' AND r.identifier < 'old/')
+            ORDER BY r.sequence DESC LIMIT 5
+            """)
+        #expect(plan.contains("Index Only Scan Backward using requests_pending"), "\(plan)")
+        #expect(plan.contains("Index Cond: ((identifier >= 'old.'::text)"), "the prefix checked in the index: \(plan)")
+        let visits = plan.split(separator: "\n").first { $0.contains("Heap Fetches:") }.flatMap {
+            Int($0.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "")
+        }
+        #expect(visits.map { $0 <= 5 } == true, "rows visited for 5 that match: \(plan)")
+
+        let inspector = try await ScheduleDatabase.postgres(Self.database(server)).inspector()
+        defer { inspector.close() }
+        let now = SystemClock().wallClockNow
+        var query = RequestQuery(selection: .pending, identifierPrefix: "old.", limit: 5)
+        query.newestFirst = true
+        #expect(try await ScheduleInspectorPaging.everyPage(inspector, query, now: now) == old.reversed())
+        query.newestFirst = false
+        #expect(try await ScheduleInspectorPaging.everyPage(inspector, query, now: now) == old)
+    }
+
+    /// A prefix's many unfinished requests that lie behind other rows in the table (those
+    /// submitted before them) are counted in an index by their range, not by reading the
+    /// table from its start, as the planner would, taking a fifth of the requests for spread
+    /// evenly: the plan the server ran for the inspector's count (auto_explain's, in the
+    /// server's log) reads no row in the table's order.
+    @Test func aPrefixsManyPendingRequestsAreCountedInTheKeysRangeNotFromTheTablesStart() async throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let scheduler = try Scheduler(
+            runtime: try PostgresSchedulerTests.runtime(),
+            configuration: SchedulerConfiguration(database: .postgres(Self.database(server))))
+        defer { scheduler.runtime.requestTermination() }
+        for prefix in ["early.", "job-"] {
+            try scheduler.register(prefix: prefix) { $0.setTaskCompleted(success: true) }
+        }
+        try server.psql("ALTER TABLE overtime.requests SET (autovacuum_enabled = off)")
+        let later = WallClockInstant(secondsSinceEpoch: Int64(Date().timeIntervalSince1970) + 3600)
+        for identifiers in [(0..<20_000).map { "early.\($0)" }, (0..<5_000).map { "job-\($0)" }] {
+            try await scheduler.submit(
+                contentsOf: identifiers.map {
+                    var request = ScheduledTaskRequest(identifier: $0)
+                    request.earliestBegin = later
+                    return request
+                })
+        }
+        // Not vacuumed, as just after they were submitted: no row is marked all visible.
+        try server.psql("ANALYZE overtime.requests")
+        // Each connection made from here on loads auto_explain (known then to ALTER SYSTEM).
+        for setting in ["session_preload_libraries = 'auto_explain'", "auto_explain.log_min_duration = 0"] {
+            try server.psql("ALTER SYSTEM SET \(setting)")
+            try server.psql("SELECT pg_reload_conf()")
+        }
+
+        let inspector = try await ScheduleDatabase.postgres(Self.database(server)).inspector()
+        defer { inspector.close() }
+        let counted = try await inspector.count(RequestQuery(selection: .pending, identifierPrefix: "job-"), upTo: 1001)
+        #expect(counted == 1001)
+        let log = try String(contentsOfFile: server.folder + "/log", encoding: .utf8)
+        let plans = log.components(separatedBy: "plan:").filter {
+            $0.contains("Query Text: SELECT count(*) FROM (SELECT 1 FROM overtime.requests r")
+        }.map { $0.components(separatedBy: "LOG:").first ?? $0 }
+        #expect(plans.count == 1, "\(plans)")
+        #expect(plans.allSatisfy { $0.contains("Index") && !$0.contains("Seq Scan") }, "\(plans)")
+    }
 }
 
 /// An inspector that reads only through ``ScheduleInspector``'s requirements another has,

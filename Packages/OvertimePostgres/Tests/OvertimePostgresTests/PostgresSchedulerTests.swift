@@ -572,12 +572,12 @@ struct PostgresSchedulerTests {
         let after = try #require(second.pendingRequests().first)
         #expect(after.request == hourly && after.nextRun == before.nextRun, "\(after) after \(before)")
         #expect(
-            try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("21"))
+            try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("22"))
         #expect(try server.psql("SELECT to_regclass('overtime.handlers') IS NOT NULL").hasPrefix("t"))
         #expect(try server.psql("SELECT to_regclass('overtime.requests_by_last_run') IS NOT NULL").hasPrefix("t"))
         #expect(
             try server.psql("SELECT indexdef FROM pg_indexes WHERE indexname = 'requests_pending'")
-                .contains("INCLUDE (owner, identifier)"))
+                .contains("(sequence, identifier) INCLUDE (owner)"))
         #expect(try server.psql("SELECT to_regclass('overtime.operator_actions') IS NOT NULL").hasPrefix("t"))
         #expect(
             try server.psql("SELECT to_regclass('overtime.requests_failed_for_good') IS NOT NULL").hasPrefix("t"))
@@ -721,7 +721,7 @@ struct PostgresSchedulerTests {
             #expect(error.code == .store)
             #expect(
                 error.message.contains("schema version 99")
-                    && error.message.contains("up to version 21"), "\(error)")
+                    && error.message.contains("up to version 22"), "\(error)")
         }
     }
 

@@ -119,17 +119,28 @@ final class PostgresScheduleInspector: ScheduleInspector {
         // attempt, a tag or a search by the row read back.
         guard query.selection != .failed, query.tag == nil, query.search == nil else { return nil }
         let (conditions, bindings) = conditions(query)
-        return try await count(in: "overtime.requests r", conditions, bindings, upTo: limit)
+        // The unfinished (or all) requests with a prefix are counted in the range of the
+        // primary key. The planner takes a prefix's many requests for spread evenly through
+        // the table and reads it from its start; but those submitted together lie together,
+        // behind every row written before them (after a fleet's throughput run, 46,000 rows
+        // and 20 ms to count 1,000 of a prefix, against 1 ms in the range). A running or
+        // cancelled selection keeps to the index of its own few rows.
+        let byKey = query.identifierPrefix != nil && (query.selection == .pending || query.selection == .all)
+        return try await count(
+            in: "overtime.requests r", conditions, bindings, upTo: limit, inOrderOf: byKey ? "r.identifier" : nil)
     }
 
     /// How many rows of `table` meet `conditions` (with `bindings`), counted up to `limit`:
-    /// at most `limit` entries of the index the conditions choose are read.
-    private func count(in table: String, _ conditions: [String], _ bindings: PostgresBindings, upTo limit: Int)
-        async throws(ScheduleStoreError) -> Int
-    {
+    /// at most `limit` entries of the index the conditions choose are read, or, `inOrderOf`
+    /// a key, of the index in that order.
+    private func count(
+        in table: String, _ conditions: [String], _ bindings: PostgresBindings, upTo limit: Int,
+        inOrderOf key: String? = nil
+    ) async throws(ScheduleStoreError) -> Int {
         let sql = """
             SELECT count(*) FROM (SELECT 1 FROM \(table)
-                \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")) LIMIT \(max(0, limit))) c
+                \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND "))
+                \(key.map { "ORDER BY \($0) " } ?? "")LIMIT \(max(0, limit))) c
             """
         return try await using { [self] connection, _ in
             let rows = try await run(connection, PostgresQuery(unsafeSQL: sql, binds: bindings))
@@ -157,8 +168,9 @@ final class PostgresScheduleInspector: ScheduleInspector {
         default: break
         }
         if let prefix = query.identifierPrefix {
-            // A range, which the indexes holding identifiers read (requests_pending's, from
-            // schema version 21, without the table's rows).
+            // A range, which the indexes holding identifiers read: requests_pending's, a key
+            // of it from schema version 22, checked in each entry it passes over before the
+            // entry's row is visited.
             conditions.append(Self.range(prefix, &bindings))
         }
         if let tag = query.tag {

@@ -35,7 +35,7 @@ import PostgresNIO
 /// notifications use a second connection on the same loop.
 final class PostgresScheduleStore: ScheduleStore {
     /// The schema this build writes and reads.
-    static let schemaVersion: Int64 = 21
+    static let schemaVersion: Int64 = 22
     /// The channel instances notify each other on.
     static let channel = "overtime_schedule"
 
