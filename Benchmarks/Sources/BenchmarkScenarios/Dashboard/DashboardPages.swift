@@ -95,10 +95,14 @@ public enum DashboardPages {
         let dashboardProcess = try Served(dashboard: dashboard, store: folder + "/schedule.db", folder: folder)
         defer { dashboardProcess.stop() }
 
-        // Rowids follow the first submission (a request submitted again keeps its row).
+        // A request's position is its row, and each round's requests are new rows (the last
+        // round's from 1,000,001 at the full size): the deep pages start from the first
+        // page's own next position, a half and a third of the requests further on (a
+        // schedule of one page, the smoke run's, has none: any position is as good).
+        let newest = try dashboardProcess.nextPosition(of: "/requests") ?? Int64(pending)
         let requestPages = [
-            "/requests", "/requests?state=pending&after=\(pending / 2)", "/requests?state=all&after=\(pending / 3)",
-            "/requests?prefix=job-4",
+            "/requests", "/requests?state=pending&after=\(newest - Int64(pending / 2))",
+            "/requests?state=all&after=\(newest - Int64(pending / 3))", "/requests?prefix=job-4",
         ]
         let historyPages = [
             "/history", "/history?before=\(max(1, rounds * pending / 2)):1", "/history?prefix=job-12",
@@ -157,6 +161,17 @@ public enum DashboardPages {
 
         /// Stops the dashboard.
         public func stop() { _ = try? process.terminate(timeout: 30) }
+
+        /// The position the link to the page after `path` goes on from (its `after`), or
+        /// `nil` when it links none.
+        func nextPosition(of path: String) throws -> Int64? {
+            let body = try get(port: port, path, token: token)
+            guard let link = body.firstMatch(of: /href="([^"]*)" rel="next"/) else { return nil }
+            guard let position = link.1.firstMatch(of: /after=([0-9]+)/).flatMap({ Int64($0.1) }) else {
+                throw ScenarioError("\(path): its next page's link names no position: \(link.1)")
+            }
+            return position
+        }
 
         /// History pages whose filter matches none of the attempts the scenarios make: a
         /// result none had, and a day long before any started. Without an index for them a
