@@ -130,15 +130,22 @@ struct DashboardAccessTests {
         let after = try Curl.request(dashboard.url + "/requests", jar: jar)
         #expect(after.status == 303)
         // Restarted, with a damaged line and a foreign one in its log: the records are shown
-        // again, the other lines passed over, the file left as it was.
+        // again, the other lines passed over, the file left as it was. A record dated beyond
+        // what an instant holds is shown at the last one.
         let handle = try #require(FileHandle(forWritingAtPath: dashboard.actionLog))
         handle.seekToEndOfFile()
         handle.write(Data("{\"at\": \"2026-11-27T00:00:00Z\", \"user\": \"mallory\"\nnot json at all\n".utf8))
+        handle.write(
+            Data(
+                (#"{"at": "9999-12-31T00:00:00Z", "user": "trent", "action": "cancel", "identifier": "ok.later", "#
+                    + #""succeeded": true, "answer": "cancelled"}"# + "\n").utf8))
         try handle.close()
         let before = DashboardUnderTest.read(dashboard.actionLog)
         try dashboard.restartDashboard()
         let restarted = try Curl.request(dashboard.url + "/actions", bearer: dashboard.token)
+        #expect(restarted.status == 200, "\(restarted.status)")
         #expect(restarted.body.contains("<td>alice</td><td>cancel</td>") && !restarted.body.contains("mallory"))
+        #expect(restarted.body.contains("2262-04-11 23:47:16Z"), "the far date at the last instant")
         #expect(DashboardUnderTest.read(dashboard.actionLog) == before)
         let retold = try Curl.request(dashboard.url + "/request?id=ok.later", bearer: dashboard.token)
         #expect(retold.body.contains("Done from this dashboard"), "the request's page tells it after a restart")
@@ -465,6 +472,8 @@ struct DashboardAccessTests {
             "/requests?order=next-run&after=9223372036854775807&key=9223372036854775807",
             "/requests?order=attempts&before=-9223372036854775808&key=-9223372036854775808",
             "/requests?order=last-run&before=9223372036854775807&key=x", "/requests?order=sideways&after=1e99",
+            "/requests?order=last-run&after=9223372036854775807&key=-9223372036854775808",
+            "/requests?order=last-run&after=-9223372036854775808&key=9223372036854775807&end=1",
         ] {
             let answer = try Curl.request(dashboard.url + address, bearer: dashboard.token)
             #expect(answer.status == 200, "\(address): \(answer.status)")
@@ -528,6 +537,15 @@ struct DashboardAccessTests {
         ] {
             let answer = try Curl.request(start + "&" + position, bearer: dashboard.token)
             #expect(answer.status == 200, "\(position): \(answer.status)")
+        }
+        // Dates beyond what an instant holds (1677 to 2262) are its ends: a page, not a crash.
+        for (dates, expected) in [
+            ("from=9999-12-31", []), ("until=0001-01-01", []),
+            ("from=0001-01-01&until=9999-12-31T23:59:59", down[0].rows),
+        ] {
+            let answer = try Curl.request(start + "&" + dates, bearer: dashboard.token)
+            #expect(answer.status == 200, "\(dates): \(answer.status)")
+            #expect(try list(start + "&" + dates).rows == expected, "\(dates)")
         }
     }
 

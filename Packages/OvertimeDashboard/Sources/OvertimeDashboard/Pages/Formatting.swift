@@ -15,6 +15,17 @@ enum Formatting {
             + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
     }
 
+    /// `date` as an instant, to the second; a date beyond the instants' range (1677 to 2262,
+    /// nanoseconds in 64 bits), which an address or a damaged log may name, as its first or
+    /// last.
+    static func instant(_ date: Date) -> WallClockInstant {
+        let seconds = date.timeIntervalSince1970.rounded(.down)
+        let beyond = WallClockInstant(nanosecondsSinceEpoch: seconds < 0 ? .min : .max)
+        guard let whole = Int64(exactly: seconds) else { return beyond }
+        let (nanoseconds, overflow) = whole.multipliedReportingOverflow(by: 1_000_000_000)
+        return overflow ? beyond : WallClockInstant(nanosecondsSinceEpoch: nanoseconds)
+    }
+
     /// The characters that change the direction text is shown in (U+202E shows
     /// `invoice-\u{202E}gnp.exe` as `invoice-exe.png`): none is in a template, so each in a page
     /// came from the schedule, and is shown as its code point instead (`[U+202E]`).

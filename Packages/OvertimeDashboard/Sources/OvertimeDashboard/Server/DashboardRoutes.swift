@@ -522,7 +522,7 @@ struct DashboardRoutes: Sendable {
         for format in ["yyyy-MM-dd'T'HH:mm:ss", "yyyy-MM-dd'T'HH:mm", "yyyy-MM-dd"] {
             formatter.dateFormat = format
             if let date = formatter.date(from: text) {
-                return WallClockInstant(nanosecondsSinceEpoch: Int64(date.timeIntervalSince1970) * 1_000_000_000)
+                return Formatting.instant(date)
             }
         }
         return nil
@@ -610,7 +610,7 @@ struct DashboardRoutes: Sendable {
 
     func actionRow(_ record: ActionRecord) -> ActionRow {
         ActionRow(
-            at: Formatting.time(WallClockInstant(nanosecondsSinceEpoch: Int64(record.at.timeIntervalSince1970 * 1e9))),
+            at: Formatting.time(Formatting.instant(record.at)),
             user: record.user, action: record.action, identifier: record.identifier,
             href: Self.subjectPath(record.action, record.identifier, base: base),
             outcome: (record.succeeded ? "" : "refused: ") + record.answer)
