@@ -479,6 +479,12 @@ struct DashboardAccessTests {
             #expect(answer.status == 200, "\(address): \(answer.status)")
         }
         #expect(try Curl.request(dashboard.url + "/requests", bearer: dashboard.token).status == 200, "still answers")
+        // A NUL, which no identifier, tag or text PostgreSQL keeps can hold: said so.
+        for address in ["/requests?prefix=%00", "/requests?tag=a%00", "/history?q=%00", "/request?id=ok.%00"] {
+            let answer = try Curl.request(dashboard.url + address, bearer: dashboard.token)
+            #expect(
+                answer.status == 400 && answer.body.contains("holds a NUL character"), "\(address): \(answer.status)")
+        }
     }
 
     /// Defect 7 on the History page: it had an older page only. Newest first, with the
