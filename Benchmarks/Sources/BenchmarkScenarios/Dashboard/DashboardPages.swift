@@ -99,10 +99,10 @@ public enum DashboardPages {
         // round's from 1,000,001 at the full size): the deep pages start from the first
         // page's own next position, a half and a third of the requests further on (a
         // schedule of one page, the smoke run's, has none: any position is as good).
-        let newest = try dashboardProcess.nextPosition(of: "/requests") ?? Int64(pending)
+        let afterFirstPage = try dashboardProcess.nextPosition(of: "/requests") ?? Int64(pending)
         let requestPages = [
-            "/requests", "/requests?state=pending&after=\(newest - Int64(pending / 2))",
-            "/requests?state=all&after=\(newest - Int64(pending / 3))", "/requests?prefix=job-4",
+            "/requests", "/requests?state=pending&after=\(afterFirstPage - Int64(pending / 2))",
+            "/requests?state=all&after=\(afterFirstPage - Int64(pending / 3))", "/requests?prefix=job-4",
         ]
         let historyPages = [
             "/history", "/history?before=\(max(1, rounds * pending / 2)):1", "/history?prefix=job-12",

@@ -479,7 +479,7 @@ struct DashboardAccessTests {
             #expect(answer.status == 200, "\(address): \(answer.status)")
         }
         #expect(try Curl.request(dashboard.url + "/requests", bearer: dashboard.token).status == 200, "still answers")
-        // A NUL, which no identifier, tag or text PostgreSQL keeps can hold: said so.
+        // A NUL, which no identifier or tag (nor any text PostgreSQL keeps) can hold: said so.
         for address in ["/requests?prefix=%00", "/requests?tag=a%00", "/history?q=%00", "/request?id=ok.%00"] {
             let answer = try Curl.request(dashboard.url + address, bearer: dashboard.token)
             #expect(

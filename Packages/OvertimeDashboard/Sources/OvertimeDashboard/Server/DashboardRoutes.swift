@@ -179,16 +179,18 @@ struct DashboardRoutes: Sendable {
             }
             return HTTPAnswers.redirect(to: base + "/login")
         }
-        // No identifier, tag or text PostgreSQL keeps holds a NUL: a filter with one is an
-        // address made by hand, said so, not sent to the store (which would refuse it as if
-        // the schedule could not be read).
+        // No identifier or tag holds a NUL (the scheduler refuses control characters), nor
+        // any text PostgreSQL keeps: a filter with one is an address made by hand, said so,
+        // not sent to the store (PostgreSQL's refusal would read as a schedule that cannot
+        // be read).
         if let name = HTTPAnswers.query(of: request).sorted(by: { $0.key < $1.key }).first(where: {
             $0.value.unicodeScalars.contains("\u{0}")
         })?.key {
             return render(
                 "message", title: "Bad request", viewer: viewer,
                 MessagePage(
-                    kind: "error", text: "\(name) holds a NUL character, which nothing in a schedule holds.", back: nil),
+                    kind: "error", text: "\(name) holds a NUL character, which no identifier or tag can hold.",
+                    back: nil),
                 status: .badRequest)
         }
         let now = dashboard.now()
