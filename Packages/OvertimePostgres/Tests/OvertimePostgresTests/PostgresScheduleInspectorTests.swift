@@ -838,6 +838,18 @@ struct PostgresScheduleInspectorTests {
         }
     }
 
+    /// Submits a one-shot for each of `identifiers`, in their order, due in an hour: none
+    /// runs while a test reads them.
+    private static func submitDueInAnHour(_ identifiers: [String], to scheduler: Scheduler) async throws {
+        let later = WallClockInstant(secondsSinceEpoch: Int64(Date().timeIntervalSince1970) + 3600)
+        try await scheduler.submit(
+            contentsOf: identifiers.map {
+                var request = ScheduledTaskRequest(identifier: $0)
+                request.earliestBegin = later
+                return request
+            })
+    }
+
     /// The attempts of every page of `query`, page after page, and how many pages were read;
     /// read again from the last page up, page before page, they are the same.
     private static func everyPage(
@@ -888,13 +900,7 @@ struct PostgresScheduleInspectorTests {
         try scheduler.register(prefix: "job-") { $0.setTaskCompleted(success: true) }
         try scheduler.start()
         defer { scheduler.runtime.requestTermination() }
-        let later = WallClockInstant(secondsSinceEpoch: Int64(Date().timeIntervalSince1970) + 3600)
-        try await scheduler.submit(
-            contentsOf: ["job-1", "job-10", "job-1é", "job-2", "job-20"].map {
-                var request = ScheduledTaskRequest(identifier: $0)
-                request.earliestBegin = later
-                return request
-            })
+        try await Self.submitDueInAnHour(["job-1", "job-10", "job-1é", "job-2", "job-20"], to: scheduler)
         let collations = try server.psql(
             """
             SELECT string_agg(table_name || '.' || column_name || ' ' || coalesce(collation_name, '-'), ', '
@@ -933,14 +939,8 @@ struct PostgresScheduleInspectorTests {
         defer { scheduler.runtime.requestTermination() }
         for prefix in ["old.", "new."] { try scheduler.register(prefix: prefix) { $0.setTaskCompleted(success: true) } }
         try server.psql("ALTER TABLE overtime.requests SET (autovacuum_enabled = off)")
-        let later = WallClockInstant(secondsSinceEpoch: Int64(Date().timeIntervalSince1970) + 3600)
         let old = (0..<12).map { "old.\($0)" }
-        try await scheduler.submit(
-            contentsOf: (old + (0..<300).map { "new.\($0)" }).map {
-                var request = ScheduledTaskRequest(identifier: $0)
-                request.earliestBegin = later
-                return request
-            })
+        try await Self.submitDueInAnHour(old + (0..<300).map { "new.\($0)" }, to: scheduler)
         try server.psql("ANALYZE overtime.requests")
         // The page's pick (the inspector's query for a first page of 5), kept from sorting.
         let plan = try server.psql(
@@ -984,14 +984,8 @@ struct PostgresScheduleInspectorTests {
             try scheduler.register(prefix: prefix) { $0.setTaskCompleted(success: true) }
         }
         try server.psql("ALTER TABLE overtime.requests SET (autovacuum_enabled = off)")
-        let later = WallClockInstant(secondsSinceEpoch: Int64(Date().timeIntervalSince1970) + 3600)
         for identifiers in [(0..<20_000).map { "early.\($0)" }, (0..<5_000).map { "job-\($0)" }] {
-            try await scheduler.submit(
-                contentsOf: identifiers.map {
-                    var request = ScheduledTaskRequest(identifier: $0)
-                    request.earliestBegin = later
-                    return request
-                })
+            try await Self.submitDueInAnHour(identifiers, to: scheduler)
         }
         // Not vacuumed, as just after they were submitted: no row is marked all visible.
         try server.psql("ANALYZE overtime.requests")
