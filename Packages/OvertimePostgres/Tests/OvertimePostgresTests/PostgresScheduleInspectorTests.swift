@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOConcurrencyHelpers
 import Overtime
 @_spi(ScheduleStore) import OvertimeScheduler
@@ -579,9 +580,67 @@ struct PostgresScheduleInspectorTests {
         #expect(left == [0, 0, 0, 0], "after a truncation: \(emptied)")
     }
 
-    /// The attempts of identifiers with a prefix, a page at a time, are the same read by the
-    /// primary key's range and sorted (a prefix with few attempts) as read newest first (one
-    /// with many): newest first, from a position, with a result, and none of another prefix.
+    /// Counts a plausible amount off — rows changed with the counting triggers off, as a
+    /// session in the replica role changes them — are shown as kept until an instance opens
+    /// the schedule: it finds them and counts the requests again, with a warning, while
+    /// another instance goes on submitting, whose requests are counted too. Counts that are
+    /// the rows' are left as each instance's writes keep them.
+    @Test func countsOffByAPlausibleAmountAreCountedAgainWhenAnInstanceOpensTheSchedule() async throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        func instance(_ name: String, logs: CapturedLogs) async throws -> Scheduler {
+            var configuration = PostgresSchedulerTests.configuration(server, name: name)
+            configuration.logger = Logger(label: name) { _ in logs }
+            let scheduler = try Scheduler(runtime: try PostgresSchedulerTests.runtime(), configuration: configuration)
+            for prefix in ["job.", "more."] {
+                try scheduler.register(prefix: prefix) { $0.setTaskCompleted(success: true) }
+            }
+            try scheduler.start()
+            _ = await scheduler.pendingRequests()  // the schedule opened
+            return scheduler
+        }
+        let a = try await instance("a", logs: CapturedLogs())
+        defer { a.runtime.requestTermination() }
+        try await Self.submitDueInAnHour((1...6).map { "job.\($0)" }, to: a)
+        let inspector = try await PostgresScheduleInspector.open(configuration: Self.database(server))
+        defer { inspector.close() }
+        func figures(countingEveryRow: Bool) async throws -> [Int] {
+            let overview = try await inspector.overview(
+                now: SystemClock().wallClockNow, countingEveryRow: countingEveryRow)
+            return [overview.waiting, overview.cancelled, overview.succeeded]
+        }
+        func shards() throws -> String {
+            try server.psql("SELECT count(*) FROM overtime.request_counts WHERE shard <> 0")
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+
+        let right = CapturedLogs()
+        let b = try await instance("b", logs: right)
+        b.runtime.requestTermination()
+        #expect(!right.lines.contains { $0.contains("counted again") })
+        #expect(try shards() != "0", "the counts a's writes keep, left as they were")
+
+        try server.psql(
+            """
+            SET session_replication_role = replica;
+            DELETE FROM overtime.requests WHERE identifier IN ('job.1', 'job.2');
+            UPDATE overtime.requests SET cancelled_at = 1 WHERE identifier = 'job.3'
+            """)
+        #expect(try await figures(countingEveryRow: false) == [6, 0, 0], "a plausible amount off: shown as kept")
+        #expect(try await figures(countingEveryRow: true) == [3, 1, 0])
+
+        let submitting = Task {
+            for batch in 0..<20 { try await Self.submitDueInAnHour((0..<20).map { "more.\(batch).\($0)" }, to: a) }
+        }
+        let recounted = CapturedLogs()
+        let c = try await instance("c", logs: recounted)
+        defer { c.runtime.requestTermination() }
+        try await submitting.value
+        #expect(recounted.lines.contains { $0.hasPrefix("warning") && $0.contains("counted again") })
+        #expect(try await figures(countingEveryRow: true) == [403, 1, 0])
+        #expect(try await figures(countingEveryRow: false) == [403, 1, 0])
+    }
+
     /// How late runs started, as each instance counted its starts (schema version 19):
     /// runs due while the one run an instance allows was held start at least as late as it
     /// was held, the other instance's starts add to the same hour, and a run an operator
@@ -654,6 +713,9 @@ struct PostgresScheduleInspectorTests {
         #expect(read == LatenessBuckets.summary([10: 1, 20: 1]))
     }
 
+    /// The attempts of identifiers with a prefix, a page at a time, are the same read by the
+    /// primary key's range and sorted (a prefix with few attempts) as read newest first (one
+    /// with many): newest first, from a position, with a result, and none of another prefix.
     @Test func aPrefixsHistoryIsTheSameSortedOrReadNewestFirst() async throws {
         let server = try PostgresServer()
         defer { server.stop() }

@@ -12,17 +12,25 @@ import PostgresNIO
 
 extension PostgresScheduleStore {
     /// Makes the schema, or migrates it to this build's version, in one transaction on
-    /// `connection` (the first of every connection until it is done once).
+    /// `connection` (the first of every connection until it is done once); in it, counts
+    /// the requests by state again if the counts kept are not the rows' (``recountIfAmiss(_:)``).
     func migrate(_ connection: PostgresConnection) async throws {
         _ = try await run(connection, "BEGIN")
+        let recounted: Bool
         do {
             try await migrateInTransaction(connection)
+            recounted = try await recountIfAmiss(connection)
             _ = try await run(connection, "COMMIT")
         } catch {
             if (try? await run(connection, "ROLLBACK")) == nil { try? await connection.close() }
             throw error
         }
         schemaReady.withLockedValue { $0 = true }
+        if recounted {
+            logger.warning(
+                "schedule database \(configuration.serverName): the requests counted by state were not those of the rows (written with the counting triggers off?): counted again"
+            )
+        }
     }
 
     func migrateInTransaction(_ connection: PostgresConnection) async throws {
@@ -57,7 +65,7 @@ extension PostgresScheduleStore {
                 (9, Self.schemaVersion9), (10, Self.schemaVersion10), (11, Self.schemaVersion11),
                 (12, Self.schemaVersion12), (13, Self.schemaVersion13), (14, Self.schemaVersion14),
                 (15, Self.schemaVersion15), (16, Self.schemaVersion16), (17, Self.schemaVersion17),
-                (18, Self.schemaVersion18), (19, Self.schemaVersion19), (20, Self.schemaVersion20),
+                (18, Self.schemaVersion18 + Self.recountStates), (19, Self.schemaVersion19), (20, Self.schemaVersion20),
                 (21, Self.schemaVersion21), (22, Self.schemaVersion22),
             ] where version < target {
                 for statement in statements { _ = try await run(connection, PostgresQuery(unsafeSQL: statement)) }
@@ -320,8 +328,7 @@ extension PostgresScheduleStore {
     ///   request's state writes no count. Each connection counts in rows of its own (`shard`,
     ///   its backend's process ID, as `activity`): the instances' writes never wait for each
     ///   other's; the shards of connections that ended are added into shard 0 as the history
-    ///   is pruned. Counted afresh from the requests as they stand (the triggers' lock on the
-    ///   table keeps out writes until the migration commits);
+    ///   is pruned. Counted afresh from the requests as they stand (``recountStates``);
     /// - the waiting and running requests by identifier, in which each handler's share is a
     ///   range read in the index alone (100,000 of one prefix: 94 ms in a pass, 13 ms so);
     /// - the instances' own unfinished requests, counted by instance.
@@ -384,11 +391,6 @@ extension PostgresScheduleStore {
         """
         CREATE INDEX IF NOT EXISTS requests_owned ON overtime.requests (owner) WHERE owner <> '' AND NOT finished
         """,
-        "DELETE FROM overtime.request_counts",
-        """
-        INSERT INTO overtime.request_counts (shard, state, count)
-            SELECT 0, \(countedState), count(*) FROM overtime.requests GROUP BY 2
-        """,
     ]
 
     /// Version 19: how late runs started, counted by the minute they started in (the
@@ -448,9 +450,9 @@ extension PostgresScheduleStore {
         }
     }
 
-    /// A request's counted state, of the row's columns as a trigger's transition table
-    /// names them.
-    private static let countedState = "overtime.request_state(cancelled_at, running, finished, failed_attempts, tags)"
+    /// A request's counted state, of the row's columns (as a trigger's transition table
+    /// names them, or the table's own).
+    static let countedState = "overtime.request_state(cancelled_at, running, finished, failed_attempts, tags)"
 
     /// A trigger function that adds the states `counted` selects (state, +1 or -1 per row)
     /// into this connection's shard, leaving out the states whose count does not change.
@@ -466,30 +468,4 @@ extension PostgresScheduleStore {
         END $$
         """
     }
-
-    /// Adds the counts of connections that ended into shard 0 (a connection's process ID
-    /// may be taken again by another later, which then adds to what is there: the sums stay
-    /// right either way).
-    static let foldEndedShards = """
-        WITH ended AS (DELETE FROM overtime.request_counts WHERE shard <> 0
-                AND shard NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL)
-            RETURNING state, count)
-        INSERT INTO overtime.request_counts AS c (shard, state, count)
-            SELECT 0, state, sum(count) FROM ended GROUP BY state
-        ON CONFLICT (shard, state) DO UPDATE SET count = c.count + excluded.count
-        """
-}
-
-/// The bits of a request's state as ``PostgresScheduleStore/schemaVersion18`` counts it.
-enum CountedRequestState {
-    /// Cancelled (`cancelled_at` set).
-    static let cancelled: Int64 = 1
-    /// An attempt in progress.
-    static let running: Int64 = 2
-    /// Finished: nothing more planned.
-    static let finished: Int64 = 4
-    /// One attempt or more of the current run failed.
-    static let retried: Int64 = 8
-    /// It has tags.
-    static let tagged: Int64 = 16
 }
