@@ -3,10 +3,11 @@ import Metrics
 import MetricsTestKit
 import NIOConcurrencyHelpers
 import Overtime
-import OvertimePostgres
 import OvertimeScheduler
 import PostgresTestServer
 import Testing
+
+@testable import OvertimePostgres
 
 /// Schedulers on a real PostgreSQL 15 that the test starts: a shared schedule, claims taken
 /// over, a newer schema refused.
@@ -525,6 +526,126 @@ struct PostgresSchedulerTests {
         b.runtime.requestTermination()
     }
 
+    /// An index a migration adds to a schedule that holds requests is built beside the
+    /// fleet's writes, not in the migration's transaction. While its build waits for a
+    /// transaction that may write requests (an operator's, left open, that took the lock
+    /// writers take), the instance that migrated and another one go on submitting; in the
+    /// transaction, the migration's lock would have stopped both until that one ended. The
+    /// instance stops before its build ends: the next to open the schedule builds the index.
+    @Test func anIndexAMigrationAddsIsBuiltWhileTheFleetGoesOnWriting() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        func instance() throws -> Scheduler {
+            let scheduler = try Scheduler(runtime: try Self.runtime(), configuration: Self.configuration(server))
+            try scheduler.register(prefix: "job.") { $0.setTaskCompleted(success: true) }
+            try scheduler.start()
+            return scheduler
+        }
+        func dueInAnHour(_ identifier: String) -> ScheduledTaskRequest {
+            var request = ScheduledTaskRequest(identifier: identifier)
+            request.earliestBegin = WallClockInstant(secondsSinceEpoch: Int64(Date().timeIntervalSince1970) + 3600)
+            return request
+        }
+        func psql(_ sql: String) -> String {
+            ((try? server.psql(sql)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let a = try instance()
+        defer { a.runtime.requestTermination() }
+        try a.submit(dueInAnHour("job.0"))
+        // The schedule as version 21 left it: the pending requests' index in its old form.
+        try server.psql(
+            """
+            DROP INDEX overtime.requests_pending;
+            CREATE INDEX requests_pending ON overtime.requests (sequence) INCLUDE (owner, identifier) WHERE NOT finished;
+            DELETE FROM overtime.meta WHERE name = 'index requests_pending';
+            UPDATE overtime.meta SET value = 21 WHERE name = 'schema_version'
+            """)
+        let operatorsTransaction = try HeldSession(
+            server, "BEGIN; LOCK TABLE overtime.requests IN ROW EXCLUSIVE MODE;")
+        #expect(
+            Self.eventually(30) {
+                psql(
+                    """
+                    SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+                    WHERE l.relation = 'overtime.requests'::regclass AND l.mode = 'RowExclusiveLock' AND l.granted
+                        AND a.state = 'idle in transaction'
+                    """) == "1"
+            }, "the operator's transaction holds the writers' lock")
+
+        let b = try instance()
+        #expect(b.pendingRequests().count == 1, "b opened the schedule")
+        #expect(
+            Self.eventually(30) {
+                psql(
+                    "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX CONCURRENTLY%' AND wait_event_type = 'Lock'"
+                ) == "1"
+            }, "the build waits for the operator's transaction")
+        try b.submit(dueInAnHour("job.b"))
+        // A batch large enough to analyse the table as it commits, which waits for no build.
+        try a.submit(contentsOf: (0..<PostgresScheduleStore.manyWrites).map { dueInAnHour("job.a.\($0)") })
+        #expect(psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'") == "22")
+        #expect(psql("SELECT value FROM overtime.meta WHERE name = 'index requests_pending'") == "")
+        b.runtime.requestTermination()
+        operatorsTransaction.end()
+
+        let c = try instance()
+        defer { c.runtime.requestTermination() }
+        #expect(
+            Self.eventually(60) {
+                psql("SELECT value FROM overtime.meta WHERE name = 'index requests_pending'") == "22"
+            })
+        #expect(
+            psql("SELECT indexdef FROM pg_indexes WHERE indexname = 'requests_pending'").contains(
+                "(sequence, identifier) INCLUDE (owner)"))
+        #expect(psql("SELECT count(*) FROM pg_indexes WHERE indexname LIKE '%_building'") == "0")
+        #expect(c.pendingRequests().count == 2 + PostgresScheduleStore.manyWrites)
+    }
+
+    /// While another session holds the builders' lock (an instance building, or the server
+    /// process of one that stopped while its build went on), an instance that needs the index
+    /// tries again at each reconnect interval, and builds it once the lock is free.
+    @Test func anIndexAnotherSessionIsBuildingIsBuiltHereOnceItsLockIsFree() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        func psql(_ sql: String) -> String {
+            ((try? server.psql(sql)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let a = try Scheduler(runtime: try Self.runtime(), configuration: Self.configuration(server))
+        try a.register("job") { $0.setTaskCompleted(success: true) }
+        try a.start()
+        _ = a.pendingRequests()
+        a.runtime.requestTermination()
+        try server.psql(
+            """
+            DROP INDEX overtime.requests_pending;
+            CREATE INDEX requests_pending ON overtime.requests (sequence) INCLUDE (owner, identifier) WHERE NOT finished;
+            DELETE FROM overtime.meta WHERE name = 'index requests_pending';
+            UPDATE overtime.meta SET value = 21 WHERE name = 'schema_version'
+            """)
+        let builder = try HeldSession(server, "SELECT pg_advisory_lock(hashtext('overtime indexes'));")
+        #expect(
+            Self.eventually(30) {
+                psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted") == "1"
+            })
+        let b = try Scheduler(
+            runtime: try Self.runtime(),
+            configuration: Self.configuration(server, reconnectInterval: .milliseconds(200)))
+        defer { b.runtime.requestTermination() }
+        try b.register("job") { $0.setTaskCompleted(success: true) }
+        try b.start()
+        _ = b.pendingRequests()
+        #expect(
+            psql("SELECT value FROM overtime.meta WHERE name = 'index requests_pending'") == "", "left to the other")
+        builder.end()
+        #expect(
+            Self.eventually(30) {
+                psql("SELECT value FROM overtime.meta WHERE name = 'index requests_pending'") == "22"
+            })
+        #expect(
+            psql("SELECT indexdef FROM pg_indexes WHERE indexname = 'requests_pending'").contains(
+                "(sequence, identifier) INCLUDE (owner)"))
+    }
+
     @Test func aScheduleOfSchemaVersion1IsMigratedWithItsRequestsKept() throws {
         let server = try PostgresServer()
         defer { server.stop() }
@@ -565,6 +686,7 @@ struct PostgresSchedulerTests {
             DROP TABLE IF EXISTS overtime.operator_actions;
             ALTER TABLE overtime.requests ADD PRIMARY KEY (identifier);
             CREATE INDEX IF NOT EXISTS requests_pending ON overtime.requests (sequence) WHERE NOT finished;
+            DELETE FROM overtime.meta WHERE name LIKE 'index %';
             UPDATE overtime.meta SET value = 1 WHERE name = 'schema_version'
             """)
         let second = try Scheduler(runtime: try Self.runtime(), configuration: Self.configuration(server))
@@ -574,6 +696,12 @@ struct PostgresSchedulerTests {
         #expect(
             try server.psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'").hasPrefix("22"))
         #expect(try server.psql("SELECT to_regclass('overtime.handlers') IS NOT NULL").hasPrefix("t"))
+        // The indexes of versions 20 to 22, built after the migration's transaction.
+        #expect(
+            Self.eventually(30) {
+                (try? server.psql("SELECT count(*) FROM overtime.meta WHERE name LIKE 'index %' AND value >= 20"))?
+                    .hasPrefix("4") == true
+            })
         #expect(try server.psql("SELECT to_regclass('overtime.requests_by_last_run') IS NOT NULL").hasPrefix("t"))
         #expect(
             try server.psql("SELECT indexdef FROM pg_indexes WHERE indexname = 'requests_pending'")
@@ -876,4 +1004,30 @@ struct PostgresSchedulerTests {
 private final class WeakScheduler {
     weak var scheduler: Scheduler?
     init(_ scheduler: Scheduler) { self.scheduler = scheduler }
+}
+
+/// A psql session left open until ``end()``, holding what its SQL took: an operator's open
+/// transaction, or a session's advisory lock.
+final class HeldSession {
+    private let process = Process()
+    private let input = Pipe()
+
+    /// Starts psql on `server` and sends it `sql`.
+    init(_ server: PostgresServer, _ sql: String) throws {
+        process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
+        process.arguments = [
+            "-u", "postgres", "--", server.bin + "/psql", "-h", server.folder, "-p", "\(server.port)", "-U", "postgres",
+            "-d", "postgres", "-q", "-v", "ON_ERROR_STOP=1",
+        ]
+        process.standardInput = input
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        input.fileHandleForWriting.write(Data((sql + "\n").utf8))
+    }
+
+    /// Ends the session: its transaction rolled back, its locks released.
+    func end() {
+        try? input.fileHandleForWriting.close()
+        process.waitUntilExit()
+    }
 }

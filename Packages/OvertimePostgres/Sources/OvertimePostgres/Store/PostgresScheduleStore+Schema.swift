@@ -14,11 +14,14 @@ extension PostgresScheduleStore {
     /// Makes the schema, or migrates it to this build's version, in one transaction on
     /// `connection` (the first of every connection until it is done once); in it, counts
     /// the requests by state again if the counts kept are not the rows' (``recountIfAmiss(_:)``).
+    /// Then starts building the indexes a migration added to tables that held rows, on a
+    /// connection of their own (``buildConcurrently(_:)``).
     func migrate(_ connection: PostgresConnection) async throws {
         _ = try await run(connection, "BEGIN")
         let recounted: Bool
+        let indexes: [ConcurrentIndex]
         do {
-            try await migrateInTransaction(connection)
+            indexes = try await migrateInTransaction(connection)
             recounted = try await recountIfAmiss(connection)
             _ = try await run(connection, "COMMIT")
         } catch {
@@ -26,6 +29,7 @@ extension PostgresScheduleStore {
             throw error
         }
         schemaReady.withLockedValue { $0 = true }
+        buildConcurrently(indexes)
         if recounted {
             logger.warning(
                 "schedule database \(configuration.serverName): the requests counted by state were not those of the rows (written with the counting triggers off?): counted again"
@@ -33,7 +37,9 @@ extension PostgresScheduleStore {
         }
     }
 
-    func migrateInTransaction(_ connection: PostgresConnection) async throws {
+    /// The migration's statements, in its transaction; returns the indexes to build after it
+    /// commits (``buildConcurrently(_:)``).
+    func migrateInTransaction(_ connection: PostgresConnection) async throws -> [ConcurrentIndex] {
         do {
             // One instance migrates at a time; the others find it done.
             _ = try await run(connection, "SELECT pg_advisory_xact_lock(hashtext('overtime schema'))")
@@ -65,17 +71,19 @@ extension PostgresScheduleStore {
                 (9, Self.schemaVersion9), (10, Self.schemaVersion10), (11, Self.schemaVersion11),
                 (12, Self.schemaVersion12), (13, Self.schemaVersion13), (14, Self.schemaVersion14),
                 (15, Self.schemaVersion15), (16, Self.schemaVersion16), (17, Self.schemaVersion17),
-                (18, Self.schemaVersion18 + Self.recountStates), (19, Self.schemaVersion19), (20, Self.schemaVersion20),
-                (21, Self.schemaVersion21), (22, Self.schemaVersion22),
+                (18, Self.schemaVersion18 + Self.recountStates), (19, Self.schemaVersion19),
             ] where version < target {
                 for statement in statements { _ = try await run(connection, PostgresQuery(unsafeSQL: statement)) }
             }
+            // Versions 20 to 22 changed indexes only, built beside the fleet's writes.
+            let indexes = try await indexesToBuild(connection, schemaBefore: version)
             _ = try await run(
                 connection,
                 """
                 INSERT INTO overtime.meta (name, value) VALUES ('schema_version', \(Self.schemaVersion))
                 ON CONFLICT (name) DO UPDATE SET value = excluded.value
                 """)
+            return indexes
         }
     }
 
@@ -402,37 +410,6 @@ extension PostgresScheduleStore {
         CREATE TABLE IF NOT EXISTS overtime.lateness (minute bigint NOT NULL, shard integer NOT NULL,
             bucket integer NOT NULL, started bigint NOT NULL, PRIMARY KEY (minute, shard, bucket))
         """
-    ]
-
-    /// Version 20: the unfinished requests in each order a page sorts them by
-    /// (`RequestQuery.Order`), ties by sequence as the page breaks them: a sorted page of
-    /// them reads its rows in order rather than sorting every one.
-    static let schemaVersion20 = [
-        RequestQuery.Order.nextRun, .attempts, .lastRun,
-    ].map { order in
-        """
-        CREATE INDEX IF NOT EXISTS requests_by_\(order.description.replacingOccurrences(of: "-", with: "_"))
-            ON overtime.requests ((\(sortKey(order))), sequence) WHERE NOT finished
-        """
-    }
-
-    /// Version 21: the index of the unfinished requests in the order submitted holds their
-    /// identifiers too, so a page of them filtered by a prefix (a range of identifiers)
-    /// reads that index alone, not each row it passes over in the table.
-    static let schemaVersion21 = [
-        "DROP INDEX IF EXISTS overtime.requests_pending",
-        "CREATE INDEX requests_pending ON overtime.requests (sequence) INCLUDE (owner, identifier) WHERE NOT finished",
-    ]
-
-    /// Version 22: the identifier is a key of that index, not only held in it. A prefix's
-    /// range is then a condition of the index scan, checked in each entry before the row is
-    /// looked at; as an included column it was checked after, and each entry the page passed
-    /// over cost a visit to the table wherever vacuum had not marked the rows all visible
-    /// (just after many were submitted: 50,000 visits for a prefix whose requests are the
-    /// oldest). The sequence alone orders the index, as before.
-    static let schemaVersion22 = [
-        "DROP INDEX IF EXISTS overtime.requests_pending",
-        "CREATE INDEX requests_pending ON overtime.requests (sequence, identifier) INCLUDE (owner) WHERE NOT finished",
     ]
 
     /// The SQL of the number a page in `order` is sorted by (``RequestQuery/Order-swift.struct``),

@@ -375,8 +375,9 @@ extension PostgresScheduleStore {
             if batch.writes.count >= Self.manyWrites {
                 // The claims' plans are chosen from the table's statistics, which a burst of
                 // new requests leaves behind until autovacuum's next analysis (a minute or
-                // more): taken here, in the submitting transaction.
-                _ = try await run(connection, "ANALYZE overtime.requests")
+                // more): taken here, in the submitting transaction. Skipped while an index
+                // is built (``buildConcurrently(_:)``), whose lock an analysis waits for.
+                _ = try await run(connection, "ANALYZE (SKIP_LOCKED) overtime.requests")
             }
             // Written requests are news to every instance.
             return (try await recordRuns(batch.ends, planned, starts, notifying: true, connection), found)

@@ -132,6 +132,12 @@ final class PostgresScheduleStore: ScheduleStore {
         var renewed = true
         /// The next attempt to connect the listening connection again, while one waits.
         var reconnect: Scheduled<Void>?
+        /// The connection building indexes beside the fleet's writes, while one does
+        /// (``buildConcurrently(_:)``); `true` in `indexBuild` from its start to its end; the
+        /// next try while another instance builds them.
+        var indexConnection: PostgresConnection?
+        var indexBuild = false
+        var indexRetry: Scheduled<Void>?
         var closed = false
     }
 
@@ -212,7 +218,7 @@ final class PostgresScheduleStore: ScheduleStore {
             return (background.renewal, background.connection, background.closed)
         }
         guard !wasClosed else { return }
-        let timers = background.withLockedValue { [$0.safeTimes, $0.reconnect] }
+        let timers = background.withLockedValue { [$0.safeTimes, $0.reconnect, $0.indexRetry] }
         for timer in timers { timer?.cancel() }
         background.withLockedValue { background in
             background.renewal = nil
@@ -223,10 +229,15 @@ final class PostgresScheduleStore: ScheduleStore {
             defer { connection = nil }
             return connection
         }
+        // An index build stops (it is built again at the next open).
+        let building = background.withLockedValue { background in
+            defer { background.indexConnection = nil }
+            return background.indexConnection
+        }
         // Closed before the loop stops, and kept until closed (postgres-nio asserts both):
         // the closes are queued on the loop ahead of its shutdown, which runs them before it
         // ends. Not waited for: nothing of the store's runs on the loop after them.
-        for connection in [listener, main] {
+        for connection in [listener, main, building] {
             connection?.close().whenComplete { _ in withExtendedLifetime(connection) {} }
         }
         group.shutdownGracefully { _ in }
