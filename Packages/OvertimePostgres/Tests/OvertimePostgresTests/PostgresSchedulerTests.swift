@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Metrics
 import MetricsTestKit
 import NIOConcurrencyHelpers
@@ -529,14 +530,17 @@ struct PostgresSchedulerTests {
     /// An index a migration adds to a schedule that holds requests is built beside the
     /// fleet's writes, not in the migration's transaction. While its build waits for a
     /// transaction that may write requests (an operator's, left open, that took the lock
-    /// writers take), the instance that migrated and another one go on submitting; in the
-    /// transaction, the migration's lock would have stopped both until that one ended. The
-    /// instance stops before its build ends: the next to open the schedule builds the index.
+    /// writers take), the instance that migrated and another one go on submitting, a batch
+    /// large enough to analyse the table too; in the transaction, the migration's lock would
+    /// have stopped both until that one ended. The build is cut short (its server process
+    /// ended): the next instance to open the schedule, migrated already, builds the index.
     @Test func anIndexAMigrationAddsIsBuiltWhileTheFleetGoesOnWriting() throws {
         let server = try PostgresServer()
         defer { server.stop() }
-        func instance() throws -> Scheduler {
-            let scheduler = try Scheduler(runtime: try Self.runtime(), configuration: Self.configuration(server))
+        func instance(_ logs: CapturedLogs = CapturedLogs()) throws -> Scheduler {
+            var configuration = Self.configuration(server)
+            configuration.logger = Logger(label: "test") { _ in logs }
+            let scheduler = try Scheduler(runtime: try Self.runtime(), configuration: configuration)
             try scheduler.register(prefix: "job.") { $0.setTaskCompleted(success: true) }
             try scheduler.start()
             return scheduler
@@ -572,28 +576,35 @@ struct PostgresSchedulerTests {
                     """) == "1"
             }, "the operator's transaction holds the writers' lock")
 
-        let b = try instance()
+        let bLogs = CapturedLogs()
+        let b = try instance(bLogs)
+        defer { b.runtime.requestTermination() }
         #expect(b.pendingRequests().count == 1, "b opened the schedule")
+        let building = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX CONCURRENTLY%'"
         #expect(
-            Self.eventually(30) {
-                psql(
-                    "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX CONCURRENTLY%' AND wait_event_type = 'Lock'"
-                ) == "1"
-            }, "the build waits for the operator's transaction")
+            Self.eventually(30) { psql(building + " AND wait_event_type = 'Lock'") == "1" },
+            "the build waits for the operator's transaction")
         try b.submit(dueInAnHour("job.b"))
-        // A batch large enough to analyse the table as it commits, which waits for no build.
         try a.submit(contentsOf: (0..<PostgresScheduleStore.manyWrites).map { dueInAnHour("job.a.\($0)") })
         #expect(psql("SELECT value FROM overtime.meta WHERE name = 'schema_version'") == "22")
-        #expect(psql("SELECT value FROM overtime.meta WHERE name = 'index requests_pending'") == "")
-        b.runtime.requestTermination()
+        #expect(psql("SELECT value FROM overtime.meta WHERE name = 'index requests_pending'") == "0", "to build")
+
+        try server.psql(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX CONCURRENTLY%'")
+        #expect(Self.eventually(30) { bLogs.lines.contains { $0.contains("indexes not built yet") } })
+        #expect(
+            psql("SELECT indisvalid FROM pg_index WHERE indexrelid = 'overtime.requests_pending_building'::regclass")
+                == "f", "left invalid")
         operatorsTransaction.end()
 
-        let c = try instance()
+        let cLogs = CapturedLogs()
+        let c = try instance(cLogs)
         defer { c.runtime.requestTermination() }
         #expect(
-            Self.eventually(60) {
+            Self.eventually(30) {
                 psql("SELECT value FROM overtime.meta WHERE name = 'index requests_pending'") == "22"
             })
+        #expect(cLogs.lines.contains { $0.contains("built index requests_pending") })
         #expect(
             psql("SELECT indexdef FROM pg_indexes WHERE indexname = 'requests_pending'").contains(
                 "(sequence, identifier) INCLUDE (owner)"))
@@ -635,7 +646,7 @@ struct PostgresSchedulerTests {
         try b.start()
         _ = b.pendingRequests()
         #expect(
-            psql("SELECT value FROM overtime.meta WHERE name = 'index requests_pending'") == "", "left to the other")
+            psql("SELECT value FROM overtime.meta WHERE name = 'index requests_pending'") == "0", "left to the other")
         builder.end()
         #expect(
             Self.eventually(30) {

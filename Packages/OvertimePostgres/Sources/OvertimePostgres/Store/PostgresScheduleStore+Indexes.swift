@@ -6,7 +6,7 @@
 // A new schema's tables are empty: there they are built in its transaction, as before.
 //
 // The form of each index is the schema version it was built for, kept in `overtime.meta`
-// (`index <name>`). One instance builds at a time: it only tries for the lock that says so
+// (`index <name>`; 0 while it is left to build). One instance builds at a time: it only tries for the lock that says so
 // (a session's advisory lock), since one waiting for it would hold a snapshot the build
 // waits for; the others try again at each reconnect interval until the indexes are built
 // (a build whose instance stopped goes on in its server process until the build ends, the
@@ -73,10 +73,16 @@ extension PostgresScheduleStore {
             }
             let (built, valid) = try await state(of: index, connection)
             if valid, let built, built >= index.version { continue }
+            // Unmarked, it was made by an earlier build's migration (in its transaction) if
+            // the schema was already at its version; left to build, it is marked 0, so that
+            // an instance migrating after this one does not take the old form for it.
             if valid, built == nil, before >= index.version {
                 try await markBuilt(index, connection)
                 continue
             }
+            _ = try await run(
+                connection,
+                "INSERT INTO overtime.meta (name, value) VALUES (\(index.metaName), 0) ON CONFLICT (name) DO NOTHING")
             left.append(index)
         }
         return left

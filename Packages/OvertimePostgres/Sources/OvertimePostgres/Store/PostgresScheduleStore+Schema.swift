@@ -1,5 +1,6 @@
 // The PostgreSQL store's schema: made on the first connection, migrated version by version
-// in one transaction, refused when newer than this build.
+// in one transaction, refused when newer than this build. The indexes a migration adds to
+// tables that hold rows are built after it (PostgresScheduleStore+Indexes.swift).
 
 import Logging
 import Metrics
