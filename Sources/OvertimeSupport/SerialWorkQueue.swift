@@ -118,16 +118,18 @@ package final class SerialWorkQueue: TaskExecutor, Sendable {
     package func performTask<T: Sendable, Failure: Error>(
         _ body: @escaping @Sendable () async throws(Failure) -> T
     ) async throws(Failure) -> T {
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, Failure>, Never>) in
+        let handoff = Handoff<T, Failure>()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             task {
                 do throws(Failure) {
-                    continuation.resume(returning: .success(try await body()))
+                    handoff.set(.success(try await body()))
                 } catch {
-                    continuation.resume(returning: .failure(error))
+                    handoff.set(.failure(error))
                 }
+                continuation.resume()
             }
         }
-        return try result.get()
+        return try handoff.result.get()
     }
 
     /// Runs `body` on the queue's thread after everything queued before it, and resumes the
@@ -135,16 +137,37 @@ package final class SerialWorkQueue: TaskExecutor, Sendable {
     package func perform<T: Sendable, Failure: Error>(
         _ body: @escaping @Sendable () throws(Failure) -> T
     ) async throws(Failure) -> T {
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, Failure>, Never>) in
+        let handoff = Handoff<T, Failure>()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             async {
                 do throws(Failure) {
-                    continuation.resume(returning: .success(try body()))
+                    handoff.set(.success(try body()))
                 } catch {
-                    continuation.resume(returning: .failure(error))
+                    handoff.set(.failure(error))
                 }
+                continuation.resume()
             }
         }
-        return try result.get()
+        return try handoff.result.get()
+    }
+
+    /// A result handed from the queue's thread to the caller under a lock, beside the
+    /// continuation that resumes the caller. The continuation orders the two threads, but
+    /// ThreadSanitizer does not always see it (a caller that had not yet suspended when
+    /// resumed; swiftlang/swift#57803), and reported the caller's first reads of what the
+    /// queue's thread had made (an inspector it opened) as races; it sees a lock.
+    private final class Handoff<T: Sendable, Failure: Error>: Sendable {
+        private let value = Locked<Result<T, Failure>?>(nil)
+
+        func set(_ result: Result<T, Failure>) { value.withLock { $0 = result } }
+
+        /// Set before the continuation resumes the caller, which alone reads it.
+        var result: Result<T, Failure> {
+            guard let result = value.withLock({ $0 }) else {
+                preconditionFailure("SerialWorkQueue: a caller resumed before its result was set")
+            }
+            return result
+        }
     }
 
     /// Whether the caller runs on the queue's thread (for assertions: it takes the lock).
