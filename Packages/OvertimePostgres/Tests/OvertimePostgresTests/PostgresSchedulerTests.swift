@@ -550,20 +550,11 @@ struct PostgresSchedulerTests {
             request.earliestBegin = WallClockInstant(secondsSinceEpoch: Int64(Date().timeIntervalSince1970) + 3600)
             return request
         }
-        func psql(_ sql: String) -> String {
-            ((try? server.psql(sql)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
-        }
+        let psql = { (sql: String) in Self.answer(server, sql) }
         let a = try instance()
         defer { a.runtime.requestTermination() }
         try a.submit(dueInAnHour("job.0"))
-        // The schedule as version 21 left it: the pending requests' index in its old form.
-        try server.psql(
-            """
-            DROP INDEX overtime.requests_pending;
-            CREATE INDEX requests_pending ON overtime.requests (sequence) INCLUDE (owner, identifier) WHERE NOT finished;
-            DELETE FROM overtime.meta WHERE name = 'index requests_pending';
-            UPDATE overtime.meta SET value = 21 WHERE name = 'schema_version'
-            """)
+        try Self.setBackToVersion21(server)
         let operatorsTransaction = try HeldSession(
             server, "BEGIN; LOCK TABLE overtime.requests IN ROW EXCLUSIVE MODE;")
         #expect(
@@ -605,9 +596,7 @@ struct PostgresSchedulerTests {
                 psql("SELECT value FROM overtime.meta WHERE name = 'index requests_pending'") == "22"
             })
         #expect(cLogs.lines.contains { $0.contains("built index requests_pending") })
-        #expect(
-            psql("SELECT indexdef FROM pg_indexes WHERE indexname = 'requests_pending'").contains(
-                "(sequence, identifier) INCLUDE (owner)"))
+        #expect(Self.pendingIndexHasItsVersion22Form(server))
         #expect(psql("SELECT count(*) FROM pg_indexes WHERE indexname LIKE '%_building'") == "0")
         #expect(c.pendingRequests().count == 2 + PostgresScheduleStore.manyWrites)
     }
@@ -618,21 +607,13 @@ struct PostgresSchedulerTests {
     @Test func anIndexAnotherSessionIsBuildingIsBuiltHereOnceItsLockIsFree() throws {
         let server = try PostgresServer()
         defer { server.stop() }
-        func psql(_ sql: String) -> String {
-            ((try? server.psql(sql)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
-        }
+        let psql = { (sql: String) in Self.answer(server, sql) }
         let a = try Scheduler(runtime: try Self.runtime(), configuration: Self.configuration(server))
         try a.register("job") { $0.setTaskCompleted(success: true) }
         try a.start()
         _ = a.pendingRequests()
         a.runtime.requestTermination()
-        try server.psql(
-            """
-            DROP INDEX overtime.requests_pending;
-            CREATE INDEX requests_pending ON overtime.requests (sequence) INCLUDE (owner, identifier) WHERE NOT finished;
-            DELETE FROM overtime.meta WHERE name = 'index requests_pending';
-            UPDATE overtime.meta SET value = 21 WHERE name = 'schema_version'
-            """)
+        try Self.setBackToVersion21(server)
         let builder = try HeldSession(server, "SELECT pg_advisory_lock(hashtext('overtime indexes'));")
         #expect(
             Self.eventually(30) {
@@ -652,9 +633,30 @@ struct PostgresSchedulerTests {
             Self.eventually(30) {
                 psql("SELECT value FROM overtime.meta WHERE name = 'index requests_pending'") == "22"
             })
-        #expect(
-            psql("SELECT indexdef FROM pg_indexes WHERE indexname = 'requests_pending'").contains(
-                "(sequence, identifier) INCLUDE (owner)"))
+        #expect(Self.pendingIndexHasItsVersion22Form(server))
+    }
+
+    /// The schedule as version 21 left it: the pending requests' index in its old form, and
+    /// no mark of a newer one.
+    static func setBackToVersion21(_ server: PostgresServer) throws {
+        try server.psql(
+            """
+            DROP INDEX overtime.requests_pending;
+            CREATE INDEX requests_pending ON overtime.requests (sequence) INCLUDE (owner, identifier) WHERE NOT finished;
+            DELETE FROM overtime.meta WHERE name = 'index requests_pending';
+            UPDATE overtime.meta SET value = 21 WHERE name = 'schema_version'
+            """)
+    }
+
+    /// Whether the pending requests' index has the identifier as a key (version 22).
+    static func pendingIndexHasItsVersion22Form(_ server: PostgresServer) -> Bool {
+        answer(server, "SELECT indexdef FROM pg_indexes WHERE indexname = 'requests_pending'")
+            .contains("(sequence, identifier) INCLUDE (owner)")
+    }
+
+    /// What `sql` answers on `server`, trimmed; empty if it fails.
+    static func answer(_ server: PostgresServer, _ sql: String) -> String {
+        ((try? server.psql(sql)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     @Test func aScheduleOfSchemaVersion1IsMigratedWithItsRequestsKept() throws {
@@ -714,9 +716,7 @@ struct PostgresSchedulerTests {
                     .hasPrefix("4") == true
             })
         #expect(try server.psql("SELECT to_regclass('overtime.requests_by_last_run') IS NOT NULL").hasPrefix("t"))
-        #expect(
-            try server.psql("SELECT indexdef FROM pg_indexes WHERE indexname = 'requests_pending'")
-                .contains("(sequence, identifier) INCLUDE (owner)"))
+        #expect(Self.pendingIndexHasItsVersion22Form(server))
         #expect(try server.psql("SELECT to_regclass('overtime.operator_actions') IS NOT NULL").hasPrefix("t"))
         #expect(
             try server.psql("SELECT to_regclass('overtime.requests_failed_for_good') IS NOT NULL").hasPrefix("t"))
