@@ -102,13 +102,13 @@ extension Scheduler {
     /// Every request not finished, as the synchronous `pendingRequests()` returns them, without
     /// holding the caller's thread.
     public func pendingRequests() async -> [PendingRequest] {
-        (try? await onQueue(resuming: { () async throws(SchedulerError) in await self.pending(tagged: nil) })) ?? []
+        (try? await onQueue(resuming: { () async throws(SchedulerError) in try await self.pending(tagged: nil) })) ?? []
     }
 
     /// The requests not finished that are tagged `tag`, as the synchronous `pendingRequests(tag:)`
     /// returns them, without holding the caller's thread.
     public func pendingRequests(tag: String) async -> [PendingRequest] {
-        (try? await onQueue(resuming: { () async throws(SchedulerError) in await self.pending(tagged: tag) })) ?? []
+        (try? await onQueue(resuming: { () async throws(SchedulerError) in try await self.pending(tagged: tag) })) ?? []
     }
 
     /// How many requests are not finished, as the synchronous `pendingRequestCount()` counts them,

@@ -8,9 +8,10 @@ import OvertimeSupport
 extension Scheduler {
     /// Adds the scheduler's commands to the runtime's control socket.
     func addControlCommands() {
-        addCommand("schedule", usage: nil) { scheduler, arguments in
-            // An argument is a tag: the requests with it.
-            Self.scheduleTable(await scheduler.pending(tagged: arguments.first))
+        addCommand("schedule", usage: nil) { scheduler, arguments throws(SchedulerError) in
+            // An argument is a tag: the requests with it. A store that cannot be read is
+            // said, not shown as an empty schedule.
+            Self.scheduleTable(try await scheduler.pending(tagged: arguments.first))
         }
         addCommand("history", usage: "history ID [LIMIT]") { scheduler, arguments throws(SchedulerError) in
             let limit = arguments.dropFirst().first.flatMap { Int($0) } ?? 20

@@ -637,16 +637,19 @@ public final class Scheduler: Sendable {
 
     private func pending(_ call: String, tag: String?) -> [PendingRequest] {
         do {
-            return try onQueue(call) { () async throws(SchedulerError) in await self.pending(tagged: tag) }
+            return try onQueue(call) { () async throws(SchedulerError) in try await self.pending(tagged: tag) }
         } catch {
-            logger.error("\(error.message); answered with no requests")
+            // A store that could not be read was logged as such where it was read.
+            if error.code != .store, error.code != .storeInUse {
+                logger.error("\(error.message); answered with no requests")
+            }
             return []
         }
     }
 
     /// The requests not finished (tagged `tag`, if one is given), with their next planned
     /// times and what they wait for. On the queue.
-    func pending(tagged tag: String?) async -> [PendingRequest] {
+    func pending(tagged tag: String?) async throws(SchedulerError) -> [PendingRequest] {
         let now = wallClockNow
         let stored: [StoredRequest]
         do {
@@ -657,7 +660,8 @@ public final class Scheduler: Sendable {
             }
         } catch {
             logger.error("cannot read the pending requests: \(error)")
-            return []
+            let code = SchedulerError.store(error).code
+            throw SchedulerError(code: code, message: "cannot read the pending requests: \(error.message)")
         }
         return stored.map { stored in
             let running = state.value.running[stored.request.identifier]

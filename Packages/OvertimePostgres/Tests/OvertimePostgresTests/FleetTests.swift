@@ -197,9 +197,12 @@ struct FleetTests {
     /// The database stopped (SIGSTOP: a hung server, a frozen VM): a worker entering the
     /// background, asked for its status and its schedule, and whose handler submits more
     /// work through the async API meanwhile, keeps its loop answering and is never killed by
-    /// its own watchdog, whose limit is 2 s (the store's calls end within half of it: the
-    /// handler's submit fails by that deadline). Its schedule is answered once the database
-    /// is back.
+    /// its own watchdog, whose limit is 2 s (the store's calls end within half of it). The
+    /// handler's submit, queued behind the scheduler's own reads, fails within a few
+    /// seconds: once a connection has gone unanswered, the calls after it fail at once
+    /// rather than each waiting its deadline (behind eleven of them, it once waited past
+    /// the test's twelve seconds). Asked for its schedule meanwhile, it says it cannot read
+    /// it; once the database is back, it shows it.
     @Test func aStoppedDatabaseNeverStallsTheLoopNorTripsTheWatchdog() throws {
         let server = try PostgresServer()
         defer { server.stop() }
@@ -242,11 +245,21 @@ struct FleetTests {
             #expect(fleet.workers[0].isRunning, "second \(second): \(fleet.output())")
             usleep(1_000_000)
         }
-        #expect(logText().contains("resubmit failed more.1 store"), "\(logText())")
-        server.signalAll(SIGCONT)
-        let table = schedule.readLine(waitingSeconds: 60)
+        #expect(logText().contains("resubmit failed more.1 store"), "\(logText())\n\(fleet.output())")
+        // Asked while the database was stopped, the schedule is said to be unreadable, not
+        // shown as empty.
+        let unread = schedule.readLine(waitingSeconds: 30)
         #expect(
-            table?.contains(#""ok""#) == true, "the schedule is answered once the database is back: \(table ?? "none")")
+            unread?.contains(#""ok":false"#) == true && unread?.contains("cannot read the pending requests") == true,
+            "\(unread ?? "no answer")")
+        server.signalAll(SIGCONT)
+        var table: String?
+        #expect(
+            Self.waitFor(60) {
+                table = try ControlLine(socket).ask("schedule", waitingSeconds: 5)
+                return table?.contains(#""ok":true"#) == true
+            }, "the schedule is answered once the database is back: \(table ?? "none")")
+        #expect(table?.contains("more.0") == true, "\(table ?? "none")")
         #expect(fleet.workers[0].isRunning, "\(fleet.output())")
         fleet.stop()
         #expect(fleet.workers[0].terminationStatus != WatchdogPolicy.defaultExitStatus, "\(fleet.output())")

@@ -141,7 +141,8 @@ struct PostgresConnectionTests {
 
     /// A store call to a stopped server (SIGSTOP: it takes connections and never answers)
     /// ends by its one deadline, connecting and every statement included, with that said;
-    /// the next call after the server goes on connects again. A deadline longer than half
+    /// the calls after one whose connection went unanswered fail at once, until the
+    /// reconnect interval has passed; the first after it, the server going on, connects again. A deadline longer than half
     /// the runtime's watchdog is refused before anything connects.
     @Test func aCallToAStoppedDatabaseEndsByItsDeadlineWhichTheWatchdogBounds() async throws {
         let server = try PostgresServer()
@@ -171,8 +172,62 @@ struct PostgresConnectionTests {
                 "\(error)".contains("no answer in 1.0 s")
             }
         }
+        // Then at once, until the reconnect interval (5 s) has passed since that attempt.
+        await #expect {
+            _ = try await store.pendingCount()
+        } throws: { error in
+            "\(error)".contains("had no answer in 1.0 s: not connecting again for ")
+        }
         server.signalAll(SIGCONT)
         #expect(await PostgresSchedulerTests.eventually(30, reading: { (try? await store.pendingCount()) == 0 }))
+    }
+
+    /// A peer that takes connections and never says a word (a stopped server, a network
+    /// that drops what comes back): the store's calls do not each wait their deadline on a
+    /// new connection to it, one after the other — a call queued behind a few of them did
+    /// for seconds. One attempt goes unanswered; the calls after it fail at once, saying
+    /// so, and connect no more until the reconnect interval has passed. With no interval,
+    /// each call tries, and waits its deadline.
+    @Test func callsToAPeerThatNeverAnswersFailAtOnceUntilTheReconnectInterval() async throws {
+        let peer = try SilentPeer()
+        defer { peer.close() }
+        var database = PostgresScheduleConfiguration(host: "127.0.0.1", port: peer.port, username: "postgres")
+        database.operationTimeout = .milliseconds(500)
+        database.reconnectInterval = .seconds(600)
+        let now = WallClockInstant(nanosecondsSinceEpoch: Int64(Date().timeIntervalSince1970 * 1e9))
+        let context = ScheduleStoreContext(
+            now: now, wallClock: { now }, logger: Logger(label: "store") { _ in SwiftLogNoOpLogHandler() })
+        // Opened, not connected: a program may start before its database answers.
+        let store = try await ScheduleDatabase.postgres(database).openStore(context)
+        defer { store.close() }
+        #expect(try peer.connectionsSoFar() == 1)
+        var errors: [String] = []
+        for _ in 0..<5 {
+            do {
+                _ = try await store.pendingCount()
+                errors.append("answered")
+            } catch {
+                errors.append("\(error)")
+            }
+        }
+        #expect(try peer.connectionsSoFar() == 1, "connected again: \(errors)")
+        #expect(
+            errors.allSatisfy {
+                $0.contains("a connection 0.") && $0.contains("s ago had no answer in 0.5 s: not connecting again for")
+            },
+            "\(errors)")
+
+        database.reconnectInterval = .zero
+        let eager = try await ScheduleDatabase.postgres(database).openStore(context)
+        defer { eager.close() }
+        for _ in 0..<2 {
+            await #expect {
+                _ = try await eager.pendingCount()
+            } throws: { error in
+                "\(error)".contains("no answer in 0.5 s")
+            }
+        }
+        #expect(try peer.connectionsSoFar() == 4)
     }
 
     /// The database goes down during a run: the claim cannot be renewed, the run is told
@@ -372,5 +427,80 @@ struct CapturedLogs: LogHandler {
 
     func log(event: LogEvent) {
         box.withLockedValue { $0.append("\(event.level) \(event.message)") }
+    }
+}
+
+/// A TCP listener on 127.0.0.1 that accepts every connection, keeps it open and never sends
+/// a byte nor reads one: a peer that takes connections and never answers.
+final class SilentPeer: Sendable {
+    let port: Int
+    private let listener: Int32
+    /// The connections accepted, with the port each came from.
+    private let connections = NIOLockedValueBox<[(descriptor: Int32, port: Int)]>([])
+
+    init() throws {
+        listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        guard Self.bindAndListen(listener, &address) else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        let thread = Thread { [listener, connections] in
+            while true {
+                var from = sockaddr_in()
+                var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+                let connection = withUnsafeMutablePointer(to: &from) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { accept(listener, $0, &length) }
+                }
+                guard connection >= 0 else { return }  // closed
+                connections.withLockedValue { $0.append((connection, Int(UInt16(bigEndian: from.sin_port)))) }
+            }
+        }
+        thread.start()
+    }
+
+    private static func bindAndListen(_ listener: Int32, _ address: inout sockaddr_in) -> Bool {
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        return withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(listener, pointer, length) == 0 && listen(listener, 64) == 0
+                    && getsockname(listener, pointer, &length) == 0
+            }
+        }
+    }
+
+    /// How many connections were made to it so far: a connection of its own is made and,
+    /// once the listener has accepted it (in order: every earlier one is accepted by then),
+    /// the others before it are counted.
+    func connectionsSoFar() throws -> Int {
+        let own = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { _ = Glibc.close(own) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let connected = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                connect(own, pointer, length) == 0 && getsockname(own, pointer, &length) == 0
+            }
+        }
+        guard connected else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        let ownPort = Int(UInt16(bigEndian: address.sin_port))
+        var before: Int?
+        _ = FleetTests.waitFor(30) {
+            before = connections.withLockedValue { $0.firstIndex { $0.port == ownPort } }
+            return before != nil
+        }
+        guard let before else { throw POSIXError(.ETIMEDOUT) }
+        let accepted = connections.withLockedValue { $0.remove(at: before) }
+        _ = Glibc.close(accepted.descriptor)
+        return before
+    }
+
+    func close() {
+        shutdown(listener, Int32(SHUT_RDWR))
+        _ = Glibc.close(listener)
+        for connection in connections.withLockedValue({ $0 }) { _ = Glibc.close(connection.descriptor) }
     }
 }

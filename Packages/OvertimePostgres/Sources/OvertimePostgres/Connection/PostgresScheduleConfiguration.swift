@@ -47,6 +47,12 @@ public struct PostgresScheduleConfiguration: Sendable {
     public var claimMargin: Duration = .seconds(5)
     /// With no notification, the schedule is read again this often while the database
     /// cannot be reached (notifications are lost with the connection). Default 5 s.
+    ///
+    /// Also how long calls fail at once, without connecting, after the database took a
+    /// connection and never answered it within ``operationTimeout`` (stopped, frozen, or
+    /// behind a network that drops its packets): each such attempt would cost a call its whole
+    /// deadline, and calls wait for each other's. A refused connection is tried again at each
+    /// call.
     public var reconnectInterval: Duration = .seconds(5)
 
     /// The environment a password not given is looked up in (`PGPASSWORD`, the password

@@ -56,6 +56,10 @@ final class PostgresScheduleInspector: ScheduleInspector {
     private let prefixIsARange = NIOLockedValueBox(false)
     private static let logger = Logger(label: "overtime.fleet.inspector") { _ in SwiftLogNoOpLogHandler() }
 
+    /// Whether a lane may connect now, or fails at once after an attempt the server never
+    /// answered (one server behind every lane).
+    private let connectAttempts: ConnectAttempts
+
     /// One connection and its operations, one at a time, each within its deadline.
     private final class Lane: Sendable {
         let operations: ConnectionOperations
@@ -82,6 +86,8 @@ final class PostgresScheduleInspector: ScheduleInspector {
         self.configuration = configuration
         self.rowsReadPerPage = rowsReadPerPage
         self.prefixSortedAtMost = prefixSortedAtMost
+        connectAttempts = ConnectAttempts(
+            interval: configuration.reconnectInterval, timeout: configuration.operationTimeout)
         lanes = (0..<InspectorReaders.most).map { [group] index in
             Lane(on: group.next(), timeout: configuration.operationTimeout, listens: index == 0)
         }
@@ -722,9 +728,18 @@ final class PostgresScheduleInspector: ScheduleInspector {
         var settings = configuration.connection()
         // Not `overtime <name>`: the inspector is no instance of the fleet.
         settings.options.additionalStartupParameters = [("application_name", "overtime-inspector")]
-        let made = try await deadline.race(
-            PostgresConnection.connect(on: lane.operations.loop, configuration: settings, id: 4, logger: Self.logger),
-            late: { late in late.close().whenComplete { _ in } })
+        try connectAttempts.checkMayConnect()
+        let made: PostgresConnection
+        do {
+            made = try await deadline.race(
+                PostgresConnection.connect(
+                    on: lane.operations.loop, configuration: settings, id: 4, logger: Self.logger),
+                late: { late in late.close().whenComplete { _ in } })
+            connectAttempts.attemptEnded(unanswered: false)
+        } catch {
+            connectAttempts.attemptEnded(unanswered: deadline.hasLapsed)
+            throw error
+        }
         deadline.watch(made)
         do {
             let version = try await run(

@@ -62,6 +62,7 @@ extension PostgresScheduleStore {
     private func connected(within deadline: OperationDeadline) async throws -> PostgresConnection {
         if let current = connection.withLockedValue({ $0 }), !current.isClosed { return current }
         connection.withLockedValue { $0 = nil }
+        try connectAttempts.checkMayConnect()
         let made: PostgresConnection
         do {
             made = try await deadline.race(
@@ -70,8 +71,10 @@ extension PostgresScheduleStore {
                     id: 1, logger: logger),
                 late: { late in late.close().whenComplete { _ in } })
             unreachable.withLockedValue { $0 = false }
+            connectAttempts.attemptEnded(unanswered: false)
         } catch {
             unreachable.withLockedValue { $0 = Self.isUnreachable(error) }
+            connectAttempts.attemptEnded(unanswered: deadline.hasLapsed)
             throw error
         }
         connection.withLockedValue { $0 = made }

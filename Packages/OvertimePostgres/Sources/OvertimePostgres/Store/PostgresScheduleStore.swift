@@ -76,6 +76,9 @@ final class PostgresScheduleStore: ScheduleStore {
     let schemaReady = NIOLockedValueBox(false)
     /// The last attempt to connect found no server to answer (down, or not yet up).
     let unreachable = NIOLockedValueBox(false)
+    /// Whether an operation may connect now, or fails at once after an attempt the server
+    /// never answered.
+    let connectAttempts: ConnectAttempts
     /// When the earliest claim held by another instance ends (the database's clock,
     /// nanoseconds; `Int64.max`: none), as ``nextDue(after:unmet:)`` last saw it; `nil` when not
     /// known. Lapsed claims are looked for only from then.
@@ -165,6 +168,8 @@ final class PostgresScheduleStore: ScheduleStore {
         listenConnected.record(0)
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         operations = ConnectionOperations(on: group.next(), timeout: configuration.operationTimeout)
+        connectAttempts = ConnectAttempts(
+            interval: configuration.reconnectInterval, timeout: configuration.operationTimeout)
         background = NIOLockedValueBox(Background())
     }
 
