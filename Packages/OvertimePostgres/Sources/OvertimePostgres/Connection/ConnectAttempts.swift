@@ -24,9 +24,23 @@ final class ConnectAttempts: Sendable {
         self.timeout = timeout
     }
 
-    /// Throws ``ConnectingHeldBack`` while an unanswered attempt is more recent than the
-    /// interval.
-    func checkMayConnect() throws {
+    /// Makes a connection with `connect` within `deadline`, unless an unanswered attempt
+    /// is more recent than the interval (then throws ``ConnectingHeldBack`` at once), and
+    /// notes whether this one went unanswered.
+    func attempt<T>(within deadline: OperationDeadline, _ connect: () async throws -> T) async throws -> T {
+        try checkMayConnect()
+        do {
+            let made = try await connect()
+            lastUnanswered.withLockedValue { $0 = nil }
+            return made
+        } catch {
+            let unanswered = deadline.hasLapsed
+            lastUnanswered.withLockedValue { $0 = unanswered ? .now() : nil }
+            throw error
+        }
+    }
+
+    private func checkMayConnect() throws {
         guard let last = lastUnanswered.withLockedValue({ $0 }) else { return }
         let since = NIODeadline.now() - last
         let wait = TimeAmount.nanoseconds(interval.nanosecondsClamped) - since
@@ -34,12 +48,6 @@ final class ConnectAttempts: Sendable {
         throw ConnectingHeldBack(
             secondsAgo: Double(since.nanoseconds) / 1e9, timeout: PostgresScheduleStore.seconds(timeout),
             secondsToWait: Double(wait.nanoseconds) / 1e9)
-    }
-
-    /// An attempt ended: `unanswered` when the operation's deadline passed before the server
-    /// answered it.
-    func attemptEnded(unanswered: Bool) {
-        lastUnanswered.withLockedValue { $0 = unanswered ? .now() : nil }
     }
 }
 

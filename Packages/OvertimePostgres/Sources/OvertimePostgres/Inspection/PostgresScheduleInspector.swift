@@ -728,17 +728,11 @@ final class PostgresScheduleInspector: ScheduleInspector {
         var settings = configuration.connection()
         // Not `overtime <name>`: the inspector is no instance of the fleet.
         settings.options.additionalStartupParameters = [("application_name", "overtime-inspector")]
-        try connectAttempts.checkMayConnect()
-        let made: PostgresConnection
-        do {
-            made = try await deadline.race(
+        let made = try await connectAttempts.attempt(within: deadline) {
+            try await deadline.race(
                 PostgresConnection.connect(
                     on: lane.operations.loop, configuration: settings, id: 4, logger: Self.logger),
                 late: { late in late.close().whenComplete { _ in } })
-            connectAttempts.attemptEnded(unanswered: false)
-        } catch {
-            connectAttempts.attemptEnded(unanswered: deadline.hasLapsed)
-            throw error
         }
         deadline.watch(made)
         do {

@@ -62,19 +62,19 @@ extension PostgresScheduleStore {
     private func connected(within deadline: OperationDeadline) async throws -> PostgresConnection {
         if let current = connection.withLockedValue({ $0 }), !current.isClosed { return current }
         connection.withLockedValue { $0 = nil }
-        try connectAttempts.checkMayConnect()
         let made: PostgresConnection
         do {
-            made = try await deadline.race(
-                PostgresConnection.connect(
-                    on: loop, configuration: configuration.connection(warn: { [logger] in logger.warning("\($0)") }),
-                    id: 1, logger: logger),
-                late: { late in late.close().whenComplete { _ in } })
+            made = try await connectAttempts.attempt(within: deadline) {
+                try await deadline.race(
+                    PostgresConnection.connect(
+                        on: loop,
+                        configuration: configuration.connection(warn: { [logger] in logger.warning("\($0)") }),
+                        id: 1, logger: logger),
+                    late: { late in late.close().whenComplete { _ in } })
+            }
             unreachable.withLockedValue { $0 = false }
-            connectAttempts.attemptEnded(unanswered: false)
         } catch {
             unreachable.withLockedValue { $0 = Self.isUnreachable(error) }
-            connectAttempts.attemptEnded(unanswered: deadline.hasLapsed)
             throw error
         }
         connection.withLockedValue { $0 = made }
