@@ -230,6 +230,45 @@ struct PostgresConnectionTests {
         #expect(try peer.connectionsSoFar() == 4)
     }
 
+    /// A call's deadline is for the server's silence, not for the call's length: each answer
+    /// gives it the whole timeout again. A submission of 2,500 requests is written in one
+    /// transaction, a thousand to a statement, to a server that takes 1.2 s over each
+    /// statement deleting or inserting requests (a trigger's sleep) with a 2 s timeout:
+    /// every statement is answered within it, all of them (7 s) long past it. With one
+    /// deadline for the whole call, even one statement of each (2.4 s) failed the
+    /// submission, as 20,000 requests in two statements did on a loaded machine.
+    @Test func aCallWhoseStatementsAreEachAnsweredInTimeIsNotCutShortByItsLength() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let scheduler = try Scheduler(
+            runtime: try PostgresSchedulerTests.runtime(),
+            configuration: PostgresSchedulerTests.configuration(server, operationTimeout: .seconds(2)))
+        defer { scheduler.runtime.requestTermination() }
+        try scheduler.register(prefix: "slow.") { $0.setTaskCompleted(success: true) }
+        try server.psql(
+            """
+            CREATE TABLE public.statements (kind text);
+            CREATE FUNCTION public.slowly() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN INSERT INTO public.statements VALUES (TG_OP); PERFORM pg_sleep(1.2); RETURN NULL; END $$;
+            CREATE TRIGGER slowly AFTER INSERT OR DELETE ON overtime.requests
+                FOR EACH STATEMENT EXECUTE FUNCTION public.slowly();
+            """)
+        let later = WallClockInstant(secondsSinceEpoch: Int64(Date().timeIntervalSince1970) + 3600)
+        let outcomes = try scheduler.submit(
+            contentsOf: (0..<2_500).map {
+                var request = ScheduledTaskRequest(identifier: "slow.\($0)")
+                request.earliestBegin = later
+                return request
+            })
+        #expect(outcomes.count == 2_500 && outcomes.allSatisfy { $0 == .added })
+        #expect(
+            PostgresSchedulerTests.answer(
+                server,
+                "SELECT string_agg(kind || ' ' || n, ', ' ORDER BY kind) FROM"
+                    + " (SELECT kind, count(*) AS n FROM public.statements GROUP BY kind) s") == "DELETE 3, INSERT 3")
+        #expect(try scheduler.pendingRequestCount() == 2_500)
+    }
+
     /// The database goes down during a run: the claim cannot be renewed, the run is told
     /// to stop and its handler completes it at once. Its end cannot be written; the grant
     /// ends then, with that said — not at its deadline as a handler that "did not end it".

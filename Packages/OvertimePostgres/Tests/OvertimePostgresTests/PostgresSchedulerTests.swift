@@ -596,7 +596,9 @@ struct PostgresSchedulerTests {
         #expect(psql("SELECT value FROM overtime.meta WHERE name = 'index requests_pending'") == "22")
         #expect(Self.pendingIndexHasItsVersion22Form(server))
         #expect(psql("SELECT count(*) FROM pg_indexes WHERE indexname LIKE '%_building'") == "0")
-        #expect(c.pendingRequests().count == 2 + PostgresScheduleStore.manyWrites)
+        #expect(
+            c.pendingRequests().count == 2 + PostgresScheduleStore.manyWrites,
+            "c's log: \(cLogs.lines.joined(separator: "\n"))")
     }
 
     /// While another session holds the builders' lock (an instance building, or the server

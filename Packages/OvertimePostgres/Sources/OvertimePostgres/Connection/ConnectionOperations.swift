@@ -19,8 +19,9 @@ final class ConnectionOperations: Sendable {
 
     var loop: any EventLoop { executor.loop }
 
-    /// Runs `body` in its turn with a deadline, on the event loop; what failed because the
-    /// deadline closed its connection throws ``Unanswered``.
+    /// Runs `body` in its turn with a deadline (which each statement answered starts again),
+    /// on the event loop; what failed because the deadline closed its connection throws
+    /// ``Unanswered``.
     ///
     /// On the loop, not the caller's executor: each answer resumes the operation on the
     /// thread that read it. Resumed on Swift's shared pool instead, an operation waits for a
@@ -33,7 +34,7 @@ final class ConnectionOperations: Sendable {
             let deadline = OperationDeadline(on: loop, after: timeout)
             defer { deadline.end() }
             do {
-                return try await body(deadline)
+                return try await OperationDeadline.$current.withValue(deadline) { try await body(deadline) }
             } catch {
                 if deadline.hasLapsed { throw deadline.error }
                 throw error

@@ -59,12 +59,15 @@ public struct PostgresScheduleConfiguration: Sendable {
     /// file); `nil`: the process's. For tests.
     var passwordEnvironment: [String: String]?
 
-    /// A call to the database (connecting, then each statement of it) that has not ended
-    /// in this time fails, and its connection is closed, to connect again: a server that
-    /// crashed or was stopped can leave a connection that never answers. At most half the
-    /// runtime's watchdog timeout (a scheduler refuses to open the store otherwise), so
-    /// that what waits on the scheduler's calls — a stop, a synchronous call off the loop —
-    /// is never held longer than the watchdog would let the loop be. Default 5 s.
+    /// A call to the database that has had no answer in this time (from its start to
+    /// connecting and its first statement's answer, then from each answer to the next) fails,
+    /// and its connection is closed, to connect again: a server that crashed or was stopped
+    /// can leave a connection that never answers. Each answer starts it again, so that a
+    /// large call to a server that answers (a submission of thousands of requests, written a
+    /// thousand to a statement) is not cut short by its size. At most half the runtime's
+    /// watchdog timeout (a scheduler refuses to open the store otherwise), so that what waits
+    /// on the scheduler's calls — a stop, a synchronous call off the loop — is never held by
+    /// a silent server longer than the watchdog would let the loop be. Default 5 s.
     public var operationTimeout: Duration = .seconds(5)
 
     /// A database at `host`.

@@ -779,6 +779,8 @@ final class PostgresScheduleInspector: ScheduleInspector {
     /// Sends `query` and waits for all of its answer (no thread waits).
     func run(_ connection: PostgresConnection, _ query: PostgresQuery) async throws -> PostgresQueryResult {
         let answer: EventLoopFuture<PostgresQueryResult> = connection.query(query, logger: Self.logger)
-        return try await answer.get()
+        let result = try await answer.get()
+        OperationDeadline.current?.answered()
+        return result
     }
 }

@@ -1,5 +1,5 @@
 // How the store's calls reach the database: one operation at a time, async on
-// postgres-nio from connecting to the last answer, within one deadline.
+// postgres-nio from connecting to the last answer, within a deadline each answer renews.
 
 import Logging
 import NIOConcurrencyHelpers
@@ -10,8 +10,9 @@ import PostgresNIO
 
 extension PostgresScheduleStore {
     /// Runs `body` with the connection (connected, its clock offset measured and the schema
-    /// made first, when they need to be), as one operation: the whole of it within
-    /// ``PostgresScheduleConfiguration/operationTimeout``.
+    /// made first, when they need to be), as one operation: each of its answers within
+    /// ``PostgresScheduleConfiguration/operationTimeout`` of the one before (of its start,
+    /// the first).
     func using<T: Sendable>(
         _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws(ScheduleStoreError) -> T {
@@ -88,7 +89,9 @@ extension PostgresScheduleStore {
         let started = ContinuousClock.now
         defer { roundTrips.recordNanoseconds(Int64((ContinuousClock.now - started) / .nanoseconds(1))) }
         let answer: EventLoopFuture<PostgresQueryResult> = connection.query(query, logger: logger)
-        return try await answer.get()
+        let result = try await answer.get()
+        OperationDeadline.current?.answered()
+        return result
     }
 
     /// The database's clock against the runtime's, from the middle of one round trip.
