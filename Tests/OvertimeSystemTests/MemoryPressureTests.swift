@@ -335,6 +335,53 @@ struct MemoryPressureTests {
     }
 }
 
+/// Where a process's cgroup v2 keeps its `memory.pressure`, read from `/proc/self/cgroup`
+/// and `/proc/self/mountinfo` as machines write them.
+@Suite struct CgroupPressureFileTests {
+    private static let unified = """
+        22 1 0:21 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 rw,nsdelegate
+        23 22 0:22 / /proc rw,nosuid - proc proc rw
+
+        """
+    private static let hybrid = """
+        25 1 0:23 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755
+        26 25 0:24 / /sys/fs/cgroup/unified rw,nosuid,nodev,noexec,relatime shared:10 - cgroup2 cgroup2 rw
+        27 25 0:25 / /sys/fs/cgroup/memory rw,nosuid - cgroup cgroup rw,memory
+
+        """
+
+    private func file(_ cgroup: String, _ mountinfo: String?) -> (file: String?, mountsRead: Bool) {
+        var read = false
+        let file = MemoryPressureMonitor.cgroupPressureFile(cgroup: Array(cgroup.utf8)) {
+            read = true
+            return mountinfo.map { Array($0.utf8) }
+        }
+        return (file, read)
+    }
+
+    @Test func aServiceBelowTheRootHasItsOwnFile() {
+        #expect(
+            file("0::/system.slice/log-uploader.service\n", Self.unified).file
+                == "/sys/fs/cgroup/system.slice/log-uploader.service/memory.pressure")
+        #expect(
+            file("1:memory:/x\n0::/user.slice/a b\n", Self.hybrid).file
+                == "/sys/fs/cgroup/unified/user.slice/a b/memory.pressure", "hybrid: the unified mount")
+        #expect(file("0::/x\n", "/ / rw - cgroup2 cgroup2 rw\n").file == nil, "no six fields before the separator")
+        #expect(file("0::/x", "1 0 0:1 / / rw - cgroup2 cgroup2 rw").file == "/x/memory.pressure", "mounted at /")
+    }
+
+    @Test func theRootNoCgroupV2OrNoMountHasNone() {
+        let root = file("4:memory:/x\n0::/\n", Self.hybrid)
+        #expect(root.file == nil && !root.mountsRead, "the root: mountinfo not read")
+        #expect(file("4:memory:/x\n1:cpu:/\n", Self.hybrid).file == nil, "cgroup v1 only")
+        #expect(file("0::\n", Self.unified).file == nil)
+        #expect(
+            file("0::/x\n", "27 25 0:25 / /sys/fs/cgroup/memory rw - cgroup cgroup rw\n").file == nil, "no v2 mount")
+        #expect(file("0::/x\n", nil).file == nil, "mountinfo unreadable")
+        #expect(file("", Self.unified).file == nil)
+    }
+}
+
 /// A child cgroup of the process's cgroup v2 with the memory controller enabled.
 private struct CgroupWithMemory {
     let path: String
