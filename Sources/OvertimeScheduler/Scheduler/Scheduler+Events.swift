@@ -53,16 +53,25 @@ extension Scheduler {
         }
     }
 
-    /// On the loop thread, at the start of the first turn after the process was away
-    /// longer than the store's stall threshold (paused, frozen, starved): the runs whose
-    /// claims may have ended are told to stop now, before any callback of the turn — a
-    /// handler's own timer among them — could act as their holder.
+    /// On the loop thread, at the start of the first turn after the loop had no turn for
+    /// longer than the store's stall threshold (the process paused, frozen or starved — or
+    /// only at rest, which the loop cannot tell apart): the runs whose claims may have ended
+    /// are told to stop now, before any callback of the turn — a handler's own timer among
+    /// them — could act as their holder. Said while such a run's grant is open: a claim
+    /// stays unsafe after its run ended until the end is recorded (its database unreachable),
+    /// and is found again after each quiet spell, with nothing left to stop.
     func checkClaimsAfterStall(_ away: Duration) {
         let unsafe = store.claimsNoLongerSafe()
         guard !unsafe.isEmpty else { return }
-        logger.warning(
-            "the process was away for \(away): stopping the runs whose claims may have ended before anything else runs",
-            metadata: ["tasks": "\(unsafe.sorted().joined(separator: ","))"])
+        let open = openRuns.withLock { runs in unsafe.filter { runs[$0] != nil } }
+        if !open.isEmpty {
+            logger.warning(
+                """
+                no turn of the loop for \(away) (paused, starved or at rest): stopping the runs whose claims may \
+                have ended before anything else runs
+                """,
+                metadata: ["tasks": "\(open.sorted().joined(separator: ","))"])
+        }
         // Expired here even when another thread told them first: its expiry is a message
         // the loop reads after this turn's callbacks, and one of them may be the effect.
         claimsLapsing(unsafe, evenIfToldAlready: true)
@@ -72,24 +81,26 @@ extension Scheduler {
     /// expiration handler) before the claim ends and another instance may take the run.
     /// From any thread: the loop's stall check cannot wait for the queue. The queue hears
     /// of it before the handlers do, so the runs' ends say why they stopped. A grant
-    /// expires once however often it is told.
+    /// expires once however often it is told, and each run is said to stop once.
     func claimsLapsing(_ identifiers: [String], evenIfToldAlready: Bool = false) {
         let stopping = openRuns.withLock { runs in
-            identifiers.compactMap { identifier -> (String, BackgroundTaskID)? in
+            identifiers.compactMap { identifier -> (identifier: String, grant: BackgroundTaskID, news: Bool)? in
                 guard let run = runs[identifier], evenIfToldAlready || !run.claimLapsing else { return nil }
                 runs[identifier]?.claimLapsing = true
-                return (identifier, run.grant)
+                return (identifier, run.grant, !run.claimLapsing)
             }
         }
         guard !stopping.isEmpty else { return }
         queue.async { [self] in
-            for (identifier, grant) in stopping where state.value.running[identifier]?.grant == grant {
+            for (identifier, grant, _) in stopping where state.value.running[identifier]?.grant == grant {
                 state.value.running[identifier]?.claimLapsing = true
             }
         }
-        for (identifier, grant) in stopping {
-            logger.warning(
-                "stopping a run: its claim on the store could not be renewed", metadata: ["task": "\(identifier)"])
+        for (identifier, grant, news) in stopping {
+            if news {
+                logger.warning(
+                    "stopping a run: its claim on the store could not be renewed", metadata: ["task": "\(identifier)"])
+            }
             runtime.expireBackgroundTask(grant)
         }
     }
