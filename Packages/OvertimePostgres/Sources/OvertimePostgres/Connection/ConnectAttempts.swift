@@ -1,7 +1,9 @@
 // When to connect again after the server took a connection and never answered it.
 
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import PostgresNIO
 
 /// Whether an operation that needs a new connection may try to make one now.
 ///
@@ -24,13 +26,19 @@ final class ConnectAttempts: Sendable {
         self.timeout = timeout
     }
 
-    /// Makes a connection with `connect` within `deadline`, unless an unanswered attempt
-    /// is more recent than the interval (then throws ``ConnectingHeldBack`` at once), and
-    /// notes whether this one went unanswered.
-    func attempt<T>(within deadline: OperationDeadline, _ connect: () async throws -> T) async throws -> T {
+    /// A connection to the server `configuration` names, on `loop`, made within `deadline`
+    /// (one made after it is closed), unless an unanswered attempt is more recent than the
+    /// interval (then throws ``ConnectingHeldBack`` at once); notes whether this one went
+    /// unanswered.
+    func connect(
+        within deadline: OperationDeadline, on loop: any EventLoop, configuration: PostgresConnection.Configuration,
+        id: Int, logger: Logger
+    ) async throws -> PostgresConnection {
         try checkMayConnect()
         do {
-            let made = try await connect()
+            let made = try await deadline.race(
+                PostgresConnection.connect(on: loop, configuration: configuration, id: id, logger: logger),
+                late: { late in late.close().whenComplete { _ in } })
             lastUnanswered.withLockedValue { $0 = nil }
             return made
         } catch {

@@ -728,12 +728,8 @@ final class PostgresScheduleInspector: ScheduleInspector {
         var settings = configuration.connection()
         // Not `overtime <name>`: the inspector is no instance of the fleet.
         settings.options.additionalStartupParameters = [("application_name", "overtime-inspector")]
-        let made = try await connectAttempts.attempt(within: deadline) {
-            try await deadline.race(
-                PostgresConnection.connect(
-                    on: lane.operations.loop, configuration: settings, id: 4, logger: Self.logger),
-                late: { late in late.close().whenComplete { _ in } })
-        }
+        let made = try await connectAttempts.connect(
+            within: deadline, on: lane.operations.loop, configuration: settings, id: 4, logger: Self.logger)
         deadline.watch(made)
         do {
             let version = try await run(

@@ -65,14 +65,10 @@ extension PostgresScheduleStore {
         connection.withLockedValue { $0 = nil }
         let made: PostgresConnection
         do {
-            made = try await connectAttempts.attempt(within: deadline) {
-                try await deadline.race(
-                    PostgresConnection.connect(
-                        on: loop,
-                        configuration: configuration.connection(warn: { [logger] in logger.warning("\($0)") }),
-                        id: 1, logger: logger),
-                    late: { late in late.close().whenComplete { _ in } })
-            }
+            made = try await connectAttempts.connect(
+                within: deadline, on: loop,
+                configuration: configuration.connection(warn: { [logger] in logger.warning("\($0)") }), id: 1,
+                logger: logger)
             unreachable.withLockedValue { $0 = false }
         } catch {
             unreachable.withLockedValue { $0 = Self.isUnreachable(error) }
